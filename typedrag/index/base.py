@@ -1,0 +1,28 @@
+"""The one retrieval interface every strategy uses.
+
+Strategies only see `Retriever`; an embedded engine (tantivy, the default) or a
+server-backed one (Qdrant, OpenSearch, ...) can sit behind it without touching them.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol, runtime_checkable
+
+from typedrag.records import ScoredPassage
+
+
+class IndexUnusableError(Exception):
+    """An index is missing, corrupt, or was built by an incompatible version (message names the fix)."""
+
+
+@runtime_checkable
+class Retriever(Protocol):
+    name: str  # engine name shown in traces, e.g. "tantivy-bm25"
+
+    def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
+        """Ranked passages for one query, best first."""
+        ...
+
+    def search_many(self, queries: list[str], k: int = 10) -> list[list[ScoredPassage]]:
+        """Ranked passages for several queries (may run in parallel)."""
+        ...
