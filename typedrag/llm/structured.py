@@ -1,0 +1,55 @@
+"""Tolerant parsing of model replies into pydantic objects.
+
+Small local models wrap JSON in code fences, add a preamble, or emit a bare list where an
+object was asked for. We recover what is unambiguous and let validation decide the rest.
+Model output is data only: it is parsed with `json`, never evaluated.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+_FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+
+
+def extract_json(text: str) -> Any:
+    """The first JSON value in `text` (fenced or not); raises ValueError when there is none."""
+    candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
+    decoder = json.JSONDecoder()
+    for candidate in candidates:
+        candidate = candidate.strip()
+        for start, char in enumerate(candidate):
+            if char not in "[{":
+                continue
+            try:
+                value, _ = decoder.raw_decode(candidate[start:])
+            except json.JSONDecodeError:
+                continue
+            return value
+    raise ValueError("no JSON object or list found in the reply")
+
+
+def parse_structured(text: str, schema: type[BaseModel]) -> BaseModel:
+    """Validate a reply against `schema`; a bare list fills the schema's only list field."""
+    value = extract_json(text)
+    if isinstance(value, list):
+        list_fields = [name for name, f in schema.model_fields.items() if _is_list(f.annotation)]
+        if len(list_fields) == 1:
+            value = {list_fields[0]: value}
+    return schema.model_validate(value)
+
+
+def _is_list(annotation: Any) -> bool:
+    return getattr(annotation, "__origin__", None) is list
+
+
+def describe_error(error: Exception) -> str:
+    """A short, model-readable reason a reply was rejected."""
+    if isinstance(error, ValidationError):
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in error.errors()[:5]]
+        return "; ".join(parts)
+    return str(error)

@@ -1,0 +1,29 @@
+"""Checks on user questions before any work is spent on them."""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+
+DEFAULT_MAX_CHARS = 2000
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+
+
+class QuestionError(ValueError):
+    """The question cannot be answered as given; the message says why and what to do."""
+
+
+def clean_question(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> str:
+    """Normalised question text: NFC, control characters removed, whitespace collapsed."""
+    if not isinstance(text, str):
+        raise QuestionError("the question must be text")
+    text = unicodedata.normalize("NFC", _CONTROL.sub(" ", text))
+    text = " ".join(text.split())
+    if not text:
+        raise QuestionError("the question is empty; ask something, e.g. typedrag ask \"Why is the sky blue?\"")
+    if len(text) > max_chars:
+        raise QuestionError(
+            f"the question is {len(text)} characters long, over the limit of {max_chars}; shorten it "
+            "or raise the limit (--max-question-chars / TYPEDRAG_MAX_QUESTION_CHARS)"
+        )
+    return text

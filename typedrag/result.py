@@ -1,0 +1,132 @@
+"""The result of answering one question, with its full trace. Serialised as-is by `--json` and the API."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from typedrag.llm.base import LLMCall
+from typedrag.records import ScoredPassage
+
+
+class Source(BaseModel):
+    """A retrieved passage with the number the answer cites it by ([n])."""
+
+    number: int
+    passage_id: str
+    title: str
+    text: str
+    score: float
+
+    @classmethod
+    def of(cls, number: int, hit: ScoredPassage) -> "Source":
+        p = hit.passage
+        return cls(number=number, passage_id=p.passage_id, title=p.title, text=p.text, score=round(hit.score, 4))
+
+
+class TypeDecision(BaseModel):
+    type: str
+    confidence: float
+    source: str = Field(description="classifier:<name>, forced, or llm:<model>")
+    probabilities: dict[str, float] = {}
+
+
+class Aspect(BaseModel):
+    """One decomposed part: a sub-query (reason/instruction), a perspective (debate) or an item (comparison)."""
+
+    label: str
+    query: str
+    source_numbers: list[int] = []
+    answer: str = ""
+    error: str | None = None
+
+
+class Citation(BaseModel):
+    """An answer sentence and the passages it cites."""
+
+    text: str
+    source_numbers: list[int]
+    passage_ids: list[str]
+
+
+class Fallback(BaseModel):
+    step: str
+    reason: str
+
+
+class Usage(BaseModel):
+    calls: int = 0
+    cached_calls: int = 0
+    requests: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    @classmethod
+    def of(cls, calls: list[LLMCall]) -> "Usage":
+        return cls(
+            calls=len(calls),
+            cached_calls=sum(c.cached for c in calls),
+            requests=sum(c.requests for c in calls),
+            prompt_tokens=sum(c.prompt_tokens for c in calls),
+            completion_tokens=sum(c.completion_tokens for c in calls),
+        )
+
+
+class Engines(BaseModel):
+    generator: str
+    retriever: str | None = None
+    classifier: str | None = None
+    reranker: str | None = None
+
+
+class AnswerResult(BaseModel):
+    question: str
+    method: str  # llm | rag | typed
+    answer: str
+    strategy: str  # which plan ran, e.g. "comparison" or "rag"
+    type: TypeDecision | None = None
+    plan: dict[str, Any] | None = None
+    aspects: list[Aspect] = []
+    sources: list[Source] = []
+    citations: list[Citation] = []
+    fallbacks: list[Fallback] = []
+    llm_calls: list[LLMCall] = []
+    usage: Usage = Usage()
+    timings_ms: dict[str, float] = {}
+    engines: Engines
+    prompt_version: str
+
+
+_MARKER = re.compile(r"\[(\d{1,3})\]")
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?:\[\d{1,3}\])*\s+|\n+")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of an answer, each keeping the citation markers that follow it."""
+    pieces: list[str] = []
+    start = 0
+    for match in _SENTENCE_END.finditer(text):
+        end = match.end()
+        pieces.append(text[start:end].strip())
+        start = end
+    pieces.append(text[start:].strip())
+    return [p for p in pieces if p]
+
+
+def extract_citations(answer: str, sources: list[Source]) -> list[Citation]:
+    """Link each cited answer sentence to the passages it names; unknown numbers are ignored."""
+    by_number = {s.number: s for s in sources}
+    citations: list[Citation] = []
+    for sentence in split_sentences(answer):
+        numbers = list(dict.fromkeys(int(n) for n in _MARKER.findall(sentence) if int(n) in by_number))
+        if numbers:
+            citations.append(
+                Citation(
+                    text=_MARKER.sub("", sentence).strip(),
+                    source_numbers=numbers,
+                    passage_ids=[by_number[n].passage_id for n in numbers],
+                )
+            )
+    return citations

@@ -1,0 +1,204 @@
+"""A real HTTP server on loopback that speaks the OpenAI chat-completions protocol, scripted in Python.
+
+Tests and benchmarks drive typedrag's LLM path through actual HTTP (the official SDK, retries,
+timeouts, response_format) instead of patching our own functions. A `responder` decides each
+reply; the default one returns schema-valid plans and cited answers, optionally after a delay.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class ChatRequest:
+    body: dict[str, Any]
+    headers: dict[str, str]
+
+    @property
+    def messages(self) -> list[dict[str, str]]:
+        return self.body.get("messages", [])
+
+    @property
+    def prompt(self) -> str:
+        return "\n".join(m.get("content", "") for m in self.messages)
+
+    @property
+    def last_user(self) -> str:
+        users = [m.get("content", "") for m in self.messages if m.get("role") == "user"]
+        return users[-1] if users else ""
+
+    @property
+    def schema_name(self) -> str | None:
+        fmt = self.body.get("response_format") or {}
+        return (fmt.get("json_schema") or {}).get("name")
+
+    @property
+    def question(self) -> str:
+        match = re.search(r"(?:Debated question|Question|The reader's question is): (.+)", self.last_user)
+        return match.group(1).strip() if match else self.last_user
+
+
+@dataclass
+class Reply:
+    content: str | None = ""
+    status: int = 200
+    delay: float = 0.0  # seconds to sleep before answering
+    headers: dict[str, str] = field(default_factory=dict)
+    raw: bytes | None = None  # send these bytes as the body instead of a completion
+    drop: bool = False  # close the connection without answering
+
+
+Responder = Callable[[ChatRequest], Reply]
+
+
+def default_content(request: ChatRequest) -> str:
+    """A plausible, schema-valid reply for any typedrag prompt."""
+    from typedrag.engines import heuristics
+
+    question = request.question
+    planners = {
+        "ComparisonPlan": heuristics.comparison_plan,
+        "ExperiencePlan": heuristics.experience_plan,
+        "SubQueryPlan": heuristics.reason_plan,
+        "DebatePlan": heuristics.debate_plan,
+    }
+    name = request.schema_name or _schema_from_prompt(request.prompt)
+    if name in planners:
+        try:
+            return planners[name](question).model_dump_json()
+        except ValueError:
+            pass
+        fallback = {
+            "ComparisonPlan": {"purpose": "difference", "items": ["first thing", "second thing"]},
+            "ExperiencePlan": {"topic": question[:60], "keywords": question.split()[:3] or ["topic"]},
+            "SubQueryPlan": {"sub_queries": [f"{question} causes", f"{question} background"]},
+            "DebatePlan": {
+                "topic": question[:60],
+                "perspectives": [
+                    {"name": "supporters", "sub_query": f"support {question}"},
+                    {"name": "critics", "sub_query": f"against {question}"},
+                ],
+            },
+        }
+        return json.dumps(fallback[name])
+    if name == "TypeVerdict":
+        return json.dumps({"type": "EVIDENCE-BASED"})
+    numbers = re.findall(r"^\[(\d+)\]", request.last_user, flags=re.M) or re.findall(r"\[(\d+)\]", request.last_user)
+    cite = f" [{numbers[0]}]" if numbers else ""
+    if "judge" in request.prompt.lower() and "[[" in request.prompt:
+        return "Rank: [[2]]"
+    return f"Stub answer to: {question[:80]}{cite}."
+
+
+def _schema_from_prompt(prompt: str) -> str | None:
+    for marker, name in (('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"), ('"perspectives"', "DebatePlan")):
+        if marker in prompt:
+            return name
+    return None
+
+
+def default_responder(request: ChatRequest) -> Reply:
+    return Reply(content=default_content(request))
+
+
+class OpenAIStubServer:
+    """Context manager: `with OpenAIStubServer(responder) as server: server.base_url ...`."""
+
+    def __init__(self, responder: Responder = default_responder, *, delay: float = 0.0, model: str = "stub-model") -> None:
+        self.responder = responder
+        self.delay = delay
+        self.model = model
+        self.requests: list[ChatRequest] = []
+        self._lock = threading.Lock()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "OpenAIStubServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:  # keep test output clean
+                pass
+
+            def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                for key, value in (headers or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(body)
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    body = {"object": "list", "data": [{"id": stub.model, "object": "model", "owned_by": "stub"}]}
+                    self._send(200, json.dumps(body).encode())
+                else:
+                    self._send(404, b'{"error": {"message": "not found"}}')
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length", 0))
+                try:
+                    body = json.loads(self.rfile.read(length) or b"{}")
+                except json.JSONDecodeError:
+                    self._send(400, b'{"error": {"message": "invalid JSON"}}')
+                    return
+                request = ChatRequest(body=body, headers={k.lower(): v for k, v in self.headers.items()})
+                with stub._lock:
+                    stub.requests.append(request)
+                reply = stub.responder(request)
+                if stub.delay or reply.delay:
+                    time.sleep(stub.delay + reply.delay)
+                if reply.drop:
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                if reply.raw is not None:
+                    self._send(reply.status, reply.raw, reply.headers)
+                    return
+                if reply.status != 200:
+                    error = {"error": {"message": reply.content or f"status {reply.status}", "type": "stub_error"}}
+                    self._send(reply.status, json.dumps(error).encode(), reply.headers)
+                    return
+                prompt_tokens = sum(len(m.get("content", "").split()) for m in request.messages)
+                completion = {
+                    "id": f"chatcmpl-stub-{len(stub.requests)}",
+                    "object": "chat.completion",
+                    "created": int(time.time()),
+                    "model": body.get("model", stub.model),
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply.content}}
+                    ],
+                    "usage": {
+                        "prompt_tokens": prompt_tokens,
+                        "completion_tokens": len((reply.content or "").split()),
+                        "total_tokens": prompt_tokens + len((reply.content or "").split()),
+                    },
+                }
+                self._send(200, json.dumps(completion).encode(), reply.headers)
+
+        return Handler
