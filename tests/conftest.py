@@ -1,0 +1,68 @@
+"""Shared fixtures: a small real index over hand-written documents, and the shared-data path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+DOCUMENTS = [
+    ("croc", "Crocodile", "Crocodiles have a V-shaped, pointed snout, while alligators have a wider U-shaped snout. "
+     "When a crocodile closes its mouth, the fourth tooth of the lower jaw stays visible. Crocodiles tolerate salt "
+     "water thanks to glands on the tongue and live in tropical regions of Africa, Asia, Australia and the Americas."),
+    ("gator", "Alligator", "Alligators live mainly in fresh water in the south-eastern United States and in China. "
+     "An alligator's upper jaw is wider than its lower jaw, so its lower teeth are hidden when the mouth is shut. "
+     "Alligators are generally less aggressive towards people than saltwater crocodiles."),
+    ("rome", "Decline of the Western Roman Empire", "Historians list many causes for the fall of the Western Roman Empire. "
+     "Economic troubles, including heavy taxation and inflation, weakened the state. Repeated invasions by Germanic "
+     "tribes and the Huns put pressure on the frontiers. Political instability, with frequent civil wars and short "
+     "reigns, undermined central authority. The division of the empire into eastern and western halves left the west poorer."),
+    ("bread", "Bread making", "To bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
+     "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size. Shape the loaf, "
+     "let it prove again, then bake it in a hot oven at about 220 degrees Celsius until the crust is brown."),
+    ("nuclear", "Nuclear power debate", "Supporters of nuclear power argue that it produces electricity with very low "
+     "carbon emissions and provides reliable baseload supply. Critics point to the risk of accidents such as Chernobyl "
+     "and Fukushima, the unsolved problem of long-lived radioactive waste, and high construction costs. Studies find "
+     "that deaths per unit of energy from nuclear are among the lowest of all sources."),
+    ("guitar", "Learning guitar", "Beginners learning guitar are usually advised to practise for short periods every day "
+     "rather than for long sessions once a week. Many teachers recommend starting with open chords and simple strumming "
+     "patterns. An acoustic guitar with light strings is easier on the fingertips; some learners prefer a teacher, "
+     "others learn from online lessons and songbooks."),
+    ("photo", "Photosynthesis", "Photosynthesis is the process by which green plants use sunlight, water and carbon dioxide "
+     "to produce glucose and oxygen. It takes place in the chloroplasts, which contain the green pigment chlorophyll. "
+     "The light reactions capture energy and the Calvin cycle fixes carbon into sugars."),
+]
+
+
+def write_corpus(path: Path) -> Path:
+    with path.open("w", encoding="utf-8") as out:
+        for doc_id, title, text in DOCUMENTS:
+            out.write(json.dumps({"id": doc_id, "title": title, "text": text}) + "\n")
+    return path
+
+
+@pytest.fixture(scope="session")
+def small_index(tmp_path_factory) -> Path:
+    from typedrag.index import build_index
+
+    root = tmp_path_factory.mktemp("small")
+    corpus = write_corpus(root / "corpus.jsonl")
+    index_dir = root / "index"
+    build_index([corpus], index_dir, passage_words=40, show_progress=False)
+    return index_dir
+
+
+@pytest.fixture(scope="session")
+def retriever(small_index):
+    from typedrag.index import open_retriever
+
+    return open_retriever(small_index)
+
+
+def require_shared_data() -> Path:
+    if not SHARED_DATA.is_dir():
+        pytest.skip(f"shared data folder not found at {SHARED_DATA} (CI has it; a fresh clone does not)")
+    return SHARED_DATA

@@ -1,0 +1,237 @@
+"""Typed-RAG strategies end to end: real index, real HTTP to a scripted OpenAI-protocol server."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from typedrag.engines.llm_engine import LLMEngine
+from typedrag.engines.offline import OfflineEngine
+from typedrag.llm.openai_chat import OpenAIChatModel
+from typedrag.nfq import NFQType
+from typedrag.pipeline import Pipeline
+from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content
+
+
+class RecordingRetriever:
+    """Wraps the real retriever to see which queries a strategy sends."""
+
+    def __init__(self, inner):
+        self.inner, self.name, self.queries = inner, inner.name, []
+
+    def search(self, query, k=10):
+        self.queries.append(query)
+        return self.inner.search(query, k)
+
+    def search_many(self, queries, k=10):
+        self.queries.extend(queries)
+        return self.inner.search_many(queries, k)
+
+
+def pipeline_for(server, retriever, **model_kwargs) -> Pipeline:
+    model_kwargs.setdefault("max_retries", 0)
+    model = OpenAIChatModel(model="stub", base_url=server.base_url, timeout=10, **model_kwargs)
+    return Pipeline(LLMEngine(model), retriever)
+
+
+def scripted(plans: dict[str, object], answer=None):
+    """Reply to plan requests with `plans[schema name]`, everything else with `answer(request)` or the default."""
+
+    def responder(request):
+        name = request.schema_name
+        if name in plans:
+            plan = plans[name]
+            return Reply(content=plan if isinstance(plan, str) else json.dumps(plan))
+        if answer is not None:
+            return answer(request)
+        return Reply(content=default_content(request))
+
+    return responder
+
+
+@pytest.mark.parametrize(
+    ("nfq_type", "schema", "question"),
+    [
+        (NFQType.COMPARISON, "ComparisonPlan", "What is the difference between a crocodile and an alligator?"),
+        (NFQType.EXPERIENCE, "ExperiencePlan", "Any advice for a beginner learning guitar?"),
+        (NFQType.REASON, "SubQueryPlan", "Why did the Western Roman Empire fall?"),
+        (NFQType.INSTRUCTION, "SubQueryPlan", "How do I bake bread at home?"),
+        (NFQType.DEBATE, "DebatePlan", "Should countries build more nuclear power plants?"),
+    ],
+)
+async def test_each_type_requests_its_plan_schema_and_answers(retriever, nfq_type, schema, question):
+    with OpenAIStubServer() as server:
+        result = await pipeline_for(server, retriever).answer(question, "typed", nfq_type)
+    assert server.requests[0].schema_name == schema
+    assert result.strategy == nfq_type.value.lower()
+    assert result.fallbacks == []
+    assert result.plan is not None
+    assert result.answer.startswith("Stub answer")
+    assert result.citations and all(c.passage_ids for c in result.citations)
+    assert result.engines.generator.startswith("openai-compatible:stub@127.0.0.1")
+
+
+async def test_reason_retrieves_once_per_sub_query_and_aggregates_every_aspect(retriever):
+    plan = {"sub_queries": ["economic troubles taxation", "Germanic invasions frontiers", "political instability civil wars"]}
+
+    def answer(request):
+        if "Partial answers" in request.last_user:
+            return Reply(content="Aggregated explanation [1].")
+        focus = request.last_user.split("Answer only this part of it: ")[1].split("\n")[0]
+        return Reply(content=f"Aspect answer about {focus} [1].")
+
+    recording = RecordingRetriever(retriever)
+    with OpenAIStubServer(scripted({"SubQueryPlan": plan}, answer)) as server:
+        result = await pipeline_for(server, recording).answer("Why did Rome fall?", "typed", NFQType.REASON)
+    assert sorted(recording.queries) == sorted(plan["sub_queries"])
+    aggregate = [r for r in server.requests if "Partial answers" in r.last_user]
+    assert len(aggregate) == 1
+    for sub_query in plan["sub_queries"]:
+        assert f"Aspect answer about {sub_query}" in aggregate[0].last_user
+    assert [a.label for a in result.aspects] == plan["sub_queries"]
+    assert result.answer == "Aggregated explanation [1]."
+    assert [c.role for c in result.llm_calls].count("answer:aspect") == 3
+
+
+async def test_debate_perspectives_reach_the_mediator(retriever):
+    plan = {"topic": "nuclear power", "perspectives": [
+        {"name": "advocates", "sub_query": "nuclear low carbon reliable"},
+        {"name": "opponents", "sub_query": "nuclear accidents waste costs"},
+    ]}
+
+    def answer(request):
+        if "perspective" in request.last_user and "Topic:" in request.last_user:
+            return Reply(content="Balanced view [1].")
+        return Reply(content=f"Case for {'advocates' if 'advocates' in request.last_user else 'opponents'} [1].")
+
+    recording = RecordingRetriever(retriever)
+    with OpenAIStubServer(scripted({"DebatePlan": plan}, answer)) as server:
+        result = await pipeline_for(server, recording).answer("Is nuclear power good?", "typed", NFQType.DEBATE)
+    assert sorted(recording.queries) == ["nuclear accidents waste costs", "nuclear low carbon reliable"]
+    mediation = server.requests[-1].last_user
+    assert "Topic: nuclear power" in mediation
+    assert "Case for advocates" in mediation and "Case for opponents" in mediation
+    assert result.llm_calls[-1].role == "mediate"
+
+
+async def test_comparison_prompt_has_items_and_purpose_and_passages_are_deduplicated(retriever):
+    plan = {"purpose": "difference", "items": ["crocodile snout", "alligator snout"]}
+    recording = RecordingRetriever(retriever)
+    with OpenAIStubServer(scripted({"ComparisonPlan": plan})) as server:
+        result = await pipeline_for(server, recording).answer("Crocodile or alligator: how to tell?", "typed", NFQType.COMPARISON)
+    assert recording.queries == ["crocodile snout", "alligator snout"]
+    prompt = server.requests[1].last_user
+    assert "crocodile snout; alligator snout" in prompt and "difference" in prompt
+    ids = [s.passage_id for s in result.sources]
+    assert len(ids) == len(set(ids))
+    # Both items retrieve the crocodile and alligator passages; each appears once.
+    assert any(i.startswith("croc#") for i in ids) and any(i.startswith("gator#") for i in ids)
+
+
+async def test_experience_reranks_by_keyword_similarity(retriever):
+    question = "What should I know before I start?"
+    guitar_plan = {"topic": "learning guitar", "keywords": ["guitar", "practise", "chords", "beginners"]}
+    bread_plan = {"topic": "baking bread", "keywords": ["bread", "dough", "yeast", "oven"]}
+    results = []
+    for plan in (guitar_plan, bread_plan):
+        with OpenAIStubServer(scripted({"ExperiencePlan": plan})) as server:
+            results.append(await pipeline_for(server, retriever).answer(question, "typed", NFQType.EXPERIENCE))
+    assert results[0].sources[0].passage_id.startswith("guitar#")
+    assert results[1].sources[0].passage_id.startswith("bread#")
+
+
+async def test_plan_caps_and_duplicates(retriever):
+    plan = {"sub_queries": ["tax", "Tax ", "", "invasions", "civil wars", "inflation", "division of empire", "plague"]}
+    with OpenAIStubServer(scripted({"SubQueryPlan": plan})) as server:
+        result = await pipeline_for(server, retriever).answer("Why did Rome fall?", "typed", NFQType.REASON)
+    assert [a.label for a in result.aspects] == ["tax", "invasions", "civil wars", "inflation", "division of empire"]
+
+
+async def test_malformed_plan_is_repaired(retriever):
+    replies = iter(["The items are crocodile and alligator.", json.dumps({"purpose": "difference", "items": ["crocodile", "alligator"]})])
+
+    def responder(request):
+        if request.schema_name == "ComparisonPlan":
+            return Reply(content=next(replies))
+        return Reply(content=default_content(request))
+
+    with OpenAIStubServer(responder) as server:
+        result = await pipeline_for(server, retriever).answer("Crocodile vs alligator?", "typed", NFQType.COMPARISON)
+    assert result.strategy == "comparison"
+    assert result.llm_calls[0].structured == "repaired"
+    assert result.fallbacks == []
+
+
+async def test_unrepairable_plan_falls_back_to_rag_and_says_why(retriever):
+    with OpenAIStubServer(scripted({"DebatePlan": "no idea"})) as server:
+        result = await pipeline_for(server, retriever).answer("Is nuclear power good?", "typed", NFQType.DEBATE)
+    assert result.strategy == "rag"
+    assert result.fallbacks[0].step == "debate"
+    assert "PlanFailed" in result.fallbacks[0].reason
+    assert result.llm_calls[0].structured == "failed"
+    assert result.answer.startswith("Stub answer")
+
+
+async def test_failed_aspect_is_dropped_and_recorded_while_others_answer(retriever):
+    plan = {"sub_queries": ["economic troubles", "Germanic invasions", "political instability"]}
+
+    def answer(request):
+        if "Answer only this part of it: Germanic invasions" in request.last_user:
+            return Reply(status=500, content="model crashed")
+        return Reply(content=default_content(request))
+
+    with OpenAIStubServer(scripted({"SubQueryPlan": plan}, answer)) as server:
+        result = await pipeline_for(server, retriever).answer("Why did Rome fall?", "typed", NFQType.REASON)
+    assert result.strategy == "reason"
+    failed = [a for a in result.aspects if a.error]
+    assert [a.label for a in failed] == ["Germanic invasions"]
+    assert result.fallbacks[0].step == "aspect:Germanic invasions"
+    aggregate = server.requests[-1].last_user
+    assert "economic troubles" in aggregate and "Germanic invasions" not in aggregate
+
+
+async def test_aspects_run_concurrently(retriever):
+    plan = {"sub_queries": ["tax", "invasions", "civil wars", "inflation", "division of the empire"]}
+    latency = 0.4
+    with OpenAIStubServer(scripted({"SubQueryPlan": plan}), delay=latency) as server:
+        pipeline = pipeline_for(server, retriever)
+        started = time.perf_counter()
+        result = await pipeline.answer("Why did Rome fall?", "typed", NFQType.REASON)
+        wall = time.perf_counter() - started
+    assert len(result.aspects) == 5 and result.usage.calls == 7
+    assert wall < 4 * latency, f"5-aspect question took {wall:.2f}s; sequential would be {7 * latency:.1f}s"
+
+
+async def test_baselines(retriever):
+    with OpenAIStubServer() as server:
+        pipeline = pipeline_for(server, retriever)
+        llm = await pipeline.answer("Why is the sky blue?", "llm")
+        rag = await pipeline.answer("How does photosynthesis work?", "rag")
+    assert llm.sources == [] and llm.strategy == "llm" and llm.usage.calls == 1
+    assert "Sources:" not in server.requests[0].last_user
+    assert rag.sources and rag.sources[0].passage_id.startswith("photo#")
+    assert "[1] Photosynthesis:" in server.requests[1].last_user
+
+
+OFFLINE_QUESTIONS = [
+    (NFQType.EVIDENCE_BASED, "How does photosynthesis work?"),
+    (NFQType.COMPARISON, "What is the difference between a crocodile and an alligator?"),
+    (NFQType.EXPERIENCE, "Any tips for a beginner learning guitar?"),
+    (NFQType.REASON, "Why did the Western Roman Empire fall?"),
+    (NFQType.INSTRUCTION, "How do I bake bread?"),
+    (NFQType.DEBATE, "Should we build more nuclear power plants?"),
+]
+
+
+@pytest.mark.parametrize(("nfq_type", "question"), OFFLINE_QUESTIONS)
+async def test_offline_engine_answers_every_type_with_citations(retriever, nfq_type, question):
+    result = await Pipeline(OfflineEngine(), retriever).answer(question, "typed", nfq_type)
+    assert result.fallbacks == [], result.fallbacks
+    assert result.engines.generator == "offline-extractive"
+    assert result.answer.strip()
+    retrieved = {s.passage_id for s in result.sources}
+    assert result.citations
+    for citation in result.citations:
+        assert set(citation.passage_ids) <= retrieved

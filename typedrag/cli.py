@@ -1,0 +1,137 @@
+"""The `typedrag` command line: index a corpus, ask questions, classify, evaluate, serve."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+
+from typedrag.config import ConfigError, Settings, load_settings
+from typedrag.embed import EmbedderUnavailable
+from typedrag.index.base import IndexUnusableError
+from typedrag.llm.base import LLMError
+from typedrag.llm.local_server import LocalServerError
+from typedrag.nfq import NFQType
+from typedrag.questions import QuestionError
+
+app = typer.Typer(
+    help=(
+        "Typed-RAG for non-factoid questions: classify the question type, run a type-specific "
+        "retrieval plan, and answer with citations. Works offline with a built-in engine; point "
+        "--llm/--base-url at any OpenAI-compatible endpoint for generative answers."
+    ),
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+console = Console()
+errors = Console(stderr=True)
+
+# Errors a user can fix; shown as one clear line, never a stack trace.
+USER_ERRORS = (
+    ConfigError,
+    QuestionError,
+    IndexUnusableError,
+    LLMError,
+    LocalServerError,
+    EmbedderUnavailable,
+    FileNotFoundError,
+    ValueError,
+)
+
+IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory [default: ./typedrag-index or TYPEDRAG_INDEX].")]
+LLMOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--llm",
+        help="'offline' (built-in, default), 'local:PATH.gguf' / 'local:smollm2' (llama.cpp), or a model name at --base-url.",
+    ),
+]
+BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")]
+
+
+def fail(message: str) -> None:
+    errors.print(f"[red]error:[/red] {message}")
+    raise typer.Exit(2)
+
+
+def settings_from(**overrides) -> Settings:
+    try:
+        return load_settings(overrides)
+    except ConfigError as error:
+        fail(str(error))
+        raise  # unreachable
+
+
+@app.command()
+def index(
+    sources: Annotated[list[str], typer.Argument(help="Corpus files or folders (.jsonl, .jsonl.gz, .tsv, .txt, .md) or demo:vital-articles.")],
+    index_dir: IndexOpt = None,
+    passage_words: Annotated[int, typer.Option(help="Words per passage.")] = 100,
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record instead of skipping it.")] = False,
+) -> None:
+    """Build a BM25 index over a corpus (documents split into ~100-word passages)."""
+    from typedrag.corpus import CorpusError
+    from typedrag.index import build_index
+
+    settings = settings_from(index=index_dir)
+    try:
+        summary = build_index(sources, settings.index, passage_words=passage_words, strict=strict)
+    except (CorpusError, *USER_ERRORS) as error:
+        fail(str(error))
+    for problem in summary.problems[:20]:
+        errors.print(f"[yellow]skipped[/yellow] {problem}")
+    if len(summary.problems) > 20:
+        errors.print(f"... and {len(summary.problems) - 20} more")
+    console.print(
+        f"indexed {summary.documents:,} documents into {summary.passages:,} passages "
+        f"({summary.skipped:,} skipped) in {summary.seconds:.1f} s -> {summary.index_dir}"
+    )
+
+
+@app.command()
+def ask(
+    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    index_dir: IndexOpt = None,
+    method: Annotated[str, typer.Option("--method", "-m", help="typed (Typed-RAG), rag (plain RAG) or llm (LLM only).")] = "typed",
+    type_: Annotated[Optional[str], typer.Option("--type", "-t", help="Force the question type, e.g. comparison.")] = None,
+    llm: LLMOpt = None,
+    base_url: BaseUrlOpt = None,
+    top_k: Annotated[Optional[int], typer.Option(help="Passages per generation.")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the full result with its trace as JSON.")] = False,
+    trace: Annotated[bool, typer.Option("--trace", help="Show the trace as a tree.")] = False,
+) -> None:
+    """Answer one question over an index, with citations and the engine that answered."""
+    from typedrag.factory import Resources, build_pipeline
+    from typedrag.render import render_answer, trace_tree
+
+    settings = settings_from(index=index_dir, **{"llm.model": llm, "llm.base_url": base_url, "top_k": top_k})
+    if method not in ("typed", "rag", "llm"):
+        fail(f"unknown method {method!r}; choose typed, rag or llm")
+    resources = Resources()
+    try:
+        forced = NFQType.parse(type_) if type_ else None
+        pipeline = build_pipeline(settings, resources, need_index=method != "llm")
+        result = asyncio.run(pipeline.answer(question, method, forced))
+    except USER_ERRORS as error:
+        fail(str(error))
+    finally:
+        resources.close()
+    if as_json:
+        sys.stdout.write(result.model_dump_json(indent=2) + "\n")
+    elif trace:
+        console.print(trace_tree(result))
+    else:
+        render_answer(console, result)
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    main()

