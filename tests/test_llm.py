@@ -143,3 +143,14 @@ async def test_usage_tokens_are_recorded():
         completion = await model_for(server).complete(MESSAGES, role="answer")
     assert completion.call.prompt_tokens > 0 and completion.call.completion_tokens > 0
     assert completion.call.latency_ms > 0
+
+
+def test_one_model_serves_several_event_loops():
+    # Regression: the HTTP pool was bound to the first loop, so a second asyncio.run failed.
+    import asyncio
+
+    with OpenAIStubServer() as server:
+        model = model_for(server)
+        for _ in range(2):
+            completion = asyncio.run(model.complete(MESSAGES, role="answer"))
+            assert completion.text.startswith("Stub answer")

