@@ -40,6 +40,7 @@ USER_ERRORS = (
     LocalServerError,
     EmbedderUnavailable,
     FileNotFoundError,
+    FileExistsError,
     ValueError,
 )
 

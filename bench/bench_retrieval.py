@@ -1,0 +1,174 @@
+"""Benchmark the default tantivy BM25 index: build time, size, memory, query latency and throughput.
+
+Also compares per-query speed with the pure-Python `rank-bm25` on a 100k-passage subset, the
+obvious do-it-yourself alternative (`pip install rank-bm25`, a bench-only dependency).
+
+    python bench/bench_retrieval.py                      # shared Wikipedia corpus, fresh index
+    python bench/bench_retrieval.py --reuse              # reuse the index from a previous run
+    python bench/bench_retrieval.py --corpus demo:vital-articles
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import itertools
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import tempfile
+import time
+from importlib.metadata import version
+from pathlib import Path
+
+import numpy
+import tantivy
+
+import typedrag
+from typedrag.corpus import chunk_document, iter_documents
+from typedrag.index import build_index, open_retriever
+from typedrag.index.tantivy_index import _query_analyzer
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def peak_rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def machine_info() -> None:
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")), "?")
+    print(f"machine: {os.cpu_count()} cpus ({cpu}), {platform.platform()}")
+    print(f"python {platform.python_version()}, tantivy {version('tantivy')}, typedrag {typedrag.__version__}")
+
+
+def load_queries(pattern: str) -> list[str]:
+    queries = []
+    for path in sorted(glob.glob(pattern)):
+        with open(path, encoding="utf-8") as f:
+            queries += [json.loads(line)["question_text"] for line in f if line.strip()]
+    if not queries:
+        sys.exit(f"no queries found at {pattern}")
+    return queries
+
+
+def latencies_ms(search, queries: list[str], k: int) -> list[float]:
+    times = []
+    for q in queries:
+        start = time.perf_counter()
+        search(q, k)
+        times.append((time.perf_counter() - start) * 1000)
+    return times
+
+
+def percentile(values: list[float], p: float) -> float:
+    return sorted(values)[min(len(values) - 1, int(len(values) * p))]
+
+
+def bench_tantivy(index_dir: Path, queries: list[str], k: int) -> float:
+    """Prints single-query latency and batch throughput; returns the mean single-query ms."""
+    retriever = open_retriever(index_dir)
+    latencies_ms(retriever.search, queries[:50], k)  # warm the page cache
+    times = latencies_ms(retriever.search, queries, k)
+    print(
+        f"  single query ({len(queries)} queries, k={k}): p50 {percentile(times, 0.5):.2f} ms, "
+        f"p95 {percentile(times, 0.95):.2f} ms, {1000 / statistics.mean(times):,.0f} queries/s on one thread"
+    )
+    start = time.perf_counter()
+    retriever.search_many(queries, k)
+    print(f"  search_many (2 threads): {len(queries) / (time.perf_counter() - start):,.0f} queries/s")
+    return statistics.mean(times)
+
+
+def disk_mb(index_dir: Path) -> float:
+    return sum(p.stat().st_size for p in index_dir.iterdir() if p.is_file()) / 2**20
+
+
+def bench_rank_bm25(corpus: str, subset: int, queries: list[str], k: int, n_queries: int) -> None:
+    """tantivy vs rank-bm25 on the first `subset` passages, same tokenization and k1/b."""
+    from rank_bm25 import BM25Okapi
+
+    problems: list = []
+    docs = iter_documents([corpus], problems=problems)
+    passages = list(itertools.islice((p for d in docs for p in chunk_document(d)), subset))
+    print(f"\nrank-bm25 {version('rank-bm25')} vs tantivy on the first {len(passages):,} passages:")
+    with tempfile.TemporaryDirectory() as tmp:
+        subset_file = Path(tmp) / "subset.jsonl"
+        with open(subset_file, "w", encoding="utf-8") as f:  # one document per passage keeps the same passages
+            for p in passages:
+                f.write(json.dumps({"id": p.passage_id, "title": p.title, "text": p.text}) + "\n")
+        build_index([subset_file], Path(tmp) / "index", show_progress=False)
+        print("  tantivy:")
+        tantivy_ms = bench_tantivy(Path(tmp) / "index", queries, k)
+        top_tantivy = [
+            [r.passage_id.rsplit("#", 1)[0] for r in open_retriever(Path(tmp) / "index").search(q, k)]
+            for q in queries[:n_queries]
+        ]
+
+    F = tantivy.Filter  # the index's en_stem chain for passages, the retriever's query chain for queries
+    en_stem = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(F.remove_long(40)).filter(F.lowercase())
+    en_stem = en_stem.filter(F.stemmer("english")).build()
+    query_analyzer = _query_analyzer()
+    start = time.perf_counter()
+    bm25 = BM25Okapi([en_stem.analyze(p.text) for p in passages], k1=1.2, b=0.75)
+    print(
+        f"  rank-bm25 build: {time.perf_counter() - start:.1f} s (tokenized like the index), "
+        f"peak RSS so far {peak_rss_mb():,.0f} MB"
+    )
+    ids = [p.passage_id for p in passages]
+    top_bm25 = []
+
+    def search(q: str, k: int) -> None:
+        scores = bm25.get_scores(query_analyzer.analyze(q))
+        top_bm25.append([ids[i] for i in numpy.argsort(-scores)[:k]])
+
+    times = latencies_ms(search, queries[:n_queries], k)
+    overlap = statistics.mean(len(set(a) & set(b)) / k for a, b in zip(top_tantivy, top_bm25, strict=True))
+    print(
+        f"  rank-bm25 single query ({n_queries} queries): p50 {percentile(times, 0.5):,.0f} ms, "
+        f"mean {statistics.mean(times):,.0f} ms"
+    )
+    print(
+        f"  tantivy is {statistics.mean(times) / tantivy_ms:,.0f}x faster per query; "
+        f"top-{k} overlap {overlap:.0%} (rank-bm25 uses a different IDF formula)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", default=str(SHARED / "corpora" / "enwiki-2015-core.jsonl.gz"))
+    parser.add_argument("--index", type=Path, default=Path(tempfile.gettempdir()) / "typedrag-bench-index")
+    parser.add_argument("--reuse", action="store_true", help="reuse --index if it exists instead of rebuilding")
+    parser.add_argument("--queries", default=str(SHARED / "wiki-nfqa" / "*.jsonl"), help="glob of Wiki-NFQA files")
+    parser.add_argument("-k", type=int, default=10)
+    parser.add_argument("--subset", type=int, default=100_000, help="passages for the rank-bm25 comparison (0: skip)")
+    parser.add_argument("--bm25-queries", type=int, default=50)
+    args = parser.parse_args()
+
+    machine_info()
+    queries = load_queries(args.queries)
+    print(f"corpus: {args.corpus}\nqueries: {len(queries)} Wiki-NFQA questions")
+    if args.reuse and args.index.exists():
+        manifest = json.loads((args.index / "manifest.json").read_text())
+        print(
+            f"\nreusing {args.index}: {manifest['counts']['passages']:,} passages, "
+            f"built in {manifest['build_seconds']} s (peak RSS not measured)"
+        )
+    else:
+        summary = build_index([args.corpus], args.index, show_progress=sys.stderr.isatty())
+        print(
+            f"\nbuilt {args.index}: {summary.documents:,} documents, {summary.passages:,} passages, "
+            f"{summary.skipped} skipped, {summary.seconds:.1f} s, peak RSS {peak_rss_mb():,.0f} MB"
+        )
+    print(f"  index on disk: {disk_mb(args.index):,.0f} MB")
+    bench_tantivy(args.index, queries, args.k)
+    if args.subset:
+        bench_rank_bm25(args.corpus, args.subset, queries, args.k, args.bm25_queries)
+    print(f"\npeak RSS of the whole run: {peak_rss_mb():,.0f} MB")
+
+
+if __name__ == "__main__":
+    main()

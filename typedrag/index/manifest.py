@@ -1,0 +1,81 @@
+"""`manifest.json`: what an index was built from and with, so a stale or damaged index is refused.
+
+Checksums: every index file's size is recorded, plus the sha256 of every file up to
+`HASHED_MAX_BYTES` (meta.json, the small per-segment files). Large segment files (postings, doc
+store) are checked by size only, so opening a multi-GB index stays instant; meta.json's checksum
+pins which segments the index consists of.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+from typedrag.index.base import IndexUnusableError
+
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+HASHED_MAX_BYTES = 4 << 20
+_SKIPPED = {MANIFEST, ".tantivy-meta.lock", ".tantivy-writer.lock"}
+
+
+def _sha256(path: Path) -> str:
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
+
+
+def file_checksums(index_dir: Path) -> dict[str, dict]:
+    """{file name: {size, sha256?}} for the engine's files in `index_dir`."""
+    files = {}
+    for path in sorted(index_dir.iterdir()):
+        if path.name in _SKIPPED or not path.is_file():
+            continue
+        size = path.stat().st_size
+        files[path.name] = {"size": size, "sha256": _sha256(path)} if size <= HASHED_MAX_BYTES else {"size": size}
+    return files
+
+
+def write_manifest(index_dir: Path, manifest: dict) -> None:
+    """Write the manifest last (fsynced), so its presence means the build finished."""
+    tmp = index_dir / (MANIFEST + ".tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(manifest, f, indent=2, sort_keys=True)
+        f.flush()
+        os.fsync(f.fileno())
+    tmp.rename(index_dir / MANIFEST)
+
+
+def read_manifest(index_dir: Path, rebuild_hint: str) -> dict:
+    """Load and check the manifest and the files it lists; `IndexUnusableError` naming the fix if anything is off."""
+    if not index_dir.is_dir():
+        raise IndexUnusableError(f"no index at {index_dir}: {rebuild_hint}")
+    path = index_dir / MANIFEST
+    if not path.is_file():
+        raise IndexUnusableError(f"{path} is missing (unfinished or foreign index): {rebuild_hint}")
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except ValueError as e:
+        raise IndexUnusableError(f"{path} is corrupt ({e}): {rebuild_hint}") from None
+    files = manifest.get("files") if isinstance(manifest, dict) else None
+    if (
+        not isinstance(files, dict)
+        or not all(isinstance(v, dict) for v in files.values())
+        or "format_version" not in manifest
+    ):
+        raise IndexUnusableError(f"{path} is corrupt (missing format_version or files): {rebuild_hint}")
+    version = manifest["format_version"]
+    if version != FORMAT_VERSION:
+        raise IndexUnusableError(
+            f"{index_dir} has index format {version}, this typedrag reads format {FORMAT_VERSION}: {rebuild_hint}"
+        )
+    for name, expected in files.items():
+        file = index_dir / name
+        if not file.is_file():
+            raise IndexUnusableError(f"{file} is missing: {rebuild_hint}")
+        if file.stat().st_size != expected.get("size"):
+            raise IndexUnusableError(f"{file} has the wrong size (damaged?): {rebuild_hint}")
+        if "sha256" in expected and _sha256(file) != expected["sha256"]:
+            raise IndexUnusableError(f"{file} fails its checksum (damaged?): {rebuild_hint}")
+    return manifest
