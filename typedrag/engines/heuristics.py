@@ -52,6 +52,12 @@ def key_phrases(text: str) -> list[str]:
     return sorted(dict.fromkeys(found), key=lambda p: -len(p.split()))
 
 
+_COMPARATIVE = (
+    r"better|worse|best|worst|faster|slower|cheaper|safer|healthier|stronger|easier|harder|bigger|smaller|"
+    r"preferable|superior|(?:more|less) \w+"
+)
+
+
 def _clean_item(text: str) -> str:
     text = re.sub(r"^(?:(?:the|a|an|using|being|having|to|is|are|was|were|do|does|should|can|would) )+", "", text.strip(" ,.;:?!\"'"), flags=re.I)
     text = re.sub(r"\s+(?:in|for|when|if|regarding|with respect to|as|at)\s+.*$", "", text, flags=re.I)
@@ -59,10 +65,6 @@ def _clean_item(text: str) -> str:
     return text.strip(" ,.;:?!\"'")
 
 
-_COMPARATIVE = (
-    r"better|worse|best|worst|faster|slower|cheaper|safer|healthier|stronger|easier|harder|bigger|smaller|"
-    r"preferable|superior|(?:more|less) \w+"
-)
 _COMPARISON_PATTERNS = [
     re.compile(r"differences? (?:between|among) (?P<a>.+?) and (?P<b>.+)", re.I),
     re.compile(r"similarit(?:y|ies) (?:between|among|of) (?P<a>.+?) and (?P<b>.+)", re.I),
