@@ -130,6 +130,16 @@ def ask(
         render_answer(console, result)
 
 
+def _register_lazy_commands() -> None:
+    """Commands whose modules keep heavy imports (matplotlib, fastapi) inside the function bodies."""
+    from typedrag.evaluation.command import eval_command
+
+    app.command("eval", help=eval_command.__doc__)(eval_command)
+
+
+_register_lazy_commands()
+
+
 def main() -> None:
     app()
 

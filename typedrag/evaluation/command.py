@@ -1,0 +1,66 @@
+"""`typedrag eval`: the evaluation harness on the command line (registered by typedrag.cli).
+
+Top-level imports stay light so `typedrag --help` does not load the index, models or matplotlib.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+from typedrag.evaluation.linkage import RankConvention
+
+DEFAULT_DATASET = Path("../shared/data/wiki-nfqa")
+
+
+def eval_command(
+    dataset: Annotated[
+        Path, typer.Option(help="Wiki-NFQA .jsonl file or directory of them, or generic JSONL rows {question, id?, type?, references: [{text, grade}]}.")
+    ] = DEFAULT_DATASET,
+    methods: Annotated[str, typer.Option(help="Comma-separated methods: llm (LLM only), rag, typed (Typed-RAG).")] = "llm,rag,typed",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerun the same command to resume.")] = Path("typedrag-eval"),
+    index_dir: Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")] = None,
+    llm: Annotated[Optional[str], typer.Option("--llm", help="Generator: 'offline', 'local:...', or a model name at --base-url.")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="Generator's OpenAI-compatible endpoint.")] = None,
+    judge: Annotated[Optional[str], typer.Option("--judge", help="Judge model; 'offline' (default) uses the embedding-similarity proxy.")] = None,
+    judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="Judge's OpenAI-compatible endpoint.")] = None,
+    limit: Annotated[Optional[int], typer.Option(min=1, help="Evaluate N questions: the first N of a seeded shuffle stratified over source files.")] = None,
+    types: Annotated[Optional[str], typer.Option(help="Only questions of these predicted types, comma-separated, e.g. reason,debate.")] = None,
+    rounds: Annotated[int, typer.Option(min=1, max=15, help="Judge rounds per answer; the rank is their median.")] = 3,
+    rank_convention: Annotated[RankConvention, typer.Option(help="linkage: worse than all n references ranks n+1; typed-rag: ranks n.")] = RankConvention.LINKAGE,
+    concurrency: Annotated[int, typer.Option(min=1, max=256, help="Questions in flight at once.")] = 4,
+    seed: Annotated[int, typer.Option(help="Seed of the --limit sample.")] = 0,
+    progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+) -> None:
+    """Evaluate methods on Wiki-NFQA (or your own data) with LINKAGE: MRR and MPR per method, type and source."""
+    from typedrag.cli import USER_ERRORS, fail, settings_from
+    from typedrag.evaluation.runner import EvalOptions, evaluate
+    from typedrag.nfq import NFQType
+
+    if judge_base_url and not judge:
+        fail("--judge-base-url needs --judge MODEL (the judge's model name at that endpoint)")
+    settings = settings_from(
+        index=index_dir,
+        **{"llm.model": llm, "llm.base_url": base_url, "judge.model": judge, "judge.base_url": judge_base_url},
+    )
+    try:
+        options = EvalOptions(
+            dataset=dataset,
+            out=out,
+            methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
+            limit=limit,
+            types=tuple(NFQType.parse(t) for t in types.split(",") if t.strip()) if types else (),
+            rounds=rounds,
+            convention=rank_convention,
+            concurrency=concurrency,
+            seed=seed,
+            show_progress=progress,
+        )
+        outcome = evaluate(options, settings)
+    except USER_ERRORS as error:  # includes DatasetError and RunError (ValueErrors)
+        fail(str(error))
+    typer.echo(outcome.files["markdown"].read_text(encoding="utf-8"))
+    for kind, path in outcome.files.items():
+        typer.echo(f"{kind}: {path}")

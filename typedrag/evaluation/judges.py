@@ -1,0 +1,103 @@
+"""Judges that place a candidate answer among a question's ranked references (see linkage.py).
+
+`LLMJudge` asks a chat model with the LINKAGE prompt. `ProxyJudge` is for machines with no judge
+endpoint: an embedding-similarity placement, labelled everywhere as a proxy and never reported
+next to LLM-judge numbers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from typedrag.config import LLMConfig
+from typedrag.embed import Embedder, default_embedder
+from typedrag.evaluation.datasets import Reference
+from typedrag.evaluation.linkage import VERDICT_REMINDER, judge_messages, parse_verdict
+from typedrag.llm.base import ChatModel, Completion, LLMCall, Message
+
+PROXY_LABEL = "proxy (embedding similarity), not an LLM judge"
+# Rounds are independent samples (their median smooths the judge's variance), so not greedy decoding.
+JUDGE_TEMPERATURE = 0.7
+JUDGE_MAX_TOKENS = 256
+
+
+@dataclass
+class Verdict:
+    position: int | None  # 1..n+1, or None when the reply stayed unusable after the retry
+    reply: str
+    retried: bool = False
+    calls: list[LLMCall] = field(default_factory=list)
+
+
+class Judge(Protocol):
+    name: str
+    is_proxy: bool
+
+    async def place(self, question: str, references: list[Reference], candidate: str, round_: int) -> Verdict: ...
+
+
+class LLMJudge:
+    is_proxy = False
+
+    def __init__(self, model: ChatModel) -> None:
+        self.model = model
+        self.name = model.name
+
+    async def place(self, question: str, references: list[Reference], candidate: str, round_: int) -> Verdict:
+        """One round; an unusable reply gets exactly one follow-up asking for just [[k]]. LLMError propagates."""
+        messages = judge_messages(question, references, candidate, round_)
+        first = await self._complete(messages)
+        position = parse_verdict(first.text, len(references))
+        if position is not None:
+            return Verdict(position, first.text, calls=[first.call])
+        follow_up: list[Message] = [
+            *messages,
+            {"role": "assistant", "content": first.text},
+            {"role": "user", "content": VERDICT_REMINDER.format(last=len(references) + 1)},
+        ]
+        second = await self._complete(follow_up)
+        return Verdict(parse_verdict(second.text, len(references)), second.text, True, [first.call, second.call])
+
+    async def _complete(self, messages: list[Message]) -> Completion:
+        return await self.model.complete(
+            messages, role="judge:linkage", max_tokens=JUDGE_MAX_TOKENS, temperature=JUDGE_TEMPERATURE
+        )
+
+
+class ProxyJudge:
+    """Place the candidate by MiniLM cosine similarity to the best (first) reference.
+
+    Every reference gets its similarity to the best one (the best itself: 1); the candidate's
+    position is 1 + the number of references more similar to the best reference than the candidate
+    is. So a candidate unlike the best answer sinks to n+1, and only a near-copy of the best answer
+    can take position 1: proxy ranks are pessimistic and coarse, useful to compare methods on the
+    same questions, not as a measure of answer quality. Deterministic, so one round suffices.
+    """
+
+    name = PROXY_LABEL
+    is_proxy = True
+
+    def __init__(self, embedder: Embedder | None = None) -> None:
+        self._embedder = embedder
+
+    async def place(self, question: str, references: list[Reference], candidate: str, round_: int) -> Verdict:
+        embedder = self._embedder or default_embedder()
+        vectors = await asyncio.to_thread(embedder.embed, [candidate] + [r.text for r in references])
+        best = vectors[1]
+        candidate_similarity = float(vectors[0] @ best)
+        similarities = [float(v @ best) for v in vectors[1:]]
+        position = 1 + sum(s > candidate_similarity for s in similarities)
+        reply = f"candidate {candidate_similarity:.3f}; references " + ", ".join(f"{s:.3f}" for s in similarities)
+        return Verdict(position, reply)
+
+
+def build_judge(config: LLMConfig, cache_dir: Path | None, resources) -> Judge:
+    """The proxy when no judge model is configured (`offline`), else an LLM judge on that endpoint."""
+    if config.is_offline:
+        return ProxyJudge()
+    from typedrag.factory import build_chat_model
+
+    return LLMJudge(build_chat_model(config, cache_dir, resources))

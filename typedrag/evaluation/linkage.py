@@ -1,0 +1,87 @@
+"""LINKAGE (Yang et al., EMNLP Findings 2024): rank a candidate answer inside a list of graded references.
+
+For each question we keep one reference per quality grade, best grade first (n references). The
+judge names the position k in 1..n+1 the candidate would take in that list: k means "better than
+reference k and all after it", n+1 means "worse than all of them". Verdicts store that raw
+position; a rank convention turns it into a rank only when scoring, so one set of verdicts serves
+both conventions:
+
+- `linkage` (the original): rank = k, so a candidate worse than all n references ranks n+1.
+- `typed-rag` (the Typed-RAG paper's variant): rank = min(k, n), so worse-than-all ranks n.
+
+Several judge rounds are run per answer; the answer's rank is the median of the rounds whose
+verdict parsed (after one bounded retry each). If no round parsed, the answer counts as a judge
+failure: reported, never given an imputed rank.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+import re
+import statistics
+from enum import StrEnum
+
+from typedrag.evaluation.datasets import EvalQuestion, Reference
+from typedrag.llm.base import Message
+from typedrag.prompts import LINKAGE_JUDGE
+
+# Sent once, after the judge's own reply, when that reply carried no usable [[k]].
+VERDICT_REMINDER = (
+    "That reply has no usable position. Reply with only the position as [[k]], where k is a whole "
+    "number from 1 to {last}."
+)
+
+_VERDICT = re.compile(r"\[\[\s*(\d+)\s*\]\]")
+
+
+class RankConvention(StrEnum):
+    LINKAGE = "linkage"
+    TYPED_RAG = "typed-rag"
+
+
+def select_references(question: EvalQuestion) -> list[Reference]:
+    """One reference per grade, best first; within a grade the pick is seeded by the question id.
+
+    The seed is a sha256 of the id (not Python's salted `hash`), so every method and every run
+    is judged against exactly the same references.
+    """
+    by_grade: dict[int, list[Reference]] = {}
+    for reference in question.references:
+        by_grade.setdefault(reference.grade, []).append(reference)
+    rng = random.Random(hashlib.sha256(question.id.encode()).hexdigest())
+    return [rng.choice(by_grade[grade]) for grade in sorted(by_grade, reverse=True)]
+
+
+def judge_messages(question: str, references: list[Reference], candidate: str, round_: int) -> list[Message]:
+    """The judge prompt; the round number makes each round a separate request (and cache entry)."""
+    listed = "\n".join(f"[{i}] {r.text.strip()}" for i, r in enumerate(references, 1))
+    return LINKAGE_JUDGE.messages(
+        question=question,
+        count=str(len(references)),
+        last=str(len(references) + 1),
+        references=listed,
+        candidate=candidate.strip(),
+        round=str(round_),
+    )
+
+
+def parse_verdict(text: str, count: int) -> int | None:
+    """The position in the reply's last [[k]] if 1 <= k <= count + 1, else None (unusable)."""
+    found = _VERDICT.findall(text or "")
+    if not found:
+        return None
+    position = int(found[-1])
+    return position if 1 <= position <= count + 1 else None
+
+
+def to_rank(position: int, count: int, convention: RankConvention) -> int:
+    """The rank a judged position scores as under `convention` (see the module docstring)."""
+    return min(position, count) if convention is RankConvention.TYPED_RAG else position
+
+
+def question_rank(positions: list[int | None], count: int, convention: RankConvention) -> float | None:
+    """The answer's rank: median over the rounds whose verdict parsed (a half rank when an even
+    number parsed), each position first ranked under `convention`; None when no round parsed."""
+    ranks = [to_rank(p, count, convention) for p in positions if p is not None]
+    return statistics.median(ranks) if ranks else None

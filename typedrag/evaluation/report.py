@@ -1,0 +1,195 @@
+"""Reports of a run: a Markdown and a CSV table shaped like the paper's Table 3 (rows: methods;
+columns: source datasets and types, MRR and MPR), a bar chart of MPR by type and method (like its
+Figure 4), and summary.json with the resolved configuration, counts and usage.
+
+Proxy-judge runs write to differently named files (`*-proxy.*`) with `proxy-MRR`/`proxy-MPR`
+columns, so their numbers can never be mistaken for, or merged with, LLM-judge numbers.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+from pathlib import Path
+from typing import Any
+
+from typedrag.evaluation.metrics import ALL
+from typedrag.nfq import NFQType
+
+METHOD_NAMES = {"llm": "LLM", "rag": "RAG", "typed": "Typed-RAG"}
+CONVENTIONS = {
+    "linkage": "linkage (original LINKAGE: a candidate worse than all n references ranks n+1)",
+    "typed-rag": "typed-rag (the Typed-RAG paper's variant: a candidate worse than all n references ranks n)",
+}
+
+
+def output_files(run_dir: Path, proxy: bool) -> dict[str, Path]:
+    s = "-proxy" if proxy else ""
+    return {
+        "markdown": run_dir / f"results{s}.md",
+        "csv": run_dir / f"results{s}.csv",
+        "chart": run_dir / f"mpr-by-type{s}.png",
+        "summary": run_dir / f"summary{s}.json",
+    }
+
+
+def write_report(run_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
+    config = summary["configuration"]
+    proxy = config["judge"]["kind"] == "proxy"
+    files = output_files(run_dir, proxy)
+    table = _Table(summary, proxy)
+    files["markdown"].write_text(table.markdown(), encoding="utf-8")
+    with files["csv"].open("w", newline="", encoding="utf-8") as out:
+        csv.writer(out).writerows(table.csv_rows())
+    _chart(table, files["chart"])
+    summary = {**summary, "files": {k: p.name for k, p in files.items()}}
+    files["summary"].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return files
+
+
+class _Table:
+    """The run's cells arranged by method, source and type; unavailable methods stay as n/a rows."""
+
+    def __init__(self, summary: dict[str, Any], proxy: bool) -> None:
+        self.summary = summary
+        self.config = summary["configuration"]
+        self.proxy = proxy
+        self.metrics = ("proxy-MRR", "proxy-MPR") if proxy else ("MRR", "MPR")
+        self.cells = {(c["method"], c["source"], c["type"]): c for c in summary["cells"]}
+        self.methods = list(dict.fromkeys(self.config["requested_methods"]))
+        self.run_methods = set(self.config["methods"])
+        self.sources = sorted({c["source"] for c in summary["cells"]} - {ALL})
+        present = {c["type"] for c in summary["cells"]}
+        self.types = [t.value for t in NFQType if t.value in present]
+        self.type_header = f"type (predicted by {self.config['classifier']})"
+
+    def values(self, method: str, source: str, type_: str, for_csv: bool = False) -> tuple[str, str]:
+        """(MRR, MPR) as text: rounded for reading, or at full precision (blank when empty) for CSV."""
+        if method not in self.run_methods:
+            return "n/a", "n/a"
+        cell = self.cells.get((method, source, type_))
+        if cell is None or cell["mrr"] is None:
+            return ("", "") if for_csv else ("–", "–")
+        if for_csv:
+            return f"{cell['mrr']:.6g}", f"{cell['mpr']:.6g}"
+        return f"{cell['mrr']:.3f}", f"{cell['mpr']:.1f}"
+
+    def counts(self, method: str, source: str, type_: str) -> str:
+        if method not in self.run_methods:
+            return "n/a"
+        cell = self.cells.get((method, source, type_))
+        return f"{cell['scored']}/{cell['failures']}" if cell else "0/0"
+
+    def columns(self) -> list[tuple[str, str, str]]:
+        """(label, source, type) for every column group: each source, all, then each type."""
+        return (
+            [(s, s, ALL) for s in self.sources]
+            + [("all", ALL, ALL)]
+            + [(t, ALL, t) for t in self.types]
+        )
+
+    def markdown(self) -> str:
+        c = self.config
+        mrr, mpr = self.metrics
+        judge = c["judge"]
+        lines = [f"# LINKAGE evaluation: {Path(c['dataset']).name}", ""]
+        if self.proxy:
+            lines += [
+                (
+                    f"> **Judge: {judge['name']}.** {mrr}/{mpr} come from embedding similarity to the references, "
+                    "not from an LLM judge; do not compare them with LLM-judge MRR/MPR."
+                ),
+                "",
+            ]
+        index = c["index"] or {}
+        lines += [
+            f"- Judge: {judge['name']}" + ("" if self.proxy else f" (temperature {judge['temperature']})"),
+            f"- Generator: {c['generator']['engine']}",
+            (
+                f"- Questions: {c['questions_selected']} of {c['questions_in_dataset']} "
+                f"(limit {c['limit']}, seed {c['seed']}, types {', '.join(c['types']) or 'all'}; {c['selection']})"
+            ),
+            f"- Rank convention: {CONVENTIONS[c['rank_convention']]}",
+            f"- Rounds: {c['rounds']}; {c['round_aggregation']}",
+            f"- Index: {index.get('path', 'none')}",
+            f"- {mrr} = mean(1/rank); {mpr} = mean((1 - (rank - 1)/|R|) x 100), |R| = references per question",
+            "",
+            "## By source dataset",
+            "",
+        ]
+        by_source = [col for col in self.columns() if col[2] == ALL]
+        lines += self._metric_table("Method", by_source)
+        lines += ["", f"## By {self.type_header}", ""]
+        by_type = [col for col in self.columns() if col[1] == ALL and col[2] != ALL]
+        lines += self._metric_table(f"Method \\ {self.type_header}", by_type)
+        lines += ["", "## Questions scored / failed (no answer, or no parsable verdict)", ""]
+        header = ["Method"] + [label for label, _, _ in self.columns()]
+        lines += [_row(header), _row(["---"] * len(header))]
+        for method in self.methods:
+            lines.append(_row([METHOD_NAMES[method]] + [self.counts(method, s, t) for _, s, t in self.columns()]))
+        notes = self.summary["notes"] + [f"{len(self.summary['errors_this_run'])} errors in the last run (see summary)"]
+        lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
+        return "\n".join(lines) + "\n"
+
+    def _metric_table(self, first: str, columns: list[tuple[str, str, str]]) -> list[str]:
+        header = [first] + [f"{label} {m}" for label, _, _ in columns for m in self.metrics]
+        lines = [_row(header), _row(["---"] + ["---:"] * (len(header) - 1))]
+        for method in self.methods:
+            cells = [v for _, s, t in columns for v in self.values(method, s, t)]
+            lines.append(_row([METHOD_NAMES[method]] + cells))
+        return lines
+
+    def csv_rows(self) -> list[list[str]]:
+        header = ["method"]
+        for label, _, type_ in self.columns():
+            prefix = f"{self.type_header}: {label}" if type_ != ALL else label
+            header += [f"{prefix} {m}" for m in self.metrics]
+        rows = [header]
+        for method in self.methods:
+            rows.append([METHOD_NAMES[method]] + [v for _, s, t in self.columns() for v in self.values(method, s, t, True)])
+        return rows
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _chart(table: _Table, path: Path) -> None:
+    """Grouped bars: MPR per predicted type (and all), one bar per method that ran."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = table.types + [ALL]
+    methods = [m for m in table.methods if m in table.run_methods]
+    width = 0.8 / max(len(methods), 1)
+    figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(groups) + 2), 4.5), dpi=120)
+    for i, method in enumerate(methods):
+        xs, heights, labels = [], [], []
+        for g, group in enumerate(groups):
+            cell = table.cells.get((method, ALL, group))
+            if cell and cell["mpr"] is not None:
+                xs.append(g + (i - (len(methods) - 1) / 2) * width)
+                heights.append(cell["mpr"])
+                labels.append(f"{cell['mpr']:.0f}\nn={cell['scored']}")
+        bars = axes.bar(xs, heights, width, label=METHOD_NAMES[method])
+        axes.bar_label(bars, labels=labels, fontsize=7, padding=2)
+    metric = table.metrics[1]
+    axes.set_xticks(range(len(groups)), [g.lower() for g in groups], rotation=20, ha="right")
+    axes.set_xlabel(table.type_header)
+    axes.set_ylabel(metric)
+    axes.set_ylim(0, 115)
+    config = table.config
+    axes.set_title(
+        f"{metric} by question type and method\njudge: {config['judge']['name']}; "
+        f"rank convention: {config['rank_convention']}; {config['questions_selected']} questions",
+        fontsize=9,
+    )
+    axes.legend(fontsize=8, loc="upper right")
+    skipped = [METHOD_NAMES[m] for m in table.methods if m not in table.run_methods]
+    if skipped:
+        figure.text(0.01, 0.01, f"not run: {', '.join(skipped)} (see notes)", fontsize=7)
+    figure.tight_layout()
+    figure.savefig(path)
+    plt.close(figure)
