@@ -18,7 +18,7 @@ from typedrag.evaluation.datasets import EvalQuestion, Reference, load_dataset, 
 from typedrag.evaluation.judges import LLMJudge, ProxyJudge
 from typedrag.evaluation.linkage import RankConvention, parse_verdict, question_rank, select_references
 from typedrag.evaluation.metrics import ALL, Score, cells, percentile_rank, reciprocal_rank
-from typedrag.evaluation.runner import JsonlLog, RunError
+from typedrag.jsonlog import JsonlLog, JsonlLogError
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.testing.openai_stub import ChatRequest, OpenAIStubServer, Reply, default_content
 
@@ -242,7 +242,7 @@ def test_jsonl_log_discards_a_torn_last_line(tmp_path):
 def test_jsonl_log_refuses_damage_in_the_middle(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_text('{"n": 1}\nnot json\n{"n": 3}\n')
-    with pytest.raises(RunError, match=":2"):
+    with pytest.raises(JsonlLogError, match=":2"):
         JsonlLog(path)
 
 

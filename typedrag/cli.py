@@ -94,34 +94,61 @@ def index(
     )
 
 
+ClassifierOpt = Annotated[
+    Optional[str],
+    typer.Option("--classifier", help="shipped (default), llm (zero-shot by --llm), or auto (llm only when shipped is unsure)."),
+]
+
+
 @app.command()
 def ask(
-    question: Annotated[str, typer.Argument(help="The question to answer.")],
+    question: Annotated[Optional[str], typer.Argument(help="The question to answer (or use --file).")] = None,
     index_dir: IndexOpt = None,
     method: Annotated[str, typer.Option("--method", "-m", help="typed (Typed-RAG), rag (plain RAG) or llm (LLM only).")] = "typed",
     type_: Annotated[Optional[str], typer.Option("--type", "-t", help="Force the question type, e.g. comparison.")] = None,
     llm: LLMOpt = None,
     base_url: BaseUrlOpt = None,
+    classifier: ClassifierOpt = None,
     top_k: Annotated[Optional[int], typer.Option(help="Passages per generation.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full result with its trace as JSON.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Show the trace as a tree.")] = False,
+    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Answer every question in this file (.txt: one per line; .jsonl: {question, id?}).")] = None,
+    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="With --file: append results here as JSONL; rerun to resume.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="With --file: questions answered at once.")] = 4,
 ) -> None:
-    """Answer one question over an index, with citations and the engine that answered."""
+    """Answer a question (or a file of them) over an index, with citations and the engine that answered."""
     from typedrag.factory import Resources, build_pipeline
-    from typedrag.render import render_answer, trace_tree
 
-    settings = settings_from(index=index_dir, **{"llm.model": llm, "llm.base_url": base_url, "top_k": top_k})
+    settings = settings_from(
+        index=index_dir, classifier=classifier, top_k=top_k, **{"llm.model": llm, "llm.base_url": base_url}
+    )
     if method not in ("typed", "rag", "llm"):
         fail(f"unknown method {method!r}; choose typed, rag or llm")
+    if (question is None) == (file is None):
+        fail("give either a QUESTION or --file FILE")
+    if file is not None and out is None:
+        fail("--file needs --out FILE.jsonl, where results are appended as they complete")
     resources = Resources()
     try:
         forced = NFQType.parse(type_) if type_ else None
         pipeline = build_pipeline(settings, resources, need_index=method != "llm")
+        if file is not None:
+            from typedrag.batch import answer_file
+
+            done, failed = asyncio.run(answer_file(pipeline, file, out, method, forced, concurrency))
+            console.print(f"{done} answered, {failed} failed -> {out}")
+            return
         result = asyncio.run(pipeline.answer(question, method, forced))
     except USER_ERRORS as error:
         fail(str(error))
     finally:
         resources.close()
+    show_result(result, as_json=as_json, trace=trace)
+
+
+def show_result(result, *, as_json: bool, trace: bool) -> None:
+    from typedrag.render import render_answer, trace_tree
+
     if as_json:
         sys.stdout.write(result.model_dump_json(indent=2) + "\n")
     elif trace:
@@ -130,11 +157,50 @@ def ask(
         render_answer(console, result)
 
 
+@app.command()
+def classify(
+    question: Annotated[Optional[str], typer.Argument(help="The question to classify (or use --file).")] = None,
+    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="One question per line (.txt) or JSONL {question, id?}.")] = None,
+    fmt: Annotated[str, typer.Option("--format", help="Output for --file: jsonl or csv.")] = "jsonl",
+    classifier: ClassifierOpt = None,
+    llm: LLMOpt = None,
+    base_url: BaseUrlOpt = None,
+) -> None:
+    """Predict the NF-CATS type of a question, with the probability of each type."""
+    from typedrag.batch import classify_questions, read_questions, write_predictions
+    from typedrag.factory import Resources, build_chat_model, build_classifier
+
+    if (question is None) == (file is None):
+        fail("give either a QUESTION or --file FILE")
+    if fmt not in ("jsonl", "csv"):
+        fail("--format is jsonl or csv")
+    settings = settings_from(classifier=classifier, **{"llm.model": llm, "llm.base_url": base_url})
+    resources = Resources()
+    try:
+        chat_model = None if settings.llm.is_offline else build_chat_model(settings.llm, settings.cache_dir, resources)
+        model = build_classifier(settings, chat_model)
+        items = read_questions(file) if file is not None else [("1", question)]
+        predictions = asyncio.run(classify_questions(model, [q for _, q in items]))
+    except USER_ERRORS as error:
+        fail(str(error))
+    finally:
+        resources.close()
+    if file is None:
+        p = predictions[0]
+        console.print(f"[bold]{p.label.value}[/bold] {p.confidence:.2f} ({p.source})")
+        for label, probability in sorted(p.probabilities.items(), key=lambda kv: -kv[1]):
+            console.print(f"  {label.value:<15} {probability:.3f}")
+        return
+    write_predictions(sys.stdout, items, predictions, fmt)
+
+
 def _register_lazy_commands() -> None:
     """Commands whose modules keep heavy imports (matplotlib, fastapi) inside the function bodies."""
     from typedrag.evaluation.command import eval_command
+    from typedrag.server.command import serve_command
 
     app.command("eval", help=eval_command.__doc__)(eval_command)
+    app.command("serve", help=serve_command.__doc__)(serve_command)
 
 
 _register_lazy_commands()

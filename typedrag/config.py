@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
@@ -39,6 +39,9 @@ class LLMConfig(BaseModel):
 
 class Settings(BaseModel):
     index: Path = Path("typedrag-index")
+    # shipped: the NF-CATS model in the package; llm: zero-shot by the configured LLM;
+    # auto: shipped, asking the LLM only when the shipped model is below its confidence threshold.
+    classifier: Literal["shipped", "llm", "auto"] = "shipped"
     llm: LLMConfig = LLMConfig()
     judge: LLMConfig = LLMConfig()
     cache_dir: Path | None = Path("~/.cache/typedrag").expanduser()
@@ -49,6 +52,7 @@ class Settings(BaseModel):
 
 _ENV = {
     "TYPEDRAG_INDEX": ("index",),
+    "TYPEDRAG_CLASSIFIER": ("classifier",),
     "TYPEDRAG_LLM": ("llm", "model"),
     "TYPEDRAG_BASE_URL": ("llm", "base_url"),
     "OPENAI_BASE_URL": ("llm", "base_url"),

@@ -6,7 +6,8 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from typedrag.config import LLMConfig, Settings
+from typedrag.classify.base import TypeClassifier
+from typedrag.config import ConfigError, LLMConfig, Settings
 from typedrag.engines.base import Engine
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.engines.offline import OfflineEngine
@@ -63,15 +64,29 @@ def build_engine(config: LLMConfig, cache_dir: Path | None, resources: Resources
     return LLMEngine(build_chat_model(config, cache_dir, resources))
 
 
-def build_pipeline(settings: Settings, resources: Resources, *, need_index: bool = True) -> Pipeline:
+def build_classifier(settings: Settings, chat_model: ChatModel | None) -> TypeClassifier:
     from typedrag.classify import load_default_classifier
+    from typedrag.classify.llm_classifier import AutoClassifier, LLMTypeClassifier
+
+    if settings.classifier == "shipped":
+        return load_default_classifier()
+    if chat_model is None:
+        raise ConfigError(f"classifier '{settings.classifier}' needs an LLM endpoint (--llm/--base-url)")
+    if settings.classifier == "llm":
+        return LLMTypeClassifier(chat_model)
+    return AutoClassifier(load_default_classifier(), LLMTypeClassifier(chat_model))
+
+
+def build_pipeline(settings: Settings, resources: Resources, *, need_index: bool = True) -> Pipeline:
     from typedrag.index import open_retriever
 
     retriever = open_retriever(settings.index) if need_index else None
+    engine = build_engine(settings.llm, settings.cache_dir, resources)
+    chat_model = engine.model if isinstance(engine, LLMEngine) else None
     return Pipeline(
-        engine=build_engine(settings.llm, settings.cache_dir, resources),
+        engine=engine,
         retriever=retriever,
-        classifier=load_default_classifier(),
+        classifier=build_classifier(settings, chat_model),
         settings=PipelineSettings(
             top_k=settings.top_k, aspect_k=settings.aspect_k, max_question_chars=settings.max_question_chars
         ),

@@ -80,7 +80,7 @@ class Pipeline:
         elif method is Method.RAG:
             output = await EvidenceStrategy().run(question, ctx)
         else:
-            decision = self._decide_type(question, forced_type)
+            decision = await self._decide_type(question, forced_type, trace)
             timings["classify"] = _ms(started)
             ctx.emit("type", **_type_decision(decision).model_dump())
             strategy_name, output = await self._run_typed(question, decision, ctx)
@@ -123,11 +123,13 @@ class Pipeline:
             candidates_k=s.candidates_k,
         )
 
-    def _decide_type(self, question: str, forced_type: NFQType | None) -> TypePrediction:
+    async def _decide_type(self, question: str, forced_type: NFQType | None, trace: Trace) -> TypePrediction:
         if forced_type is not None:
             return TypePrediction(label=forced_type, confidence=1.0, probabilities={forced_type: 1.0}, source="forced")
         if self.classifier is None:
             raise ValueError("method 'typed' needs a type classifier or a forced type")
+        if hasattr(self.classifier, "aclassify"):  # LLM-backed classifiers are async and record their call
+            return await self.classifier.aclassify(question, trace)
         return self.classifier.classify(question)
 
     async def _run_typed(

@@ -11,7 +11,7 @@ from string import Formatter
 
 from typedrag.llm.base import Message
 
-PROMPT_VERSION = "2026-11-29.1"
+PROMPT_VERSION = "2026-11-29.2"
 
 
 @dataclass(frozen=True)
@@ -168,6 +168,22 @@ MEDIATE_DEBATE = Prompt(
     "the disagreement turns on. At most eight sentences.",
 )
 
+CLASSIFY_TYPE = Prompt(
+    "classify_type",
+    "You sort questions into kinds. Reply with JSON only.",
+    "Question: {question}\n\n"
+    "Which kind is it?\n"
+    "- NOT-A-QUESTION: not a real question (a statement, greeting, or nonsense)\n"
+    "- FACTOID: asks for one short fact, such as a name, date, number or place\n"
+    "- EVIDENCE-BASED: asks what something is, what it means, or how it works\n"
+    "- COMPARISON: asks how two or more things differ, resemble each other, or which is better\n"
+    "- EXPERIENCE: asks for advice, recommendations or personal experience\n"
+    "- REASON: asks why something happens or happened\n"
+    "- INSTRUCTION: asks how to do something, the steps or method\n"
+    "- DEBATE: asks for an opinion on a contested issue with several reasonable sides\n"
+    'Reply as {{"type": "..."}}',
+)
+
 ALL_PROMPTS = (
     CLOSED_BOOK,
     GROUNDED_ANSWER,
@@ -183,6 +199,7 @@ ALL_PROMPTS = (
     AGGREGATE_REASON,
     AGGREGATE_INSTRUCTION,
     MEDIATE_DEBATE,
+    CLASSIFY_TYPE,
 )
 
 LINKAGE_JUDGE = Prompt(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import os
 import subprocess
 import time
 from dataclasses import asdict, dataclass
@@ -27,6 +26,7 @@ from typedrag.evaluation.datasets import EvalQuestion, load_dataset, stratified_
 from typedrag.evaluation.judges import JUDGE_TEMPERATURE, Judge, build_judge
 from typedrag.evaluation.linkage import RankConvention, question_rank, select_references
 from typedrag.evaluation.metrics import Score, cells
+from typedrag.jsonlog import JsonlLog
 from typedrag.llm.base import LLMError
 from typedrag.nfq import NFQType
 from typedrag.prompts import LINKAGE_JUDGE, PROMPT_VERSION
@@ -49,43 +49,6 @@ SELECTION_RULE = (
 
 class RunError(ValueError):
     """The run directory cannot be used as asked (message says why and what to do)."""
-
-
-class JsonlLog:
-    """An append-only JSONL file: one fsynced line per record; a torn last line is cut off on open."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.records = self._load()
-        self._file = path.open("a", encoding="utf-8")
-
-    def _load(self) -> list[dict]:
-        if not self.path.exists():
-            return []
-        data = self.path.read_bytes()
-        lines = data.split(b"\n")  # the last item is the unterminated tail: b"" after a clean write
-        records, good_end = [], 0
-        for number, line in enumerate(lines[:-1], 1):
-            try:
-                if line.strip():
-                    records.append(json.loads(line))
-            except ValueError:
-                if number < len(lines) - 1:
-                    raise RunError(f"{self.path}:{number} is not valid JSON; fix or remove that line") from None
-                break  # a damaged final line is a torn write too
-            good_end += len(line) + 1
-        if good_end < len(data):
-            with self.path.open("r+b") as f:  # cut the torn tail so new records start on a fresh line
-                f.truncate(good_end)
-        return records
-
-    def append(self, record: dict) -> None:
-        self._file.write(json.dumps(record, ensure_ascii=False) + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        self._file.close()
 
 
 @dataclass

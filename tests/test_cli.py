@@ -1,0 +1,110 @@
+"""The command line as a user runs it: ask (single and batch), classify, errors without tracebacks."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from typedrag.classify import load_default_classifier
+from typedrag.classify.llm_classifier import AutoClassifier, LLMTypeClassifier
+from typedrag.cli import app
+from typedrag.engines.base import Trace
+from typedrag.llm.openai_chat import OpenAIChatModel
+from typedrag.nfq import NFQType
+from typedrag.testing.openai_stub import OpenAIStubServer, Reply
+
+runner = CliRunner()
+
+
+@pytest.fixture(autouse=True)
+def isolated_config(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for name in ("TYPEDRAG_CONFIG", "TYPEDRAG_LLM", "TYPEDRAG_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TYPEDRAG_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
+
+
+def test_ask_json_offline_names_the_engine_and_cites(small_index):
+    out = runner.invoke(app, ["ask", "What is the difference between a crocodile and an alligator?", "--index", str(small_index), "--json"])
+    assert out.exit_code == 0, out.output
+    result = json.loads(out.stdout)
+    assert result["engines"]["generator"] == "offline-extractive"
+    assert result["type"]["type"] == "COMPARISON" and result["type"]["source"].startswith("classifier:")
+    assert result["strategy"] == "comparison"
+    assert result["citations"]
+
+
+def test_ask_trace_renders_a_tree(small_index):
+    out = runner.invoke(app, ["ask", "Why did the Western Roman Empire fall?", "--index", str(small_index), "--trace"])
+    assert out.exit_code == 0, out.output
+    assert "aspects" in out.stdout and "sources" in out.stdout and "offline-extractive" in out.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["ask", "   "], "question is empty"),
+        (["ask", "x" * 3000], "over the limit"),
+        (["ask", "Why?", "--type", "poem"], "unknown question type"),
+        (["ask", "Why?", "--method", "magic"], "unknown method"),
+        (["ask", "Why?", "--index", "no-such-index"], "no index at"),
+        (["classify", ""], "empty"),
+    ],
+)
+def test_bad_input_is_one_clear_line_and_exit_2(small_index, args, message):
+    if "--index" not in args:
+        args = [*args, "--index", str(small_index)] if args[0] == "ask" else args
+    out = runner.invoke(app, args)
+    assert out.exit_code == 2, out.output
+    assert message in out.output
+    assert "Traceback" not in out.output
+
+
+def test_batch_ask_resumes_without_losing_or_duplicating(small_index, tmp_path):
+    questions = tmp_path / "q.txt"
+    questions.write_text("How does photosynthesis work?\nWhy did Rome fall?\n\nHow do I bake bread?\n")
+    answers = tmp_path / "answers.jsonl"
+    args = ["ask", "--file", str(questions), "--out", str(answers), "--index", str(small_index)]
+    assert runner.invoke(app, args).exit_code == 0
+    lines = answers.read_text().splitlines()
+    assert [json.loads(l)["id"] for l in lines] != [] and len(lines) == 3
+    # Simulate a kill mid-write: drop the last record, leave half of it behind.
+    answers.write_text("\n".join(lines[:2]) + "\n" + lines[2][:40])
+    out = runner.invoke(app, args)
+    assert "1 answered" in out.stdout
+    ids = [json.loads(l)["id"] for l in answers.read_text().splitlines()]
+    assert sorted(ids) == ["line-1", "line-2", "line-4"]
+
+
+def test_classify_file_csv(tmp_path):
+    questions = tmp_path / "q.jsonl"
+    questions.write_text(json.dumps({"id": "a", "question": "How do I change a flat tyre?"}) + "\n")
+    out = runner.invoke(app, ["classify", "--file", str(questions), "--format", "csv"])
+    assert out.exit_code == 0, out.output
+    header, row = out.stdout.strip().splitlines()
+    assert header.startswith("id,question,type,confidence,source,NOT-A-QUESTION")
+    assert row.startswith("a,How do I change a flat tyre?,INSTRUCTION,")
+
+
+async def test_llm_classifier_uses_its_schema_and_records_the_call():
+    with OpenAIStubServer(lambda r: Reply(content='{"type": "debate"}')) as server:
+        model = OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0)
+        trace = Trace()
+        prediction = await LLMTypeClassifier(model).aclassify("Is homework useful?", trace)
+    assert prediction.label is NFQType.DEBATE and prediction.source.startswith("llm:")
+    assert server.requests[0].schema_name == "TypeVerdict"
+    assert [c.role for c in trace.calls] == ["classify"]
+
+
+async def test_auto_classifier_asks_the_llm_only_when_unsure():
+    shipped = load_default_classifier()
+    with OpenAIStubServer(lambda r: Reply(content='{"type": "EXPERIENCE"}')) as server:
+        auto = AutoClassifier(shipped, LLMTypeClassifier(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0)))
+        sure = await auto.aclassify("What is the difference between a crocodile and an alligator?")
+        assert sure.source.startswith("classifier:") and server.requests == []
+        unsure_question = "lol ok so um cars"
+        if shipped.classify(unsure_question).confidence < 0.6:
+            unsure = await auto.aclassify(unsure_question)
+            assert unsure.source.startswith("llm:") and len(server.requests) == 1
