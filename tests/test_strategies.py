@@ -235,3 +235,13 @@ async def test_offline_engine_answers_every_type_with_citations(retriever, nfq_t
     assert result.citations
     for citation in result.citations:
         assert set(citation.passage_ids) <= retrieved
+
+
+def test_sentence_split_keeps_trailing_citation_markers():
+    # Regression: a marker after the last sentence became a sentence of its own, so the offline
+    # aggregator dropped the cited sentence it belonged to.
+    from typedrag.result import split_sentences
+
+    text = "Rome was taxed heavily. [1] The empire was divided. [2]"
+    assert split_sentences(text) == ["Rome was taxed heavily. [1]", "The empire was divided. [2]"]
+    assert split_sentences("One. Two [3]. Three.[4][5]\nFour") == ["One.", "Two [3].", "Three.[4][5]", "Four"]

@@ -100,7 +100,7 @@ class AnswerResult(BaseModel):
 
 
 _MARKER = re.compile(r"\[(\d{1,3})\]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s?\[\d{1,3}\])*\s+|\n+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s?\[\d{1,3}\])*(?:\s+|$)|\n+")
 
 
 def split_sentences(text: str) -> list[str]:

@@ -1,0 +1,529 @@
+"""The HTTP service on a real uvicorn server on 127.0.0.1: every route, its errors, auth, limits, SSE order,
+and the OpenAI-compatible endpoint driven by the official `openai` SDK."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+import openai
+import pytest
+
+pytest.importorskip("fastapi", reason="the server needs the 'serve' extra: pip install -e '.[serve]'")
+uvicorn = pytest.importorskip("uvicorn", reason="the server needs the 'serve' extra: pip install -e '.[serve]'")
+
+from typedrag.classify import load_default_classifier  # noqa: E402
+from typedrag.config import Settings  # noqa: E402
+from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
+from typedrag.engines.offline import OfflineEngine  # noqa: E402
+from typedrag.index import open_retriever  # noqa: E402
+from typedrag.llm.openai_chat import OpenAIChatModel  # noqa: E402
+from typedrag.pipeline import Pipeline  # noqa: E402
+from typedrag.result import AnswerResult  # noqa: E402
+from typedrag.server.app import JsonFormatter, ServerOptions, create_app  # noqa: E402
+from typedrag.testing.openai_stub import OpenAIStubServer, Reply  # noqa: E402
+
+COMPARISON = "What is the difference between a crocodile and an alligator?"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@contextmanager
+def serving(app):
+    """Run `app` on a real uvicorn server on a free loopback port; yields its base URL."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=5))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()
+
+
+@pytest.fixture(scope="session")
+def classifier():
+    return load_default_classifier()
+
+
+@pytest.fixture(scope="session")
+def offline_pipeline(small_index, classifier):
+    return Pipeline(OfflineEngine(), open_retriever(small_index), classifier=classifier)
+
+
+def stub_pipeline(stub: OpenAIStubServer, small_index: Path, classifier, **model_kwargs) -> Pipeline:
+    model_kwargs = {"max_retries": 0, "timeout": 20, **model_kwargs}
+    model = OpenAIChatModel(model="stub", base_url=stub.base_url, **model_kwargs)
+    return Pipeline(LLMEngine(model), open_retriever(small_index), classifier=classifier)
+
+
+@pytest.fixture(scope="module")
+def offline_url(offline_pipeline, small_index):
+    app = create_app(Settings(index=small_index, cache_dir=None), offline_pipeline)
+    with serving(app) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def stub():
+    with OpenAIStubServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def stub_url(stub, small_index, classifier):
+    app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(stub, small_index, classifier))
+    with serving(app) as url:
+        yield url
+
+
+def sse_events(response: httpx.Response) -> list[tuple[str, dict]]:
+    events, name = [], None
+    for line in response.iter_lines():
+        if line.startswith("event: "):
+            name = line[len("event: ") :]
+        elif line.startswith("data: "):
+            events.append((name, json.loads(line[len("data: ") :])))
+    return events
+
+
+# --- native API -------------------------------------------------------------------------------
+
+
+def test_answer_returns_the_full_result(offline_url):
+    response = httpx.post(f"{offline_url}/v1/answer", json={"question": COMPARISON}, timeout=60)
+    assert response.status_code == 200, response.text
+    result = AnswerResult.model_validate(response.json())
+    assert result.method == "typed" and result.strategy == "comparison"
+    assert result.type is not None and result.type.type == "COMPARISON"
+    assert result.plan and result.aspects and result.sources and result.citations
+    assert {n for c in result.citations for n in c.source_numbers} <= {s.number for s in result.sources}
+
+
+@pytest.mark.parametrize(("method", "strategy"), [("rag", "rag"), ("llm", "llm")])
+def test_answer_with_baseline_methods(offline_url, method, strategy):
+    response = httpx.post(
+        f"{offline_url}/v1/answer", json={"question": "Why did Rome fall?", "method": method}, timeout=60
+    )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["method"] == method and body["strategy"] == strategy and body["type"] is None
+
+
+def test_forced_type_is_used(offline_url):
+    response = httpx.post(
+        f"{offline_url}/v1/answer", json={"question": "Tell me about nuclear power", "type": "debate"}, timeout=60
+    )
+    assert response.status_code == 200, response.text
+    assert response.json()["type"]["source"] == "forced" and response.json()["strategy"] == "debate"
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"question": "   "}, "the question is empty"),
+        ({"question": "why " * 700}, "over the limit of 2000"),
+        ({"question": "Why?", "type": "poem"}, "unknown question type 'poem'"),
+        ({"question": "Why?", "method": "magic"}, "method"),
+        ({}, "question: Field required"),
+    ],
+)
+def test_bad_input_is_422_with_a_message(offline_url, body, message):
+    response = httpx.post(f"{offline_url}/v1/answer", json=body, timeout=30)
+    assert response.status_code == 422
+    assert message in response.json()["error"]["message"]
+    assert response.json()["detail"]
+
+
+def test_malformed_json_is_422(offline_url):
+    response = httpx.post(
+        f"{offline_url}/v1/answer", content=b"{not json", headers={"Content-Type": "application/json"}
+    )
+    assert response.status_code == 422 and "JSON" in response.json()["error"]["message"]
+
+
+def test_stream_events_come_in_the_documented_order(offline_url):
+    body = {"question": "Why did the Western Roman Empire fall?", "type": "reason"}  # reason answers aspects one by one
+    with httpx.stream("POST", f"{offline_url}/v1/answer/stream", json=body, timeout=60) as response:
+        assert response.status_code == 200
+        assert response.headers["content-type"].startswith("text/event-stream")
+        events = sse_events(response)
+    names = [name for name, _ in events]
+    aspects = names.count("aspect")
+    assert aspects >= 2
+    assert names == ["type", "plan", *["aspect"] * aspects, "sources", "answer", "result"]
+    result = AnswerResult.model_validate(events[-1][1])
+    assert events[0][1]["type"] == result.type.type
+    assert events[1][1]["plan"] == result.plan
+    assert events[-2][1]["text"] == result.answer
+    assert events[-3][1]["count"] == len(result.sources)
+    assert sorted(data["aspect"]["label"] for name, data in events if name == "aspect") == sorted(
+        a.label for a in result.aspects
+    )
+
+
+def test_stream_delivers_progress_while_the_answer_is_being_made(small_index, classifier):
+    with OpenAIStubServer(delay=0.3) as slow:
+        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(slow, small_index, classifier))
+        with serving(app) as url:
+            body = {"question": "Why did the Western Roman Empire fall?", "type": "reason"}
+            arrived = {}
+            with httpx.stream("POST", f"{url}/v1/answer/stream", json=body, timeout=30) as response:
+                started = time.monotonic()
+                for line in response.iter_lines():
+                    if line.startswith("event: "):
+                        arrived.setdefault(line[len("event: ") :], time.monotonic() - started)
+    # plan, aspects and the combined answer each wait 0.3 s for the LLM: a buffered stream would deliver all at once
+    assert arrived["result"] - arrived["type"] >= 0.5, arrived
+
+
+def test_stream_for_plain_rag_has_no_type_or_plan(offline_url):
+    with httpx.stream(
+        "POST",
+        f"{offline_url}/v1/answer/stream",
+        json={"question": "How do plants make sugar?", "method": "rag"},
+        timeout=60,
+    ) as response:
+        names = [name for name, _ in sse_events(response)]
+    assert names == ["sources", "answer", "result"]
+
+
+def test_stream_rejects_bad_input_before_streaming(offline_url):
+    response = httpx.post(f"{offline_url}/v1/answer/stream", json={"question": ""}, timeout=30)
+    assert response.status_code == 422 and "empty" in response.json()["error"]["message"]
+
+
+def test_llm_failure_is_502_and_an_error_event(small_index, classifier):
+    with OpenAIStubServer(lambda request: Reply(content="model exploded", status=500)) as broken:
+        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(broken, small_index, classifier))
+        with serving(app) as url:
+            response = httpx.post(f"{url}/v1/answer", json={"question": "Why?", "method": "llm"}, timeout=30)
+            assert response.status_code == 502
+            assert "LLM endpoint failed" in response.json()["error"]["message"]
+            with httpx.stream(
+                "POST", f"{url}/v1/answer/stream", json={"question": "Why?", "method": "llm"}, timeout=30
+            ) as stream:
+                events = sse_events(stream)
+            assert events[-1][0] == "error" and events[-1][1]["status"] == 502
+
+
+# --- health, page, schema, request ids ----------------------------------------------------------
+
+
+def test_health_and_readiness_offline(offline_url):
+    assert httpx.get(f"{offline_url}/healthz").json() == {"status": "ok"}
+    ready = httpx.get(f"{offline_url}/readyz")
+    assert ready.status_code == 200 and ready.json() == {"status": "ready", "checks": {"index": "ok", "llm": "offline"}}
+
+
+def test_readiness_checks_the_llm_endpoint(stub_url, small_index, classifier):
+    assert httpx.get(f"{stub_url}/readyz").json()["checks"] == {"index": "ok", "llm": "ok"}
+    with OpenAIStubServer() as gone:
+        pipeline = stub_pipeline(gone, small_index, classifier)
+    app = create_app(Settings(index=small_index, cache_dir=None), pipeline)  # its LLM endpoint is now closed
+    with serving(app) as url:
+        ready = httpx.get(f"{url}/readyz", timeout=10)
+        assert httpx.get(f"{url}/healthz").status_code == 200
+    assert ready.status_code == 503
+    assert ready.json()["status"] == "not ready" and ready.json()["checks"]["llm"].startswith("unreachable")
+
+
+def test_web_page_and_its_assets_are_served(offline_url):
+    page = httpx.get(f"{offline_url}/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "/static/app.js" in page.text and "http" not in page.text  # nothing off-box
+    for asset in ("app.js", "style.css"):
+        assert httpx.get(f"{offline_url}/static/{asset}").status_code == 200
+
+
+def test_openapi_schema_lists_the_routes(offline_url):
+    paths = httpx.get(f"{offline_url}/openapi.json").json()["paths"]
+    for path in ("/v1/answer", "/v1/answer/stream", "/v1/chat/completions", "/v1/models", "/healthz", "/readyz"):
+        assert path in paths
+
+
+def test_unknown_route_is_404_with_a_message(offline_url):
+    response = httpx.get(f"{offline_url}/v1/nothing")
+    assert response.status_code == 404 and response.json()["error"]["message"] == "Not Found"
+
+
+def test_request_id_in_out_and_in_the_json_log(offline_url):
+    lines: list[str] = []
+    handler = logging.Handler()
+    handler.emit = lambda record: lines.append(JsonFormatter().format(record))
+    logger = logging.getLogger("typedrag.server")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        given = httpx.post(
+            f"{offline_url}/v1/answer",
+            json={"question": "Why did Rome fall?"},
+            headers={"X-Request-ID": "req-42"},
+            timeout=60,
+        )
+        made = httpx.get(f"{offline_url}/healthz", headers={"X-Request-ID": "bad id with spaces"})
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    assert given.headers["x-request-id"] == "req-42"
+    assert len(made.headers["x-request-id"]) == 32 and " " not in made.headers["x-request-id"]
+    entries = [json.loads(line) for line in lines]
+    mine = [e for e in entries if e["request_id"] == "req-42"]
+    assert {e["message"] for e in mine} == {"answered", "request"}
+    request_line = next(e for e in mine if e["message"] == "request")
+    assert request_line["path"] == "/v1/answer" and request_line["status"] == 200 and request_line["duration_ms"] > 0
+
+
+# --- auth, size limit, concurrency limit --------------------------------------------------------
+
+
+def test_api_key_guards_the_api_but_not_health(offline_pipeline, small_index):
+    app = create_app(Settings(index=small_index, cache_dir=None), offline_pipeline, ServerOptions(api_key="s3cret"))
+    with serving(app) as url:
+        body = {"question": "Why did Rome fall?", "method": "rag"}
+        missing = httpx.post(f"{url}/v1/answer", json=body)
+        wrong = httpx.post(f"{url}/v1/answer", json=body, headers={"Authorization": "Bearer nope"})
+        right = httpx.post(f"{url}/v1/answer", json=body, headers={"Authorization": "Bearer s3cret"}, timeout=60)
+        models = httpx.get(f"{url}/v1/models")
+        health = httpx.get(f"{url}/healthz")
+        page = httpx.get(f"{url}/")
+        with pytest.raises(openai.AuthenticationError, match="API key"):
+            openai.OpenAI(base_url=f"{url}/v1", api_key="nope", max_retries=0).models.list()
+        listed = openai.OpenAI(base_url=f"{url}/v1", api_key="s3cret").models.list()
+    assert missing.status_code == 401 and wrong.status_code == 401 and models.status_code == 401
+    assert missing.headers["www-authenticate"] == "Bearer"
+    assert "API key" in missing.json()["error"]["message"]
+    assert right.status_code == 200 and health.status_code == 200 and page.status_code == 200
+    assert [m.id for m in listed.data] == ["typedrag-typed", "typedrag-rag", "typedrag-llm"]
+
+
+def test_request_size_limit_is_413(offline_pipeline, small_index):
+    app = create_app(
+        Settings(index=small_index, cache_dir=None), offline_pipeline, ServerOptions(max_request_bytes=2048)
+    )
+    with serving(app) as url:
+        declared = httpx.post(f"{url}/v1/answer", json={"question": "x" * 4000})
+        chunked = httpx.post(
+            f"{url}/v1/answer",
+            content=iter([b'{"question": "', b"y" * 4000, b'"}']),
+            headers={"Content-Type": "application/json"},
+        )
+        small = httpx.post(f"{url}/v1/answer", json={"question": "Why did Rome fall?", "method": "rag"}, timeout=60)
+    for response in (declared, chunked):
+        assert response.status_code == 413
+        assert "over the limit of 2048 bytes" in response.json()["error"]["message"]
+        assert response.headers["x-request-id"]
+    assert small.status_code == 200
+
+
+def test_concurrency_limit_is_503_with_retry_after(small_index, classifier):
+    with OpenAIStubServer(delay=1.0) as slow:
+        service_app = create_app(
+            Settings(index=small_index, cache_dir=None),
+            stub_pipeline(slow, small_index, classifier),
+            ServerOptions(max_concurrency=1, retry_after_seconds=3),
+        )
+        with serving(service_app) as url:
+            slots = service_app.state.service.slots
+            first: dict = {}
+            worker = threading.Thread(
+                target=lambda: first.update(
+                    r=httpx.post(f"{url}/v1/answer", json={"question": "Why?", "method": "llm"}, timeout=30)
+                )
+            )
+            worker.start()
+            wait_for(lambda: slots.used == 1)
+            busy = httpx.post(f"{url}/v1/answer", json={"question": "Why?", "method": "llm"})
+            busy_chat = httpx.post(
+                f"{url}/v1/chat/completions",
+                json={"model": "typedrag-llm", "messages": [{"role": "user", "content": "Why?"}]},
+            )
+            health = httpx.get(f"{url}/healthz")
+            worker.join(30)
+            assert slots.used == 0
+            # a stream holds its slot until it ends, even when the client walks away mid-stream
+            with httpx.stream(
+                "POST", f"{url}/v1/answer/stream", json={"question": "Why?", "method": "llm"}, timeout=30
+            ) as stream:
+                assert stream.status_code == 200
+                assert slots.used == 1
+            wait_for(lambda: slots.used == 0)
+    assert first["r"].status_code == 200
+    for response in (busy, busy_chat):
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "3"
+        assert "server busy" in response.json()["error"]["message"]
+    assert health.status_code == 200
+
+
+def wait_for(condition, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.01)
+
+
+# --- OpenAI-compatible endpoint, driven by the official SDK -------------------------------------
+
+
+def test_openai_sdk_non_streaming(stub_url, stub):
+    client = openai.OpenAI(base_url=f"{stub_url}/v1", api_key="unused", max_retries=0)
+    assert [m.id for m in client.models.list().data] == ["typedrag-typed", "typedrag-rag", "typedrag-llm"]
+    completion = client.chat.completions.create(
+        model="typedrag-typed",
+        messages=[
+            {"role": "system", "content": "You are helpful."},
+            {"role": "user", "content": "Why is the sky blue?"},
+            {"role": "assistant", "content": "Because of scattering."},
+            {"role": "user", "content": [{"type": "text", "text": COMPARISON}]},
+        ],
+        temperature=0.3,
+    )
+    content = completion.choices[0].message.content
+    assert completion.choices[0].finish_reason == "stop"
+    extension = completion.model_extra["typedrag"]
+    result = AnswerResult.model_validate(extension)
+    assert result.question == COMPARISON and result.strategy == "comparison"
+    assert content.startswith(result.answer) and "\n\nSources:\n- [" in content
+    for number in {n for c in result.citations for n in c.source_numbers}:
+        source = next(s for s in result.sources if s.number == number)
+        assert f"- [{number}] {source.title} ({source.passage_id})" in content
+    assert (
+        result.llm_calls
+        and completion.usage.total_tokens == result.usage.prompt_tokens + result.usage.completion_tokens
+    )
+    assert "Stub answer to:" in result.answer and stub.requests  # the pipeline's own LLM was the stub
+
+
+def test_openai_sdk_streaming(stub_url):
+    client = openai.OpenAI(base_url=f"{stub_url}/v1", api_key="unused", max_retries=0)
+    chunks = list(
+        client.chat.completions.create(
+            model="typedrag-typed",
+            messages=[{"role": "user", "content": "Why did the Western Roman Empire fall?"}],
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
+    events = [c.model_extra["typedrag_event"] for c in chunks if (c.model_extra or {}).get("typedrag_event")]
+    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
+    result = AnswerResult.model_validate(final.model_extra["typedrag"])
+    names = [e["event"] for e in events]
+    decomposed = ["plan", *["aspect"] * len(result.aspects)] if result.plan else []
+    assert names == ["type", *decomposed, "sources"]
+    assert events[0]["data"]["type"] == result.type.type
+    assert text.startswith(result.answer) and "Sources:" in text
+    assert chunks[0].choices[0].delta.role == "assistant"
+    assert chunks[-1].choices == [] and chunks[-1].usage is not None
+    assert len({c.id for c in chunks}) == 1
+
+
+@pytest.mark.parametrize(("model", "method"), [("typedrag-rag", "rag"), ("typedrag-llm", "llm")])
+def test_openai_model_name_picks_the_method(stub_url, model, method):
+    client = openai.OpenAI(base_url=f"{stub_url}/v1", api_key="unused", max_retries=0)
+    completion = client.chat.completions.create(
+        model=model, messages=[{"role": "user", "content": "Why did Rome fall?"}]
+    )
+    assert completion.model == model and completion.model_extra["typedrag"]["method"] == method
+
+
+def test_openai_errors_reach_the_sdk_with_their_message(stub_url):
+    client = openai.OpenAI(base_url=f"{stub_url}/v1", api_key="unused", max_retries=0)
+    with pytest.raises(openai.NotFoundError, match="unknown model 'gpt-4o'"):
+        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Why?"}])
+    with pytest.raises(openai.BadRequestError, match="the question is empty"):
+        client.chat.completions.create(model="typedrag-typed", messages=[{"role": "user", "content": " "}])
+    with pytest.raises(openai.BadRequestError, match="no user message"):
+        client.chat.completions.create(model="typedrag-typed", messages=[{"role": "system", "content": "Be brief."}])
+    with pytest.raises(openai.UnprocessableEntityError, match="messages"):
+        client.chat.completions.create(model="typedrag-typed", messages=[])
+
+
+def test_openai_stream_reports_a_failure_as_an_error(small_index, classifier):
+    with OpenAIStubServer(lambda request: Reply(content="model exploded", status=500)) as broken:
+        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(broken, small_index, classifier))
+        with serving(app) as url:
+            client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
+            stream = client.chat.completions.create(
+                model="typedrag-llm", messages=[{"role": "user", "content": "Why?"}], stream=True
+            )
+            with pytest.raises(openai.APIError, match="LLM endpoint failed"):
+                list(stream)
+
+
+# --- the command ----------------------------------------------------------------------------------
+
+
+def serve_process(*args: str) -> subprocess.Popen:
+    code = "import typer; from typedrag.server.command import serve_command; typer.run(serve_command)"
+    return subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "TYPEDRAG_SERVER_API_KEY": "k"},
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_serve_command_runs_the_service(small_index):
+    port = free_port()
+    process = serve_process("--port", str(port), "--index", str(small_index), "--llm", "offline")
+    try:
+        deadline = time.monotonic() + 90
+        while True:
+            assert process.poll() is None, process.stderr.read()
+            assert time.monotonic() < deadline, "server did not become ready"
+            try:
+                if httpx.get(f"http://127.0.0.1:{port}/readyz").status_code == 200:
+                    break
+            except httpx.TransportError:
+                time.sleep(0.2)
+        response = httpx.post(
+            f"http://127.0.0.1:{port}/v1/answer",
+            json={"question": COMPARISON, "method": "rag"},
+            headers={"Authorization": "Bearer k", "X-Request-ID": "from-test"},
+            timeout=60,
+        )
+        assert response.status_code == 200, response.text
+    finally:
+        process.terminate()
+        _, stderr = process.communicate(timeout=30)
+    logs = [json.loads(line) for line in stderr.splitlines() if line.startswith("{")]
+    assert any(e["request_id"] == "from-test" and e["message"] == "request" and e["status"] == 200 for e in logs)
+
+
+def test_serve_command_fails_clearly_without_an_index(tmp_path):
+    process = serve_process("--port", str(free_port()), "--index", str(tmp_path / "missing"))
+    _, stderr = process.communicate(timeout=90)
+    assert process.returncode == 2
+    assert "error: " in stderr and "missing" in stderr and "Traceback" not in stderr
+
+
+def test_serve_command_imports_no_web_framework():
+    code = "import sys, typedrag.server.command; print('fastapi' in sys.modules, 'uvicorn' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
+    assert out.strip() == "False False"

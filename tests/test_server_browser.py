@@ -1,0 +1,119 @@
+"""The web page in real headless Chromium: ask, watch progress, read a cited answer, click a citation."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import pytest
+
+CHROMIUM = Path("/usr/bin/chromium")
+if not CHROMIUM.exists():
+    pytest.skip(f"{CHROMIUM} not found: apt-get install -y chromium (CI installs it)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+pytest.importorskip("fastapi", reason="the server needs the 'serve' extra")
+
+from test_server import classifier, offline_pipeline, serving  # noqa: E402,F401  (tests/ is on sys.path, as for conftest)
+
+from typedrag.config import Settings  # noqa: E402
+from typedrag.pipeline import Pipeline  # noqa: E402
+from typedrag.server.app import create_app  # noqa: E402
+
+DOCS_SCREENSHOT = Path(__file__).resolve().parents[1] / "docs" / "screenshot-web.png"
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+
+
+class SlowRetriever:
+    """The real index, 0.5 s slower per search, so progress visibly arrives before the answer."""
+
+    def __init__(self, inner):
+        self.inner, self.name = inner, inner.name
+
+    def search(self, query, k=10):
+        time.sleep(0.5)
+        return self.inner.search(query, k)
+
+    def search_many(self, queries, k=10):
+        time.sleep(0.5)
+        return self.inner.search_many(queries, k)
+
+
+@pytest.fixture(scope="module")
+def page_url(offline_pipeline, small_index):
+    p = offline_pipeline
+    slow = Pipeline(p.engine, SlowRetriever(p.retriever), classifier=p.classifier, reranker=p.reranker)
+    with serving(create_app(Settings(index=small_index, cache_dir=None), slow)) as url:
+        yield url
+
+
+@pytest.fixture()
+def page(page_url):
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.hosts = set()  # every host the page talked to: must be ours alone (air-gapped)
+        page.console_errors = []
+        page.on("request", lambda request: page.hosts.add(urlparse(request.url).netloc))
+        page.on("console", lambda message: message.type == "error" and page.console_errors.append(message.text))
+        page.goto(page_url)
+        yield page
+        browser.close()
+
+
+def test_ask_watch_progress_and_follow_a_citation(page, page_url, tmp_path):
+    page.fill("#question", "Why did the Western Roman Empire fall?")
+    page.select_option("#method", "typed")
+    page.click("#submit")
+
+    sync_api.expect(page.locator("#progress")).to_contain_text("Plan made", timeout=60_000)
+    assert page.locator("#answer").inner_text() == "working…"  # progress shows live, before the answer
+    sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=60_000)
+    progress = page.locator("#progress li").all_inner_texts()
+    steps = [line.split(" s", 1)[1].strip() for line in progress]
+    assert steps[0] == "Question sent"
+    assert steps[1].startswith("Type decided: REASON")
+    assert steps[2].startswith("Plan made")
+    assert sum(s.startswith("Aspect done") for s in steps) >= 2
+    assert "source passage" in steps[-3] and steps[-2] == "Answer written"
+
+    citations = page.locator("#answer a.cite")
+    assert citations.count() >= 1
+    first = citations.first
+    number = first.get_attribute("data-source")
+    first.click()
+    source = page.locator(f"#source-{number}")
+    sync_api.expect(source).to_have_class("highlight")
+    assert page.locator(".sources li.highlight").count() == 1
+    assert source.locator(".title").inner_text() and "#" in source.locator(".source-id").inner_text()
+    page.wait_for_function(
+        "n => { const r = document.getElementById('source-' + n).getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }",
+        arg=number,
+    )
+    trace = page.locator("#trace").inner_text()
+    assert "REASON" in trace and "plan" in trace and "aspects" in trace
+
+    shot = tmp_path / "screenshot-web.png"
+    page.screenshot(path=str(shot), full_page=True)
+    DOCS_SCREENSHOT.parent.mkdir(exist_ok=True)
+    shutil.copyfile(shot, DOCS_SCREENSHOT)
+    assert shot.stat().st_size > 10_000
+    assert page.hosts == {urlparse(page_url).netloc} and not page.console_errors
+
+
+def test_bad_question_shows_the_server_message(page):
+    page.fill("#question", "why " * 600)
+    page.click("#submit")
+    error = page.locator("#error")
+    sync_api.expect(error).to_be_visible(timeout=30_000)
+    assert "Error 422" in error.inner_text() and "over the limit" in error.inner_text()

@@ -1,0 +1,437 @@
+"""The HTTP service: the native answer API (JSON and Server-Sent Events), health, and the web page.
+
+Stateless by design: the pipeline is built once per process and a request keeps nothing on disk,
+so replicas behind a load balancer need only the same read-only index and LLM endpoint.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+import hmac
+import json
+import logging
+import re
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import httpx
+from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.staticfiles import StaticFiles
+from pydantic import BaseModel, Field
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from typedrag.config import Settings
+from typedrag.index.base import IndexUnusableError
+from typedrag.llm.base import LLMError
+from typedrag.nfq import NFQType
+from typedrag.pipeline import Pipeline
+from typedrag.questions import QuestionError, clean_question
+from typedrag.result import AnswerResult
+
+STATIC = Path(__file__).parent / "static"
+KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing a slow stream
+_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
+log = logging.getLogger("typedrag.server")
+
+
+@dataclass
+class ServerOptions:
+    api_key: str | None = None  # Bearer key required on /v1/*; None leaves the API open
+    max_concurrency: int = 32  # answers in flight; beyond it 503 + Retry-After rather than an unbounded queue
+    max_request_bytes: int = 256 * 1024
+    retry_after_seconds: int = 2
+    ready_timeout: float = 2.0  # seconds /readyz waits for the LLM endpoint
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line, carrying the current request id, for log collectors."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        entry = {
+            "ts": round(record.created, 3),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "request_id": request_id_var.get(),
+            **getattr(record, "fields", {}),
+        }
+        if record.exc_info:
+            entry["error"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str)
+
+
+def configure_logging(level: str = "info") -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
+
+
+_ERROR_TYPES = {
+    401: "authentication_error",
+    404: "not_found_error",
+    413: "request_too_large",
+    502: "upstream_error",
+    503: "overloaded",
+}
+
+
+def error_body(status: int, message: str, detail: Any = None) -> dict[str, Any]:
+    """`detail` as FastAPI clients expect, `error` as OpenAI SDKs expect, so every client shows the message."""
+    kind = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "server_error")
+    return {"detail": message if detail is None else detail, "error": {"message": message, "type": kind, "code": None}}
+
+
+def api_error(status: int, message: str, headers: dict[str, str] | None = None) -> HTTPException:
+    return HTTPException(status_code=status, detail=message, headers=headers)
+
+
+class RequestContext:
+    """Pure ASGI middleware (streams pass through): X-Request-ID in and out, body size cap, one log line each."""
+
+    def __init__(self, app: Any, max_body: int) -> None:
+        self.app, self.max_body = app, max_body
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = Headers(scope=scope)
+        incoming = headers.get("x-request-id", "")
+        request_id = incoming if _REQUEST_ID.fullmatch(incoming) else uuid.uuid4().hex
+        token = request_id_var.set(request_id)
+        started, status = time.perf_counter(), 0
+
+        async def send_with_id(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                MutableHeaders(scope=message).append("X-Request-ID", request_id)
+            await send(message)
+
+        try:
+            replay = await self._read_body(headers, receive)
+            if isinstance(replay, JSONResponse):
+                await replay(scope, receive, send_with_id)
+            elif replay is not None:
+                await self.app(scope, replay, send_with_id)
+        except Exception:
+            log.exception("unhandled error")
+            if not status:  # nothing sent yet: answer with the id the log line carries
+                crashed = JSONResponse(error_body(500, f"internal error; request id {request_id}"), 500)
+                await crashed(scope, receive, send_with_id)
+        finally:
+            fields = {
+                "method": scope["method"],
+                "path": scope["path"],
+                "status": status or 500,
+                "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+            }
+            log.info("request", extra={"fields": fields})
+            request_id_var.reset(token)
+
+    async def _read_body(self, headers: Headers, receive: Callable) -> Callable | JSONResponse | None:
+        """Buffer the (small) body so an oversized one is refused before any handler runs."""
+        too_big = JSONResponse(
+            error_body(413, f"request body is over the limit of {self.max_body} bytes; send a shorter question"),
+            status_code=413,
+        )
+        declared = headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            return too_big
+        body = b""
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                return None  # the client left before sending its request
+            body += message.get("body", b"")
+            if len(body) > self.max_body:
+                return too_big
+            if not message.get("more_body"):
+                break
+        sent = False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if sent:
+                return await receive()  # later calls wait for the disconnect, as streaming responses expect
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
+
+
+class Slots:
+    """Answers in flight; one event loop per process, so a plain counter is enough."""
+
+    def __init__(self, size: int, retry_after: int) -> None:
+        self.size, self.used, self.retry_after = size, 0, retry_after
+
+    def take(self) -> None:
+        if self.used >= self.size:
+            raise api_error(
+                503,
+                f"server busy: {self.size} answers in flight; retry in {self.retry_after} s",
+                {"Retry-After": str(self.retry_after)},
+            )
+        self.used += 1
+
+    def give(self) -> None:
+        self.used -= 1
+
+
+class SlotStream(StreamingResponse):
+    """A streaming response that frees its concurrency slot however the stream ends (done, error, disconnect)."""
+
+    def __init__(self, content: AsyncIterator[str], slots: Slots, **kwargs: Any) -> None:
+        super().__init__(
+            content,
+            media_type="text/event-stream",
+            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
+            **kwargs,
+        )
+        self.slots = slots
+
+    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            self.slots.give()
+
+
+class Service:
+    """What the routes share: the pipeline, the concurrency slots, readiness checks."""
+
+    def __init__(self, pipeline: Pipeline, settings: Settings, options: ServerOptions) -> None:
+        self.pipeline, self.settings, self.options = pipeline, settings, options
+        self.slots = Slots(options.max_concurrency, options.retry_after_seconds)
+
+    def check(self, question: str, type_: str | None, status: int = 422) -> tuple[str, NFQType | None]:
+        """Reject bad input with a 4xx before a slot or a stream is spent on it."""
+        try:
+            question = clean_question(question, self.pipeline.settings.max_question_chars)
+            return question, NFQType.parse(type_) if type_ else None
+        except (QuestionError, ValueError) as error:
+            raise api_error(status, str(error)) from error
+
+    async def answer(
+        self, question: str, method: str, forced: NFQType | None, on_event: Callable | None = None
+    ) -> AnswerResult:
+        started = time.perf_counter()
+        try:
+            result = await self.pipeline.answer(question, method, forced, on_event=on_event)
+        except QuestionError as error:
+            raise api_error(422, str(error)) from error
+        except LLMError as error:
+            raise api_error(502, f"the LLM endpoint failed: {error}") from error
+        except IndexUnusableError as error:
+            raise api_error(503, f"the index is unusable: {error}") from error
+        fields = {
+            "method": result.method,
+            "strategy": result.strategy,
+            "type": result.type.type if result.type else None,
+            "sources": len(result.sources),
+            "llm_calls": result.usage.calls,
+            "fallbacks": len(result.fallbacks),
+            "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+        }
+        log.info("answered", extra={"fields": fields})
+        return result
+
+    async def events(self, question: str, method: str, forced: NFQType | None) -> AsyncIterator[tuple[str, Any]]:
+        """Progress events as the pipeline emits them, a ("ping", None) when quiet, then ("result", AnswerResult)."""
+        queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
+        task = asyncio.create_task(
+            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)))
+        )
+        task.add_done_callback(lambda _: queue.put_nowait(None))
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    yield "ping", None
+                    continue
+                if item is None:
+                    break
+                yield item
+            yield "result", task.result()
+        finally:
+            task.cancel()  # the client left: stop spending LLM calls on it
+
+    async def readiness(self) -> dict[str, str]:
+        return {"index": await self._index_check(), "llm": await self._llm_check()}
+
+    async def _index_check(self) -> str:
+        retriever = self.pipeline.retriever
+        if retriever is None:
+            return "missing"
+        try:
+            await asyncio.to_thread(retriever.search, "readiness", 1)
+        except Exception as error:  # any failure means this replica must not take traffic
+            return f"error: {type(error).__name__}: {error}"
+        return "ok"
+
+    async def _llm_check(self) -> str:
+        base_url = getattr(getattr(self.pipeline.engine, "model", None), "base_url", None)
+        if base_url is None:
+            return "offline"
+        key = self.settings.llm.api_key
+        headers = {"Authorization": f"Bearer {key.get_secret_value()}"} if key else {}
+        try:
+            async with httpx.AsyncClient(timeout=self.options.ready_timeout) as client:
+                response = await client.get(base_url.rstrip("/") + "/models", headers=headers)
+        except httpx.HTTPError as error:
+            return f"unreachable: {type(error).__name__}"
+        return "ok" if response.status_code == 200 else f"HTTP {response.status_code}"
+
+
+class AnswerRequest(BaseModel):
+    question: str = Field(examples=["What is the difference between a crocodile and an alligator?"])
+    method: Literal["typed", "rag", "llm"] = Field(
+        "typed", description="typed (Typed-RAG), rag (plain RAG) or llm (LLM only)"
+    )
+    type: str | None = Field(None, description="Force the question type, e.g. comparison; default: classify it")
+
+
+def sse(event: str, data: Any) -> str:
+    payload = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data, ensure_ascii=False)
+    return f"event: {event}\ndata: {payload}\n\n"
+
+
+_bearer = HTTPBearer(auto_error=False, description="Needed when the server was started with an API key")
+
+
+def require_key(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
+    expected = request.app.state.service.options.api_key
+    if expected is None:
+        return
+    if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), expected.encode()):
+        raise api_error(
+            401, "missing or wrong API key: send 'Authorization: Bearer <key>'", {"WWW-Authenticate": "Bearer"}
+        )
+
+
+def service_of(request: Request) -> Service:
+    return request.app.state.service
+
+
+def create_app(settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None) -> FastAPI:
+    """The app; without a `pipeline` one is built from `settings` at startup and its resources closed at shutdown."""
+    from typedrag.server.openai_compat import router as openai_router
+
+    options = options or ServerOptions()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if pipeline is not None:
+            app.state.service = Service(pipeline, settings, options)
+            yield
+            return
+        from typedrag.factory import Resources, build_pipeline
+
+        resources = Resources()
+        try:
+            app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options)
+            yield
+        finally:
+            resources.close()
+
+    app = FastAPI(
+        title="typedrag",
+        version="1",
+        summary="Typed-RAG answers for non-factoid questions, with citations and a trace.",
+        lifespan=lifespan,
+    )
+    app.add_middleware(RequestContext, max_body=options.max_request_bytes)
+
+    @app.exception_handler(StarletteHTTPException)  # also the router's own 404/405
+    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+        return JSONResponse(error_body(error.status_code, str(error.detail)), error.status_code, headers=error.headers)
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+        problems = error.errors()
+        message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in problems)
+        return JSONResponse(error_body(422, message, json.loads(json.dumps(problems, default=str))), 422)
+
+    @app.get("/", include_in_schema=False)
+    async def page() -> FileResponse:
+        return FileResponse(STATIC / "index.html")
+
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+
+    @app.get("/healthz", tags=["health"])
+    async def healthz() -> dict[str, str]:
+        """The process is alive."""
+        return {"status": "ok"}
+
+    @app.get("/readyz", tags=["health"])
+    async def readyz(request: Request) -> JSONResponse:
+        """Ready to answer: the index is readable and the LLM endpoint (if any) answers GET /models."""
+        checks = await service_of(request).readiness()
+        ready = checks["index"] == "ok" and checks["llm"] in ("ok", "offline")
+        return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
+
+    @app.post("/v1/answer", response_model=AnswerResult, tags=["answer"], dependencies=[Depends(require_key)])
+    async def answer(body: AnswerRequest, request: Request) -> AnswerResult:
+        """Answer one question; the result carries the type, plan, aspects, sources, citations and LLM calls."""
+        service = service_of(request)
+        question, forced = service.check(body.question, body.type)
+        service.slots.take()
+        try:
+            return await service.answer(question, body.method, forced)
+        finally:
+            service.slots.give()
+
+    @app.post(
+        "/v1/answer/stream",
+        tags=["answer"],
+        dependencies=[Depends(require_key)],
+        response_class=StreamingResponse,
+        responses={
+            200: {
+                "content": {"text/event-stream": {}},
+                "description": "type, plan, aspect*, sources, answer, result (or error)",
+            }
+        },
+    )
+    async def answer_stream(body: AnswerRequest, request: Request) -> StreamingResponse:
+        """Server-Sent Events, in order: `type` (typed only), `plan` (decomposing types), `aspect` (each, as done),
+        `sources`, `answer` {text}, `result` (the full AnswerResult). On failure the last event is `error` {status, message}."""
+        service = service_of(request)
+        question, forced = service.check(body.question, body.type)
+        service.slots.take()
+
+        async def stream() -> AsyncIterator[str]:
+            try:
+                async for name, data in service.events(question, body.method, forced):
+                    if name == "ping":
+                        yield ": ping\n\n"
+                    elif name == "result":
+                        yield sse("answer", {"text": data.answer})
+                        yield sse("result", data)
+                    else:
+                        yield sse(name, data)
+            except HTTPException as error:
+                yield sse("error", {"status": error.status_code, "message": error.detail})
+            except Exception:
+                log.exception("stream failed")
+                yield sse("error", {"status": 500, "message": f"internal error; request id {request_id_var.get()}"})
+
+        return SlotStream(stream(), service.slots)
+
+    app.include_router(openai_router, dependencies=[Depends(require_key)])
+    return app

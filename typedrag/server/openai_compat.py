@@ -1,0 +1,140 @@
+"""OpenAI-compatible `/v1/models` and `/v1/chat/completions`, so Open WebUI, the OpenAI SDKs and any
+chat client can use typedrag as a "model".
+
+The model name picks the method and the last user message is the question (earlier turns are not
+used). The answer text ends with a plain "Sources:" list for clients that show only text; the full
+AnswerResult (type, plan, aspects, sources, citations, LLM calls) travels in the extension field
+`typedrag` of the response, or of the final chunk when streaming. While streaming, progress events
+travel as `typedrag_event: {"event", "data"}` on chunks with an empty delta.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter, HTTPException, Request
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, ConfigDict, Field
+
+from typedrag.result import AnswerResult
+from typedrag.server.app import SlotStream, api_error, error_body, log, request_id_var, service_of
+
+MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
+STARTED = int(time.time())
+
+router = APIRouter(prefix="/v1", tags=["openai-compatible"])
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: str
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: accepted and not used
+
+    model: str = Field(examples=["typedrag-typed"])
+    messages: list[ChatMessage] = Field(min_length=1)
+    stream: bool = False
+    stream_options: dict[str, Any] | None = None
+
+
+@router.get("/models")
+async def models() -> dict[str, Any]:
+    """typedrag-typed (Typed-RAG), typedrag-rag (plain RAG), typedrag-llm (LLM only)."""
+    data = [{"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in MODELS]
+    return {"object": "list", "data": data}
+
+
+def last_user_text(messages: list[ChatMessage]) -> str:
+    for message in reversed(messages):
+        if message.role == "user":
+            if isinstance(message.content, list):
+                return " ".join(part.get("text", "") for part in message.content if part.get("type") == "text")
+            return message.content or ""
+    raise api_error(400, "no user message: the last message with role 'user' is the question")
+
+
+def with_sources(result: AnswerResult, show: int = 5) -> str:
+    """The answer plus the passages it cites (or the top few if it cites none), for text-only clients."""
+    cited = {n for c in result.citations for n in c.source_numbers}
+    listed = [s for s in result.sources if s.number in cited] or result.sources[:show]
+    if not listed:
+        return result.answer
+    lines = "\n".join(f"- [{s.number}] {s.title} ({s.passage_id})" for s in listed)
+    return f"{result.answer}\n\nSources:\n{lines}"
+
+
+def usage(result: AnswerResult) -> dict[str, int]:
+    """Tokens the pipeline spent on its own LLM calls for this answer."""
+    u = result.usage
+    return {
+        "prompt_tokens": u.prompt_tokens,
+        "completion_tokens": u.completion_tokens,
+        "total_tokens": u.prompt_tokens + u.completion_tokens,
+    }
+
+
+@router.post("/chat/completions", response_model=None)
+async def chat_completions(body: ChatCompletionRequest, request: Request) -> dict[str, Any] | StreamingResponse:
+    """Chat completion, streamed as `data:` chunks ending in `data: [DONE]` when `stream` is true."""
+    service = service_of(request)
+    method = MODELS.get(body.model)
+    if method is None:
+        raise api_error(404, f"unknown model {body.model!r}; use one of: {', '.join(MODELS)}")
+    question, _ = service.check(last_user_text(body.messages), None, status=400)
+    base = {"id": f"chatcmpl-{request_id_var.get()}", "created": int(time.time()), "model": body.model}
+    service.slots.take()
+    if not body.stream:
+        try:
+            result = await service.answer(question, method, None)
+        finally:
+            service.slots.give()
+        choice = {
+            "index": 0,
+            "message": {"role": "assistant", "content": with_sources(result)},
+            "finish_reason": "stop",
+        }
+        return {
+            **base,
+            "object": "chat.completion",
+            "choices": [choice],
+            "usage": usage(result),
+            "typedrag": result.model_dump(mode="json"),
+        }
+
+    def chunk(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
+        data = {
+            **base,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
+        return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
+
+    async def stream() -> AsyncIterator[str]:
+        yield chunk({"role": "assistant", "content": ""})
+        try:
+            async for name, data in service.events(question, method, None):
+                if name == "ping":
+                    yield ": ping\n\n"
+                elif name != "result":
+                    yield chunk({}, typedrag_event={"event": name, "data": data})
+                else:
+                    yield chunk({"content": with_sources(data)})
+                    yield chunk({}, "stop", typedrag=data.model_dump(mode="json"))
+                    if (body.stream_options or {}).get("include_usage"):
+                        yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage(data)})}\n\n"
+        except HTTPException as error:
+            yield f"data: {json.dumps(error_body(error.status_code, str(error.detail)))}\n\n"
+        except Exception:
+            log.exception("stream failed")
+            yield f"data: {json.dumps(error_body(500, f'internal error; request id {request_id_var.get()}'))}\n\n"
+        yield "data: [DONE]\n\n"
+
+    return SlotStream(stream(), service.slots)

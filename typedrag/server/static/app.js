@@ -1,0 +1,197 @@
+// The typedrag web page: POST /v1/answer/stream, read its Server-Sent Events, render progress,
+// the answer with clickable [n] citations, the sources and the type/plan/aspects trace.
+// Plain DOM (textContent only, never innerHTML with server text) and no dependencies, so it works air-gapped.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const keyInput = $("api-key");
+keyInput.value = localStorage.getItem("typedrag-api-key") || "";
+keyInput.addEventListener("change", () => localStorage.setItem("typedrag-api-key", keyInput.value.trim()));
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs)) {
+    if (name === "class") node.className = value;
+    else node.setAttribute(name, value);
+  }
+  for (const child of children) node.append(child);
+  return node;
+}
+
+let started = 0;
+let known = new Set(); // source numbers that exist, so only real citations become links
+
+function progress(text) {
+  const seconds = ((performance.now() - started) / 1000).toFixed(2);
+  $("progress").append(el("li", {}, el("span", { class: "time" }, `+${seconds} s`), text));
+}
+
+function showError(message) {
+  $("error").textContent = message;
+  $("error").hidden = false;
+}
+
+// Text with [n] markers turned into links to source n.
+function cited(text) {
+  const frag = document.createDocumentFragment();
+  let last = 0;
+  for (const match of text.matchAll(/\[(\d{1,3})\]/g)) {
+    const n = Number(match[1]);
+    if (!known.has(n)) continue;
+    frag.append(text.slice(last, match.index), citeLink(n));
+    last = match.index + match[0].length;
+  }
+  frag.append(text.slice(last));
+  return frag;
+}
+
+function citeLink(n) {
+  const link = el("a", { class: "cite", href: `#source-${n}`, "data-source": String(n), title: `source ${n}` }, `[${n}]`);
+  link.addEventListener("click", (event) => {
+    event.preventDefault();
+    const target = $(`source-${n}`);
+    document.querySelectorAll(".sources li.highlight").forEach((li) => li.classList.remove("highlight"));
+    target.classList.add("highlight");
+    target.scrollIntoView({ behavior: "smooth", block: "nearest" });
+  });
+  return link;
+}
+
+function summary(value) {
+  if (Array.isArray(value)) return value.map(summary).join(", ");
+  if (value && typeof value === "object") return Object.values(value).map(summary).join(": ");
+  return String(value);
+}
+
+function renderSources(sources) {
+  known = new Set(sources.map((s) => s.number));
+  $("sources").replaceChildren(
+    ...sources.map((s) =>
+      el("li", { id: `source-${s.number}` },
+        el("div", { class: "source-head" },
+          el("span", { class: "num" }, `[${s.number}]`),
+          el("span", { class: "title" }, s.title),
+          el("span", { class: "source-id" }, s.passage_id)),
+        el("p", { class: "source-text" }, s.text)))
+  );
+  if (!sources.length) $("sources").append(el("li", { class: "muted" }, "no passages were used"));
+}
+
+function item(key, ...value) {
+  return el("li", {}, el("span", { class: "key" }, key), ...value);
+}
+
+function renderTrace(r) {
+  const root = el("ul");
+  if (r.type) {
+    const probs = Object.entries(r.type.probabilities).sort((a, b) => b[1] - a[1]).slice(0, 3)
+      .map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ");
+    root.append(item("type", `${r.type.type} · confidence ${r.type.confidence.toFixed(2)} · ${r.type.source}`,
+      el("ul", {}, el("li", { class: "muted" }, probs))));
+  }
+  root.append(item("strategy", r.strategy));
+  if (r.plan) {
+    root.append(item("plan", el("ul", {}, ...Object.entries(r.plan).map(([k, v]) =>
+      Array.isArray(v) ? item(k, el("ul", {}, ...v.map((x) => el("li", {}, summary(x))))) : item(k, summary(v))))));
+  }
+  if (r.aspects.length) {
+    root.append(item("aspects", el("ul", {}, ...r.aspects.map((a) => {
+      const refs = a.source_numbers.filter((n) => known.has(n)).map(citeLink);
+      const query = a.query === a.label ? "" : el("span", { class: "muted" }, `query: ${a.query} `);
+      const body = a.error ? el("div", { class: "bad" }, `dropped: ${a.error}`) : el("div", { class: "aspect-answer" }, cited(a.answer));
+      return item(a.label, query, ...refs, a.answer || a.error ? body : "");
+    }))));
+  }
+  for (const f of r.fallbacks) root.append(item("fallback", el("span", { class: "bad" }, `${f.step}: ${f.reason}`)));
+  const e = r.engines;
+  root.append(item("engines", [e.generator, e.retriever, e.classifier, e.reranker].filter(Boolean).join(" · ")));
+  root.append(item("LLM calls", `${r.usage.calls} (${r.usage.cached_calls} cached) · tokens ${r.usage.prompt_tokens}+${r.usage.completion_tokens}`));
+  $("trace").replaceChildren(root);
+}
+
+function renderResult(r) {
+  renderSources(r.sources);
+  $("answer").replaceChildren(cited(r.answer));
+  const pills = [`method ${r.method}`];
+  if (r.type) pills.push(`type ${r.type.type.toLowerCase()}`);
+  if (!r.type || r.strategy !== r.type.type.toLowerCase()) pills.push(`strategy ${r.strategy}`);
+  $("meta").replaceChildren(...pills.map((p) => el("span", { class: "pill" }, p)),
+    ...r.fallbacks.map((f) => el("span", { class: "pill warn" }, `fallback: ${f.step}`)));
+  renderTrace(r);
+}
+
+const handlers = {
+  type: (d) => progress(`Type decided: ${d.type} (confidence ${d.confidence.toFixed(2)}, ${d.source})`),
+  plan: (d) => progress(`Plan made: ${summary(d.plan)}`),
+  aspect: (d) => progress(d.aspect.error ? `Aspect dropped: ${d.aspect.label}` : `Aspect done: ${d.aspect.label}`),
+  sources: (d) => progress(`${d.count} source passage${d.count === 1 ? "" : "s"} gathered`),
+  answer: () => progress("Answer written"),
+  result: (r) => {
+    renderResult(r);
+    progress(`Done · ${r.usage.calls} LLM call${r.usage.calls === 1 ? "" : "s"}`);
+  },
+  error: (d) => showError(`Error ${d.status}: ${d.message}`),
+};
+
+function dispatch(block) {
+  let event = "message";
+  const data = [];
+  for (const line of block.split("\n")) {
+    if (line.startsWith("event:")) event = line.slice(6).trim();
+    else if (line.startsWith("data:")) data.push(line.slice(5).trimStart());
+  }
+  if (data.length && handlers[event]) handlers[event](JSON.parse(data.join("\n")));
+}
+
+async function ask(event) {
+  event.preventDefault();
+  const question = $("question").value.trim();
+  if (!question) return;
+  $("error").hidden = true;
+  $("output").hidden = false;
+  $("progress").replaceChildren();
+  $("sources").replaceChildren();
+  $("meta").replaceChildren();
+  $("answer").replaceChildren(el("span", { class: "muted" }, "working…"));
+  $("trace").replaceChildren(el("span", { class: "muted" }, "appears when the answer is ready"));
+  $("submit").disabled = true;
+  started = performance.now();
+  const headers = { "Content-Type": "application/json" };
+  if (keyInput.value.trim()) headers.Authorization = `Bearer ${keyInput.value.trim()}`;
+  const body = { question, method: $("method").value, type: $("type").value || null };
+  try {
+    const response = await fetch("/v1/answer/stream", { method: "POST", headers, body: JSON.stringify(body) });
+    if (!response.ok) {
+      const problem = await response.json().catch(() => ({}));
+      if (response.status === 401) $("key-box").open = true;
+      showError(`Error ${response.status}: ${problem.error?.message || response.statusText}`);
+      $("output").hidden = true;
+      return;
+    }
+    progress("Question sent");
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        dispatch(buffer.slice(0, cut));
+        buffer = buffer.slice(cut + 2);
+      }
+    }
+  } catch (error) {
+    showError(`Connection failed: ${error.message}`);
+  } finally {
+    $("submit").disabled = false;
+  }
+}
+
+$("ask").addEventListener("submit", ask);
+$("question").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    $("ask").requestSubmit();
+  }
+});
