@@ -38,7 +38,7 @@ class Method(StrEnum):
 class PipelineSettings:
     top_k: int = 5
     aspect_k: int = 3
-    candidates_k: int = 20
+    candidates_k: int = 12
     max_question_chars: int = DEFAULT_MAX_CHARS
 
 

@@ -49,7 +49,7 @@ class StrategyContext:
     trace: Trace
     top_k: int = 5  # passages given to a single generation
     aspect_k: int = 3  # passages per aspect of a decomposed question
-    candidates_k: int = 20  # retrieval depth before reranking
+    candidates_k: int = 12  # retrieval depth before reranking
     book: SourceBook = field(default_factory=SourceBook)
     on_event: Callable[[str, dict[str, Any]], None] | None = None  # progress for streaming clients
 
