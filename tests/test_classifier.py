@@ -1,0 +1,155 @@
+"""The shipped NF-CATS type classifier: loading, predictions, numpy == scikit-learn, training."""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from typedrag.classify import FALLBACK_THRESHOLD, TypePrediction, load_default_classifier, needs_fallback
+from typedrag.classify.shipped import MODEL_DIR, ShippedClassifier
+from typedrag.nfq import NFQType
+
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+NFCATS = SHARED_DATA / "nfcats"
+
+# Our own wording, typical of each type.
+EXAMPLES = {
+    NFQType.COMPARISON: ["What is the difference between a crocodile and an alligator?",
+                         "What are the differences between baking soda and baking powder?"],
+    NFQType.DEBATE: ["Should nuclear power be banned?", "Is it ethical to keep animals in zoos?"],
+    NFQType.EVIDENCE_BASED: ["What is photosynthesis?", "How does a refrigerator keep food cold?"],
+    NFQType.EXPERIENCE: ["What is your favourite guitar for beginners?",
+                         "What do you do when you can't fall asleep?"],
+    NFQType.FACTOID: ["When was Napoleon born?", "who wrote the novel moby dick"],
+    NFQType.INSTRUCTION: ["How do I bake bread at home?", "How can I reset my router password?"],
+    NFQType.NOT_A_QUESTION: ["The museum was opened to the public in 1902.",
+                             "Most of the town's population works in agriculture."],
+    NFQType.REASON: ["Why did the Roman Empire fall?", "Why do cats purr?"],
+}
+
+
+@pytest.fixture(scope="module")
+def classifier():
+    return load_default_classifier()
+
+
+def require_nfcats() -> Path:
+    if not NFCATS.is_dir():
+        pytest.skip(f"NF-CATS data not found at {NFCATS} (CI has ../shared/data; a fresh clone does not)")
+    return NFCATS
+
+
+def test_shipped_model_loads_without_pickle(classifier):
+    assert classifier is load_default_classifier()  # cached per process
+    assert classifier.name and set(classifier.classes) == set(NFQType)
+    assert not [p for p in MODEL_DIR.iterdir() if p.suffix in (".pkl", ".pickle", ".joblib")]
+
+
+@pytest.mark.parametrize("label,question", [(label, q) for label, qs in EXAMPLES.items() for q in qs])
+def test_typical_questions(classifier, label, question):
+    prediction = classifier.classify(question)
+    assert prediction.label is label, (question, prediction.probabilities)
+    assert prediction.source == f"classifier:{classifier.name}"
+
+
+def test_probabilities_sum_to_one_and_confidence_is_the_top_one(classifier):
+    for prediction in classifier.classify_many([q for qs in EXAMPLES.values() for q in qs]):
+        assert set(prediction.probabilities) == set(NFQType)
+        assert sum(prediction.probabilities.values()) == pytest.approx(1.0, abs=1e-9)
+        assert prediction.confidence == max(prediction.probabilities.values())
+        assert prediction.probabilities[prediction.label] == prediction.confidence
+
+
+def test_batch_and_single_agree(classifier):
+    questions = [q for qs in EXAMPLES.values() for q in qs]
+    for one, batched in zip([classifier.classify(q) for q in questions], classifier.classify_many(questions)):
+        assert one.label is batched.label
+        for label in NFQType:
+            assert one.probabilities[label] == pytest.approx(batched.probabilities[label], abs=1e-6)
+    assert classifier.classify_many([]) == []
+
+
+@pytest.mark.parametrize("question", ["", "   ", "\n\t"])
+def test_empty_question_is_rejected(classifier, question):
+    with pytest.raises(ValueError, match="empty question"):
+        classifier.classify(question)
+    with pytest.raises(ValueError, match="empty question"):
+        classifier.classify_many(["Why do cats purr?", question])
+
+
+def test_needs_fallback_uses_the_documented_threshold():
+    def prediction(confidence: float) -> TypePrediction:
+        return TypePrediction(NFQType.REASON, confidence, {NFQType.REASON: confidence}, "classifier:test")
+
+    assert needs_fallback(prediction(FALLBACK_THRESHOLD - 0.01))
+    assert not needs_fallback(prediction(FALLBACK_THRESHOLD))
+    card = (MODEL_DIR / "MODEL_CARD.md").read_text(encoding="utf-8")
+    assert f"FALLBACK_THRESHOLD = {FALLBACK_THRESHOLD}" in card
+
+
+def _sklearn_from_shipped(model_dir: Path, embedder):
+    """Rebuild the scikit-learn objects from the shipped arrays, to check the numpy predictor against."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    from typedrag.classify.train import Fitted
+
+    meta = json.loads((model_dir / "meta.json").read_text())
+    vocab = json.loads((model_dir / "vocab.json").read_text())
+    weights = np.load(model_dir / "weights.npz", allow_pickle=False)
+    w, c = meta["word"], meta["char"]
+    word = TfidfVectorizer(ngram_range=tuple(w["ngram_range"]), token_pattern=w["token_pattern"],
+                           lowercase=w["lowercase"], sublinear_tf=True, vocabulary=vocab["word"]).fit(["x"])
+    char = TfidfVectorizer(analyzer="char_wb", ngram_range=tuple(c["ngram_range"]), lowercase=c["lowercase"],
+                           sublinear_tf=True, vocabulary=vocab["char"]).fit(["x"])
+    word.idf_, char.idf_ = weights["idf_word"], weights["idf_char"]
+    lr = LogisticRegression()
+    lr.coef_, lr.intercept_, lr.classes_ = weights["coef"], weights["intercept"], np.array(meta["classes"])
+    config = {"word": w, "char": c, "embedding_scale": meta["embedding"]["scale"]}
+    return Fitted(word, char, lr, config, embedder)
+
+
+def test_numpy_predictor_equals_sklearn_on_valid_and_meets_acceptance(classifier):
+    pytest.importorskip("sklearn", reason="scikit-learn is needed only to check against")
+    from typedrag.classify.train import evaluate, read_split
+
+    questions, labels = read_split(require_nfcats() / "valid.csv")
+    ours = classifier.predict_proba(questions)
+    theirs = _sklearn_from_shipped(MODEL_DIR, classifier.embedder).predict_proba(questions)
+    np.testing.assert_allclose(ours, theirs, rtol=0, atol=1e-9)
+    metrics = evaluate(ours, [c.value for c in classifier.classes], labels)
+    recorded = json.loads((MODEL_DIR / "valid_metrics.json").read_text())
+    assert metrics["macro_f1"] == pytest.approx(recorded["macro_f1"], abs=1e-9)
+    assert metrics["macro_f1"] >= 0.86 and metrics["accuracy"] >= 0.93
+
+
+def test_training_on_a_small_slice_learns(tmp_path, classifier):
+    pytest.importorskip("sklearn", reason="training needs scikit-learn")
+    from typedrag.classify.train import fit, export, read_split
+
+    questions, labels = read_split(require_nfcats() / "train.csv")
+    order = list(range(len(questions)))
+    random.Random(0).shuffle(order)
+    train, held_out = order[:1000], order[1000:1400]
+    fitted = fit([questions[i] for i in train], [labels[i] for i in train], classifier.embedder)
+    test_questions, test_labels = [questions[i] for i in held_out], [labels[i] for i in held_out]
+    export(fitted, tmp_path)
+    small = ShippedClassifier(tmp_path, classifier.embedder)
+    probabilities = small.predict_proba(test_questions)
+    np.testing.assert_allclose(probabilities, fitted.predict_proba(test_questions), rtol=0, atol=1e-9)
+    predicted = [small.classes[i].value for i in probabilities.argmax(axis=1)]
+    accuracy = np.mean([p == t for p, t in zip(predicted, test_labels)])
+    majority = max(test_labels.count(label) for label in set(test_labels)) / len(test_labels)
+    assert accuracy > majority + 0.2, (accuracy, majority)
+
+
+def test_card_reports_the_shipped_metrics():
+    card = (MODEL_DIR / "MODEL_CARD.md").read_text(encoding="utf-8")
+    recorded = json.loads((MODEL_DIR / "valid_metrics.json").read_text())
+    assert f"macro-F1 **{recorded['macro_f1']:.4f}**" in card
+    assert re.search(r"\| EXPERIENCE \| \d", card)  # per-class table present
