@@ -245,3 +245,18 @@ def test_sentence_split_keeps_trailing_citation_markers():
     text = "Rome was taxed heavily. [1] The empire was divided. [2]"
     assert split_sentences(text) == ["Rome was taxed heavily. [1]", "The empire was divided. [2]"]
     assert split_sentences("One. Two [3]. Three.[4][5]\nFour") == ["One.", "Two [3].", "Three.[4][5]", "Four"]
+
+
+async def test_factoid_goes_to_plain_rag_visibly_unless_data_is_known_non_factoid(retriever):
+    from typedrag.classify import load_default_classifier
+    from typedrag.pipeline import PipelineSettings
+
+    question = "Who wrote the play Hamlet?"
+    default = await Pipeline(OfflineEngine(), retriever, load_default_classifier()).answer(question)
+    assert default.type.type == "FACTOID"
+    assert default.strategy == "rag" and default.fallbacks[0].step == "route"
+    restricted = Pipeline(OfflineEngine(), retriever, load_default_classifier(), settings=PipelineSettings(assume_non_factoid=True))
+    result = await restricted.answer(question)
+    assert result.type.type in {t.value for t in NFQType} - {"FACTOID", "NOT-A-QUESTION"}
+    assert result.type.source.endswith("(non-factoid only)")
+    assert abs(sum(result.type.probabilities.values()) - 1) < 1e-6

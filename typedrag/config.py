@@ -42,6 +42,7 @@ class Settings(BaseModel):
     # shipped: the NF-CATS model in the package; llm: zero-shot by the configured LLM;
     # auto: shipped, asking the LLM only when the shipped model is below its confidence threshold.
     classifier: Literal["shipped", "llm", "auto"] = "shipped"
+    assume_non_factoid: bool = False  # route every question to one of the six non-factoid strategies
     llm: LLMConfig = LLMConfig()
     judge: LLMConfig = LLMConfig()
     cache_dir: Path | None = Path("~/.cache/typedrag").expanduser()
@@ -53,6 +54,7 @@ class Settings(BaseModel):
 _ENV = {
     "TYPEDRAG_INDEX": ("index",),
     "TYPEDRAG_CLASSIFIER": ("classifier",),
+    "TYPEDRAG_ASSUME_NON_FACTOID": ("assume_non_factoid",),
     "TYPEDRAG_LLM": ("llm", "model"),
     "TYPEDRAG_BASE_URL": ("llm", "base_url"),
     "OPENAI_BASE_URL": ("llm", "base_url"),

@@ -88,6 +88,9 @@ def build_pipeline(settings: Settings, resources: Resources, *, need_index: bool
         retriever=retriever,
         classifier=build_classifier(settings, chat_model),
         settings=PipelineSettings(
-            top_k=settings.top_k, aspect_k=settings.aspect_k, max_question_chars=settings.max_question_chars
+            top_k=settings.top_k,
+            aspect_k=settings.aspect_k,
+            max_question_chars=settings.max_question_chars,
+            assume_non_factoid=settings.assume_non_factoid,
         ),
     )

@@ -40,6 +40,9 @@ class PipelineSettings:
     aspect_k: int = 3
     candidates_k: int = 12
     max_question_chars: int = DEFAULT_MAX_CHARS
+    # For data known to be non-factoid (Wiki-NFQA): route to the likeliest of the six non-factoid
+    # types, as the paper's labelling did, instead of sending FACTOID/NOT-A-QUESTION to plain RAG.
+    assume_non_factoid: bool = False
 
 
 class Pipeline:
@@ -63,8 +66,12 @@ class Pipeline:
         method: Method | str = Method.TYPED,
         forced_type: NFQType | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
+        decision: TypePrediction | None = None,
     ) -> AnswerResult:
-        """Answer `question`; `on_event(name, data)` hears progress: type, plan, aspect (each), sources."""
+        """Answer `question`; `on_event(name, data)` hears progress: type, plan, aspect (each), sources.
+
+        `decision` is a type already decided by `decide_type` (batch evaluation decides once per question).
+        """
         started = time.perf_counter()
         question = clean_question(question, self.settings.max_question_chars)
         method = Method(method)
@@ -80,7 +87,7 @@ class Pipeline:
         elif method is Method.RAG:
             output = await EvidenceStrategy().run(question, ctx)
         else:
-            decision = await self._decide_type(question, forced_type, trace)
+            decision = decision or await self.decide_type(question, forced_type, trace)
             timings["classify"] = _ms(started)
             ctx.emit("type", **_type_decision(decision).model_dump())
             strategy_name, output = await self._run_typed(question, decision, ctx)
@@ -123,14 +130,21 @@ class Pipeline:
             candidates_k=s.candidates_k,
         )
 
-    async def _decide_type(self, question: str, forced_type: NFQType | None, trace: Trace) -> TypePrediction:
+    async def decide_type(
+        self, question: str, forced_type: NFQType | None = None, trace: Trace | None = None
+    ) -> TypePrediction:
+        """The type Typed-RAG routes on: forced, or the classifier's (restricted to non-factoid types if set)."""
         if forced_type is not None:
             return TypePrediction(label=forced_type, confidence=1.0, probabilities={forced_type: 1.0}, source="forced")
         if self.classifier is None:
             raise ValueError("method 'typed' needs a type classifier or a forced type")
         if hasattr(self.classifier, "aclassify"):  # LLM-backed classifiers are async and record their call
-            return await self.classifier.aclassify(question, trace)
-        return self.classifier.classify(question)
+            prediction = await self.classifier.aclassify(question, trace)
+        else:
+            prediction = self.classifier.classify(question)
+        if self.settings.assume_non_factoid and prediction.label not in NON_FACTOID_TYPES:
+            prediction = _most_likely_non_factoid(prediction)
+        return prediction
 
     async def _run_typed(
         self, question: str, decision: TypePrediction, ctx: StrategyContext
@@ -151,6 +165,17 @@ class Pipeline:
             ctx.trace.fallback(strategy.name, f"{type(error).__name__}: {error}; answered with plain RAG")
             ctx.book = SourceBook()  # cite only what the fallback answer was given
             return "rag", await EvidenceStrategy().run(question, ctx)
+
+
+def _most_likely_non_factoid(prediction: TypePrediction) -> TypePrediction:
+    """Renormalise over the six non-factoid types; an LLM label without probabilities becomes evidence-based."""
+    weights = {t: prediction.probabilities.get(t, 0.0) for t in NON_FACTOID_TYPES}
+    total = sum(weights.values())
+    if total <= 0:
+        return TypePrediction(NFQType.EVIDENCE_BASED, 1.0, {NFQType.EVIDENCE_BASED: 1.0}, prediction.source + " (non-factoid only)")
+    probabilities = {t: w / total for t, w in weights.items()}
+    label = max(probabilities, key=probabilities.get)
+    return TypePrediction(label, probabilities[label], probabilities, prediction.source + " (non-factoid only)")
 
 
 def _ms(started: float) -> float:

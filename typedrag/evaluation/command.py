@@ -33,6 +33,11 @@ def eval_command(
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="Questions in flight at once.")] = 4,
     seed: Annotated[int, typer.Option(help="Seed of the --limit sample.")] = 0,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
+    assume_non_factoid: Annotated[
+        bool,
+        typer.Option(help="Route every question to the likeliest non-factoid type (Wiki-NFQA is non-factoid by construction, as the paper assumed)."),
+    ] = True,
+    classifier: Annotated[Optional[str], typer.Option("--classifier", help="shipped (default), llm or auto.")] = None,
 ) -> None:
     """Evaluate methods on Wiki-NFQA (or your own data) with LINKAGE: MRR and MPR per method, type and source."""
     from typedrag.cli import USER_ERRORS, fail, settings_from
@@ -43,6 +48,8 @@ def eval_command(
         fail("--judge-base-url needs --judge MODEL (the judge's model name at that endpoint)")
     settings = settings_from(
         index=index_dir,
+        assume_non_factoid=assume_non_factoid,
+        classifier=classifier,
         **{"llm.model": llm, "llm.base_url": base_url, "judge.model": judge, "judge.base_url": judge_base_url},
     )
     try:

@@ -97,7 +97,7 @@ async def _evaluate(options: EvalOptions, settings: Settings, resources) -> Eval
         notes.append(OFFLINE_LLM_NOTE)
     dataset = load_dataset(options.dataset)
     pipeline = build_pipeline(settings, resources, need_index=any(m != "llm" for m in methods))
-    questions, predictions = _select(dataset, options, pipeline.classifier)
+    questions, predictions = await _select(dataset, options, pipeline)
     judge = build_judge(settings.judge, settings.cache_dir, resources)
     rounds = 1 if judge.is_proxy else options.rounds
     if judge.is_proxy and options.rounds != 1:
@@ -110,6 +110,7 @@ async def _evaluate(options: EvalOptions, settings: Settings, resources) -> Eval
         "index": index.get("path"),
         "corpus": index.get("passages_sha256"),
         "classifier": classifier,
+        "assume_non_factoid": settings.assume_non_factoid,
         "prompt_version": PROMPT_VERSION,
         "top_k": settings.top_k,
         "aspect_k": settings.aspect_k,
@@ -138,7 +139,7 @@ async def _evaluate(options: EvalOptions, settings: Settings, resources) -> Eval
         record = answers.get((question.id, method))
         if record is None:
             try:
-                result = await pipeline.answer(question.text, method)
+                result = await pipeline.answer(question.text, method, decision=predictions[question.id])
             except (LLMError, QuestionError) as error:
                 errors.append(f"answer {question.id} {method}: {error}")
                 progress.advance(answer_bar)
@@ -243,10 +244,17 @@ def _verdict_record(question: EvalQuestion, method: str, judge: str, round_: int
     }
 
 
-def _select(dataset: list[EvalQuestion], options: EvalOptions, classifier) -> tuple[list[EvalQuestion], dict]:
-    """Questions to run and their predicted types; the whole dataset is classified only when filtering by type."""
+async def _select(dataset: list[EvalQuestion], options: EvalOptions, pipeline) -> tuple[list[EvalQuestion], dict]:
+    """Questions to run and their types, decided once by the pipeline's own routing and shared by every
+    method's row; the whole dataset is classified only when filtering by type."""
     pool = dataset if options.types else stratified_sample(dataset, options.limit, options.seed)
-    predictions = dict(zip((q.id for q in pool), classifier.classify_many([q.text for q in pool])))
+    limit = asyncio.Semaphore(options.concurrency)
+
+    async def decide(question: EvalQuestion):
+        async with limit:
+            return await pipeline.decide_type(question.text)
+
+    predictions = dict(zip((q.id for q in pool), await asyncio.gather(*(decide(q) for q in pool))))
     if options.types:
         pool = stratified_sample([q for q in pool if predictions[q.id].label in options.types], options.limit, options.seed)
     if not pool:
