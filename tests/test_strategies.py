@@ -260,3 +260,28 @@ async def test_factoid_goes_to_plain_rag_visibly_unless_data_is_known_non_factoi
     assert result.type.type in {t.value for t in NFQType} - {"FACTOID", "NOT-A-QUESTION"}
     assert result.type.source.endswith("(non-factoid only)")
     assert abs(sum(result.type.probabilities.values()) - 1) < 1e-6
+
+
+class SlowFirstRetriever(RecordingRetriever):
+    """The first query answers last, as a slow shard or a busy thread would make it."""
+
+    def search(self, query, k=10):
+        if not self.queries:
+            time.sleep(0.3)
+        return super().search(query, k)
+
+    def search_many(self, queries, k=10):
+        from concurrent.futures import ThreadPoolExecutor
+
+        with ThreadPoolExecutor(len(queries)) as pool:
+            return list(pool.map(lambda q: self.search(q, k), queries))
+
+
+async def test_source_numbers_follow_aspect_order_whatever_finishes_first(retriever):
+    # Regression: aspects numbered passages in the order their retrieval finished, so prompts (and the
+    # response-cache keys) changed from run to run and a cached rerun still called the model.
+    plan = {"sub_queries": ["economic troubles taxation", "bread dough yeast"]}
+    with OpenAIStubServer(scripted({"SubQueryPlan": plan})) as server:
+        result = await pipeline_for(server, SlowFirstRetriever(retriever)).answer("Why?", "typed", NFQType.REASON)
+    first = result.aspects[0]
+    assert first.source_numbers == list(range(1, len(first.source_numbers) + 1))

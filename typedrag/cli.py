@@ -135,10 +135,10 @@ def ask(
         if file is not None:
             from typedrag.batch import answer_file
 
-            done, failed = asyncio.run(answer_file(pipeline, file, out, method, forced, concurrency))
+            done, failed = asyncio.run(resources.run(answer_file(pipeline, file, out, method, forced, concurrency)))
             console.print(f"{done} answered, {failed} failed -> {out}")
             return
-        result = asyncio.run(pipeline.answer(question, method, forced))
+        result = asyncio.run(resources.run(pipeline.answer(question, method, forced)))
     except USER_ERRORS as error:
         fail(str(error))
     finally:
@@ -180,7 +180,7 @@ def classify(
         chat_model = None if settings.llm.is_offline else build_chat_model(settings.llm, settings.cache_dir, resources)
         model = build_classifier(settings, chat_model)
         items = read_questions(file) if file is not None else [("1", question)]
-        predictions = asyncio.run(classify_questions(model, [q for _, q in items]))
+        predictions = asyncio.run(resources.run(classify_questions(model, [q for _, q in items])))
     except USER_ERRORS as error:
         fail(str(error))
     finally:

@@ -29,14 +29,27 @@ def smollm2_path() -> Path:
 
 @dataclass
 class Resources:
-    """Things that must live as long as the engine (a local llama.cpp server)."""
+    """What the built objects hold open: HTTP pools of chat models, local llama.cpp servers."""
 
     servers: list[LocalLlamaServer] = field(default_factory=list)
+    models: list[OpenAIChatModel] = field(default_factory=list)
+
+    async def aclose_models(self) -> None:
+        """Close the chat models' HTTP pools; call it at the end of the event loop that used them."""
+        for model in self.models:
+            await model.aclose()
 
     def close(self) -> None:
         for server in self.servers:
             server.close()
         self.servers.clear()
+
+    async def run(self, coroutine):
+        """Await `coroutine`, then close the HTTP pools in the same loop: `asyncio.run(resources.run(...))`."""
+        try:
+            return await coroutine
+        finally:
+            await self.aclose_models()
 
 
 def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> ChatModel:
@@ -47,7 +60,7 @@ def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resou
         server = LocalLlamaServer(path)
         resources.servers.append(server)
         base_url, model = server.base_url, server.model_name
-    return OpenAIChatModel(
+    chat_model = OpenAIChatModel(
         model=model,
         base_url=base_url,
         api_key=config.api_key.get_secret_value() if config.api_key else None,
@@ -56,6 +69,8 @@ def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resou
         max_concurrency=config.concurrency,
         cache=ResponseCache(cache_dir) if cache_dir is not None else None,
     )
+    resources.models.append(chat_model)
+    return chat_model
 
 
 def build_engine(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> Engine:

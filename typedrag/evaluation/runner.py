@@ -77,7 +77,7 @@ def evaluate(options: EvalOptions, settings: Settings) -> EvalOutcome:
 
     resources = Resources()
     try:
-        return asyncio.run(_evaluate(options, settings, resources))
+        return asyncio.run(resources.run(_evaluate(options, settings, resources)))
     finally:
         resources.close()
 
