@@ -21,7 +21,7 @@ def _header(result: AnswerResult) -> str:
 
 
 def render_answer(console: Console, result: AnswerResult, *, show_sources: int = 5) -> None:
-    body = [Text(result.answer)]
+    body = [Text(_header(result), style="dim"), Text(""), Text(result.answer)]
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or result.sources[:show_sources]
     if listed:
@@ -30,7 +30,7 @@ def render_answer(console: Console, result: AnswerResult, *, show_sources: int =
             body.append(Text(f"[{s.number}] {s.title} ({s.passage_id})", style="dim"))
     for f in result.fallbacks:
         body.append(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
-    console.print(Panel(Group(*body), title=result.question, subtitle=_header(result), subtitle_align="left"))
+    console.print(Panel(Group(*body), title=result.question))
 
 
 def trace_tree(result: AnswerResult) -> Tree:

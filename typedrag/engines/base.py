@@ -29,6 +29,7 @@ class AnswerRequest:
     sources: list[Source]
     style: AnswerStyle = AnswerStyle.DIRECT
     focus: str = ""  # sub-query, perspective name, or experience topic
+    query: str = ""  # the aspect's retrieval query (a perspective's biased wording), for extractive selection
     items: list[str] = field(default_factory=list)  # comparison items
     purpose: str = ""  # comparison purpose
 

@@ -134,13 +134,8 @@ def reason_plan(question: str) -> SubQueryPlan:
     phrase = " ".join(content_words(core)) or core
     if not phrase:
         raise ValueError("no subject found in the question")
-    return SubQueryPlan(
-        sub_queries=[
-            f"causes of {phrase}",
-            f"{phrase} history and background",
-            f"conditions and factors behind {phrase}",
-        ]
-    )
+    # One cue word per query: BM25 lets extra generic words pull in off-topic passages.
+    return SubQueryPlan(sub_queries=[f"{phrase} causes", f"{phrase} background", f"{phrase} factors"])
 
 
 _INSTRUCTION_CORE = re.compile(
@@ -185,8 +180,8 @@ def debate_plan(question: str) -> DebatePlan:
     return DebatePlan(
         topic=core or phrase,
         perspectives=[
-            Perspective(name="supporters", sub_query=f"benefits advantages support for {phrase}"),
-            Perspective(name="critics", sub_query=f"criticism risks opposition against {phrase}"),
-            Perspective(name="neutral evidence", sub_query=f"evidence research debate {phrase}"),
+            Perspective(name="supporters", sub_query=f"{phrase} benefits support"),
+            Perspective(name="critics", sub_query=f"{phrase} criticism risks"),
+            Perspective(name="neutral evidence", sub_query=f"{phrase} evidence"),
         ],
     )

@@ -40,6 +40,9 @@ _SENTENCES_PER_STYLE = {
     AnswerStyle.PERSPECTIVE: 2,
 }
 _NEAR_DUPLICATE = 0.9
+# Below this cosine to the question a sentence is off topic (MiniLM: unrelated text scores ~0-0.2);
+# better to say less than to quote a passage that only shares a word with the query.
+_MIN_RELEVANCE = 0.25
 _MAX_SENTENCE_WORDS = 70
 
 
@@ -53,7 +56,7 @@ def mmr(query: np.ndarray, candidates: np.ndarray, count: int, diversity: float 
             if i in chosen or i in exclude:
                 continue
             redundancy = max((float(candidates[i] @ candidates[j]) for j in chosen), default=0.0)
-            if redundancy > _NEAR_DUPLICATE:
+            if redundancy > _NEAR_DUPLICATE or relevance[i] < _MIN_RELEVANCE:
                 continue
             score = (1 - diversity) * relevance[i] - diversity * redundancy
             if score > best_score:
@@ -134,10 +137,12 @@ class OfflineEngine:
             return "The index has no passage that speaks to this question."
         if request.style is AnswerStyle.COMPARISON:
             return self._compare(request, sentences)
-        query = f"{request.focus} {request.question}".strip() if request.style is AnswerStyle.ASPECT else request.question
-        if request.style is AnswerStyle.PERSPECTIVE:
-            query = f"{request.question} {request.focus}"
+        query = request.question
+        if request.style in (AnswerStyle.ASPECT, AnswerStyle.PERSPECTIVE):
+            query = f"{request.query or request.focus} {request.question}"
         chosen = self._pick(query, sentences, _SENTENCES_PER_STYLE[request.style])
+        if not chosen:
+            return "The retrieved passages do not speak to this."
         return " ".join(f"{sentences[i][0]} [{sentences[i][1]}]" for i in chosen)
 
     def _compare(self, request: AnswerRequest, sentences: list[tuple[str, int]]) -> str:

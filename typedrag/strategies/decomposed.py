@@ -22,7 +22,7 @@ async def answer_aspect(
     question: str, aspect: Aspect, sources: list[Source], style: AnswerStyle, ctx: StrategyContext
 ) -> Aspect:
     try:
-        request = AnswerRequest(question=question, sources=sources, style=style, focus=aspect.label)
+        request = AnswerRequest(question=question, sources=sources, style=style, focus=aspect.label, query=aspect.query)
         aspect.answer = await ctx.engine.answer(request, ctx.trace, role=f"answer:{style.value}")
     except LLMError as error:
         aspect.error = str(error)
