@@ -105,8 +105,11 @@ def load_settings(overrides: dict[str, Any] | None = None, env: dict[str, str] |
         settings = Settings.model_validate(data)
     except ValueError as error:
         raise ConfigError(f"invalid configuration: {error}") from error
-    if settings.judge.base_url is None and settings.judge.model == settings.llm.model:
-        settings.judge.base_url = settings.llm.base_url
+    judge, llm = settings.judge, settings.llm
+    if judge.base_url is None and judge.model == llm.model:
+        judge.base_url = llm.base_url
+    if judge.api_key is None and judge.base_url == llm.base_url:
+        judge.api_key = llm.api_key  # same endpoint, same key; never sent to a different host
     return settings
 
 

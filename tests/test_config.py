@@ -1,0 +1,47 @@
+"""Configuration layers: file < environment < flags; keys stay secret and go only where they belong."""
+
+from __future__ import annotations
+
+import pytest
+
+from typedrag.config import ConfigError, load_settings
+
+
+@pytest.fixture(autouse=True)
+def no_config_file(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    path = tmp_path / "typedrag.toml"
+    path.write_text("")
+    monkeypatch.setenv("TYPEDRAG_CONFIG", str(path))
+    return path
+
+
+def test_file_then_env_then_flags(no_config_file):
+    no_config_file.write_text('index = "from-file"\n[llm]\nmodel = "file-model"\ntimeout = 5\n')
+    assert load_settings(env={}).llm.model == "file-model"
+    settings = load_settings(env={"TYPEDRAG_LLM": "env-model", "TYPEDRAG_INDEX": "from-env"})
+    assert (settings.llm.model, str(settings.index), settings.llm.timeout) == ("env-model", "from-env", 5)
+    flagged = load_settings({"llm.model": "flag-model", "index": None}, env={"TYPEDRAG_LLM": "env-model"})
+    assert (flagged.llm.model, str(flagged.index)) == ("flag-model", "from-file")
+
+
+def test_typedrag_key_wins_over_openai_key_and_is_secret():
+    settings = load_settings(env={"OPENAI_API_KEY": "sk-openai", "TYPEDRAG_API_KEY": "sk-typedrag"})
+    assert settings.llm.api_key.get_secret_value() == "sk-typedrag"
+    assert "sk-typedrag" not in repr(settings) and "sk-typedrag" not in settings.model_dump_json()
+
+
+def test_judge_inherits_the_key_only_for_the_same_endpoint():
+    env = {"TYPEDRAG_API_KEY": "sk-gen", "TYPEDRAG_BASE_URL": "https://a.example/v1"}
+    same = load_settings({"judge.model": "big", "judge.base_url": "https://a.example/v1"}, env=env)
+    assert same.judge.api_key.get_secret_value() == "sk-gen"
+    other = load_settings({"judge.model": "big", "judge.base_url": "https://b.example/v1"}, env=env)
+    assert other.judge.api_key is None
+
+
+def test_invalid_values_are_a_clear_config_error(no_config_file):
+    with pytest.raises(ConfigError, match="concurrency"):
+        load_settings(env={"TYPEDRAG_CONCURRENCY": "0"})
+    no_config_file.write_text("index = [unclosed")
+    with pytest.raises(ConfigError, match="cannot read config file"):
+        load_settings(env={})
