@@ -121,6 +121,15 @@ def experience_plan(question: str) -> ExperiencePlan:
     return ExperiencePlan(topic=" ".join(content_words(text)), keywords=keywords)
 
 
+def _subject(question: str, lead: re.Pattern, what: str) -> tuple[str, str]:
+    """(the question without its lead words, its content words): what sub-queries are built around."""
+    core = lead.sub("", normalise(question)).strip()
+    phrase = " ".join(content_words(core)) or core
+    if not phrase:
+        raise ValueError(f"no {what} found in the question")
+    return core, phrase
+
+
 _REASON_CORE = re.compile(
     r"^(?:why|how come|what (?:is|are|was|were) the (?:reasons?|causes?) (?:for|of|why|behind)|what causes?|what caused|"
     r"what makes|for what reason|what leads to|what led to|what is the reason)\s+(?:(?:do|does|did|is|are|was|were|can|could|would|should|will|has|have|had)\s+)?",
@@ -129,11 +138,7 @@ _REASON_CORE = re.compile(
 
 
 def reason_plan(question: str) -> SubQueryPlan:
-    text = normalise(question)
-    core = _REASON_CORE.sub("", text).strip()
-    phrase = " ".join(content_words(core)) or core
-    if not phrase:
-        raise ValueError("no subject found in the question")
+    _, phrase = _subject(question, _REASON_CORE, "subject")
     # One cue word per query: BM25 lets extra generic words pull in off-topic passages.
     return SubQueryPlan(sub_queries=[f"{phrase} causes", f"{phrase} background", f"{phrase} factors"])
 
@@ -147,11 +152,7 @@ _INSTRUCTION_CORE = re.compile(
 
 
 def instruction_plan(question: str) -> SubQueryPlan:
-    text = normalise(question)
-    core = _INSTRUCTION_CORE.sub("", text).strip()
-    phrase = " ".join(content_words(core)) or core
-    if not phrase:
-        raise ValueError("no task found in the question")
+    _, phrase = _subject(question, _INSTRUCTION_CORE, "task")
     # Few generic words beside the task: BM25 lets words like "steps" pull in unrelated passages.
     return SubQueryPlan(
         sub_queries=[
@@ -172,11 +173,7 @@ _DEBATE_CORE = re.compile(
 
 
 def debate_plan(question: str) -> DebatePlan:
-    text = normalise(question)
-    core = _DEBATE_CORE.sub("", text).strip()
-    phrase = " ".join(content_words(core)) or core
-    if not phrase:
-        raise ValueError("no debated topic found in the question")
+    core, phrase = _subject(question, _DEBATE_CORE, "debated topic")
     return DebatePlan(
         topic=core or phrase,
         perspectives=[
