@@ -260,6 +260,7 @@ async def test_factoid_goes_to_plain_rag_visibly_unless_data_is_known_non_factoi
     assert result.type.type in {t.value for t in NFQType} - {"FACTOID", "NOT-A-QUESTION"}
     assert result.type.source.endswith("(non-factoid only)")
     assert abs(sum(result.type.probabilities.values()) - 1) < 1e-6
+    assert result.strategy == result.type.type.lower() and not [f for f in result.fallbacks if f.step == "route"]
 
 
 class SlowFirstRetriever(RecordingRetriever):

@@ -40,8 +40,9 @@ class PipelineSettings:
     aspect_k: int = 3
     candidates_k: int = 12
     max_question_chars: int = DEFAULT_MAX_CHARS
-    # For data known to be non-factoid (Wiki-NFQA): route to the likeliest of the six non-factoid
-    # types, as the paper's labelling did, instead of sending FACTOID/NOT-A-QUESTION to plain RAG.
+    # For data known to be non-factoid (Wiki-NFQA): route every question to the likeliest of the six
+    # non-factoid types, as the paper's labelling did, instead of sending FACTOID/NOT-A-QUESTION or
+    # low-confidence questions to plain RAG.
     assume_non_factoid: bool = False
 
 
@@ -153,7 +154,7 @@ class Pipeline:
         if label not in NON_FACTOID_TYPES:
             ctx.trace.fallback("route", f"classified {label.value}: no typed plan applies, answered with plain RAG")
             return "rag", await EvidenceStrategy().run(question, ctx)
-        if decision.source != "forced" and needs_fallback(decision):
+        if decision.source != "forced" and not self.settings.assume_non_factoid and needs_fallback(decision):
             ctx.trace.fallback(
                 "route", f"type {label.value} confidence {decision.confidence:.2f} below threshold: plain RAG"
             )
