@@ -143,7 +143,7 @@ class Pipeline:
             prediction = await self.classifier.aclassify(question, trace)
         else:
             prediction = self.classifier.classify(question)
-        if self.settings.assume_non_factoid and prediction.label not in NON_FACTOID_TYPES:
+        if self.settings.assume_non_factoid:
             prediction = _most_likely_non_factoid(prediction)
         return prediction
 
