@@ -44,7 +44,7 @@ USER_ERRORS = (
     ValueError,
 )
 
-IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory [default: ./typedrag-index or TYPEDRAG_INDEX].")]
+IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
 LLMOpt = Annotated[
     Optional[str],
     typer.Option(
