@@ -6,6 +6,7 @@ A 30,000-article dump with three bad lines should still index; the bad lines are
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import importlib.util
 import json
@@ -71,6 +72,8 @@ class _Reader:
         with opener(path, "rb") as f:
             try:
                 for number, raw in enumerate(f, 1):
+                    if number == 1:
+                        raw = raw.removeprefix(codecs.BOM_UTF8)  # Windows editors start UTF-8 files with one
                     try:
                         yield f"{label}:{number}", raw.decode("utf-8")
                     except UnicodeDecodeError as e:
@@ -86,6 +89,12 @@ class _Reader:
                 record = json.loads(line.rstrip("\r\n"))
             except json.JSONDecodeError as e:
                 self.problem(location, f"bad JSON ({e.msg} at column {e.colno})")
+                continue
+            except RecursionError:
+                self.problem(location, "bad JSON (nested too deeply)")
+                continue
+            except ValueError as e:  # an integer with more digits than Python converts
+                self.problem(location, f"bad JSON ({str(e).split(':')[0]})")
                 continue
             if not isinstance(record, dict):
                 self.problem(location, "not a JSON object")
@@ -113,7 +122,7 @@ class _Reader:
 
     def plain(self, path: Path, label: str, doc_id: str) -> Iterator[Document]:
         """A .txt/.md file is one document titled by its first markdown heading."""
-        data = path.read_bytes()
+        data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
         try:
             text = data.decode("utf-8")
         except UnicodeDecodeError as e:

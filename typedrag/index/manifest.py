@@ -65,6 +65,9 @@ def read_manifest(index_dir: Path, rebuild_hint: str) -> dict:
         or "format_version" not in manifest
     ):
         raise IndexUnusableError(f"{path} is corrupt (missing format_version or files): {rebuild_hint}")
+    outside = [name for name in files if Path(name).name != name or name in (".", "..")]
+    if outside:  # only plain names of files in the index directory: never stat or hash anything else
+        raise IndexUnusableError(f"{path} is corrupt (lists {outside[0]!r}, not a file of the index): {rebuild_hint}")
     version = manifest["format_version"]
     if version != FORMAT_VERSION:
         raise IndexUnusableError(

@@ -5,7 +5,9 @@ tantivy scores with BM25 at k1=1.2, b=0.75, the Elasticsearch defaults the Typed
 
 from __future__ import annotations
 
+import glob
 import hashlib
+import os
 import secrets
 import shutil
 import time
@@ -105,15 +107,20 @@ def build_index(
 
     Built in a temporary sibling directory with the manifest written last, then renamed into
     place, so a failed or interrupted build leaves any previous index at `index_dir` usable.
+    The temporary directory is named after the building process; the next build removes those
+    whose process is gone (killed by SIGKILL or the OOM killer, which no cleanup code survives).
     """
     sources = list(sources)
     index_dir = Path(index_dir)
-    if index_dir.exists() and not (index_dir / MANIFEST).exists() and any(index_dir.iterdir()):
+    if index_dir.exists() and not (
+        index_dir.is_dir() and ((index_dir / MANIFEST).exists() or not any(index_dir.iterdir()))
+    ):
         raise FileExistsError(f"{index_dir} exists and is not a typedrag index; refusing to replace it")
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     summary = IndexSummary(index_dir=str(index_dir))
-    building = index_dir.parent / f".{index_dir.name}.building-{secrets.token_hex(4)}"
+    _remove_abandoned_builds(index_dir)
+    building = index_dir.parent / f".{index_dir.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
     building.mkdir()
     try:
         writer = tantivy.Index(_schema(), path=str(building)).writer(WRITER_HEAP_BYTES, WRITER_THREADS)
@@ -189,6 +196,26 @@ def _write_passages(
     return passages_hash.hexdigest()
 
 
+def _remove_abandoned_builds(index_dir: Path) -> None:
+    """Delete the temporary directories of earlier builds whose process is gone (killed mid-build)."""
+    for stale in index_dir.parent.glob(f".{glob.escape(index_dir.name)}.building-*"):
+        pid = stale.name.rsplit("-", 2)[-2]
+        if pid.isdigit() and not _running(int(pid)):
+            shutil.rmtree(stale, ignore_errors=True)
+
+
+def _running(pid: int) -> bool:
+    if os.name != "posix":  # no cheap liveness check (signal 0 means Ctrl-C on Windows): keep the directory
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # alive, but another user's
+        pass
+    return True
+
+
 def _swap_into_place(building: Path, index_dir: Path) -> None:
     """Two renames; readers that already opened the old index keep their open files."""
     old = None
@@ -214,10 +241,12 @@ class TantivyRetriever:
         try:
             index = tantivy.Index.open(str(self.index_dir))
             index.config_reader(reload_policy="Manual")  # built once, never written: no file watcher
-        except (OSError, ValueError) as e:
-            raise IndexUnusableError(f"tantivy cannot open {self.index_dir} ({e}): {hint}") from None
+            self._searcher = index.searcher()
+        except BaseException as e:
+            if not _is_damage(e):
+                raise
+            raise IndexUnusableError(f"tantivy cannot open {self.index_dir} ({_one_line(e)}): {hint}") from None
         self._schema = index.schema
-        self._searcher = index.searcher()
         self._analyzer = _query_analyzer()
 
     def _query(self, query: str) -> tantivy.Query | None:
@@ -232,10 +261,15 @@ class TantivyRetriever:
         q = self._query(query)
         if q is None or k <= 0:
             return []
-        hits = self._searcher.search(q, limit=k, count=False).hits
+        try:
+            hits = self._searcher.search(q, limit=k, count=False).hits
+            docs = [(score, self._searcher.doc(address)) for score, address in hits]
+        except BaseException as e:  # damage in a file the manifest checks by size only surfaces here
+            if not _is_damage(e):
+                raise
+            raise IndexUnusableError(f"{self.index_dir} is damaged ({_one_line(e)}): {_rebuild_hint(self.index_dir)}") from None
         results = []
-        for score, address in hits:
-            doc = self._searcher.doc(address)
+        for score, doc in docs:
             passage = Passage(
                 doc.get_first("passage_id"), doc.get_first("doc_id"), doc.get_first("title"), doc.get_first("text")
             )
@@ -246,6 +280,15 @@ class TantivyRetriever:
         """Two threads: tantivy releases the GIL while it searches (checked: other threads keep running)."""
         with ThreadPoolExecutor(max_workers=2) as pool:
             return list(pool.map(lambda q: self.search(q, k), queries))
+
+
+def _is_damage(error: BaseException) -> bool:
+    """tantivy reports damaged files as OSError/ValueError, or panics (a BaseException) on bytes it trusted."""
+    return isinstance(error, (OSError, ValueError)) or type(error).__name__ == "PanicException"
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split())[:200]
 
 
 def open_retriever(index_dir: Path | str) -> TantivyRetriever:

@@ -14,14 +14,24 @@ from pathlib import Path
 from typing import Any
 
 
+class CacheError(ValueError):
+    """The cache file cannot be used (damaged, or not a cache); the message names the fix."""
+
+
 class ResponseCache:
     def __init__(self, directory: Path | str) -> None:
         self.path = Path(directory) / "llm-cache.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
-        with self._connection() as db:
-            db.execute("PRAGMA journal_mode=WAL")
-            db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        try:
+            with self._connection() as db:
+                db.execute("PRAGMA journal_mode=WAL")
+                db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+        except sqlite3.Error as error:
+            raise self._unusable(error) from None
+
+    def _unusable(self, error: sqlite3.Error) -> CacheError:
+        return CacheError(f"{self.path} is unusable ({error}): delete it, or set TYPEDRAG_CACHE_DIR to another folder")
 
     def _connection(self) -> sqlite3.Connection:
         db = getattr(self._local, "db", None)
@@ -35,9 +45,15 @@ class ResponseCache:
         return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def get(self, key: str) -> dict[str, Any] | None:
-        row = self._connection().execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        try:
+            row = self._connection().execute("SELECT value FROM responses WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error as error:
+            raise self._unusable(error) from None
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
-        with self._connection() as db:
-            db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, json.dumps(value)))
+        try:
+            with self._connection() as db:
+                db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, json.dumps(value)))
+        except sqlite3.Error as error:
+            raise self._unusable(error) from None

@@ -1,8 +1,9 @@
 """Chat models behind any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp, TGI, ...).
 
 Transport concerns live in the official `openai` SDK: timeouts, and retries with exponential
-backoff on 408/409/429/5xx and connection errors (honouring Retry-After). This class adds the
-concurrency cap, the response cache, accounting, and the structured-output ladder:
+backoff on 408/409/429/5xx and connection errors (honouring Retry-After). This class adds a
+deadline over all attempts (a server that trickles bytes or asks to retry much later cannot stall
+a call past it), the concurrency cap, the response cache, accounting, and the structured-output ladder:
 JSON-schema `response_format` -> JSON mode -> plain text, then the tolerant parser, then one
 repair retry that shows the model its own reply and the validation error.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 from typing import Any
 from urllib.parse import urlparse
@@ -29,6 +31,7 @@ REPAIR_INSTRUCTION = (
 
 # Response-format modes tried in order until the endpoint accepts one.
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")  # lone UTF-16 halves, decoded from "\ud800" escapes in a reply
 
 
 class OpenAIChatModel:
@@ -55,6 +58,8 @@ class OpenAIChatModel:
             "timeout": timeout,
             "max_retries": max_retries,
         }
+        # Every attempt timing out, plus the SDK's backoff between attempts (0.5 s doubling, at most 8 s).
+        self.deadline = timeout * (max_retries + 1) + sum(min(0.5 * 2**i, 8.0) for i in range(max_retries))
         self._max_concurrency = max_concurrency
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cache = cache
@@ -145,29 +150,43 @@ class OpenAIChatModel:
             try:
                 async with limit:
                     call.requests += 1
-                    response = await client.chat.completions.create(**params, extra_body=self._extra_body or None)
+                    async with asyncio.timeout(self.deadline):
+                        response = await client.chat.completions.create(**params, extra_body=self._extra_body or None)
             except openai.BadRequestError as error:
                 if mode != "none" and _mentions_format(error):
-                    self._format_mode += 1  # endpoint does not support this mode; try the next one
+                    # The endpoint does not support this mode; try the next one (concurrent rejections move it once).
+                    self._format_mode = max(self._format_mode, _FORMAT_LADDER.index(mode) + 1)
                     continue
                 raise LLMError(f"{self.name} rejected the request: {self._redact(error)}") from error
             except openai.APITimeoutError as error:
                 raise LLMError(f"{self.name} timed out after retries") from error
+            except TimeoutError as error:
+                raise LLMError(f"{self.name} timed out: no complete reply within {self.deadline:.1f} s") from error
             except openai.APIConnectionError as error:
                 raise LLMError(f"cannot reach {self.base_url}: {self._redact(error)}") from error
             except openai.APIStatusError as error:
                 raise LLMError(f"{self.name} answered HTTP {error.status_code} after retries: {self._redact(error)}") from error
-            text = _content(response)
-            usage = response.usage
-            if usage is not None:
-                call.prompt_tokens += usage.prompt_tokens or 0
-                call.completion_tokens += usage.completion_tokens or 0
+            except (openai.OpenAIError, ValueError) as error:  # a 200 whose body is not a chat completion
+                raise LLMError(f"{self.name} sent a malformed response: {self._redact(error)}") from error
+            text = _SURROGATE.sub("\ufffd", _content(response))  # "\ud800" escapes: cannot be sent on or printed
+            if self._secret:  # a server that echoes the key must not put it into traces or the cache
+                text = text.replace(self._secret, "***")
+            prompt_tokens, completion_tokens = _usage(response)
+            call.prompt_tokens += prompt_tokens
+            call.completion_tokens += completion_tokens
             if not text.strip() and schema is None:
                 raise LLMError(f"{self.name} returned an empty reply")
             if key is not None:
                 self._cache.put(key, {"text": text})
             return text
 
+
+    async def aclose(self) -> None:
+        """Close the HTTP pool inside its own loop; left to garbage collection after that loop has
+        closed, its sockets raise 'Event loop is closed' noise."""
+        if self._loop is asyncio.get_running_loop():
+            await self._client.close()
+            self._loop = None
 
     def _bound_to_running_loop(self) -> tuple[openai.AsyncOpenAI, asyncio.Semaphore]:
         """The HTTP client and the cap for the running event loop.
@@ -190,9 +209,17 @@ class OpenAIChatModel:
 
 def _content(response: Any) -> str:
     try:
-        return response.choices[0].message.content or ""
-    except (AttributeError, IndexError, TypeError):
+        content = response.choices[0].message.content
+    except (AttributeError, IndexError, KeyError, TypeError):
         return ""
+    return content if isinstance(content, str) else ""
+
+
+def _usage(response: Any) -> tuple[int, int]:
+    """(prompt, completion) tokens, or zeros when the server reports none or nonsense."""
+    usage = getattr(response, "usage", None)
+    counts = (getattr(usage, "prompt_tokens", 0), getattr(usage, "completion_tokens", 0))
+    return tuple(n if isinstance(n, int) else 0 for n in counts)
 
 
 def _mentions_format(error: openai.BadRequestError) -> bool:

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import json
 import re
+from itertools import islice
 from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
 _FENCE = re.compile(r"```(?:json|JSON)?\s*(.*?)```", re.DOTALL)
+_OPENING = re.compile(r"[\[{]")
+MAX_ATTEMPTS = 50  # opening brackets tried per candidate: a runaway reply full of brackets stays cheap
 
 
 def extract_json(text: str) -> Any:
@@ -21,13 +24,10 @@ def extract_json(text: str) -> Any:
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
     for candidate in candidates:
-        candidate = candidate.strip()
-        for start, char in enumerate(candidate):
-            if char not in "[{":
-                continue
+        for match in islice(_OPENING.finditer(candidate), MAX_ATTEMPTS):
             try:
-                value, _ = decoder.raw_decode(candidate[start:])
-            except json.JSONDecodeError:
+                value, _ = decoder.raw_decode(candidate, match.start())
+            except (json.JSONDecodeError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
                 continue
             return value
     raise ValueError("no JSON object or list found in the reply")

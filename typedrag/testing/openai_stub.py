@@ -55,6 +55,7 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     raw: bytes | None = None  # send these bytes as the body instead of a completion
     drop: bool = False  # close the connection without answering
+    drip: float = 0.0  # send the body one byte at a time, this many seconds apart (a stalled stream)
 
 
 Responder = Callable[[ChatRequest], Reply]
@@ -110,6 +111,11 @@ def default_responder(request: ChatRequest) -> Reply:
     return Reply(content=default_content(request))
 
 
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    request_queue_size = 256  # load tests open many connections at once; the default 5 drops bursts
+
+
 class OpenAIStubServer:
     """Context manager: `with OpenAIStubServer(responder) as server: server.base_url ...`."""
 
@@ -119,8 +125,7 @@ class OpenAIStubServer:
         self.model = model
         self.requests: list[ChatRequest] = []
         self._lock = threading.Lock()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._server.daemon_threads = True
+        self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
     @property
@@ -150,14 +155,19 @@ class OpenAIStubServer:
                 # Headers and body go out in two writes; without this, Nagle + delayed ACK add ~40 ms per call.
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-            def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None) -> None:
+            def _send(self, status: int, body: bytes, headers: dict[str, str] | None = None, drip: float = 0.0) -> None:
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
                 for key, value in (headers or {}).items():
                     self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(body)
+                try:
+                    self.end_headers()
+                    for chunk in [body[i : i + 1] for i in range(len(body))] if drip else [body]:
+                        self.wfile.write(chunk)
+                        time.sleep(drip)
+                except OSError:  # the client gave up (timed out) before the reply was written
+                    self.close_connection = True
 
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
@@ -205,6 +215,6 @@ class OpenAIStubServer:
                         "total_tokens": prompt_tokens + len((reply.content or "").split()),
                     },
                 }
-                self._send(200, json.dumps(completion).encode(), reply.headers)
+                self._send(200, json.dumps(completion).encode(), reply.headers, reply.drip)
 
         return Handler

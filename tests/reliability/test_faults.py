@@ -1,0 +1,298 @@
+"""Endpoint faults against the loopback stub, one request at a time and through the whole pipeline.
+
+Every fault has one expected outcome: a retry with backoff, a repair, or a degradation recorded in
+the result; never a crash, never a silent fallback, never a wait beyond the configured timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import time
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from typedrag.llm.base import LLMError, StructuredOutcome
+from typedrag.llm.structured import parse_structured
+from typedrag.nfq import NFQType
+from typedrag.plans import SubQueryPlan
+from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content
+
+from .conftest import REQUEST_BOUND, RETRIES, TIMEOUT, assert_clean_failure, run_cli, stub_model, stub_pipeline
+
+MESSAGES = [{"role": "user", "content": "Question: Why do leaves change colour in autumn?"}]
+PLAN = '{"sub_queries": ["chlorophyll breakdown in autumn", "anthocyanin production"]}'
+OVER_LONG = "lorem [ipsum] {dolor} sit amet " * 80_000  # 2.4 MB, brackets everywhere
+
+
+def replies(*sequence: Reply):
+    """A responder that plays `sequence` and then repeats its last reply."""
+    queue = list(sequence)
+    return lambda request: queue.pop(0) if len(queue) > 1 else queue[0]
+
+
+async def timed(coroutine):
+    started = time.perf_counter()
+    try:
+        return await coroutine, time.perf_counter() - started
+    except LLMError as error:
+        return error, time.perf_counter() - started
+
+
+# --- one request -----------------------------------------------------------------------------
+
+
+def refusing_url() -> str:
+    """An endpoint on a loopback port nothing listens on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+
+
+async def test_connection_refused_is_an_llm_error_within_the_bound():
+    error, wall = await timed(stub_model(refusing_url()).complete(MESSAGES, role="answer"))
+    assert isinstance(error, LLMError) and "cannot reach" in str(error)
+    assert wall < REQUEST_BOUND
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [Reply(content="too late", delay=5), Reply(content="a reply that never quite arrives", drip=0.05)],
+    ids=["hang", "drip"],
+)
+async def test_no_reply_in_time_is_a_timeout_within_the_bound(reply):
+    with OpenAIStubServer(lambda r: reply) as server:
+        error, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+    assert isinstance(error, LLMError) and "timed out" in str(error), error
+    assert wall < REQUEST_BOUND, f"{wall:.1f} s with timeout {TIMEOUT} s and {RETRIES} retry"
+
+
+async def test_429_waits_for_retry_after_then_succeeds():
+    with OpenAIStubServer(replies(Reply(status=429, headers={"Retry-After": "1"}), Reply(content="Fine."))) as server:
+        completion, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+    assert completion.text == "Fine." and completion.call.requests == 1 and len(server.requests) == 2
+    assert 0.9 <= wall < REQUEST_BOUND
+
+
+async def test_429_asking_to_wait_past_the_budget_gives_up_within_the_bound():
+    with OpenAIStubServer(lambda r: Reply(status=429, headers={"Retry-After": "60"})) as server:
+        error, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+    assert isinstance(error, LLMError), error
+    assert wall < REQUEST_BOUND
+
+
+@pytest.mark.parametrize("status", [500, 502, 503])
+async def test_server_errors_are_retried_then_succeed_or_fail_clearly(status):
+    fault = Reply(status=status, content="upstream exploded")
+    with OpenAIStubServer(replies(fault, Reply(content="Recovered."))) as server:
+        completion = await stub_model(server.base_url).complete(MESSAGES, role="answer")
+    assert completion.text == "Recovered." and len(server.requests) == 2
+    with OpenAIStubServer(lambda r: fault) as server:
+        error, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+    assert isinstance(error, LLMError) and f"HTTP {status}" in str(error)
+    assert len(server.requests) == RETRIES + 1 and wall < REQUEST_BOUND
+
+
+async def test_dropped_connection_is_retried_then_fails_clearly():
+    with OpenAIStubServer(replies(Reply(drop=True), Reply(content="Second try."))) as server:
+        completion = await stub_model(server.base_url).complete(MESSAGES, role="answer")
+    assert completion.text == "Second try."
+    with OpenAIStubServer(lambda r: Reply(drop=True)) as server:
+        error, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+    assert isinstance(error, LLMError) and "cannot reach" in str(error)
+    assert len(server.requests) == RETRIES + 1 and wall < REQUEST_BOUND
+
+
+async def test_empty_content_is_an_error_for_text_and_a_failed_repair_for_structure():
+    with OpenAIStubServer(lambda r: Reply(content="")) as server:
+        model = stub_model(server.base_url)
+        with pytest.raises(LLMError, match="empty reply"):
+            await model.complete(MESSAGES, role="answer")
+        completion = await model.complete(MESSAGES, role="plan:reason", schema=SubQueryPlan)
+    assert completion.parsed is None and completion.call.structured is StructuredOutcome.FAILED
+    assert completion.call.requests == 2 and completion.call.error
+
+
+@pytest.mark.parametrize(
+    ("body", "text"),
+    [
+        (b"<html>502 Bad Gateway</html>", None),
+        (b'{"id": "x", "choices": [{"message": {"content": "cut', None),
+        (b"[]", None),
+        (b'{"choices": [{"message": {"role": "assistant", "content": ["not", "text"]}}]}', None),
+        (b'{"choices": [{"message": {"content": "Fine."}}], "usage": "lots"}', "Fine."),
+    ],
+    ids=["html", "truncated-body", "list", "content-not-text", "usage-not-object"],
+)
+async def test_malformed_response_body_is_an_llm_error_not_a_crash(body, text):
+    with OpenAIStubServer(lambda r: Reply(raw=body)) as server:
+        model = stub_model(server.base_url)
+        if text is None:
+            with pytest.raises(LLMError, match="malformed response|empty reply"):
+                await model.complete(MESSAGES, role="answer")
+        else:
+            completion = await model.complete(MESSAGES, role="answer")
+            assert completion.text == text and completion.call.prompt_tokens == 0
+        try:
+            completion = await model.complete(MESSAGES, role="plan", schema=SubQueryPlan)
+        except LLMError as error:
+            assert "malformed response" in str(error)
+        else:
+            assert completion.call.structured is StructuredOutcome.FAILED
+
+
+@pytest.mark.parametrize(
+    ("first", "second", "outcome"),
+    [
+        (PLAN[:30], PLAN, StructuredOutcome.REPAIRED),  # truncated JSON
+        ("Chlorophyll breaks down; anthocyanins form.", PLAN, StructuredOutcome.REPAIRED),  # prose
+        ('{"answer": "chlorophyll", "confidence": 0.9}', PLAN, StructuredOutcome.REPAIRED),  # wrong schema
+        ('{"answer": "chlorophyll"}', '{"queries": ["a", "b"]}', StructuredOutcome.FAILED),
+        (OVER_LONG, OVER_LONG, StructuredOutcome.FAILED),
+        ("[" * 100_000, "{" * 100_000, StructuredOutcome.FAILED),  # nesting deeper than the JSON parser's stack
+    ],
+    ids=["truncated-json", "prose", "wrong-schema", "wrong-schema-twice", "over-long", "deep-nesting"],
+)
+async def test_bad_structured_output_gets_one_repair(first, second, outcome):
+    with OpenAIStubServer(replies(Reply(content=first), Reply(content=second))) as server:
+        completion, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="plan:reason", schema=SubQueryPlan))
+    assert completion.call.structured is outcome and completion.call.requests == 2
+    assert (completion.parsed is None) == (outcome is StructuredOutcome.FAILED)
+    assert wall < REQUEST_BOUND
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text() | st.lists(st.sampled_from(['{"sub_queries": [', '"a"', ", ", "]", "}", "[", "{", "```json\n", "```", "x"])).map("".join))
+def test_reply_parser_only_ever_rejects_with_value_error(text):
+    try:
+        plan = parse_structured(text, SubQueryPlan)
+    except ValueError:  # includes pydantic's ValidationError: the caller repairs or falls back
+        return
+    assert 2 <= len(plan.sub_queries) <= 5
+
+
+async def test_format_ladder_survives_concurrent_rejections():
+    """Regression: concurrent 400s each advanced the ladder, past its end (IndexError)."""
+
+    def responder(request):
+        if "response_format" in request.body:
+            return Reply(status=400, content="response_format is not supported by this server")
+        return Reply(content=PLAN)
+
+    with OpenAIStubServer(responder) as server:
+        model = stub_model(server.base_url)
+        results = await asyncio.gather(*(model.complete(MESSAGES, role="plan", schema=SubQueryPlan) for _ in range(6)))
+    assert all(r.parsed is not None for r in results)
+
+
+async def test_lone_surrogates_in_a_reply_become_replacement_characters(retriever):
+    """Regression: a "\\ud800" escape in a reply could not be sent on to the aggregator nor printed as JSON."""
+
+    def responder(request):
+        content = "Because \ud800 of taxes [1]." if not request.schema_name else default_content(request)
+        completion = {"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}
+        return Reply(raw=json.dumps(completion).encode())  # json.dumps escapes the surrogate as \ud800
+
+    with OpenAIStubServer(responder) as server:
+        result = await stub_pipeline(server.base_url, retriever).answer(QUESTION, "typed", NFQType.REASON)
+    assert result.strategy == "reason" and result.fallbacks == []
+    assert "Because \ufffd of taxes" in server.requests[-1].last_user  # the aggregator got every aspect
+    result.model_dump_json()
+
+
+# --- through the pipeline ----------------------------------------------------------------------
+
+FAULTS = {
+    "hang": lambda r: Reply(content="too late", delay=5),
+    "drip": lambda r: Reply(content=default_content(r), drip=0.05),
+    "429": lambda r: Reply(status=429, headers={"Retry-After": "60"}),
+    "500": lambda r: Reply(status=500, content="internal error"),
+    "503": lambda r: Reply(status=503, headers={"Retry-After": "0"}),
+    "drop": lambda r: Reply(drop=True),
+    "bad-body": lambda r: Reply(raw=b"<html>502 Bad Gateway</html>"),
+    "empty": lambda r: Reply(content=""),
+    "truncated": lambda r: Reply(content=default_content(r)[:20]),
+    "prose": lambda r: Reply(content="There are several reasons, mostly economic."),
+    "wrong-schema": lambda r: Reply(content='{"answer": "economic decline", "confidence": 0.9}'),
+    "over-long": lambda r: Reply(content=OVER_LONG),
+}
+NO_TEXT = {"hang", "drip", "429", "500", "503", "drop", "bad-body", "empty"}  # nothing usable comes back
+QUESTION = "Why did the Western Roman Empire fall?"
+SUB_QUERIES = ["economic troubles taxation", "Germanic invasions frontiers", "political instability"]
+BROKEN = SUB_QUERIES[1]
+TARGETS = {
+    "plan": lambda r: r.schema_name is not None,
+    "aspect": lambda r: f"Answer only this part of it: {BROKEN}" in r.last_user,
+    "all": lambda r: True,
+}
+
+
+def assert_degradations_recorded(result) -> None:
+    """No silent fallback: every failed step of the trace has a matching entry in result.fallbacks."""
+    steps = [f.step for f in result.fallbacks]
+    if result.strategy != "reason":
+        assert "reason" in steps
+    for aspect in result.aspects:
+        if aspect.error:
+            assert f"aspect:{aspect.label}" in steps
+    if any(c.structured is StructuredOutcome.FAILED for c in result.llm_calls):
+        assert "reason" in steps
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("fault", FAULTS)
+async def test_pipeline_answers_or_fails_cleanly_under_each_fault(retriever, fault, target):
+    def responder(request):
+        if TARGETS[target](request):
+            return FAULTS[fault](request)
+        if request.schema_name == "SubQueryPlan":
+            return Reply(content=json.dumps({"sub_queries": SUB_QUERIES}))
+        return Reply(content=default_content(request))
+
+    with OpenAIStubServer(responder) as server:
+        outcome, wall = await timed(stub_pipeline(server.base_url, retriever).answer(QUESTION, "typed", NFQType.REASON))
+    assert wall < 3 * REQUEST_BOUND  # plan, one aspect round, combine: each within its bound
+
+    if target == "all" and fault in NO_TEXT:  # nothing can answer: a clear error, not a crash
+        assert isinstance(outcome, LLMError)
+        return
+    result = outcome
+    assert result.answer.strip()
+    assert_degradations_recorded(result)
+    if target == "aspect" and fault not in NO_TEXT:  # any text is a usable answer: kept as data
+        assert result.strategy == "reason" and result.fallbacks == []
+    elif target == "aspect":
+        assert result.strategy == "reason"
+        assert [a.label for a in result.aspects if a.error] == [BROKEN]
+        assert [f.step for f in result.fallbacks] == [f"aspect:{BROKEN}"]
+        assert BROKEN not in server.requests[-1].last_user  # dropped from the aggregation
+    else:  # the plan failed: plain RAG, and the reason recorded
+        assert result.strategy == "rag" and result.plan is None
+        assert result.fallbacks[0].step == "reason"
+        assert result.fallbacks[0].reason.startswith(("PlanFailed", "LLMError"))
+
+
+def test_typedrag_ask_records_a_failed_plan_and_fails_cleanly_when_the_endpoint_is_down(small_index, tmp_path):
+    config = tmp_path / "typedrag.toml"
+    config.write_text(f"[llm]\ntimeout = {TIMEOUT}\nmax_retries = {RETRIES}\n", encoding="utf-8")
+    env = {"TYPEDRAG_CONFIG": str(config), "TYPEDRAG_CACHE_DIR": str(tmp_path / "cache")}
+    args = ["ask", QUESTION, "--index", str(small_index), "--type", "reason", "--llm", "stub", "--json"]
+
+    def prose_plans(request):
+        return Reply(content="Taxes, mostly." if request.schema_name else default_content(request))
+
+    with OpenAIStubServer(prose_plans) as server:
+        proc = run_cli(*args, "--base-url", server.base_url, env=env)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout)
+    assert result["strategy"] == "rag" and result["answer"].startswith("Stub answer")
+    assert [f["step"] for f in result["fallbacks"]] == ["reason"]
+
+    url = refusing_url()
+    started = time.perf_counter()
+    proc = run_cli(*args, "--base-url", url, env=env)
+    assert_clean_failure(proc, f"cannot reach {url}")
+    assert time.perf_counter() - started < 2 * REQUEST_BOUND + 10  # plan, then the plain-RAG answer; plus start-up
