@@ -108,3 +108,14 @@ async def test_auto_classifier_asks_the_llm_only_when_unsure():
         if shipped.classify(unsure_question).confidence < 0.6:
             unsure = await auto.aclassify(unsure_question)
             assert unsure.source.startswith("llm:") and len(server.requests) == 1
+
+
+def test_rag_and_forced_types_do_not_need_the_classifier(small_index, monkeypatch):
+    # Regression: the classifier was always built, so a classifier that cannot load (here: an LLM
+    # classifier with no LLM configured) broke `--method rag` and `--type` too.
+    monkeypatch.setenv("TYPEDRAG_CLASSIFIER", "llm")
+    for extra in (["--method", "rag"], ["--type", "reason"]):
+        out = runner.invoke(app, ["ask", "Why did the Western Roman Empire fall?", "--index", str(small_index), *extra])
+        assert out.exit_code == 0, out.output
+    out = runner.invoke(app, ["ask", "Why did the Western Roman Empire fall?", "--index", str(small_index)])
+    assert out.exit_code == 2 and "needs an LLM endpoint" in out.output

@@ -9,6 +9,7 @@ from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from typedrag.config import ConfigError, Settings, load_settings
 from typedrag.embed import EmbedderUnavailable
@@ -29,7 +30,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-errors = Console(stderr=True)
+errors = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the terminal width
 
 # Errors a user can fix; shown as one clear line, never a stack trace.
 USER_ERRORS = (
@@ -56,7 +57,7 @@ BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-co
 
 
 def fail(message: str) -> None:
-    errors.print(f"[red]error:[/red] {message}")
+    errors.print(f"[red]error:[/red] {escape(message)}")
     raise typer.Exit(2)
 
 
@@ -85,12 +86,13 @@ def index(
     except (CorpusError, *USER_ERRORS) as error:
         fail(str(error))
     for problem in summary.problems[:20]:
-        errors.print(f"[yellow]skipped[/yellow] {problem}")
+        errors.print(f"[yellow]skipped[/yellow] {escape(str(problem))}")
     if len(summary.problems) > 20:
         errors.print(f"... and {len(summary.problems) - 20} more")
     console.print(
         f"indexed {summary.documents:,} documents into {summary.passages:,} passages "
-        f"({summary.skipped:,} skipped) in {summary.seconds:.1f} s -> {summary.index_dir}"
+        f"({summary.skipped:,} skipped) in {summary.seconds:.1f} s -> {summary.index_dir}",
+        markup=False,
     )
 
 
@@ -131,12 +133,14 @@ def ask(
     resources = Resources()
     try:
         forced = NFQType.parse(type_) if type_ else None
-        pipeline = build_pipeline(settings, resources, need_index=method != "llm")
+        pipeline = build_pipeline(
+            settings, resources, need_index=method != "llm", need_classifier=method == "typed" and forced is None
+        )
         if file is not None:
             from typedrag.batch import answer_file
 
             done, failed = asyncio.run(resources.run(answer_file(pipeline, file, out, method, forced, concurrency)))
-            console.print(f"{done} answered, {failed} failed -> {out}")
+            console.print(f"{done} answered, {failed} failed -> {out}", markup=False)
             return
         result = asyncio.run(resources.run(pipeline.answer(question, method, forced)))
     except USER_ERRORS as error:

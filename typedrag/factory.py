@@ -92,7 +92,10 @@ def build_classifier(settings: Settings, chat_model: ChatModel | None) -> TypeCl
     return AutoClassifier(load_default_classifier(), LLMTypeClassifier(chat_model))
 
 
-def build_pipeline(settings: Settings, resources: Resources, *, need_index: bool = True) -> Pipeline:
+def build_pipeline(
+    settings: Settings, resources: Resources, *, need_index: bool = True, need_classifier: bool = True
+) -> Pipeline:
+    """A pipeline with only the parts the caller will use (rag/llm or a forced type need no classifier)."""
     from typedrag.index import open_retriever
 
     retriever = open_retriever(settings.index) if need_index else None
@@ -101,7 +104,7 @@ def build_pipeline(settings: Settings, resources: Resources, *, need_index: bool
     return Pipeline(
         engine=engine,
         retriever=retriever,
-        classifier=build_classifier(settings, chat_model),
+        classifier=build_classifier(settings, chat_model) if need_classifier else None,
         settings=PipelineSettings(
             top_k=settings.top_k,
             aspect_k=settings.aspect_k,

@@ -1,10 +1,15 @@
-"""Terminal rendering of results: a readable answer, and `--trace` as a tree."""
+"""Terminal rendering of results: a readable answer, and `--trace` as a tree.
+
+Questions, passages and model output are data: they are escaped, never interpreted as rich
+markup, so `[/x]` or `[link=...]` in them prints verbatim instead of crashing or turning into links.
+"""
 
 from __future__ import annotations
 
 import json
 
 from rich.console import Console, Group
+from rich.markup import escape
 from rich.panel import Panel
 from rich.text import Text
 from rich.tree import Tree
@@ -30,34 +35,34 @@ def render_answer(console: Console, result: AnswerResult, *, show_sources: int =
             body.append(Text(f"[{s.number}] {s.title} ({s.passage_id})", style="dim"))
     for f in result.fallbacks:
         body.append(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
-    console.print(Panel(Group(*body), title=result.question))
+    console.print(Panel(Group(*body), title=Text(result.question)))
 
 
 def trace_tree(result: AnswerResult) -> Tree:
-    tree = Tree(f"[bold]{result.question}[/bold]")
-    tree.add(_header(result))
+    tree = Tree(Text(result.question, style="bold"))
+    tree.add(Text(_header(result)))
     if result.type is not None:
         probs = ", ".join(f"{k} {v:.2f}" for k, v in sorted(result.type.probabilities.items(), key=lambda kv: -kv[1])[:3])
-        tree.add(f"type: {result.type.type} confidence {result.type.confidence:.2f} from {result.type.source} [{probs}]")
+        tree.add(Text(f"type: {result.type.type} confidence {result.type.confidence:.2f} from {result.type.source} [{probs}]"))
     if result.plan is not None:
-        tree.add(f"plan: {json.dumps(result.plan, ensure_ascii=False)}")
+        tree.add(Text(f"plan: {json.dumps(result.plan, ensure_ascii=False)}"))
     if result.aspects:
         aspects = tree.add("aspects")
         for a in result.aspects:
-            node = aspects.add(f"[cyan]{a.label}[/cyan] (query: {a.query}) sources {a.source_numbers}")
+            node = aspects.add(f"[cyan]{escape(a.label)}[/cyan] (query: {escape(a.query)}) sources {a.source_numbers}")
             if a.error:
-                node.add(f"[red]dropped: {a.error}[/red]")
+                node.add(Text(f"dropped: {a.error}", style="red"))
             elif a.answer:
-                node.add(a.answer)
+                node.add(Text(a.answer))
     sources = tree.add(f"sources ({len(result.sources)})")
     for s in result.sources:
-        sources.add(f"[{s.number}] {s.passage_id} · {s.title} · score {s.score:.3f}")
+        sources.add(Text(f"[{s.number}] {s.passage_id} · {s.title} · score {s.score:.3f}"))
     if result.citations:
         cites = tree.add("citations")
         for c in result.citations:
-            cites.add(f"{c.source_numbers} {c.text[:100]}")
+            cites.add(Text(f"{c.source_numbers} {c.text[:100]}"))
     for f in result.fallbacks:
-        tree.add(f"[yellow]fallback at {f.step}: {f.reason}[/yellow]")
+        tree.add(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
     calls = tree.add(
         f"LLM calls: {result.usage.calls} ({result.usage.cached_calls} cached, {result.usage.requests} requests), "
         f"tokens {result.usage.prompt_tokens}+{result.usage.completion_tokens}"
@@ -65,7 +70,7 @@ def trace_tree(result: AnswerResult) -> Tree:
     for c in result.llm_calls:
         extra = f" structured={c.structured}" if c.structured else ""
         extra += f" error={c.error}" if c.error else ""
-        calls.add(f"{c.role} · {c.engine} · {c.latency_ms:.0f} ms · {c.prompt_tokens}+{c.completion_tokens} tok{extra}")
-    tree.add(f"answer: {result.answer}")
-    tree.add(f"timings (ms): {result.timings_ms} · prompts {result.prompt_version}")
+        calls.add(Text(f"{c.role} · {c.engine} · {c.latency_ms:.0f} ms · {c.prompt_tokens}+{c.completion_tokens} tok{extra}"))
+    tree.add(Text(f"answer: {result.answer}"))
+    tree.add(Text(f"timings (ms): {result.timings_ms} · prompts {result.prompt_version}"))
     return tree

@@ -117,7 +117,6 @@ def test_cli_reports_problems_with_file_and_line_and_strict_stops(tmp_path):
     assert not (tmp_path / "strict").exists()
 
 
-@pytest.mark.xfail(strict=True, reason="typedrag/cli.py prints problems as rich markup: '[/b]' raises MarkupError")
 def test_cli_prints_problems_containing_markup_verbatim(tmp_path):
     path = tmp_path / "c.jsonl"
     record = json.dumps({"id": "[/b]", "title": "T", "text": "text"})

@@ -166,7 +166,6 @@ def test_cli_refuses_an_unusable_index_with_the_fix(size_checked_index, small_in
     assert_clean_failure(proc, reason, f"re-run `typedrag index SOURCE... --index {index_dir}`")
 
 
-@pytest.mark.xfail(strict=True, reason="typedrag/cli.py: the stderr Console wraps at 80 columns (needs soft_wrap=True)")
 def test_cli_error_is_one_line(small_index, tmp_path):
     index_dir = shutil.copytree(small_index, tmp_path / "an-index-with-a-long-enough-name-to-need-wrapping")
     damage(index_dir, "missing-manifest")

@@ -105,7 +105,6 @@ def test_cli_answers_odd_questions(small_index, argument, cleaned):
     assert result["question"] == cleaned and result["answer"].strip()
 
 
-@pytest.mark.xfail(strict=True, reason="typedrag/render.py uses the question as a rich Panel title: '[/x]' raises MarkupError")
 def test_cli_shows_questions_containing_markup_verbatim(small_index):
     proc = run_cli("ask", "Why do [bold] and [/x] look odd?", "--index", str(small_index), "--type", "reason")
     assert proc.returncode == 0, proc.stderr

@@ -234,7 +234,6 @@ def test_manifest_cannot_point_outside_its_index(small_index, tmp_path, name):
     assert not [e for e in events if "outside" in str(e[1]) or "hostname" in str(e[1])]
 
 
-@pytest.mark.xfail(strict=True, reason="typedrag/render.py trace_tree renders model output as rich markup: '[/x]' crashes")
 def test_trace_shows_model_output_verbatim_never_as_markup(small_index, tmp_path):
     sneaky = "See [link=https://evil.example]the sources[/link] [/x] [1]."
     with OpenAIStubServer(lambda r: Reply(content=sneaky if not r.schema_name else default_content(r))) as server:
