@@ -9,7 +9,6 @@ loads included). Warm: the next questions in one process. Targets: cold <= 10 s,
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import statistics
 import subprocess
