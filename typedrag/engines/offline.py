@@ -149,7 +149,7 @@ class OfflineEngine:
         lines = [f"Comparing {', '.join(request.items)} ({request.purpose}):"]
         used: set[int] = set()
         for item in request.items:
-            chosen = self._pick(f"{item} {request.question}", sentences, 2, exclude=used)
+            chosen = self._pick(item, sentences, 2, exclude=used)  # the item alone: sentences about it, not about both
             used.update(chosen)
             if chosen:
                 lines.append(f"- {item}: " + " ".join(f"{sentences[i][0]} [{sentences[i][1]}]" for i in chosen))
