@@ -286,3 +286,28 @@ async def test_source_numbers_follow_aspect_order_whatever_finishes_first(retrie
         result = await pipeline_for(server, SlowFirstRetriever(retriever)).answer("Why?", "typed", NFQType.REASON)
     first = result.aspects[0]
     assert first.source_numbers == list(range(1, len(first.source_numbers) + 1))
+
+
+async def test_a_decided_type_is_used_without_classifying_again(retriever):
+    # Regression: `answer(decision=...)` was shadowed by a local, so evaluation classified every
+    # question twice (twice the LLM calls with an LLM classifier).
+    from typedrag.classify import TypePrediction, load_default_classifier
+
+    class Counting:
+        name = "counting"
+
+        def __init__(self):
+            self.calls = 0
+
+        def classify(self, question):
+            self.calls += 1
+            return load_default_classifier().classify(question)
+
+    counting = Counting()
+    pipeline = Pipeline(OfflineEngine(), retriever, counting)
+    decided = TypePrediction(NFQType.REASON, 0.9, {NFQType.REASON: 0.9}, "classifier:elsewhere")
+    result = await pipeline.answer("How does photosynthesis work?", decision=decided)
+    assert counting.calls == 0
+    assert result.strategy == "reason" and result.type.source == "classifier:elsewhere"
+    baseline = await pipeline.answer("How does photosynthesis work?", "rag", decision=decided)
+    assert baseline.type is None

@@ -80,8 +80,9 @@ class Pipeline:
         timings: dict[str, float] = {}
         ctx = self._context(trace)
         ctx.on_event = on_event
-        decision: TypePrediction | None = None
         strategy_name = method.value
+        if method is not Method.TYPED:
+            decision = None  # baselines do not route by type
 
         if method is Method.LLM:
             output = StrategyOutput(answer=await self.engine.answer_closed_book(question, trace))
