@@ -44,3 +44,16 @@ def test_debate_has_for_against_and_neutral_perspectives():
 def test_experience_keywords():
     plan = heuristics.experience_plan("Any advice for a beginner learning guitar?")
     assert "guitar" in plan.keywords and "guitar" in plan.topic
+
+
+def test_offline_sentence_split_keeps_abbreviations_and_initials_together():
+    # Regression: "St. Clair" was split, and the fragment "Clair River toward Lake Erie." was quoted as an answer.
+    from typedrag.engines.offline import _SENTENCE
+
+    text = "It flows from the St. Clair River toward Lake Erie. J. R. R. Tolkien wrote it. Then Dr. Who left! Next one."
+    assert _SENTENCE.split(text) == [
+        "It flows from the St. Clair River toward Lake Erie.",
+        "J. R. R. Tolkien wrote it.",
+        "Then Dr. Who left!",
+        "Next one.",
+    ]

@@ -32,7 +32,12 @@ _PLANNERS: dict[NFQType, Callable] = {
     NFQType.DEBATE: heuristics.debate_plan,
 }
 
-_SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(])")
+# A sentence ends at . ! ? before a capital, except after titles, "e.g."-style abbreviations and
+# initials ("St. Clair", "J. R. R. Tolkien", "U.S. Army"), which would leave fragments.
+_SENTENCE = re.compile(
+    r"(?<!\b[A-Z]\.)(?<!\bSt\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bJr\.)(?<!\bSr\.)(?<!\bMrs\.)(?<!\bvs\.)"
+    r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z0-9\"'(])"
+)
 _SENTENCES_PER_STYLE = {
     AnswerStyle.DIRECT: 4,
     AnswerStyle.EXPERIENCE: 4,
