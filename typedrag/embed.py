@@ -74,28 +74,28 @@ class Embedder:
         self._lock = threading.Lock()
 
     def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """Vectors for `texts`, shape (len(texts), 384); repeated texts come from the cache."""
-        missing = [t for t in dict.fromkeys(texts) if t not in self._cache]
-        # Sort by length so each batch pads little.
-        missing.sort(key=len)
+        """Vectors for `texts`, shape (len(texts), 384); repeated texts come from the cache.
+
+        The cache is only touched under the lock; encoding runs outside it, so concurrent callers
+        (aspects answered at once) never wait on each other's inference.
+        """
+        unique = list(dict.fromkeys(texts))
+        with self._lock:
+            vectors = {t: self._cache[t] for t in unique if t in self._cache}
+            for text in vectors:
+                self._cache.move_to_end(text)
+        missing = sorted((t for t in unique if t not in vectors), key=len)  # similar lengths pad little
         for start in range(0, len(missing), batch_size):
             chunk = missing[start : start + batch_size]
-            vectors = self._encode(chunk)
-            with self._lock:
-                for text, vector in zip(chunk, vectors):
-                    self._cache[text] = vector
+            vectors.update(zip(chunk, self._encode(chunk)))
         with self._lock:
-            out = np.zeros((len(texts), self.dim), dtype=np.float32)
-            for i, text in enumerate(texts):
-                vector = self._cache.get(text)
-                if vector is None:  # evicted by a concurrent caller; recompute
-                    vector = self._encode([text])[0]
-                else:
-                    self._cache.move_to_end(text)
-                out[i] = vector
+            for text in missing:
+                self._cache[text] = vectors[text]
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
-        return out
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([vectors[t] for t in texts])
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
