@@ -163,27 +163,26 @@ class OfflineEngine:
         return "\n".join(lines)
 
     def _combine(self, question: str, kind: NFQType, parts: list[PartialAnswer], topic: str) -> str:
-        picked: list[tuple[str, str]] = []  # (label, sentence)
+        grouped: dict[str, str] = {}  # aspect label -> its chosen sentences
         seen = np.zeros((0, self.embedder.dim), dtype=np.float32)
         for part in parts:
             candidates = [s for s in split_sentences(part.text) if re.search(r"\[\d+\]", s)]
             if not candidates:
                 continue
             vectors = self.embedder.embed([question] + candidates)
-            taken = 0
+            chosen: list[str] = []
             for index in np.argsort(-(vectors[1:] @ vectors[0])):
                 vector = vectors[1 + index]
                 if len(seen) and float((seen @ vector).max()) > _NEAR_DUPLICATE:
                     continue  # another aspect already said this
                 seen = np.vstack([seen, vector])
-                picked.append((part.label, candidates[index]))
-                taken += 1
-                if taken == 2:
+                chosen.append(candidates[index])
+                if len(chosen) == 2:
                     break
-        if not picked:
+            if chosen:
+                grouped[part.label] = " ".join(chosen)
+        if not grouped:
             return "None of the aspects found supporting passages in the index."
-        labels = list(dict.fromkeys(label for label, _ in picked))
-        grouped = {label: " ".join(s for l, s in picked if l == label) for label in labels}
         if kind is NFQType.INSTRUCTION:
             return "Steps:\n" + "\n".join(f"{i}. {text}" for i, text in enumerate(grouped.values(), 1))
         if kind is NFQType.DEBATE:
