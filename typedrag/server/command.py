@@ -50,30 +50,19 @@ def serve_command(
 
     import uvicorn
 
-    from typedrag.config import ConfigError, load_settings
-    from typedrag.embed import EmbedderUnavailable
+    from typedrag.cli import USER_ERRORS, fail, settings_from
     from typedrag.factory import Resources, build_pipeline
-    from typedrag.index.base import IndexUnusableError
-    from typedrag.llm.local_server import LocalServerError
     from typedrag.server.app import ServerOptions, configure_logging, create_app
 
     configure_logging(log_level)
+    settings = settings_from(index=index, **{"llm.model": llm, "llm.base_url": base_url})
+    settings.cache_dir = None  # stateless: replicas keep no per-request files
     resources = Resources()
     try:
-        settings = load_settings({"index": index, "llm.model": llm, "llm.base_url": base_url})
-        settings.cache_dir = None  # stateless: replicas keep no per-request files
         pipeline = build_pipeline(settings, resources)
-    except (
-        ConfigError,
-        IndexUnusableError,
-        LocalServerError,
-        EmbedderUnavailable,
-        FileNotFoundError,
-        ValueError,
-    ) as error:
+    except USER_ERRORS as error:
         resources.close()
-        typer.echo(f"error: {error}", err=True)
-        raise typer.Exit(2) from error
+        fail(str(error))
     options = ServerOptions(
         api_key=os.environ.get(api_key_env) or None,
         max_concurrency=max_concurrency,
