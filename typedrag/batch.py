@@ -16,12 +16,11 @@ from typing import TextIO
 
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-from typedrag.classify.base import TypeClassifier, TypePrediction
+from typedrag.classify.base import TypePrediction
+from typedrag.errors import LLMError, QuestionError
 from typedrag.jsonlog import JsonlLog
-from typedrag.llm.base import LLMError
 from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
-from typedrag.questions import QuestionError
 
 
 def read_questions(path: Path) -> list[tuple[str, str]]:
@@ -38,7 +37,7 @@ def read_questions(path: Path) -> list[tuple[str, str]]:
                 row = json.loads(line)
                 question = row["question"]
             except (ValueError, KeyError, TypeError):
-                raise ValueError(f"{path}:{number}: expected a JSON object with a 'question' field") from None
+                raise QuestionError(f"{path}:{number}: expected a JSON object with a 'question' field") from None
             items.append((str(row.get("id", f"line-{number}")), str(question)))
     return items
 
@@ -48,7 +47,7 @@ async def answer_file(
     questions: Path,
     out: Path,
     method: str,
-    forced_type: NFQType | None,
+    forced_type: str | None,
     concurrency: int,
 ) -> tuple[int, int]:
     """Answer every question not yet in `out`; returns (answered now, failed now)."""
@@ -82,18 +81,6 @@ async def answer_file(
     return counts["done"], counts["failed"]
 
 
-async def classify_questions(model: TypeClassifier, questions: list[str], concurrency: int = 8) -> list[TypePrediction]:
-    if not hasattr(model, "aclassify"):
-        return model.classify_many(questions)
-    limit = asyncio.Semaphore(concurrency)
-
-    async def one(question: str) -> TypePrediction:
-        async with limit:
-            return await model.aclassify(question)
-
-    return list(await asyncio.gather(*(one(q) for q in questions)))
-
-
 def write_predictions(stream: TextIO, items: list[tuple[str, str]], predictions: list[TypePrediction], fmt: str) -> None:
     labels = list(NFQType)
     if fmt == "csv":
@@ -101,15 +88,15 @@ def write_predictions(stream: TextIO, items: list[tuple[str, str]], predictions:
         writer.writerow(["id", "question", "type", "confidence", "source", *[l.value for l in labels]])
         for (item_id, question), p in zip(items, predictions):
             probs = [f"{p.probabilities.get(l, 0.0):.4f}" for l in labels]
-            writer.writerow([item_id, question, p.label.value, f"{p.confidence:.4f}", p.source, *probs])
+            writer.writerow([item_id, question, str(p.label), f"{p.confidence:.4f}", p.source, *probs])
         return
     for (item_id, question), p in zip(items, predictions):
         record = {
             "id": item_id,
             "question": question,
-            "type": p.label.value,
+            "type": str(p.label),
             "confidence": round(p.confidence, 4),
             "source": p.source,
-            "probabilities": {l.value: round(v, 4) for l, v in p.probabilities.items()},
+            "probabilities": {str(l): round(v, 4) for l, v in p.probabilities.items()},
         }
         stream.write(json.dumps(record, ensure_ascii=False) + "\n")

@@ -11,13 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from typedrag.config import ConfigError, Settings, load_settings
-from typedrag.embed import EmbedderUnavailable
-from typedrag.index.base import IndexUnusableError
-from typedrag.llm.base import LLMError
-from typedrag.llm.local_server import LocalServerError
-from typedrag.nfq import NFQType
-from typedrag.questions import QuestionError
+from typedrag.commands import USER_ERRORS, errors, fail, settings_from
 
 app = typer.Typer(
     help=(
@@ -30,20 +24,6 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
-errors = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the terminal width
-
-# Errors a user can fix; shown as one clear line, never a stack trace.
-USER_ERRORS = (
-    ConfigError,
-    QuestionError,
-    IndexUnusableError,
-    LLMError,
-    LocalServerError,
-    EmbedderUnavailable,
-    FileNotFoundError,
-    FileExistsError,
-    ValueError,
-)
 
 IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
 LLMOpt = Annotated[
@@ -56,19 +36,6 @@ LLMOpt = Annotated[
 BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")]
 
 
-def fail(message: str) -> None:
-    errors.print(f"[red]error:[/red] {escape(message)}")
-    raise typer.Exit(2)
-
-
-def settings_from(**overrides) -> Settings:
-    try:
-        return load_settings(overrides)
-    except ConfigError as error:
-        fail(str(error))
-        raise  # unreachable
-
-
 @app.command()
 def index(
     sources: Annotated[list[str], typer.Argument(help="Corpus files or folders (.jsonl, .jsonl.gz, .tsv, .txt, .md) or demo:vital-articles.")],
@@ -77,16 +44,15 @@ def index(
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record instead of skipping it.")] = False,
 ) -> None:
     """Build a BM25 index over a corpus (documents split into ~100-word passages)."""
-    from typedrag.corpus import CorpusError
     from typedrag.index import build_index
 
     settings = settings_from(index=index_dir)
     try:
         summary = build_index(sources, settings.index, passage_words=passage_words, strict=strict)
-    except (CorpusError, *USER_ERRORS) as error:
+    except USER_ERRORS as error:
         fail(str(error))
     for problem in summary.problems[:20]:
-        errors.print(f"[yellow]skipped[/yellow] {escape(str(problem))}")
+        errors.print(f"skipped {problem}", markup=False)
     if len(summary.problems) > 20:
         errors.print(f"... and {len(summary.problems) - 20} more")
     console.print(
@@ -132,10 +98,10 @@ def ask(
         fail("--file needs --out FILE.jsonl, where results are appended as they complete")
     resources = Resources()
     try:
-        forced = NFQType.parse(type_) if type_ else None
         pipeline = build_pipeline(
-            settings, resources, need_index=method != "llm", need_classifier=method == "typed" and forced is None
+            settings, resources, need_index=method != "llm", need_classifier=method == "typed" and type_ is None
         )
+        forced = pipeline.route_label(type_) if type_ else None
         if file is not None:
             from typedrag.batch import answer_file
 
@@ -171,7 +137,7 @@ def classify(
     base_url: BaseUrlOpt = None,
 ) -> None:
     """Predict the NF-CATS type of a question, with the probability of each type."""
-    from typedrag.batch import classify_questions, read_questions, write_predictions
+    from typedrag.batch import read_questions, write_predictions
     from typedrag.factory import Resources, build_chat_model, build_classifier
 
     if (question is None) == (file is None):
@@ -184,16 +150,16 @@ def classify(
         chat_model = None if settings.llm.is_offline else build_chat_model(settings.llm, settings.cache_dir, resources)
         model = build_classifier(settings, chat_model)
         items = read_questions(file) if file is not None else [("1", question)]
-        predictions = asyncio.run(resources.run(classify_questions(model, [q for _, q in items])))
+        predictions = asyncio.run(resources.run(model.aclassify_many([q for _, q in items])))
     except USER_ERRORS as error:
         fail(str(error))
     finally:
         resources.close()
     if file is None:
         p = predictions[0]
-        console.print(f"[bold]{p.label.value}[/bold] {p.confidence:.2f} ({p.source})")
+        console.print(f"[bold]{p.label}[/bold] {p.confidence:.2f} ({escape(p.source)})")
         for label, probability in sorted(p.probabilities.items(), key=lambda kv: -kv[1]):
-            console.print(f"  {label.value:<15} {probability:.3f}")
+            console.print(f"  {label:<15} {probability:.3f}")
         return
     write_predictions(sys.stdout, items, predictions, fmt)
 

@@ -14,6 +14,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, SecretStr
 
+from typedrag.errors import ConfigError
+
 OFFLINE = "offline"
 
 
@@ -68,10 +70,6 @@ _ENV = {
     "TYPEDRAG_CACHE_DIR": ("cache_dir",),
     "TYPEDRAG_MAX_QUESTION_CHARS": ("max_question_chars",),
 }
-
-
-class ConfigError(ValueError):
-    pass
 
 
 def config_path() -> Path | None:

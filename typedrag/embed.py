@@ -16,13 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from typedrag.errors import ModelUnavailable
+
 MODEL_NAME = "all-MiniLM-L6-v2 (onnx int8)"
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 MAX_TOKENS = 128  # passages are ~100 words; longer inputs cost time for little gain
 
 
-class EmbedderUnavailable(RuntimeError):
+class EmbedderUnavailable(ModelUnavailable):
     """The model files are missing or do not match their checksums."""
 
 

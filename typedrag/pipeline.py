@@ -1,34 +1,36 @@
 """The Typed-RAG pipeline, top to bottom as in the paper's Figure 2:
 
-question -> type (classifier, or forced) -> the strategy for that type -> answer + trace.
+question -> type (classifier, or forced) -> the strategy routed to that type -> answer + trace.
 
-The two baselines run through the same object so every method yields the same result shape:
-`llm` (question -> answer) and `rag` (question -> top-k passages -> answer).
+Routes are data: a mapping from type label to strategy, plus the fallback (plain RAG) for types
+with no route, unsure classifications and strategies that fail. The two baselines run through the
+same object so every method yields the same result shape: `llm` (question -> answer) and `rag`
+(question -> top-k passages -> answer).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
-from typedrag.engines.base import Engine, PlanFailed, Trace
+from typedrag.engines.base import Engine, Trace
+from typedrag.errors import LLMError, QuestionError, StrategyError
 from typedrag.index.base import Retriever
-from typedrag.llm.base import LLMError
-from typedrag.nfq import NON_FACTOID_TYPES, NFQType
 from typedrag.prompts import PROMPT_VERSION
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
-from typedrag.rerank import EmbeddingReranker
+from typedrag.rerank import EmbeddingReranker, Reranker
 from typedrag.result import AnswerResult, Engines, TypeDecision, Usage, extract_citations
-from typedrag.strategies import STRATEGIES, AspectsFailed, StrategyContext, StrategyOutput
-from typedrag.strategies.base import SourceBook
-from typedrag.strategies.evidence import EvidenceStrategy
+from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, Strategy, default_routes
+from typedrag.strategies.base import SourceBook, StrategyContext, StrategyOutput
 
 
 class Method(StrEnum):
+    """How to answer: Typed-RAG, or one of the paper's two baselines."""
+
     LLM = "llm"  # LLM-only baseline
     RAG = "rag"  # plain RAG baseline
     TYPED = "typed"  # Typed-RAG
@@ -36,64 +38,73 @@ class Method(StrEnum):
 
 @dataclass
 class PipelineSettings:
+    """Retrieval depths and question limits; the defaults are the ones the benchmarks were measured with."""
+
     top_k: int = 5
     aspect_k: int = 3
     candidates_k: int = 12
     max_question_chars: int = DEFAULT_MAX_CHARS
-    # For data known to be non-factoid (Wiki-NFQA): route every question to the likeliest of the six
-    # non-factoid types, as the paper's labelling did, instead of sending FACTOID/NOT-A-QUESTION or
+    # For data known to be non-factoid (Wiki-NFQA): route every question to the likeliest routed
+    # type, as the paper's labelling did, instead of sending FACTOID/NOT-A-QUESTION or
     # low-confidence questions to plain RAG.
     assume_non_factoid: bool = False
 
 
 class Pipeline:
+    """Answers questions with Typed-RAG or a baseline, with the full trace.
+
+    >>> from typedrag import OfflineEngine, Pipeline
+    >>> from typedrag.testing import ListRetriever
+    >>> pipeline = Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content, and also when hurt."]))
+    >>> pipeline.routes["REASON"].name
+    'reason'
+    """
+
     def __init__(
         self,
         engine: Engine,
         retriever: Retriever | None,
         classifier: TypeClassifier | None = None,
-        reranker: EmbeddingReranker | None = None,
+        reranker: Reranker | None = None,
         settings: PipelineSettings | None = None,
+        routes: Mapping[str, Strategy] | None = None,
+        fallback: Strategy | None = None,
     ) -> None:
         self.engine = engine
         self.retriever = retriever
         self.classifier = classifier
         self.reranker = reranker or EmbeddingReranker()
         self.settings = settings or PipelineSettings()
+        self.routes: dict[str, Strategy] = {str(k): v for k, v in (routes if routes is not None else default_routes()).items()}
+        self.fallback = fallback or EvidenceStrategy("rag")
+        self.baselines: dict[Method, Strategy] = {Method.LLM: ClosedBookStrategy(), Method.RAG: EvidenceStrategy("rag")}
 
     async def answer(
         self,
         question: str,
         method: Method | str = Method.TYPED,
-        forced_type: NFQType | None = None,
+        forced_type: str | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
         decision: TypePrediction | None = None,
     ) -> AnswerResult:
         """Answer `question`; `on_event(name, data)` hears progress: type, plan, aspect (each), sources.
 
-        `decision` is a type already decided by `decide_type` (batch evaluation decides once per question).
+        `forced_type` skips the classifier (any route label, e.g. "comparison"); `decision` is a type
+        already decided by `decide_type` (batch evaluation decides once per question).
         """
         started = time.perf_counter()
         question = clean_question(question, self.settings.max_question_chars)
         method = Method(method)
-        trace = Trace()
+        ctx = self._context(Trace(), on_event)
         timings: dict[str, float] = {}
-        ctx = self._context(trace)
-        ctx.on_event = on_event
-        strategy_name = method.value
-        if method is not Method.TYPED:
-            decision = None  # baselines do not route by type
-
-        if method is Method.LLM:
-            output = StrategyOutput(answer=await self.engine.answer_closed_book(question, trace))
-        elif method is Method.RAG:
-            output = await EvidenceStrategy().run(question, ctx)
-        else:
-            decision = decision or await self.decide_type(question, forced_type, trace)
+        if method is Method.TYPED:
+            decision = decision or await self.decide_type(question, forced_type, ctx.trace)
             timings["classify"] = _ms(started)
             ctx.emit("type", **_type_decision(decision).model_dump())
             strategy_name, output = await self._run_typed(question, decision, ctx)
-
+        else:
+            decision = None  # baselines do not route by type
+            strategy_name, output = method.value, await self.baselines[method].run(question, ctx)
         timings["total"] = _ms(started)
         sources = ctx.book.sources
         ctx.emit("sources", count=len(sources))
@@ -107,20 +118,20 @@ class Pipeline:
             aspects=output.aspects,
             sources=sources,
             citations=extract_citations(output.answer, sources),
-            fallbacks=trace.fallbacks,
-            llm_calls=trace.calls,
-            usage=Usage.of(trace.calls),
+            fallbacks=ctx.trace.fallbacks,
+            llm_calls=ctx.trace.calls,
+            usage=Usage.of(ctx.trace.calls),
             timings_ms=timings,
             engines=Engines(
                 generator=self.engine.name,
                 retriever=self.retriever.name if self.retriever is not None and method is not Method.LLM else None,
                 classifier=decision.source if decision is not None else None,
-                reranker=self.reranker.name if method is Method.TYPED else None,
+                reranker=self.reranker.name if ctx.reranked else None,
             ),
             prompt_version=PROMPT_VERSION,
         )
 
-    def _context(self, trace: Trace) -> StrategyContext:
+    def _context(self, trace: Trace, on_event: Callable[[str, dict[str, Any]], None] | None) -> StrategyContext:
         s = self.settings
         return StrategyContext(
             engine=self.engine,
@@ -130,54 +141,57 @@ class Pipeline:
             top_k=s.top_k,
             aspect_k=s.aspect_k,
             candidates_k=s.candidates_k,
+            on_event=on_event,
         )
 
-    async def decide_type(
-        self, question: str, forced_type: NFQType | None = None, trace: Trace | None = None
-    ) -> TypePrediction:
-        """The type Typed-RAG routes on: forced, or the classifier's (restricted to non-factoid types if set)."""
+    def route_label(self, name: str) -> str:
+        """The route a user-given type name means ("debate", "Evidence based", "my-type"); QuestionError if none."""
+        key = name.strip().upper().replace("_", "-").replace(" ", "-")
+        for label in self.routes:
+            if label.upper() == key:
+                return label
+        choices = ", ".join(label.lower() for label in self.routes)
+        raise QuestionError(f"unknown question type {name!r}; choose one of: {choices}")
+
+    async def decide_type(self, question: str, forced_type: str | None = None, trace: Trace | None = None) -> TypePrediction:
+        """The type Typed-RAG routes on: forced, or the classifier's (restricted to routed types if set)."""
         if forced_type is not None:
-            return TypePrediction(label=forced_type, confidence=1.0, probabilities={forced_type: 1.0}, source="forced")
+            label = self.route_label(str(forced_type))
+            return TypePrediction(label=label, confidence=1.0, probabilities={label: 1.0}, source="forced")
         if self.classifier is None:
-            raise ValueError("method 'typed' needs a type classifier or a forced type")
-        if hasattr(self.classifier, "aclassify"):  # LLM-backed classifiers are async and record their call
-            prediction = await self.classifier.aclassify(question, trace)
-        else:
-            prediction = self.classifier.classify(question)
+            raise QuestionError("method 'typed' needs a type classifier or a forced type")
+        prediction = await self.classifier.aclassify(question, trace)
         if self.settings.assume_non_factoid:
-            prediction = _most_likely_non_factoid(prediction)
+            prediction = self._most_likely_routed(prediction)
         return prediction
 
-    async def _run_typed(
-        self, question: str, decision: TypePrediction, ctx: StrategyContext
-    ) -> tuple[str, StrategyOutput]:
+    async def _run_typed(self, question: str, decision: TypePrediction, ctx: StrategyContext) -> tuple[str, StrategyOutput]:
         label = decision.label
-        if label not in NON_FACTOID_TYPES:
-            ctx.trace.fallback("route", f"classified {label.value}: no typed plan applies, answered with plain RAG")
-            return "rag", await EvidenceStrategy().run(question, ctx)
+        strategy = self.routes.get(label)
+        if strategy is None:
+            ctx.trace.fallback("route", f"classified {label}: no typed plan applies, answered with plain RAG")
+            return self.fallback.name, await self.fallback.run(question, ctx)
         if decision.source != "forced" and not self.settings.assume_non_factoid and needs_fallback(decision):
-            ctx.trace.fallback(
-                "route", f"type {label.value} confidence {decision.confidence:.2f} below threshold: plain RAG"
-            )
-            return "rag", await EvidenceStrategy().run(question, ctx)
-        strategy = STRATEGIES[label]
+            ctx.trace.fallback("route", f"type {label} confidence {decision.confidence:.2f} below threshold: plain RAG")
+            return self.fallback.name, await self.fallback.run(question, ctx)
         try:
             return strategy.name, await strategy.run(question, ctx)
-        except (PlanFailed, AspectsFailed, LLMError) as error:
+        except (StrategyError, LLMError) as error:
             ctx.trace.fallback(strategy.name, f"{type(error).__name__}: {error}; answered with plain RAG")
             ctx.book = SourceBook()  # cite only what the fallback answer was given
-            return "rag", await EvidenceStrategy().run(question, ctx)
+            return self.fallback.name, await self.fallback.run(question, ctx)
 
-
-def _most_likely_non_factoid(prediction: TypePrediction) -> TypePrediction:
-    """Renormalise over the six non-factoid types; an LLM label without probabilities becomes evidence-based."""
-    weights = {t: prediction.probabilities.get(t, 0.0) for t in NON_FACTOID_TYPES}
-    total = sum(weights.values())
-    if total <= 0:
-        return TypePrediction(NFQType.EVIDENCE_BASED, 1.0, {NFQType.EVIDENCE_BASED: 1.0}, prediction.source + " (non-factoid only)")
-    probabilities = {t: w / total for t, w in weights.items()}
-    label = max(probabilities, key=probabilities.get)
-    return TypePrediction(label, probabilities[label], probabilities, prediction.source + " (non-factoid only)")
+    def _most_likely_routed(self, prediction: TypePrediction) -> TypePrediction:
+        """Renormalise over the routed types; a label without probabilities becomes the first route."""
+        weights = {label: prediction.probabilities.get(label, 0.0) for label in self.routes}
+        total = sum(weights.values())
+        source = prediction.source + " (non-factoid only)"
+        if total <= 0:
+            first = next(iter(self.routes))
+            return TypePrediction(first, 1.0, {first: 1.0}, source)
+        probabilities = {label: w / total for label, w in weights.items()}
+        label = max(probabilities, key=probabilities.get)
+        return TypePrediction(label, probabilities[label], probabilities, source)
 
 
 def _ms(started: float) -> float:
@@ -188,8 +202,8 @@ def _type_decision(decision: TypePrediction | None) -> TypeDecision | None:
     if decision is None:
         return None
     return TypeDecision(
-        type=decision.label.value,
+        type=str(decision.label),
         confidence=round(decision.confidence, 4),
         source=decision.source,
-        probabilities={k.value: round(v, 4) for k, v in decision.probabilities.items()},
+        probabilities={str(k): round(v, 4) for k, v in decision.probabilities.items()},
     )

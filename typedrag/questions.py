@@ -5,13 +5,11 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from typedrag.errors import QuestionError
+
 DEFAULT_MAX_CHARS = 2000
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")  # C0, DEL and C1 (\x9b is an 8-bit escape)
 _SURROGATE = re.compile(r"[\ud800-\udfff]")  # undecodable bytes from a non-UTF-8 terminal or file
-
-
-class QuestionError(ValueError):
-    """The question cannot be answered as given; the message says why and what to do."""
 
 
 def clean_question(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> str:

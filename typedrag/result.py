@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from typedrag.llm.base import LLMCall
 from typedrag.records import ScoredPassage
+from typedrag.text import split_sentences
 
 
 class Source(BaseModel):
@@ -27,6 +29,8 @@ class Source(BaseModel):
 
 
 class TypeDecision(BaseModel):
+    """The question type the answer was routed on, how sure, and who decided (classifier, LLM or forced)."""
+
     type: str
     confidence: float
     source: str = Field(description="classifier:<name>, forced, or llm:<model>")
@@ -52,11 +56,27 @@ class Citation(BaseModel):
 
 
 class Fallback(BaseModel):
+    """A recorded degradation: which step fell back or dropped something, and why."""
+
     step: str
     reason: str
 
 
+@dataclass
+class Trace:
+    """What a question's steps did: model calls and recorded degradations. Shared by concurrent steps."""
+
+    calls: list[LLMCall] = field(default_factory=list)
+    fallbacks: list[Fallback] = field(default_factory=list)
+
+    def fallback(self, step: str, reason: str) -> None:
+        """Record a degradation (a fallback, a dropped aspect) so the result says what happened."""
+        self.fallbacks.append(Fallback(step=step, reason=reason))
+
+
 class Usage(BaseModel):
+    """Totals over a result's LLM calls: calls, cache hits, HTTP requests and tokens."""
+
     calls: int = 0
     cached_calls: int = 0
     requests: int = 0
@@ -75,6 +95,8 @@ class Usage(BaseModel):
 
 
 class Engines(BaseModel):
+    """What answered: the generator (model or offline engine), retriever, classifier and reranker (if used)."""
+
     generator: str
     retriever: str | None = None
     classifier: str | None = None
@@ -82,6 +104,8 @@ class Engines(BaseModel):
 
 
 class AnswerResult(BaseModel):
+    """One answered question with its whole trace: type, plan, aspects, sources, citations, calls, fallbacks."""
+
     question: str
     method: str  # llm | rag | typed
     answer: str
@@ -100,19 +124,8 @@ class AnswerResult(BaseModel):
 
 
 _MARKER = re.compile(r"\[(\d{1,3})\]")
-_SENTENCE_END = re.compile(r"(?<=[.!?])(?:\s?\[\d{1,3}\])*(?:\s+|$)|\n+")
-
-
-def split_sentences(text: str) -> list[str]:
-    """Sentences of an answer, each keeping the citation markers that follow it."""
-    pieces: list[str] = []
-    start = 0
-    for match in _SENTENCE_END.finditer(text):
-        end = match.end()
-        pieces.append(text[start:end].strip())
-        start = end
-    pieces.append(text[start:].strip())
-    return [p for p in pieces if p]
+# A bullet or step prefix ("- comet: ", "2. "): layout, not part of the cited claim.
+_LINE_PREFIX = re.compile(r"^(?:[-•*]\s+(?:[^:\[\]]{1,80}:\s+)?|\d{1,2}[.)]\s+)")
 
 
 def extract_citations(answer: str, sources: list[Source]) -> list[Citation]:
@@ -124,7 +137,7 @@ def extract_citations(answer: str, sources: list[Source]) -> list[Citation]:
         if numbers:
             citations.append(
                 Citation(
-                    text=_MARKER.sub("", sentence).strip(),
+                    text=_LINE_PREFIX.sub("", _MARKER.sub("", sentence).strip()).strip(),
                     source_numbers=numbers,
                     passage_ids=[by_number[n].passage_id for n in numbers],
                 )

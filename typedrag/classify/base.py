@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Protocol, runtime_checkable
 
-from typedrag.nfq import NFQType
+from typedrag.errors import QuestionError
+from typedrag.result import Trace
 
 # Below this confidence the pipeline answers with plain RAG and records a fallback in the trace.
 # Chosen on NF-CATS: below it the predicted type is more often wrong than right (valid 47%,
@@ -18,22 +17,30 @@ FALLBACK_THRESHOLD = 0.6
 
 @dataclass(frozen=True)
 class TypePrediction:
-    label: NFQType
+    """A question's type: the label (an NF-CATS type or any route label), its probability, who said so."""
+
+    label: str
     confidence: float  # probability of `label`
-    probabilities: dict[NFQType, float]
+    probabilities: dict[str, float]
     source: str  # "classifier:<name>", "forced" or "llm:<model>"
 
 
 @runtime_checkable
 class TypeClassifier(Protocol):
+    """Decides question types. Both methods are async: a classifier may call a model over the network.
+
+    A local classifier runs its sync work in a thread (see ShippedClassifier); `trace` receives
+    any LLM call made, so the result shows what classifying cost.
+    """
+
     name: str
 
-    def classify(self, question: str) -> TypePrediction:
-        """The type of one question; ValueError if it is empty."""
+    async def aclassify(self, question: str, trace: Trace | None = None) -> TypePrediction:
+        """The type of one question; QuestionError if it is empty."""
         ...
 
-    def classify_many(self, questions: list[str]) -> list[TypePrediction]:
-        """Types of several questions, in order (faster than one by one)."""
+    async def aclassify_many(self, questions: list[str]) -> list[TypePrediction]:
+        """The types of several questions, in order (batched or concurrent)."""
         ...
 
 
@@ -45,21 +52,5 @@ def needs_fallback(prediction: TypePrediction) -> bool:
 def check_question(question: str) -> str:
     """Reject empty input early: a blank question has no type, and silently guessing one hides bugs."""
     if not isinstance(question, str) or not question.strip():
-        raise ValueError(f"cannot classify an empty question (got {question!r})")
+        raise QuestionError(f"cannot classify an empty question (got {question!r})")
     return question
-
-
-_load_lock = threading.Lock()
-
-
-@lru_cache(maxsize=1)
-def _load() -> TypeClassifier:
-    from typedrag.classify.shipped import ShippedClassifier
-
-    return ShippedClassifier()
-
-
-def load_default_classifier() -> TypeClassifier:
-    """The classifier shipped in the package, loaded once per process."""
-    with _load_lock:
-        return _load()

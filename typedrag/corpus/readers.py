@@ -15,15 +15,12 @@ import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from typedrag.errors import CorpusError
 from typedrag.records import CorpusProblem, Document
 
 DEMO_SOURCE = "demo:vital-articles"
 SUFFIXES = (".jsonl", ".jsonl.gz", ".tsv", ".txt", ".md")
 _HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
-
-
-class CorpusError(Exception):
-    """A source is missing, or (with strict=True) a record is malformed: `file:line: reason`."""
 
 
 class _Reader:

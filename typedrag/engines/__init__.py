@@ -1,9 +1,9 @@
-"""Engines perform the LLM roles of Typed-RAG: planning, answering, aggregating, mediating.
+"""Engines perform the LLM roles of Typed-RAG: fill a plan schema, write a grounded text.
 
-`LLMEngine` does it with any chat model; `OfflineEngine` does it with heuristics and extractive
-selection so typedrag runs end to end with no model configured.
+`LLMEngine` does it with any chat model; `OfflineEngine` does it with each strategy's offline
+planner and extractive selection, so typedrag runs end to end with no model configured.
 """
 
-from typedrag.engines.base import AnswerRequest, AnswerStyle, Engine, PartialAnswer, Trace
+from typedrag.engines.base import Engine, Extract, Part, PlanTask, Section, Trace, WriteTask
 
-__all__ = ["AnswerRequest", "AnswerStyle", "Engine", "PartialAnswer", "Trace"]
+__all__ = ["Engine", "Extract", "Part", "PlanTask", "Section", "Trace", "WriteTask"]

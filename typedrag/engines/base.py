@@ -1,79 +1,101 @@
-"""The role interface every engine implements, and the trace steps write into."""
+"""What a strategy asks an engine to do, and the trace every step writes into.
+
+Engines are generic: a strategy hands over a `PlanTask` (prompt, schema, offline planner) or a
+`WriteTask` (prompt, its values, the passages or partial answers, and the extractive recipe the
+offline engine follows instead of the prompt). Engines know nothing about question types, so a
+new type is one new strategy module and no engine change.
+"""
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Protocol, TypeVar
+from typing import Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
-from typedrag.llm.base import LLMCall
-from typedrag.nfq import NFQType
-from typedrag.result import Fallback, Source
+from typedrag.prompts import Prompt
+from typedrag.result import Source, Trace
+
+__all__ = ["Engine", "Extract", "Part", "PlanT", "PlanTask", "Section", "Trace", "WriteTask"]
 
 PlanT = TypeVar("PlanT", bound=BaseModel)
 
 
-class AnswerStyle(StrEnum):
-    DIRECT = "direct"  # plain RAG / evidence-based
-    COMPARISON = "comparison"
-    EXPERIENCE = "experience"
-    ASPECT = "aspect"  # one sub-query of a reason/instruction question
-    PERSPECTIVE = "perspective"  # one side of a debate
+@dataclass(frozen=True)
+class PlanTask(Generic[PlanT]):
+    """A structured step: the LLM engine fills `prompt` as `schema`; the offline engine calls `offline`.
+
+    The prompt may use `{question}` and `{reply_format}` (generated from the schema).
+    `offline(question)` returns a plan or raises ValueError when its patterns do not apply.
+    """
+
+    role: str
+    prompt: Prompt
+    schema: type[PlanT]
+    offline: Callable[[str], PlanT]
 
 
 @dataclass
-class AnswerRequest:
-    question: str
-    sources: list[Source]
-    style: AnswerStyle = AnswerStyle.DIRECT
-    focus: str = ""  # sub-query, perspective name, or experience topic
-    query: str = ""  # the aspect's retrieval query (a perspective's biased wording), for extractive selection
-    items: list[str] = field(default_factory=list)  # comparison items
-    purpose: str = ""  # comparison purpose
-
-
-@dataclass
-class PartialAnswer:
-    """One aspect's answer handed to the aggregator or mediator."""
+class Part:
+    """One aspect's answer handed to an aggregator or mediator."""
 
     label: str
     text: str
+    query: str = ""  # what the aspect was about; the offline engine selects its sentences by it
+
+
+@dataclass(frozen=True)
+class Section:
+    """One part of an extractive answer: sentences about `query`, optionally from some groups only.
+
+    `cue` favours sentences of the right shape (causes, steps, stances...). A group is a passage
+    number when writing from sources, a part index when combining partial answers.
+    """
+
+    query: str
+    label: str = ""
+    sentences: int = 2
+    cue: re.Pattern[str] | None = None
+    groups: frozenset[int] | None = None
+    in_order: bool = False  # keep the sentences in text order (steps), not in order of relevance
+    optional: bool = False  # left out when nothing fits; otherwise a labelled section says so
+
+
+@dataclass(frozen=True)
+class Extract:
+    """How the offline engine writes an answer: sections of picked sentences, laid out one way."""
+
+    sections: tuple[Section, ...]
+    layout: Literal["prose", "bullets", "numbered"] = "prose"
+    header: str = ""
+    footer: str = ""
 
 
 @dataclass
-class Trace:
-    """What a question's steps did: model calls and recorded degradations. Shared by concurrent steps."""
+class WriteTask:
+    """A generation step: fill `prompt` (with `{sources}` / `{parts}` formatted from the lists), or extract."""
 
-    calls: list[LLMCall] = field(default_factory=list)
-    fallbacks: list[Fallback] = field(default_factory=list)
-
-    def fallback(self, step: str, reason: str) -> None:
-        self.fallbacks.append(Fallback(step=step, reason=reason))
-
-
-class PlanFailed(Exception):
-    """The engine could not produce a valid plan (after its one repair attempt)."""
+    role: str
+    prompt: Prompt
+    values: dict[str, str]
+    extract: Extract
+    sources: list[Source] = field(default_factory=list)
+    parts: list[Part] = field(default_factory=list)
+    max_tokens: int = 400
 
 
 class Engine(Protocol):
+    """Performs the LLM roles: `plan` fills a schema, `write` produces text. Implementations are async-safe."""
+
     name: str
+    generative: bool  # False for an extractive engine: it cannot answer without passages
 
-    async def plan(self, question: str, kind: NFQType, schema: type[PlanT], trace: Trace) -> PlanT:
-        """A validated plan for `kind`, or PlanFailed with the reason."""
+    async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
+        """A validated plan, or PlanFailed with the reason."""
         ...
 
-    async def answer(self, request: AnswerRequest, trace: Trace, *, role: str = "answer") -> str:
-        """An answer grounded in `request.sources`, citing them as [n]."""
-        ...
-
-    async def answer_closed_book(self, question: str, trace: Trace) -> str:
-        """The LLM-only baseline: an answer with no retrieval."""
-        ...
-
-    async def combine(
-        self, question: str, kind: NFQType, parts: list[PartialAnswer], trace: Trace, *, topic: str = ""
-    ) -> str:
-        """Aggregate (reason, instruction) or mediate (debate) per-aspect answers into one answer."""
+    async def write(self, task: WriteTask, trace: Trace) -> str:
+        """The text of the step, citing passages as [n] where it uses them."""
         ...

@@ -1,9 +1,11 @@
 """The built-in engine for machines with no LLM: heuristic plans and extractive, attributed answers.
 
-Answers are made of sentences taken verbatim from the retrieved passages, chosen by MiniLM
-similarity to the question (or aspect) with maximal-marginal-relevance to avoid repeating
-itself, each followed by the number of the passage it came from. Nothing is invented, and
-every result names this engine so nobody mistakes it for a generative model.
+Plans come from each strategy's own offline planner. Answers are sentences taken verbatim from
+the retrieved passages (or, when combining, from the aspects' answers), picked section by section
+as the strategy's `Extract` recipe says: by MiniLM similarity to the section's query, favouring
+sentences of the right shape (the section's cue), with maximal marginal relevance so no sentence
+repeats another, and never a sentence an earlier section already used. Each keeps the number of
+the passage it came from. Nothing is invented, and every result names this engine.
 """
 
 from __future__ import annotations
@@ -11,69 +13,97 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from collections.abc import Callable
+from dataclasses import dataclass
 
 import numpy as np
 
 from typedrag.embed import Embedder, default_embedder
-from typedrag.engines import heuristics
-from typedrag.engines.base import AnswerRequest, AnswerStyle, PartialAnswer, PlanFailed, PlanT, Trace
+from typedrag.engines.base import Extract, PlanT, PlanTask, Section, Trace, WriteTask
+from typedrag.errors import PlanFailed
 from typedrag.llm.base import LLMCall, StructuredOutcome
-from typedrag.nfq import NFQType
-from typedrag.result import Source, split_sentences
+from typedrag.text import split_sentences
 
 ENGINE_NAME = "offline-extractive"
-
-_PLANNERS: dict[NFQType, Callable] = {
-    NFQType.COMPARISON: heuristics.comparison_plan,
-    NFQType.EXPERIENCE: heuristics.experience_plan,
-    NFQType.REASON: heuristics.reason_plan,
-    NFQType.INSTRUCTION: heuristics.instruction_plan,
-    NFQType.DEBATE: heuristics.debate_plan,
-}
-
-# A sentence ends at . ! ? before a capital, except after titles, "e.g."-style abbreviations and
-# initials ("St. Clair", "J. R. R. Tolkien", "U.S. Army"), which would leave fragments.
-_SENTENCE = re.compile(
-    r"(?<!\b[A-Z]\.)(?<!\bSt\.)(?<!\bMr\.)(?<!\bMs\.)(?<!\bDr\.)(?<!\bJr\.)(?<!\bSr\.)(?<!\bMrs\.)(?<!\bvs\.)"
-    r"(?<!\be\.g\.)(?<!\bi\.e\.)(?<=[.!?])\s+(?=[A-Z0-9\"'(])"
+NO_PASSAGES = "The index has no passage that speaks to this question."
+NOTHING_RELEVANT = "The retrieved passages do not speak to this."
+CLOSED_BOOK = (
+    "The offline engine answers only from retrieved passages, so it has no closed-book answer; "
+    "configure an LLM endpoint (--llm) for the LLM-only baseline."
 )
-_SENTENCES_PER_STYLE = {
-    AnswerStyle.DIRECT: 4,
-    AnswerStyle.EXPERIENCE: 4,
-    AnswerStyle.ASPECT: 2,
-    AnswerStyle.PERSPECTIVE: 2,
-}
-_NEAR_DUPLICATE = 0.9
-# Below this cosine to the question a sentence is off topic (MiniLM: unrelated text scores ~0-0.2);
+NEAR_DUPLICATE = 0.9
+# Below this cosine to the query a sentence is off topic (MiniLM: unrelated text scores ~0-0.2);
 # better to say less than to quote a passage that only shares a word with the query.
-_MIN_RELEVANCE = 0.25
-_MAX_SENTENCE_WORDS = 70
+MIN_RELEVANCE = 0.25
+CUE_BONUS = 0.1  # a sentence of the section's shape (a cause, a step, a stance) outranks a slightly closer one
+DIVERSITY = 0.3
+MIN_WORDS, MAX_WORDS = 5, 70  # fragments and run-ons read badly out of context
+_MARKERS = re.compile(r"(?:\s*\[\d{1,3}\])+")
 
 
-def mmr(query: np.ndarray, candidates: np.ndarray, count: int, diversity: float = 0.3, exclude: set[int] = frozenset()) -> list[int]:
-    """Indices of up to `count` candidates relevant to `query` and unlike each other."""
-    relevance = candidates @ query
+@dataclass(frozen=True)
+class Candidate:
+    """A sentence that may be quoted: its text, the citation markers it carries, where it came from."""
+
+    text: str
+    markers: str
+    group: int  # passage number, or part index when combining
+    position: int  # order in the material, for sections that keep text order
+
+
+def sentences_of_sources(task: WriteTask) -> list[Candidate]:
+    found = []
+    for source in task.sources:
+        for sentence in split_sentences(source.text):
+            words = sentence.split()
+            if MIN_WORDS <= len(words) <= MAX_WORDS:
+                found.append(Candidate(" ".join(words), f"[{source.number}]", source.number, len(found)))
+    return found
+
+
+def sentences_of_parts(task: WriteTask) -> list[Candidate]:
+    """Cited sentences of the partial answers (uncited ones are the engine's own connective text)."""
+    found = []
+    for index, part in enumerate(task.parts):
+        for sentence in split_sentences(part.text):
+            sentence = sentence.lstrip("-•0123456789. ")
+            markers = "".join(_MARKERS.findall(sentence)).strip()
+            if markers:
+                found.append(Candidate(_MARKERS.sub("", sentence).strip(), markers, index, len(found)))
+    return found
+
+
+def mmr(relevance: np.ndarray, vectors: np.ndarray, count: int, allowed: list[int], taken: np.ndarray) -> list[int]:
+    """Up to `count` of the `allowed` indices, relevant and unlike each other and unlike `taken` vectors."""
     chosen: list[int] = []
-    while len(chosen) < min(count, len(candidates)):
+    picked = [taken] if len(taken) else []
+    while len(chosen) < count:
+        seen = np.vstack(picked) if picked else np.zeros((0, vectors.shape[1]), dtype=vectors.dtype)
         best, best_score = -1, -np.inf
-        for i in range(len(candidates)):
-            if i in chosen or i in exclude:
+        for i in allowed:
+            if i in chosen or relevance[i] < MIN_RELEVANCE:
                 continue
-            redundancy = max((float(candidates[i] @ candidates[j]) for j in chosen), default=0.0)
-            if redundancy > _NEAR_DUPLICATE or relevance[i] < _MIN_RELEVANCE:
+            redundancy = float((seen @ vectors[i]).max()) if len(seen) else 0.0
+            if redundancy > NEAR_DUPLICATE:
                 continue
-            score = (1 - diversity) * relevance[i] - diversity * redundancy
+            score = (1 - DIVERSITY) * relevance[i] - DIVERSITY * max(redundancy, 0.0)
             if score > best_score:
                 best, best_score = i, score
         if best < 0:
             break
         chosen.append(best)
+        picked.append(vectors[best][None, :])
     return chosen
 
 
 class OfflineEngine:
+    """Extractive answers and heuristic plans, no model needed.
+
+    >>> OfflineEngine().name
+    'offline-extractive'
+    """
+
     name = ENGINE_NAME
+    generative = False
 
     def __init__(self, embedder: Embedder | None = None) -> None:
         self._embedder = embedder
@@ -88,105 +118,74 @@ class OfflineEngine:
         latency = round((time.perf_counter() - started) * 1000, 1)
         trace.calls.append(LLMCall(role=role, engine=self.name, latency_ms=latency, requests=0, **extra))
 
-    async def plan(self, question: str, kind: NFQType, schema: type[PlanT], trace: Trace) -> PlanT:
+    async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
         started = time.perf_counter()
-        role = f"plan:{kind.value.lower()}"
         try:
-            plan = _PLANNERS[kind](question)
+            plan = task.schema.model_validate(task.offline(question).model_dump())
         except ValueError as error:  # includes pydantic.ValidationError
-            self._record(trace, role, started, structured=StructuredOutcome.FAILED, error=str(error)[:300])
+            self._record(trace, task.role, started, structured=StructuredOutcome.FAILED, error=str(error)[:300])
             raise PlanFailed(f"offline planner: {error}") from error
-        self._record(trace, role, started, structured=StructuredOutcome.OK)
-        return schema.model_validate(plan.model_dump())
+        self._record(trace, task.role, started, structured=StructuredOutcome.OK)
+        return plan
 
-    async def answer(self, request: AnswerRequest, trace: Trace, *, role: str = "answer") -> str:
+    async def write(self, task: WriteTask, trace: Trace) -> str:
         started = time.perf_counter()
-        text = await asyncio.to_thread(self._answer, request)
-        self._record(trace, role, started)
+        text = await asyncio.to_thread(self._write, task)
+        self._record(trace, task.role, started)
         return text
 
-    async def answer_closed_book(self, question: str, trace: Trace) -> str:
-        started = time.perf_counter()
-        self._record(trace, "answer:closed-book", started)
-        return (
-            "The offline engine answers only from retrieved passages, so it has no closed-book answer; "
-            "configure an LLM endpoint (--llm) for the LLM-only baseline."
-        )
+    def _write(self, task: WriteTask) -> str:
+        if not task.sources and not task.parts:
+            return CLOSED_BOOK if "sources" not in task.prompt.fields() else NO_PASSAGES
+        candidates = sentences_of_parts(task) if task.parts else sentences_of_sources(task)
+        if not candidates:
+            return NO_PASSAGES
+        picks = self.pick(task.extract, candidates)
+        return layout(task.extract, picks, candidates) or NOTHING_RELEVANT
 
-    async def combine(
-        self, question: str, kind: NFQType, parts: list[PartialAnswer], trace: Trace, *, topic: str = ""
-    ) -> str:
-        started = time.perf_counter()
-        text = await asyncio.to_thread(self._combine, question, kind, parts, topic)
-        self._record(trace, "mediate" if kind is NFQType.DEBATE else "aggregate", started)
-        return text
-
-    # -- extractive answering -------------------------------------------------------------
-
-    def _sentences(self, sources: list[Source]) -> list[tuple[str, int]]:
-        found: list[tuple[str, int]] = []
-        for source in sources:
-            for sentence in _SENTENCE.split(source.text):
-                words = sentence.split()
-                if 5 <= len(words) <= _MAX_SENTENCE_WORDS:  # fragments and run-ons read badly out of context
-                    found.append((" ".join(words), source.number))
-        return found
-
-    def _pick(self, query: str, sentences: list[tuple[str, int]], count: int, exclude: set[int] = frozenset()) -> list[int]:
-        vectors = self.embedder.embed([query] + [s for s, _ in sentences])
-        return mmr(vectors[0], vectors[1:], count, exclude=exclude)
-
-    def _answer(self, request: AnswerRequest) -> str:
-        sentences = self._sentences(request.sources)
-        if not sentences:
-            return "The index has no passage that speaks to this question."
-        if request.style is AnswerStyle.COMPARISON:
-            return self._compare(request, sentences)
-        query = request.question
-        if request.style in (AnswerStyle.ASPECT, AnswerStyle.PERSPECTIVE):
-            query = f"{request.query or request.focus} {request.question}"
-        chosen = self._pick(query, sentences, _SENTENCES_PER_STYLE[request.style])
-        if not chosen:
-            return "The retrieved passages do not speak to this."
-        return " ".join(f"{sentences[i][0]} [{sentences[i][1]}]" for i in chosen)
-
-    def _compare(self, request: AnswerRequest, sentences: list[tuple[str, int]]) -> str:
-        lines = [f"Comparing {', '.join(request.items)} ({request.purpose}):"]
-        used: set[int] = set()
-        for item in request.items:
-            chosen = self._pick(item, sentences, 2, exclude=used)  # the item alone: sentences about it, not about both
-            used.update(chosen)
+    def pick(self, extract: Extract, candidates: list[Candidate]) -> list[list[int]]:
+        """For each section, the indices of its sentences; no sentence serves two sections."""
+        queries = [s.query for s in extract.sections]
+        vectors = self.embedder.embed(queries + [c.text for c in candidates])
+        query_vectors, sentence_vectors = vectors[: len(queries)], vectors[len(queries) :]
+        taken = np.zeros((0, sentence_vectors.shape[1]), dtype=sentence_vectors.dtype)
+        picks: list[list[int]] = []
+        for section, query_vector in zip(extract.sections, query_vectors):
+            relevance = sentence_vectors @ query_vector
+            if section.cue is not None:
+                relevance = relevance + CUE_BONUS * np.array([bool(section.cue.search(c.text)) for c in candidates])
+            allowed = [i for i, c in enumerate(candidates) if section.groups is None or c.group in section.groups]
+            chosen = mmr(relevance, sentence_vectors, section.sentences, allowed, taken)
+            if section.in_order:
+                chosen.sort(key=lambda i: candidates[i].position)
             if chosen:
-                lines.append(f"- {item}: " + " ".join(f"{sentences[i][0]} [{sentences[i][1]}]" for i in chosen))
-            else:
-                lines.append(f"- {item}: the retrieved passages say nothing specific.")
-        return "\n".join(lines)
+                taken = np.vstack([taken, sentence_vectors[chosen]])
+            picks.append(chosen)
+        return picks
 
-    def _combine(self, question: str, kind: NFQType, parts: list[PartialAnswer], topic: str) -> str:
-        grouped: dict[str, str] = {}  # aspect label -> its chosen sentences
-        seen = np.zeros((0, self.embedder.dim), dtype=np.float32)
-        for part in parts:
-            candidates = [s for s in split_sentences(part.text) if re.search(r"\[\d+\]", s)]
-            if not candidates:
-                continue
-            vectors = self.embedder.embed([question] + candidates)
-            chosen: list[str] = []
-            for index in np.argsort(-(vectors[1:] @ vectors[0])):
-                vector = vectors[1 + index]
-                if len(seen) and float((seen @ vector).max()) > _NEAR_DUPLICATE:
-                    continue  # another aspect already said this
-                seen = np.vstack([seen, vector])
-                chosen.append(candidates[index])
-                if len(chosen) == 2:
-                    break
-            if chosen:
-                grouped[part.label] = " ".join(chosen)
-        if not grouped:
-            return "None of the aspects found supporting passages in the index."
-        if kind is NFQType.INSTRUCTION:
-            return "Steps:\n" + "\n".join(f"{i}. {text}" for i, text in enumerate(grouped.values(), 1))
-        if kind is NFQType.DEBATE:
-            body = "\n".join(f"- {label.capitalize()}: {text}" for label, text in grouped.items())
-            return f"Views on {topic or question} differ.\n{body}\nWhich view prevails turns on how these points are weighed."
-        body = "\n".join(f"- {label}: {text}" for label, text in grouped.items())
-        return f"Several factors bear on this:\n{body}"
+
+def _quote(candidate: Candidate) -> str:
+    return f"{candidate.text} {candidate.markers}"
+
+
+def layout(extract: Extract, picks: list[list[int]], candidates: list[Candidate]) -> str:
+    """The answer text: prose, one bullet per labelled section, or one numbered line per sentence."""
+    if not any(picks):
+        return ""
+    lines = [extract.header] if extract.header else []
+    if extract.layout == "prose":
+        lines.append(" ".join(_quote(candidates[i]) for chosen in picks for i in chosen))
+    elif extract.layout == "numbered":
+        quotes = [_quote(candidates[i]) for chosen in picks for i in chosen]
+        lines.extend(f"{n}. {quote}" for n, quote in enumerate(quotes, 1))
+    else:
+        for section, chosen in zip(extract.sections, picks):
+            body = " ".join(_quote(candidates[i]) for i in chosen)
+            if not section.label:
+                if body:
+                    lines.append(body)
+            elif body or not section.optional:
+                lines.append(f"- {section.label}: {body or 'the retrieved passages say nothing specific.'}")
+    if extract.footer:
+        lines.append(extract.footer)
+    return "\n".join(lines)

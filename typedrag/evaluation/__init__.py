@@ -3,10 +3,37 @@
 - datasets: load questions with graded references; the seeded, source-stratified --limit sample
 - linkage: reference selection, the judge prompt, verdict parsing, rank conventions, rounds
 - judges: the LLM judge and the offline embedding-similarity proxy
-- metrics: MRR / MPR per method x type x source
-- runner: `evaluate(EvalOptions, Settings)`, concurrent, resumable and crash-safe
+- metrics: MRR / MPR per system x type x source
+- runner: `evaluate(dataset, pipeline or systems, judge=...)`, concurrent, resumable and crash-safe
 - report: Markdown/CSV tables, the MPR chart, summary.json
-- command: `typedrag eval`
+- command: `typedrag eval`, a thin wrapper around `evaluate`
 
-Nothing is imported here, so `import typedrag.evaluation.command` stays light.
+Names are imported on first use, so `import typedrag.evaluation.command` stays light.
 """
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
+
+_EXPORTS = {
+    "EvalQuestion": "datasets",
+    "Reference": "datasets",
+    "load_dataset": "datasets",
+    "Judge": "judges",
+    "LLMJudge": "judges",
+    "ProxyJudge": "judges",
+    "RankConvention": "linkage",
+    "EvalOptions": "runner",
+    "EvalOutcome": "runner",
+    "System": "runner",
+    "aevaluate": "runner",
+    "evaluate": "runner",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'typedrag.evaluation' has no attribute {name!r}")
+    return getattr(import_module(f"typedrag.evaluation.{_EXPORTS[name]}"), name)

@@ -40,9 +40,11 @@ def eval_command(
     classifier: Annotated[Optional[str], typer.Option("--classifier", help="shipped (default), llm or auto.")] = None,
 ) -> None:
     """Evaluate methods on Wiki-NFQA (or your own data) with LINKAGE: MRR and MPR per method, type and source."""
-    from typedrag.cli import USER_ERRORS, fail, settings_from
-    from typedrag.evaluation.runner import EvalOptions, evaluate
-    from typedrag.nfq import NFQType
+    import asyncio
+
+    from typedrag.commands import USER_ERRORS, fail, settings_from
+    from typedrag.evaluation.runner import EvalOptions, aevaluate
+    from typedrag.factory import Resources, build_judge, build_pipeline
 
     if judge_base_url and not judge:
         fail("--judge-base-url needs --judge MODEL (the judge's model name at that endpoint)")
@@ -52,22 +54,26 @@ def eval_command(
         classifier=classifier,
         **{"llm.model": llm, "llm.base_url": base_url, "judge.model": judge, "judge.base_url": judge_base_url},
     )
+    chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
+    options = EvalOptions(
+        limit=limit,
+        types=tuple(t.strip() for t in types.split(",") if t.strip()) if types else (),
+        rounds=rounds,
+        convention=rank_convention,
+        concurrency=concurrency,
+        seed=seed,
+        show_progress=progress,
+    )
+    resources = Resources()
     try:
-        options = EvalOptions(
-            dataset=dataset,
-            out=out,
-            methods=tuple(m.strip() for m in methods.split(",") if m.strip()),
-            limit=limit,
-            types=tuple(NFQType.parse(t) for t in types.split(",") if t.strip()) if types else (),
-            rounds=rounds,
-            convention=rank_convention,
-            concurrency=concurrency,
-            seed=seed,
-            show_progress=progress,
-        )
-        outcome = evaluate(options, settings)
-    except USER_ERRORS as error:  # includes DatasetError and RunError (ValueErrors)
+        pipeline = build_pipeline(settings, resources, need_index=any(m != "llm" for m in chosen))
+        judging = build_judge(settings.judge, settings.cache_dir, resources)
+        run = aevaluate(dataset, pipeline, methods=chosen, judge=judging, out=out, options=options)
+        outcome = asyncio.run(resources.run(run))
+    except USER_ERRORS as error:
         fail(str(error))
+    finally:
+        resources.close()
     typer.echo(outcome.files["markdown"].read_text(encoding="utf-8"))
     for kind, path in outcome.files.items():
         typer.echo(f"{kind}: {path}")

@@ -13,9 +13,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-
-class DatasetError(ValueError):
-    """A dataset file is missing or a row is malformed (message names file and line)."""
+from typedrag.errors import DatasetError
 
 
 @dataclass(frozen=True)

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Protocol
 
-from typedrag.config import LLMConfig
 from typedrag.embed import Embedder, default_embedder
 from typedrag.evaluation.datasets import Reference
 from typedrag.evaluation.linkage import VERDICT_REMINDER, judge_messages, parse_verdict
@@ -26,6 +24,8 @@ JUDGE_MAX_TOKENS = 256
 
 @dataclass
 class Verdict:
+    """One round's placement (None when unusable), the judge's reply and its calls."""
+
     position: int | None  # 1..n+1, or None when the reply stayed unusable after the retry
     reply: str
     retried: bool = False
@@ -33,6 +33,8 @@ class Verdict:
 
 
 class Judge(Protocol):
+    """Places a candidate answer among a question's ranked references (one LINKAGE round)."""
+
     name: str
     is_proxy: bool
 
@@ -40,6 +42,8 @@ class Judge(Protocol):
 
 
 class LLMJudge:
+    """A chat model judging with the LINKAGE prompt; one follow-up when its reply has no usable [[k]]."""
+
     is_proxy = False
 
     def __init__(self, model: ChatModel) -> None:
@@ -92,12 +96,3 @@ class ProxyJudge:
         position = 1 + sum(s > candidate_similarity for s in similarities)
         reply = f"candidate {candidate_similarity:.3f}; references " + ", ".join(f"{s:.3f}" for s in similarities)
         return Verdict(position, reply)
-
-
-def build_judge(config: LLMConfig, cache_dir: Path | None, resources) -> Judge:
-    """The proxy when no judge model is configured (`offline`), else an LLM judge on that endpoint."""
-    if config.is_offline:
-        return ProxyJudge()
-    from typedrag.factory import build_chat_model
-
-    return LLMJudge(build_chat_model(config, cache_dir, resources))

@@ -24,7 +24,22 @@ from enum import StrEnum
 
 from typedrag.evaluation.datasets import EvalQuestion, Reference
 from typedrag.llm.base import Message
-from typedrag.prompts import LINKAGE_JUDGE
+from typedrag.prompts import DATA_RULE, Prompt, delimit
+
+LINKAGE_JUDGE = Prompt(
+    "linkage_judge",
+    "You judge the quality of answers to questions that need explanation rather than a single fact. "
+    + DATA_RULE,
+    "Question: {question}\n\n"
+    "Here are {count} reference answers to it, already ranked from best (1) to worst ({count}):\n"
+    "{references}\n\n"
+    "The candidate answer to place:\n{candidate}\n\n"
+    "Where does the candidate belong in this ranking? Weigh correctness, how fully it answers the question, "
+    "and how useful it is to the person asking; ignore length and style. Position k means the candidate is "
+    "better than reference k and every reference after it; position {last} means it is worse than all of "
+    "them. Give at most two sentences of reasoning, then end your reply with the position written once as "
+    "[[k]], for example [[2]].\n(Assessment {round}.)",
+)
 
 # Sent once, after the judge's own reply, when that reply carried no usable [[k]].
 VERDICT_REMINDER = (
@@ -55,13 +70,13 @@ def select_references(question: EvalQuestion) -> list[Reference]:
 
 def judge_messages(question: str, references: list[Reference], candidate: str, round_: int) -> list[Message]:
     """The judge prompt; the round number makes each round a separate request (and cache entry)."""
-    listed = "\n".join(f"[{i}] {r.text.strip()}" for i, r in enumerate(references, 1))
+    listed = "\n".join(delimit("reference", r.text, rank=i) for i, r in enumerate(references, 1))
     return LINKAGE_JUDGE.messages(
         question=question,
         count=str(len(references)),
         last=str(len(references) + 1),
         references=listed,
-        candidate=candidate.strip(),
+        candidate=delimit("candidate", candidate),
         round=str(round_),
     )
 

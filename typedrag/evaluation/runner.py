@@ -1,10 +1,14 @@
-"""Run an evaluation: answer every (question, method), judge every (question, method, round), score.
+"""`evaluate`: answer every (question, system), judge every (question, system, round), score, report.
+
+A system is a pipeline answering with one method (`rag`, `typed`, ...), so anything built in
+Python can be evaluated: `evaluate(dataset, pipeline)` compares that pipeline's methods,
+`evaluate(dataset, [System("mine", my_pipeline, "typed"), ...])` compares pipelines.
 
 Crash-safe and resumable: each answer and verdict is appended to a JSONL file in the run
-directory the moment it exists (flushed and fsynced). Rerunning the same command skips answers
+directory the moment it exists (flushed and fsynced). Rerunning the same call skips answers
 and verdicts already there; a torn last line left by a crash is discarded on load. A run
-directory belongs to one generator, index, classifier and prompt version (checked via run.json);
-verdicts are keyed by judge, so different judges can share a run directory without mixing.
+directory belongs to one set-up (generators, index, classifier, prompt version; checked via
+run.json); verdicts are keyed by judge, so different judges can share a run directory.
 """
 
 from __future__ import annotations
@@ -13,7 +17,9 @@ import asyncio
 import hashlib
 import json
 import subprocess
+import tempfile
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,22 +27,21 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
 
-from typedrag.config import Settings
+from typedrag.classify.base import TypePrediction
+from typedrag.errors import LLMError, QuestionError, RunError
 from typedrag.evaluation.datasets import EvalQuestion, load_dataset, stratified_sample
-from typedrag.evaluation.judges import JUDGE_TEMPERATURE, Judge, build_judge
-from typedrag.evaluation.linkage import RankConvention, question_rank, select_references
+from typedrag.evaluation.judges import JUDGE_TEMPERATURE, Judge, ProxyJudge
+from typedrag.evaluation.linkage import LINKAGE_JUDGE, RankConvention, question_rank, select_references
 from typedrag.evaluation.metrics import Score, cells
 from typedrag.jsonlog import JsonlLog
-from typedrag.llm.base import LLMError
-from typedrag.nfq import NFQType
-from typedrag.prompts import LINKAGE_JUDGE, PROMPT_VERSION
-from typedrag.questions import QuestionError
+from typedrag.pipeline import Method, Pipeline
+from typedrag.prompts import PROMPT_VERSION
 from typedrag.result import Usage
 
 ANSWERS = "answers.jsonl"
 VERDICTS = "verdicts.jsonl"
 RUN_FILE = "run.json"
-METHODS = ("llm", "rag", "typed")
+METHODS = tuple(m.value for m in Method)
 OFFLINE_LLM_NOTE = (
     "llm (LLM-only) not run: the offline engine has no closed-book answer, so there is nothing to score; "
     "give a generator with --llm/--base-url for this baseline"
@@ -47,17 +52,21 @@ SELECTION_RULE = (
 )
 
 
-class RunError(ValueError):
-    """The run directory cannot be used as asked (message says why and what to do)."""
+@dataclass(frozen=True)
+class System:
+    """One row of the results: `pipeline` answering with `method`, reported as `name`."""
+
+    name: str
+    pipeline: Pipeline
+    method: Method | str = Method.TYPED
 
 
 @dataclass
 class EvalOptions:
-    dataset: Path
-    out: Path
-    methods: tuple[str, ...] = METHODS
+    """Which questions, how many judge rounds, which rank convention, how much at once."""
+
     limit: int | None = None
-    types: tuple[NFQType, ...] = ()
+    types: tuple[str, ...] = ()
     rounds: int = 3
     convention: RankConvention = RankConvention.LINKAGE
     concurrency: int = 4
@@ -67,150 +76,207 @@ class EvalOptions:
 
 @dataclass
 class EvalOutcome:
+    """The run's summary (what summary.json holds) and the files written."""
+
     summary: dict[str, Any]
     files: dict[str, Path]
 
 
-def evaluate(options: EvalOptions, settings: Settings) -> EvalOutcome:
-    """Run (or resume) the evaluation and write the reports into `options.out`."""
-    from typedrag.factory import Resources
+def evaluate(
+    dataset: Path | str | Sequence[EvalQuestion],
+    systems: Pipeline | Sequence[System],
+    *,
+    methods: Sequence[str] = METHODS,
+    judge: Judge | None = None,
+    out: Path | str | None = None,
+    options: EvalOptions | None = None,
+) -> EvalOutcome:
+    """Run (or resume) an evaluation and write its reports into `out` (a new temporary folder if None).
 
-    resources = Resources()
-    try:
-        return asyncio.run(resources.run(_evaluate(options, settings, resources)))
-    finally:
-        resources.close()
+    `systems` is a list of `System`s, or one pipeline whose `methods` are compared (an extractive
+    engine has no LLM-only answer, so `llm` is then left out and noted). `judge` defaults to the
+    embedding-similarity proxy, which is labelled as such in every report.
+
+    >>> from typedrag import OfflineEngine, Pipeline, evaluate
+    >>> from typedrag.evaluation import EvalQuestion, Reference
+    >>> from typedrag.testing import ListRetriever
+    >>> data = [EvalQuestion("q1", "Why do cats purr?", "mine", (Reference("Contentment or pain.", 1),))]
+    >>> pipeline = Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content, and when hurt."]))
+    >>> outcome = evaluate(data, pipeline, methods=["rag"], options=EvalOptions(show_progress=False))
+    >>> outcome.summary["per_method"]["rag"]["scored"]
+    1
+    """
+    return asyncio.run(aevaluate(dataset, systems, methods=methods, judge=judge, out=out, options=options))
 
 
-async def _evaluate(options: EvalOptions, settings: Settings, resources) -> EvalOutcome:
-    from typedrag.evaluation.report import write_report
-    from typedrag.factory import build_pipeline
-
+async def aevaluate(
+    dataset: Path | str | Sequence[EvalQuestion],
+    systems: Pipeline | Sequence[System],
+    *,
+    methods: Sequence[str] = METHODS,
+    judge: Judge | None = None,
+    out: Path | str | None = None,
+    options: EvalOptions | None = None,
+) -> EvalOutcome:
+    """`evaluate` for callers already inside an event loop."""
     started = time.perf_counter()
-    unknown = set(options.methods) - set(METHODS)
-    if unknown or not options.methods:
-        raise RunError(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
-    methods = list(dict.fromkeys(options.methods))
-    notes = []
-    if settings.llm.is_offline and "llm" in methods:
-        methods.remove("llm")
-        notes.append(OFFLINE_LLM_NOTE)
-    dataset = load_dataset(options.dataset)
-    pipeline = build_pipeline(settings, resources, need_index=any(m != "llm" for m in methods))
-    questions, predictions = await _select(dataset, options, pipeline)
-    judge = build_judge(settings.judge, settings.cache_dir, resources)
+    options = options or EvalOptions()
+    judge = judge or ProxyJudge()
+    questions_all = load_dataset(Path(dataset)) if isinstance(dataset, (str, Path)) else list(dataset)
+    notes: list[str] = []
+    systems, requested = _systems(systems, methods, notes)
+    out = Path(out) if out is not None else Path(tempfile.mkdtemp(prefix="typedrag-eval-"))
     rounds = 1 if judge.is_proxy else options.rounds
     if judge.is_proxy and options.rounds != 1:
         notes.append("the proxy judge is deterministic, so it runs one round whatever --rounds says")
+
+    questions, predictions = await _select(questions_all, options, _decider(systems))
     classifier = ", ".join(sorted({p.source for p in predictions.values()})) or "none"
-    index = _index_fingerprint(Path(settings.index)) if methods != ["llm"] else {}
-    identity = {
-        "dataset": str(options.dataset.resolve()),
-        "generator": pipeline.engine.name,
-        "index": index.get("path"),
-        "corpus": index.get("passages_sha256"),
-        "classifier": classifier,
-        "assume_non_factoid": settings.assume_non_factoid,
-        "prompt_version": PROMPT_VERSION,
-        "top_k": settings.top_k,
-        "aspect_k": settings.aspect_k,
-    }
-    _claim(options.out, identity)
+    identity = _identity(dataset, systems, classifier)
+    _claim(out, identity)
+    run = _Run(systems, judge, rounds, options, out)
+    errors = await run.go(questions, predictions)
 
-    answers_log, verdicts_log = JsonlLog(options.out / ANSWERS), JsonlLog(options.out / VERDICTS)
-    answers = {(r["question_id"], r["method"]): r for r in answers_log.records}
-    verdicts = {(r["question_id"], r["method"], r["judge"], r["round"]): r for r in verdicts_log.records}
-    errors: list[str] = []
-    progress = Progress(
-        TextColumn("{task.description:>9}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("ETA"),
-        TimeRemainingColumn(),
-        console=Console(stderr=True),
-        disable=not options.show_progress,
-    )
-    answer_bar = progress.add_task("answers", total=len(questions) * len(methods))
-    verdict_bar = progress.add_task("verdicts", total=len(questions) * len(methods) * rounds)
-    limit = asyncio.Semaphore(options.concurrency)
-
-    async def run_method(question: EvalQuestion, method: str) -> None:
-        record = answers.get((question.id, method))
-        if record is None:
-            try:
-                result = await pipeline.answer(question.text, method, decision=predictions[question.id])
-            except (LLMError, QuestionError) as error:
-                errors.append(f"answer {question.id} {method}: {error}")
-                progress.advance(answer_bar)
-                progress.advance(verdict_bar, rounds)
-                return
-            record = _answer_record(question, method, predictions[question.id].label.value, result)
-            answers_log.append(record)
-            answers[(question.id, method)] = record
-        progress.advance(answer_bar)
-        references = select_references(question)
-        pending = [r for r in range(1, rounds + 1) if (question.id, method, judge.name, r) not in verdicts]
-        progress.advance(verdict_bar, rounds - len(pending))
-        await asyncio.gather(*(judge_round(question, method, record["answer"], references, r) for r in pending))
-
-    async def judge_round(question: EvalQuestion, method: str, answer: str, references, round_: int) -> None:
-        try:
-            verdict = await judge.place(question.text, references, answer, round_)
-        except LLMError as error:
-            errors.append(f"judge {question.id} {method} round {round_}: {error}")
-            return
-        finally:
-            progress.advance(verdict_bar)
-        record = _verdict_record(question, method, judge.name, round_, references, verdict)
-        verdicts_log.append(record)
-        verdicts[(question.id, method, judge.name, round_)] = record
-
-    async def run_question(question: EvalQuestion) -> None:
-        async with limit:
-            for method in methods:
-                await run_method(question, method)
-
-    try:
-        with progress:
-            await asyncio.gather(*(run_question(q) for q in questions))
-    finally:
-        answers_log.close()
-        verdicts_log.close()
-
-    scores = _scores(questions, methods, predictions, answers, verdicts, judge.name, rounds, options.convention)
+    scores = _scores(questions, run, predictions, options.convention)
+    first = systems[0].pipeline
     summary = {
         "configuration": {
             "dataset": identity["dataset"],
-            "questions_in_dataset": len(dataset),
+            "questions_in_dataset": len(questions_all),
             "questions_selected": len(questions),
             "limit": options.limit,
-            "types": [t.value for t in options.types],
+            "types": list(options.types),
             "selection": SELECTION_RULE,
             "seed": options.seed,
-            "methods": methods,
-            "requested_methods": list(options.methods),
-            "generator": {"engine": pipeline.engine.name, "model": settings.llm.model, "base_url": settings.llm.base_url},
-            "judge": _judge_config(judge, settings),
+            "methods": [s.name for s in systems],
+            "requested_methods": requested,
+            "systems": {s.name: {"method": str(Method(s.method)), "generator": s.pipeline.engine.name} for s in systems},
+            "generator": _generator(first),
+            "judge": _judge_config(judge),
             "rank_convention": options.convention.value,
             "rounds": rounds,
             "round_aggregation": "median rank of the rounds whose verdict parsed; none parsed = judge failure",
             "classifier": classifier,
-            "index": index or None,
-            "top_k": settings.top_k,
-            "aspect_k": settings.aspect_k,
+            "index": identity["index_fingerprint"] or None,
+            "top_k": first.settings.top_k,
+            "aspect_k": first.settings.aspect_k,
             "concurrency": options.concurrency,
             "prompt_version": PROMPT_VERSION,
             "git": _git_state(),
         },
         "notes": notes,
         "errors_this_run": errors,
-        "per_method": _per_method(scores, methods, questions, answers, verdicts, judge.name, rounds),
+        "per_method": _per_method(scores, run, questions),
         "cells": [asdict(c) for c in cells(scores)],
         "seconds_this_run": round(time.perf_counter() - started, 1),
     }
-    files = write_report(options.out, summary)
-    return EvalOutcome(summary, files)
+    from typedrag.evaluation.report import write_report
+
+    return EvalOutcome(summary, write_report(out, summary))
+
+
+def _systems(systems: Pipeline | Sequence[System], methods: Sequence[str], notes: list[str]) -> tuple[list[System], list[str]]:
+    """The systems to run, and the row names asked for (a method left out still gets an n/a row)."""
+    if not isinstance(systems, Pipeline):
+        if not systems:
+            raise RunError("nothing to evaluate: give a pipeline or at least one System")
+        return list(systems), [s.name for s in systems]
+    unknown = set(methods) - set(METHODS)
+    if unknown or not methods:
+        raise RunError(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
+    chosen = list(dict.fromkeys(methods))
+    if not systems.engine.generative and Method.LLM in chosen:
+        chosen.remove(Method.LLM)
+        notes.append(OFFLINE_LLM_NOTE)
+    if not chosen:
+        raise RunError("nothing to evaluate: the only method asked for needs a generative engine (--llm)")
+    return [System(m, systems, m) for m in chosen], list(dict.fromkeys(methods))
+
+
+def _decider(systems: list[System]) -> Pipeline:
+    """The pipeline that decides each question's type once, for every system's row."""
+    typed = [s.pipeline for s in systems if Method(s.method) is Method.TYPED]
+    return typed[0] if typed else systems[0].pipeline
+
+
+class _Run:
+    """The answering and judging of one run: logs, progress, the cap on questions in flight."""
+
+    def __init__(self, systems: list[System], judge: Judge, rounds: int, options: EvalOptions, out: Path) -> None:
+        self.systems, self.judge, self.rounds, self.options = systems, judge, rounds, options
+        self.answers_log, self.verdicts_log = JsonlLog(out / ANSWERS), JsonlLog(out / VERDICTS)
+        self.answers = {(r["question_id"], r["method"]): r for r in self.answers_log.records}
+        self.verdicts = {(r["question_id"], r["method"], r["judge"], r["round"]): r for r in self.verdicts_log.records}
+        self.errors: list[str] = []
+        self.progress = Progress(
+            TextColumn("{task.description:>9}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            disable=not options.show_progress,
+        )
+
+    async def go(self, questions: list[EvalQuestion], predictions: dict[str, TypePrediction]) -> list[str]:
+        """Answer and judge everything not yet logged; returns the errors of this run."""
+        count = len(questions) * len(self.systems)
+        self.answer_bar = self.progress.add_task("answers", total=count)
+        self.verdict_bar = self.progress.add_task("verdicts", total=count * self.rounds)
+        limit = asyncio.Semaphore(self.options.concurrency)
+
+        async def one_question(question: EvalQuestion) -> None:
+            async with limit:
+                for system in self.systems:
+                    await self.one_system(question, system, predictions[question.id])
+
+        try:
+            with self.progress:
+                await asyncio.gather(*(one_question(q) for q in questions))
+        finally:
+            self.answers_log.close()
+            self.verdicts_log.close()
+        return self.errors
+
+    async def one_system(self, question: EvalQuestion, system: System, decision: TypePrediction) -> None:
+        record = self.answers.get((question.id, system.name))
+        if record is None:
+            try:
+                result = await system.pipeline.answer(question.text, system.method, decision=decision)
+            except (LLMError, QuestionError) as error:
+                self.errors.append(f"answer {question.id} {system.name}: {error}")
+                self.progress.advance(self.answer_bar)
+                self.progress.advance(self.verdict_bar, self.rounds)
+                return
+            record = _answer_record(question, system.name, str(decision.label), result)
+            self.answers_log.append(record)
+            self.answers[(question.id, system.name)] = record
+        self.progress.advance(self.answer_bar)
+        references = select_references(question)
+        pending = [r for r in range(1, self.rounds + 1) if (question.id, system.name, self.judge.name, r) not in self.verdicts]
+        self.progress.advance(self.verdict_bar, self.rounds - len(pending))
+        await asyncio.gather(*(self.one_round(question, system.name, record["answer"], references, r) for r in pending))
+
+    async def one_round(self, question: EvalQuestion, name: str, answer: str, references, round_: int) -> None:
+        try:
+            verdict = await self.judge.place(question.text, references, answer, round_)
+        except LLMError as error:
+            self.errors.append(f"judge {question.id} {name} round {round_}: {error}")
+            return
+        finally:
+            self.progress.advance(self.verdict_bar)
+        record = _verdict_record(question, name, self.judge.name, round_, references, verdict)
+        self.verdicts_log.append(record)
+        self.verdicts[(question.id, name, self.judge.name, round_)] = record
+
+    def positions(self, question_id: str, name: str) -> list[int | None]:
+        keys = [(question_id, name, self.judge.name, r) for r in range(1, self.rounds + 1)]
+        return [self.verdicts[key]["position"] for key in keys if key in self.verdicts]
+
+    def verdict_records(self, question_id: str, name: str) -> list[dict[str, Any]]:
+        keys = [(question_id, name, self.judge.name, r) for r in range(1, self.rounds + 1)]
+        return [self.verdicts[key] for key in keys if key in self.verdicts]
 
 
 def _answer_record(question: EvalQuestion, method: str, predicted_type: str, result) -> dict[str, Any]:
@@ -244,26 +310,47 @@ def _verdict_record(question: EvalQuestion, method: str, judge: str, round_: int
     }
 
 
-async def _select(dataset: list[EvalQuestion], options: EvalOptions, pipeline) -> tuple[list[EvalQuestion], dict]:
+async def _select(dataset: list[EvalQuestion], options: EvalOptions, decider: Pipeline) -> tuple[list[EvalQuestion], dict]:
     """Questions to run and their types, decided once by the pipeline's own routing and shared by every
-    method's row; the whole dataset is classified only when filtering by type."""
+    system's row; the whole dataset is classified only when filtering by type."""
     pool = dataset if options.types else stratified_sample(dataset, options.limit, options.seed)
     limit = asyncio.Semaphore(options.concurrency)
+    types = {decider.route_label(t) for t in options.types}
 
-    async def decide(question: EvalQuestion):
+    async def decide(question: EvalQuestion) -> TypePrediction:
         async with limit:
-            return await pipeline.decide_type(question.text)
+            return await decider.decide_type(question.text)
 
     predictions = dict(zip((q.id for q in pool), await asyncio.gather(*(decide(q) for q in pool))))
-    if options.types:
-        pool = stratified_sample([q for q in pool if predictions[q.id].label in options.types], options.limit, options.seed)
+    if types:
+        pool = stratified_sample([q for q in pool if predictions[q.id].label in types], options.limit, options.seed)
     if not pool:
         raise RunError("no question to evaluate: the dataset is empty or no question has the --types asked for")
     return pool, {q.id: predictions[q.id] for q in pool}
 
 
+def _identity(dataset, systems: list[System], classifier: str) -> dict[str, Any]:
+    """What produced a run directory's answers; a rerun must match it to add to them."""
+    first = systems[0].pipeline
+    retrievers = [s.pipeline.retriever for s in systems if s.pipeline.retriever is not None]
+    fingerprint = _index_fingerprint(retrievers[0]) if retrievers else {}
+    return {
+        "dataset": str(Path(dataset).resolve()) if isinstance(dataset, (str, Path)) else "(in memory)",
+        "generator": ", ".join(dict.fromkeys(s.pipeline.engine.name for s in systems)),
+        "index": fingerprint.get("path"),
+        "corpus": fingerprint.get("passages_sha256"),
+        "classifier": classifier,
+        "assume_non_factoid": first.settings.assume_non_factoid,
+        "prompt_version": PROMPT_VERSION,
+        "top_k": first.settings.top_k,
+        "aspect_k": first.settings.aspect_k,
+        "index_fingerprint": fingerprint,
+    }
+
+
 def _claim(out: Path, identity: dict) -> None:
     """Record what produced this run directory's answers; refuse to mix in answers from anything else."""
+    identity = {k: v for k, v in identity.items() if k != "index_fingerprint"}
     out.mkdir(parents=True, exist_ok=True)
     path = out / RUN_FILE
     if path.exists():
@@ -276,44 +363,35 @@ def _claim(out: Path, identity: dict) -> None:
     path.write_text(json.dumps(identity, indent=2) + "\n", encoding="utf-8")
 
 
-def _scores(questions, methods, predictions, answers, verdicts, judge_name, rounds, convention) -> list[Score]:
+def _scores(questions: list[EvalQuestion], run: _Run, predictions, convention: RankConvention) -> list[Score]:
     scores = []
     for question in questions:
         count = len(select_references(question))
-        for method in methods:
+        for system in run.systems:
             common = {
                 "question_id": question.id,
-                "method": method,
+                "method": system.name,
                 "source": question.source,
-                "type": predictions[question.id].label.value,
+                "type": str(predictions[question.id].label),
                 "references": count,
             }
-            if (question.id, method) not in answers:
+            if (question.id, system.name) not in run.answers:
                 scores.append(Score(**common, rank=None, failure="answer"))
                 continue
-            positions = [
-                verdicts[key]["position"]
-                for r in range(1, rounds + 1)
-                if (key := (question.id, method, judge_name, r)) in verdicts
-            ]
-            rank = question_rank(positions, count, convention)
+            rank = question_rank(run.positions(question.id, system.name), count, convention)
             scores.append(Score(**common, rank=rank, failure=None if rank is not None else "judge"))
     return scores
 
 
-def _per_method(scores, methods, questions, answers, verdicts, judge_name, rounds) -> dict[str, dict]:
-    """Counts, failures, and generator and judge calls/tokens for each method (selected questions only)."""
+def _per_method(scores: list[Score], run: _Run, questions: list[EvalQuestion]) -> dict[str, dict]:
+    """Counts, failures, and generator and judge calls/tokens for each system (selected questions only)."""
     result = {}
-    for method in methods:
-        mine = [s for s in scores if s.method == method]
-        answer_records = [answers[(q.id, method)] for q in questions if (q.id, method) in answers]
-        verdict_records = [
-            verdicts[key]
-            for q in questions
-            for r in range(1, rounds + 1)
-            if (key := (q.id, method, judge_name, r)) in verdicts
-        ]
-        result[method] = {
+    for system in run.systems:
+        name = system.name
+        mine = [s for s in scores if s.method == name]
+        answer_records = [run.answers[(q.id, name)] for q in questions if (q.id, name) in run.answers]
+        verdict_records = [v for q in questions for v in run.verdict_records(q.id, name)]
+        result[name] = {
             "questions": len(mine),
             "scored": sum(s.rank is not None for s in mine),
             "answer_failures": sum(s.failure == "answer" for s in mine),
@@ -335,30 +413,37 @@ def _total_usage(usages) -> dict[str, int]:
     return total
 
 
-def _judge_config(judge: Judge, settings: Settings) -> dict[str, Any]:
+def _generator(pipeline: Pipeline) -> dict[str, Any]:
+    model = getattr(pipeline.engine, "model", None)
+    return {"engine": pipeline.engine.name, "model": getattr(model, "model", None), "base_url": getattr(model, "base_url", None)}
+
+
+def _judge_config(judge: Judge) -> dict[str, Any]:
     if judge.is_proxy:
         return {"kind": "proxy", "name": judge.name, "rule": "see typedrag.evaluation.judges.ProxyJudge"}
+    model = getattr(judge, "model", None)
     return {
         "kind": "llm",
         "name": judge.name,
-        "model": settings.judge.model,
-        "base_url": settings.judge.base_url,
+        "model": getattr(model, "model", None),
+        "base_url": getattr(model, "base_url", None),
         "temperature": JUDGE_TEMPERATURE,
         "prompt": LINKAGE_JUDGE.name,
         "prompt_sha256": hashlib.sha256((LINKAGE_JUDGE.system + LINKAGE_JUDGE.user).encode()).hexdigest()[:16],
     }
 
 
-def _index_fingerprint(index: Path) -> dict[str, Any]:
-    manifest = index / "manifest.json"
-    if not manifest.is_file():
-        return {"path": str(index.resolve())}
-    data = manifest.read_bytes()
-    corpus = json.loads(data).get("corpus", {})
+def _index_fingerprint(retriever) -> dict[str, Any]:
+    """Path and checksums of the index behind `retriever`, when it has a manifest (tantivy does)."""
+    manifest = getattr(retriever, "manifest", None)
+    index_dir = getattr(retriever, "index_dir", None)
+    if not isinstance(manifest, dict) or index_dir is None:
+        return {"path": retriever.name}
+    data = json.dumps(manifest, sort_keys=True).encode()
     return {
-        "path": str(index.resolve()),
+        "path": str(Path(index_dir).resolve()),
         "manifest_sha256": hashlib.sha256(data).hexdigest(),
-        "passages_sha256": corpus.get("passages_sha256"),
+        "passages_sha256": manifest.get("corpus", {}).get("passages_sha256"),
     }
 
 

@@ -1,6 +1,27 @@
-"""Retrieval indexes behind the one `Retriever` interface; tantivy BM25 is the embedded default."""
+"""Retrieval indexes behind the one `Retriever` interface; tantivy BM25 is the embedded default.
+
+The tantivy-backed names are imported on first use, so the interface (and everything that only
+needs it, like the pipeline) imports without the engine.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import Any
 
 from typedrag.index.base import IndexUnusableError, Retriever
-from typedrag.index.tantivy_index import TantivyRetriever, build_index, open_retriever
 
-__all__ = ["IndexUnusableError", "Retriever", "TantivyRetriever", "build_index", "open_retriever"]
+_LAZY = {
+    "TantivyRetriever": "typedrag.index.tantivy_index",
+    "build_index": "typedrag.index.tantivy_index",
+    "open_retriever": "typedrag.index.tantivy_index",
+    "ListRetriever": "typedrag.index.memory",
+    "FunctionRetriever": "typedrag.index.memory",
+}
+__all__ = ["IndexUnusableError", "Retriever", *sorted(_LAZY)]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'typedrag.index' has no attribute {name!r}")
+    return getattr(import_module(_LAZY[name]), name)

@@ -8,11 +8,8 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
+from typedrag.errors import IndexUnusableError
 from typedrag.records import ScoredPassage
-
-
-class IndexUnusableError(Exception):
-    """An index is missing, corrupt, or was built by an incompatible version (message names the fix)."""
 
 
 @runtime_checkable

@@ -11,6 +11,7 @@ import os
 import secrets
 import shutil
 import time
+from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
@@ -25,6 +26,7 @@ from typedrag.corpus import DEMO_SOURCE, chunk_document, iter_documents
 from typedrag.index.base import IndexUnusableError
 from typedrag.index.manifest import FORMAT_VERSION, MANIFEST, file_checksums, read_manifest, write_manifest
 from typedrag.records import IndexSummary, Passage, ScoredPassage
+from typedrag.text import SNOWBALL_STOPWORDS
 
 ENGINE = "tantivy-bm25"
 # tantivy built-in: split on non-alphanumerics, drop tokens > 40 chars, lowercase, English Snowball stemmer.
@@ -37,13 +39,7 @@ WRITER_THREADS = 2
 # costs most of the query time while adding almost nothing to BM25 (tiny IDF). English Snowball list;
 # measured on Wiki-NFQA questions: p50 8.3 ms with no stopwords, 1.5 ms with tantivy's short Lucene
 # list, 1.0 ms with this one, and answer coverage 37.6% / 38.0% / 38.7%.
-QUERY_STOPWORDS = """a about above after again against all am an and any are as at be because been before
-being below between both but by can could did do does doing down during each few for from further had has
-have having he her here hers herself him himself his how i if in into is it its itself just me more most my
-myself no nor not now of off on once only or other our ours ourselves out over own same she should so some
-such than that the their theirs them themselves then there these they this those through to too under until
-up very was we were what when where which while who whom why will with would you your yours yourself
-yourselves""".split()
+QUERY_STOPWORDS = sorted(SNOWBALL_STOPWORDS)
 
 
 def _schema() -> tantivy.Schema:
@@ -71,6 +67,19 @@ def _query_analyzer() -> tantivy.TextAnalyzer:
         .filter(F.stemmer("english"))
         .build()
     )
+
+
+def bm25_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer, query: str) -> tantivy.Query | None:
+    """OR of the query's terms over the passage text, never tantivy's parser (which chokes on `C++ (x)?`).
+
+    A term written twice weighs twice (Okapi BM25's query-term frequency): strategies repeat a
+    question's subject in its sub-queries so that it outweighs cue words like "causes".
+    """
+    clauses = []
+    for term, count in Counter(analyzer.analyze(query)).items():
+        clause = tantivy.Query.term_query(schema, "text", term, index_option="freq")
+        clauses.append((tantivy.Occur.Should, clause if count == 1 else tantivy.Query.boost_query(clause, float(count))))
+    return tantivy.Query.boolean_query(clauses) if clauses else None
 
 
 def _rebuild_hint(index_dir: Path) -> str:
@@ -250,12 +259,7 @@ class TantivyRetriever:
         self._analyzer = _query_analyzer()
 
     def _query(self, query: str) -> tantivy.Query | None:
-        """OR of the query's distinct terms; never tantivy's parser, which chokes on `C++ (x)?`."""
-        clauses = [
-            (tantivy.Occur.Should, tantivy.Query.term_query(self._schema, "text", term, index_option="freq"))
-            for term in dict.fromkeys(self._analyzer.analyze(query))
-        ]
-        return tantivy.Query.boolean_query(clauses) if clauses else None
+        return bm25_query(self._schema, self._analyzer, query)
 
     def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
         q = self._query(query)

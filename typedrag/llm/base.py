@@ -7,6 +7,8 @@ from typing import Any, Protocol, TypedDict
 
 from pydantic import BaseModel, Field
 
+from typedrag.errors import LLMError
+
 
 class Message(TypedDict):
     role: str  # "system" | "user" | "assistant"
@@ -37,10 +39,6 @@ class Completion(BaseModel):
     text: str
     parsed: Any = None  # the validated pydantic object when a schema was asked for
     call: LLMCall
-
-
-class LLMError(RuntimeError):
-    """The endpoint could not produce a reply (after retries): connection, timeout, HTTP error."""
 
 
 class ChatModel(Protocol):

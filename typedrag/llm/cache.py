@@ -13,13 +13,19 @@ import threading
 from pathlib import Path
 from typing import Any
 
+from typedrag.errors import ConfigError
 
-class CacheError(ValueError):
+
+class CacheError(ConfigError):
     """The cache file cannot be used (damaged, or not a cache); the message names the fix."""
 
 
 class ResponseCache:
-    def __init__(self, directory: Path | str) -> None:
+    """Replies by request, in `<directory>/llm-cache.sqlite`. `namespace` (the prompt version) is part of
+    every key, so replies cached under older prompts are never replayed."""
+
+    def __init__(self, directory: Path | str, namespace: str = "") -> None:
+        self.namespace = namespace
         self.path = Path(directory) / "llm-cache.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
@@ -40,9 +46,10 @@ class ResponseCache:
             self._local.db = db
         return db
 
-    @staticmethod
-    def key(request: dict[str, Any]) -> str:
-        return hashlib.sha256(json.dumps(request, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+    def key(self, request: dict[str, Any]) -> str:
+        """The cache key of a request: its parameters and this cache's namespace, never the API key."""
+        keyed = {**request, "namespace": self.namespace} if self.namespace else request
+        return hashlib.sha256(json.dumps(keyed, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
 
     def get(self, key: str) -> dict[str, Any] | None:
         try:

@@ -9,9 +9,11 @@ from __future__ import annotations
 import socket
 from pathlib import Path
 
+from typedrag.errors import ModelUnavailable
 
-class LocalServerError(RuntimeError):
-    pass
+
+class LocalServerError(ModelUnavailable):
+    """The local llama.cpp server cannot start: extra missing, or no such model file."""
 
 
 def _free_port() -> int:

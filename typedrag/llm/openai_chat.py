@@ -141,7 +141,7 @@ class OpenAIChatModel:
                 params["response_format"] = {"type": "json_object"}
             key = None
             if self._cache is not None:
-                key = ResponseCache.key({"base_url": self.base_url, **params, "extra_body": self._extra_body})
+                key = self._cache.key({"base_url": self.base_url, **params, "extra_body": self._extra_body})
                 hit = self._cache.get(key)
                 if hit is not None:
                     call.cached = True

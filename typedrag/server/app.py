@@ -33,7 +33,6 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from typedrag.config import Settings
 from typedrag.index.base import IndexUnusableError
 from typedrag.llm.base import LLMError
-from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
 from typedrag.questions import QuestionError, clean_question
 from typedrag.result import AnswerResult
@@ -218,16 +217,16 @@ class Service:
         self.pipeline, self.settings, self.options = pipeline, settings, options
         self.slots = Slots(options.max_concurrency, options.retry_after_seconds)
 
-    def check(self, question: str, type_: str | None, status: int = 422) -> tuple[str, NFQType | None]:
+    def check(self, question: str, type_: str | None, status: int = 422) -> tuple[str, str | None]:
         """Reject bad input with a 4xx before a slot or a stream is spent on it."""
         try:
             question = clean_question(question, self.pipeline.settings.max_question_chars)
-            return question, NFQType.parse(type_) if type_ else None
-        except (QuestionError, ValueError) as error:
+            return question, self.pipeline.route_label(type_) if type_ else None
+        except QuestionError as error:
             raise api_error(status, str(error)) from error
 
     async def answer(
-        self, question: str, method: str, forced: NFQType | None, on_event: Callable | None = None
+        self, question: str, method: str, forced: str | None, on_event: Callable | None = None
     ) -> AnswerResult:
         started = time.perf_counter()
         try:
@@ -250,7 +249,7 @@ class Service:
         log.info("answered", extra={"fields": fields})
         return result
 
-    async def events(self, question: str, method: str, forced: NFQType | None) -> AsyncIterator[tuple[str, Any]]:
+    async def events(self, question: str, method: str, forced: str | None) -> AsyncIterator[tuple[str, Any]]:
         """Progress events as the pipeline emits them, a ("ping", None) when quiet, then ("result", AnswerResult)."""
         queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         task = asyncio.create_task(

@@ -50,7 +50,7 @@ def serve_command(
 
     import uvicorn
 
-    from typedrag.cli import USER_ERRORS, fail, settings_from
+    from typedrag.commands import USER_ERRORS, fail, settings_from
     from typedrag.factory import Resources, build_pipeline
     from typedrag.server.app import ServerOptions, configure_logging, create_app
 

@@ -1,21 +1,39 @@
-"""One strategy per NFQ type, all behind `Strategy.run(question, ctx)`."""
+"""One strategy per question type, all behind `Strategy.run(question, ctx)`, and the default routes."""
 
 from typedrag.nfq import NFQType
-from typedrag.strategies.base import AspectsFailed, Strategy, StrategyContext, StrategyOutput
+from typedrag.strategies.base import Strategy, StrategyContext, StrategyOutput
 from typedrag.strategies.comparison import ComparisonStrategy
 from typedrag.strategies.debate import DebateStrategy
-from typedrag.strategies.evidence import EvidenceStrategy
+from typedrag.strategies.decomposed import SubQueryStrategy
+from typedrag.strategies.evidence import ClosedBookStrategy, EvidenceStrategy
 from typedrag.strategies.experience import ExperienceStrategy
-from typedrag.strategies.instruction import InstructionStrategy
-from typedrag.strategies.reason import ReasonStrategy
+from typedrag.strategies.instruction import INSTRUCTION
+from typedrag.strategies.reason import REASON
 
-STRATEGIES: dict[NFQType, Strategy] = {
-    NFQType.EVIDENCE_BASED: EvidenceStrategy(),
-    NFQType.COMPARISON: ComparisonStrategy(),
-    NFQType.EXPERIENCE: ExperienceStrategy(),
-    NFQType.REASON: ReasonStrategy(),
-    NFQType.INSTRUCTION: InstructionStrategy(),
-    NFQType.DEBATE: DebateStrategy(),
-}
 
-__all__ = ["STRATEGIES", "AspectsFailed", "Strategy", "StrategyContext", "StrategyOutput"]
+def default_routes() -> dict[str, Strategy]:
+    """Typed-RAG's plan for each of the six non-factoid types (a fresh dict: callers may change it)."""
+    return {
+        NFQType.EVIDENCE_BASED: EvidenceStrategy(),
+        NFQType.COMPARISON: ComparisonStrategy(),
+        NFQType.EXPERIENCE: ExperienceStrategy(),
+        NFQType.REASON: REASON,
+        NFQType.INSTRUCTION: INSTRUCTION,
+        NFQType.DEBATE: DebateStrategy(),
+    }
+
+
+__all__ = [
+    "INSTRUCTION",
+    "REASON",
+    "ClosedBookStrategy",
+    "ComparisonStrategy",
+    "DebateStrategy",
+    "EvidenceStrategy",
+    "ExperienceStrategy",
+    "Strategy",
+    "StrategyContext",
+    "StrategyOutput",
+    "SubQueryStrategy",
+    "default_routes",
+]

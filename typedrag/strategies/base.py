@@ -1,23 +1,24 @@
-"""The one interface every NFQ-type strategy implements, and the context it runs in."""
+"""The one interface every question-type strategy implements, the context it runs in, and shared steps."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
 from typedrag.engines.base import Engine, Trace
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
-from typedrag.rerank import EmbeddingReranker
+from typedrag.rerank import Reranker
 from typedrag.result import Aspect, Source
 
-
-class AspectsFailed(Exception):
-    """Every aspect of a decomposed question failed; the pipeline falls back to plain RAG."""
+# A pooled passage counts as on topic when the reranker scores it against the question at least this
+# high, or within OFF_TOPIC_MARGIN of the best passage (MiniLM cosines; unrelated text scores ~0-0.2).
+ON_TOPIC = 0.35
+OFF_TOPIC_MARGIN = 0.2
 
 
 class SourceBook:
@@ -27,6 +28,7 @@ class SourceBook:
         self._by_id: dict[str, Source] = {}
 
     def add(self, hits: list[ScoredPassage]) -> list[Source]:
+        """The sources for `hits`, numbering the ones not seen before."""
         sources = []
         for hit in hits:
             source = self._by_id.get(hit.passage_id)
@@ -38,43 +40,108 @@ class SourceBook:
 
     @property
     def sources(self) -> list[Source]:
+        """Every source numbered so far, in number order."""
         return list(self._by_id.values())
 
 
 @dataclass
 class StrategyContext:
+    """What a strategy works with: the engine, retrieval, the trace and the numbers of its sources."""
+
     engine: Engine
     retriever: Retriever
-    reranker: EmbeddingReranker
+    reranker: Reranker
     trace: Trace
     top_k: int = 5  # passages given to a single generation
     aspect_k: int = 3  # passages per aspect of a decomposed question
     candidates_k: int = 12  # retrieval depth before reranking
     book: SourceBook = field(default_factory=SourceBook)
     on_event: Callable[[str, dict[str, Any]], None] | None = None  # progress for streaming clients
+    reranked: bool = False  # set once a step reranks, so the result names the reranker only then
 
     def emit(self, event: str, **data: Any) -> None:
+        """Tell a streaming client about progress (type, plan, each aspect, sources)."""
         if self.on_event is not None:
             self.on_event(event, data)
 
     async def retrieve(self, query: str, k: int) -> list[ScoredPassage]:
+        """Top-k passages for one query, searched in a worker thread."""
         return await asyncio.to_thread(self.retriever.search, query, k)
 
     async def retrieve_many(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
+        """Top-k passages for each query, in one call so the retriever can run them in parallel."""
         return await asyncio.to_thread(self.retriever.search_many, queries, k)
 
     async def rerank(self, query: str, hits: list[ScoredPassage], k: int) -> list[ScoredPassage]:
+        """The k hits most relevant to `query` by the reranker."""
+        self.reranked = True
         return await asyncio.to_thread(self.reranker.rerank, query, hits, k)
 
 
 @dataclass
 class StrategyOutput:
+    """What a strategy returns to the pipeline: the answer, the plan it followed and its aspects."""
+
     answer: str
     plan: BaseModel | None = None
     aspects: list[Aspect] = field(default_factory=list)
 
 
+@runtime_checkable
 class Strategy(Protocol):
+    """Answers questions of one type. `name` appears in results as `strategy`."""
+
     name: str
 
-    async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput: ...
+    async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
+        """The answer with its plan and aspects; raise StrategyError to fall back to plain RAG."""
+        ...
+
+
+def union(hit_lists: Iterable[list[ScoredPassage]]) -> list[ScoredPassage]:
+    """Every passage once, in the order first seen."""
+    seen: dict[str, ScoredPassage] = {}
+    for hits in hit_lists:
+        for hit in hits:
+            seen.setdefault(hit.passage_id, hit)
+    return list(seen.values())
+
+
+async def on_topic(question: str, pool: list[ScoredPassage], ctx: StrategyContext) -> list[ScoredPassage]:
+    """The pooled passages that speak to the question, best first.
+
+    Sub-queries carry cue words ("causes", "risks") that can pull in passages about the cue alone
+    (a plumbing "sink" for "Why did the Titanic sink?"); scoring every pooled passage against the
+    question itself keeps them out.
+    """
+    ranked = await ctx.rerank(question, pool, len(pool))
+    if not ranked:
+        return []
+    floor = min(ON_TOPIC, ranked[0].score - OFF_TOPIC_MARGIN)
+    return [hit for hit in ranked if hit.score >= floor]
+
+
+async def assign(
+    queries: list[str], own_hits: list[list[ScoredPassage]], pool: list[ScoredPassage], k: int, ctx: StrategyContext
+) -> list[list[ScoredPassage]]:
+    """Give each aspect up to k passages no other aspect has, taking turns, best match first.
+
+    An aspect prefers its own search results, then any pooled passage, each ranked by the
+    reranker against the aspect's query; so aspects never share a passage and none is starved.
+    """
+    allowed = {hit.passage_id for hit in pool}
+    preferences = []
+    for query, own in zip(queries, own_hits):
+        ranked = await ctx.rerank(query, pool, len(pool))
+        mine = {hit.passage_id for hit in own}
+        preferences.append(sorted(ranked, key=lambda h: (h.passage_id not in mine, -h.score)))
+    taken: set[str] = set()
+    assigned: list[list[ScoredPassage]] = [[] for _ in queries]
+    for _ in range(k):
+        for index, ranked in enumerate(preferences):
+            for hit in ranked:
+                if hit.passage_id in allowed and hit.passage_id not in taken:
+                    taken.add(hit.passage_id)
+                    assigned[index].append(hit)
+                    break
+    return assigned

@@ -1,23 +1,162 @@
-"""Debate: topic and perspectives, one biased sub-query each, answered concurrently, then mediated."""
+"""Debate: the topic and 2-5 perspectives, one biased sub-query each, answered concurrently, then mediated."""
 
 from __future__ import annotations
 
-from typedrag.engines.base import AnswerStyle
-from typedrag.nfq import NFQType
-from typedrag.plans import DebatePlan
+import re
+from typing import Any
+
+from pydantic import BaseModel, Field, field_validator
+
+from typedrag.engines.base import Extract, Part, PlanTask, Section
+from typedrag.engines.heuristics import subject
+from typedrag.prompts import DATA_RULE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput
-from typedrag.strategies.decomposed import answer_and_combine
+from typedrag.strategies.decomposed import Combination, answer_and_combine, budget
+from typedrag.strategies.plans import MAX_ASPECTS, Phrase, keep_at_most
+
+
+class Perspective(BaseModel):
+    """One viewpoint on the debated topic and the search query its holders would write."""
+
+    name: Phrase = Field(description="a short label for the viewpoint, e.g. 'supporters of X'")
+    sub_query: Phrase = Field(description="a search query worded the way someone holding this view would search")
+
+
+class DebatePlan(BaseModel):
+    """The debated topic and 2-5 distinct perspectives, each with its own biased sub-query."""
+
+    topic: Phrase = Field(description="the topic under debate")
+    perspectives: list[Perspective] = Field(
+        min_length=2, description="two to five genuinely different perspectives (e.g. supporters, critics, a neutral view)"
+    )
+
+    @field_validator("perspectives", mode="before")
+    @classmethod
+    def _dedupe(cls, value: Any) -> Any:
+        if not isinstance(value, list):
+            return value
+        seen: set[str] = set()
+        kept = []
+        for item in value:
+            name = item.get("name") if isinstance(item, dict) else None
+            if isinstance(name, str):
+                key = " ".join(name.split()).casefold()
+                if not key or key in seen:
+                    continue
+                seen.add(key)
+            kept.append(item)
+        return kept
+
+
+PLAN_DEBATE = Prompt(
+    "plan_debate",
+    "You map out the sides of debated questions. " + PLANNER,
+    "Question: {question}\n\n"
+    "Name the topic under debate and the perspectives on it; for each perspective write a search query "
+    "worded the way someone holding that view would search.\n{reply_format}",
+)
+
+PERSPECTIVE_ANSWER = Prompt(
+    "perspective_answer",
+    GROUNDED,
+    "Sources:\n{sources}\n\nDebated question: {question}\n"
+    "Present the strongest case as seen by {focus}, using the sources. At most three sentences.",
+)
+
+MEDIATE_DEBATE = Prompt(
+    "mediate_debate",
+    "You are a neutral mediator who writes balanced answers to debated questions. Keep the citation "
+    "markers like [3] attached to the claims they support. " + DATA_RULE,
+    "Question: {question}\nTopic: {topic}\n\nThe case made from each perspective:\n{parts}\n\n"
+    "Write one balanced answer: state the position for and the position against, each with its strongest "
+    "reasons, in your own voice (never 'the participants said' or 'perspective 1 argues'), note where they "
+    "agree, and close with what the disagreement turns on. At most eight sentences.",
+)
+
+# Sentences that argue (offline engine): for, against, or any stance at all.
+FOR = re.compile(
+    r"\b(?:support\w*|benefit\w*|advantage\w*|argue\w*|in favou?r|proponents?|advocat\w*|improv\w*|help\w*|"
+    r"reduc\w*|protect\w*|effective|positive|safer|saves?|promot\w*|allow\w*|enabl\w*|necessary)\b",
+    re.I,
+)
+AGAINST = re.compile(
+    r"\b(?:oppos\w*|critic\w*|against|risks?|harm\w*|concerns?|danger\w*|costs?|negative|problems?|ban\w*|"
+    r"controvers\w*|objections?|threat\w*|damag\w*|fail\w*|ineffective|abuse\w*|violat\w*|unfair|debate\w*)\b",
+    re.I,
+)
+STANCE = re.compile(f"{FOR.pattern}|{AGAINST.pattern}", re.I)
+_CORE = re.compile(
+    r"^(?:is it (?:right|wrong|ethical|moral|fair|ok|okay|good|bad) (?:to|that)|should (?:we|i|you|people|the government|governments)|"
+    r"should|is|are|do you think|does|do|can|what do you think (?:of|about)|your opinion on|"
+    r"what are the pros and cons of|pros and cons of)\s+",
+    re.I,
+)
+IN_FAVOUR, AGAINST_IT, EVIDENCE = "in favour", "against", "evidence"
+
+
+def offline_plan(question: str) -> DebatePlan:
+    """The case for, the case against, and what studies found, each searched around the topic."""
+    core, phrase = subject(question, _CORE, "debated topic")
+    return DebatePlan(
+        topic=core or phrase,
+        perspectives=[
+            Perspective(name=IN_FAVOUR, sub_query=f"{phrase} benefits"),
+            Perspective(name=AGAINST_IT, sub_query=f"{phrase} criticism"),
+            Perspective(name=EVIDENCE, sub_query=f"{phrase} studies"),
+        ],
+    )
+
+
+PLAN = PlanTask(role="plan:debate", prompt=PLAN_DEBATE, schema=DebatePlan, offline=offline_plan)
+
+
+def _stance(label: str) -> re.Pattern[str]:
+    lowered = label.lower()
+    if re.search(r"\b(?:favou?r|for|support\w*|advocat\w*|proponents?|pro)\b", lowered):
+        return FOR
+    if re.search(r"\b(?:against|critic\w*|oppo\w*|sceptic\w*|skeptic\w*|con)\b", lowered):
+        return AGAINST
+    return STANCE
+
+
+def mediated(topic: str) -> Any:
+    """The offline mediator's recipe: one labelled view per perspective, each from its own arguments."""
+
+    def extract(question: str, parts: list[Part]) -> Extract:
+        sections = tuple(
+            Section(query=f"{part.query} {question}", label=part.label.capitalize(), sentences=count,
+                    cue=_stance(part.label), groups=frozenset({index}), optional=True)
+            for index, (part, count) in enumerate(zip(parts, budget(len(parts), total=ANSWER_SENTENCES)))
+        )
+        return Extract(
+            sections,
+            layout="bullets",
+            header=f"Views on {topic} differ.",
+            footer="Which view prevails turns on how these points are weighed.",
+        )
+
+    return extract
+
+
+ANSWER_SENTENCES = 5
 
 
 class DebateStrategy:
+    """Plan the perspectives, answer each from its own passages, mediate a balanced answer.
+
+    >>> DebateStrategy().name
+    'debate'
+    """
+
     name = "debate"
+    plan = PLAN
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan = await ctx.engine.plan(question, NFQType.DEBATE, DebatePlan, ctx.trace)
+        plan = await ctx.engine.plan(self.plan, question, ctx.trace)
         ctx.emit("plan", plan=plan.model_dump())
-        aspects = [Aspect(label=p.name, query=p.sub_query) for p in plan.perspectives]
-        answer = await answer_and_combine(
-            question, NFQType.DEBATE, aspects, AnswerStyle.PERSPECTIVE, ctx, topic=plan.topic
-        )
+        perspectives = keep_at_most(plan.perspectives, MAX_ASPECTS, "perspectives", PLAN.role, ctx.trace)
+        aspects = [Aspect(label=p.name, query=p.sub_query) for p in perspectives]
+        how = Combination(PERSPECTIVE_ANSWER, "answer:perspective", _stance, MEDIATE_DEBATE, "mediate", mediated(plan.topic))
+        answer = await answer_and_combine(question, aspects, how, ctx, topic=plan.topic)
         return StrategyOutput(answer=answer, plan=plan, aspects=aspects)

@@ -1,47 +1,177 @@
 """The shared shape of Reason, Instruction and Debate: aspects answered concurrently, then combined.
 
-All aspects retrieve at once, their passages are numbered in aspect order (so prompts, citations
-and cache keys are the same on every run), then all aspects generate at once under the LLM
-layer's cap: the critical path is plan -> one aspect round trip -> combine, whatever the number
-of aspects. An aspect that fails is dropped and recorded; if all fail the pipeline falls back to
-plain RAG.
+1. Retrieve at once for the question and for every aspect (its sub-query plus the question's
+   own words, so the subject outweighs cue words like "causes" or "risks").
+2. Pool the passages, keep those on the question's topic, and give each aspect its own: the
+   question's top passages are always in the pool, so no aspect sees less than plain RAG would.
+3. Number the passages in aspect order (prompts, citations and cache keys are the same every run),
+   then answer every aspect at once under the LLM layer's cap: the critical path is plan -> one
+   aspect round trip -> combine, whatever the number of aspects.
+4. Drop, and record, an aspect that found no passage of its own, failed, or repeats another.
+5. Combine what is left (aggregate or mediate); if nothing is left, the pipeline falls back.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 
-from typedrag.engines.base import AnswerRequest, AnswerStyle, PartialAnswer
-from typedrag.llm.base import LLMError
-from typedrag.nfq import NFQType
-from typedrag.result import Aspect, Source
-from typedrag.strategies.base import AspectsFailed, StrategyContext
+from pydantic import BaseModel, Field, field_validator
+
+from typedrag.engines.base import Extract, Part, PlanTask, Section, WriteTask
+from typedrag.engines.heuristics import content_words, normalise
+from typedrag.errors import AspectsFailed, LLMError
+from typedrag.prompts import GROUNDED, Prompt
+from typedrag.result import Aspect
+from typedrag.strategies.base import StrategyContext, StrategyOutput, assign, on_topic, union
+from typedrag.strategies.plans import MAX_ASPECTS, Phrase, clean_phrases, keep_at_most
+
+CITED = re.compile(r"\[\d{1,3}\]")
+# Two sub-answers that share this much of the shorter one's words say the same thing.
+REPEAT_OVERLAP = 0.5
+ANSWER_SENTENCES = 6  # the offline combined answer: 1.5x plain RAG's four sentences
+
+
+class SubQueryPlan(BaseModel):
+    """Single-aspect sub-queries for Reason (causes) and Instruction (steps) questions."""
+
+    sub_queries: list[Phrase] = Field(
+        min_length=2, description="two to five search queries, one aspect each, each understandable on its own"
+    )
+
+    @field_validator("sub_queries", mode="before")
+    @classmethod
+    def _clean(cls, value: Any) -> Any:
+        return clean_phrases(value)
+
+
+ASPECT_ANSWER = Prompt(
+    "aspect_answer",
+    GROUNDED,
+    "Sources:\n{sources}\n\nThe reader's question is: {question}\n"
+    "Answer only this part of it: {focus}\n\nAt most three sentences.",
+)
+
+
+@dataclass(frozen=True)
+class Combination:
+    """How a decomposing type writes its aspects and merges them.
+
+    `extract(question, parts)` is the offline engine's recipe for the merged answer.
+    """
+
+    aspect_prompt: Prompt
+    aspect_role: str
+    aspect_cue: Callable[[str], re.Pattern[str] | None]  # by aspect label: the shape its sentences should have
+    prompt: Prompt
+    role: str
+    extract: Callable[[str, list[Part]], Extract]
+
+
+def retrieval_query(aspect_query: str, question: str) -> str:
+    """The aspect's query plus the question's content words: the subject outweighs the cue words in BM25."""
+    return f"{aspect_query} {' '.join(content_words(normalise(question)))}".strip()
+
+
+def repeats(text: str, earlier: str) -> bool:
+    """True when `text` is `earlier` again, or shares at least half the words of the shorter of the two."""
+    words, other = set(content_words(text.lower())), set(content_words(earlier.lower()))
+    if not words or not other:
+        return text.strip() == earlier.strip()
+    return len(words & other) / min(len(words), len(other)) >= REPEAT_OVERLAP
+
+
+def budget(parts: int, total: int = ANSWER_SENTENCES - 1) -> list[int]:
+    """Sentences per part of a combined answer: `total` spread over the parts, at least one each."""
+    return [max(1, total // parts + (i < total % parts)) for i in range(parts)]
 
 
 async def answer_aspect(
-    question: str, aspect: Aspect, sources: list[Source], style: AnswerStyle, ctx: StrategyContext
-) -> Aspect:
+    question: str, aspect: Aspect, sources, how: Combination, ctx: StrategyContext, sentences: int
+) -> None:
+    section = Section(query=f"{aspect.query} {question}", sentences=sentences, cue=how.aspect_cue(aspect.label))
+    task = WriteTask(
+        role=how.aspect_role,
+        prompt=how.aspect_prompt,
+        values={"question": question, "focus": aspect.label},
+        sources=sources,
+        extract=Extract((section,)),
+    )
     try:
-        request = AnswerRequest(question=question, sources=sources, style=style, focus=aspect.label, query=aspect.query)
-        aspect.answer = await ctx.engine.answer(request, ctx.trace, role=f"answer:{style.value}")
+        aspect.answer = await ctx.engine.write(task, ctx.trace)
     except LLMError as error:
         aspect.error = str(error)
         ctx.trace.fallback(f"aspect:{aspect.label}", f"dropped, generation failed: {error}")
     ctx.emit("aspect", aspect=aspect.model_dump())
-    return aspect
+
+
+def drop(aspect: Aspect, reason: str, ctx: StrategyContext) -> None:
+    aspect.error = reason
+    ctx.trace.fallback(f"aspect:{aspect.label}", f"dropped, {reason}")
 
 
 async def answer_and_combine(
-    question: str, kind: NFQType, aspects: list[Aspect], style: AnswerStyle, ctx: StrategyContext, topic: str = ""
+    question: str, aspects: list[Aspect], how: Combination, ctx: StrategyContext, **values: str
 ) -> str:
-    hits_per_aspect = await ctx.retrieve_many([a.query for a in aspects], ctx.aspect_k)
-    sources_per_aspect = [ctx.book.add(hits) for hits in hits_per_aspect]
-    for aspect, sources in zip(aspects, sources_per_aspect):
+    """The combined answer of `aspects` (filled in place: passages, answers, or why each was dropped)."""
+    queries = [retrieval_query(a.query, question) for a in aspects]
+    depth = max(ctx.top_k, ctx.aspect_k + 2)
+    by_question, *own = await ctx.retrieve_many([question, *queries], depth)
+    pool = await on_topic(question, union([by_question[: ctx.top_k], *own]), ctx)
+    assigned = await assign(queries, own, pool, ctx.aspect_k, ctx)
+    working = []
+    for aspect, hits in zip(aspects, assigned):
+        if not hits:
+            drop(aspect, "no on-topic passage that the other aspects had not already used", ctx)
+            continue
+        sources = ctx.book.add(hits)
         aspect.source_numbers = [s.number for s in sources]
-    done = await asyncio.gather(
-        *(answer_aspect(question, a, sources, style, ctx) for a, sources in zip(aspects, sources_per_aspect))
-    )
-    parts = [PartialAnswer(label=a.label, text=a.answer) for a in done if a.error is None]
+        working.append((aspect, sources))
+    # Offline, each aspect quotes enough for the combined answer even when it is the only one left.
+    sentences = max(2, -(-ANSWER_SENTENCES // max(len(working), 1)))
+    await asyncio.gather(*(answer_aspect(question, a, sources, how, ctx, sentences) for a, sources in working))
+    parts: list[Part] = []
+    for aspect, _ in working:
+        if aspect.error is not None:
+            continue
+        if not CITED.search(aspect.answer):
+            drop(aspect, "its answer cites none of its passages", ctx)
+            continue
+        if any(repeats(aspect.answer, p.text) for p in parts):
+            drop(aspect, "its answer repeats another aspect's", ctx)
+            continue
+        parts.append(Part(label=aspect.label, text=aspect.answer, query=aspect.query))
     if not parts:
-        raise AspectsFailed(f"all {len(aspects)} aspects failed")
-    return await ctx.engine.combine(question, kind, parts, ctx.trace, topic=topic)
+        raise AspectsFailed(f"none of the {len(aspects)} aspects found passages of its own or an answer")
+    task = WriteTask(
+        role=how.role,
+        prompt=how.prompt,
+        values={"question": question, **values},
+        parts=parts,
+        extract=how.extract(question, parts),
+        max_tokens=600,
+    )
+    return await ctx.engine.write(task, ctx.trace)
+
+
+@dataclass(frozen=True)
+class SubQueryStrategy:
+    """Reason and Instruction: plan single-aspect sub-queries, answer each, combine.
+
+    The two types differ only in data (their prompts, planner and cue), so each module builds one of these.
+    """
+
+    name: str
+    plan: PlanTask[SubQueryPlan]
+    combination: Combination
+
+    async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
+        plan = await ctx.engine.plan(self.plan, question, ctx.trace)
+        ctx.emit("plan", plan=plan.model_dump())
+        queries = keep_at_most(plan.sub_queries, MAX_ASPECTS, "sub-queries", self.plan.role, ctx.trace)
+        aspects = [Aspect(label=q, query=q) for q in queries]
+        answer = await answer_and_combine(question, aspects, self.combination, ctx)
+        return StrategyOutput(answer=answer, plan=plan, aspects=aspects)

@@ -1,1 +1,6 @@
-"""Test and benchmark fixtures that ship with the package (used by tests/ and bench/)."""
+"""Test doubles: in-process fakes (a scripted chat model, list retrievers) and a loopback OpenAI-protocol server."""
+
+from typedrag.index.memory import FunctionRetriever, ListRetriever
+from typedrag.testing.fakes import ScriptedCall, ScriptedChatModel
+
+__all__ = ["FunctionRetriever", "ListRetriever", "ScriptedCall", "ScriptedChatModel"]

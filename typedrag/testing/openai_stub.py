@@ -61,39 +61,45 @@ class Reply:
 Responder = Callable[[ChatRequest], Reply]
 
 
-def default_content(request: ChatRequest) -> str:
-    """A plausible, schema-valid reply for any typedrag prompt."""
-    from typedrag.engines import heuristics
+_FALLBACK_PLANS = {
+    "ComparisonPlan": lambda q: {"purpose": "difference", "items": ["first thing", "second thing"]},
+    "ExperiencePlan": lambda q: {"topic": q[:60], "keywords": q.split()[:3] or ["topic"]},
+    "SubQueryPlan": lambda q: {"sub_queries": [f"{q} causes", f"{q} background"]},
+    "DebatePlan": lambda q: {
+        "topic": q[:60],
+        "perspectives": [{"name": "supporters", "sub_query": f"support {q}"}, {"name": "critics", "sub_query": f"against {q}"}],
+    },
+    "TypeVerdict": lambda q: {"type": "EVIDENCE-BASED"},
+}
 
-    question = request.question
-    planners = {
-        "ComparisonPlan": heuristics.comparison_plan,
-        "ExperiencePlan": heuristics.experience_plan,
-        "SubQueryPlan": heuristics.reason_plan,
-        "DebatePlan": heuristics.debate_plan,
-    }
-    name = request.schema_name or _schema_from_prompt(request.prompt)
-    if name in planners:
+
+def plan_for(schema_name: str, prompt: str) -> str:
+    """A schema-valid plan for the question in `prompt`: the default strategies' own offline planner
+    for that schema (Reason's for SubQueryPlan), else a generic plan of the right shape."""
+    from typedrag.strategies import default_routes
+
+    match = re.search(r"(?:Debated question|Question|The reader's question is): (.+)", prompt)
+    question = match.group(1).strip() if match else prompt
+    planners = {}
+    for strategy in reversed(list(default_routes().values())):
+        task = getattr(strategy, "plan", None)
+        if task is not None:
+            planners[task.schema.__name__] = task.offline
+    if schema_name in planners:
         try:
-            return planners[name](question).model_dump_json()
+            return planners[schema_name](question).model_dump_json()
         except ValueError:
             pass
-        fallback = {
-            "ComparisonPlan": {"purpose": "difference", "items": ["first thing", "second thing"]},
-            "ExperiencePlan": {"topic": question[:60], "keywords": question.split()[:3] or ["topic"]},
-            "SubQueryPlan": {"sub_queries": [f"{question} causes", f"{question} background"]},
-            "DebatePlan": {
-                "topic": question[:60],
-                "perspectives": [
-                    {"name": "supporters", "sub_query": f"support {question}"},
-                    {"name": "critics", "sub_query": f"against {question}"},
-                ],
-            },
-        }
-        return json.dumps(fallback[name])
-    if name == "TypeVerdict":
-        return json.dumps({"type": "EVIDENCE-BASED"})
-    numbers = re.findall(r"^\[(\d+)\]", request.last_user, flags=re.M) or re.findall(r"\[(\d+)\]", request.last_user)
+    return json.dumps(_FALLBACK_PLANS[schema_name](question))
+
+
+def default_content(request: ChatRequest) -> str:
+    """A plausible, schema-valid reply for any typedrag prompt."""
+    name = request.schema_name or _schema_from_prompt(request.prompt)
+    if name in _FALLBACK_PLANS:
+        return plan_for(name, request.last_user)
+    question = request.question
+    numbers = re.findall(r'<source id="(\d+)"', request.last_user) or re.findall(r"\[(\d+)\]", request.last_user)
     cite = f" [{numbers[0]}]" if numbers else ""
     if "judge" in request.prompt.lower() and "[[" in request.prompt:
         return "Rank: [[2]]"
@@ -101,7 +107,9 @@ def default_content(request: ChatRequest) -> str:
 
 
 def _schema_from_prompt(prompt: str) -> str | None:
-    for marker, name in (('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"), ('"perspectives"', "DebatePlan")):
+    markers = (('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"),
+               ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"))
+    for marker, name in markers:
         if marker in prompt:
             return name
     return None

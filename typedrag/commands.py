@@ -1,0 +1,36 @@
+"""What every command-line command shares: loading settings and turning errors into one line.
+
+`typedrag` commands live in cli.py, evaluation/command.py and server/command.py; all three use
+these, so none of them imports another.
+"""
+
+from __future__ import annotations
+
+from typing import NoReturn
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from typedrag.config import Settings, load_settings
+from typedrag.errors import LLMError, UserError
+
+errors = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the terminal width
+
+# Errors a user can fix or an endpoint caused: shown as one clear line, never a stack trace.
+# OS errors are here for the files a command reads or writes (a missing question file, a full disk).
+USER_ERRORS = (UserError, LLMError, OSError)
+
+
+def fail(message: str) -> NoReturn:
+    """Print `error: message` on stderr and exit 2."""
+    errors.print(f"[red]error:[/red] {escape(message)}")
+    raise typer.Exit(2)
+
+
+def settings_from(**overrides) -> Settings:
+    """Settings from the config file, environment and these flag values (None = not given)."""
+    try:
+        return load_settings(overrides)
+    except UserError as error:
+        fail(str(error))

@@ -1,0 +1,79 @@
+"""In-process fakes for fast unit tests of routing and fallbacks (the HTTP stub covers the protocol)."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from typedrag.llm.base import Completion, LLMCall, Message, StructuredOutcome
+from typedrag.llm.structured import parse_structured
+
+
+@dataclass
+class ScriptedCall:
+    """What the fake model was asked: the messages, the trace role and the schema (if any)."""
+
+    messages: list[Message]
+    role: str
+    schema: type[BaseModel] | None
+
+    @property
+    def user(self) -> str:
+        return self.messages[-1]["content"]
+
+
+Script = Callable[[ScriptedCall], str]
+
+
+def _default_script(call: ScriptedCall) -> str:
+    if call.schema is not None:
+        from typedrag.testing.openai_stub import plan_for
+
+        return plan_for(call.schema.__name__, call.user)
+    return "A scripted answer [1]."
+
+
+@dataclass
+class ScriptedChatModel:
+    """A `ChatModel` whose replies come from `script(call)`; every call is kept in `calls`.
+
+    Replies to schema requests are parsed like a real model's; an unparsable one is a FAILED
+    structured outcome, so repair and fallback paths can be tested without HTTP.
+
+    >>> import asyncio
+    >>> model = ScriptedChatModel(lambda call: "Hello [1].")
+    >>> asyncio.run(model.complete([{"role": "user", "content": "Hi"}], role="answer")).text
+    'Hello [1].'
+    """
+
+    script: Script = _default_script
+    name: str = "scripted"
+    calls: list[ScriptedCall] = field(default_factory=list)
+
+    async def complete(
+        self,
+        messages: list[Message],
+        *,
+        role: str,
+        schema: type[BaseModel] | None = None,
+        max_tokens: int = 512,
+        temperature: float = 0.0,
+    ) -> Completion:
+        started = time.perf_counter()
+        call = ScriptedCall(messages, role, schema)
+        self.calls.append(call)
+        text = self.script(call)
+        record = LLMCall(role=role, engine=self.name, prompt_tokens=sum(len(m["content"].split()) for m in messages),
+                         completion_tokens=len(text.split()))
+        parsed = None
+        if schema is not None:
+            try:
+                parsed = parse_structured(text, schema)
+                record.structured = StructuredOutcome.OK
+            except ValueError as error:
+                record.structured, record.error = StructuredOutcome.FAILED, str(error)[:300]
+        record.latency_ms = round((time.perf_counter() - started) * 1000, 3)
+        return Completion(text=text, parsed=parsed, call=record)

@@ -1,0 +1,93 @@
+"""Text helpers shared by retrieval, planning and extraction: one stopword list, one sentence splitter."""
+
+from __future__ import annotations
+
+import re
+
+# English Snowball stopwords. The index drops them from queries (they match most passages and add
+# almost nothing to BM25); the offline planners drop them, plus PLANNING_NOISE, from key phrases.
+SNOWBALL_STOPWORDS = frozenset(
+    """a about above after again against all am an and any are as at be because been before being below
+    between both but by can could did do does doing down during each few for from further had has have having
+    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
+    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
+    that the their theirs them themselves then there these they this those through to too under until up very
+    was we were what when where which while who whom why will with would you your yours yourself
+    yourselves""".split()
+)
+# Words that carry no subject in a question ("what is the best way to get ..."): never search terms.
+PLANNING_NOISE = frozenset(
+    """get got also may might must shall one ones thing things really much many way ways best better good make
+    someone something anyone anything people person""".split()
+)
+STOPWORDS = SNOWBALL_STOPWORDS | PLANNING_NOISE
+
+WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
+_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\sA-Za-z0-9]")
+
+
+def content_words(text: str) -> list[str]:
+    """The words of `text` that carry meaning (no stopwords), in order."""
+    return [w for w in WORD.findall(text) if w.lower() not in STOPWORDS]
+
+
+def key_phrases(text: str) -> list[str]:
+    """Runs of consecutive content words, longest first: a cheap noun-phrase chunker."""
+    phrases: list[list[str]] = [[]]
+    for token in _TOKEN.findall(text):
+        if token.lower() in STOPWORDS or not token[0].isalnum():
+            if phrases[-1]:
+                phrases.append([])
+        else:
+            phrases[-1].append(token)
+    found = [" ".join(p) for p in phrases if p]
+    return sorted(dict.fromkeys(found), key=lambda p: -len(p.split()))
+
+
+# Words that end with a period without ending a sentence: titles, Latin and reference abbreviations.
+ABBREVIATIONS = frozenset(
+    """mr mrs ms dr prof st jr sr rev gen col lt sgt capt cmdr gov sen rep pres mt ft vs etc al cf eg ie ca
+    approx no nos op vol vols fig figs pp ed eds inc ltd co corp bros dept univ jan feb mar apr jun jul aug
+    sep sept oct nov dec est""".split()
+)
+# A candidate boundary: . ! or ? (and closing quotes/brackets, and citation markers) before a space and
+# a capital, digit, quote or bracket.
+_BOUNDARY = re.compile(r"[.!?][\"')\]]*((?:\s?\[\d{1,3}\])*)\s+(?=[A-Z0-9\"'(\[])|\n+")
+_LAST_WORD = re.compile(r"([A-Za-z][A-Za-z.]*)\.[\"')\]]*$")
+
+
+def _ends_with_abbreviation(text: str) -> bool:
+    """True for "... No.", "... c.", "... J.", "... e.g.", "... U.S." (not for "... in 1984.")."""
+    match = _LAST_WORD.search(text)
+    if match is None:
+        return False
+    word = match.group(1)
+    if "." in word:  # e.g. / i.e. / U.S.
+        return True
+    return len(word) == 1 or word.lower() in ABBREVIATIONS
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of `text`, each keeping the citation markers like [3] that follow it.
+
+    Splits at . ! ? before a capital, digit or quote, and at line breaks, but not after
+    abbreviations and initials ("Symphony No. 9 was written c. 1824.", "J. R. R. Tolkien").
+    """
+    pieces: list[str] = []
+    start = 0
+    for match in _BOUNDARY.finditer(text):
+        if match.group(0).startswith("\n"):
+            end = match.end()
+        else:
+            head = text[start : match.start() + 1]
+            if _ends_with_abbreviation(head):
+                continue
+            end = match.end()
+        piece = text[start:end].strip()
+        if piece:
+            pieces.append(piece)
+        start = end
+    tail = text[start:].strip()
+    if tail:
+        pieces.append(tail)
+    return pieces
