@@ -15,6 +15,11 @@ class IndexUnusableError(Exception):
     """An index is missing, corrupt, or was built by an incompatible version (message names the fix)."""
 
 
+class IndexBuildError(FileExistsError, ValueError):
+    """An index cannot be built where asked: the folder is not a typedrag index, is the current folder
+    or a parent of it, is a mount point, or another build holds its lock (a FileExistsError, as before)."""
+
+
 @runtime_checkable
 class Retriever(Protocol):
     name: str  # engine name shown in traces, e.g. "tantivy-bm25"
