@@ -31,6 +31,7 @@ from typedrag.llm.base import LLMError
 from typedrag.nfq import NFQType
 from typedrag.prompts import LINKAGE_JUDGE, PROMPT_VERSION
 from typedrag.questions import QuestionError
+from typedrag.redact import redact_url
 from typedrag.result import Usage
 
 ANSWERS = "answers.jsonl"
@@ -190,7 +191,7 @@ async def _evaluate(options: EvalOptions, settings: Settings, resources) -> Eval
             "seed": options.seed,
             "methods": methods,
             "requested_methods": list(options.methods),
-            "generator": {"engine": pipeline.engine.name, "model": settings.llm.model, "base_url": settings.llm.base_url},
+            "generator": {"engine": pipeline.engine.name, "model": settings.llm.model, "base_url": redact_url(settings.llm.base_url)},
             "judge": _judge_config(judge, settings),
             "rank_convention": options.convention.value,
             "rounds": rounds,
@@ -342,7 +343,7 @@ def _judge_config(judge: Judge, settings: Settings) -> dict[str, Any]:
         "kind": "llm",
         "name": judge.name,
         "model": settings.judge.model,
-        "base_url": settings.judge.base_url,
+        "base_url": redact_url(settings.judge.base_url),
         "temperature": JUDGE_TEMPERATURE,
         "prompt": LINKAGE_JUDGE.name,
         "prompt_sha256": hashlib.sha256((LINKAGE_JUDGE.system + LINKAGE_JUDGE.user).encode()).hexdigest()[:16],

@@ -15,7 +15,6 @@ import json
 import re
 import time
 from typing import Any
-from urllib.parse import urlparse
 
 import openai
 from pydantic import BaseModel
@@ -23,6 +22,10 @@ from pydantic import BaseModel
 from typedrag.llm.base import Completion, LLMCall, LLMError, Message, StructuredOutcome
 from typedrag.llm.cache import ResponseCache
 from typedrag.llm.structured import describe_error, parse_structured
+from typedrag.redact import host_of, install_log_redaction, redact_text, redact_url
+
+# The HTTP stack logs request URLs, userinfo included (openai 3.x ships its httpx as "httpx2").
+install_log_redaction("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 REPAIR_INSTRUCTION = (
     "Your previous reply could not be used: {error}. Reply again with only a JSON value that "
@@ -49,8 +52,8 @@ class OpenAIChatModel:
     ) -> None:
         self.model = model
         self.base_url = base_url or "https://api.openai.com/v1"
-        host = urlparse(self.base_url).netloc or self.base_url
-        self.name = f"openai-compatible:{model}@{host}"
+        self.shown_url = redact_url(self.base_url)  # for messages: never the password in the URL
+        self.name = f"openai-compatible:{model}@{host_of(self.base_url)}"
         self._secret = api_key or ""
         self._client_options = {
             "base_url": self.base_url,
@@ -141,7 +144,7 @@ class OpenAIChatModel:
                 params["response_format"] = {"type": "json_object"}
             key = None
             if self._cache is not None:
-                key = ResponseCache.key({"base_url": self.base_url, **params, "extra_body": self._extra_body})
+                key = ResponseCache.key({"base_url": self.shown_url, **params, "extra_body": self._extra_body})
                 hit = self._cache.get(key)
                 if hit is not None:
                     call.cached = True
@@ -163,7 +166,7 @@ class OpenAIChatModel:
             except TimeoutError as error:
                 raise LLMError(f"{self.name} timed out: no complete reply within {self.deadline:.1f} s") from error
             except openai.APIConnectionError as error:
-                raise LLMError(f"cannot reach {self.base_url}: {self._redact(error)}") from error
+                raise LLMError(f"cannot reach {self.shown_url}: {self._redact(error)}") from error
             except openai.APIStatusError as error:
                 raise LLMError(f"{self.name} answered HTTP {error.status_code} after retries: {self._redact(error)}") from error
             except (openai.OpenAIError, ValueError) as error:  # a 200 whose body is not a chat completion
@@ -204,7 +207,7 @@ class OpenAIChatModel:
     def _redact(self, error: Exception) -> str:
         """Error text safe for logs and traces: the API key never appears, however the server echoes it."""
         text = str(error).replace(self._secret, "***") if self._secret else str(error)
-        return _short(text)
+        return _short(redact_text(text))
 
 
 def _content(response: Any) -> str:

@@ -36,6 +36,7 @@ from typedrag.llm.base import LLMError
 from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
 from typedrag.questions import QuestionError, clean_question
+from typedrag.redact import RedactingFilter
 from typedrag.result import AnswerResult
 
 STATIC = Path(__file__).parent / "static"
@@ -74,6 +75,7 @@ class JsonFormatter(logging.Formatter):
 def configure_logging(level: str = "info") -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(RedactingFilter())  # whatever logger a URL with a password comes through
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
