@@ -98,7 +98,7 @@ async def _evaluate(options: EvalOptions, settings: Settings, resources) -> Eval
         notes.append(OFFLINE_LLM_NOTE)
     dataset = load_dataset(options.dataset)
     pipeline = build_pipeline(settings, resources, need_index=any(m != "llm" for m in methods))
-    questions, predictions = await _select(dataset, options, pipeline)
+    questions, predictions, unclassified = await _select(dataset, options, pipeline)
     judge = build_judge(settings.judge, settings.cache_dir, resources)
     rounds = 1 if judge.is_proxy else options.rounds
     if judge.is_proxy and options.rounds != 1:
@@ -121,7 +121,7 @@ async def _evaluate(options: EvalOptions, settings: Settings, resources) -> Eval
     answers_log, verdicts_log = JsonlLog(options.out / ANSWERS), JsonlLog(options.out / VERDICTS)
     answers = {(r["question_id"], r["method"]): r for r in answers_log.records}
     verdicts = {(r["question_id"], r["method"], r["judge"], r["round"]): r for r in verdicts_log.records}
-    errors: list[str] = []
+    errors: list[str] = list(unclassified)
     progress = Progress(
         TextColumn("{task.description:>9}"),
         BarColumn(),
@@ -245,22 +245,37 @@ def _verdict_record(question: EvalQuestion, method: str, judge: str, round_: int
     }
 
 
-async def _select(dataset: list[EvalQuestion], options: EvalOptions, pipeline) -> tuple[list[EvalQuestion], dict]:
+async def _select(
+    dataset: list[EvalQuestion], options: EvalOptions, pipeline
+) -> tuple[list[EvalQuestion], dict, list[str]]:
     """Questions to run and their types, decided once by the pipeline's own routing and shared by every
-    method's row; the whole dataset is classified only when filtering by type."""
+    method's row; the whole dataset is classified only when filtering by type.
+
+    A question whose type the classifier cannot give (the LLM classifier's endpoint failed, or its reply
+    did not parse even after the repair) is skipped and reported, never silently typed by another
+    classifier, which would mix two classifiers in one run's "predicted type"; a rerun asks again
+    (unparsable replies are not cached). Returns (questions, predictions, one error line per skipped).
+    """
     pool = dataset if options.types else stratified_sample(dataset, options.limit, options.seed)
     limit = asyncio.Semaphore(options.concurrency)
 
     async def decide(question: EvalQuestion):
         async with limit:
-            return await pipeline.decide_type(question.text)
+            try:
+                return await pipeline.decide_type(question.text)
+            except LLMError as error:
+                return error
 
-    predictions = dict(zip((q.id for q in pool), await asyncio.gather(*(decide(q) for q in pool))))
+    decided = dict(zip((q.id for q in pool), await asyncio.gather(*(decide(q) for q in pool))))
+    skipped = [f"classify {qid}: {error}; question skipped" for qid, error in decided.items() if isinstance(error, LLMError)]
+    predictions = {qid: p for qid, p in decided.items() if not isinstance(p, LLMError)}
+    pool = [q for q in pool if q.id in predictions]
     if options.types:
         pool = stratified_sample([q for q in pool if predictions[q.id].label in options.types], options.limit, options.seed)
     if not pool:
-        raise RunError("no question to evaluate: the dataset is empty or no question has the --types asked for")
-    return pool, {q.id: predictions[q.id] for q in pool}
+        detail = f" ({len(skipped)} could not be classified: {skipped[0]})" if skipped else ""
+        raise RunError(f"no question to evaluate: the dataset is empty or no question has the --types asked for{detail}")
+    return pool, {q.id: predictions[q.id] for q in pool}, skipped
 
 
 def _claim(out: Path, identity: dict) -> None:
