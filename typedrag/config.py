@@ -69,6 +69,7 @@ _ENV = {
     "TYPEDRAG_JUDGE": ("judge", "model"),
     "TYPEDRAG_JUDGE_BASE_URL": ("judge", "base_url"),
     "TYPEDRAG_JUDGE_API_KEY": ("judge", "api_key"),
+    "TYPEDRAG_JUDGE_TIMEOUT": ("judge", "timeout"),
     "TYPEDRAG_CACHE_DIR": ("cache_dir",),
     "TYPEDRAG_MAX_QUESTION_CHARS": ("max_question_chars",),
 }
@@ -118,6 +119,8 @@ def load_settings(overrides: dict[str, Any] | None = None, env: dict[str, str] |
     except ValueError as error:
         raise ConfigError(f"invalid configuration: {error}") from error
     judge, llm = settings.judge, settings.llm
+    if "timeout" not in judge.model_fields_set:  # not set for the judge: the same as the generator's
+        judge.timeout = llm.timeout
     if judge.base_url is None and judge.model == llm.model:
         judge.base_url = llm.base_url
         origin[("judge", "base_url")] = origin.get(("llm", "base_url"), "default")
