@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import csv
+import hashlib
 import json
+import logging
 from pathlib import Path
 from typing import TextIO
 
@@ -23,23 +25,51 @@ from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
 
 
+logger = logging.getLogger("typedrag.batch")
+
+
+def content_id(question: str) -> str:
+    """The id of a question without one: `q-` + the first 12 hex digits of the sha256 of its text with
+    whitespace collapsed. It follows the question when lines are added, removed or reordered, so a
+    resumed batch neither answers a question twice nor skips one (line numbers did both)."""
+    return "q-" + hashlib.sha256(" ".join(question.split()).encode()).hexdigest()[:12]
+
+
 def read_questions(path: Path) -> list[tuple[str, str]]:
-    """(id, question) pairs from a .txt file (one per line, id `line-N`) or JSONL ({question, id?})."""
+    """(id, question) pairs from a .txt file (one per line) or JSONL ({question, id?}); ids default to
+    `content_id`. A repeated id (the same question twice in a .txt) is reported and skipped."""
     items: list[tuple[str, str]] = []
+    seen: dict[str, int] = {}
     with path.open(encoding="utf-8") as lines:
         for number, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             if path.suffix != ".jsonl":
-                items.append((f"line-{number}", line.strip()))
+                question = line.strip()
+                item_id = content_id(question)
+            else:
+                try:
+                    row = json.loads(line)
+                    question = str(row["question"])
+                except (ValueError, KeyError, TypeError):
+                    raise QuestionError(f"{path}:{number}: expected a JSON object with a 'question' field") from None
+                item_id = str(row["id"]) if row.get("id") is not None else content_id(question)
+            if item_id in seen:
+                logger.warning(f"{path}:{number}: duplicate id {item_id!r} (first on line {seen[item_id]}), skipped")
                 continue
-            try:
-                row = json.loads(line)
-                question = row["question"]
-            except (ValueError, KeyError, TypeError):
-                raise QuestionError(f"{path}:{number}: expected a JSON object with a 'question' field") from None
-            items.append((str(row.get("id", f"line-{number}")), str(question)))
+            seen[item_id] = number
+            items.append((item_id, question))
     return items
+
+
+def _finished(records: list[dict]) -> set[str]:
+    """Ids already in an output log; a log written with the old `line-N` ids counts by its questions."""
+    done = set()
+    for record in records:
+        done.add(record["id"])
+        if str(record["id"]).startswith("line-") and isinstance(record.get("question"), str):
+            done.add(content_id(record["question"]))
+    return done
 
 
 async def answer_file(
@@ -53,7 +83,7 @@ async def answer_file(
     """Answer every question not yet in `out`; returns (answered now, failed now)."""
     items = read_questions(questions)
     log = JsonlLog(out)
-    finished = {record["id"] for record in log.records}
+    finished = _finished(log.records)
     pending = [(i, q) for i, q in items if i not in finished]
     limit = asyncio.Semaphore(concurrency)
     counts = {"done": 0, "failed": 0}

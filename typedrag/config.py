@@ -12,9 +12,12 @@ import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
+from urllib.parse import urlsplit
+
 from pydantic import BaseModel, Field, SecretStr
 
 from typedrag.errors import ConfigError
+from typedrag.redact import redact_url
 
 OFFLINE = "offline"
 
@@ -67,6 +70,7 @@ _ENV = {
     "TYPEDRAG_JUDGE": ("judge", "model"),
     "TYPEDRAG_JUDGE_BASE_URL": ("judge", "base_url"),
     "TYPEDRAG_JUDGE_API_KEY": ("judge", "api_key"),
+    "TYPEDRAG_JUDGE_TIMEOUT": ("judge", "timeout"),
     "TYPEDRAG_CACHE_DIR": ("cache_dir",),
     "TYPEDRAG_MAX_QUESTION_CHARS": ("max_question_chars",),
 }
@@ -92,23 +96,79 @@ def load_settings(overrides: dict[str, Any] | None = None, env: dict[str, str] |
         except (OSError, tomllib.TOMLDecodeError) as error:
             raise ConfigError(f"cannot read config file {path}: {error}") from error
     env = os.environ if env is None else env
+    # Where each setting came from: a key is sent to a host named only by the config file just when
+    # the file also holds that key (see _check_key_destinations).
+    origin: dict[tuple[str, ...], str] = {
+        keys: "file" for keys in (("llm", "base_url"), ("llm", "api_key"), ("judge", "base_url"), ("judge", "api_key"))
+        if _get(data, keys) is not None
+    }
     # Earlier entries in _ENV win over later ones (TYPEDRAG_* before OPENAI_*).
     for name, keys in reversed(_ENV.items()):
         if env.get(name):
             _set(data, keys, env[name])
+            origin[keys] = name
     for dotted, value in (overrides or {}).items():
         if value is not None:
             _set(data, tuple(dotted.split(".")), value)
+            origin[tuple(dotted.split("."))] = "command line"
     try:
         settings = Settings.model_validate(data)
     except ValueError as error:
         raise ConfigError(f"invalid configuration: {error}") from error
     judge, llm = settings.judge, settings.llm
+    if "timeout" not in judge.model_fields_set:  # not set for the judge: the same as the generator's
+        judge.timeout = llm.timeout
     if judge.base_url is None and judge.model == llm.model:
         judge.base_url = llm.base_url
+        origin[("judge", "base_url")] = origin.get(("llm", "base_url"), "default")
     if judge.api_key is None and judge.base_url == llm.base_url:
         judge.api_key = llm.api_key  # same endpoint, same key; never sent to a different host
+        origin[("judge", "api_key")] = origin.get(("llm", "api_key"), "default")
+    _check_key_destinations(settings, origin, path)
     return settings
+
+
+DEFAULT_HOST = "api.openai.com"
+
+
+def _check_key_destinations(settings: Settings, origin: dict[tuple[str, ...], str], path: Path | None) -> None:
+    """Refuse to send a key from the environment to a host that only the config file names.
+
+    A `typedrag.toml` arrives with any cloned repository; were its `base_url` to receive
+    OPENAI_API_KEY, the repository's author would collect the key. A key goes to a file-named host
+    only when that host is the default (api.openai.com) or the same file holds the key; a host
+    given on the command line or in the environment is the user's own choice. (The rule of npm and
+    git credentials: a token is bound to the host it was configured for.)
+    """
+    for role, flag in (("llm", "--base-url / TYPEDRAG_BASE_URL"), ("judge", "--judge-base-url / TYPEDRAG_JUDGE_BASE_URL")):
+        config: LLMConfig = getattr(settings, role)
+        if config.api_key is None or config.base_url is None or origin.get((role, "base_url")) != "file":
+            continue
+        key_origin = origin.get((role, "api_key"), "default")
+        if key_origin == "file" or _is_default_host(config.base_url):
+            continue
+        shown = redact_url(config.base_url)
+        raise ConfigError(
+            f"{path} names {role}.base_url = {shown}, and the API key from {key_origin} would be sent there: "
+            f"refused, since a config file in a folder may come from anyone; to allow it, give that URL with "
+            f"{flag}, or put the key for it as api_key in that file"
+        )
+
+
+def _is_default_host(url: str) -> bool:
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return False
+    return parts.scheme == "https" and parts.hostname == DEFAULT_HOST and "@" not in parts.netloc
+
+
+def _get(data: dict[str, Any], keys: tuple[str, ...]) -> Any:
+    for key in keys:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(key)
+    return data
 
 
 def _set(data: dict[str, Any], keys: tuple[str, ...], value: Any) -> None:

@@ -216,7 +216,7 @@ def test_cache_and_index_write_only_inside_their_directories(tmp_path, small_ind
                        "--base-url", server.base_url, "--json", env=env, cwd=work)
     assert proc.returncode == 0, proc.stderr
     added = tree(tmp_path) - before
-    assert {p.split("/")[1] for p in added} <= {"index", "cache", "typedrag.toml"}, sorted(added)
+    assert {p.split("/")[1] for p in added} <= {"index", ".index.lock", "cache", "typedrag.toml"}, sorted(added)  # .index.lock: the build lock
     assert all(p.startswith("work/") for p in added)
 
 

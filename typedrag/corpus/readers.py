@@ -153,8 +153,12 @@ class _Reader:
             for p in root.rglob("*")
             if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
         )
+        inside = root.resolve()
         for path in paths:
             relative = path.relative_to(root).as_posix()
+            if not path.resolve().is_relative_to(inside):  # a symlink (or one in its path) leading out
+                self.problem(f"{path}:1", "symbolic link to a file outside the corpus folder, skipped")
+                continue
             yield from self.file(path, str(path), relative)
 
     def demo(self) -> Iterator[Document]:

@@ -51,9 +51,11 @@ class LLMJudge:
         self.name = model.name
 
     async def place(self, question: str, references: list[Reference], candidate: str, round_: int) -> Verdict:
-        """One round; an unusable reply gets exactly one follow-up asking for just [[k]]. LLMError propagates."""
+        """One round; an unusable reply gets exactly one follow-up asking for just [[k]] (a Verdict with
+        position None if that is unusable too: a recorded judge failure). LLMError propagates."""
         messages = judge_messages(question, references, candidate, round_)
-        first = await self._complete(messages)
+        count = len(references)
+        first = await self._complete(messages, count)
         position = parse_verdict(first.text, len(references))
         if position is not None:
             return Verdict(position, first.text, calls=[first.call])
@@ -62,12 +64,18 @@ class LLMJudge:
             {"role": "assistant", "content": first.text},
             {"role": "user", "content": VERDICT_REMINDER.format(last=len(references) + 1)},
         ]
-        second = await self._complete(follow_up)
+        second = await self._complete(follow_up, count)
         return Verdict(parse_verdict(second.text, len(references)), second.text, True, [first.call, second.call])
 
-    async def _complete(self, messages: list[Message]) -> Completion:
+    async def _complete(self, messages: list[Message], count: int) -> Completion:
+        """Only replies with a usable verdict are cached: an unusable one (and its follow-up, a
+        different request) is asked afresh by the next run, never replayed into a permanent failure."""
         return await self.model.complete(
-            messages, role="judge:linkage", max_tokens=JUDGE_MAX_TOKENS, temperature=JUDGE_TEMPERATURE
+            messages,
+            role="judge:linkage",
+            max_tokens=JUDGE_MAX_TOKENS,
+            temperature=JUDGE_TEMPERATURE,
+            accept=lambda text: parse_verdict(text, count) is not None,
         )
 
 

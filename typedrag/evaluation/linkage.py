@@ -47,7 +47,7 @@ VERDICT_REMINDER = (
     "number from 1 to {last}."
 )
 
-_VERDICT = re.compile(r"\[\[\s*(\d+)\s*\]\]")
+_FINAL_VERDICT = re.compile(r"\[\[\s*(\d{1,6})\s*\]\]\s*\Z")  # at most 6 digits: never a huge int()
 
 
 class RankConvention(StrEnum):
@@ -81,12 +81,22 @@ def judge_messages(question: str, references: list[Reference], candidate: str, r
     )
 
 
-def parse_verdict(text: str, count: int) -> int | None:
-    """The position in the reply's last [[k]] if 1 <= k <= count + 1, else None (unusable)."""
-    found = _VERDICT.findall(text or "")
-    if not found:
+def parse_verdict(text: str | None, count: int) -> int | None:
+    """The position k of the reply's one verdict `[[k]]`, which must end the reply, if 1 <= k <= count + 1;
+    else None (unusable: the judge is asked once more, then the round is a recorded judge failure).
+
+    Exactly one `[[...]]` in the whole reply and nothing after it: a reply that names several
+    positions, or whose verdict is followed by more text, has no verdict in its required place (and
+    a candidate answer quoting `[[1]]` cannot choose its own rank). Never raises.
+    """
+    if not isinstance(text, str):
         return None
-    position = int(found[-1])
+    if text.count("[[") != 1:
+        return None
+    match = _FINAL_VERDICT.search(text)
+    if match is None:
+        return None
+    position = int(match.group(1))
     return position if 1 <= position <= count + 1 else None
 
 

@@ -36,6 +36,7 @@ from typedrag.evaluation.metrics import Score, cells
 from typedrag.jsonlog import JsonlLog
 from typedrag.pipeline import Method, Pipeline
 from typedrag.prompts import PROMPT_VERSION
+from typedrag.redact import redact_url
 from typedrag.result import Usage
 
 ANSWERS = "answers.jsonl"
@@ -130,12 +131,12 @@ async def aevaluate(
     if judge.is_proxy and options.rounds != 1:
         notes.append("the proxy judge is deterministic, so it runs one round whatever --rounds says")
 
-    questions, predictions = await _select(questions_all, options, _decider(systems))
+    questions, predictions, unclassified = await _select(questions_all, options, _decider(systems))
     classifier = ", ".join(sorted({p.source for p in predictions.values()})) or "none"
     identity = _identity(dataset, systems, classifier)
     _claim(out, identity)
     run = _Run(systems, judge, rounds, options, out)
-    errors = await run.go(questions, predictions)
+    errors = unclassified + await run.go(questions, predictions)
 
     scores = _scores(questions, run, predictions, options.convention)
     first = systems[0].pipeline
@@ -310,23 +311,38 @@ def _verdict_record(question: EvalQuestion, method: str, judge: str, round_: int
     }
 
 
-async def _select(dataset: list[EvalQuestion], options: EvalOptions, decider: Pipeline) -> tuple[list[EvalQuestion], dict]:
+async def _select(
+    dataset: list[EvalQuestion], options: EvalOptions, decider: Pipeline
+) -> tuple[list[EvalQuestion], dict[str, TypePrediction], list[str]]:
     """Questions to run and their types, decided once by the pipeline's own routing and shared by every
-    system's row; the whole dataset is classified only when filtering by type."""
+    system's row; the whole dataset is classified only when filtering by type.
+
+    A question whose type the classifier cannot give (the LLM classifier's endpoint failed, or its reply
+    did not parse even after the repair) is skipped and reported, never silently typed by another
+    classifier, which would mix two classifiers in one run's "predicted type"; a rerun asks again
+    (unparsable replies are not cached). Returns (questions, predictions, one error line per skipped).
+    """
     pool = dataset if options.types else stratified_sample(dataset, options.limit, options.seed)
     limit = asyncio.Semaphore(options.concurrency)
     types = {decider.route_label(t) for t in options.types}
 
-    async def decide(question: EvalQuestion) -> TypePrediction:
+    async def decide(question: EvalQuestion) -> TypePrediction | LLMError:
         async with limit:
-            return await decider.decide_type(question.text)
+            try:
+                return await decider.decide_type(question.text)
+            except LLMError as error:
+                return error
 
-    predictions = dict(zip((q.id for q in pool), await asyncio.gather(*(decide(q) for q in pool))))
+    decided = dict(zip((q.id for q in pool), await asyncio.gather(*(decide(q) for q in pool))))
+    skipped = [f"classify {qid}: {error}; question skipped" for qid, error in decided.items() if isinstance(error, LLMError)]
+    predictions = {qid: p for qid, p in decided.items() if not isinstance(p, LLMError)}
+    pool = [q for q in pool if q.id in predictions]
     if types:
         pool = stratified_sample([q for q in pool if predictions[q.id].label in types], options.limit, options.seed)
     if not pool:
-        raise RunError("no question to evaluate: the dataset is empty or no question has the --types asked for")
-    return pool, {q.id: predictions[q.id] for q in pool}
+        detail = f" ({len(skipped)} could not be classified: {skipped[0]})" if skipped else ""
+        raise RunError(f"no question to evaluate: the dataset is empty or no question has the --types asked for{detail}")
+    return pool, {q.id: predictions[q.id] for q in pool}, skipped
 
 
 def _identity(dataset, systems: list[System], classifier: str) -> dict[str, Any]:
@@ -415,7 +431,7 @@ def _total_usage(usages) -> dict[str, int]:
 
 def _generator(pipeline: Pipeline) -> dict[str, Any]:
     model = getattr(pipeline.engine, "model", None)
-    return {"engine": pipeline.engine.name, "model": getattr(model, "model", None), "base_url": getattr(model, "base_url", None)}
+    return {"engine": pipeline.engine.name, "model": getattr(model, "model", None), "base_url": redact_url(getattr(model, "base_url", None))}
 
 
 def _judge_config(judge: Judge) -> dict[str, Any]:
@@ -426,7 +442,7 @@ def _judge_config(judge: Judge) -> dict[str, Any]:
         "kind": "llm",
         "name": judge.name,
         "model": getattr(model, "model", None),
-        "base_url": getattr(model, "base_url", None),
+        "base_url": redact_url(getattr(model, "base_url", None)),
         "temperature": JUDGE_TEMPERATURE,
         "prompt": LINKAGE_JUDGE.name,
         "prompt_sha256": hashlib.sha256((LINKAGE_JUDGE.system + LINKAGE_JUDGE.user).encode()).hexdigest()[:16],

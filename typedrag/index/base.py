@@ -8,8 +8,13 @@ from __future__ import annotations
 
 from typing import Protocol, runtime_checkable
 
-from typedrag.errors import IndexUnusableError
+from typedrag.errors import IndexUnusableError, UserError
 from typedrag.records import ScoredPassage
+
+
+class IndexBuildError(UserError, FileExistsError):
+    """An index cannot be built where asked: the folder is not a typedrag index, is the current folder
+    or a parent of it, is a mount point, or another build holds its lock."""
 
 
 @runtime_checkable

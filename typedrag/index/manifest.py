@@ -37,6 +37,30 @@ def file_checksums(index_dir: Path) -> dict[str, dict]:
     return files
 
 
+def is_typedrag_index(index_dir: Path, engine: str) -> tuple[bool, str]:
+    """(True, "") when `index_dir` is an index typedrag built, judged by its manifest's content (a file
+    merely named manifest.json is common in web apps) and by holding nothing but the files it lists;
+    else (False, why). Any format version counts, so an old index can be rebuilt."""
+    try:
+        manifest = json.loads((index_dir / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False, f"no readable {MANIFEST} written by typedrag"
+    if not (
+        isinstance(manifest, dict)
+        and isinstance(manifest.get("format_version"), int)
+        and isinstance(manifest.get("typedrag_version"), str)
+        and isinstance(manifest.get("engine"), dict)
+        and manifest["engine"].get("name") == engine
+        and isinstance(manifest.get("files"), dict)
+    ):
+        return False, f"its {MANIFEST} was not written by typedrag"
+    known = set(manifest["files"]) | _SKIPPED | {MANIFEST + ".tmp"}
+    for entry in sorted(index_dir.iterdir()):
+        if entry.name not in known or entry.is_symlink() or not entry.is_file():
+            return False, f"it holds {entry.name!r}, which is not an index file"
+    return True, ""
+
+
 def write_manifest(index_dir: Path, manifest: dict) -> None:
     """Write the manifest last (fsynced), so its presence means the build finished."""
     tmp = index_dir / (MANIFEST + ".tmp")

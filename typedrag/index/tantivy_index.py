@@ -5,9 +5,11 @@ tantivy scores with BM25 at k1=1.2, b=0.75, the Elasticsearch defaults the Typed
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import hashlib
 import os
+import tempfile
 import secrets
 import shutil
 import time
@@ -23,8 +25,20 @@ from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 import typedrag
 from typedrag.corpus import DEMO_SOURCE, chunk_document, iter_documents
-from typedrag.index.base import IndexUnusableError
-from typedrag.index.manifest import FORMAT_VERSION, MANIFEST, file_checksums, read_manifest, write_manifest
+from typedrag.index.base import IndexBuildError, IndexUnusableError
+from typedrag.index.manifest import (
+    FORMAT_VERSION,
+    MANIFEST,
+    file_checksums,
+    is_typedrag_index,
+    read_manifest,
+    write_manifest,
+)
+
+try:
+    import fcntl
+except ImportError:  # Windows: no flock; builds there are not guarded against each other
+    fcntl = None
 from typedrag.records import IndexSummary, Passage, ScoredPassage
 from typedrag.text import SNOWBALL_STOPWORDS
 
@@ -118,14 +132,20 @@ def build_index(
     place, so a failed or interrupted build leaves any previous index at `index_dir` usable.
     The temporary directory is named after the building process; the next build removes those
     whose process is gone (killed by SIGKILL or the OOM killer, which no cleanup code survives).
+    Only an absent or empty folder, or a typedrag index, is built into (`IndexBuildError` otherwise),
+    and a lock beside it (`.NAME.lock`) keeps two builds from writing the same folder.
     """
     sources = list(sources)
     index_dir = Path(index_dir)
-    if index_dir.exists() and not (
-        index_dir.is_dir() and ((index_dir / MANIFEST).exists() or not any(index_dir.iterdir()))
-    ):
-        raise FileExistsError(f"{index_dir} exists and is not a typedrag index; refusing to replace it")
+    _check_target(index_dir)
     index_dir.parent.mkdir(parents=True, exist_ok=True)
+    with _build_lock(index_dir):
+        _recover_interrupted_swap(index_dir)
+        _check_target(index_dir)  # again under the lock: another build may have just finished
+        return _build_locked(sources, index_dir, passage_words, strict, show_progress)
+
+
+def _build_locked(sources, index_dir: Path, passage_words: int, strict: bool, show_progress: bool) -> IndexSummary:
     started = time.perf_counter()
     summary = IndexSummary(index_dir=str(index_dir))
     _remove_abandoned_builds(index_dir)
@@ -205,6 +225,71 @@ def _write_passages(
     return passages_hash.hexdigest()
 
 
+def _check_target(index_dir: Path) -> None:
+    """Refuse any folder but an absent one, an empty one, or a typedrag index: never delete anything else."""
+    resolved, cwd = index_dir.resolve(), Path.cwd().resolve()
+    if cwd == resolved or cwd.is_relative_to(resolved):
+        raise IndexBuildError(
+            f"{index_dir} is the current folder or one of its parents; give --index a new or empty folder, "
+            "e.g. --index typedrag-index"
+        )
+    if not index_dir.exists() and not index_dir.is_symlink():
+        return
+    if os.path.ismount(index_dir):
+        raise IndexBuildError(f"{index_dir} is a mount point; give --index a new folder inside it")
+    if not index_dir.is_dir() or index_dir.is_symlink():
+        raise IndexBuildError(f"{index_dir} exists and is not a typedrag index (not a folder); refusing to replace it")
+    if not any(index_dir.iterdir()):
+        return
+    ok, why = is_typedrag_index(index_dir, ENGINE)
+    if not ok:
+        raise IndexBuildError(
+            f"{index_dir} exists and is not a typedrag index ({why}); refusing to replace it: "
+            "give --index a new or empty folder"
+        )
+
+
+@contextlib.contextmanager
+def _build_lock(index_dir: Path):
+    """An exclusive flock on `.NAME.lock` beside the index for the whole build; the kernel releases it
+    when the process dies, so a killed build never leaves a stale lock. The file itself is kept
+    (deleting a lock file lets two processes lock two different files)."""
+    if fcntl is None:
+        yield
+        return
+    path = index_dir.parent / f".{index_dir.name}.lock"
+    with open(path, "a+b") as handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise IndexBuildError(
+                f"another typedrag build is writing {index_dir} (it holds {path}); wait for it to finish"
+            ) from None
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _recover_interrupted_swap(index_dir: Path) -> None:
+    """Undo a kill during `_swap_into_place` (call under the build lock, so no swap is running).
+
+    Killed between its two renames, the previous index sits alone in `.NAME.old-*`: put the newest
+    typedrag index of those back in place. Killed before deleting it, `.old-*` is a superseded copy:
+    delete it. Only folders that are typedrag indexes are touched.
+    """
+    olds = [
+        p
+        for p in index_dir.parent.glob(f".{glob.escape(index_dir.name)}.old-*")
+        if p.is_dir() and not p.is_symlink() and is_typedrag_index(p, ENGINE)[0]
+    ]
+    olds.sort(key=lambda p: p.stat().st_mtime, reverse=True)
+    if olds and not index_dir.exists() and not index_dir.is_symlink():
+        olds.pop(0).rename(index_dir)
+    for old in olds:
+        shutil.rmtree(old, ignore_errors=True)
+
+
 def _remove_abandoned_builds(index_dir: Path) -> None:
     """Delete the temporary directories of earlier builds whose process is gone (killed mid-build)."""
     for stale in index_dir.parent.glob(f".{glob.escape(index_dir.name)}.building-*"):
@@ -247,13 +332,23 @@ class TantivyRetriever:
         self.manifest = read_manifest(self.index_dir, hint)
         if self.manifest.get("engine", {}).get("name") != ENGINE:
             raise IndexUnusableError(f"{self.index_dir} was not built by the {ENGINE} engine: {hint}")
+        # tantivy takes a lock file in the folder it opens, so opening in place needs write access
+        # (and a read-only mount fails). Readers open a private folder of symlinks to the files the
+        # manifest lists instead: the index folder is never written, and read-only ones open.
+        # Builds never write into an existing index (they swap a new folder in), so the lock guards nothing.
+        self._mirror = _symlink_mirror(self.index_dir, self.manifest["files"])
         try:
-            index = tantivy.Index.open(str(self.index_dir))
+            index = tantivy.Index.open(self._mirror.name if self._mirror else str(self.index_dir))
             index.config_reader(reload_policy="Manual")  # built once, never written: no file watcher
             self._searcher = index.searcher()
         except BaseException as e:
             if not _is_damage(e):
                 raise
+            if _is_lock_failure(e):
+                raise IndexUnusableError(
+                    f"tantivy cannot take its lock file in {self.index_dir} ({_one_line(e)}); the index itself is "
+                    "fine: give this process write access to the folder, or a writable TMPDIR for a read-only index"
+                ) from None
             raise IndexUnusableError(f"tantivy cannot open {self.index_dir} ({_one_line(e)}): {hint}") from None
         self._schema = index.schema
         self._analyzer = _query_analyzer()
@@ -284,6 +379,31 @@ class TantivyRetriever:
         """Two threads: tantivy releases the GIL while it searches (checked: other threads keep running)."""
         with ThreadPoolExecutor(max_workers=2) as pool:
             return list(pool.map(lambda q: self.search(q, k), queries))
+
+
+def _symlink_mirror(index_dir: Path, files: dict) -> tempfile.TemporaryDirectory | None:
+    """A temporary folder of symlinks to the index's files, where tantivy may write its lock files.
+
+    None (open in place) where symlinks are unavailable (Windows without the privilege) or no temporary
+    folder is writable. Removed when the retriever is garbage-collected or the process exits; the
+    searcher keeps the files it mapped, so it is unaffected by a rebuild swapping a new index in.
+    """
+    try:
+        mirror = tempfile.TemporaryDirectory(prefix="typedrag-index-")
+    except OSError:
+        return None
+    try:
+        for name in files:
+            os.symlink((index_dir / name).resolve(), os.path.join(mirror.name, name))
+    except (OSError, NotImplementedError):
+        mirror.cleanup()
+        return None
+    return mirror
+
+
+def _is_lock_failure(error: BaseException) -> bool:
+    text = str(error).lower()
+    return "lockfile" in text or "read-only file system" in text or "readonlyfilesystem" in text or "permission" in text
 
 
 def _is_damage(error: BaseException) -> bool:

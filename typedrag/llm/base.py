@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Protocol, TypedDict
 
@@ -54,4 +55,5 @@ class ChatModel(Protocol):
         schema: type[BaseModel] | None = None,
         max_tokens: int = 512,
         temperature: float = 0.0,
+        accept: Callable[[str], bool] | None = None,  # plain replies: cache only those it approves
     ) -> Completion: ...

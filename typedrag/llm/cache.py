@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import sqlite3
 import threading
 from pathlib import Path
@@ -20,6 +21,18 @@ class CacheError(ConfigError):
     """The cache file cannot be used (damaged, or not a cache); the message names the fix."""
 
 
+log = logging.getLogger("typedrag.cache")
+_DISK_ERRORS = (sqlite3.SQLITE_FULL, sqlite3.SQLITE_IOERR) if hasattr(sqlite3, "SQLITE_FULL") else ()
+
+
+def _is_disk_problem(error: sqlite3.Error) -> bool:
+    code = getattr(error, "sqlite_errorcode", None)
+    if code is not None and _DISK_ERRORS and (code & 0xFF) in _DISK_ERRORS:
+        return True
+    text = str(error).lower()
+    return "disk is full" in text or "disk i/o error" in text
+
+
 class ResponseCache:
     """Replies by request, in `<directory>/llm-cache.sqlite`. `namespace` (the prompt version) is part of
     every key, so replies cached under older prompts are never replayed."""
@@ -27,6 +40,7 @@ class ResponseCache:
     def __init__(self, directory: Path | str, namespace: str = "") -> None:
         self.namespace = namespace
         self.path = Path(directory) / "llm-cache.sqlite"
+        self.warning: str | None = None  # set when writes were given up (disk full): answers go on uncached
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         try:
@@ -59,8 +73,19 @@ class ResponseCache:
         return json.loads(row[0]) if row else None
 
     def put(self, key: str, value: dict[str, Any]) -> None:
+        """Store a reply; never fails an answer. A full disk (or an I/O error) turns caching off for this
+        process with one warning that says so; the file itself is sound and is kept."""
+        if self.warning is not None:
+            return
         try:
             with self._connection() as db:
                 db.execute("INSERT OR REPLACE INTO responses VALUES (?, ?)", (key, json.dumps(value)))
         except sqlite3.Error as error:
-            raise self._unusable(error) from None
+            if _is_disk_problem(error):
+                self.warning = (
+                    f"the disk holding {self.path} is full or failing ({error}): answers are no longer cached; "
+                    "free some space, or set TYPEDRAG_CACHE_DIR to another folder"
+                )
+            else:
+                self.warning = str(self._unusable(error)) + "; answers are no longer cached"
+            log.warning(self.warning)

@@ -14,8 +14,8 @@ import asyncio
 import json
 import re
 import time
+from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlparse
 
 import openai
 from pydantic import BaseModel
@@ -23,6 +23,10 @@ from pydantic import BaseModel
 from typedrag.llm.base import Completion, LLMCall, LLMError, Message, StructuredOutcome
 from typedrag.llm.cache import ResponseCache
 from typedrag.llm.structured import describe_error, parse_structured
+from typedrag.redact import host_of, install_log_redaction, redact_text, redact_url
+
+# The HTTP stack logs request URLs, userinfo included (openai 3.x ships its httpx as "httpx2").
+install_log_redaction("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 REPAIR_INSTRUCTION = (
     "Your previous reply could not be used: {error}. Reply again with only a JSON value that "
@@ -49,8 +53,8 @@ class OpenAIChatModel:
     ) -> None:
         self.model = model
         self.base_url = base_url or "https://api.openai.com/v1"
-        host = urlparse(self.base_url).netloc or self.base_url
-        self.name = f"openai-compatible:{model}@{host}"
+        self.shown_url = redact_url(self.base_url)  # for messages: never the password in the URL
+        self.name = f"openai-compatible:{model}@{host_of(self.base_url)}"
         self._secret = api_key or ""
         self._client_options = {
             "base_url": self.base_url,
@@ -74,14 +78,19 @@ class OpenAIChatModel:
         schema: type[BaseModel] | None = None,
         max_tokens: int = 512,
         temperature: float = 0.0,
+        accept: Callable[[str], bool] | None = None,
     ) -> Completion:
+        """One completion. Only a usable reply is cached: for `schema` calls one that validated, for
+        plain ones one that `accept` (if given) approves, so a reply that failed to parse is asked
+        again next time instead of being replayed forever."""
         call = LLMCall(role=role, engine=self.name, requests=0)
         started = time.perf_counter()
         try:
-            text = await self._request(messages, schema, max_tokens, temperature, call)
             parsed = None
-            if schema is not None:
-                parsed, text = await self._validated(messages, text, schema, max_tokens, temperature, call)
+            if schema is None:
+                text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept))
+            else:
+                parsed, text = await self._validated(messages, schema, max_tokens, temperature, call)
         finally:
             call.latency_ms = round((time.perf_counter() - started) * 1000, 1)
         return Completion(text=text, parsed=parsed, call=call)
@@ -89,32 +98,49 @@ class OpenAIChatModel:
     async def _validated(
         self,
         messages: list[Message],
-        text: str,
         schema: type[BaseModel],
         max_tokens: int,
         temperature: float,
         call: LLMCall,
     ) -> tuple[BaseModel | None, str]:
-        try:
-            parsed = parse_structured(text, schema)
+        check = _validator(schema)
+        text, (ok, value) = await self._ask(messages, schema, max_tokens, temperature, call, check)
+        if ok:
             call.structured = StructuredOutcome.OK
-            return parsed, text
-        except ValueError as error:  # pydantic.ValidationError is a ValueError
-            reason = describe_error(error)
+            return value, text
+        reason = describe_error(value)
         repair: list[Message] = [
             *messages,
             {"role": "assistant", "content": text},
             {"role": "user", "content": REPAIR_INSTRUCTION.format(error=reason, schema=_schema_text(schema))},
         ]
-        text = await self._request(repair, schema, max_tokens, temperature, call)
-        try:
-            parsed = parse_structured(text, schema)
+        text, (ok, value) = await self._ask(repair, schema, max_tokens, temperature, call, check)
+        if ok:
             call.structured = StructuredOutcome.REPAIRED
-            return parsed, text
-        except ValueError as error:
-            call.structured = StructuredOutcome.FAILED
-            call.error = f"invalid structured output after one repair: {describe_error(error)} (first: {reason})"
-            return None, text
+            return value, text
+        call.structured = StructuredOutcome.FAILED
+        call.error = f"invalid structured output after one repair: {describe_error(value)} (first: {reason})"
+        return None, text
+
+    async def _ask(
+        self,
+        messages: list[Message],
+        schema: type[BaseModel] | None,
+        max_tokens: int,
+        temperature: float,
+        call: LLMCall,
+        usable: Callable[[str], tuple[bool, Any]],
+    ) -> tuple[str, tuple[bool, Any]]:
+        """One request through the cache; the reply is stored only if `usable` approves it. A cached
+        reply it rejects (stored by an older typedrag, which cached everything) is asked for afresh."""
+        text, key, hit = await self._request(messages, schema, max_tokens, temperature, call)
+        outcome = usable(text)
+        if hit and not outcome[0]:
+            text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, use_cache=False)
+            outcome = usable(text)
+        if outcome[0] and key is not None and not hit:
+            self._cache.put(key, {"text": text})
+        return text, outcome
 
     async def _request(
         self,
@@ -123,7 +149,9 @@ class OpenAIChatModel:
         max_tokens: int,
         temperature: float,
         call: LLMCall,
-    ) -> str:
+        use_cache: bool = True,
+    ) -> tuple[str, str | None, bool]:
+        """(reply, cache key or None, whether it came from the cache); storing is the caller's choice."""
         while True:
             mode = _FORMAT_LADDER[self._format_mode] if schema is not None else "none"
             params: dict[str, Any] = {
@@ -141,11 +169,12 @@ class OpenAIChatModel:
                 params["response_format"] = {"type": "json_object"}
             key = None
             if self._cache is not None:
-                key = self._cache.key({"base_url": self.base_url, **params, "extra_body": self._extra_body})
-                hit = self._cache.get(key)
+                key = self._cache.key({"base_url": self.shown_url, **params, "extra_body": self._extra_body})
+                hit = self._cache.get(key) if use_cache else None
                 if hit is not None:
                     call.cached = True
-                    return hit["text"]
+                    return hit["text"], key, True
+            call.cached = False
             client, limit = self._bound_to_running_loop()
             try:
                 async with limit:
@@ -163,7 +192,7 @@ class OpenAIChatModel:
             except TimeoutError as error:
                 raise LLMError(f"{self.name} timed out: no complete reply within {self.deadline:.1f} s") from error
             except openai.APIConnectionError as error:
-                raise LLMError(f"cannot reach {self.base_url}: {self._redact(error)}") from error
+                raise LLMError(f"cannot reach {self.shown_url}: {self._redact(error)}") from error
             except openai.APIStatusError as error:
                 raise LLMError(f"{self.name} answered HTTP {error.status_code} after retries: {self._redact(error)}") from error
             except (openai.OpenAIError, ValueError) as error:  # a 200 whose body is not a chat completion
@@ -176,9 +205,7 @@ class OpenAIChatModel:
             call.completion_tokens += completion_tokens
             if not text.strip() and schema is None:
                 raise LLMError(f"{self.name} returned an empty reply")
-            if key is not None:
-                self._cache.put(key, {"text": text})
-            return text
+            return text, key, False
 
 
     async def aclose(self) -> None:
@@ -204,7 +231,29 @@ class OpenAIChatModel:
     def _redact(self, error: Exception) -> str:
         """Error text safe for logs and traces: the API key never appears, however the server echoes it."""
         text = str(error).replace(self._secret, "***") if self._secret else str(error)
-        return _short(text)
+        return _short(redact_text(text))
+
+
+def _approver(accept: Callable[[str], bool] | None) -> Callable[[str], tuple[bool, Any]]:
+    def usable(text: str) -> tuple[bool, Any]:
+        if accept is None:
+            return True, None
+        try:
+            return bool(accept(text)), None
+        except Exception:  # a checker that chokes on a reply means the reply is unusable
+            return False, None
+
+    return usable
+
+
+def _validator(schema: type[BaseModel]) -> Callable[[str], tuple[bool, Any]]:
+    def usable(text: str) -> tuple[bool, Any]:
+        try:
+            return True, parse_structured(text, schema)
+        except ValueError as error:  # pydantic.ValidationError is a ValueError
+            return False, error
+
+    return usable
 
 
 def _content(response: Any) -> str:

@@ -29,12 +29,14 @@ from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from typedrag.config import Settings
 from typedrag.index.base import IndexUnusableError
 from typedrag.llm.base import LLMError
 from typedrag.pipeline import Pipeline
 from typedrag.questions import QuestionError, clean_question
+from typedrag.redact import RedactingFilter
 from typedrag.result import AnswerResult
 
 STATIC = Path(__file__).parent / "static"
@@ -42,6 +44,7 @@ KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 log = logging.getLogger("typedrag.server")
+client_log = logging.getLogger("typedrag.server.client")  # misbehaving clients: rate-limited (RateLimitFilter)
 
 
 @dataclass
@@ -51,6 +54,8 @@ class ServerOptions:
     max_request_bytes: int = 256 * 1024
     retry_after_seconds: int = 2
     ready_timeout: float = 2.0  # seconds /readyz waits for the LLM endpoint
+    body_timeout: float = 20.0  # seconds a client may take to send its whole body (Apache mod_reqtimeout's body=20)
+    allowed_hosts: list[str] | None = None  # Host headers accepted (starlette TrustedHostMiddleware); None: any
 
 
 class JsonFormatter(logging.Formatter):
@@ -70,9 +75,46 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
-def configure_logging(level: str = "info") -> None:
-    handler = logging.StreamHandler()
+class RateLimitFilter(logging.Filter):
+    """At most `burst` records per `window` seconds for each (logger, message template) of the noisy
+    loggers (uvicorn's per-connection warnings, asyncio's accept errors): a thousand bad sockets write a
+    few lines and a count, not 300 MB. The count of what was dropped is logged when the window rolls over.
+    (journald's RateLimitIntervalSec/RateLimitBurst, per message instead of per service.)"""
+
+    NOISY = ("uvicorn", "asyncio", "h11", "typedrag.server.client")
+
+    def __init__(self, burst: int = 20, window: float = 10.0) -> None:
+        super().__init__()
+        self.burst, self.window = burst, window
+        self._seen: dict[tuple[str, str], list] = {}  # key -> [window start, count, dropped]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not record.name.startswith(self.NOISY):
+            return True
+        key = (record.name, str(record.msg))
+        now = time.monotonic()
+        state = self._seen.get(key)
+        if state is None or now - state[0] >= self.window:
+            dropped = state[2] if state else 0
+            if len(self._seen) > 1000:  # bounded memory whatever the messages
+                self._seen.clear()
+            self._seen[key] = [now, 1, 0]
+            if dropped:
+                record.msg = f"{record.getMessage()} ({dropped} similar messages suppressed in the last {self.window:.0f} s)"
+                record.args = None
+            return True
+        state[1] += 1
+        if state[1] <= self.burst:
+            return True
+        state[2] += 1
+        return False
+
+
+def configure_logging(level: str = "info", stream: Any = None) -> None:
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(RateLimitFilter())
+    handler.addFilter(RedactingFilter())  # whatever logger a URL with a password comes through
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -85,6 +127,17 @@ _ERROR_TYPES = {
     502: "upstream_error",
     503: "overloaded",
 }
+
+
+def _json_safe(value: Any) -> Any:
+    """NaN and infinities (which Python's json reads from a request) as strings: strict JSON has no such numbers."""
+    if isinstance(value, float) and (value != value or value in (float("inf"), float("-inf"))):
+        return str(value)
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_json_safe(v) for v in value]
+    return value
 
 
 def error_body(status: int, message: str, detail: Any = None) -> dict[str, Any]:
@@ -100,8 +153,8 @@ def api_error(status: int, message: str, headers: dict[str, str] | None = None) 
 class RequestContext:
     """Pure ASGI middleware (streams pass through): X-Request-ID in and out, body size cap, one log line each."""
 
-    def __init__(self, app: Any, max_body: int) -> None:
-        self.app, self.max_body = app, max_body
+    def __init__(self, app: Any, max_body: int, body_timeout: float = 20.0) -> None:
+        self.app, self.max_body, self.body_timeout = app, max_body, body_timeout
 
     async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
         if scope["type"] != "http":
@@ -151,15 +204,24 @@ class RequestContext:
         if declared.isdigit() and int(declared) > self.max_body:
             return too_big
         body = b""
-        while True:
-            message = await receive()
-            if message["type"] != "http.request":
-                return None  # the client left before sending its request
-            body += message.get("body", b"")
-            if len(body) > self.max_body:
-                return too_big
-            if not message.get("more_body"):
-                break
+        try:
+            async with asyncio.timeout(self.body_timeout):  # a client trickling its body cannot hold a task forever
+                while True:
+                    message = await receive()
+                    if message["type"] != "http.request":
+                        return None  # the client left before sending its request
+                    body += message.get("body", b"")
+                    if len(body) > self.max_body:
+                        return too_big
+                    if not message.get("more_body"):
+                        break
+        except TimeoutError:
+            client_log.warning("request body not received in time")
+            return JSONResponse(
+                error_body(408, f"request body not received within {self.body_timeout:g} s"),
+                status_code=408,
+                headers={"Connection": "close"},
+            )
         sent = False
 
         async def replay() -> dict:
@@ -233,8 +295,9 @@ class Service:
             result = await self.pipeline.answer(question, method, forced, on_event=on_event)
         except QuestionError as error:
             raise api_error(422, str(error)) from error
-        except LLMError as error:
-            raise api_error(502, f"the LLM endpoint failed: {error}") from error
+        except LLMError as error:  # the details (upstream text, host:port) go to the log, not to the client
+            log.warning("LLM endpoint failed", extra={"fields": {"error": str(error)}})
+            raise api_error(502, f"the LLM endpoint failed; see the server log for request id {request_id_var.get()}") from error
         except IndexUnusableError as error:
             raise api_error(503, f"the index is unusable: {error}") from error
         fields = {
@@ -248,6 +311,22 @@ class Service:
         }
         log.info("answered", extra={"fields": fields})
         return result
+
+    async def answer_unless_gone(
+        self, request: Request, question: str, method: str, forced: str | None
+    ) -> AnswerResult | None:
+        """The answer, or None (the work cancelled: no more LLM calls) if the client disconnects first."""
+        task = asyncio.create_task(self.answer(question, method, forced))
+        gone = asyncio.create_task(_disconnected(request))
+        try:
+            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for pending in (task, gone) if not task.done() else (gone,):
+                pending.cancel()
+        if not task.done() or task.cancelled():
+            log.info("client disconnected: answer cancelled")
+            return None
+        return task.result()
 
     async def events(self, question: str, method: str, forced: str | None) -> AsyncIterator[tuple[str, Any]]:
         """Progress events as the pipeline emits them, a ("ping", None) when quiet, then ("result", AnswerResult)."""
@@ -295,6 +374,15 @@ class Service:
         except httpx.HTTPError as error:
             return f"unreachable: {type(error).__name__}"
         return "ok" if response.status_code == 200 else f"HTTP {response.status_code}"
+
+
+async def _disconnected(request: Request) -> None:
+    """Returns when the client disconnects (the request body was read already, so receive waits for that)."""
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+
+
+CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never seen by the (gone) client
 
 
 class AnswerRequest(BaseModel):
@@ -354,7 +442,9 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
         summary="Typed-RAG answers for non-factoid questions, with citations and a trace.",
         lifespan=lifespan,
     )
-    app.add_middleware(RequestContext, max_body=options.max_request_bytes)
+    if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
+        app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
+    app.add_middleware(RequestContext, max_body=options.max_request_bytes, body_timeout=options.body_timeout)
 
     @app.exception_handler(StarletteHTTPException)  # also the router's own 404/405
     async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
@@ -364,7 +454,7 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
     async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
         problems = error.errors()
         message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in problems)
-        return JSONResponse(error_body(422, message, json.loads(json.dumps(problems, default=str))), 422)
+        return JSONResponse(error_body(422, message, _json_safe(json.loads(json.dumps(problems, default=str)))), 422)
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
@@ -385,15 +475,18 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
         return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
 
     @app.post("/v1/answer", response_model=AnswerResult, tags=["answer"], dependencies=[Depends(require_key)])
-    async def answer(body: AnswerRequest, request: Request) -> AnswerResult:
+    async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONResponse:
         """Answer one question; the result carries the type, plan, aspects, sources, citations and LLM calls."""
         service = service_of(request)
         question, forced = service.check(body.question, body.type)
         service.slots.take()
         try:
-            return await service.answer(question, body.method, forced)
+            result = await service.answer_unless_gone(request, question, body.method, forced)
         finally:
             service.slots.give()
+        if result is None:
+            return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
+        return result
 
     @app.post(
         "/v1/answer/stream",

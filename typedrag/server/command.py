@@ -10,6 +10,33 @@ from typing import Annotated, Optional
 import typer
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+LOOPBACK_HOST_HEADERS = ["localhost", "127.0.0.1", "[::1]"]
+HEADER_TIMEOUT = 20.0  # Apache mod_reqtimeout's defaults: header=20, body=20
+BODY_TIMEOUT = 20.0
+KEEP_ALIVE_TIMEOUT = 5
+
+
+def uvicorn_config(app, host: str, port: int, *, header_timeout: float = HEADER_TIMEOUT, max_connections: int | None = None, **kwargs):
+    """The uvicorn configuration `serve` runs with: slow-client guards (see typedrag.server.protocol),
+    a keep-alive timeout, and uvicorn's limit_concurrency (503) as a backstop a little above the
+    connection cap (at the cap itself, connections being evicted would still count and refuse /healthz)."""
+    import uvicorn
+
+    from typedrag.server.protocol import default_max_connections, guarded_protocol
+
+    cap = max_connections or default_max_connections()
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=guarded_protocol(header_timeout, cap),
+        limit_concurrency=cap + 64,
+        timeout_keep_alive=KEEP_ALIVE_TIMEOUT,
+        h11_max_incomplete_event_size=16 * 1024,  # request line + headers
+        log_config=None,
+        access_log=False,
+        **kwargs,
+    )
 
 
 def serve_command(
@@ -43,6 +70,20 @@ def serve_command(
         int, typer.Option(min=1024, help="Largest request body accepted; larger gets 413.")
     ] = 256 * 1024,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error (JSON lines on stderr).")] = "info",
+    allowed_hosts: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Comma list of Host headers to accept ('*' = any). Default: with no API key on a loopback address, "
+            "only localhost/127.0.0.1/[::1] (against DNS rebinding); otherwise any."
+        ),
+    ] = None,
+    max_connections: Annotated[
+        Optional[int], typer.Option(min=1, help="Open connections at most; more are closed at once (default: below the fd limit).")
+    ] = None,
+    header_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds a client has to send a request's headers.")
+    ] = HEADER_TIMEOUT,
+    body_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a client has to send a request's body.")] = BODY_TIMEOUT,
 ) -> None:
     """Serve typedrag over HTTP: /v1/answer (+ /stream as Server-Sent Events), OpenAI-compatible
     /v1/chat/completions and /v1/models, /healthz, /readyz, and a web page at /."""
@@ -63,16 +104,27 @@ def serve_command(
     except USER_ERRORS as error:
         resources.close()
         fail(str(error))
+    api_key = os.environ.get(api_key_env) or None
+    if allowed_hosts is not None:
+        hosts = [h.strip() for h in allowed_hosts.split(",") if h.strip()] or None
+        hosts = None if hosts == ["*"] else hosts
+    else:
+        hosts = LOOPBACK_HOST_HEADERS if api_key is None and host in LOOPBACK else None
     options = ServerOptions(
-        api_key=os.environ.get(api_key_env) or None,
+        api_key=api_key,
         max_concurrency=max_concurrency,
         max_request_bytes=max_request_bytes,
+        body_timeout=body_timeout,
+        allowed_hosts=hosts,
     )
     if options.api_key is None and host not in LOOPBACK:
         logging.getLogger("typedrag.server").warning(
             f"listening on {host} without an API key; set {api_key_env} to require one"
         )
     try:
-        uvicorn.run(create_app(settings, pipeline, options), host=host, port=port, log_config=None, access_log=False)
+        config = uvicorn_config(
+            create_app(settings, pipeline, options), host, port, header_timeout=header_timeout, max_connections=max_connections
+        )
+        uvicorn.Server(config).run()
     finally:
         resources.close()

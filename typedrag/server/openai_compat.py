@@ -16,11 +16,11 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from fastapi import APIRouter, HTTPException, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from typedrag.result import AnswerResult
-from typedrag.server.app import SlotStream, api_error, error_body, log, request_id_var, service_of
+from typedrag.server.app import CLIENT_CLOSED, SlotStream, api_error, error_body, log, request_id_var, service_of
 
 MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
 STARTED = int(time.time())
@@ -55,7 +55,10 @@ def last_user_text(messages: list[ChatMessage]) -> str:
     for message in reversed(messages):
         if message.role == "user":
             if isinstance(message.content, list):
-                return " ".join(part.get("text", "") for part in message.content if part.get("type") == "text")
+                texts = [part.get("text") for part in message.content if part.get("type") == "text"]
+                if not all(isinstance(text, str) for text in texts):
+                    raise api_error(400, "a message part of type 'text' needs a string 'text'")
+                return " ".join(texts)
             return message.content or ""
     raise api_error(400, "no user message: the last message with role 'user' is the question")
 
@@ -81,20 +84,28 @@ def usage(result: AnswerResult) -> dict[str, int]:
 
 
 @router.post("/chat/completions", response_model=None)
-async def chat_completions(body: ChatCompletionRequest, request: Request) -> dict[str, Any] | StreamingResponse:
+async def chat_completions(body: ChatCompletionRequest, request: Request) -> dict[str, Any] | StreamingResponse | JSONResponse:
     """Chat completion, streamed as `data:` chunks ending in `data: [DONE]` when `stream` is true."""
     service = service_of(request)
     method = MODELS.get(body.model)
     if method is None:
         raise api_error(404, f"unknown model {body.model!r}; use one of: {', '.join(MODELS)}")
+    extra = body.model_extra or {}
+    if extra.get("n") not in (None, 1):
+        raise api_error(400, "typedrag returns one choice per request: n must be 1")
+    used_tools = [name for name in ("tools", "tool_choice", "functions", "function_call") if extra.get(name)]
+    if used_tools:
+        raise api_error(400, f"typedrag does not call tools: remove {', '.join(used_tools)} from the request")
     question, _ = service.check(last_user_text(body.messages), None, status=400)
     base = {"id": f"chatcmpl-{request_id_var.get()}", "created": int(time.time()), "model": body.model}
     service.slots.take()
     if not body.stream:
         try:
-            result = await service.answer(question, method, None)
+            result = await service.answer_unless_gone(request, question, method, None)
         finally:
             service.slots.give()
+        if result is None:
+            return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
         choice = {
             "index": 0,
             "message": {"role": "assistant", "content": with_sources(result)},

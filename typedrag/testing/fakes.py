@@ -61,6 +61,7 @@ class ScriptedChatModel:
         schema: type[BaseModel] | None = None,
         max_tokens: int = 512,
         temperature: float = 0.0,
+        accept: Callable[[str], bool] | None = None,
     ) -> Completion:
         started = time.perf_counter()
         call = ScriptedCall(messages, role, schema)

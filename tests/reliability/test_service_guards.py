@@ -1,0 +1,225 @@
+"""Issue 13, items 5, 7 and the service's part of 9: slow clients, invalid input, disconnects, upstream
+errors, Host headers and unsupported chat options. Real uvicorn on 127.0.0.1 only; every loop is bounded."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+import socket
+import threading
+import time
+from contextlib import contextmanager
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi")
+uvicorn = pytest.importorskip("uvicorn")
+
+from typedrag.config import Settings  # noqa: E402
+from typedrag.engines.offline import OfflineEngine  # noqa: E402
+from typedrag.index import open_retriever  # noqa: E402
+from typedrag.pipeline import Pipeline  # noqa: E402
+from typedrag.server.app import ServerOptions, configure_logging, create_app  # noqa: E402
+from typedrag.server.command import uvicorn_config  # noqa: E402
+from typedrag.testing.openai_stub import OpenAIStubServer, Reply  # noqa: E402
+
+from .conftest import stub_pipeline  # noqa: E402
+
+
+@contextmanager
+def served(app, **config):
+    """`app` under the configuration `typedrag serve` uses, on a free loopback port."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", port, timeout_graceful_shutdown=2, **config))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 60
+    while not server.started:
+        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
+        time.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{port}", port
+    finally:
+        server.should_exit = True
+        thread.join(15)
+        sock.close()
+
+
+@pytest.fixture(scope="module")
+def offline(small_index):
+    return Pipeline(OfflineEngine(), open_retriever(small_index))
+
+
+def app_for(pipeline, small_index, **options):
+    return create_app(Settings(index=small_index, cache_dir=None), pipeline, ServerOptions(**options))
+
+
+@pytest.fixture
+def log_stream():
+    stream = io.StringIO()
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    configure_logging("info", stream)
+    yield stream
+    root.handlers[:], _ = saved
+    root.setLevel(saved[1])
+
+
+# --- item 5: slow clients ------------------------------------------------------------------------
+
+
+def test_slow_headers_are_cut_off_and_health_still_answers(offline, small_index, log_stream):
+    app = app_for(offline, small_index)
+    with served(app, header_timeout=1.0, max_connections=40) as (url, port):
+        slow = []
+        for _ in range(60):  # more than the cap
+            s = socket.create_connection(("127.0.0.1", port), timeout=5)
+            s.sendall(b"GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: ")  # never finishes its headers
+            slow.append(s)
+        started = time.monotonic()
+        health = httpx.get(f"{url}/healthz", timeout=5)  # at the cap, the oldest half-sent request makes room
+        assert health.status_code == 200 and time.monotonic() - started < 3
+        time.sleep(1.6)  # past the header timeout
+        closed = 0
+        for s in slow:
+            s.settimeout(2)
+            try:
+                closed += s.recv(1) == b""
+            except ConnectionResetError:
+                closed += 1  # aborted: a reset counts as cut off
+            except TimeoutError:
+                pass  # still open: not cut off
+            finally:
+                s.close()
+        assert closed == len(slow), closed  # all of them were cut (evicted or timed out)
+        assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+
+
+def test_slow_body_gets_408(offline, small_index):
+    app = app_for(offline, small_index, body_timeout=1.0)
+    with served(app) as (url, port):
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(b"POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"q")
+            started = time.monotonic()
+            reply = s.recv(4096)
+        assert reply.startswith(b"HTTP/1.1 408") and time.monotonic() - started < 5
+
+
+def test_a_thousand_bad_requests_write_little_to_the_log(offline, small_index, log_stream):
+    app = app_for(offline, small_index)
+    with served(app) as (url, port):
+        for _ in range(300):  # bounded: 300 garbage requests, each answered 400 by uvicorn with a warning
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                s.sendall(b"\x16\x03\x01 not http at all\r\n\r\n")
+                s.recv(1024)
+        assert httpx.get(f"{url}/healthz", timeout=5).status_code == 200
+    lines = log_stream.getvalue().splitlines()
+    invalid = [line for line in lines if "Invalid HTTP request" in line]
+    assert 1 <= len(invalid) <= 25, len(invalid)
+    assert len(log_stream.getvalue()) < 50_000
+
+
+# --- item 7: invalid input is 4xx ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def offline_url(offline, small_index):
+    with served(app_for(offline, small_index)) as (url, _):
+        yield url
+
+
+@pytest.mark.parametrize("raw", [b'{"question": NaN}', b'{"question": Infinity}', b'{"question": "Why?", "type": NaN}'])
+def test_nan_is_422_not_500(offline_url, raw):
+    response = httpx.post(f"{offline_url}/v1/answer", content=raw, headers={"Content-Type": "application/json"})
+    assert response.status_code == 422, response.text
+    assert "question" in response.json()["error"]["message"] or "type" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize("text", [123, None, ["a"]])
+def test_chat_part_with_a_non_string_text_is_400(offline_url, text):
+    body = {"model": "typedrag-rag", "messages": [{"role": "user", "content": [{"type": "text", "text": text}]}]}
+    response = httpx.post(f"{offline_url}/v1/chat/completions", json=body)
+    assert response.status_code == 400, response.text
+    assert "string" in response.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(
+    "extra, words",
+    [({"n": 2}, "n must be 1"), ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "does not call tools"),
+     ({"tool_choice": "auto"}, "does not call tools")],
+)
+def test_chat_options_typedrag_cannot_honour_are_400(offline_url, extra, words):
+    body = {"model": "typedrag-rag", "messages": [{"role": "user", "content": "Why did Rome fall?"}], **extra}
+    response = httpx.post(f"{offline_url}/v1/chat/completions", json=body)
+    assert response.status_code == 400 and words in response.json()["error"]["message"]
+    ok = httpx.post(f"{offline_url}/v1/chat/completions", json={**body, **{k: None for k in extra}, "n": 1}, timeout=60)
+    assert ok.status_code == 200, ok.text
+
+
+# --- item 9: the service's minor items -------------------------------------------------------------
+
+
+def test_502_body_is_generic_and_the_details_are_logged(small_index, log_stream):
+    with OpenAIStubServer(lambda r: Reply(status=500, content="db at 10.1.2.3:5432 exploded")) as stub:
+        app = app_for(stub_pipeline(stub.base_url, open_retriever(small_index)), small_index)
+        with served(app) as (url, _):
+            response = httpx.post(f"{url}/v1/answer", json={"question": "Why?", "method": "llm"}, timeout=60)
+    assert response.status_code == 502
+    body = response.text
+    assert "exploded" not in body and "10.1.2.3" not in body and "127.0.0.1" not in body
+    assert response.headers["x-request-id"] in body
+    assert "exploded" in log_stream.getvalue()
+
+
+def test_a_client_that_leaves_cancels_its_answer(small_index):
+    with OpenAIStubServer(lambda r: Reply(content="late [1].", delay=4)) as stub:
+        app = app_for(stub_pipeline(stub.base_url, open_retriever(small_index), timeout=10), small_index)
+        with served(app) as (url, port):
+            slots = app.state.service.slots
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+                body = json.dumps({"question": "Why did Rome fall?", "method": "llm"}).encode()
+                s.sendall(b"POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                          b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                deadline = time.monotonic() + 5
+                while not stub.requests and time.monotonic() < deadline:  # the LLM call is under way
+                    time.sleep(0.02)
+                assert slots.used == 1 and len(stub.requests) == 1
+            left = time.monotonic()
+            while slots.used and time.monotonic() - left < 3:
+                time.sleep(0.02)
+            assert slots.used == 0 and time.monotonic() - left < 2  # freed long before the 4 s reply
+        assert len(stub.requests) == 1  # no further LLM calls
+
+
+@pytest.mark.parametrize(
+    "allowed, host, status",
+    [(["localhost", "127.0.0.1", "[::1]"], "evil.example", 400), (["localhost", "127.0.0.1", "[::1]"], "localhost:8000", 200),
+     (["localhost", "127.0.0.1", "[::1]"], "[::1]:8000", 200), (None, "evil.example", 200), (["api.example"], "api.example", 200)],
+)
+def test_allowed_hosts(offline, small_index, allowed, host, status):
+    with served(app_for(offline, small_index, allowed_hosts=allowed)) as (url, _):
+        assert httpx.get(f"{url}/healthz", headers={"Host": host}).status_code == status
+
+
+def test_serve_defaults_to_loopback_host_headers_without_a_key(monkeypatch):
+    """The command's default: no API key on loopback -> only loopback Host headers."""
+    import typedrag.server.command as command
+
+    captured = {}
+
+    def fake_server(config):
+        captured["app"] = config.app
+        return type("S", (), {"run": lambda self: None})()
+
+    monkeypatch.setattr("uvicorn.Server", fake_server)
+    monkeypatch.setattr("typedrag.factory.build_pipeline", lambda settings, resources: object())
+    monkeypatch.delenv("TYPEDRAG_SERVER_API_KEY", raising=False)
+    command.serve_command(host="127.0.0.1", port=1, index=None, llm="offline", base_url=None,
+                          api_key_env="TYPEDRAG_SERVER_API_KEY", max_concurrency=1, max_request_bytes=4096,
+                          log_level="warning", allowed_hosts=None, max_connections=None, header_timeout=20.0, body_timeout=20.0)
+    hosts = [m for m in captured["app"].user_middleware if m.cls.__name__ == "TrustedHostMiddleware"]
+    assert hosts and hosts[0].kwargs["allowed_hosts"] == ["localhost", "127.0.0.1", "[::1]"]

@@ -1,0 +1,92 @@
+"""uvicorn's h11 protocol with the two guards it lacks against slow clients (slowloris):
+
+- a header read timeout: a connection must deliver a request's complete headers within
+  `header_timeout` seconds of connecting (or of its previous response), else it is closed;
+  uvicorn itself only times out idle keep-alive connections, never a half-sent request;
+- a connection cap: at `max_connections` open connections, a new one evicts the oldest connection
+  still waiting for its request headers (the slow clients), or is closed at once if none is; so a
+  flood of sockets can neither use up the process's file descriptors nor starve /healthz.
+
+Defaults follow Apache's mod_reqtimeout (header=20). Body read timeouts are in the app's
+RequestContext middleware. Imported only by `typedrag serve` (needs uvicorn).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import time
+
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+log = logging.getLogger("typedrag.server.client")  # rate-limited by the server's log configuration
+
+
+def default_max_connections() -> int:
+    """Below the open-file limit, leaving room for the index, the log and outgoing LLM connections."""
+    soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY:
+        return 1000
+    return max(16, min(1000, soft - 128))
+
+
+class GuardedH11Protocol(H11Protocol):
+    header_timeout: float = 20.0
+    max_connections: int = 1000
+    _header_timer: asyncio.TimerHandle | None = None
+    _waiting_since: float | None = None  # when it started waiting for request headers; None while serving
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        if len(self.connections) > self.max_connections:
+            waiting = [c for c in self.connections if c is not self and getattr(c, "_waiting_since", None) is not None]
+            if not waiting:
+                log.warning("connection cap reached: new connection closed", extra={"fields": {"cap": self.max_connections}})
+                transport.abort()
+                return
+            oldest = min(waiting, key=lambda c: c._waiting_since)
+            log.warning("connection cap reached: oldest idle connection closed", extra={"fields": {"cap": self.max_connections}})
+            oldest._disarm()
+            oldest.transport.abort()
+        self._arm()
+
+    def data_received(self, data: bytes) -> None:
+        cycle = self.cycle
+        super().data_received(data)
+        if self.cycle is not cycle:  # a request's headers are complete: its body has its own timeout
+            self._disarm()
+
+    def on_response_complete(self) -> None:
+        super().on_response_complete()
+        if not self.transport.is_closing() and (self.cycle is None or self.cycle.response_complete):
+            self._arm()  # the next request on this keep-alive connection gets the same deadline
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def _arm(self) -> None:
+        self._disarm()
+        self._waiting_since = time.monotonic()
+        self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
+
+    def _disarm(self) -> None:
+        self._waiting_since = None
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if not self.transport.is_closing():
+            log.warning("request headers not received in time: connection closed", extra={"fields": {"timeout_s": self.header_timeout}})
+            self.transport.abort()
+
+
+def guarded_protocol(header_timeout: float, max_connections: int) -> type[GuardedH11Protocol]:
+    return type(
+        "TypedragH11Protocol",
+        (GuardedH11Protocol,),
+        {"header_timeout": header_timeout, "max_connections": max_connections},
+    )
