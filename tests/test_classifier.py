@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from typedrag.errors import UserError
 from typedrag.classify import FALLBACK_THRESHOLD, TypePrediction, load_default_classifier, needs_fallback
 from typedrag.classify.shipped import MODEL_DIR, ShippedClassifier
 from typedrag.nfq import NFQType
@@ -76,9 +77,9 @@ def test_batch_and_single_agree(classifier):
 
 @pytest.mark.parametrize("question", ["", "   ", "\n\t"])
 def test_empty_question_is_rejected(classifier, question):
-    with pytest.raises(ValueError, match="empty question"):
+    with pytest.raises(UserError, match="empty question"):
         classifier.classify(question)
-    with pytest.raises(ValueError, match="empty question"):
+    with pytest.raises(UserError, match="empty question"):
         classifier.classify_many(["Why do cats purr?", question])
 
 

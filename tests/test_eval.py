@@ -14,6 +14,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
+from typedrag.errors import UserError
 from typedrag.evaluation.datasets import EvalQuestion, Reference, load_dataset, stratified_sample
 from typedrag.evaluation.judges import LLMJudge, ProxyJudge
 from typedrag.evaluation.linkage import RankConvention, parse_verdict, question_rank, select_references
@@ -205,7 +206,7 @@ def test_load_wiki_nfqa_and_generic_formats(tmp_path):
     assert questions["mine"].id == "mine-1" and questions["mine"].gold_type == "instruction"
     (tmp_path / "bad").mkdir()
     bad = _write_jsonl(tmp_path / "bad" / "x.jsonl", [{"foo": 1}])
-    with pytest.raises(ValueError, match=r"x\.jsonl:1"):
+    with pytest.raises(UserError, match=r"x\.jsonl:1"):
         load_dataset(bad)
 
 

@@ -1,8 +1,9 @@
-"""The offline engine's planning heuristics on common phrasings."""
+"""The strategies' offline planners on common phrasings, and the shared sentence splitter."""
 
 import pytest
 
-from typedrag.engines import heuristics
+from typedrag.strategies import comparison, debate, experience, instruction, reason
+from typedrag.text import split_sentences
 
 
 @pytest.mark.parametrize(
@@ -15,45 +16,58 @@ from typedrag.engines import heuristics
         ("comet vs asteroid", "difference", ["comet", "asteroid"]),
         ("How does an Aussie accent compare with a Kiwi accent?", "difference", ["Aussie accent", "Kiwi accent"]),
         ("Differences between TCP, UDP and QUIC?", "difference", ["TCP", "UDP", "QUIC"]),
+        # Regressions (issue 12): the lead words were kept as part of the first item.
+        ("Is it better to rent or buy a house?", "superiority", ["rent a house", "buy a house"]),
+        ("Which is healthier: running or swimming?", "superiority", ["running", "swimming"]),
+        ("Should I learn French or Spanish?", "superiority", ["French", "Spanish"]),
+        ("How is a virus different from a bacterium?", "difference", ["virus", "bacterium"]),
+        ("Compare Judaism, Christianity and Islam.", "difference", ["Judaism", "Christianity", "Islam"]),
+        ("Which is better for a beginner, violin or cello?", "superiority", ["violin", "cello"]),
     ],
 )
 def test_comparison_items_and_purpose(question, purpose, items):
-    plan = heuristics.comparison_plan(question)
+    plan = comparison.offline_plan(question)
     assert (plan.purpose, plan.items) == (purpose, items)
 
 
 def test_comparison_without_items_fails_instead_of_guessing():
     with pytest.raises(ValueError):
-        heuristics.comparison_plan("How does it compare?")
+        comparison.offline_plan("How does it compare?")
 
 
 def test_reason_and_instruction_sub_queries_keep_the_subject():
-    reason = heuristics.reason_plan("Why did the Western Roman Empire fall?")
-    assert 2 <= len(reason.sub_queries) <= 5
-    assert all("Western Roman Empire" in q for q in reason.sub_queries)
-    steps = heuristics.instruction_plan("How do I bake sourdough bread?")
+    plan = reason.offline_plan("Why did the Western Roman Empire fall?")
+    assert 2 <= len(plan.sub_queries) <= 5
+    assert all("Western Roman Empire" in q for q in plan.sub_queries)
+    steps = instruction.offline_plan("How do I bake sourdough bread?")
     assert all("sourdough bread" in q for q in steps.sub_queries)
 
 
-def test_debate_has_for_against_and_neutral_perspectives():
-    plan = heuristics.debate_plan("Should we build more nuclear power plants?")
-    assert [p.name for p in plan.perspectives] == ["supporters", "critics", "neutral evidence"]
+def test_debate_has_for_against_and_evidence_perspectives():
+    plan = debate.offline_plan("Should we build more nuclear power plants?")
+    assert [p.name for p in plan.perspectives] == ["in favour", "against", "evidence"]
     assert all("nuclear power plants" in p.sub_query for p in plan.perspectives)
 
 
 def test_experience_keywords():
-    plan = heuristics.experience_plan("Any advice for a beginner learning guitar?")
+    plan = experience.offline_plan("Any advice for a beginner learning guitar?")
     assert "guitar" in plan.keywords and "guitar" in plan.topic
 
 
-def test_offline_sentence_split_keeps_abbreviations_and_initials_together():
+def test_sentence_split_keeps_abbreviations_and_initials_together():
     # Regression: "St. Clair" was split, and the fragment "Clair River toward Lake Erie." was quoted as an answer.
-    from typedrag.engines.offline import _SENTENCE
-
     text = "It flows from the St. Clair River toward Lake Erie. J. R. R. Tolkien wrote it. Then Dr. Who left! Next one."
-    assert _SENTENCE.split(text) == [
+    assert split_sentences(text) == [
         "It flows from the St. Clair River toward Lake Erie.",
         "J. R. R. Tolkien wrote it.",
         "Then Dr. Who left!",
         "Next one.",
+    ]
+
+
+def test_sentence_split_keeps_numbered_works_and_circa_together():
+    # Regression (issue 12): "No. 9" and "c. 1824" cut a sentence in three; an answer quoted "... Violin Op. [5]".
+    assert split_sentences("Symphony No. 9 was written c. 1824 in Vienna. His 24 Caprices, Op. 1, followed [2].") == [
+        "Symphony No. 9 was written c. 1824 in Vienna.",
+        "His 24 Caprices, Op. 1, followed [2].",
     ]

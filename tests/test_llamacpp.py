@@ -15,7 +15,7 @@ from typedrag.llm.local_server import LocalLlamaServer
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
-from typedrag.plans import SubQueryPlan
+from typedrag.strategies.decomposed import SubQueryPlan
 
 pytest.importorskip("xllamacpp", reason="the llama.cpp fixture needs: pip install 'typedrag[local]'")
 pytestmark = pytest.mark.slow

@@ -10,7 +10,8 @@ from typedrag.llm.base import LLMError, StructuredOutcome
 from typedrag.llm.cache import ResponseCache
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.llm.structured import extract_json, parse_structured
-from typedrag.plans import DebatePlan, SubQueryPlan
+from typedrag.strategies.debate import DebatePlan
+from typedrag.strategies.decomposed import SubQueryPlan
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply
 
 MESSAGES = [{"role": "user", "content": "Question: Why do leaves change colour in autumn?"}]
@@ -31,7 +32,7 @@ async def test_structured_output_is_requested_with_the_schema_and_parsed():
     fmt = server.requests[0].body["response_format"]
     assert fmt["type"] == "json_schema"
     assert fmt["json_schema"]["name"] == "SubQueryPlan"
-    assert fmt["json_schema"]["schema"]["properties"]["sub_queries"]["maxItems"] == 5
+    assert fmt["json_schema"]["schema"]["properties"]["sub_queries"]["minItems"] == 2
 
 
 async def test_fenced_and_preambled_json_is_recovered_without_a_second_request():

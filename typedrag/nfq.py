@@ -6,6 +6,12 @@ from enum import StrEnum
 
 
 class NFQType(StrEnum):
+    """The eight NF-CATS question types; the six non-factoid ones have a Typed-RAG strategy.
+
+    >>> NFQType.parse("evidence based")
+    <NFQType.EVIDENCE_BASED: 'EVIDENCE-BASED'>
+    """
+
     NOT_A_QUESTION = "NOT-A-QUESTION"
     FACTOID = "FACTOID"
     EVIDENCE_BASED = "EVIDENCE-BASED"

@@ -64,7 +64,7 @@ class Pipeline:
         self,
         engine: Engine,
         retriever: Retriever | None,
-        classifier: TypeClassifier | None = None,
+        classifier: TypeClassifier | None = None,  # None: the shipped NF-CATS classifier, loaded when first needed
         reranker: Reranker | None = None,
         settings: PipelineSettings | None = None,
         routes: Mapping[str, Strategy] | None = None,
@@ -158,8 +158,10 @@ class Pipeline:
         if forced_type is not None:
             label = self.route_label(str(forced_type))
             return TypePrediction(label=label, confidence=1.0, probabilities={label: 1.0}, source="forced")
-        if self.classifier is None:
-            raise QuestionError("method 'typed' needs a type classifier or a forced type")
+        if self.classifier is None:  # the shipped classifier, loaded only when a question needs typing
+            from typedrag.classify.shipped import load_default_classifier
+
+            self.classifier = load_default_classifier()
         prediction = await self.classifier.aclassify(question, trace)
         if self.settings.assume_non_factoid:
             prediction = self._most_likely_routed(prediction)

@@ -44,6 +44,22 @@ def key_phrases(text: str) -> list[str]:
     return sorted(dict.fromkeys(found), key=lambda p: -len(p.split()))
 
 
+_SUFFIXES = ("ing", "ed", "es", "s")
+
+
+def terms(text: str) -> set[str]:
+    """The content words of `text`, lower case, with common English endings cut ("sinking" -> "sink")."""
+    found = set()
+    for word in content_words(text.lower()):
+        word = word.removesuffix("'s")
+        for suffix in _SUFFIXES:
+            if len(word) > len(suffix) + 3 and word.endswith(suffix):
+                word = word[: -len(suffix)]
+                break
+        found.add(word)
+    return found
+
+
 # Words that end with a period without ending a sentence: titles, Latin and reference abbreviations.
 ABBREVIATIONS = frozenset(
     """mr mrs ms dr prof st jr sr rev gen col lt sgt capt cmdr gov sen rep pres mt ft vs etc al cf eg ie ca
@@ -52,7 +68,7 @@ ABBREVIATIONS = frozenset(
 )
 # A candidate boundary: . ! or ? (and closing quotes/brackets, and citation markers) before a space and
 # a capital, digit, quote or bracket.
-_BOUNDARY = re.compile(r"[.!?][\"')\]]*((?:\s?\[\d{1,3}\])*)\s+(?=[A-Z0-9\"'(\[])|\n+")
+_BOUNDARY = re.compile(r"[.!?][\"')\]]*((?:\s?\[\d{1,3}\])*)\s+(?=[A-Z0-9\"'(]|\[(?!\d{1,3}\]))|\n+")
 _LAST_WORD = re.compile(r"([A-Za-z][A-Za-z.]*)\.[\"')\]]*$")
 
 

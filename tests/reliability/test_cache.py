@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from typedrag.errors import UserError
 from typedrag.llm.cache import ResponseCache
 from typedrag.testing.openai_stub import OpenAIStubServer
 
@@ -17,7 +18,7 @@ def damaged_cache(tmp_path):
 
 
 def test_damaged_cache_file_is_refused_with_the_fix(damaged_cache):
-    with pytest.raises(ValueError, match=r"llm-cache.sqlite is unusable \(file is not a database\): delete it"):
+    with pytest.raises(UserError, match=r"llm-cache.sqlite is unusable \(file is not a database\): delete it"):
         ResponseCache(damaged_cache)
 
 

@@ -14,7 +14,7 @@ from typedrag.evaluation.judges import LLMJudge
 from typedrag.evaluation.linkage import parse_verdict
 from typedrag.llm.cache import ResponseCache
 from typedrag.llm.openai_chat import OpenAIChatModel
-from typedrag.plans import SubQueryPlan
+from typedrag.strategies.decomposed import SubQueryPlan
 from typedrag.testing.openai_stub import ChatRequest, OpenAIStubServer, Reply, default_content
 
 from test_eval import REFS, eval_app, write_dataset

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from typedrag.errors import UserError
 from typedrag.index import build_index, open_retriever
 from typedrag.index.base import IndexUnusableError
 from typedrag.index.manifest import MANIFEST
@@ -38,7 +39,7 @@ def test_a_folder_with_a_foreign_manifest_json_is_never_replaced(corpus, tmp_pat
 def test_an_index_with_a_foreign_file_added_is_not_replaced(corpus, small_index, tmp_path):
     index_dir = shutil.copytree(small_index, tmp_path / "index")
     (index_dir / "notes.txt").write_text("mine")
-    with pytest.raises(ValueError, match="notes.txt"):
+    with pytest.raises(UserError, match="notes.txt"):
         build_index([corpus], index_dir, show_progress=False)
     assert (index_dir / "notes.txt").read_text() == "mine"
 
@@ -47,7 +48,7 @@ def test_a_manifest_lookalike_without_typedrag_content_is_refused(corpus, tmp_pa
     target = tmp_path / "t"
     target.mkdir()
     (target / MANIFEST).write_text(json.dumps({"format_version": 1, "files": {}}))  # no engine, no typedrag_version
-    with pytest.raises(ValueError, match="not a typedrag index"):
+    with pytest.raises(UserError, match="not a typedrag index"):
         build_index([corpus], target, show_progress=False)
     assert (target / MANIFEST).exists()
 
@@ -72,7 +73,7 @@ def test_index_into_the_current_folder_or_a_parent_is_a_one_line_error(corpus, t
 def test_index_onto_a_mount_point_is_refused(corpus, tmp_path):
     if not os.path.ismount("/proc"):
         pytest.skip("no /proc mount point to test with")
-    with pytest.raises(ValueError, match="mount point"):
+    with pytest.raises(UserError, match="mount point"):
         build_index([corpus], Path("/proc"), show_progress=False)
 
 
@@ -81,7 +82,7 @@ def test_a_concurrent_build_into_the_same_folder_is_refused(corpus, tmp_path):
     lock = tmp_path / ".index.lock"
     with open(lock, "w") as held:
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)  # another build holds it
-        with pytest.raises(ValueError, match="another typedrag build"):
+        with pytest.raises(UserError, match="another typedrag build"):
             build_index([corpus], index_dir, show_progress=False)
     assert not index_dir.exists()
     build_index([corpus], index_dir, show_progress=False)  # released: builds

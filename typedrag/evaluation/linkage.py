@@ -33,7 +33,7 @@ LINKAGE_JUDGE = Prompt(
     "Question: {question}\n\n"
     "Here are {count} reference answers to it, already ranked from best (1) to worst ({count}):\n"
     "{references}\n\n"
-    "The candidate answer to place:\n{candidate}\n\n"
+    "Candidate answer:\n{candidate}\n\n"
     "Where does the candidate belong in this ranking? Weigh correctness, how fully it answers the question, "
     "and how useful it is to the person asking; ignore length and style. Position k means the candidate is "
     "better than reference k and every reference after it; position {last} means it is worse than all of "

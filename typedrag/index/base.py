@@ -19,6 +19,11 @@ class IndexBuildError(UserError, FileExistsError):
 
 @runtime_checkable
 class Retriever(Protocol):
+    """Finds passages for a query. Synchronous and thread-safe: strategies call it from worker threads.
+
+    Implement `name`, `search` and `search_many` to put any index behind typedrag (see ListRetriever).
+    """
+
     name: str  # engine name shown in traces, e.g. "tantivy-bm25"
 
     def search(self, query: str, k: int = 10) -> list[ScoredPassage]:

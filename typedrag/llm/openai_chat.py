@@ -39,6 +39,12 @@ _SURROGATE = re.compile(r"[\ud800-\udfff]")  # lone UTF-16 halves, decoded from 
 
 
 class OpenAIChatModel:
+    """A `ChatModel` on any OpenAI-compatible endpoint (OpenAI, vLLM, Ollama, llama.cpp, TGI...).
+
+    >>> OpenAIChatModel(model="llama3.1", base_url="http://127.0.0.1:11434/v1").name
+    'openai-compatible:llama3.1@127.0.0.1:11434'
+    """
+
     def __init__(
         self,
         *,

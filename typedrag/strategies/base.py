@@ -124,24 +124,30 @@ async def on_topic(question: str, pool: list[ScoredPassage], ctx: StrategyContex
 async def assign(
     queries: list[str], own_hits: list[list[ScoredPassage]], pool: list[ScoredPassage], k: int, ctx: StrategyContext
 ) -> list[list[ScoredPassage]]:
-    """Give each aspect up to k passages no other aspect has, taking turns, best match first.
+    """Give each aspect up to k passages, taking turns, best match first; each aspect's first passage is
+    one no other aspect has, so no two aspects ever work from the same passages.
 
-    An aspect prefers its own search results, then any pooled passage, each ranked by the
-    reranker against the aspect's query; so aspects never share a passage and none is starved.
+    An aspect prefers its own search results, then any pooled passage, each ranked by the reranker
+    against the aspect's query. Once every aspect has a passage of its own, a small pool may be
+    shared; an aspect left with no passage of its own gets none (the caller drops it).
     """
     allowed = {hit.passage_id for hit in pool}
     preferences = []
     for query, own in zip(queries, own_hits):
-        ranked = await ctx.rerank(query, pool, len(pool))
+        ranked = [hit for hit in await ctx.rerank(query, pool, len(pool)) if hit.passage_id in allowed]
         mine = {hit.passage_id for hit in own}
         preferences.append(sorted(ranked, key=lambda h: (h.passage_id not in mine, -h.score)))
     taken: set[str] = set()
     assigned: list[list[ScoredPassage]] = [[] for _ in queries]
-    for _ in range(k):
+    for turn in range(k):
         for index, ranked in enumerate(preferences):
-            for hit in ranked:
-                if hit.passage_id in allowed and hit.passage_id not in taken:
-                    taken.add(hit.passage_id)
-                    assigned[index].append(hit)
-                    break
+            if turn > 0 and not assigned[index]:
+                continue  # no passage of its own: it stays empty
+            fresh = [hit for hit in ranked if hit.passage_id not in taken]
+            mine = {hit.passage_id for hit in assigned[index]}
+            shared = [hit for hit in ranked if hit.passage_id not in mine] if turn > 0 else []
+            for hit in fresh or shared:
+                taken.add(hit.passage_id)
+                assigned[index].append(hit)
+                break
     return assigned

@@ -30,8 +30,10 @@ from typedrag.strategies.base import StrategyContext, StrategyOutput, assign, on
 from typedrag.strategies.plans import MAX_ASPECTS, Phrase, clean_phrases, keep_at_most
 
 CITED = re.compile(r"\[\d{1,3}\]")
-# Two sub-answers that share this much of the shorter one's words say the same thing.
+# Two sub-answers that share this much of the shorter one's words (and at least REPEAT_MIN_WORDS of them)
+# say the same thing.
 REPEAT_OVERLAP = 0.5
+REPEAT_MIN_WORDS = 4
 ANSWER_SENTENCES = 6  # the offline combined answer: 1.5x plain RAG's four sentences
 
 
@@ -79,9 +81,10 @@ def retrieval_query(aspect_query: str, question: str) -> str:
 def repeats(text: str, earlier: str) -> bool:
     """True when `text` is `earlier` again, or shares at least half the words of the shorter of the two."""
     words, other = set(content_words(text.lower())), set(content_words(earlier.lower()))
-    if not words or not other:
-        return text.strip() == earlier.strip()
-    return len(words & other) / min(len(words), len(other)) >= REPEAT_OVERLAP
+    shared = len(words & other)
+    if text.strip() == earlier.strip():
+        return True
+    return shared >= REPEAT_MIN_WORDS and shared / min(len(words), len(other)) >= REPEAT_OVERLAP
 
 
 def budget(parts: int, total: int = ANSWER_SENTENCES - 1) -> list[int]:
@@ -108,9 +111,12 @@ async def answer_aspect(
     ctx.emit("aspect", aspect=aspect.model_dump())
 
 
-def drop(aspect: Aspect, reason: str, ctx: StrategyContext) -> None:
+def drop(aspect: Aspect, reason: str, ctx: StrategyContext, *, announce: bool = False) -> None:
+    """Record why an aspect is left out; `announce` tells streaming clients about one never answered."""
     aspect.error = reason
     ctx.trace.fallback(f"aspect:{aspect.label}", f"dropped, {reason}")
+    if announce:
+        ctx.emit("aspect", aspect=aspect.model_dump())
 
 
 async def answer_and_combine(
@@ -125,7 +131,7 @@ async def answer_and_combine(
     working = []
     for aspect, hits in zip(aspects, assigned):
         if not hits:
-            drop(aspect, "no on-topic passage that the other aspects had not already used", ctx)
+            drop(aspect, "no on-topic passage that the other aspects had not already used", ctx, announce=True)
             continue
         sources = ctx.book.add(hits)
         aspect.source_numbers = [s.number for s in sources]

@@ -103,6 +103,9 @@ def default_content(request: ChatRequest) -> str:
     cite = f" [{numbers[0]}]" if numbers else ""
     if "judge" in request.prompt.lower() and "[[" in request.prompt:
         return "Rank: [[2]]"
+    focus = re.search(r"(?:Answer only this part of it: |as seen by )(.+?)(?:, using the sources)?\.?\n", request.last_user + "\n")
+    if focus:  # an aspect: about its own focus, so aspects do not repeat each other
+        return f"Stub answer about {focus.group(1)[:80]}{cite}."
     return f"Stub answer to: {question[:80]}{cite}."
 
 

@@ -1,0 +1,91 @@
+"""The public API: the README's Python block runs as printed, and a route added from outside the package answers."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+import typedrag
+from typedrag import ListRetriever, OfflineEngine, Pipeline, PlanTask, Prompt, Section, Extract, WriteTask, default_routes
+from typedrag.testing import ScriptedChatModel
+from typedrag.engines.llm_engine import LLMEngine
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+
+
+def test_readme_python_block_runs_as_printed(tmp_path):
+    text = README.read_text(encoding="utf-8")
+    section = text.split("## Python API", 1)[1]
+    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "REASON -> reason answered by offline-extractive" in done.stdout
+    assert "iceberg" in done.stdout and "Typed-RAG" in done.stdout
+    assert list(tmp_path.iterdir()) == []  # the evaluation wrote into a temporary folder, not the cwd
+
+
+class Haiku(BaseModel):
+    """A toy plan: the three images a haiku about the question would use."""
+
+    images: list[str] = Field(min_length=3, max_length=3, description="three concrete images")
+
+
+PLAN_HAIKU = Prompt("plan_haiku", "You plan haiku. Reply with JSON only.", "Question: {question}\n{reply_format}")
+WRITE_HAIKU = Prompt("write_haiku", "You write haiku from sources.", "Sources:\n{sources}\nImages: {images}\nQuestion: {question}")
+
+
+class HaikuStrategy:
+    """A route defined entirely outside the package: its own schema, prompts, offline planner and run()."""
+
+    name = "haiku"
+    plan = PlanTask("plan:haiku", PLAN_HAIKU, Haiku, offline=lambda q: Haiku(images=q.split()[:3]))
+
+    async def run(self, question, ctx):
+        plan = await ctx.engine.plan(self.plan, question, ctx.trace)
+        sources = ctx.book.add(await ctx.retrieve(question, 2))
+        task = WriteTask("answer:haiku", WRITE_HAIKU, {"question": question, "images": ", ".join(plan.images)},
+                         Extract((Section(query=question, sentences=1),)), sources=sources)
+        return typedrag.StrategyOutput(answer=await ctx.engine.write(task, ctx.trace), plan=plan)
+
+
+def test_a_route_added_from_outside_answers_with_its_own_schema_and_prompts():
+    texts = ["Autumn leaves fall slowly over the quiet pond.", "Tax law changed in 1986."]
+    routes = {**default_routes(), "HAIKU": HaikuStrategy()}
+
+    offline = Pipeline(OfflineEngine(), ListRetriever(texts), routes=routes)
+    result = typedrag_run(offline.answer("autumn leaves pond", forced_type="haiku"))
+    assert result.strategy == "haiku" and result.plan == {"images": ["autumn", "leaves", "pond"]}
+    assert "Autumn leaves fall slowly" in result.answer and result.citations[0].source_numbers == [1]
+
+    model = ScriptedChatModel(lambda call: '{"images": ["leaf", "pond", "mist"]}' if call.schema else "Leaves drift down [1].")
+    llm = Pipeline(LLMEngine(model), ListRetriever(texts), routes=routes)
+    result = typedrag_run(llm.answer("autumn leaves pond", forced_type="HAIKU"))
+    assert result.answer == "Leaves drift down [1]." and result.plan == {"images": ["leaf", "pond", "mist"]}
+    plan_call, write_call = model.calls
+    assert plan_call.schema is Haiku and '"images": ["...", "..."]' in plan_call.user  # reply format from the schema
+    assert "Images: leaf, pond, mist" in write_call.user and '<source id="1"' in write_call.user
+
+
+def typedrag_run(coroutine):
+    import asyncio
+
+    return asyncio.run(coroutine)
+
+
+def test_public_names_import_and_every_public_class_has_a_docstring():
+    missing = []
+    for name in typedrag.__all__:
+        value = getattr(typedrag, name)
+        if isinstance(value, type) and not (value.__doc__ or "").strip():
+            missing.append(name)
+    assert missing == []
+
+
+def test_importing_the_pipeline_does_not_import_tantivy():
+    code = "import sys, typedrag.pipeline, typedrag; typedrag.Pipeline; print('tantivy' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "False", done.stderr
