@@ -1,7 +1,7 @@
 """Benchmark the default tantivy BM25 index: build time, size, memory, query latency and throughput.
 
 Also compares per-query speed with the pure-Python `rank-bm25` on a 100k-passage subset, the
-obvious do-it-yourself alternative (`pip install rank-bm25`, a bench-only dependency).
+obvious do-it-yourself alternative (rank-bm25, the 'bench' extra: pip install 'typedrag[bench]').
 
     python bench/bench_retrieval.py                      # shared Wikipedia corpus, fresh index
     python bench/bench_retrieval.py --reuse              # reuse the index from a previous run
@@ -29,6 +29,7 @@ import tantivy
 
 import typedrag
 from typedrag.corpus import chunk_document, iter_documents
+from typedrag.extras import require_or_exit
 from typedrag.index import build_index, open_retriever
 from typedrag.index.tantivy_index import _query_analyzer
 
@@ -147,6 +148,8 @@ def main() -> None:
     parser.add_argument("--subset", type=int, default=100_000, help="passages for the rank-bm25 comparison (0: skip)")
     parser.add_argument("--bm25-queries", type=int, default=50)
     args = parser.parse_args()
+    if args.subset:  # checked before the long index build, not after it
+        require_or_exit("rank_bm25", "bench", "the rank-bm25 comparison (--subset 0 skips it)")
 
     machine_info()
     queries = load_queries(args.queries)

@@ -338,6 +338,7 @@ def test_end_to_end_with_llm_generator_and_judge(tmp_path, small_index, monkeypa
     assert "type (predicted by " in markdown
     assert (out / "results.csv").read_text().startswith("method,")
     assert (out / "mpr-by-type.png").read_bytes()[:4] == b"\x89PNG"
+    assert summary["chart_missing"] is None and summary["files"]["chart"] == "mpr-by-type.png"
 
 
 def test_offline_run_uses_the_labelled_proxy_and_skips_llm(tmp_path, small_index, monkeypatch):

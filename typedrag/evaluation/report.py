@@ -41,8 +41,11 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
     files["markdown"].write_text(table.markdown(), encoding="utf-8")
     with files["csv"].open("w", newline="", encoding="utf-8") as out:
         csv.writer(out).writerows(table.csv_rows())
-    _chart(table, files["chart"])
-    summary = {**summary, "files": {k: p.name for k, p in files.items()}}
+    chart_missing = draw_chart(table, files["chart"])
+    if chart_missing:  # the tables stand without it; say why it is missing where the numbers are read
+        files.pop("chart")
+        files["markdown"].write_text(table.markdown([f"no chart: {chart_missing}"]), encoding="utf-8")
+    summary = {**summary, "files": {k: p.name for k, p in files.items()}, "chart_missing": chart_missing}
     files["summary"].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return files
 
@@ -88,7 +91,7 @@ class _Table:
             + [(t, ALL, t) for t in self.types]
         )
 
-    def markdown(self) -> str:
+    def markdown(self, extra_notes: list[str] = ()) -> str:
         c = self.config
         mrr, mpr = self.metrics
         judge = c["judge"]
@@ -128,6 +131,7 @@ class _Table:
         for method in self.methods:
             lines.append(_row([METHOD_NAMES[method]] + [self.counts(method, s, t) for _, s, t in self.columns()]))
         notes = self.summary["notes"] + [f"{len(self.summary['errors_this_run'])} errors in the last run (see summary)"]
+        notes += list(extra_notes)
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
         return "\n".join(lines) + "\n"
 
@@ -152,6 +156,25 @@ class _Table:
 
 def _row(cells: list[str]) -> str:
     return "| " + " | ".join(cells) + " |"
+
+
+def draw_chart(table: _Table, path: Path) -> str | None:
+    """Draw the chart; None when drawn, else one line saying why not (and no chart file is left).
+
+    A missing matplotlib or any drawing error must not cost the run its tables, which are written
+    first and do not depend on the chart.
+    """
+    try:
+        _chart(table, path)
+    except ImportError as error:
+        reason = f"matplotlib could not be imported ({error}); reinstall typedrag (pip install typedrag) to get it"
+    except Exception as error:  # noqa: BLE001 - any drawing failure; the tables are already written
+        reason = f"drawing failed: {type(error).__name__}: {error}"
+    else:
+        return None
+    if path.is_file():
+        path.unlink()  # no stale chart from an earlier run, no half-written file
+    return " ".join(reason.split())
 
 
 def _chart(table: _Table, path: Path) -> None:

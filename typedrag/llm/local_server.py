@@ -10,6 +10,10 @@ import socket
 from pathlib import Path
 
 from typedrag.errors import ModelUnavailable
+from typedrag.extras import require
+
+LOCAL_FEATURE = "a local model (--llm local:...)"
+
 
 
 class LocalServerError(ModelUnavailable):
@@ -26,10 +30,7 @@ class LocalLlamaServer:
     """Owns one llama.cpp server; `close()` (or garbage collection) stops it."""
 
     def __init__(self, model_path: Path | str, *, n_ctx: int = 4096, threads: int = 1, parallel: int = 1) -> None:
-        try:
-            import xllamacpp
-        except ImportError as error:
-            raise LocalServerError("a local model needs the extra: pip install 'typedrag[local]'") from error
+        xllamacpp = require("xllamacpp", "local", LOCAL_FEATURE)
         path = Path(model_path).expanduser()
         if not path.is_file():
             raise LocalServerError(f"GGUF model file not found: {path}")

