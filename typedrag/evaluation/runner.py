@@ -103,7 +103,7 @@ async def _evaluate(options: EvalOptions, settings: Settings, resources) -> Eval
     if judge.is_proxy and options.rounds != 1:
         notes.append("the proxy judge is deterministic, so it runs one round whatever --rounds says")
     classifier = ", ".join(sorted({p.source for p in predictions.values()})) or "none"
-    index = _index_fingerprint(Path(settings.index)) if methods != ["llm"] else {}
+    index = _index_fingerprint(settings, pipeline.retriever) if methods != ["llm"] else {}
     identity = {
         "dataset": str(options.dataset.resolve()),
         "generator": pipeline.engine.name,
@@ -349,7 +349,10 @@ def _judge_config(judge: Judge, settings: Settings) -> dict[str, Any]:
     }
 
 
-def _index_fingerprint(index: Path) -> dict[str, Any]:
+def _index_fingerprint(settings: Settings, retriever: Any) -> dict[str, Any]:
+    if settings.backend == "milvus":  # a run resumes only against the same server, collection, mode and corpus
+        return {"path": retriever.name, "passages_sha256": retriever.manifest["corpus"]["passages_sha256"]}
+    index = Path(settings.index)
     manifest = index / "manifest.json"
     if not manifest.is_file():
         return {"path": str(index.resolve())}

@@ -96,8 +96,8 @@ def _check_name(collection: str) -> None:
         )
 
 
-def _rebuild_hint(uri: str, collection: str) -> str:
-    return f"run `typedrag index SOURCE --backend milvus --uri {safe_uri(uri)} --collection {collection}` to build it"
+def _rebuild_hint(uri: str, collection: str, flags: str = "") -> str:
+    return f"run `typedrag index SOURCE --backend milvus --uri {safe_uri(uri)} --collection {collection}{flags}` to build it"
 
 
 class _Connection:
@@ -214,7 +214,7 @@ def build_milvus_index(
                 if name.startswith(collection + BUILD_INFIX) and name != live:
                     conn.client.drop_collection(name, timeout=CALL_TIMEOUT)
         building = f"{collection}{BUILD_INFIX}{secrets.token_hex(4)}"
-        hint = f"start the server or check --uri, then re-run `typedrag index` (the partial build is dropped then)"
+        hint = "start the server or check --uri, then re-run `typedrag index` (the partial build is dropped then)"
         with conn.errors("creating the collection", hint):
             conn.client.create_collection(
                 building,
@@ -312,12 +312,13 @@ def _insert_passages(
                 if len(rows) >= batch_size:
                     send()
             summary.documents += 1
-            if summary.documents % 256 == 0 or not rows:
+            if summary.documents % 256 == 0:
                 rate = summary.passages / (time.perf_counter() - started)
                 progress.update(task, completed=summary.passages, documents=summary.documents, rate=rate)
         if rows:
             send()
-        progress.update(task, description="indexed", completed=summary.passages, documents=summary.documents)
+        rate = summary.passages / (time.perf_counter() - started)
+        progress.update(task, description="indexed", completed=summary.passages, documents=summary.documents, rate=rate)
     return passages_hash.hexdigest()
 
 
@@ -389,7 +390,7 @@ class MilvusRetriever:
         if self.mode != "bm25" and not engine.get("dense"):
             raise IndexUnusableError(
                 f"Milvus collection {collection!r} has no dense vectors for --milvus-mode {self.mode}: "
-                f"{hint.removesuffix(' to build it')} --dense, or use bm25"
+                f"{_rebuild_hint(uri, collection, ' --dense')}, or use --milvus-mode bm25"
             )
         with conn.errors("opening the collection"):
             conn.client.load_collection(collection, timeout=CALL_TIMEOUT)  # a no-op when loaded; needed after a release
