@@ -103,7 +103,8 @@ def peak_rss_mb(pid: int) -> float:
 def report(name: str, build_s: float, times: list[float], qps: float, extra: str = "") -> None:
     print(
         f"| {name} | {build_s:.1f} s | {percentile(times, 0.5):.1f} ms | {percentile(times, 0.95):.1f} ms | "
-        f"{1000 / statistics.mean(times):,.1f} | {qps:,.1f} |{extra}"
+        f"{1000 / statistics.mean(times):,.1f} | {qps:,.1f} |{extra}",
+        flush=True,
     )
 
 
@@ -138,6 +139,7 @@ def main() -> None:
         try:
             uri = f"http://127.0.0.1:{port}"
             summary = build_milvus_index([root / "subset.jsonl"], uri, "bench", show_progress=False)
+            print(f"# Milvus build done in {summary.seconds:.1f} s; searching", file=sys.stderr, flush=True)
             milvus = MilvusRetriever(uri, "bench")
             m_times, m_tops = timed_searches(milvus, queries, args.k)
             qps = throughput(milvus, queries, args.k)

@@ -225,6 +225,20 @@ def test_server_down_is_one_line_and_exit_2(clean_env):
         assert TOKEN not in out.output
 
 
+def test_corpus_error_mid_build_leaves_no_partial_collection(server, tmp_path):
+    from typedrag.corpus import CorpusError
+
+    docs = [{"id": f"d{n}", "title": "T", "text": "some words " * 50} for n in range(30)]
+    corpus = tmp_path / "bad.jsonl"
+    corpus.write_text("".join(json.dumps(d) + "\n" for d in docs) + "{not json\n", encoding="utf-8")
+    with pytest.raises(CorpusError):
+        build_milvus_index([corpus], server.uri, "bad", strict=True, batch_size=10, show_progress=False)
+    client = pymilvus.MilvusClient(uri=server.uri)
+    assert not [n for n in client.list_collections() if n.startswith("bad")]
+    with pytest.raises(IndexUnusableError, match="no Milvus collection 'bad'"):
+        MilvusRetriever(server.uri, "bad")
+
+
 def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, monkeypatch):
     """Runs last in this module: it kills the module's server and starts it again on the same data."""
     docs = [{"id": f"doc{n}", "title": f"Doc {n}", "text": f"passage number {n} " * 30} for n in range(60)]

@@ -51,7 +51,7 @@ K1, B = 1.2, 0.75
 ANALYZER: dict[str, Any] = {"tokenizer": "standard", "filter": ["lowercase"]}
 BUILD_INFIX = "__build_"  # <collection>__build_<hex>: the real collection behind the alias <collection>
 BATCH_SIZE = 1000  # passages per insert: ~1 MB gRPC messages, far below Milvus's 64 MB limit
-QUERY_BATCH = 64  # queries per search request in search_many
+QUERY_BATCH = 8  # queries per search request: fewer round trips, yet Milvus Lite (~0.3-1 s a query at 100k) stays in CALL_TIMEOUT
 CALL_TIMEOUT = 15.0  # seconds per call: pymilvus retries a brief failover until then, then we report
 RRF_K = 60  # the usual RRF constant
 MAX_VARCHAR = 65535  # Milvus's VARCHAR limit, in UTF-8 bytes
@@ -222,8 +222,20 @@ def build_milvus_index(
                 index_params=_index_params(conn.client, dense),
                 timeout=CALL_TIMEOUT,
             )
+        try:
+            with conn.errors("indexing", hint):
+                passages_sha256 = _insert_passages(
+                    conn, building, sources, summary, passage_words, strict, show_progress, batch_size, dense
+                )
+        except IndexUnusableError:
+            raise  # Milvus is unreachable, so it cannot drop the partial build either: the next build does
+        except BaseException:  # a corpus error, an oversized passage, Ctrl-C: Milvus is fine, tidy up now
+            try:
+                conn.client.drop_collection(building, timeout=2)
+            except Exception:
+                pass
+            raise
         with conn.errors("indexing", hint):
-            passages_sha256 = _insert_passages(conn, building, sources, summary, passage_words, strict, show_progress, batch_size, dense)
             conn.client.flush(building, timeout=CALL_TIMEOUT)
             summary.skipped = len(summary.problems)
             summary.seconds = time.perf_counter() - started
@@ -353,7 +365,11 @@ class MilvusRetriever:
         self.collection = collection
         self._conn = _Connection(uri, token)
         self.name = f"milvus-{mode}@{self._conn.where}/{collection}"
-        self.manifest = self._check(uri)
+        try:
+            self.manifest = self._check(uri)
+        except BaseException:
+            self._conn.close()
+            raise
         self._embedder = None
         if mode != "bm25":
             from typedrag.embed import default_embedder
