@@ -51,8 +51,11 @@ K1, B = 1.2, 0.75
 ANALYZER: dict[str, Any] = {"tokenizer": "standard", "filter": ["lowercase"]}
 BUILD_INFIX = "__build_"  # <collection>__build_<hex>: the real collection behind the alias <collection>
 BATCH_SIZE = 1000  # passages per insert: ~1 MB gRPC messages, far below Milvus's 64 MB limit
-QUERY_BATCH = 8  # queries per search request: fewer round trips, yet Milvus Lite (~0.3-1 s a query at 100k) stays in CALL_TIMEOUT
+QUERY_BATCH = 8  # queries per search request: fewer round trips, yet Milvus Lite (~0.3-1 s a query at 100k) stays in SEARCH_TIMEOUT
 CALL_TIMEOUT = 15.0  # seconds per call: pymilvus retries a brief failover until then, then we report
+# Searches get longer: Milvus Lite builds each segment's BM25 index on the first search after a start,
+# which took over 15 s at 100k passages on a loaded 2-core machine.
+SEARCH_TIMEOUT = 60.0
 RRF_K = 60  # the usual RRF constant
 MAX_VARCHAR = 65535  # Milvus's VARCHAR limit, in UTF-8 bytes
 FIELDS = ["passage_id", "doc_id", "title", "text"]
@@ -438,13 +441,13 @@ class MilvusRetriever:
         if self.mode == "bm25":
             return client.search(
                 self.collection, data=terms, anns_field="sparse", limit=k, output_fields=FIELDS,
-                search_params=bm25, timeout=CALL_TIMEOUT,
+                search_params=bm25, timeout=SEARCH_TIMEOUT,
             )
         vectors = [v.tolist() for v in self._embedder.embed(raw)]
         if self.mode == "dense":
             return client.search(
                 self.collection, data=vectors, anns_field="dense", limit=k, output_fields=FIELDS,
-                search_params=cosine, timeout=CALL_TIMEOUT,
+                search_params=cosine, timeout=SEARCH_TIMEOUT,
             )
         # RRF over 2k candidates from each side: a passage ranked just below k by both can still win.
         requests = [
@@ -453,7 +456,7 @@ class MilvusRetriever:
         ]
         return client.hybrid_search(
             self.collection, reqs=requests, ranker=pymilvus.RRFRanker(RRF_K), limit=k, output_fields=FIELDS,
-            timeout=CALL_TIMEOUT,
+            timeout=SEARCH_TIMEOUT,
         )
 
     def _scored(self, hit: dict) -> ScoredPassage:
