@@ -10,9 +10,9 @@ English Snowball stemmer), and queries go through tantivy's query chain (the sam
 dropped). Milvus's own `standard` analyzer then only splits those terms on spaces. Why not Milvus's
 English analyzer: Milvus Lite implements only the tokenizer and stop-word filters and silently ignores
 a stemmer, so the same collection would be indexed differently on Lite than on a cluster, and without
-stemming "crocodile" does not find "Crocodiles" (measured in tests/test_milvus.py: top-10 overlap with
-tantivy 0.54 without, 0.96 with). Milvus Lite scores BM25 with per-segment statistics, so its ranking is close to, not equal
-to, tantivy's (tests/test_milvus.py asserts the overlap).
+stemming "crocodile" does not find "Crocodiles" (top-10 overlap with tantivy in tests/test_milvus.py:
+0.54 without, 0.96 with). Milvus Lite scores BM25 with per-segment statistics, so its ranking is close
+to, not equal to, tantivy's.
 
 Optional dense search embeds passages with the shipped MiniLM at build time (`dense=True`); "hybrid"
 fuses BM25 and dense with reciprocal rank fusion (RRF) inside Milvus.
