@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from typedrag.commands import USER_ERRORS, errors, fail, settings_from
+from typedrag.commands import USER_ERRORS, backend_overrides, errors, fail, settings_from
 
 app = typer.Typer(
     help=(
@@ -34,6 +34,15 @@ LLMOpt = Annotated[
     ),
 ]
 BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")]
+# Index backend options, shared by index/ask/eval/serve (settings keys backend and milvus_*).
+BackendOpt = Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")]
+UriOpt = Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")]
+CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")]
+TokenOpt = Annotated[
+    Optional[str],
+    typer.Option("--token", help="Milvus token, 'user:password' or an API key; prefer TYPEDRAG_MILVUS_TOKEN (never printed).", show_default=False),
+]
+MilvusModeOpt = Annotated[Optional[str], typer.Option("--milvus-mode", help="Milvus search: bm25 (default), dense or hybrid.")]
 
 
 @app.command()
@@ -42,13 +51,18 @@ def index(
     index_dir: IndexOpt = None,
     passage_words: Annotated[int, typer.Option(help="Words per passage.")] = 100,
     strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record instead of skipping it.")] = False,
+    backend: BackendOpt = None,
+    uri: UriOpt = None,
+    collection: CollectionOpt = None,
+    token: TokenOpt = None,
+    dense: Annotated[bool, typer.Option("--dense", help="Milvus only: also store MiniLM vectors, for --milvus-mode dense/hybrid.")] = False,
 ) -> None:
     """Build a BM25 index over a corpus (documents split into ~100-word passages)."""
-    from typedrag.index import build_index
+    from typedrag.index.open import build_configured_index
 
-    settings = settings_from(index=index_dir)
+    settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token))
     try:
-        summary = build_index(sources, settings.index, passage_words=passage_words, strict=strict)
+        summary = build_configured_index(settings, sources, passage_words=passage_words, strict=strict, dense=dense)
     except USER_ERRORS as error:
         fail(str(error))
     for problem in summary.problems[:20]:
@@ -83,12 +97,21 @@ def ask(
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Answer every question in this file (.txt: one per line; .jsonl: {question, id?}).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="With --file: append results here as JSONL; rerun to resume.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="With --file: questions answered at once.")] = 4,
+    backend: BackendOpt = None,
+    uri: UriOpt = None,
+    collection: CollectionOpt = None,
+    token: TokenOpt = None,
+    milvus_mode: MilvusModeOpt = None,
 ) -> None:
     """Answer a question (or a file of them) over an index, with citations and the engine that answered."""
     from typedrag.factory import Resources, build_pipeline
 
     settings = settings_from(
-        index=index_dir, classifier=classifier, top_k=top_k, **{"llm.model": llm, "llm.base_url": base_url}
+        index=index_dir,
+        classifier=classifier,
+        top_k=top_k,
+        **{"llm.model": llm, "llm.base_url": base_url},
+        **backend_overrides(backend, uri, collection, token, milvus_mode),
     )
     if method not in ("typed", "rag", "llm"):
         fail(f"unknown method {method!r}; choose typed, rag or llm")

@@ -44,6 +44,13 @@ class LLMConfig(BaseModel):
 
 class Settings(BaseModel):
     index: Path = Path("typedrag-index")
+    # tantivy: the embedded index at `index` (default); milvus: a collection on a Milvus server, shared
+    # by replicas. The token authenticates to Milvus ("user:password" or an API key); never printed.
+    backend: Literal["tantivy", "milvus"] = "tantivy"
+    milvus_uri: str | None = None
+    milvus_collection: str = "typedrag"
+    milvus_token: SecretStr | None = None
+    milvus_mode: Literal["bm25", "dense", "hybrid"] = "bm25"
     # shipped: the NF-CATS model in the package; llm: zero-shot by the configured LLM;
     # auto: shipped, asking the LLM only when the shipped model is below its confidence threshold.
     classifier: Literal["shipped", "llm", "auto"] = "shipped"
@@ -58,6 +65,11 @@ class Settings(BaseModel):
 
 _ENV = {
     "TYPEDRAG_INDEX": ("index",),
+    "TYPEDRAG_BACKEND": ("backend",),
+    "TYPEDRAG_MILVUS_URI": ("milvus_uri",),
+    "TYPEDRAG_MILVUS_COLLECTION": ("milvus_collection",),
+    "TYPEDRAG_MILVUS_TOKEN": ("milvus_token",),
+    "TYPEDRAG_MILVUS_MODE": ("milvus_mode",),
     "TYPEDRAG_CLASSIFIER": ("classifier",),
     "TYPEDRAG_ASSUME_NON_FACTOID": ("assume_non_factoid",),
     "TYPEDRAG_LLM": ("llm", "model"),

@@ -107,9 +107,9 @@ def build_pipeline(
     settings: Settings, resources: Resources, *, need_index: bool = True, need_classifier: bool = True
 ) -> Pipeline:
     """A pipeline with only the parts the caller will use (rag/llm or a forced type need no classifier)."""
-    from typedrag.index import open_retriever
+    from typedrag.index import open_configured_retriever
 
-    retriever = open_retriever(settings.index) if need_index else None
+    retriever = open_configured_retriever(settings) if need_index else None
     engine = build_engine(settings.llm, settings.cache_dir, resources)
     chat_model = engine.model if isinstance(engine, LLMEngine) else None
     return Pipeline(

