@@ -154,3 +154,29 @@ def test_card_reports_the_shipped_metrics():
     recorded = json.loads((MODEL_DIR / "valid_metrics.json").read_text())
     assert f"macro-F1 **{recorded['macro_f1']:.4f}**" in card
     assert re.search(r"\| EXPERIENCE \| \d", card)  # per-class table present
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "How is a virus different from a bacterium?",
+        "How do frogs differ from toads?",
+        "Compare Judaism, Christianity and Islam.",
+        "Which is better for a beginner, violin or cello?",
+        "Which is healthier: running or swimming?",
+        "Is it better to lease or buy a car?",
+        "Should I learn Python or Rust first?",
+        "What are the similarities between wolves and dogs?",
+    ],
+)
+def test_explicit_comparison_phrasings_route_to_comparison(classifier, question):
+    # Regression (issue 12): these went to INSTRUCTION, NOT-A-QUESTION (0.999) or DEBATE.
+    assert classifier.classify(question).label == NFQType.COMPARISON
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Should we ban cars from city centres or not?", "Why do cats purr?", "Steam engines are less efficient than turbines."],
+)
+def test_the_comparison_rule_leaves_other_questions_alone(classifier, question):
+    assert classifier.classify(question).label != NFQType.COMPARISON

@@ -29,7 +29,8 @@ from typedrag.index import open_retriever  # noqa: E402
 from typedrag.llm.openai_chat import OpenAIChatModel  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.result import AnswerResult  # noqa: E402
-from typedrag.server.app import JsonFormatter, ServerOptions, create_app  # noqa: E402
+from typedrag.server.app import create_app  # noqa: E402
+from typedrag.server.service import JsonFormatter, ServerOptions  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply  # noqa: E402
 
 COMPARISON = "What is the difference between a crocodile and an alligator?"

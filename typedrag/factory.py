@@ -11,7 +11,6 @@ from typedrag.config import ConfigError, LLMConfig, Settings
 from typedrag.engines.base import Engine
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.engines.offline import OfflineEngine
-from typedrag.evaluation.judges import Judge, LLMJudge, ProxyJudge
 from typedrag.llm.base import ChatModel
 from typedrag.llm.cache import ResponseCache
 from typedrag.extras import require
@@ -124,9 +123,3 @@ def build_pipeline(
         ),
     )
 
-
-def build_judge(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> Judge:
-    """The proxy when no judge model is configured (`offline`), else an LLM judge on that endpoint."""
-    if config.is_offline:
-        return ProxyJudge()
-    return LLMJudge(build_chat_model(config, cache_dir, resources))

@@ -21,7 +21,8 @@ from typedrag.config import Settings  # noqa: E402
 from typedrag.engines.offline import OfflineEngine  # noqa: E402
 from typedrag.index import open_retriever  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
-from typedrag.server.app import ServerOptions, configure_logging, create_app  # noqa: E402
+from typedrag.server.app import create_app  # noqa: E402
+from typedrag.server.service import ServerOptions, configure_logging  # noqa: E402
 from typedrag.server.command import uvicorn_config  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply  # noqa: E402
 

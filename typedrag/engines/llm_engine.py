@@ -25,10 +25,12 @@ class LLMEngine:
 
     generative = True
 
-    def __init__(self, model: ChatModel, *, plan_tokens: int = 300) -> None:
+    def __init__(self, model: ChatModel, *, plan_tokens: int = 300, answer_tokens: int | None = None) -> None:
+        """`plan_tokens` caps plan replies; `answer_tokens`, if given, caps every written reply (small local models)."""
         self.model = model
         self.name = model.name
         self.plan_tokens = plan_tokens
+        self.answer_tokens = answer_tokens
 
     async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
         values = {"question": question}
@@ -49,6 +51,7 @@ class LLMEngine:
             values["sources"] = format_sources(task.sources)
         if "parts" in fields:
             values["parts"] = format_parts(task.parts)
-        completion = await self.model.complete(task.prompt.messages(**values), role=task.role, max_tokens=task.max_tokens)
+        max_tokens = min(task.max_tokens, self.answer_tokens or task.max_tokens)
+        completion = await self.model.complete(task.prompt.messages(**values), role=task.role, max_tokens=max_tokens)
         trace.calls.append(completion.call)
         return completion.text.strip()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from typedrag.embed import Embedder, default_embedder
-from typedrag.engines.base import Extract, PlanT, PlanTask, Section, Trace, WriteTask
+from typedrag.engines.base import Extract, PlanT, PlanTask, Trace, WriteTask
 from typedrag.errors import PlanFailed
 from typedrag.llm.base import LLMCall, StructuredOutcome
 from typedrag.text import split_sentences, terms

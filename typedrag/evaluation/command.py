@@ -48,7 +48,8 @@ def eval_command(
 
     from typedrag.commands import USER_ERRORS, backend_overrides, fail, settings_from
     from typedrag.evaluation.runner import EvalOptions, aevaluate
-    from typedrag.factory import Resources, build_judge, build_pipeline
+    from typedrag.evaluation.judges import LLMJudge, ProxyJudge
+    from typedrag.factory import Resources, build_chat_model, build_pipeline
 
     if judge_base_url and not judge:
         fail("--judge-base-url needs --judge MODEL (the judge's model name at that endpoint)")
@@ -72,7 +73,8 @@ def eval_command(
     resources = Resources()
     try:
         pipeline = build_pipeline(settings, resources, need_index=any(m != "llm" for m in chosen))
-        judging = build_judge(settings.judge, settings.cache_dir, resources)
+        # The proxy when no judge model is configured (`offline`), else an LLM judge on that endpoint.
+        judging = ProxyJudge() if settings.judge.is_offline else LLMJudge(build_chat_model(settings.judge, settings.cache_dir, resources))
         run = aevaluate(dataset, pipeline, methods=chosen, judge=judging, out=out, options=options)
         outcome = asyncio.run(resources.run(run))
     except USER_ERRORS as error:

@@ -11,6 +11,8 @@ from typing import Protocol, runtime_checkable
 from typedrag.errors import IndexUnusableError, UserError
 from typedrag.records import ScoredPassage
 
+__all__ = ["IndexBuildError", "IndexUnusableError", "Retriever"]
+
 
 class IndexBuildError(UserError, FileExistsError):
     """An index cannot be built where asked: the folder is not a typedrag index, is the current folder

@@ -28,7 +28,6 @@ from typedrag.corpus import chunk_document, iter_documents
 from typedrag.index.base import IndexBuildError, IndexUnusableError
 from typedrag.index.manifest import (
     FORMAT_VERSION,
-    MANIFEST,
     file_checksums,
     hash_passage,
     is_typedrag_index,

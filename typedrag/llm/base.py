@@ -10,6 +10,8 @@ from pydantic import BaseModel, Field
 
 from typedrag.errors import LLMError
 
+__all__ = ["ChatModel", "Completion", "LLMCall", "LLMError", "Message", "StructuredOutcome"]
+
 
 class Message(TypedDict):
     role: str  # "system" | "user" | "assistant"

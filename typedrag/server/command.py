@@ -103,7 +103,8 @@ def serve_command(
 
     from typedrag.commands import USER_ERRORS, backend_overrides, fail, settings_from
     from typedrag.factory import Resources, build_pipeline
-    from typedrag.server.app import ServerOptions, configure_logging, create_app
+    from typedrag.server.app import create_app
+    from typedrag.server.service import ServerOptions, configure_logging
 
     configure_logging(log_level)
     settings = settings_from(

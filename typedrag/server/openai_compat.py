@@ -20,7 +20,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from typedrag.result import AnswerResult
-from typedrag.server.app import CLIENT_CLOSED, SlotStream, api_error, error_body, log, request_id_var, service_of
+from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, log, request_id_var, service_of
 
 MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
 STARTED = int(time.time())

@@ -124,30 +124,24 @@ async def on_topic(question: str, pool: list[ScoredPassage], ctx: StrategyContex
 async def assign(
     queries: list[str], own_hits: list[list[ScoredPassage]], pool: list[ScoredPassage], k: int, ctx: StrategyContext
 ) -> list[list[ScoredPassage]]:
-    """Give each aspect up to k passages, taking turns, best match first; each aspect's first passage is
-    one no other aspect has, so no two aspects ever work from the same passages.
+    """Give each aspect up to k pooled passages that no other aspect has, taking turns, best match first.
 
     An aspect prefers its own search results, then any pooled passage, each ranked by the reranker
-    against the aspect's query. Once every aspect has a passage of its own, a small pool may be
-    shared; an aspect left with no passage of its own gets none (the caller drops it).
+    against the aspect's query; an aspect left with no passage gets none (the caller drops it).
     """
-    allowed = {hit.passage_id for hit in pool}
+    if not pool:
+        return [[] for _ in queries]
     preferences = []
     for query, own in zip(queries, own_hits):
-        ranked = [hit for hit in await ctx.rerank(query, pool, len(pool)) if hit.passage_id in allowed]
+        ranked = await ctx.rerank(query, pool, len(pool))
         mine = {hit.passage_id for hit in own}
         preferences.append(sorted(ranked, key=lambda h: (h.passage_id not in mine, -h.score)))
     taken: set[str] = set()
     assigned: list[list[ScoredPassage]] = [[] for _ in queries]
-    for turn in range(k):
+    for _ in range(k):
         for index, ranked in enumerate(preferences):
-            if turn > 0 and not assigned[index]:
-                continue  # no passage of its own: it stays empty
-            fresh = [hit for hit in ranked if hit.passage_id not in taken]
-            mine = {hit.passage_id for hit in assigned[index]}
-            shared = [hit for hit in ranked if hit.passage_id not in mine] if turn > 0 else []
-            for hit in fresh or shared:
+            hit = next((h for h in ranked if h.passage_id not in taken), None)
+            if hit is not None:
                 taken.add(hit.passage_id)
                 assigned[index].append(hit)
-                break
     return assigned

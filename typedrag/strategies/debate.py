@@ -7,12 +7,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag.engines.base import Extract, Part, PlanTask, Section
+from typedrag.engines.base import Extract, Part, PlanTask
 from typedrag.engines.heuristics import subject
 from typedrag.prompts import DATA_RULE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput
-from typedrag.strategies.decomposed import Combination, answer_and_combine, budget
+from typedrag.strategies.decomposed import OVERVIEW, Combination, answer_and_combine, part_sections
 from typedrag.strategies.plans import MAX_ASPECTS, Phrase, keep_at_most
 
 
@@ -121,14 +121,11 @@ def _stance(label: str) -> re.Pattern[str]:
 
 
 def mediated(topic: str) -> Any:
-    """The offline mediator's recipe: one labelled view per perspective, each from its own arguments."""
+    """The offline mediator's recipe: the overview's answer, then one labelled view per perspective."""
 
     def extract(question: str, parts: list[Part]) -> Extract:
-        sections = tuple(
-            Section(query=f"{part.query} {question}", label=part.label.capitalize(), sentences=count,
-                    cue=_stance(part.label), groups=frozenset({index}), optional=True)
-            for index, (part, count) in enumerate(zip(parts, budget(len(parts), total=ANSWER_SENTENCES)))
-        )
+        labelled = [p if p.label == OVERVIEW else Part(p.label.capitalize(), p.text, p.query) for p in parts]
+        sections = part_sections(question, labelled, _stance)
         return Extract(
             sections,
             layout="bullets",
@@ -137,9 +134,6 @@ def mediated(topic: str) -> Any:
         )
 
     return extract
-
-
-ANSWER_SENTENCES = 5
 
 
 class DebateStrategy:

@@ -35,6 +35,8 @@ CITED = re.compile(r"\[\d{1,3}\]")
 REPEAT_OVERLAP = 0.5
 REPEAT_MIN_WORDS = 4
 ANSWER_SENTENCES = 6  # the offline combined answer: 1.5x plain RAG's four sentences
+OVERVIEW = "overview"  # the aspect that answers the question itself from its top passages
+OVERVIEW_SENTENCES = 4  # as many as plain RAG quotes: the combined answer draws its lead from them
 
 
 class SubQueryPlan(BaseModel):
@@ -87,9 +89,41 @@ def repeats(text: str, earlier: str) -> bool:
     return shared >= REPEAT_MIN_WORDS and shared / min(len(words), len(other)) >= REPEAT_OVERLAP
 
 
-def budget(parts: int, total: int = ANSWER_SENTENCES - 1) -> list[int]:
-    """Sentences per part of a combined answer: `total` spread over the parts, at least one each."""
-    return [max(1, total // parts + (i < total % parts)) for i in range(parts)]
+def budget(parts: list[Part], total: int = ANSWER_SENTENCES) -> list[int]:
+    """Sentences per part of a combined answer: the overview leads with half, the rest spread over the
+    other parts, at least one each."""
+    others = [p for p in parts if p.label != OVERVIEW]
+    lead = total // 2 if len(others) < len(parts) else 0
+    share = [max(1, (total - lead) // len(others) + (i < (total - lead) % len(others))) for i in range(len(others))] if others else []
+    shares = iter(share)
+    return [lead if p.label == OVERVIEW else next(shares) for p in parts]
+
+
+def part_sections(
+    question: str,
+    parts: list[Part],
+    cue_for: Callable[[str], re.Pattern[str] | None],
+    *,
+    labelled: bool = True,
+    in_order: bool = False,
+) -> tuple[Section, ...]:
+    """The offline recipe for a combined answer: the overview's best sentences for the question first
+    (unlabelled), then each aspect's own, labelled, as many as `budget` gives each."""
+    sections = []
+    for index, (part, count) in enumerate(zip(parts, budget(parts))):
+        overview = part.label == OVERVIEW
+        sections.append(
+            Section(
+                query=question if overview else f"{part.query} {question}",
+                label="" if overview or not labelled else part.label,
+                sentences=count,
+                cue=cue_for(part.label),
+                groups=frozenset({index}),
+                in_order=in_order,
+                optional=not overview,
+            )
+        )
+    return tuple(sections)
 
 
 async def answer_aspect(
@@ -122,23 +156,35 @@ def drop(aspect: Aspect, reason: str, ctx: StrategyContext, *, announce: bool = 
 async def answer_and_combine(
     question: str, aspects: list[Aspect], how: Combination, ctx: StrategyContext, **values: str
 ) -> str:
-    """The combined answer of `aspects` (filled in place: passages, answers, or why each was dropped)."""
+    """The combined answer of `aspects` (filled in place: passages, answers, or why each was dropped).
+
+    An overview aspect answers the question itself from its own top passages, as plain RAG would, so
+    the typed answer never has less evidence than plain RAG; the planned aspects add what those
+    passages lack, each from passages of its own.
+    """
     queries = [retrieval_query(a.query, question) for a in aspects]
-    depth = max(ctx.top_k, ctx.aspect_k + 2)
-    by_question, *own = await ctx.retrieve_many([question, *queries], depth)
-    pool = await on_topic(question, union([by_question[: ctx.top_k], *own]), ctx)
-    assigned = await assign(queries, own, pool, ctx.aspect_k, ctx)
-    working = []
+    # Deep enough that an aspect still has candidates once the question's own passages are set aside.
+    by_question, *own = await ctx.retrieve_many([question, *queries], ctx.top_k + ctx.aspect_k + 2)
+    seen = {hit.passage_id for hit in by_question[: ctx.top_k]}
+    fresh = [[hit for hit in hits if hit.passage_id not in seen] for hits in own]
+    relevant = await on_topic(question, union([by_question[: ctx.top_k], *fresh]), ctx)
+    overview_hits = [hit for hit in relevant if hit.passage_id in seen]
+    pool = [hit for hit in relevant if hit.passage_id not in seen]
+    assigned = await assign(queries, fresh, pool, ctx.aspect_k, ctx)
+    overview = Aspect(label=OVERVIEW, query=question)
+    working = [(overview, ctx.book.add(overview_hits))] if overview_hits else []
     for aspect, hits in zip(aspects, assigned):
         if not hits:
-            drop(aspect, "no on-topic passage that the other aspects had not already used", ctx, announce=True)
+            drop(aspect, "no on-topic passage beyond the question's own and the other aspects'", ctx, announce=True)
             continue
-        sources = ctx.book.add(hits)
+        working.append((aspect, ctx.book.add(hits)))
+    for aspect, sources in working:
         aspect.source_numbers = [s.number for s in sources]
-        working.append((aspect, sources))
     # Offline, each aspect quotes enough for the combined answer even when it is the only one left.
     sentences = max(2, -(-ANSWER_SENTENCES // max(len(working), 1)))
-    await asyncio.gather(*(answer_aspect(question, a, sources, how, ctx, sentences) for a, sources in working))
+    await asyncio.gather(
+        *(answer_aspect(question, a, sources, how, ctx, OVERVIEW_SENTENCES if a is overview else sentences) for a, sources in working)
+    )
     parts: list[Part] = []
     for aspect, _ in working:
         if aspect.error is not None:
@@ -150,8 +196,10 @@ async def answer_and_combine(
             drop(aspect, "its answer repeats another aspect's", ctx)
             continue
         parts.append(Part(label=aspect.label, text=aspect.answer, query=aspect.query))
+    if overview_hits:
+        aspects.insert(0, overview)
     if not parts:
-        raise AspectsFailed(f"none of the {len(aspects)} aspects found passages of its own or an answer")
+        raise AspectsFailed(f"neither the question nor any of the {len(queries)} aspects found on-topic passages")
     task = WriteTask(
         role=how.role,
         prompt=how.prompt,

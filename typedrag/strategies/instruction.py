@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from typedrag.engines.base import Extract, Part, PlanTask, Section
+from typedrag.engines.base import Extract, Part, PlanTask
 from typedrag.engines.heuristics import subject
 from typedrag.prompts import DATA_RULE, PLANNER, Prompt
-from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy, budget
+from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy, part_sections
 
 PLAN_INSTRUCTION = Prompt(
     "plan_instruction",
@@ -52,12 +52,8 @@ PLAN = PlanTask(role="plan:instruction", prompt=PLAN_INSTRUCTION, schema=SubQuer
 
 
 def merged(question: str, parts: list[Part]) -> Extract:
-    """The offline steps: each aspect's procedural sentences, aspects in plan order, sentences in text order."""
-    sections = [
-        Section(query=f"{part.query} {question}", sentences=count, cue=STEP, groups=frozenset({index}), in_order=True)
-        for index, (part, count) in enumerate(zip(parts, budget(len(parts), total=5)))
-    ]
-    return Extract(tuple(sections), layout="numbered", header="Steps:")
+    """The offline steps: procedural sentences, the overview's first, aspects in plan order, each in text order."""
+    return Extract(part_sections(question, parts, lambda _: STEP, in_order=True), layout="numbered", header="Steps:")
 
 
 COMBINATION = Combination(ASPECT_ANSWER, "answer:aspect", lambda _: STEP, AGGREGATE_INSTRUCTION, "aggregate", merged)

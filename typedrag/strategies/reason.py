@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import re
 
-from typedrag.engines.base import Extract, Part, PlanTask, Section
+from typedrag.engines.base import Extract, Part, PlanTask
 from typedrag.engines.heuristics import subject
 from typedrag.prompts import DATA_RULE, PLANNER, Prompt
-from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy, budget
+from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy, part_sections
 
 PLAN_REASON = Prompt(
     "plan_reason",
@@ -52,14 +52,8 @@ PLAN = PlanTask(role="plan:reason", prompt=PLAN_REASON, schema=SubQueryPlan, off
 
 
 def merged(question: str, parts: list[Part]) -> Extract:
-    """The offline aggregate: the sentence that answers best, then each aspect's strongest causes."""
-    sections = [Section(query=question, sentences=1, cue=CAUSE)]
-    for index, (part, count) in enumerate(zip(parts, budget(len(parts)))):
-        sections.append(
-            Section(query=f"{part.query} {question}", label=part.label, sentences=count, cue=CAUSE,
-                    groups=frozenset({index}), optional=True)
-        )
-    return Extract(tuple(sections), layout="bullets")
+    """The offline aggregate: the sentences that answer best, then each aspect's strongest causes."""
+    return Extract(part_sections(question, parts, lambda _: CAUSE), layout="bullets")
 
 
 COMBINATION = Combination(ASPECT_ANSWER, "answer:aspect", lambda _: CAUSE, AGGREGATE_REASON, "aggregate", merged)
