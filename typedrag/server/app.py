@@ -14,7 +14,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-from fastapi import Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -26,6 +26,7 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 from typedrag.config import Settings
 from typedrag.pipeline import Pipeline
 from typedrag.result import AnswerResult
+from typedrag.server.openai_compat import router as openai_router
 from typedrag.server.service import (
     CLIENT_CLOSED,
     RequestContext,
@@ -69,11 +70,95 @@ def require_key(request: Request, credentials: HTTPAuthorizationCredentials | No
         )
 
 
+router = APIRouter()
+
+
+async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
+    """Every HTTP error in the body shape both FastAPI and OpenAI clients read."""
+    return JSONResponse(error_body(error.status_code, str(error.detail)), error.status_code, headers=error.headers)
+
+
+async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+    """A 422 naming each invalid field (NaN and infinities made JSON-safe)."""
+    problems = error.errors()
+    message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in problems)
+    return JSONResponse(error_body(422, message, json_safe(json.loads(json.dumps(problems, default=str)))), 422)
+
+
+@router.get("/", include_in_schema=False)
+async def page() -> FileResponse:
+    return FileResponse(STATIC / "index.html")
+
+
+@router.get("/healthz", tags=["health"])
+async def healthz() -> dict[str, str]:
+    """The process is alive."""
+    return {"status": "ok"}
+
+
+@router.get("/readyz", tags=["health"])
+async def readyz(request: Request) -> JSONResponse:
+    """Ready to answer: the index is readable and the LLM endpoint (if any) answers GET /models."""
+    checks = await service_of(request).readiness()
+    ready = checks["index"] == "ok" and checks["llm"] in ("ok", "offline")
+    return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
+
+
+@router.post("/v1/answer", response_model=AnswerResult, tags=["answer"], dependencies=[Depends(require_key)])
+async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONResponse:
+    """Answer one question; the result carries the type, plan, aspects, sources, citations and LLM calls."""
+    service = service_of(request)
+    question, forced = service.check(body.question, body.type)
+    service.slots.take()
+    try:
+        result = await service.answer_unless_gone(request, question, body.method, forced)
+    finally:
+        service.slots.give()
+    if result is None:
+        return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
+    return result
+
+
+@router.post(
+    "/v1/answer/stream",
+    tags=["answer"],
+    dependencies=[Depends(require_key)],
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "content": {"text/event-stream": {}},
+            "description": "type, plan, aspect*, sources, answer, result (or error)",
+        }
+    },
+)
+async def answer_stream(body: AnswerRequest, request: Request) -> StreamingResponse:
+    """Server-Sent Events, in order: `type` (typed only), `plan` (decomposing types), `aspect` (each, as done),
+    `sources`, `answer` {text}, `result` (the full AnswerResult). On failure the last event is `error` {status, message}."""
+    service = service_of(request)
+    question, forced = service.check(body.question, body.type)
+    service.slots.take()
+
+    async def stream() -> AsyncIterator[str]:
+        try:
+            async for name, data in service.events(question, body.method, forced):
+                if name == "ping":
+                    yield ": ping\n\n"
+                elif name == "result":
+                    yield sse("answer", {"text": data.answer})
+                    yield sse("result", data)
+                else:
+                    yield sse(name, data)
+        except HTTPException as error:
+            yield sse("error", {"status": error.status_code, "message": error.detail})
+        except Exception:
+            log.exception("stream failed")
+            yield sse("error", {"status": 500, "message": f"internal error; request id {request_id_var.get()}"})
+
+    return SlotStream(stream(), service.slots)
+
 
 def create_app(settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None) -> FastAPI:
     """The app; without a `pipeline` one is built from `settings` at startup and its resources closed at shutdown."""
-    from typedrag.server.openai_compat import router as openai_router
-
     options = options or ServerOptions()
 
     @asynccontextmanager
@@ -100,85 +185,9 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
     if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
     app.add_middleware(RequestContext, max_body=options.max_request_bytes, body_timeout=options.body_timeout)
-
-    @app.exception_handler(StarletteHTTPException)  # also the router's own 404/405
-    async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-        return JSONResponse(error_body(error.status_code, str(error.detail)), error.status_code, headers=error.headers)
-
-    @app.exception_handler(RequestValidationError)
-    async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-        problems = error.errors()
-        message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in problems)
-        return JSONResponse(error_body(422, message, json_safe(json.loads(json.dumps(problems, default=str)))), 422)
-
-    @app.get("/", include_in_schema=False)
-    async def page() -> FileResponse:
-        return FileResponse(STATIC / "index.html")
-
+    app.add_exception_handler(StarletteHTTPException, http_error)  # also the router's own 404/405
+    app.add_exception_handler(RequestValidationError, invalid)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-
-    @app.get("/healthz", tags=["health"])
-    async def healthz() -> dict[str, str]:
-        """The process is alive."""
-        return {"status": "ok"}
-
-    @app.get("/readyz", tags=["health"])
-    async def readyz(request: Request) -> JSONResponse:
-        """Ready to answer: the index is readable and the LLM endpoint (if any) answers GET /models."""
-        checks = await service_of(request).readiness()
-        ready = checks["index"] == "ok" and checks["llm"] in ("ok", "offline")
-        return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
-
-    @app.post("/v1/answer", response_model=AnswerResult, tags=["answer"], dependencies=[Depends(require_key)])
-    async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONResponse:
-        """Answer one question; the result carries the type, plan, aspects, sources, citations and LLM calls."""
-        service = service_of(request)
-        question, forced = service.check(body.question, body.type)
-        service.slots.take()
-        try:
-            result = await service.answer_unless_gone(request, question, body.method, forced)
-        finally:
-            service.slots.give()
-        if result is None:
-            return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
-        return result
-
-    @app.post(
-        "/v1/answer/stream",
-        tags=["answer"],
-        dependencies=[Depends(require_key)],
-        response_class=StreamingResponse,
-        responses={
-            200: {
-                "content": {"text/event-stream": {}},
-                "description": "type, plan, aspect*, sources, answer, result (or error)",
-            }
-        },
-    )
-    async def answer_stream(body: AnswerRequest, request: Request) -> StreamingResponse:
-        """Server-Sent Events, in order: `type` (typed only), `plan` (decomposing types), `aspect` (each, as done),
-        `sources`, `answer` {text}, `result` (the full AnswerResult). On failure the last event is `error` {status, message}."""
-        service = service_of(request)
-        question, forced = service.check(body.question, body.type)
-        service.slots.take()
-
-        async def stream() -> AsyncIterator[str]:
-            try:
-                async for name, data in service.events(question, body.method, forced):
-                    if name == "ping":
-                        yield ": ping\n\n"
-                    elif name == "result":
-                        yield sse("answer", {"text": data.answer})
-                        yield sse("result", data)
-                    else:
-                        yield sse(name, data)
-            except HTTPException as error:
-                yield sse("error", {"status": error.status_code, "message": error.detail})
-            except Exception:
-                log.exception("stream failed")
-                yield sse("error", {"status": 500, "message": f"internal error; request id {request_id_var.get()}"})
-
-        return SlotStream(stream(), service.slots)
-
+    app.include_router(router)
     app.include_router(openai_router, dependencies=[Depends(require_key)])
     return app
