@@ -18,7 +18,7 @@ from typedrag.result import Aspect, Source
 # A pooled passage counts as on topic when the reranker scores it against the question at least this
 # high, or within OFF_TOPIC_MARGIN of the best passage (MiniLM cosines; unrelated text scores ~0-0.2).
 ON_TOPIC = 0.35
-OFF_TOPIC_MARGIN = 0.2
+OFF_TOPIC_MARGIN = 0.25
 
 
 class SourceBook:

@@ -156,9 +156,10 @@ class ComparisonStrategy:
         items = keep_at_most(plan.items, MAX_ASPECTS, "items", "plan:comparison", ctx.trace)
         ctx.emit("plan", plan=plan.model_dump())
         by_question, *per_item = await ctx.retrieve_many([question, *items], max(ctx.top_k, ctx.candidates_k // 2))
-        best = await ctx.rerank(question, union([by_question[: ctx.top_k], *per_item]), ctx.top_k)
-        # Every item keeps its best passage, so no item goes unanswered because the others rank higher.
-        sources = ctx.book.add(union([[hits[0] for hits in per_item if hits], best]))
+        best = await ctx.rerank(question, union(per_item), len(items))
+        # The question's own top passages (never less evidence than plain RAG), every item's best passage
+        # (no item goes unanswered because the others rank higher), and the item passages closest to the question.
+        sources = ctx.book.add(union([by_question[: ctx.top_k], [hits[0] for hits in per_item if hits], best]))
         numbers = {s.passage_id: s.number for s in sources}
         aspects = [
             Aspect(label=item, query=item, source_numbers=[numbers[h.passage_id] for h in hits if h.passage_id in numbers])

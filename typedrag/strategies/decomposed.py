@@ -34,7 +34,7 @@ CITED = re.compile(r"\[\d{1,3}\]")
 # say the same thing.
 REPEAT_OVERLAP = 0.5
 REPEAT_MIN_WORDS = 4
-ANSWER_SENTENCES = 6  # the offline combined answer: 1.5x plain RAG's four sentences
+ANSWER_SENTENCES = 5  # the offline combined answer, before labels: 1.25x plain RAG's four sentences
 OVERVIEW = "overview"  # the aspect that answers the question itself from its top passages
 OVERVIEW_SENTENCES = 4  # as many as plain RAG quotes: the combined answer draws its lead from them
 
@@ -89,14 +89,13 @@ def repeats(text: str, earlier: str) -> bool:
     return shared >= REPEAT_MIN_WORDS and shared / min(len(words), len(other)) >= REPEAT_OVERLAP
 
 
-def budget(parts: list[Part], total: int = ANSWER_SENTENCES) -> list[int]:
-    """Sentences per part of a combined answer: the overview leads with half, the rest spread over the
-    other parts, at least one each."""
-    others = [p for p in parts if p.label != OVERVIEW]
-    lead = total // 2 if len(others) < len(parts) else 0
-    share = [max(1, (total - lead) // len(others) + (i < (total - lead) % len(others))) for i in range(len(others))] if others else []
-    shares = iter(share)
-    return [lead if p.label == OVERVIEW else next(shares) for p in parts]
+def budget(parts: list[Part]) -> list[int]:
+    """Sentences per part of a combined answer, about 5 in all (1.25x plain RAG's four): the overview
+    leads with two or three, every other aspect adds one (two when it is the only one)."""
+    others = sum(p.label != OVERVIEW for p in parts)
+    lead = max(2, ANSWER_SENTENCES - others) if others else ANSWER_SENTENCES
+    each = 2 if others == 1 else 1
+    return [lead if p.label == OVERVIEW else each for p in parts]
 
 
 def part_sections(

@@ -1,0 +1,78 @@
+"""How typed strategies gather evidence (issue 12): never less than plain RAG, the subject over cue words,
+aspects that add something new, visible caps, and citations without layout."""
+
+from __future__ import annotations
+
+import asyncio
+
+from typedrag import ListRetriever, OfflineEngine, Pipeline
+from typedrag.engines.llm_engine import LLMEngine
+from typedrag.result import Source, extract_citations
+from typedrag.strategies.decomposed import repeats
+from typedrag.testing import ScriptedChatModel
+
+TITANIC = [
+    "RMS Titanic sank in the North Atlantic in April 1912 after she struck an iceberg on her maiden voyage.",
+    "A sink is a bowl-shaped plumbing fixture for washing hands and dishes; its causes of blockage include grease.",
+    "The Titanic carried lifeboats for only about half of those on board, which made the disaster far deadlier.",
+    "Titanic's hull plates and rivets became brittle in the icy water, and the collision opened six compartments.",
+    "Warnings of ice from other ships went unheeded, and the Titanic kept close to full speed through the ice field.",
+    "In Greek mythology the Titans were the elder gods who ruled before the Olympians; their background is ancient.",
+    "Consequences of the sinking included the International Convention for the Safety of Life at Sea in 1914.",
+]
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def test_cue_words_do_not_pull_in_passages_off_the_question():
+    result = run(Pipeline(OfflineEngine(), ListRetriever(TITANIC)).answer("Why did the Titanic sink?", "typed", "reason"))
+    cited = {s.text for s in result.sources if any(s.number in c.source_numbers for c in result.citations)}
+    assert result.strategy == "reason"
+    assert not any("plumbing" in text or "Greek mythology" in text for text in cited)
+    assert "iceberg" in result.answer
+
+
+def test_typed_evidence_includes_plain_rag_evidence_and_aspects_add_their_own():
+    pipeline = Pipeline(OfflineEngine(), ListRetriever(TITANIC))
+    rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
+    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
+    rag_ids = {s.passage_id for s in rag.sources}
+    typed_ids = {s.passage_id for s in typed.sources}
+    on_topic_rag = rag_ids - {"text-1#0", "text-5#0"}  # the plumbing and mythology passages
+    assert on_topic_rag <= typed_ids
+    overview, *planned = typed.aspects
+    assert overview.label == "overview"
+    live = [a for a in planned if a.error is None]
+    assert live, typed.fallbacks
+    sets = [set(a.source_numbers) for a in [overview, *live]]
+    assert all(not (a & b) for i, a in enumerate(sets) for b in sets[i + 1 :])  # no passage serves two aspects
+    assert not any(repeats(a.answer, b.answer) for i, a in enumerate(live) for b in live[i + 1 :])
+
+
+def test_aspects_without_passages_of_their_own_are_dropped_and_recorded():
+    texts = ["Photosynthesis turns light, water and carbon dioxide into sugar and oxygen in chloroplasts."]
+    result = run(Pipeline(OfflineEngine(), ListRetriever(texts)).answer("Why do plants need light?", "typed", "reason"))
+    dropped = [f for f in result.fallbacks if f.step.startswith("aspect:")]
+    assert dropped and all("dropped" in f.reason for f in dropped)
+    assert result.strategy == "reason" and result.answer.strip()
+
+
+def test_more_than_five_planned_items_are_cut_visibly():
+    # Regression (issue 12): items beyond the fifth were dropped silently.
+    items = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta"]
+    plan = '{"purpose": "difference", "items": %s}' % str(items).replace("'", '"')
+    model = ScriptedChatModel(lambda call: plan if call.schema else "They differ [1].")
+    texts = [f"{name} is a letter of the Greek alphabet." for name in items]
+    result = run(Pipeline(LLMEngine(model), ListRetriever(texts)).answer("How do these letters differ?", "typed", "comparison"))
+    assert result.strategy == "comparison" and [a.label for a in result.aspects] == items[:5]
+    note = [f for f in result.fallbacks if f.step == "plan:comparison"]
+    assert note and "dropped: zeta, eta" in note[0].reason
+
+
+def test_citation_text_leaves_out_bullets_labels_and_step_numbers():
+    # Regression (issue 12): offline citations began with "- comet: ".
+    source = Source(number=1, passage_id="p#0", title="t", text="x", score=1.0)
+    answer = "Comparing comet, asteroid:\n- comet: A comet is icy. [1]\n2. Mix the flour. [1]"
+    assert [c.text for c in extract_citations(answer, [source])] == ["A comet is icy.", "Mix the flour."]
