@@ -37,8 +37,20 @@ ROME = [
     "Inflation and the debasement of the silver coinage ruined trade in the late Roman Empire before its fall.",
     "The division of the Roman Empire into eastern and western halves left the western empire poorer and easier to conquer.",
     "The sack of Rome by the Visigoths in 410 shocked the Roman world and showed how far the empire had fallen.",
+    "Plague and population decline left the late Western Roman Empire short of soldiers, farmers and taxpayers.",
+    "Barbarian federates settled inside the Western Roman Empire and served in its armies under their own kings.",
+    "Rome's reliance on mercenaries made the Western Roman Empire's army less loyal before the fall.",
+    "Corruption at the imperial court of the Western Roman Empire hastened its fall, contemporaries wrote.",
+    "The loss of North Africa to the Vandals cut the Western Roman Empire off from its richest tax revenue.",
+    "Historians still debate whether the Western Roman Empire fell or was slowly transformed.",
     "Nuclear power produces electricity with very low carbon emissions and supplies reliable baseload power, its supporters say.",
     "Opponents of nuclear power point to accidents such as Chernobyl, long-lived radioactive waste and high construction costs.",
+    "Nuclear power plants need years to build, and several projects in Europe ran far over budget.",
+    "France generates most of its electricity from nuclear power and exports power to its neighbours.",
+    "Nuclear waste stays radioactive for thousands of years and needs deep geological storage.",
+    "Low-carbon nuclear power helps countries cut emissions while keeping the grid stable.",
+    "Public opinion on nuclear power shifted sharply after the Fukushima accident in 2011.",
+    "Small modular reactors promise cheaper nuclear power, but none has yet been built at scale.",
 ]
 
 
@@ -111,9 +123,10 @@ async def test_reason_retrieves_once_per_sub_query_and_aggregates_every_aspect(t
     assert len(aggregate) == 1
     for sub_query in plan["sub_queries"]:
         assert f"Aspect answer about {sub_query}" in aggregate[0].last_user
-    assert [a.label for a in result.aspects] == plan["sub_queries"]
+    assert [a.label for a in result.aspects] == ["overview", *plan["sub_queries"]]  # overview: the question's own passages
+    assert all(a.error is None for a in result.aspects)
     assert result.answer == "Aggregated explanation [1]."
-    assert [c.role for c in result.llm_calls].count("answer:aspect") == 3
+    assert [c.role for c in result.llm_calls].count("answer:aspect") == 4
 
 
 async def test_debate_perspectives_reach_the_mediator(topical):
@@ -133,7 +146,7 @@ async def test_debate_perspectives_reach_the_mediator(topical):
     assert recording.queries == [
         "Is nuclear power good?", "nuclear low carbon reliable nuclear power", "nuclear accidents waste costs nuclear power"
     ]
-    assert [a.error for a in result.aspects] == [None, None]
+    assert [a.label for a in result.aspects] == ["overview", "advocates", "opponents"]
     mediation = server.requests[-1].last_user
     assert "Topic: nuclear power" in mediation
     assert "Case for advocates" in mediation and "Case for opponents" in mediation
@@ -172,7 +185,9 @@ async def test_plan_caps_and_duplicates(retriever):
     plan = {"sub_queries": ["tax", "Tax ", "", "invasions", "civil wars", "inflation", "division of empire", "plague"]}
     with OpenAIStubServer(scripted({"SubQueryPlan": plan})) as server:
         result = await pipeline_for(server, retriever).answer("Why did Rome fall?", "typed", NFQType.REASON)
-    assert [a.label for a in result.aspects] == ["tax", "invasions", "civil wars", "inflation", "division of empire"]
+    labels = [a.label for a in result.aspects]
+    assert labels == ["overview", "tax", "invasions", "civil wars", "inflation", "division of empire"]
+    assert any(f.step == "plan:reason" and "dropped: plague" in f.reason for f in result.fallbacks)
 
 
 async def test_malformed_plan_is_repaired(retriever):
@@ -212,8 +227,8 @@ async def test_failed_aspect_is_dropped_and_recorded_while_others_answer(topical
         result = await pipeline_for(server, topical).answer("Why did Rome fall?", "typed", NFQType.REASON)
     assert result.strategy == "reason"
     failed = [a for a in result.aspects if a.error]
-    assert [a.label for a in failed] == ["Germanic invasions"]
-    assert result.fallbacks[0].step == "aspect:Germanic invasions"
+    assert "Germanic invasions" in [a.label for a in failed]
+    assert "aspect:Germanic invasions" in [f.step for f in result.fallbacks]
     aggregate = server.requests[-1].last_user
     assert "economic troubles" in aggregate and "Germanic invasions" not in aggregate
 
@@ -226,8 +241,9 @@ async def test_aspects_run_concurrently(topical):
         started = time.perf_counter()
         result = await pipeline.answer("Why did Rome fall?", "typed", NFQType.REASON)
         wall = time.perf_counter() - started
-    assert len(result.aspects) == 5 and result.usage.calls == 7
-    assert wall < 4 * latency, f"5-aspect question took {wall:.2f}s; sequential would be {7 * latency:.1f}s"
+    assert len(result.aspects) == 6 and all(a.error is None for a in result.aspects)  # the overview and five planned
+    assert result.usage.calls == 8
+    assert wall < 4 * latency, f"5-aspect question took {wall:.2f}s; sequential would be {8 * latency:.1f}s"
 
 
 async def test_baselines(retriever):
