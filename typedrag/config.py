@@ -43,6 +43,8 @@ class LLMConfig(BaseModel):
 
 
 class Settings(BaseModel):
+    """Every setting typedrag reads: index, backend, classifier, LLM and judge endpoints, cache, depths, limits."""
+
     index: Path = Path("typedrag-index")
     # tantivy: the embedded index at `index` (default); milvus: a collection on a Milvus server, shared
     # by replicas. The token authenticates to Milvus ("user:password" or an API key); never printed.

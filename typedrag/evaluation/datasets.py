@@ -18,12 +18,16 @@ from typedrag.errors import DatasetError
 
 @dataclass(frozen=True)
 class Reference:
+    """A graded reference answer (higher grade = better)."""
+
     text: str
     grade: int
 
 
 @dataclass(frozen=True)
 class EvalQuestion:
+    """A question with its graded references, the source file it came from and, if given, its gold type."""
+
     id: str
     text: str
     source: str

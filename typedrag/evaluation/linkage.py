@@ -51,6 +51,8 @@ _FINAL_VERDICT = re.compile(r"\[\[\s*(\d{1,6})\s*\]\]\s*\Z")  # at most 6 digits
 
 
 class RankConvention(StrEnum):
+    """How a judged position becomes a rank: original LINKAGE (n+1) or the Typed-RAG paper's (n)."""
+
     LINKAGE = "linkage"
     TYPED_RAG = "typed-rag"
 

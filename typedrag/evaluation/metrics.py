@@ -14,6 +14,8 @@ ALL = "all"  # the marginal over sources or types
 
 @dataclass(frozen=True)
 class Score:
+    """One system's LINKAGE rank for one question (None when the answer or every judge round failed)."""
+
     question_id: str
     method: str
     source: str
@@ -25,6 +27,8 @@ class Score:
 
 @dataclass(frozen=True)
 class Cell:
+    """MRR and MPR of one (system, source, type) group, with how many were scored and failed."""
+
     method: str
     source: str
     type: str

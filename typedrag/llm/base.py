@@ -14,11 +14,15 @@ __all__ = ["ChatModel", "Completion", "LLMCall", "LLMError", "Message", "Structu
 
 
 class Message(TypedDict):
+    """A chat message as the OpenAI protocol sends it."""
+
     role: str  # "system" | "user" | "assistant"
     content: str
 
 
 class StructuredOutcome(StrEnum):
+    """How a structured reply ended: valid, valid after repair, or failed."""
+
     OK = "ok"  # valid on the first reply
     REPAIRED = "repaired"  # valid after the tolerant parser or the one repair retry
     FAILED = "failed"  # still invalid; the caller falls back and records why
@@ -39,6 +43,8 @@ class LLMCall(BaseModel):
 
 
 class Completion(BaseModel):
+    """A model's reply: the text, the validated object when a schema was asked for, and the call record."""
+
     text: str
     parsed: Any = None  # the validated pydantic object when a schema was asked for
     call: LLMCall

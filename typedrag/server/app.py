@@ -45,6 +45,8 @@ STATIC = Path(__file__).parent / "static"
 
 
 class AnswerRequest(BaseModel):
+    """The body of /v1/answer: the question, the method, and optionally a forced type."""
+
     question: str = Field(examples=["What is the difference between a crocodile and an alligator?"])
     method: Literal["typed", "rag", "llm"] = Field(
         "typed", description="typed (Typed-RAG), rag (plain RAG) or llm (LLM only)"

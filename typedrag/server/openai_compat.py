@@ -29,6 +29,8 @@ router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
 
 class ChatMessage(BaseModel):
+    """One chat message; only the text of the last user message is used as the question."""
+
     model_config = ConfigDict(extra="allow")
 
     role: str
@@ -36,6 +38,8 @@ class ChatMessage(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
+    """An OpenAI chat-completions request; the model name picks the method (and may force a type)."""
+
     model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: accepted and not used
 
     model: str = Field(examples=["typedrag-typed"])

@@ -32,6 +32,8 @@ def default_max_connections() -> int:
 
 
 class GuardedH11Protocol(H11Protocol):
+    """uvicorn's HTTP/1.1 protocol with a header deadline and a connection cap, so slow clients cannot hold the server."""
+
     header_timeout: float = 20.0
     max_connections: int = 1000
     _header_timer: asyncio.TimerHandle | None = None

@@ -39,6 +39,8 @@ client_log = logging.getLogger("typedrag.server.client")  # misbehaving clients:
 
 @dataclass
 class ServerOptions:
+    """Limits and access rules of one server process: API key, concurrency, body size, timeouts, allowed hosts."""
+
     api_key: str | None = None  # Bearer key required on /v1/*; None leaves the API open
     max_concurrency: int = 32  # answers in flight; beyond it 503 + Retry-After rather than an unbounded queue
     max_request_bytes: int = 256 * 1024

@@ -20,6 +20,8 @@ from typing import Any
 
 @dataclass
 class ChatRequest:
+    """A request the stub server received: its JSON body and headers, with helpers to read the prompt."""
+
     body: dict[str, Any]
     headers: dict[str, str]
 
@@ -49,6 +51,8 @@ class ChatRequest:
 
 @dataclass
 class Reply:
+    """What the stub sends back: content, status, delay, or a broken response (raw bytes, a drop, a drip)."""
+
     content: str | None = ""
     status: int = 200
     delay: float = 0.0  # seconds to sleep before answering
