@@ -34,7 +34,7 @@ CITED = re.compile(r"\[\d{1,3}\]")
 # say the same thing.
 REPEAT_OVERLAP = 0.5
 REPEAT_MIN_WORDS = 4
-ANSWER_SENTENCES = 5  # the offline combined answer, before labels: 1.25x plain RAG's four sentences
+ANSWER_SENTENCES = 6  # the offline combined answer, before labels: 1.5x plain RAG's four sentences
 OVERVIEW = "overview"  # the aspect that answers the question itself from its top passages
 OVERVIEW_SENTENCES = 4  # as many as plain RAG quotes: the combined answer draws its lead from them
 
@@ -90,12 +90,14 @@ def repeats(text: str, earlier: str) -> bool:
 
 
 def budget(parts: list[Part]) -> list[int]:
-    """Sentences per part of a combined answer, about 5 in all (1.25x plain RAG's four): the overview
-    leads with two or three, every other aspect adds one (two when it is the only one)."""
-    others = sum(p.label != OVERVIEW for p in parts)
-    lead = max(2, ANSWER_SENTENCES - others) if others else ANSWER_SENTENCES
-    each = 2 if others == 1 else 1
-    return [lead if p.label == OVERVIEW else each for p in parts]
+    """Sentences per part of the offline combined answer: the overview's four (what plain RAG quotes), then
+    one from each of the first two other aspects (two when there is only one) — about 1.5x plain RAG in
+    all; the other aspects' answers stay in the trace."""
+    others = [p for p in parts if p.label != OVERVIEW]
+    if len(others) == len(parts):  # no overview: spread the whole answer over the aspects
+        return [max(1, ANSWER_SENTENCES // len(parts))] * len(parts)
+    extra = iter([2] if len(others) == 1 else [1, 1])
+    return [OVERVIEW_SENTENCES if p.label == OVERVIEW else next(extra, 0) for p in parts]
 
 
 def part_sections(
@@ -110,13 +112,15 @@ def part_sections(
     (unlabelled), then each aspect's own, labelled, as many as `budget` gives each."""
     sections = []
     for index, (part, count) in enumerate(zip(parts, budget(parts))):
+        if not count:
+            continue
         overview = part.label == OVERVIEW
         sections.append(
             Section(
                 query=question if overview else f"{part.query} {question}",
                 label="" if overview or not labelled else part.label,
                 sentences=count,
-                cue=cue_for(part.label),
+                cue=None if overview else cue_for(part.label),  # the overview picks as plain RAG does
                 groups=frozenset({index}),
                 in_order=in_order,
                 optional=not overview,
@@ -128,7 +132,10 @@ def part_sections(
 async def answer_aspect(
     question: str, aspect: Aspect, sources, how: Combination, ctx: StrategyContext, sentences: int
 ) -> None:
-    section = Section(query=f"{aspect.query} {question}", sentences=sentences, cue=how.aspect_cue(aspect.label))
+    if aspect.label == OVERVIEW:  # the question's own passages, read as plain RAG reads them
+        section = Section(query=question, sentences=sentences)
+    else:
+        section = Section(query=f"{aspect.query} {question}", sentences=sentences, cue=how.aspect_cue(aspect.label))
     task = WriteTask(
         role=how.aspect_role,
         prompt=how.aspect_prompt,
@@ -164,11 +171,12 @@ async def answer_and_combine(
     queries = [retrieval_query(a.query, question) for a in aspects]
     # Deep enough that an aspect still has candidates once the question's own passages are set aside.
     by_question, *own = await ctx.retrieve_many([question, *queries], ctx.top_k + ctx.aspect_k + 2)
-    seen = {hit.passage_id for hit in by_question[: ctx.top_k]}
+    # The overview reads exactly what plain RAG reads; the aspects' extra passages must be on the question's
+    # topic (cue words like "causes" can pull in a plumbing "sink" for "Why did the Titanic sink?").
+    overview_hits = by_question[: ctx.top_k]
+    seen = {hit.passage_id for hit in overview_hits}
     fresh = [[hit for hit in hits if hit.passage_id not in seen] for hits in own]
-    relevant = await on_topic(question, union([by_question[: ctx.top_k], *fresh]), ctx)
-    overview_hits = [hit for hit in relevant if hit.passage_id in seen]
-    pool = [hit for hit in relevant if hit.passage_id not in seen]
+    pool = await on_topic(question, union(fresh), ctx) if any(fresh) else []
     assigned = await assign(queries, fresh, pool, ctx.aspect_k, ctx)
     overview = Aspect(label=OVERVIEW, query=question)
     working = [(overview, ctx.book.add(overview_hits))] if overview_hits else []
