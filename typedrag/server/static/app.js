@@ -52,7 +52,8 @@ function citeLink(n) {
     const target = $(`source-${n}`);
     document.querySelectorAll(".sources li.highlight").forEach((li) => li.classList.remove("highlight"));
     target.classList.add("highlight");
-    target.scrollIntoView({ behavior: "smooth", block: "nearest" });
+    // After the browser's own scroll to the link's #anchor and any layout change settle.
+    requestAnimationFrame(() => requestAnimationFrame(() => target.scrollIntoView({ behavior: "smooth", block: "center" })));
   });
   return link;
 }
