@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import re
 
-from typedrag.text import content_words, key_phrases
-
-__all__ = ["content_words", "key_phrases", "normalise", "subject"]
+from typedrag.text import content_words
 
 _LEAD = re.compile(
     r"^(?:so|and|but|well|ok|okay|please|hi|hey)[, ]+|"

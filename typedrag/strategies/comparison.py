@@ -8,11 +8,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Extract, PlanTask, Section, WriteTask
-from typedrag.engines.heuristics import content_words, normalise
+from typedrag.engines.heuristics import normalise
 from typedrag.prompts import GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput, union
 from typedrag.strategies.plans import MAX_ASPECTS, Phrase, clean_phrases, keep_at_most
+from typedrag.text import content_words
 
 
 class ComparisonPlan(BaseModel):

@@ -22,12 +22,13 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Extract, Part, PlanTask, Section, WriteTask
-from typedrag.engines.heuristics import content_words, normalise
+from typedrag.engines.heuristics import normalise
 from typedrag.errors import AspectsFailed, LLMError
 from typedrag.prompts import GROUNDED, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput, assign, on_topic, union
 from typedrag.strategies.plans import MAX_ASPECTS, Phrase, clean_phrases, keep_at_most
+from typedrag.text import content_words
 
 CITED = re.compile(r"\[\d{1,3}\]")
 # Two sub-answers that share this much of the shorter one's words (and at least REPEAT_MIN_WORDS of them)

@@ -8,10 +8,11 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Extract, PlanTask, Section, WriteTask
-from typedrag.engines.heuristics import content_words, key_phrases, normalise
+from typedrag.engines.heuristics import normalise
 from typedrag.prompts import GROUNDED, PLANNER, Prompt
 from typedrag.strategies.base import StrategyContext, StrategyOutput, union
 from typedrag.strategies.plans import Phrase, clean_phrases
+from typedrag.text import content_words, key_phrases
 
 MAX_KEYWORDS = 8
 
