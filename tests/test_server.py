@@ -30,6 +30,7 @@ from typedrag.llm.openai_chat import OpenAIChatModel  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.result import AnswerResult  # noqa: E402
 from typedrag.server.app import create_app  # noqa: E402
+from typedrag.server.openai_compat import with_sources  # noqa: E402
 from typedrag.server.service import JsonFormatter, ServerOptions  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply  # noqa: E402
 
@@ -167,8 +168,12 @@ def test_stream_events_come_in_the_documented_order(offline_url):
     names = [name for name, _ in events]
     aspects = names.count("aspect")
     assert aspects >= 2
-    assert names == ["type", "plan", *["aspect"] * aspects, "sources", "answer", "result"]
+    written = names[2 + aspects : -3]  # the answer as it was written: tokens, and a citation per cited sentence
+    assert names[: 2 + aspects] == ["type", "plan", *["aspect"] * aspects] and names[-3:] == ["sources", "answer", "result"]
+    assert written.count("token") >= 3 and set(written) == {"token", "citation"} and written[0] == "token"
     result = AnswerResult.model_validate(events[-1][1])
+    assert "".join(data["text"] for name, data in events if name == "token") == result.answer
+    assert [data for name, data in events if name == "citation"] == [c.model_dump() for c in result.citations]
     assert events[0][1]["type"] == result.type.type
     assert events[1][1]["plan"] == result.plan
     assert events[-2][1]["text"] == result.answer
@@ -201,7 +206,7 @@ def test_stream_for_plain_rag_has_no_type_or_plan(offline_url):
         timeout=60,
     ) as response:
         names = [name for name, _ in sse_events(response)]
-    assert names == ["sources", "answer", "result"]
+    assert names[-3:] == ["sources", "answer", "result"] and set(names[:-3]) <= {"token", "citation"} and names[0] == "token"
 
 
 def test_stream_rejects_bad_input_before_streaming(offline_url):
@@ -311,7 +316,8 @@ def test_api_key_guards_the_api_but_not_health(offline_pipeline, small_index):
     assert missing.headers["www-authenticate"] == "Bearer"
     assert "API key" in missing.json()["error"]["message"]
     assert right.status_code == 200 and health.status_code == 200 and page.status_code == 200
-    assert [m.id for m in listed.data] == ["typedrag-typed", "typedrag-rag", "typedrag-llm"]
+    assert [m.id for m in listed.data][:3] == ["typedrag-typed", "typedrag-rag", "typedrag-llm"]
+    assert "typedrag-typed:debate" in [m.id for m in listed.data]  # one model per question type
 
 
 def test_request_size_limit_is_413(offline_pipeline, small_index):
@@ -385,7 +391,7 @@ def wait_for(condition, seconds: float = 20) -> None:
 
 def test_openai_sdk_non_streaming(stub_url, stub):
     client = openai.OpenAI(base_url=f"{stub_url}/v1", api_key="unused", max_retries=0)
-    assert [m.id for m in client.models.list().data] == ["typedrag-typed", "typedrag-rag", "typedrag-llm"]
+    assert [m.id for m in client.models.list().data][:3] == ["typedrag-typed", "typedrag-rag", "typedrag-llm"]
     completion = client.chat.completions.create(
         model="typedrag-typed",
         messages=[
@@ -423,14 +429,15 @@ def test_openai_sdk_streaming(stub_url):
         )
     )
     events = [c.model_extra["typedrag_event"] for c in chunks if (c.model_extra or {}).get("typedrag_event")]
-    text = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
     result = AnswerResult.model_validate(final.model_extra["typedrag"])
-    names = [e["event"] for e in events]
+    names = [e["event"] for e in events if e["event"] != "citation"]
     decomposed = ["plan", *["aspect"] * len(result.aspects)] if result.plan else []
     assert names == ["type", *decomposed, "sources"]
     assert events[0]["data"]["type"] == result.type.type
-    assert text.startswith(result.answer) and "Sources:" in text
+    # the answer arrives as it is written, word by word from the stub, then the sources list
+    assert len(deltas) > len(result.answer.split()) // 2 and "".join(deltas) == with_sources(result)
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert len({c.id for c in chunks}) == 1

@@ -24,6 +24,7 @@ app = typer.Typer(
     add_completion=False,
 )
 console = Console()
+progress_console = Console(stderr=True, soft_wrap=True)  # what happens while an answer streams on stdout
 
 IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
 LLMOpt = Annotated[
@@ -131,12 +132,32 @@ def ask(
             done, failed = asyncio.run(resources.run(answer_file(pipeline, file, out, method, forced, concurrency)))
             console.print(f"{done} answered, {failed} failed -> {out}", markup=False)
             return
-        result = asyncio.run(resources.run(pipeline.answer(question, method, forced)))
+        streaming = not (as_json or trace)
+        on_event = print_as_it_streams if streaming else None
+        result = asyncio.run(resources.run(pipeline.answer(question, method, forced, on_event=on_event)))
     except USER_ERRORS as error:
         fail(str(error))
     finally:
         resources.close()
-    show_result(result, as_json=as_json, trace=trace)
+    if streaming:
+        from typedrag.render import render_after_stream
+
+        render_after_stream(console, result)
+    else:
+        show_result(result, as_json=as_json, trace=trace)
+
+
+def print_as_it_streams(event: str, data: dict) -> None:
+    """The answer's text on stdout as it is written; progress (type, plan, aspects) on stderr."""
+    from typedrag.render import progress_line
+
+    if event == "token":
+        sys.stdout.write(data["text"])
+        sys.stdout.flush()
+        return
+    line = progress_line(event, data)
+    if line is not None:
+        progress_console.print(line)
 
 
 def show_result(result, *, as_json: bool, trace: bool) -> None:

@@ -87,7 +87,9 @@ class Pipeline:
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
         decision: TypePrediction | None = None,
     ) -> AnswerResult:
-        """Answer `question`; `on_event(name, data)` hears progress: type, plan, aspect (each), sources.
+        """Answer `question`; `on_event(name, data)` hears progress: type, plan, aspect (each), then the
+        final step's text as `token` events (with a `citation` event per finished cited sentence; a
+        `restart` event if a failing strategy hands over to plain RAG mid-answer), then sources.
 
         `forced_type` skips the classifier (any route label, e.g. "comparison"); `decision` is a type
         already decided by `decide_type` (batch evaluation decides once per question).
@@ -179,7 +181,11 @@ class Pipeline:
         try:
             return strategy.name, await strategy.run(question, ctx)
         except (StrategyError, LLMError) as error:
-            ctx.trace.fallback(strategy.name, f"{type(error).__name__}: {error}; answered with plain RAG")
+            reason = f"{type(error).__name__}: {error}; answered with plain RAG"
+            ctx.trace.fallback(strategy.name, reason)
+            if ctx.streamed:  # part of the typed answer went out: a streaming client starts its text over
+                ctx.emit("restart", reason=reason)
+                ctx.streamed = 0
             ctx.book = SourceBook()  # cite only what the fallback answer was given
             return self.fallback.name, await self.fallback.run(question, ctx)
 

@@ -25,17 +25,46 @@ def _header(result: AnswerResult) -> str:
     return " · ".join(parts)
 
 
-def render_answer(console: Console, result: AnswerResult, *, show_sources: int = 5) -> None:
-    body = [Text(_header(result), style="dim"), Text(""), Text(result.answer)]
+def _notes(result: AnswerResult, show_sources: int = 5) -> list[Text]:
+    """What follows the answer text: the sources it cites (or the top few) and any fallback."""
+    notes = []
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or result.sources[:show_sources]
     if listed:
-        body.append(Text("\nSources", style="bold"))
+        notes.append(Text("\nSources", style="bold"))
         for s in listed:
-            body.append(Text(f"[{s.number}] {s.title} ({s.passage_id})", style="dim"))
+            notes.append(Text(f"[{s.number}] {s.title} ({s.passage_id})", style="dim"))
     for f in result.fallbacks:
-        body.append(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
+        notes.append(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
+    return notes
+
+
+def render_answer(console: Console, result: AnswerResult) -> None:
+    body = [Text(_header(result), style="dim"), Text(""), Text(result.answer), *_notes(result)]
     console.print(Panel(Group(*body), title=Text(result.question)))
+
+
+def render_after_stream(console: Console, result: AnswerResult) -> None:
+    """The rest of an answer whose text was printed as it streamed: sources, fallbacks, who answered."""
+    console.print()
+    for note in _notes(result):
+        console.print(note)
+    console.print(Text(_header(result), style="dim"))
+
+
+def progress_line(event: str, data: dict) -> Text | None:
+    """A one-line note for a progress event shown while an answer streams (None: nothing to show)."""
+    if event == "type":
+        return Text(f"type {data['type']} ({data['confidence']:.2f}, {data['source']})", style="dim")
+    if event == "plan":
+        return Text(f"plan {json.dumps(data['plan'], ensure_ascii=False)}", style="dim")
+    if event == "aspect":
+        aspect = data["aspect"]
+        done = f"dropped: {aspect['error']}" if aspect.get("error") else "answered"
+        return Text(f"aspect {aspect['label']}: {done}", style="dim")
+    if event == "restart":
+        return Text(f"\n{data['reason']}; starting the answer over\n", style="yellow")
+    return None
 
 
 def trace_tree(result: AnswerResult) -> Tree:

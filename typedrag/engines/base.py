@@ -18,9 +18,11 @@ from pydantic import BaseModel
 from typedrag.prompts import Prompt
 from typedrag.result import Source, Trace
 
-__all__ = ["Engine", "Extract", "Part", "PlanT", "PlanTask", "Section", "Trace", "WriteTask"]
+__all__ = ["Engine", "Extract", "Part", "PlanT", "PlanTask", "Section", "TextSink", "Trace", "WriteTask", "sentence_pieces", "trimmed"]
 
 PlanT = TypeVar("PlanT", bound=BaseModel)
+TextSink = Callable[[str], None]  # hears a step's text piece by piece as it is written
+_PIECE_END = re.compile(r"(?<=[.!?\]])[ \t]+(?!\[)|\n+")
 
 
 @dataclass(frozen=True)
@@ -96,6 +98,37 @@ class Engine(Protocol):
         """A validated plan, or PlanFailed with the reason."""
         ...
 
-    async def write(self, task: WriteTask, trace: Trace) -> str:
-        """The text of the step, citing passages as [n] where it uses them."""
+    async def write(self, task: WriteTask, trace: Trace, on_text: TextSink | None = None) -> str:
+        """The text of the step, citing passages as [n] where it uses them. `on_text`, if given,
+        hears the text as it is written, in pieces that concatenate to the returned text."""
         ...
+
+
+def trimmed(sink: TextSink) -> TextSink:
+    """`sink` fed without the text's leading and trailing whitespace, as engines return it stripped:
+    whitespace is held back until more text follows it."""
+    held, started = "", False
+
+    def feed(piece: str) -> None:
+        nonlocal held, started
+        if not started:
+            piece = piece.lstrip()
+            started = bool(piece)
+        text = held + piece
+        body = text.rstrip()
+        held = text[len(body) :]
+        if body:
+            sink(body)
+
+    return feed
+
+
+def sentence_pieces(text: str) -> list[str]:
+    """`text` cut after each sentence or line, whitespace kept, so the pieces concatenate back to it."""
+    pieces, start = [], 0
+    for match in _PIECE_END.finditer(text):
+        pieces.append(text[start : match.end()])
+        start = match.end()
+    if start < len(text):
+        pieces.append(text[start:])
+    return pieces

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from typedrag.engines.base import Part, PlanT, PlanTask, Trace, WriteTask
+from typedrag.engines.base import Part, PlanT, PlanTask, TextSink, Trace, WriteTask, trimmed
 from typedrag.errors import PlanFailed
 from typedrag.llm.base import ChatModel
 from typedrag.prompts import delimit, format_sources, reply_format
@@ -44,7 +44,7 @@ class LLMEngine:
             raise PlanFailed(completion.call.error or "the model returned no valid plan")
         return completion.parsed
 
-    async def write(self, task: WriteTask, trace: Trace) -> str:
+    async def write(self, task: WriteTask, trace: Trace, on_text: TextSink | None = None) -> str:
         values = dict(task.values)
         fields = task.prompt.fields()
         if "sources" in fields:
@@ -52,6 +52,9 @@ class LLMEngine:
         if "parts" in fields:
             values["parts"] = format_parts(task.parts)
         max_tokens = min(task.max_tokens, self.answer_tokens or task.max_tokens)
-        completion = await self.model.complete(task.prompt.messages(**values), role=task.role, max_tokens=max_tokens)
+        streaming = {"on_text": trimmed(on_text)} if on_text is not None else {}
+        completion = await self.model.complete(
+            task.prompt.messages(**values), role=task.role, max_tokens=max_tokens, **streaming
+        )
         trace.calls.append(completion.call)
         return completion.text.strip()

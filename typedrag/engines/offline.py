@@ -19,7 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from typedrag.embed import Embedder, default_embedder
-from typedrag.engines.base import Extract, PlanT, PlanTask, Trace, WriteTask
+from typedrag.engines.base import Extract, PlanT, PlanTask, TextSink, Trace, WriteTask, sentence_pieces
 from typedrag.errors import PlanFailed
 from typedrag.llm.base import LLMCall, StructuredOutcome
 from typedrag.text import split_sentences, terms
@@ -152,10 +152,14 @@ class OfflineEngine:
         self._record(trace, task.role, started, structured=StructuredOutcome.OK)
         return plan
 
-    async def write(self, task: WriteTask, trace: Trace) -> str:
+    async def write(self, task: WriteTask, trace: Trace, on_text: TextSink | None = None) -> str:
+        """The extracted text; `on_text` hears it a sentence (or line) at a time once it is chosen."""
         started = time.perf_counter()
         text = await asyncio.to_thread(self._write, task)
         self._record(trace, task.role, started)
+        if on_text is not None:
+            for piece in sentence_pieces(text):
+                on_text(piece)
         return text
 
     def _write(self, task: WriteTask) -> str:

@@ -64,4 +64,5 @@ class ChatModel(Protocol):
         max_tokens: int = 512,
         temperature: float = 0.0,
         accept: Callable[[str], bool] | None = None,  # plain replies: cache only those it approves
+        on_text: Callable[[str], None] | None = None,  # plain replies: hears the text piece by piece as it comes
     ) -> Completion: ...

@@ -5,7 +5,8 @@ backoff on 408/409/429/5xx and connection errors (honouring Retry-After). This c
 deadline over all attempts (a server that trickles bytes or asks to retry much later cannot stall
 a call past it), the concurrency cap, the response cache, accounting, and the structured-output ladder:
 JSON-schema `response_format` -> JSON mode -> plain text, then the tolerant parser, then one
-repair retry that shows the model its own reply and the validation error.
+repair retry that shows the model its own reply and the validation error. Plain replies can be
+streamed (`on_text` hears each piece as it arrives; a cached reply is replayed in chunks).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ class OpenAIChatModel:
         self._cache = cache
         self._extra_body = extra_body or {}
         self._format_mode = 0  # index into _FORMAT_LADDER; advanced when the endpoint rejects a mode
+        self._stream_usage = True  # ask streams for their token counts until the endpoint refuses
 
     async def complete(
         self,
@@ -85,16 +87,18 @@ class OpenAIChatModel:
         max_tokens: int = 512,
         temperature: float = 0.0,
         accept: Callable[[str], bool] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
         """One completion. Only a usable reply is cached: for `schema` calls one that validated, for
         plain ones one that `accept` (if given) approves, so a reply that failed to parse is asked
-        again next time instead of being replayed forever."""
+        again next time instead of being replayed forever. `on_text` (plain replies only) streams
+        the reply: it hears pieces that concatenate to the completion's text."""
         call = LLMCall(role=role, engine=self.name, requests=0)
         started = time.perf_counter()
         try:
             parsed = None
             if schema is None:
-                text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept))
+                text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept), on_text)
             else:
                 parsed, text = await self._validated(messages, schema, max_tokens, temperature, call)
         finally:
@@ -136,14 +140,18 @@ class OpenAIChatModel:
         temperature: float,
         call: LLMCall,
         usable: Callable[[str], tuple[bool, Any]],
+        on_text: Callable[[str], None] | None = None,
     ) -> tuple[str, tuple[bool, Any]]:
         """One request through the cache; the reply is stored only if `usable` approves it. A cached
         reply it rejects (stored by an older typedrag, which cached everything) is asked for afresh."""
-        text, key, hit = await self._request(messages, schema, max_tokens, temperature, call)
+        text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, on_text=on_text)
         outcome = usable(text)
         if hit and not outcome[0]:
-            text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, use_cache=False)
+            text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, False, on_text)
             outcome = usable(text)
+        if hit and on_text is not None:  # a cached reply streams too, so clients behave the same either way
+            for piece in replay_chunks(text):
+                on_text(piece)
         if outcome[0] and key is not None and not hit:
             self._cache.put(key, {"text": text})
         return text, outcome
@@ -156,8 +164,10 @@ class OpenAIChatModel:
         temperature: float,
         call: LLMCall,
         use_cache: bool = True,
+        on_text: Callable[[str], None] | None = None,
     ) -> tuple[str, str | None, bool]:
-        """(reply, cache key or None, whether it came from the cache); storing is the caller's choice."""
+        """(reply, cache key or None, whether it came from the cache); storing is the caller's choice.
+        With `on_text` (plain replies) the request streams and `on_text` hears each piece."""
         while True:
             mode = _FORMAT_LADDER[self._format_mode] if schema is not None else "none"
             params: dict[str, Any] = {
@@ -186,8 +196,15 @@ class OpenAIChatModel:
                 async with limit:
                     call.requests += 1
                     async with asyncio.timeout(self.deadline):
-                        response = await client.chat.completions.create(**params, extra_body=self._extra_body or None)
+                        if on_text is not None and schema is None:
+                            text, usage = await self._streamed(client, params, on_text)
+                        else:
+                            response = await client.chat.completions.create(**params, extra_body=self._extra_body or None)
+                            text, usage = self._clean(_content(response)), _usage(response)
             except openai.BadRequestError as error:
+                if on_text is not None and self._stream_usage and "stream_options" in str(error):
+                    self._stream_usage = False  # an older server: stream without the usage chunk
+                    continue
                 if mode != "none" and _mentions_format(error):
                     # The endpoint does not support this mode; try the next one (concurrent rejections move it once).
                     self._format_mode = max(self._format_mode, _FORMAT_LADDER.index(mode) + 1)
@@ -203,16 +220,58 @@ class OpenAIChatModel:
                 raise LLMError(f"{self.name} answered HTTP {error.status_code} after retries: {self._redact(error)}") from error
             except (openai.OpenAIError, ValueError) as error:  # a 200 whose body is not a chat completion
                 raise LLMError(f"{self.name} sent a malformed response: {self._redact(error)}") from error
-            text = _SURROGATE.sub("\ufffd", _content(response))  # "\ud800" escapes: cannot be sent on or printed
-            if self._secret:  # a server that echoes the key must not put it into traces or the cache
-                text = text.replace(self._secret, "***")
-            prompt_tokens, completion_tokens = _usage(response)
+            prompt_tokens, completion_tokens = usage
             call.prompt_tokens += prompt_tokens
             call.completion_tokens += completion_tokens
             if not text.strip() and schema is None:
                 raise LLMError(f"{self.name} returned an empty reply")
             return text, key, False
 
+
+    def _clean(self, text: str) -> str:
+        text = _SURROGATE.sub("\ufffd", text)  # "\ud800" escapes: cannot be sent on or printed
+        if self._secret:  # a server that echoes the key must not put it into traces, the cache or a stream
+            text = text.replace(self._secret, "***")
+        return text
+
+    async def _streamed(
+        self, client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None]
+    ) -> tuple[str, tuple[int, int]]:
+        """A streamed reply: each cleaned piece goes to `on_text` as it arrives. Leaving the `async with`
+        (done, error or cancellation) closes the HTTP response, so a cancelled answer stops the server's work."""
+        stream = await client.chat.completions.create(
+            **params,
+            stream=True,
+            stream_options={"include_usage": True} if self._stream_usage else openai.omit,
+            extra_body=self._extra_body or None,
+        )
+        pieces: list[str] = []
+        held = ""  # the tail that might be the start of the API key, held until the next piece decides
+        usage = (0, 0)
+        async with stream:
+            async for chunk in stream:
+                if getattr(chunk, "usage", None) is not None:
+                    usage = _usage(chunk)
+                for choice in getattr(chunk, "choices", None) or []:
+                    delta = getattr(getattr(choice, "delta", None), "content", None)
+                    if isinstance(delta, str) and delta:
+                        ready, held = self._release(held + delta)
+                        if ready:
+                            pieces.append(ready)
+                            on_text(ready)
+        if held:
+            held = self._clean(held)
+            pieces.append(held)
+            on_text(held)
+        return "".join(pieces), usage
+
+    def _release(self, text: str) -> tuple[str, str]:
+        """(the cleaned text safe to send now, the tail to hold): a key split across pieces is still masked."""
+        text = self._clean(text)
+        if not self._secret:
+            return text, ""
+        keep = next((n for n in range(min(len(self._secret) - 1, len(text)), 0, -1) if self._secret.startswith(text[-n:])), 0)
+        return (text[:-keep], text[-keep:]) if keep else (text, "")
 
     async def aclose(self) -> None:
         """Close the HTTP pool inside its own loop; left to garbage collection after that loop has
@@ -238,6 +297,12 @@ class OpenAIChatModel:
         """Error text safe for logs and traces: the API key never appears, however the server echoes it."""
         text = str(error).replace(self._secret, "***") if self._secret else str(error)
         return _short(redact_text(text))
+
+
+def replay_chunks(text: str, words: int = 3) -> list[str]:
+    """A finished reply cut into pieces of a few words that concatenate back to it, for replaying a cache hit."""
+    tokens = re.findall(r"\s*\S+\s*|\s+", text)
+    return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]
 
 
 def _approver(accept: Callable[[str], bool] | None) -> Callable[[str], tuple[bool, Any]]:

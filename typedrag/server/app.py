@@ -129,13 +129,16 @@ async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONRe
     responses={
         200: {
             "content": {"text/event-stream": {}},
-            "description": "type, plan, aspect*, sources, answer, result (or error)",
+            "description": "type, plan, aspect*, token* (citation*), sources, answer, result (or error)",
         }
     },
 )
 async def answer_stream(body: AnswerRequest, request: Request) -> StreamingResponse:
     """Server-Sent Events, in order: `type` (typed only), `plan` (decomposing types), `aspect` (each, as done),
-    `sources`, `answer` {text}, `result` (the full AnswerResult). On failure the last event is `error` {status, message}."""
+    then the answer as it is written: `token` {text} pieces that concatenate to the answer, and `citation`
+    {text, source_numbers, passage_ids} once each cited sentence is complete (`restart` {reason} means a
+    failing typed plan handed over to plain RAG: drop the text so far); then `sources`, `answer` {text},
+    `result` (the full AnswerResult). On failure the last event is `error` {status, message}."""
     service = service_of(request)
     question, forced = service.check(body.question, body.type)
     service.slots.take()

@@ -2,10 +2,14 @@
 chat client can use typedrag as a "model".
 
 The model name picks the method and the last user message is the question (earlier turns are not
-used). The answer text ends with a plain "Sources:" list for clients that show only text; the full
+used): `typedrag-typed`, `typedrag-rag`, `typedrag-llm`, or `typedrag-typed:<type>` (e.g.
+`typedrag-typed:debate`, every routed type is listed in /v1/models) to force the question type:
+a model name is the one field every chat client lets a user choose.
+The answer text ends with a plain "Sources:" list for clients that show only text; the full
 AnswerResult (type, plan, aspects, sources, citations, LLM calls) travels in the extension field
-`typedrag` of the response, or of the final chunk when streaming. While streaming, progress events
-travel as `typedrag_event: {"event", "data"}` on chunks with an empty delta.
+`typedrag` of the response, or of the final chunk when streaming. While streaming, the answer's
+text arrives as content deltas as it is written, and progress events travel as
+`typedrag_event: {"event", "data"}` on chunks with an empty delta.
 """
 
 from __future__ import annotations
@@ -19,10 +23,12 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from typedrag.questions import QuestionError
 from typedrag.result import AnswerResult
 from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, log, request_id_var, service_of
 
 MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
+TYPED_PREFIX = "typedrag-typed:"  # + a route label forces the question type
 STARTED = int(time.time())
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
@@ -49,10 +55,21 @@ class ChatCompletionRequest(BaseModel):
 
 
 @router.get("/models")
-async def models() -> dict[str, Any]:
-    """typedrag-typed (Typed-RAG), typedrag-rag (plain RAG), typedrag-llm (LLM only)."""
-    data = [{"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in MODELS]
+async def models(request: Request) -> dict[str, Any]:
+    """typedrag-typed (Typed-RAG), typedrag-rag (plain RAG), typedrag-llm (LLM only), and
+    typedrag-typed:<type> for each question type (Typed-RAG with that type forced)."""
+    forced = [TYPED_PREFIX + label.lower() for label in service_of(request).pipeline.routes]
+    data = [{"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in [*MODELS, *forced]]
     return {"object": "list", "data": data}
+
+
+def method_of(model: str) -> tuple[str, str | None]:
+    """(method, forced type or None) named by a model name; 404 for a name that is not ours."""
+    if model.startswith(TYPED_PREFIX):
+        return "typed", model[len(TYPED_PREFIX) :]
+    if model in MODELS:
+        return MODELS[model], None
+    raise api_error(404, f"unknown model {model!r}; use one of: {', '.join(MODELS)}, or {TYPED_PREFIX}<type>")
 
 
 def last_user_text(messages: list[ChatMessage]) -> str:
@@ -91,21 +108,24 @@ def usage(result: AnswerResult) -> dict[str, int]:
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> dict[str, Any] | StreamingResponse | JSONResponse:
     """Chat completion, streamed as `data:` chunks ending in `data: [DONE]` when `stream` is true."""
     service = service_of(request)
-    method = MODELS.get(body.model)
-    if method is None:
-        raise api_error(404, f"unknown model {body.model!r}; use one of: {', '.join(MODELS)}")
+    method, type_ = method_of(body.model)
     extra = body.model_extra or {}
     if extra.get("n") not in (None, 1):
         raise api_error(400, "typedrag returns one choice per request: n must be 1")
     used_tools = [name for name in ("tools", "tool_choice", "functions", "function_call") if extra.get(name)]
     if used_tools:
         raise api_error(400, f"typedrag does not call tools: remove {', '.join(used_tools)} from the request")
-    question, _ = service.check(last_user_text(body.messages), None, status=400)
+    if type_ is not None:
+        try:
+            service.pipeline.route_label(type_)
+        except QuestionError as error:
+            raise api_error(404, f"unknown model {body.model!r}: {error}") from error
+    question, forced = service.check(last_user_text(body.messages), type_, status=400)
     base = {"id": f"chatcmpl-{request_id_var.get()}", "created": int(time.time()), "model": body.model}
     service.slots.take()
     if not body.stream:
         try:
-            result = await service.answer_unless_gone(request, question, method, None)
+            result = await service.answer_unless_gone(request, question, method, forced)
         finally:
             service.slots.give()
         if result is None:
@@ -134,14 +154,23 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
 
     async def stream() -> AsyncIterator[str]:
         yield chunk({"role": "assistant", "content": ""})
+        streamed = False
         try:
-            async for name, data in service.events(question, method, None):
+            async for name, data in service.events(question, method, forced):
                 if name == "ping":
                     yield ": ping\n\n"
+                elif name == "token":
+                    streamed = True
+                    yield chunk({"content": data["text"]})
+                elif name == "restart":  # deltas cannot be taken back: say so in the text itself
+                    yield chunk({"content": f"\n\n[{data['reason']}]\n\n"}, typedrag_event={"event": name, "data": data})
                 elif name != "result":
                     yield chunk({}, typedrag_event={"event": name, "data": data})
                 else:
-                    yield chunk({"content": with_sources(data)})
+                    text = with_sources(data)
+                    rest = text[len(data.answer) :] if streamed else text
+                    if rest:
+                        yield chunk({"content": rest})
                     yield chunk({}, "stop", typedrag=data.model_dump(mode="json"))
                     if (body.stream_options or {}).get("include_usage"):
                         yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage(data)})}\n\n"

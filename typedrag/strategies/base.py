@@ -9,11 +9,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from typedrag.engines.base import Engine, Trace
+from typedrag.engines.base import Engine, Trace, WriteTask
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
-from typedrag.result import Aspect, Source
+from typedrag.result import Aspect, Source, extract_citations
+from typedrag.text import split_sentences
 
 # A pooled passage counts as on topic when the reranker scores it against the question at least this
 # high, or within OFF_TOPIC_MARGIN of the best passage (MiniLM cosines; unrelated text scores ~0-0.2).
@@ -44,6 +45,34 @@ class SourceBook:
         return list(self._by_id.values())
 
 
+class AnswerStream:
+    """The final answer as it is written: a `token` event for each piece, and a `citation` event for
+    each finished sentence that cites passages (resolved to their ids), so a client can link it at once."""
+
+    def __init__(self, emit: Callable[..., None], sources: list[Source]) -> None:
+        self.emit, self.sources = emit, sources
+        self.pending = ""  # text of the sentence not known to be finished yet
+        self.sent = 0  # characters streamed
+
+    def __call__(self, piece: str) -> None:
+        self.emit("token", text=piece)
+        self.sent += len(piece)
+        self.pending += piece
+        sentences = split_sentences(self.pending)
+        if len(sentences) > 1:  # all but the last are finished: the next one has begun
+            self._cite(sentences[:-1])
+            self.pending = self.pending[self.pending.rfind(sentences[-1]) :]
+
+    def close(self) -> None:
+        self._cite(split_sentences(self.pending))
+        self.pending = ""
+
+    def _cite(self, sentences: list[str]) -> None:
+        for sentence in sentences:
+            for citation in extract_citations(sentence, self.sources):
+                self.emit("citation", **citation.model_dump())
+
+
 @dataclass
 class StrategyContext:
     """What a strategy works with: the engine, retrieval, the trace and the numbers of its sources."""
@@ -58,11 +87,24 @@ class StrategyContext:
     book: SourceBook = field(default_factory=SourceBook)
     on_event: Callable[[str, dict[str, Any]], None] | None = None  # progress for streaming clients
     reranked: bool = False  # set once a step reranks, so the result names the reranker only then
+    streamed: int = 0  # characters of answer text streamed to the client so far
 
     def emit(self, event: str, **data: Any) -> None:
-        """Tell a streaming client about progress (type, plan, each aspect, sources)."""
+        """Tell a streaming client about progress (type, plan, each aspect, tokens, sources)."""
         if self.on_event is not None:
             self.on_event(event, data)
+
+    async def write_answer(self, task: WriteTask) -> str:
+        """The final generation step of a strategy; a listening client gets its text as it is written."""
+        if self.on_event is None:
+            return await self.engine.write(task, self.trace)
+        stream = AnswerStream(self.emit, self.book.sources)
+        try:
+            text = await self.engine.write(task, self.trace, on_text=stream)
+        finally:
+            self.streamed += stream.sent
+        stream.close()
+        return text
 
     async def retrieve(self, query: str, k: int) -> list[ScoredPassage]:
         """Top-k passages for one query, searched in a worker thread."""

@@ -187,4 +187,4 @@ class ComparisonStrategy:
                 header=f"Comparing {', '.join(items)} ({plan.purpose}):",
             ),
         )
-        return StrategyOutput(answer=await ctx.engine.write(task, ctx.trace), plan=plan, aspects=aspects)
+        return StrategyOutput(answer=await ctx.write_answer(task), plan=plan, aspects=aspects)

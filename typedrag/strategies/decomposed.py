@@ -216,7 +216,7 @@ async def answer_and_combine(
         extract=how.extract(question, parts),
         max_tokens=600,
     )
-    return await ctx.engine.write(task, ctx.trace)
+    return await ctx.write_answer(task)
 
 
 @dataclass(frozen=True)

@@ -34,7 +34,7 @@ class EvidenceStrategy:
             sources=ctx.book.add(hits),
             extract=Extract((Section(query=question, sentences=ANSWER_SENTENCES),)),
         )
-        return StrategyOutput(answer=await ctx.engine.write(task, ctx.trace))
+        return StrategyOutput(answer=await ctx.write_answer(task))
 
 
 class ClosedBookStrategy:
@@ -44,4 +44,4 @@ class ClosedBookStrategy:
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
         task = WriteTask(role="answer:closed-book", prompt=CLOSED_BOOK, values={"question": question}, extract=Extract(()))
-        return StrategyOutput(answer=await ctx.engine.write(task, ctx.trace))
+        return StrategyOutput(answer=await ctx.write_answer(task))

@@ -104,4 +104,4 @@ class ExperienceStrategy:
                 )
             ),
         )
-        return StrategyOutput(answer=await ctx.engine.write(task, ctx.trace), plan=plan)
+        return StrategyOutput(answer=await ctx.write_answer(task), plan=plan)

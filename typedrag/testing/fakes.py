@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -62,11 +63,15 @@ class ScriptedChatModel:
         max_tokens: int = 512,
         temperature: float = 0.0,
         accept: Callable[[str], bool] | None = None,
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
         started = time.perf_counter()
         call = ScriptedCall(messages, role, schema)
         self.calls.append(call)
         text = self.script(call)
+        if on_text is not None and schema is None:
+            for piece in re.findall(r"\s*\S+\s*|\s+", text):
+                on_text(piece)
         record = LLMCall(role=role, engine=self.name, prompt_tokens=sum(len(m["content"].split()) for m in messages),
                          completion_tokens=len(text.split()))
         parsed = None

@@ -3,6 +3,8 @@
 Tests and benchmarks drive typedrag's LLM path through actual HTTP (the official SDK, retries,
 timeouts, response_format) instead of patching our own functions. A `responder` decides each
 reply; the default one returns schema-valid plans and cited answers, optionally after a delay.
+A request with `"stream": true` gets Server-Sent Events: the first token after `first_token_delay`,
+then one whitespace-delimited token every 1/`token_rate` seconds, as a real server trickles them.
 """
 
 from __future__ import annotations
@@ -60,6 +62,12 @@ class Reply:
     raw: bytes | None = None  # send these bytes as the body instead of a completion
     drop: bool = False  # close the connection without answering
     drip: float = 0.0  # send the body one byte at a time, this many seconds apart (a stalled stream)
+    break_after: int | None = None  # streamed: drop the connection after this many tokens
+
+
+def tokens_of(text: str) -> list[str]:
+    """`text` cut into tokens that concatenate back to it: each word with the whitespace after it."""
+    return re.findall(r"\s*\S+\s*|\s+", text, flags=re.S) if text else []
 
 
 Responder = Callable[[ChatRequest], Reply]
@@ -134,11 +142,25 @@ class _Server(ThreadingHTTPServer):
 class OpenAIStubServer:
     """Context manager: `with OpenAIStubServer(responder) as server: server.base_url ...`."""
 
-    def __init__(self, responder: Responder = default_responder, *, delay: float = 0.0, model: str = "stub-model") -> None:
+    def __init__(
+        self,
+        responder: Responder = default_responder,
+        *,
+        delay: float = 0.0,
+        model: str = "stub-model",
+        first_token_delay: float | None = None,
+        token_rate: float = 0.0,
+    ) -> None:
+        """`delay` is the latency of a whole reply; a streamed reply sends its first token after
+        `first_token_delay` (default: `delay`) and then `token_rate` tokens a second (0: all at once)."""
         self.responder = responder
         self.delay = delay
         self.model = model
+        self.first_token_delay = delay if first_token_delay is None else first_token_delay
+        self.token_rate = token_rate
         self.requests: list[ChatRequest] = []
+        self.open_streams = 0  # streamed replies being written right now
+        self.abandoned_streams = 0  # streamed replies the client closed before the end
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -202,8 +224,10 @@ class OpenAIStubServer:
                 with stub._lock:
                     stub.requests.append(request)
                 reply = stub.responder(request)
-                if stub.delay or reply.delay:
-                    time.sleep(stub.delay + reply.delay)
+                streamed = bool(body.get("stream")) and reply.status == 200 and reply.raw is None and not reply.drop
+                wait = (stub.first_token_delay if streamed else stub.delay) + reply.delay
+                if wait:
+                    time.sleep(wait)
                 if reply.drop:
                     self.close_connection = True
                     self.connection.close()
@@ -214,6 +238,9 @@ class OpenAIStubServer:
                 if reply.status != 200:
                     error = {"error": {"message": reply.content or f"status {reply.status}", "type": "stub_error"}}
                     self._send(reply.status, json.dumps(error).encode(), reply.headers)
+                    return
+                if streamed:
+                    self._stream(body, request, reply)
                     return
                 prompt_tokens = sum(len(m.get("content", "").split()) for m in request.messages)
                 completion = {
@@ -231,5 +258,50 @@ class OpenAIStubServer:
                     },
                 }
                 self._send(200, json.dumps(completion).encode(), reply.headers, reply.drip)
+
+            def _stream(self, body: dict[str, Any], request: ChatRequest, reply: Reply) -> None:
+                """The reply as chat.completion.chunk events in HTTP chunked encoding, trickled at the stub's rate."""
+                base = {"id": f"chatcmpl-stub-{len(stub.requests)}", "object": "chat.completion.chunk",
+                        "created": int(time.time()), "model": body.get("model", stub.model)}
+
+                def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
+                    data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+                    return f"data: {json.dumps(data)}\n\n".encode()
+
+                tokens = tokens_of(reply.content or "")
+                prompt_tokens = sum(len(m.get("content", "").split()) for m in request.messages)
+                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens),
+                         "total_tokens": prompt_tokens + len(tokens)}
+                events = [event({"role": "assistant", "content": ""})]
+                events += [event({"content": token}) for token in tokens]
+                events.append(event({}, "stop"))
+                if (body.get("stream_options") or {}).get("include_usage"):
+                    events.append(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
+                events.append(b"data: [DONE]\n\n")
+                with stub._lock:
+                    stub.open_streams += 1
+                try:
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/event-stream")
+                    self.send_header("Transfer-Encoding", "chunked")
+                    self.end_headers()
+                    for n, data in enumerate(events):
+                        if 1 < n <= len(tokens) and stub.token_rate:
+                            time.sleep(1 / stub.token_rate)
+                        if reply.break_after is not None and n > reply.break_after:
+                            self.close_connection = True
+                            self.connection.shutdown(socket.SHUT_RDWR)
+                            return
+                        self.wfile.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+                        self.wfile.flush()
+                    self.wfile.write(b"0\r\n\r\n")
+                    self.wfile.flush()
+                except OSError:  # the client closed the stream
+                    self.close_connection = True
+                    with stub._lock:
+                        stub.abandoned_streams += 1
+                finally:
+                    with stub._lock:
+                        stub.open_streams -= 1
 
         return Handler

@@ -1,5 +1,5 @@
 // The typedrag web page: POST /v1/answer/stream, read its Server-Sent Events, render progress,
-// the answer with clickable [n] citations, the sources and the type/plan/aspects trace.
+// the answer as its tokens arrive, then with clickable [n] citations, the sources and the type/plan/aspects trace.
 // Plain DOM (textContent only, never innerHTML with server text) and no dependencies, so it works air-gapped.
 "use strict";
 
@@ -121,7 +121,25 @@ function renderResult(r) {
   renderTrace(r);
 }
 
+// The answer's text as it is written: plain text until the result turns its [n] into links.
+let written = null;
+
+function writeToken(text) {
+  if (written === null) {
+    written = document.createTextNode("");
+    $("answer").replaceChildren(written);
+    progress("Writing the answer");
+  }
+  written.appendData(text);
+}
+
 const handlers = {
+  token: (d) => writeToken(d.text),
+  restart: (d) => {
+    written = null;
+    $("answer").replaceChildren(el("span", { class: "muted" }, "working…"));
+    progress(`Started over: ${d.reason}`);
+  },
   type: (d) => progress(`Type decided: ${d.type} (confidence ${d.confidence.toFixed(2)}, ${d.source})`),
   plan: (d) => progress(`Plan made: ${summary(d.plan)}`),
   aspect: (d) => progress(d.aspect.error ? `Aspect dropped: ${d.aspect.label}` : `Aspect done: ${d.aspect.label}`),
@@ -154,6 +172,7 @@ async function ask(event) {
   $("sources").replaceChildren();
   $("meta").replaceChildren();
   $("answer").replaceChildren(el("span", { class: "muted" }, "working…"));
+  written = null;
   $("trace").replaceChildren(el("span", { class: "muted" }, "appears when the answer is ready"));
   $("submit").disabled = true;
   started = performance.now();
