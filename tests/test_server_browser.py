@@ -115,6 +115,40 @@ def test_ask_watch_progress_and_follow_a_citation(page, page_url, tmp_path):
     assert page.hosts == {urlparse(page_url).netloc} and not page.console_errors
 
 
+def test_the_answer_appears_word_by_word_before_the_result(page_url, small_index, classifier):
+    """With an LLM that writes 8 words a second, the page shows part of the answer while it is written."""
+    from typedrag.engines.llm_engine import LLMEngine
+    from typedrag.index import open_retriever
+    from typedrag.llm.openai_chat import OpenAIChatModel
+    from typedrag.testing.openai_stub import OpenAIStubServer, Reply
+
+    words = "Sunlight water and carbon dioxide become sugar in the chloroplasts of green leaves every day [1]."
+    with OpenAIStubServer(lambda request: Reply(content=words), token_rate=8) as stub:
+        chat = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=30)
+        pipeline = Pipeline(LLMEngine(chat), open_retriever(small_index), classifier=classifier)
+        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url:
+            with sync_api.sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+                page = browser.new_page()
+                page.goto(url)
+                page.fill("#question", "How does photosynthesis work?")
+                page.select_option("#method", "rag")
+                page.click("#submit")
+                # part of the answer is on the page while the result event has not come yet
+                partial = page.wait_for_function(
+                    """() => {
+                        const text = document.getElementById('answer').textContent;
+                        const done = [...document.querySelectorAll('#progress li')].some(li => li.textContent.includes('Done'));
+                        return text.startsWith('Sunlight') && !done ? text : null;
+                    }""",
+                    timeout=30_000,
+                ).json_value()
+                sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=30_000)
+                final = page.locator("#answer").inner_text()
+                browser.close()
+    assert len(partial) < len(final) and final == words and final.startswith(partial)
+
+
 def test_bad_question_shows_the_server_message(page):
     page.fill("#question", "why " * 600)
     page.click("#submit")

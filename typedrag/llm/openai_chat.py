@@ -249,16 +249,20 @@ class OpenAIChatModel:
         held = ""  # the tail that might be the start of the API key, held until the next piece decides
         usage = (0, 0)
         async with stream:
-            async for chunk in stream:
-                if getattr(chunk, "usage", None) is not None:
-                    usage = _usage(chunk)
-                for choice in getattr(chunk, "choices", None) or []:
-                    delta = getattr(getattr(choice, "delta", None), "content", None)
-                    if isinstance(delta, str) and delta:
-                        ready, held = self._release(held + delta)
-                        if ready:
-                            pieces.append(ready)
-                            on_text(ready)
+            try:
+                async for chunk in stream:
+                    if getattr(chunk, "usage", None) is not None:
+                        usage = _usage(chunk)
+                    for choice in getattr(chunk, "choices", None) or []:
+                        delta = getattr(getattr(choice, "delta", None), "content", None)
+                        if isinstance(delta, str) and delta:
+                            ready, held = self._release(held + delta)
+                            if ready:
+                                pieces.append(ready)
+                                on_text(ready)
+            except openai.APIConnectionError as error:
+                sent = sum(map(len, pieces))
+                raise LLMError(f"{self.name}: the reply stream broke off after {sent} characters: {self._redact(error)}") from error
         if held:
             held = self._clean(held)
             pieces.append(held)

@@ -63,6 +63,7 @@ class Reply:
     drop: bool = False  # close the connection without answering
     drip: float = 0.0  # send the body one byte at a time, this many seconds apart (a stalled stream)
     break_after: int | None = None  # streamed: drop the connection after this many tokens
+    pieces: list[str] | None = None  # streamed: send exactly these deltas (default: the content word by word)
 
 
 def tokens_of(text: str) -> list[str]:
@@ -268,7 +269,7 @@ class OpenAIStubServer:
                     data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
                     return f"data: {json.dumps(data)}\n\n".encode()
 
-                tokens = tokens_of(reply.content or "")
+                tokens = reply.pieces if reply.pieces is not None else tokens_of(reply.content or "")
                 prompt_tokens = sum(len(m.get("content", "").split()) for m in request.messages)
                 usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens),
                          "total_tokens": prompt_tokens + len(tokens)}

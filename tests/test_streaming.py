@@ -1,0 +1,294 @@
+"""Streaming the answer as it is written: the chat model, the engines, the pipeline, the HTTP routes,
+the CLI, and cancellation when the client leaves. The LLM path runs against the loopback stub, which
+trickles its tokens like a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import httpx
+import openai
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from typedrag.engines.base import sentence_pieces, trimmed
+from typedrag.engines.llm_engine import LLMEngine
+from typedrag.engines.offline import OfflineEngine
+from typedrag.llm.cache import ResponseCache
+from typedrag.llm.openai_chat import OpenAIChatModel, replay_chunks
+from typedrag.pipeline import Pipeline
+from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content
+
+pytest.importorskip("fastapi", reason="fastapi and uvicorn are dependencies of typedrag: pip install -e .")
+
+from test_server import classifier, offline_pipeline, serving, sse_events  # noqa: E402,F401
+
+from typedrag.config import Settings  # noqa: E402
+from typedrag.server.app import create_app  # noqa: E402
+
+MESSAGES = [{"role": "user", "content": "Question: Why do leaves change colour in autumn?"}]
+QUESTIONS = {
+    "evidence-based": "How does photosynthesis work?",
+    "comparison": "What is the difference between a crocodile and an alligator?",
+    "experience": "What advice would you give a beginner learning guitar?",
+    "reason": "Why did the Western Roman Empire fall?",
+    "instruction": "How do I bake bread?",
+    "debate": "Is nuclear power a good idea?",
+}
+
+
+def model(stub: OpenAIStubServer, **kwargs) -> OpenAIChatModel:
+    return OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=20, **kwargs)
+
+
+def comparable(result) -> dict:
+    """A result without what differs from run to run (timings, latencies, the order of concurrent calls)."""
+    data = result.model_dump(exclude={"timings_ms"})
+    data["llm_calls"] = sorted(
+        (c["role"], c["prompt_tokens"], c["completion_tokens"], c["requests"], c["cached"], c["structured"])
+        for c in data["llm_calls"]
+    )
+    return data
+
+
+# --- pieces that concatenate back --------------------------------------------------------------
+
+
+@given(st.lists(st.text(alphabet=" \n\tab.[1]", max_size=6), max_size=12))
+def test_trimmed_pieces_concatenate_to_the_stripped_text(pieces):
+    heard: list[str] = []
+    feed = trimmed(heard.append)
+    for piece in pieces:
+        feed(piece)
+    assert "".join(heard) == "".join(pieces).strip() and all(heard)
+
+
+@given(st.text(alphabet="ab .!?[]1\n\t", max_size=60))
+def test_sentence_pieces_and_replay_chunks_concatenate_to_the_text(text):
+    assert "".join(sentence_pieces(text)) == text
+    assert "".join(replay_chunks(text)) == text
+
+
+def test_sentence_pieces_cut_after_sentences_and_their_citations():
+    text = "Rome fell in 476. [1] [2] Taxes rose.\n- Goths invaded [3]."
+    assert sentence_pieces(text) == ["Rome fell in 476. [1] [2] ", "Taxes rose.\n", "- Goths invaded [3]."]
+
+
+# --- the chat model ----------------------------------------------------------------------------
+
+
+async def test_a_streamed_reply_arrives_in_pieces_with_its_usage():
+    with OpenAIStubServer(lambda r: Reply(content="Leaves lose chlorophyll in autumn [1].")) as stub:
+        heard: list[str] = []
+        completion = await model(stub).complete(MESSAGES, role="answer", on_text=heard.append)
+    assert stub.requests[0].body["stream"] is True
+    assert heard == ["Leaves ", "lose ", "chlorophyll ", "in ", "autumn ", "[1]."]
+    assert completion.text == "".join(heard) and completion.call.completion_tokens == 6
+    assert completion.call.prompt_tokens > 0
+
+
+async def test_a_cached_reply_streams_in_chunks_without_a_request(tmp_path):
+    content = "Leaves lose their green chlorophyll, and yellow carotenoids show through [1]."
+    with OpenAIStubServer(lambda r: Reply(content=content)) as stub:
+        chat = model(stub, cache=ResponseCache(tmp_path))
+        first = await chat.complete(MESSAGES, role="answer", on_text=lambda piece: None)
+        heard: list[str] = []
+        again = await chat.complete(MESSAGES, role="answer", on_text=heard.append)
+    assert len(stub.requests) == 1 and again.call.cached and again.call.requests == 0
+    assert len(heard) > 1 and "".join(heard) == first.text == again.text == content
+
+
+async def test_an_api_key_split_across_pieces_is_masked_in_the_stream():
+    key = "sk-secret-0123456789"
+    pieces = ["The key is sk-sec", "ret-0123", "456789 and", " that is all."]
+    with OpenAIStubServer(lambda r: Reply(pieces=pieces)) as stub:
+        heard: list[str] = []
+        completion = await model(stub, api_key=key).complete(MESSAGES, role="answer", on_text=heard.append)
+    assert "".join(heard) == completion.text == "The key is *** and that is all."
+    assert not any("sk-" in piece for piece in heard)
+
+
+async def test_an_endpoint_that_refuses_stream_options_streams_without_them():
+    def responder(request):
+        if "stream_options" in request.body:
+            return Reply(status=400, content="Unrecognized request argument supplied: stream_options")
+        return Reply(content="Chlorophyll breaks down [1].")
+
+    with OpenAIStubServer(responder) as stub:
+        heard: list[str] = []
+        completion = await model(stub).complete(MESSAGES, role="answer", on_text=heard.append)
+    assert "".join(heard) == completion.text == "Chlorophyll breaks down [1]." and len(stub.requests) == 2
+
+
+async def test_a_stream_that_breaks_off_is_an_llm_error_saying_so():
+    from typedrag.llm.base import LLMError
+
+    with OpenAIStubServer(lambda r: Reply(content="one two three four five", break_after=2)) as stub:
+        heard: list[str] = []
+        with pytest.raises(LLMError, match="stream broke off after 8 characters"):
+            await model(stub).complete(MESSAGES, role="answer", on_text=heard.append)
+    assert heard == ["one ", "two "]
+
+
+async def test_plans_are_never_streamed():
+    from typedrag.strategies.decomposed import SubQueryPlan
+
+    with OpenAIStubServer() as stub:
+        completion = await model(stub).complete(
+            [{"role": "user", "content": 'Question: Why? Reply with {"sub_queries": [...]}'}], role="plan", schema=SubQueryPlan
+        )
+    assert completion.parsed is not None and "stream" not in stub.requests[0].body
+
+
+# --- the pipeline ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("type_", list(QUESTIONS))
+async def test_streamed_answer_and_trace_equal_the_unstreamed_ones(type_, retriever):
+    with OpenAIStubServer(token_rate=0) as stub:
+        pipeline = Pipeline(LLMEngine(model(stub)), retriever)
+        plain = await pipeline.answer(QUESTIONS[type_], "typed", type_)
+        events: list[tuple[str, dict]] = []
+        streamed = await pipeline.answer(QUESTIONS[type_], "typed", type_, on_event=lambda n, d: events.append((n, d)))
+    tokens = [d["text"] for n, d in events if n == "token"]
+    assert len(tokens) >= 3 and "".join(tokens) == streamed.answer == plain.answer
+    assert comparable(streamed) == comparable(plain)
+    assert [d for n, d in events if n == "citation"] == [c.model_dump() for c in streamed.citations]
+    final_requests = [r for r in stub.requests if r.body.get("stream")]
+    assert len(final_requests) == 1  # only the last step streams; plans and aspects do not
+
+
+@pytest.mark.parametrize("type_", list(QUESTIONS))
+async def test_the_offline_engine_streams_a_sentence_at_a_time(type_, retriever):
+    pipeline = Pipeline(OfflineEngine(), retriever)
+    plain = await pipeline.answer(QUESTIONS[type_], "typed", type_)
+    events: list[tuple[str, dict]] = []
+    streamed = await pipeline.answer(QUESTIONS[type_], "typed", type_, on_event=lambda n, d: events.append((n, d)))
+    tokens = [d["text"] for n, d in events if n == "token"]
+    assert len(tokens) >= 2 and "".join(tokens) == streamed.answer == plain.answer
+    assert comparable(streamed) == comparable(plain)
+
+
+async def test_a_typed_answer_that_breaks_mid_stream_restarts_visibly_as_plain_rag(retriever):
+    streams = []
+
+    def responder(request):
+        if request.body.get("stream"):
+            streams.append(request)
+            if len(streams) == 1:  # the aggregator's stream breaks; plain RAG's succeeds
+                return Reply(content="Taxes rose [1] and then the", break_after=3)
+        return Reply(content=default_content(request))
+
+    with OpenAIStubServer(responder) as stub:
+        events: list[tuple[str, dict]] = []
+        result = await Pipeline(LLMEngine(model(stub)), retriever).answer(
+            QUESTIONS["reason"], "typed", "reason", on_event=lambda n, d: events.append((n, d))
+        )
+    names = [n for n, _ in events]
+    restart = names.index("restart")
+    assert "token" in names[:restart] and "broke off" in events[restart][1]["reason"]
+    assert "".join(d["text"] for n, d in events[restart:] if n == "token") == result.answer
+    assert result.strategy == "rag" and any(f.step == "reason" and "broke off" in f.reason for f in result.fallbacks)
+
+
+# --- HTTP: the native stream, chat completions, disconnects ------------------------------------
+
+
+@pytest.fixture(scope="module")
+def offline_app_url(offline_pipeline, small_index):
+    with serving(create_app(Settings(index=small_index, cache_dir=None), offline_pipeline)) as url:
+        yield url
+
+
+def test_offline_chat_stream_gives_content_deltas_for_a_multi_aspect_answer(offline_app_url):
+    client = openai.OpenAI(base_url=f"{offline_app_url}/v1", api_key="unused", max_retries=0)
+    chunks = list(
+        client.chat.completions.create(
+            model="typedrag-typed:reason", messages=[{"role": "user", "content": QUESTIONS["reason"]}], stream=True
+        )
+    )
+    deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
+    result = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").model_extra["typedrag"]
+    assert result["strategy"] == "reason" and len(result["plan"]["sub_queries"]) >= 2
+    assert len(deltas) >= 3 and "".join(deltas).startswith(result["answer"])
+
+
+def test_offline_native_stream_gives_tokens_before_the_result(offline_app_url):
+    body = {"question": QUESTIONS["debate"], "type": "debate"}
+    with httpx.stream("POST", f"{offline_app_url}/v1/answer/stream", json=body, timeout=60) as response:
+        names = [name for name, _ in sse_events(response)]
+    assert names.count("token") >= 3 and names.index("token") < names.index("result")
+
+
+def test_a_model_name_forces_the_question_type(offline_app_url):
+    client = openai.OpenAI(base_url=f"{offline_app_url}/v1", api_key="unused", max_retries=0)
+    listed = [m.id for m in client.models.list().data]
+    assert {f"typedrag-typed:{t}" for t in QUESTIONS} <= set(listed)
+    completion = client.chat.completions.create(
+        model="typedrag-typed:debate", messages=[{"role": "user", "content": "How do I bake bread?"}]
+    )
+    result = completion.model_extra["typedrag"]
+    assert result["strategy"] == "debate" and result["type"]["source"] == "forced"
+    with pytest.raises(openai.NotFoundError, match="unknown question type 'poem'"):
+        client.chat.completions.create(model="typedrag-typed:poem", messages=[{"role": "user", "content": "Why?"}])
+
+
+@pytest.mark.parametrize("leave_after", ["plan", "token"])
+def test_a_client_that_leaves_cancels_every_llm_call(small_index, classifier, leave_after):
+    """Leaving after the plan cancels the aspects' calls in flight; leaving mid-answer closes the stream."""
+    def responder(request):  # a long final answer: still streaming when the client leaves
+        return Reply(content="word " * 60 + "[1].") if request.body.get("stream") else Reply(content=default_content(request))
+
+    with OpenAIStubServer(responder, delay=0.4, first_token_delay=0.2, token_rate=20) as stub:
+        pipeline = Pipeline(LLMEngine(model(stub)), open_index(small_index), classifier=classifier)
+        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url:
+            body = {"question": QUESTIONS["reason"], "type": "reason"}
+            with httpx.stream("POST", f"{url}/v1/answer/stream", json=body, timeout=30) as response:
+                for line in response.iter_lines():
+                    if line == f"event: {leave_after}":
+                        break
+            seen = len(stub.requests)
+            time.sleep(2.0)  # far longer than the remaining aspects + aggregator would take
+            assert len(stub.requests) == seen and stub.open_streams == 0
+            assert not any(r.body.get("stream") for r in stub.requests) or stub.abandoned_streams == 1
+
+
+def open_index(path):
+    from typedrag.index import open_retriever
+
+    return open_retriever(path)
+
+
+# --- the command line --------------------------------------------------------------------------
+
+
+def test_ask_prints_the_answer_while_it_is_written(small_index, tmp_path):
+    words = " ".join(f"word{i}" for i in range(20)) + " [1]."
+    with OpenAIStubServer(lambda r: Reply(content=words), token_rate=10) as stub:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
+        process = subprocess.Popen(
+            [sys.executable, "-m", "typedrag.cli", "ask", "How does photosynthesis work?", "--method", "rag",
+             "--index", str(small_index), "--llm", "stub", "--base-url", stub.base_url],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**env, "TYPEDRAG_CACHE_DIR": str(tmp_path)},
+        )
+        arrivals: list[tuple[float, bytes]] = []
+
+        def read() -> None:
+            while chunk := os.read(process.stdout.fileno(), 64):
+                arrivals.append((time.monotonic(), chunk))
+
+        reader = threading.Thread(target=read)
+        reader.start()
+        process.wait(120)
+        reader.join(10)
+        ended = time.monotonic()
+    output = b"".join(chunk for _, chunk in arrivals).decode()
+    assert process.returncode == 0, process.stderr.read().decode()
+    assert output.startswith(words) and "Sources" in output and "answered by openai-compatible:stub" in output
+    assert ended - arrivals[0][0] >= 1.0  # 20 words at 10 a second: the first ones were shown well before the end
