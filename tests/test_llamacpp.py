@@ -40,6 +40,15 @@ async def test_plain_completion_over_real_protocol(smollm2):
     assert completion.call.prompt_tokens > 0 and 0 < completion.call.completion_tokens <= 16
 
 
+async def test_a_streamed_completion_arrives_in_pieces_with_usage(smollm2):
+    heard: list[str] = []
+    completion = await smollm2.complete(
+        [{"role": "user", "content": "Count from one to ten in words."}], role="answer", max_tokens=24, on_text=heard.append
+    )
+    assert len(heard) > 1 and "".join(heard) == completion.text and completion.text.strip()
+    assert completion.call.prompt_tokens > 0 and 0 < completion.call.completion_tokens <= 24
+
+
 async def test_json_schema_response_format_is_honoured(smollm2):
     messages = [{"role": "user", "content": "Write two search queries about why leaves change colour. Reply as JSON."}]
     completion = await smollm2.complete(messages, role="plan:reason", schema=SubQueryPlan, max_tokens=64)
