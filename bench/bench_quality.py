@@ -154,12 +154,13 @@ async def wiki_nfqa(args, resources: Resources) -> dict:
                 "strategy": result.strategy,
             }
         rows.append(row)
-    return {"rows": rows, "seconds": seconds, "typed_results": [results[(q.id, "typed")] for q in questions]}
+    return {"rows": rows, "seconds": seconds, "typed_results": [results[(q.id, "typed")] for q in questions],
+            "engine": pipeline.engine.name}
 
 
 def report_wiki(data: dict) -> list[str]:
     rows = data["rows"]
-    lines = [f"## a. Wiki-NFQA: {len(rows)} questions ({data['seconds']:.0f} s to answer both methods)", ""]
+    lines = [f"## a. Wiki-NFQA: {len(rows)} questions, answered by {data['engine']} ({data['seconds']:.0f} s for both methods)", ""]
     lines += ["| group | n | rag contains | typed contains | rag ceiling | typed ceiling | rag words | typed words | rag proxy-MPR | typed proxy-MPR |",
               "|---|---|---|---|---|---|---|---|---|---|"]
     groups: dict[str, list[dict]] = defaultdict(list)
@@ -203,12 +204,13 @@ async def keyterms(args, resources: Resources) -> dict:
             text = results[(item["id"], method)].answer.lower()
             row[method] = all(any(term.lower() in text for term in group) for group in item["groups"])
         rows.append(row)
-    return {"rows": rows, "typed_results": [results[(it["id"], "typed")] for it in items], "results": results, "items": items}
+    return {"rows": rows, "typed_results": [results[(it["id"], "typed")] for it in items], "results": results, "items": items,
+            "engine": pipeline.engine.name}
 
 
 def report_keyterms(data: dict) -> list[str]:
     rows = data["rows"]
-    lines = [f"## c. Key-term set: {len(rows)} questions over the demo index (type by the classifier)", ""]
+    lines = [f"## c. Key-term set: {len(rows)} questions over the demo index, answered by {data['engine']} (type by the classifier)", ""]
     lines += ["| labelled type | n | routed as labelled | rag all groups | typed all groups |", "|---|---|---|---|---|"]
     by_type: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
