@@ -148,14 +148,15 @@ def ask(
 
 
 def print_as_it_streams(event: str, data: dict) -> None:
-    """The answer's text on stdout as it is written; progress (type, plan, aspects) on stderr."""
+    """The answer's text on stdout as it is written; progress (type, plan, aspects) on stderr when it is
+    a terminal, so scripts reading stderr see only errors."""
     from typedrag.render import progress_line
 
-    if event == "token":
-        sys.stdout.write(data["text"])
+    if event in ("token", "restart"):  # a restart is part of what was printed: say so where the text is
+        sys.stdout.write(data["text"] if event == "token" else f"\n\n[{data['reason']}]\n\n")
         sys.stdout.flush()
         return
-    line = progress_line(event, data)
+    line = progress_line(event, data) if progress_console.is_terminal else None
     if line is not None:
         progress_console.print(line)
 

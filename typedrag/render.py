@@ -62,8 +62,6 @@ def progress_line(event: str, data: dict) -> Text | None:
         aspect = data["aspect"]
         done = f"dropped: {aspect['error']}" if aspect.get("error") else "answered"
         return Text(f"aspect {aspect['label']}: {done}", style="dim")
-    if event == "restart":
-        return Text(f"\n{data['reason']}; starting the answer over\n", style="yellow")
     return None
 
 
