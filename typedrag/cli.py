@@ -134,6 +134,10 @@ def ask(
             return
         streaming = not (as_json or trace)
         on_event = print_as_it_streams if streaming else None
+        if streaming:
+            from rich.text import Text
+
+            console.print(Text(question.strip(), style="bold"))  # Text: markup in a question prints verbatim
         result = asyncio.run(resources.run(pipeline.answer(question, method, forced, on_event=on_event)))
     except USER_ERRORS as error:
         fail(str(error))
