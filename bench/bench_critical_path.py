@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -20,14 +21,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_line  # noqa: E402
+from _machine import machine_line, stub_in_own_process  # noqa: E402
 
 from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
 from typedrag.index import build_index, open_retriever  # noqa: E402
 from typedrag.llm.openai_chat import OpenAIChatModel  # noqa: E402
 from typedrag.nfq import NFQType  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
-from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content  # noqa: E402
+from typedrag.testing.openai_stub import Reply, default_content  # noqa: E402
 
 WORDS = ["solar", "wind", "coal", "nuclear", "hydro"]
 QUESTIONS = {
@@ -75,23 +76,23 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     latency = args.latency_ms / 1000
-    state = {"n": 2}
+    state = multiprocessing.get_context("fork").Value("i", 2)  # aspects per plan, read by the stub's process
 
     def responder(request):
         if request.schema_name:
-            return Reply(content=plan_for(request.schema_name, state["n"]))
+            return Reply(content=plan_for(request.schema_name, state.value))
         return Reply(content=default_content(request))
 
     print(f"# critical path · L = {args.latency_ms:.0f} ms per call · {machine_line()}")
     print(f"target: <= 3·L + 50 = {3 * args.latency_ms + 50:.0f} ms per multi-aspect question\n")
     print("| type | aspects N | LLM calls | ours (concurrent) ms | sequential ms | speed-up | target met |")
     print("|---|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp, OpenAIStubServer(responder, delay=latency) as server:
+    with tempfile.TemporaryDirectory() as tmp, stub_in_own_process(responder, delay=latency) as base_url:
         index = Path(tmp) / "index"
         build_index([make_corpus(Path(tmp))], index, show_progress=False)
         retriever = open_retriever(index)
         pipelines = {
-            cap: Pipeline(LLMEngine(OpenAIChatModel(model="latency-stub", base_url=server.base_url, max_concurrency=cap)), retriever)
+            cap: Pipeline(LLMEngine(OpenAIChatModel(model="latency-stub", base_url=base_url, max_concurrency=cap)), retriever)
             for cap in (8, 1)
         }
         asyncio.run(measure(pipelines, state, args))
@@ -103,7 +104,7 @@ async def measure(pipelines: dict[int, Pipeline], state: dict, args) -> None:
         await one(pipeline, NFQType.REASON)
     for nfq_type in QUESTIONS:
         for n in range(2, 6):
-            state["n"] = n
+            state.value = n
             walls = {}
             for cap, pipeline in pipelines.items():
                 runs = [await one(pipeline, nfq_type) for _ in range(args.repeats)]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import multiprocessing
 import statistics
 import sys
 import tempfile
@@ -22,7 +23,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _machine import machine_line  # noqa: E402
+from _machine import machine_line, stub_in_own_process  # noqa: E402
 from bench_critical_path import QUESTIONS, make_corpus, plan_for  # noqa: E402
 
 from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
@@ -30,7 +31,7 @@ from typedrag.index import build_index, open_retriever  # noqa: E402
 from typedrag.llm.openai_chat import OpenAIChatModel  # noqa: E402
 from typedrag.nfq import NFQType  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
-from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content  # noqa: E402
+from typedrag.testing.openai_stub import Reply, default_content  # noqa: E402
 
 ALL_QUESTIONS = {NFQType.EVIDENCE_BASED: "How do power plants set electricity prices?", **QUESTIONS}
 ROUND_TRIPS_BEFORE_ANSWER = {
@@ -66,11 +67,11 @@ def main() -> None:
     parser.add_argument("--tokens-per-second", type=float, default=50, help="R: a streamed reply's rate")
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
-    state = {"n": 2}
+    state = multiprocessing.get_context("fork").Value("i", 2)  # aspects per plan, read by the stub's process
 
     def responder(request):
         if request.schema_name:
-            return Reply(content=plan_for(request.schema_name, state["n"]))
+            return Reply(content=plan_for(request.schema_name, state.value))
         return Reply(content=default_content(request))
 
     L, F = args.latency_ms, args.first_token_ms
@@ -79,12 +80,12 @@ def main() -> None:
           f"{args.repeats})\n")
     print("| type | aspects N | trips before answer | first token ms | goal ms | met | streaming ms | total ms | total goal ms | met |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp, OpenAIStubServer(
+    with tempfile.TemporaryDirectory() as tmp, stub_in_own_process(
         responder, delay=L / 1000, first_token_delay=F / 1000, token_rate=args.tokens_per_second
-    ) as server:
+    ) as base_url:
         index = Path(tmp) / "index"
         build_index([make_corpus(Path(tmp))], index, show_progress=False)
-        chat = OpenAIChatModel(model="latency-stub", base_url=server.base_url, max_concurrency=8)
+        chat = OpenAIChatModel(model="latency-stub", base_url=base_url, max_concurrency=8)
         pipeline = Pipeline(LLMEngine(chat), open_retriever(index))
         asyncio.run(measure(pipeline, state, args))
 
@@ -96,7 +97,7 @@ async def measure(pipeline: Pipeline, state: dict, args) -> None:
     for nfq_type in ALL_QUESTIONS:
         sizes = [None] if nfq_type is NFQType.EVIDENCE_BASED else range(2, 6)
         for n in sizes:
-            state["n"] = n or 2
+            state.value = n or 2
             runs = [await one(pipeline, nfq_type) for _ in range(args.repeats)]
             first, total, streaming = (statistics.median(r[i] for r in runs) * 1000 for i in range(3))
             trips = ROUND_TRIPS_BEFORE_ANSWER[nfq_type]
