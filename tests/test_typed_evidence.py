@@ -78,3 +78,29 @@ def test_citation_text_leaves_out_bullets_labels_and_step_numbers():
     source = Source(number=1, passage_id="p#0", title="t", text="x", score=1.0)
     answer = "Comparing comet, asteroid:\n- comet: A comet is icy. [1]\n2. Mix the flour. [1]"
     assert [c.text for c in extract_citations(answer, [source])] == ["A comet is icy.", "Mix the flour."]
+
+
+def test_the_overview_reads_past_plain_rags_passages():
+    texts = [f"The Titanic sank in 1912; report {n} on the sinking names cause number {n}." for n in range(1, 13)]
+    pipeline = Pipeline(OfflineEngine(), ListRetriever(texts))
+    rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
+    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
+    overview = typed.aspects[0]
+    assert overview.label == "overview"
+    by_number = {s.number: s.passage_id for s in typed.sources}
+    assert {s.passage_id for s in rag.sources} <= {by_number[n] for n in overview.source_numbers}
+    assert len(overview.source_numbers) > len(rag.sources)  # the sentences to quote are picked from a deeper pool
+
+
+def test_a_section_with_max_words_passes_over_longer_sentences():
+    from typedrag.engines.base import Extract, Section
+    from typedrag.engines.offline import Candidate
+
+    long = "The Titanic sank because the iceberg she struck at speed in the dark opened six of her forward compartments to the sea."
+    short = "The Titanic sank after striking an iceberg."
+    candidates = [Candidate(long, "[1]", 1, 0), Candidate(short, "[2]", 2, 1)]
+    engine = OfflineEngine()
+    unbounded = Section(query="Why did the Titanic sink?", sentences=2)
+    assert sorted(engine.pick(Extract((unbounded,)), candidates)[0]) == [0, 1]
+    bounded = Section(query="Why did the Titanic sink?", sentences=2, max_words=len(short.split()))
+    assert engine.pick(Extract((bounded,)), candidates) == [[1]]

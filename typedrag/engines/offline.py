@@ -179,7 +179,12 @@ class OfflineEngine:
             relevance = sentence_vectors @ query_vector + LEXICAL_WEIGHT * overlap.scores(section.query)
             if section.cue is not None:
                 relevance = relevance + CUE_BONUS * np.array([bool(section.cue.search(c.text)) for c in candidates])
-            allowed = [i for i, c in enumerate(candidates) if section.groups is None or c.group in section.groups]
+            allowed = [
+                i
+                for i, c in enumerate(candidates)
+                if (section.groups is None or c.group in section.groups)
+                and (section.max_words is None or len(c.text.split()) <= section.max_words)
+            ]
             chosen = mmr(relevance, sentence_vectors, section.sentences, allowed, taken)
             if section.in_order:
                 chosen.sort(key=lambda i: candidates[i].position)
