@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from typedrag import ListRetriever, OfflineEngine, Pipeline
+from typedrag import FunctionRetriever, ListRetriever, OfflineEngine, Pipeline
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.result import Source, extract_citations
 from typedrag.strategies.decomposed import repeats
@@ -104,3 +104,13 @@ def test_a_section_with_max_words_passes_over_longer_sentences():
     assert sorted(engine.pick(Extract((unbounded,)), candidates)[0]) == [0, 1]
     bounded = Section(query="Why did the Titanic sink?", sentences=2, max_words=len(short.split()))
     assert engine.pick(Extract((bounded,)), candidates) == [[1]]
+
+
+def test_the_overview_reads_past_plain_rags_passages_only_on_the_questions_topic():
+    on_topic = [t for t in TITANIC if "Titanic" in t or "sinking" in t]
+    plumbing = [f"A kitchen sink model {n} is a plumbing fixture; a sink drains through a trap." for n in range(3)]
+    ranked = on_topic + plumbing  # BM25's lower ranks often share one word with the question
+    pipeline = Pipeline(OfflineEngine(), FunctionRetriever(lambda query, k: ranked[:k]))
+    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
+    assert typed.aspects[0].label == "overview"
+    assert not any("kitchen sink" in s.text for s in typed.sources)  # neither the overview's nor an aspect's

@@ -177,15 +177,19 @@ async def answer_and_combine(
     # An aspect searches deep enough to still have candidates once plain RAG's passages are set aside.
     aspect_depth = ctx.top_k + ctx.aspect_k + 2
     by_question, *own = await ctx.retrieve_many([question, *queries], max(QUESTION_DEPTH, ctx.top_k, aspect_depth))
-    # The aspects' extra passages must be on the question's topic (cue words like "causes" can pull in a
-    # plumbing "sink" for "Why did the Titanic sink?").
-    seen = {hit.passage_id for hit in by_question[: ctx.top_k]}
+    # Every passage beyond plain RAG's must be on the question's topic: cue words like "causes" can pull in a
+    # plumbing "sink" for "Why did the Titanic sink?", and BM25's lower ranks often share one word only.
+    rag_hits, deeper = by_question[: ctx.top_k], by_question[ctx.top_k : max(QUESTION_DEPTH, ctx.top_k)]
+    seen = {hit.passage_id for hit in rag_hits}
     fresh = [[hit for hit in hits[:aspect_depth] if hit.passage_id not in seen] for hits in own]
-    pool = await on_topic(question, union(fresh), ctx) if any(fresh) else []
+    # Plain RAG's passages are scored too: they set the bar, so a pool that is all off topic is not kept for
+    # want of anything better.
+    relevant = {hit.passage_id for hit in await on_topic(question, union([rag_hits, deeper, *fresh]), ctx)}
+    pool = [hit for hit in union(fresh) if hit.passage_id in relevant]
     assigned = await assign(queries, fresh, pool, ctx.aspect_k, ctx)
-    # The overview reads plain RAG's passages and the next ones down that no aspect took.
+    # The overview reads plain RAG's passages and the on-topic ones below them that no aspect took.
     taken = {hit.passage_id for hits in assigned for hit in hits}
-    overview_hits = [hit for hit in by_question[: max(QUESTION_DEPTH, ctx.top_k)] if hit.passage_id not in taken]
+    overview_hits = rag_hits + [hit for hit in deeper if hit.passage_id in relevant and hit.passage_id not in taken]
     overview = Aspect(label=OVERVIEW, query=question)
     working = [(overview, ctx.book.add(overview_hits))] if overview_hits else []
     for aspect, hits in zip(aspects, assigned):
