@@ -92,7 +92,7 @@ def test_the_overview_reads_past_plain_rags_passages():
     assert len(overview.source_numbers) > len(rag.sources)  # the sentences to quote are picked from a deeper pool
 
 
-def test_a_section_with_max_words_passes_over_longer_sentences():
+def test_a_section_with_max_words_prefers_shorter_sentences():
     from typedrag.engines.base import Extract, Section
     from typedrag.engines.offline import Candidate
 
@@ -104,6 +104,8 @@ def test_a_section_with_max_words_passes_over_longer_sentences():
     assert sorted(engine.pick(Extract((unbounded,)), candidates)[0]) == [0, 1]
     bounded = Section(query="Why did the Titanic sink?", sentences=2, max_words=len(short.split()))
     assert engine.pick(Extract((bounded,)), candidates) == [[1]]
+    # With no shorter sentence the long one still serves: an aspect is not dropped for its wording.
+    assert engine.pick(Extract((bounded,)), candidates[:1]) == [[0]]
 
 
 def test_the_overview_reads_past_plain_rags_passages_only_on_the_questions_topic():
