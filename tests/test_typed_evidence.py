@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from typedrag import ListRetriever, OfflineEngine, Pipeline
+from typedrag import FunctionRetriever, ListRetriever, OfflineEngine, Pipeline
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.result import Source, extract_citations
 from typedrag.strategies.decomposed import repeats
@@ -78,3 +78,41 @@ def test_citation_text_leaves_out_bullets_labels_and_step_numbers():
     source = Source(number=1, passage_id="p#0", title="t", text="x", score=1.0)
     answer = "Comparing comet, asteroid:\n- comet: A comet is icy. [1]\n2. Mix the flour. [1]"
     assert [c.text for c in extract_citations(answer, [source])] == ["A comet is icy.", "Mix the flour."]
+
+
+def test_the_overview_reads_past_plain_rags_passages():
+    texts = [f"The Titanic sank in 1912; report {n} on the sinking names cause number {n}." for n in range(1, 13)]
+    pipeline = Pipeline(OfflineEngine(), ListRetriever(texts))
+    rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
+    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
+    overview = typed.aspects[0]
+    assert overview.label == "overview"
+    by_number = {s.number: s.passage_id for s in typed.sources}
+    assert {s.passage_id for s in rag.sources} <= {by_number[n] for n in overview.source_numbers}
+    assert len(overview.source_numbers) > len(rag.sources)  # the sentences to quote are picked from a deeper pool
+
+
+def test_a_section_with_max_words_prefers_shorter_sentences():
+    from typedrag.engines.base import Extract, Section
+    from typedrag.engines.offline import Candidate
+
+    long = "The Titanic sank because the iceberg she struck at speed in the dark opened six of her forward compartments to the sea."
+    short = "The Titanic sank after striking an iceberg."
+    candidates = [Candidate(long, "[1]", 1, 0), Candidate(short, "[2]", 2, 1)]
+    engine = OfflineEngine()
+    unbounded = Section(query="Why did the Titanic sink?", sentences=2)
+    assert sorted(engine.pick(Extract((unbounded,)), candidates)[0]) == [0, 1]
+    bounded = Section(query="Why did the Titanic sink?", sentences=2, max_words=len(short.split()))
+    assert engine.pick(Extract((bounded,)), candidates) == [[1]]
+    # With no shorter sentence the long one still serves: an aspect is not dropped for its wording.
+    assert engine.pick(Extract((bounded,)), candidates[:1]) == [[0]]
+
+
+def test_the_overview_reads_past_plain_rags_passages_only_on_the_questions_topic():
+    on_topic = [t for t in TITANIC if "Titanic" in t or "sinking" in t]
+    plumbing = [f"A kitchen sink model {n} is a plumbing fixture; a sink drains through a trap." for n in range(3)]
+    ranked = on_topic + plumbing  # BM25's lower ranks often share one word with the question
+    pipeline = Pipeline(OfflineEngine(), FunctionRetriever(lambda query, k: ranked[:k]))
+    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
+    assert typed.aspects[0].label == "overview"
+    assert not any("kitchen sink" in s.text for s in typed.sources)  # neither the overview's nor an aspect's

@@ -63,6 +63,7 @@ class Section:
     groups: frozenset[int] | None = None
     in_order: bool = False  # keep the sentences in text order (steps), not in order of relevance
     optional: bool = False  # left out when nothing fits; otherwise a labelled section says so
+    max_words: int | None = None  # longer sentences only when there is no shorter one (an aspect's point, not a run-on)
 
 
 @dataclass(frozen=True)

@@ -184,6 +184,8 @@ class OfflineEngine:
             if section.cue is not None:
                 relevance = relevance + CUE_BONUS * np.array([bool(section.cue.search(c.text)) for c in candidates])
             allowed = [i for i, c in enumerate(candidates) if section.groups is None or c.group in section.groups]
+            if section.max_words is not None:
+                allowed = [i for i in allowed if len(candidates[i].text.split()) <= section.max_words] or allowed
             chosen = mmr(relevance, sentence_vectors, section.sentences, allowed, taken)
             if section.in_order:
                 chosen.sort(key=lambda i: candidates[i].position)

@@ -26,7 +26,7 @@ from typedrag.engines.heuristics import normalise
 from typedrag.errors import AspectsFailed, LLMError
 from typedrag.prompts import GROUNDED, Prompt
 from typedrag.result import Aspect
-from typedrag.strategies.base import StrategyContext, StrategyOutput, assign, on_topic, union
+from typedrag.strategies.base import QUESTION_DEPTH, StrategyContext, StrategyOutput, assign, on_topic, union
 from typedrag.strategies.plans import MAX_ASPECTS, Phrase, clean_phrases, keep_at_most
 from typedrag.text import content_words
 
@@ -38,6 +38,7 @@ REPEAT_MIN_WORDS = 4
 ANSWER_SENTENCES = 6  # the offline combined answer, before labels: 1.5x plain RAG's four sentences
 OVERVIEW = "overview"  # the aspect that answers the question itself from its top passages
 OVERVIEW_SENTENCES = 4  # as many as plain RAG quotes: the combined answer draws its lead from them
+ASPECT_MAX_WORDS = 30  # an aspect adds one short point to the combined answer, not a run-on sentence
 
 
 class SubQueryPlan(BaseModel):
@@ -125,6 +126,7 @@ def part_sections(
                 groups=frozenset({index}),
                 in_order=in_order,
                 optional=not overview,
+                max_words=None if overview else ASPECT_MAX_WORDS,
             )
         )
     return tuple(sections)
@@ -136,7 +138,9 @@ async def answer_aspect(
     if aspect.label == OVERVIEW:  # the question's own passages, read as plain RAG reads them
         section = Section(query=question, sentences=sentences)
     else:
-        section = Section(query=f"{aspect.query} {question}", sentences=sentences, cue=how.aspect_cue(aspect.label))
+        section = Section(
+            query=f"{aspect.query} {question}", sentences=sentences, cue=how.aspect_cue(aspect.label), max_words=ASPECT_MAX_WORDS
+        )
     task = WriteTask(
         role=how.aspect_role,
         prompt=how.aspect_prompt,
@@ -165,20 +169,27 @@ async def answer_and_combine(
 ) -> str:
     """The combined answer of `aspects` (filled in place: passages, answers, or why each was dropped).
 
-    An overview aspect answers the question itself from its own top passages, as plain RAG would, so
-    the typed answer never has less evidence than plain RAG; the planned aspects add what those
+    An overview aspect answers the question itself from its top passages, plain RAG's and the next ones
+    down, so the typed answer never has less evidence than plain RAG; the planned aspects add what those
     passages lack, each from passages of its own.
     """
     queries = [retrieval_query(a.query, question) for a in aspects]
-    # Deep enough that an aspect still has candidates once the question's own passages are set aside.
-    by_question, *own = await ctx.retrieve_many([question, *queries], ctx.top_k + ctx.aspect_k + 2)
-    # The overview reads exactly what plain RAG reads; the aspects' extra passages must be on the question's
-    # topic (cue words like "causes" can pull in a plumbing "sink" for "Why did the Titanic sink?").
-    overview_hits = by_question[: ctx.top_k]
-    seen = {hit.passage_id for hit in overview_hits}
-    fresh = [[hit for hit in hits if hit.passage_id not in seen] for hits in own]
-    pool = await on_topic(question, union(fresh), ctx) if any(fresh) else []
+    # An aspect searches deep enough to still have candidates once plain RAG's passages are set aside.
+    aspect_depth = ctx.top_k + ctx.aspect_k + 2
+    by_question, *own = await ctx.retrieve_many([question, *queries], max(QUESTION_DEPTH, ctx.top_k, aspect_depth))
+    # Every passage beyond plain RAG's must be on the question's topic: cue words like "causes" can pull in a
+    # plumbing "sink" for "Why did the Titanic sink?", and BM25's lower ranks often share one word only.
+    rag_hits, deeper = by_question[: ctx.top_k], by_question[ctx.top_k : max(QUESTION_DEPTH, ctx.top_k)]
+    seen = {hit.passage_id for hit in rag_hits}
+    fresh = [[hit for hit in hits[:aspect_depth] if hit.passage_id not in seen] for hits in own]
+    # Plain RAG's passages are scored too: they set the bar, so a pool that is all off topic is not kept for
+    # want of anything better.
+    relevant = {hit.passage_id for hit in await on_topic(question, union([rag_hits, deeper, *fresh]), ctx)}
+    pool = [hit for hit in union(fresh) if hit.passage_id in relevant]
     assigned = await assign(queries, fresh, pool, ctx.aspect_k, ctx)
+    # The overview reads plain RAG's passages and the on-topic ones below them that no aspect took.
+    taken = {hit.passage_id for hits in assigned for hit in hits}
+    overview_hits = rag_hits + [hit for hit in deeper if hit.passage_id in relevant and hit.passage_id not in taken]
     overview = Aspect(label=OVERVIEW, query=question)
     working = [(overview, ctx.book.add(overview_hits))] if overview_hits else []
     for aspect, hits in zip(aspects, assigned):
