@@ -356,3 +356,11 @@ async def test_a_decided_type_is_used_without_classifying_again(retriever):
     assert result.strategy == "reason" and result.type.source == "classifier:elsewhere"
     baseline = await pipeline.answer("How does photosynthesis work?", "rag", decision=decided)
     assert baseline.type is None
+
+
+async def test_offline_debate_header_does_not_quote_a_question_cut_into_a_topic(topical):
+    """Regression: a question with no debate phrasing became the topic whole ("Views on What should I
+    know before adopting a cat differ.")."""
+    result = await Pipeline(OfflineEngine(), topical).answer("What do people think of nuclear power?", "typed", "debate")
+    assert result.strategy == "debate" and result.answer.startswith("Views on this question differ.")
+    assert "Views on What" not in result.answer
