@@ -2,8 +2,10 @@
 
 Prints, side by side for `rag` and `typed`:
   a. Wiki-NFQA (all 945 questions by default) over an index of the shared Wikipedia corpus: the share of
-     answers containing the source dataset's short answer (normalised; any alias of a list counts), per
-     predicted type and per source, beside the retrieval ceiling (the short answer anywhere in the
+     answers containing the source dataset's short answer (normalised; any alias of a list counts), and of
+     those also found in the retrieved passages ("grounded": not just echoed from the question, as a
+     comparison answer naming both items of "A or B?" would), per predicted type and per source, beside
+     the retrieval ceiling (the short answer anywhere in the
      passages that method retrieved) and the mean answer length in words;
   b. proxy MPR per type (embedding-similarity placement among the graded references; a proxy, not an
      LLM judge);
@@ -146,9 +148,12 @@ async def wiki_nfqa(args, resources: Resources) -> dict:
             result = results[(q.id, method)]
             references = select_references(q)
             verdict = await judge.place(q.text, references, result.answer, 1)
+            answered = contains(result.answer, truths[q.id])
+            retrieved = contains(" ".join(s.text for s in result.sources), truths[q.id])
             row[method] = {
-                "contains": contains(result.answer, truths[q.id]),
-                "ceiling": contains(" ".join(s.text for s in result.sources), truths[q.id]),
+                "contains": answered,
+                "grounded": answered and retrieved,  # not by echoing the question (2wiki: "A or B?")
+                "ceiling": retrieved,
                 "words": len(result.answer.split()),
                 "mpr": percentile_rank(verdict.position, len(references)),
                 "strategy": result.strategy,
@@ -161,8 +166,8 @@ async def wiki_nfqa(args, resources: Resources) -> dict:
 def report_wiki(data: dict) -> list[str]:
     rows = data["rows"]
     lines = [f"## a. Wiki-NFQA: {len(rows)} questions, answered by {data['engine']} ({data['seconds']:.0f} s for both methods)", ""]
-    lines += ["| group | n | rag contains | typed contains | rag ceiling | typed ceiling | rag words | typed words | rag proxy-MPR | typed proxy-MPR |",
-              "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += ["| group | n | rag contains | typed contains | rag grounded | typed grounded | rag ceiling | typed ceiling | rag words | typed words | rag proxy-MPR | typed proxy-MPR |",
+              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     groups: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         groups["all"].append(row)
@@ -177,14 +182,13 @@ def report_wiki(data: dict) -> list[str]:
         members = groups[key]
         n = len(members)
         cells = [key, str(n)]
-        for field in ("contains", "ceiling"):
+        for field in ("contains", "grounded", "ceiling"):
             for method in METHODS:
                 cells.append(pct(sum(r[method][field] for r in members), n))
         for method in METHODS:
             cells.append(f"{sum(r[method]['words'] for r in members) / n:.0f}")
         for method in METHODS:
             cells.append(f"{sum(r[method]['mpr'] for r in members) / n:.1f}")
-        cells = [cells[0], cells[1], cells[2], cells[3], cells[4], cells[5], *cells[6:]]
         lines.append("| " + " | ".join(cells) + " |")
     rag_words = sum(r["rag"]["words"] for r in rows) / len(rows)
     typed_words = sum(r["typed"]["words"] for r in rows) / len(rows)
