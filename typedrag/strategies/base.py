@@ -123,6 +123,11 @@ class StrategyContext:
         self.reranked = True
         return await asyncio.to_thread(self.reranker.rerank, query, hits, k)
 
+    async def rerank_each(self, queries: list[str], hits: list[ScoredPassage]) -> list[list[ScoredPassage]]:
+        """All of `hits` ranked for each query, in one worker-thread hop (it sits on the critical path)."""
+        self.reranked = True
+        return await asyncio.to_thread(lambda: [self.reranker.rerank(q, hits, len(hits)) for q in queries])
+
 
 @dataclass
 class StrategyOutput:
@@ -178,8 +183,7 @@ async def assign(
     if not pool:
         return [[] for _ in queries]
     preferences = []
-    for query, own in zip(queries, own_hits):
-        ranked = await ctx.rerank(query, pool, len(pool))
+    for ranked, own in zip(await ctx.rerank_each(queries, pool), own_hits):
         mine = {hit.passage_id for hit in own}
         preferences.append(sorted(ranked, key=lambda h: (h.passage_id not in mine, -h.score)))
     taken: set[str] = set()
