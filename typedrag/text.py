@@ -24,6 +24,13 @@ STOPWORDS = SNOWBALL_STOPWORDS | PLANNING_NOISE
 
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\sA-Za-z0-9]")
+_WORD_PIECE = re.compile(r"\s*\S+\s*|\s+")
+
+
+def word_pieces(text: str) -> list[str]:
+    """`text` cut into words, each with the whitespace around it, so the pieces concatenate back to it
+    (how a streamed reply arrives, and how a finished one is replayed as a stream)."""
+    return _WORD_PIECE.findall(text)
 
 
 def content_words(text: str) -> list[str]:

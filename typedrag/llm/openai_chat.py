@@ -25,6 +25,7 @@ from typedrag.llm.base import Completion, LLMCall, LLMError, Message, Structured
 from typedrag.llm.cache import ResponseCache
 from typedrag.llm.structured import describe_error, parse_structured
 from typedrag.redact import host_of, install_log_redaction, redact_text, redact_url
+from typedrag.text import word_pieces
 
 # The HTTP stack logs request URLs, userinfo included (openai 3.x ships its httpx as "httpx2").
 install_log_redaction("httpx", "httpx2", "httpcore", "httpcore2", "openai")
@@ -305,7 +306,7 @@ class OpenAIChatModel:
 
 def replay_chunks(text: str, words: int = 3) -> list[str]:
     """A finished reply cut into pieces of a few words that concatenate back to it, for replaying a cache hit."""
-    tokens = re.findall(r"\s*\S+\s*|\s+", text)
+    tokens = word_pieces(text)
     return ["".join(tokens[i : i + words]) for i in range(0, len(tokens), words)]
 
 

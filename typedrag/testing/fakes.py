@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -11,6 +10,7 @@ from pydantic import BaseModel
 
 from typedrag.llm.base import Completion, LLMCall, Message, StructuredOutcome
 from typedrag.llm.structured import parse_structured
+from typedrag.text import word_pieces
 
 
 @dataclass
@@ -70,7 +70,7 @@ class ScriptedChatModel:
         self.calls.append(call)
         text = self.script(call)
         if on_text is not None and schema is None:
-            for piece in re.findall(r"\s*\S+\s*|\s+", text):
+            for piece in word_pieces(text):
                 on_text(piece)
         record = LLMCall(role=role, engine=self.name, prompt_tokens=sum(len(m["content"].split()) for m in messages),
                          completion_tokens=len(text.split()))

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from typedrag.text import word_pieces
+
 
 @dataclass
 class ChatRequest:
@@ -64,11 +66,6 @@ class Reply:
     drip: float = 0.0  # send the body one byte at a time, this many seconds apart (a stalled stream)
     break_after: int | None = None  # streamed: drop the connection after this many tokens
     pieces: list[str] | None = None  # streamed: send exactly these deltas (default: the content word by word)
-
-
-def tokens_of(text: str) -> list[str]:
-    """`text` cut into tokens that concatenate back to it: each word with the whitespace after it."""
-    return re.findall(r"\s*\S+\s*|\s+", text, flags=re.S) if text else []
 
 
 Responder = Callable[[ChatRequest], Reply]
@@ -269,7 +266,7 @@ class OpenAIStubServer:
                     data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
                     return f"data: {json.dumps(data)}\n\n".encode()
 
-                tokens = reply.pieces if reply.pieces is not None else tokens_of(reply.content or "")
+                tokens = reply.pieces if reply.pieces is not None else word_pieces(reply.content or "")
                 prompt_tokens = sum(len(m.get("content", "").split()) for m in request.messages)
                 usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens),
                          "total_tokens": prompt_tokens + len(tokens)}
