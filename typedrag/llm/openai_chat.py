@@ -264,8 +264,7 @@ class OpenAIChatModel:
             except openai.APIConnectionError as error:
                 sent = sum(map(len, pieces))
                 raise LLMError(f"{self.name}: the reply stream broke off after {sent} characters: {self._redact(error)}") from error
-        if held:
-            held = self._clean(held)
+        if held:  # a tail of cleaned text that did not turn out to be the key
             pieces.append(held)
             on_text(held)
         return "".join(pieces), usage

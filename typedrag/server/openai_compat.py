@@ -115,12 +115,13 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
     used_tools = [name for name in ("tools", "tool_choice", "functions", "function_call") if extra.get(name)]
     if used_tools:
         raise api_error(400, f"typedrag does not call tools: remove {', '.join(used_tools)} from the request")
-    if type_ is not None:
+    forced = None
+    if type_ is not None:  # a type in the model name that is not routed means an unknown model
         try:
-            service.pipeline.route_label(type_)
+            forced = service.pipeline.route_label(type_)
         except QuestionError as error:
             raise api_error(404, f"unknown model {body.model!r}: {error}") from error
-    question, forced = service.check(last_user_text(body.messages), type_, status=400)
+    question, _ = service.check(last_user_text(body.messages), None, status=400)
     base = {"id": f"chatcmpl-{request_id_var.get()}", "created": int(time.time()), "model": body.model}
     service.slots.take()
     if not body.stream:

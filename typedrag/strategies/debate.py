@@ -120,23 +120,18 @@ def _stance(label: str) -> re.Pattern[str]:
     return STANCE
 
 
-def mediated() -> Any:
+def mediated(question: str, parts: list[Part]) -> Extract:
     """The offline mediator's recipe: the overview's answer, then one labelled view per perspective.
 
     Its header names no topic: an offline topic is cut from the question's words ("What should I
     know before adopting a cat"), which reads badly in a sentence and only echoes the question."""
-
-    def extract(question: str, parts: list[Part]) -> Extract:
-        labelled = [p if p.label == OVERVIEW else Part(p.label.capitalize(), p.text, p.query) for p in parts]
-        sections = part_sections(question, labelled, _stance)
-        return Extract(
-            sections,
-            layout="bullets",
-            header="Views on this question differ.",
-            footer="Which view prevails turns on how these points are weighed.",
-        )
-
-    return extract
+    labelled = [p if p.label == OVERVIEW else Part(p.label.capitalize(), p.text, p.query) for p in parts]
+    return Extract(
+        part_sections(question, labelled, _stance),
+        layout="bullets",
+        header="Views on this question differ.",
+        footer="Which view prevails turns on how these points are weighed.",
+    )
 
 
 class DebateStrategy:
@@ -154,6 +149,6 @@ class DebateStrategy:
         ctx.emit("plan", plan=plan.model_dump())
         perspectives = keep_at_most(plan.perspectives, MAX_ASPECTS, "perspectives", PLAN.role, ctx.trace)
         aspects = [Aspect(label=p.name, query=p.sub_query) for p in perspectives]
-        how = Combination(PERSPECTIVE_ANSWER, "answer:perspective", _stance, MEDIATE_DEBATE, "mediate", mediated())
+        how = Combination(PERSPECTIVE_ANSWER, "answer:perspective", _stance, MEDIATE_DEBATE, "mediate", mediated)
         answer = await answer_and_combine(question, aspects, how, ctx, topic=plan.topic)
         return StrategyOutput(answer=answer, plan=plan, aspects=aspects)

@@ -176,10 +176,11 @@ async def answer_and_combine(
     queries = [retrieval_query(a.query, question) for a in aspects]
     # An aspect searches deep enough to still have candidates once plain RAG's passages are set aside.
     aspect_depth = ctx.top_k + ctx.aspect_k + 2
-    by_question, *own = await ctx.retrieve_many([question, *queries], max(QUESTION_DEPTH, ctx.top_k, aspect_depth))
+    question_depth = max(QUESTION_DEPTH, ctx.top_k)
+    by_question, *own = await ctx.retrieve_many([question, *queries], max(question_depth, aspect_depth))
     # Every passage beyond plain RAG's must be on the question's topic: cue words like "causes" can pull in a
     # plumbing "sink" for "Why did the Titanic sink?", and BM25's lower ranks often share one word only.
-    rag_hits, deeper = by_question[: ctx.top_k], by_question[ctx.top_k : max(QUESTION_DEPTH, ctx.top_k)]
+    rag_hits, deeper = by_question[: ctx.top_k], by_question[ctx.top_k : question_depth]
     seen = {hit.passage_id for hit in rag_hits}
     fresh = [[hit for hit in hits[:aspect_depth] if hit.passage_id not in seen] for hits in own]
     # Plain RAG's passages are scored too: they set the bar, so a pool that is all off topic is not kept for
