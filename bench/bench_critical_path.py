@@ -54,6 +54,17 @@ def plan_for(schema: str, n: int) -> str:
     return json.dumps(plans[schema])
 
 
+def plans_of_size(state):
+    """The stub's responder: plans with `state.value` aspects, the default cited answers otherwise."""
+
+    def responder(request):
+        if request.schema_name:
+            return Reply(content=plan_for(request.schema_name, state.value))
+        return Reply(content=default_content(request))
+
+    return responder
+
+
 def make_corpus(directory: Path) -> Path:
     path = directory / "energy.jsonl"
     with path.open("w") as out:
@@ -77,12 +88,7 @@ def main() -> None:
     args = parser.parse_args()
     latency = args.latency_ms / 1000
     state = multiprocessing.get_context("fork").Value("i", 2)  # aspects per plan, read by the stub's process
-
-    def responder(request):
-        if request.schema_name:
-            return Reply(content=plan_for(request.schema_name, state.value))
-        return Reply(content=default_content(request))
-
+    responder = plans_of_size(state)
     print(f"# critical path · L = {args.latency_ms:.0f} ms per call · {machine_line()}")
     print(f"target: <= 3·L + 50 = {3 * args.latency_ms + 50:.0f} ms per multi-aspect question\n")
     print("| type | aspects N | LLM calls | ours (concurrent) ms | sequential ms | speed-up | target met |")

@@ -24,14 +24,13 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from _machine import machine_line, stub_in_own_process  # noqa: E402
-from bench_critical_path import QUESTIONS, make_corpus, plan_for  # noqa: E402
+from bench_critical_path import QUESTIONS, make_corpus, plans_of_size  # noqa: E402
 
 from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
 from typedrag.index import build_index, open_retriever  # noqa: E402
 from typedrag.llm.openai_chat import OpenAIChatModel  # noqa: E402
 from typedrag.nfq import NFQType  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
-from typedrag.testing.openai_stub import Reply, default_content  # noqa: E402
 
 ALL_QUESTIONS = {NFQType.EVIDENCE_BASED: "How do power plants set electricity prices?", **QUESTIONS}
 ROUND_TRIPS_BEFORE_ANSWER = {
@@ -68,11 +67,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
     state = multiprocessing.get_context("fork").Value("i", 2)  # aspects per plan, read by the stub's process
-
-    def responder(request):
-        if request.schema_name:
-            return Reply(content=plan_for(request.schema_name, state.value))
-        return Reply(content=default_content(request))
+    responder = plans_of_size(state)
 
     L, F = args.latency_ms, args.first_token_ms
     print(f"# time to first token · L = {L:.0f} ms, F = {F:.0f} ms, R = {args.tokens_per_second:.0f} tokens/s · {machine_line()}")

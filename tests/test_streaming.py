@@ -149,13 +149,18 @@ async def test_plans_are_never_streamed():
 # --- the pipeline ------------------------------------------------------------------------------
 
 
+async def both_ways(pipeline: Pipeline, type_: str):
+    """(the unstreamed result, the streamed result, the events heard while streaming) for one question."""
+    plain = await pipeline.answer(QUESTIONS[type_], "typed", type_)
+    events: list[tuple[str, dict]] = []
+    streamed = await pipeline.answer(QUESTIONS[type_], "typed", type_, on_event=lambda n, d: events.append((n, d)))
+    return plain, streamed, events
+
+
 @pytest.mark.parametrize("type_", list(QUESTIONS))
 async def test_streamed_answer_and_trace_equal_the_unstreamed_ones(type_, retriever):
     with OpenAIStubServer(token_rate=0) as stub:
-        pipeline = Pipeline(LLMEngine(model(stub)), retriever)
-        plain = await pipeline.answer(QUESTIONS[type_], "typed", type_)
-        events: list[tuple[str, dict]] = []
-        streamed = await pipeline.answer(QUESTIONS[type_], "typed", type_, on_event=lambda n, d: events.append((n, d)))
+        plain, streamed, events = await both_ways(Pipeline(LLMEngine(model(stub)), retriever), type_)
     tokens = [d["text"] for n, d in events if n == "token"]
     assert len(tokens) >= 3 and "".join(tokens) == streamed.answer == plain.answer
     assert comparable(streamed) == comparable(plain)
@@ -166,10 +171,7 @@ async def test_streamed_answer_and_trace_equal_the_unstreamed_ones(type_, retrie
 
 @pytest.mark.parametrize("type_", list(QUESTIONS))
 async def test_the_offline_engine_streams_a_sentence_at_a_time(type_, retriever):
-    pipeline = Pipeline(OfflineEngine(), retriever)
-    plain = await pipeline.answer(QUESTIONS[type_], "typed", type_)
-    events: list[tuple[str, dict]] = []
-    streamed = await pipeline.answer(QUESTIONS[type_], "typed", type_, on_event=lambda n, d: events.append((n, d)))
+    plain, streamed, events = await both_ways(Pipeline(OfflineEngine(), retriever), type_)
     tokens = [d["text"] for n, d in events if n == "token"]
     assert len(tokens) >= 2 and "".join(tokens) == streamed.answer == plain.answer
     assert comparable(streamed) == comparable(plain)
