@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from typedrag.corpus import DEMO_SOURCE, CorpusError, chunk_document, iter_documents
+from typedrag.corpus.chunker import MARKUP
 from typedrag.records import Document
 
 
@@ -225,6 +226,12 @@ def test_chunk_prefers_nearest_sentence_end():
     assert passages[0].text.endswith("w94.")
 
 
+def test_chunk_drops_markup_tags_but_keeps_angle_brackets_in_text():
+    text = 'Dramatis personae:<br>Hamlet</dl> <ref name="a">cited</ref> x < y and <3 <!-- note --> end.'
+    (passage,) = chunk_document(doc(text), words=100)
+    assert passage.text == "Dramatis personae: Hamlet cited x < y and <3 end."
+
+
 def test_chunk_normalises_whitespace_and_handles_empty_text():
     passages = chunk_document(doc("  Tides\n\n turn\tturbines.  "), words=100)
     assert [p.text for p in passages] == ["Tides turn turbines."]
@@ -250,7 +257,7 @@ texts = st.one_of(
 @given(text=texts, words=st.integers(1, 60))
 def test_chunk_properties(text, words):
     passages = chunk_document(doc(text, doc_id="doc/1"), words=words)
-    assert [w for p in passages for w in p.text.split()] == text.split()
+    assert [w for p in passages for w in p.text.split()] == MARKUP.sub(" ", text).split()
     assert all(1 <= len(p.text.split()) <= max(1, words * 3 // 2) for p in passages)
     assert [p.passage_id for p in passages] == [f"doc/1#{i}" for i in range(len(passages))]
     assert chunk_document(doc(text, doc_id="doc/1"), words=words) == passages

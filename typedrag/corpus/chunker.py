@@ -7,6 +7,9 @@ import re
 from typedrag.records import Document, Passage
 
 _SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*$")
+# HTML and wiki tags that dumps leave in article text ("<br>", "</dl>", "<ref name=x>"), and comments: quoted
+# in an answer they read as garbage. A "<" not followed by a tag name ("a < b", "<3") is text and stays.
+MARKUP = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>", re.S)
 
 
 def chunk_document(doc: Document, words: int = 100) -> list[Passage]:
@@ -14,11 +17,12 @@ def chunk_document(doc: Document, words: int = 100) -> list[Passage]:
 
     A cut moves to the nearest sentence end within 30% of the target, so passages read as whole
     sentences; no passage exceeds 1.5x `words`, and a tail that fits in 1.5x is not split off as a
-    stub. Whitespace is normalised to single spaces; together the passages hold every word in order.
+    stub. Markup tags are dropped and whitespace is normalised to single spaces; together the passages
+    hold every other word in order.
     """
     if words < 1:
         raise ValueError(f"words must be >= 1, got {words}")
-    tokens = doc.text.split()
+    tokens = MARKUP.sub(" ", doc.text).split()
     longest = max(1, words * 3 // 2)
     slack = words * 3 // 10
     passages: list[Passage] = []
