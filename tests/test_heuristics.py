@@ -23,11 +23,32 @@ from typedrag.text import split_sentences
         ("How is a virus different from a bacterium?", "difference", ["virus", "bacterium"]),
         ("Compare Judaism, Christianity and Islam.", "difference", ["Judaism", "Christianity", "Islam"]),
         ("Which is better for a beginner, violin or cello?", "superiority", ["violin", "cello"]),
+        # A bare first adjective takes the noun the two items share ("Australian" alone finds no flag).
+        ("What are the differences between the Australian and New Zealand flags?", "difference", ["Australian flags", "New Zealand flags"]),
+        ("What is the difference between animal and plant cells?", "difference", ["animal cells", "plant cells"]),
+        ("Is electric or gas heating cheaper?", "superiority", ["electric heating", "gas heating"]),
+        ("Differences between cats and big dogs?", "difference", ["cats", "big dogs"]),
     ],
 )
 def test_comparison_items_and_purpose(question, purpose, items):
     plan = comparison.offline_plan(question)
     assert (plan.purpose, plan.items) == (purpose, items)
+
+
+@pytest.mark.parametrize(
+    ("question", "items", "queries"),
+    [
+        (
+            "Which film came out first, Forgotten Pills or Why Does Herr R. Run Amok?",
+            ["Forgotten Pills", "Why Does Herr R. Run Amok"],
+            ["Forgotten Pills film came first", "Why Does Herr R. Run Amok film came first"],
+        ),
+        ("What is the main difference between dysphagia and odynophagia?", ["dysphagia", "odynophagia"], ["dysphagia", "odynophagia"]),
+        ("Which is better for a beginner, violin or cello?", ["violin", "cello"], ["violin beginner", "cello beginner"]),
+    ],
+)
+def test_comparison_item_queries_carry_the_question_context_but_no_other_item(question, items, queries):
+    assert [comparison.item_query(item, question, items) for item in items] == queries
 
 
 def test_comparison_without_items_fails_instead_of_guessing():

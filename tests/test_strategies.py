@@ -158,7 +158,8 @@ async def test_comparison_prompt_has_items_and_purpose_and_passages_are_deduplic
     recording = RecordingRetriever(retriever)
     with OpenAIStubServer(scripted({"ComparisonPlan": plan})) as server:
         result = await pipeline_for(server, recording).answer("Crocodile or alligator: how to tell?", "typed", NFQType.COMPARISON)
-    assert recording.queries == ["Crocodile or alligator: how to tell?", "crocodile snout", "alligator snout"]
+    # Each item is searched with the question's other words, never with the other item's.
+    assert recording.queries == ["Crocodile or alligator: how to tell?", "crocodile snout tell", "alligator snout tell"]
     prompt = server.requests[1].last_user
     assert "crocodile snout; alligator snout" in prompt and "difference" in prompt
     ids = [s.passage_id for s in result.sources]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from itertools import dropwhile
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -114,12 +115,22 @@ def _candidates(text: str) -> list[str]:
     return [after.strip(), before.strip()] if re.search(r"\s(?:or|vs\.?|versus|and)\s", after) else [before.strip(), after.strip()]
 
 
+# A word that reads as an adjective ("Australian", "digital", "primary"): alone it names no thing.
+_ADJECTIVE = re.compile(r"\w+(?:an|ese|ish|ic|al|ern|ive|ous|ary)$", re.I)
+
+
 def _share_object(items: list[str]) -> list[str]:
-    """"rent or buy a house" compares renting a house with buying one: a bare first verb takes the object."""
+    """Two items that share words written once:
+    - "rent or buy a house" compares renting a house with buying one: a bare first verb takes the object;
+    - "the Australian and New Zealand flags" compares two flags: a bare first adjective takes the last noun."""
     if len(items) == 2 and len(items[0].split()) == 1 and len(items[1].split()) > 1:
         rest = items[1].split(maxsplit=1)[1]
         if re.match(r"(?:a|an|the|my|your|our|their|his|her|its)\b", rest, re.I):
             return [f"{items[0]} {rest}", items[1]]
+        if _ADJECTIVE.fullmatch(items[0]):  # the second item's own modifier is its first word, or a name
+            words = items[1].split()
+            named = len(words) - len(list(dropwhile(lambda w: w[:1].isupper(), words)))
+            return [" ".join([items[0], *words[max(named, 1) :]]), items[1]]
     return items
 
 
@@ -139,6 +150,21 @@ def offline_plan(question: str) -> ComparisonPlan:
     raise ValueError("no compared items found (looked for 'X vs Y', 'difference between X and Y', 'X or Y', ...)")
 
 
+# Words that say "compare" rather than what is compared: they would pull in passages about differences in general.
+_COMPARING_WORDS = re.compile(
+    rf"^(?:differ\w*|compar\w*|similar\w*|contrast\w*|distinguish\w*|versus|vs|key|main|core|essential|{_COMPARATIVE})$", re.I
+)
+
+
+def item_query(item: str, question: str, items: list[str]) -> str:
+    """The item, then the question's other content words: "Forgotten Pills film came out first" finds the film,
+    where "Forgotten Pills" alone finds contraceptive tablets. The item's own words come first and stay the
+    majority for a short question; words of the other items and of comparing itself are left out."""
+    named = {w.lower() for other in items for w in content_words(other)}
+    context = [w for w in content_words(question) if w.lower() not in named and not _COMPARING_WORDS.match(w)]
+    return " ".join([item, *dict.fromkeys(context)])
+
+
 PLAN = PlanTask(role="plan:comparison", prompt=PLAN_COMPARISON, schema=ComparisonPlan, offline=offline_plan)
 
 
@@ -156,15 +182,16 @@ class ComparisonStrategy:
         plan = await ctx.engine.plan(self.plan, question, ctx.trace)
         items = keep_at_most(plan.items, MAX_ASPECTS, "items", "plan:comparison", ctx.trace)
         ctx.emit("plan", plan=plan.model_dump())
-        by_question, *per_item = await ctx.retrieve_many([question, *items], max(ctx.top_k, ctx.candidates_k // 2))
+        queries = [item_query(item, question, items) for item in items]
+        by_question, *per_item = await ctx.retrieve_many([question, *queries], max(ctx.top_k, ctx.candidates_k // 2))
         best = await ctx.rerank(question, union(per_item), len(items))
         # The question's own top passages (never less evidence than plain RAG), every item's best passage
         # (no item goes unanswered because the others rank higher), and the item passages closest to the question.
         sources = ctx.book.add(union([by_question[: ctx.top_k], [hits[0] for hits in per_item if hits], best]))
         numbers = {s.passage_id: s.number for s in sources}
         aspects = [
-            Aspect(label=item, query=item, source_numbers=[numbers[h.passage_id] for h in hits if h.passage_id in numbers])
-            for item, hits in zip(items, per_item)
+            Aspect(label=item, query=query, source_numbers=[numbers[h.passage_id] for h in hits if h.passage_id in numbers])
+            for item, query, hits in zip(items, queries, per_item)
         ]
         per_item_sentences = 2 if len(items) == 2 else 1
         label, cue = _RELATION[plan.purpose]
@@ -180,7 +207,7 @@ class ComparisonStrategy:
             sources=sources,
             extract=Extract(
                 (
-                    *(Section(query=item, label=item, sentences=per_item_sentences) for item in items),
+                    *(Section(query=query, label=item, sentences=per_item_sentences) for item, query in zip(items, queries)),
                     Section(query=question, label=label, sentences=1, cue=cue, optional=True),
                 ),
                 layout="bullets",
