@@ -116,3 +116,14 @@ def test_the_overview_reads_past_plain_rags_passages_only_on_the_questions_topic
     typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
     assert typed.aspects[0].label == "overview"
     assert not any("kitchen sink" in s.text for s in typed.sources)  # neither the overview's nor an aspect's
+
+
+def test_a_sentence_that_only_shares_a_rare_word_with_the_question_is_not_quoted():
+    """Regression: "home" made Prague ("home to 2.3 million people") a step of "How do I make bread at home?"."""
+    passages = [
+        "Prague is the capital of the Czech Republic. Its metropolitan area is home to approximately 2.3 million people.",
+        "Bread is a baked food made from flour and water. To make bread, knead the dough and let it rise before baking.",
+    ]
+    result = run(Pipeline(OfflineEngine(), ListRetriever(passages)).answer("How do I make bread at home?", "rag"))
+    assert "knead" in result.answer
+    assert "Prague" not in result.answer and "million people" not in result.answer

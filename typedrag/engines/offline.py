@@ -35,6 +35,9 @@ NEAR_DUPLICATE = 0.9
 # Below this cosine to the query a sentence is off topic (MiniLM: unrelated text scores ~0-0.2);
 # better to say less than to quote a passage that only shares a word with the query.
 MIN_RELEVANCE = 0.25
+# The meaning must match too: a sentence that only shares a rare word with the query ("home" for "How do I make
+# bread at home?" picks Prague, "home to 2.3 million people") scores near zero cosine however high its overlap.
+MIN_SIMILARITY = 0.1
 CUE_BONUS = 0.1  # a sentence of the section's shape (a cause, a step, a stance) outranks a slightly closer one
 # Weight of the query's rare words found in a sentence (IDF over the candidate sentences): the sentence
 # that holds an answer usually repeats the question's most specific words. On 200 Wiki-NFQA questions
@@ -180,10 +183,15 @@ class OfflineEngine:
         overlap = LexicalOverlap([c.text for c in candidates])
         picks: list[list[int]] = []
         for section, query_vector in zip(extract.sections, query_vectors):
-            relevance = sentence_vectors @ query_vector + LEXICAL_WEIGHT * overlap.scores(section.query)
+            similarity = sentence_vectors @ query_vector
+            relevance = similarity + LEXICAL_WEIGHT * overlap.scores(section.query)
             if section.cue is not None:
                 relevance = relevance + CUE_BONUS * np.array([bool(section.cue.search(c.text)) for c in candidates])
-            allowed = [i for i, c in enumerate(candidates) if section.groups is None or c.group in section.groups]
+            allowed = [
+                i
+                for i, c in enumerate(candidates)
+                if (section.groups is None or c.group in section.groups) and similarity[i] >= MIN_SIMILARITY
+            ]
             if section.max_words is not None:
                 allowed = [i for i in allowed if len(candidates[i].text.split()) <= section.max_words] or allowed
             chosen = mmr(relevance, sentence_vectors, section.sentences, allowed, taken)
