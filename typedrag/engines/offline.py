@@ -37,7 +37,10 @@ NEAR_DUPLICATE = 0.9
 MIN_RELEVANCE = 0.25
 # The meaning must match too: a sentence that only shares a rare word with the query ("home" for "How do I make
 # bread at home?" picks Prague, "home to 2.3 million people") scores near zero cosine however high its overlap.
+# The bar is relative, as the strategies' on-topic test is: where nothing scores well (a question in a language
+# the embedder does not read) the passages BM25 found still speak.
 MIN_SIMILARITY = 0.1
+SIMILARITY_MARGIN = 0.25
 CUE_BONUS = 0.1  # a sentence of the section's shape (a cause, a step, a stance) outranks a slightly closer one
 # Weight of the query's rare words found in a sentence (IDF over the candidate sentences): the sentence
 # that holds an answer usually repeats the question's most specific words. On 200 Wiki-NFQA questions
@@ -187,11 +190,10 @@ class OfflineEngine:
             relevance = similarity + LEXICAL_WEIGHT * overlap.scores(section.query)
             if section.cue is not None:
                 relevance = relevance + CUE_BONUS * np.array([bool(section.cue.search(c.text)) for c in candidates])
-            allowed = [
-                i
-                for i, c in enumerate(candidates)
-                if (section.groups is None or c.group in section.groups) and similarity[i] >= MIN_SIMILARITY
-            ]
+            allowed = [i for i, c in enumerate(candidates) if section.groups is None or c.group in section.groups]
+            if allowed:
+                floor = min(MIN_SIMILARITY, float(similarity[allowed].max()) - SIMILARITY_MARGIN)
+                allowed = [i for i in allowed if similarity[i] >= floor]
             if section.max_words is not None:
                 allowed = [i for i in allowed if len(candidates[i].text.split()) <= section.max_words] or allowed
             chosen = mmr(relevance, sentence_vectors, section.sentences, allowed, taken)
