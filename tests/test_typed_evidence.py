@@ -127,3 +127,21 @@ def test_a_sentence_that_only_shares_a_rare_word_with_the_question_is_not_quoted
     result = run(Pipeline(OfflineEngine(), ListRetriever(passages)).answer("How do I make bread at home?", "rag"))
     assert "knead" in result.answer
     assert "Prague" not in result.answer and "million people" not in result.answer
+
+
+def test_a_labelled_aspect_quotes_a_sentence_of_its_shape_when_it_has_one():
+    """A "causes" point states a cause, even when a sentence of another shape is closer to the question."""
+    from typedrag.engines.base import Extract, Section
+    from typedrag.engines.offline import Candidate
+    from typedrag.strategies.reason import CAUSE
+
+    closer = "The Titanic sank in the North Atlantic in April 1912 on her maiden voyage."
+    cause = "The hull failed because the iceberg opened six compartments."
+    candidates = [Candidate(closer, "[1]", 1, 0), Candidate(cause, "[2]", 2, 1)]
+    engine = OfflineEngine()
+    favoured = Section(query="Why did the Titanic sink?", sentences=1, cue=CAUSE)
+    assert engine.pick(Extract((favoured,)), candidates) == [[0]]  # a bonus alone does not outweigh the closer one
+    first = Section(query="Why did the Titanic sink?", sentences=1, cue=CAUSE, cue_first=True)
+    assert engine.pick(Extract((first,)), candidates) == [[1]]
+    # With no sentence of its shape the section still quotes the closest one.
+    assert engine.pick(Extract((first,)), candidates[:1]) == [[0]]

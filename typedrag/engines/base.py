@@ -52,14 +52,16 @@ class Part:
 class Section:
     """One part of an extractive answer: sentences about `query`, optionally from some groups only.
 
-    `cue` favours sentences of the right shape (causes, steps, stances...). A group is a passage
-    number when writing from sources, a part index when combining partial answers.
+    `cue` favours sentences of the right shape (causes, steps, stances...); with `cue_first` such
+    sentences come before any other. A group is a passage number when writing from sources, a part
+    index when combining partial answers.
     """
 
     query: str
     label: str = ""
     sentences: int = 2
     cue: re.Pattern[str] | None = None
+    cue_first: bool = False  # a section labelled "causes" or "in favour" quotes a cause or a stance if it has one
     groups: frozenset[int] | None = None
     in_order: bool = False  # keep the sentences in text order (steps), not in order of relevance
     optional: bool = False  # left out when nothing fits; otherwise a labelled section says so

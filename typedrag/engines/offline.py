@@ -42,6 +42,7 @@ MIN_RELEVANCE = 0.25
 MIN_SIMILARITY = 0.1
 SIMILARITY_MARGIN = 0.25
 CUE_BONUS = 0.1  # a sentence of the section's shape (a cause, a step, a stance) outranks a slightly closer one
+CUE_FIRST = 2.0  # ... or, in a `cue_first` section, any sentence not of its shape (relevance stays below 2.1)
 # Weight of the query's rare words found in a sentence (IDF over the candidate sentences): the sentence
 # that holds an answer usually repeats the question's most specific words. On 200 Wiki-NFQA questions
 # (top-10 passages, six sentences) it raised the share of answers holding the short answer 22.0% -> 23.5%.
@@ -84,14 +85,15 @@ def sentences_of_parts(task: WriteTask) -> list[Candidate]:
 
 
 def mmr(relevance: np.ndarray, vectors: np.ndarray, count: int, allowed: list[int], taken: np.ndarray) -> list[int]:
-    """Up to `count` of the `allowed` indices, relevant and unlike each other and unlike `taken` vectors."""
+    """Up to `count` of the `allowed` indices (already judged relevant enough), most relevant first, unlike each
+    other and unlike `taken` vectors."""
     chosen: list[int] = []
     picked = [taken] if len(taken) else []
     while len(chosen) < count:
         seen = np.vstack(picked) if picked else np.zeros((0, vectors.shape[1]), dtype=vectors.dtype)
         best, best_score = -1, -np.inf
         for i in allowed:
-            if i in chosen or relevance[i] < MIN_RELEVANCE:
+            if i in chosen:
                 continue
             redundancy = float((seen @ vectors[i]).max()) if len(seen) else 0.0
             if redundancy > NEAR_DUPLICATE:
@@ -188,12 +190,14 @@ class OfflineEngine:
         for section, query_vector in zip(extract.sections, query_vectors):
             similarity = sentence_vectors @ query_vector
             relevance = similarity + LEXICAL_WEIGHT * overlap.scores(section.query)
-            if section.cue is not None:
-                relevance = relevance + CUE_BONUS * np.array([bool(section.cue.search(c.text)) for c in candidates])
+            shaped = np.array([section.cue is not None and bool(section.cue.search(c.text)) for c in candidates])
+            relevance = relevance + CUE_BONUS * shaped
             allowed = [i for i, c in enumerate(candidates) if section.groups is None or c.group in section.groups]
             if allowed:
                 floor = min(MIN_SIMILARITY, float(similarity[allowed].max()) - SIMILARITY_MARGIN)
-                allowed = [i for i in allowed if similarity[i] >= floor]
+                allowed = [i for i in allowed if similarity[i] >= floor and relevance[i] >= MIN_RELEVANCE]
+            if section.cue_first:
+                relevance = relevance + CUE_FIRST * shaped
             if section.max_words is not None:
                 allowed = [i for i in allowed if len(candidates[i].text.split()) <= section.max_words] or allowed
             chosen = mmr(relevance, sentence_vectors, section.sentences, allowed, taken)

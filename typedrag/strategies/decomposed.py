@@ -103,26 +103,25 @@ def budget(parts: list[Part]) -> list[int]:
 
 
 def part_sections(
-    question: str,
-    parts: list[Part],
-    cue_for: Callable[[str], re.Pattern[str] | None],
-    *,
-    labelled: bool = True,
-    in_order: bool = False,
+    question: str, parts: list[Part], cue_for: Callable[[str], re.Pattern[str] | None], *, in_order: bool = False
 ) -> tuple[Section, ...]:
     """The offline recipe for a combined answer: the overview's best sentences for the question first
-    (unlabelled), then each aspect's own, labelled, as many as `budget` gives each."""
+    (unlabelled, picked as plain RAG picks), then each aspect's own, labelled, as many as `budget` gives
+    each. An aspect quotes a sentence of its shape (a cause, a step, a stance) when it has one, so a point
+    shows under a label it fits."""
     sections = []
     for index, (part, count) in enumerate(zip(parts, budget(parts))):
         if not count:
             continue
         overview = part.label == OVERVIEW
+        cue = None if overview else cue_for(part.label)
         sections.append(
             Section(
                 query=question if overview else f"{part.query} {question}",
-                label="" if overview or not labelled else part.label,
+                label="" if overview else part.label,
                 sentences=count,
-                cue=None if overview else cue_for(part.label),  # the overview picks as plain RAG does
+                cue=cue,
+                cue_first=True,
                 groups=frozenset({index}),
                 in_order=in_order,
                 optional=not overview,
@@ -139,7 +138,11 @@ async def answer_aspect(
         section = Section(query=question, sentences=sentences)
     else:
         section = Section(
-            query=f"{aspect.query} {question}", sentences=sentences, cue=how.aspect_cue(aspect.label), max_words=ASPECT_MAX_WORDS
+            query=f"{aspect.query} {question}",
+            sentences=sentences,
+            cue=how.aspect_cue(aspect.label),
+            cue_first=True,
+            max_words=ASPECT_MAX_WORDS,
         )
     task = WriteTask(
         role=how.aspect_role,
