@@ -145,3 +145,21 @@ def test_a_labelled_aspect_quotes_a_sentence_of_its_shape_when_it_has_one():
     assert engine.pick(Extract((first,)), candidates) == [[1]]
     # With no sentence of its shape the section still quotes the closest one.
     assert engine.pick(Extract((first,)), candidates[:1]) == [[0]]
+
+
+def test_the_frame_of_an_offline_answer_appears_only_around_labelled_points():
+    """Regression: definitions were numbered under "Steps:", and a debate with every view dropped still
+    opened with "Views on this question differ." and closed on how the views are weighed."""
+    from typedrag.engines.base import Extract, Section
+    from typedrag.engines.offline import Candidate, layout
+
+    candidates = [Candidate("Bread is a baked food.", "[1]", 1, 0), Candidate("First knead the dough.", "[2]", 2, 1)]
+    overview, step = Section(query="q"), Section(query="q", label="method", optional=True)
+    steps = Extract((overview, step), layout="numbered", header="Steps:")
+    assert layout(steps, [[0], [1]], candidates) == "Bread is a baked food. [1]\nSteps:\n1. First knead the dough. [2]"
+    assert layout(steps, [[0], []], candidates) == "Bread is a baked food. [1]"
+    views = Extract((overview, step), layout="bullets", header="Views differ.", footer="It turns on the weighing.")
+    assert layout(views, [[0], [1]], candidates) == (
+        "Views differ.\nBread is a baked food. [1]\n- method: First knead the dough. [2]\nIt turns on the weighing."
+    )
+    assert layout(views, [[0], []], candidates) == "Bread is a baked food. [1]"

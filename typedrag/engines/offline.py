@@ -214,23 +214,33 @@ def _quote(candidate: Candidate) -> str:
 
 
 def layout(extract: Extract, picks: list[list[int]], candidates: list[Candidate]) -> str:
-    """The answer text: prose, one bullet per labelled section, or one numbered line per sentence."""
+    """The answer text: prose; or a lead paragraph (the unlabelled sections), then one bullet per labelled
+    section or one numbered line per labelled sentence (steps).
+
+    The header and footer frame the labelled sections ("Steps:", "Views on this question differ."), so
+    they are left out when no labelled section has anything to say: definitions numbered as steps, or a
+    debate with no view, would promise what the answer does not give.
+    """
     if not any(picks):
         return ""
-    lines = [extract.header] if extract.header else []
     if extract.layout == "prose":
-        lines.append(" ".join(_quote(candidates[i]) for chosen in picks for i in chosen))
-    elif extract.layout == "numbered":
-        quotes = [_quote(candidates[i]) for chosen in picks for i in chosen]
+        return " ".join(_quote(candidates[i]) for chosen in picks for i in chosen)
+    shown = [(s, c) for s, c in zip(extract.sections, picks) if c or (s.label and not s.optional)]
+    lead = " ".join(_quote(candidates[i]) for section, chosen in shown if not section.label for i in chosen)
+    labelled = [(section, chosen) for section, chosen in shown if section.label]
+    framed = bool(labelled)
+    lines = [extract.header] if extract.header and framed and extract.layout == "bullets" else []
+    if lead:
+        lines.append(lead)
+    if extract.layout == "numbered":
+        quotes = [_quote(candidates[i]) for _, chosen in labelled for i in chosen]
+        if quotes and extract.header:
+            lines.append(extract.header)
         lines.extend(f"{n}. {quote}" for n, quote in enumerate(quotes, 1))
     else:
-        for section, chosen in zip(extract.sections, picks):
+        for section, chosen in labelled:
             body = " ".join(_quote(candidates[i]) for i in chosen)
-            if not section.label:
-                if body:
-                    lines.append(body)
-            elif body or not section.optional:
-                lines.append(f"- {section.label}: {body or 'the retrieved passages say nothing specific.'}")
-    if extract.footer:
+            lines.append(f"- {section.label}: {body or 'the retrieved passages say nothing specific.'}")
+    if extract.footer and framed:
         lines.append(extract.footer)
     return "\n".join(lines)
