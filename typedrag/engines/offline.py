@@ -228,19 +228,17 @@ def layout(extract: Extract, picks: list[list[int]], candidates: list[Candidate]
     shown = [(s, c) for s, c in zip(extract.sections, picks) if c or (s.label and not s.optional)]
     lead = " ".join(_quote(candidates[i]) for section, chosen in shown if not section.label for i in chosen)
     labelled = [(section, chosen) for section, chosen in shown if section.label]
-    framed = bool(labelled)
-    lines = [extract.header] if extract.header and framed and extract.layout == "bullets" else []
-    if lead:
-        lines.append(lead)
     if extract.layout == "numbered":
         quotes = [_quote(candidates[i]) for _, chosen in labelled for i in chosen]
-        if quotes and extract.header:
-            lines.append(extract.header)
-        lines.extend(f"{n}. {quote}" for n, quote in enumerate(quotes, 1))
+        body = [f"{n}. {quote}" for n, quote in enumerate(quotes, 1)]
     else:
+        body = []
         for section, chosen in labelled:
-            body = " ".join(_quote(candidates[i]) for i in chosen)
-            lines.append(f"- {section.label}: {body or 'the retrieved passages say nothing specific.'}")
-    if extract.footer and framed:
-        lines.append(extract.footer)
+            said = " ".join(_quote(candidates[i]) for i in chosen)
+            body.append(f"- {section.label}: {said or 'the retrieved passages say nothing specific.'}")
+    lines = [lead] if lead else []
+    if body:  # a list of steps is titled after the lead; an opening line ("Views differ.") comes first
+        header = [extract.header] if extract.header else []
+        lines = header + lines + body if extract.layout == "bullets" else lines + header + body
+        lines += [extract.footer] if extract.footer else []
     return "\n".join(lines)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from itertools import dropwhile
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
@@ -129,7 +128,7 @@ def _share_object(items: list[str]) -> list[str]:
             return [f"{items[0]} {rest}", items[1]]
         if _ADJECTIVE.fullmatch(items[0]):  # the second item's own modifier is its first word, or a name
             words = items[1].split()
-            named = len(words) - len(list(dropwhile(lambda w: w[:1].isupper(), words)))
+            named = next((i for i, word in enumerate(words) if not word[:1].isupper()), len(words))
             return [" ".join([items[0], *words[max(named, 1) :]]), items[1]]
     return items
 
@@ -157,7 +156,7 @@ _COMPARING_WORDS = re.compile(
 
 
 def item_query(item: str, question: str, items: list[str]) -> str:
-    """The item, then the question's other content words: "Forgotten Pills film came out first" finds the film,
+    """The item, then the question's other content words: "Forgotten Pills film came first" finds the film,
     where "Forgotten Pills" alone finds contraceptive tablets. The item's own words come first and stay the
     majority for a short question; words of the other items and of comparing itself are left out."""
     named = {w.lower() for other in items for w in content_words(other)}

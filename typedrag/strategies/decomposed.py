@@ -114,14 +114,13 @@ def part_sections(
         if not count:
             continue
         overview = part.label == OVERVIEW
-        cue = None if overview else cue_for(part.label)
         sections.append(
             Section(
                 query=question if overview else f"{part.query} {question}",
                 label="" if overview else part.label,
                 sentences=count,
-                cue=cue,
-                cue_first=True,
+                cue=None if overview else cue_for(part.label),  # the overview picks as plain RAG does
+                cue_first=not overview,
                 groups=frozenset({index}),
                 in_order=in_order,
                 optional=not overview,
