@@ -86,6 +86,17 @@ def test_sentence_split_keeps_abbreviations_and_initials_together():
     ]
 
 
+def test_sentence_split_ends_a_sentence_after_a_decade_or_an_ordinal():
+    # Regression: "1930s." read as the initial "s.", so the Dust Bowl's first two sentences were quoted as one.
+    text = "Dust storms struck during the 1930s. The drought came in waves. He finished 5th. Then he left."
+    assert split_sentences(text) == [
+        "Dust storms struck during the 1930s.",
+        "The drought came in waves.",
+        "He finished 5th.",
+        "Then he left.",
+    ]
+
+
 def test_sentence_split_keeps_numbered_works_and_circa_together():
     # Regression (issue 12): "No. 9" and "c. 1824" cut a sentence in three; an answer quoted "... Violin Op. [5]".
     assert split_sentences("Symphony No. 9 was written c. 1824 in Vienna. His 24 Caprices, Op. 1, followed [2].") == [

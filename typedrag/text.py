@@ -76,7 +76,7 @@ ABBREVIATIONS = frozenset(
 # A candidate boundary: . ! or ? (and closing quotes/brackets, and citation markers) before a space and
 # a capital, digit, quote or bracket.
 _BOUNDARY = re.compile(r"[.!?][\"')\]]*((?:\s?\[\d{1,3}\])*)\s+(?=[A-Z0-9\"'(]|\[(?!\d{1,3}\]))|\n+")
-_LAST_WORD = re.compile(r"([A-Za-z][A-Za-z.]*)\.[\"')\]]*$")
+_LAST_WORD = re.compile(r"(?<![A-Za-z0-9])([A-Za-z][A-Za-z.]*)\.[\"')\]]*$")  # a whole word: "1930s." is none
 
 
 def _ends_with_abbreviation(text: str) -> bool:
