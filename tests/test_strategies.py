@@ -239,12 +239,12 @@ async def test_aspects_run_concurrently(topical):
     latency = 0.4
     with OpenAIStubServer(scripted({"SubQueryPlan": plan}), delay=latency) as server:
         pipeline = pipeline_for(server, topical)
-        started = time.perf_counter()
         result = await pipeline.answer("Why did Rome fall?", "typed", NFQType.REASON)
-        wall = time.perf_counter() - started
     assert len(result.aspects) == 6 and all(a.error is None for a in result.aspects)  # the overview and five planned
     assert result.usage.calls == 8
-    assert wall < 4 * latency, f"5-aspect question took {wall:.2f}s; sequential would be {8 * latency:.1f}s"
+    # The six aspect answers (overview and five planned) were all in flight together; a wall-time bound
+    # said the same but failed on a loaded machine.
+    assert server.most_waiting == 6, server.most_waiting
 
 
 async def test_baselines(retriever):

@@ -159,6 +159,8 @@ class OpenAIStubServer:
         self.requests: list[ChatRequest] = []
         self.open_streams = 0  # streamed replies being written right now
         self.abandoned_streams = 0  # streamed replies the client closed before the end
+        self.waiting = 0  # requests waiting out their latency right now
+        self.most_waiting = 0  # the most that ever waited at once: how many calls the client had in flight together
         self._lock = threading.Lock()
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
@@ -221,11 +223,17 @@ class OpenAIStubServer:
                 request = ChatRequest(body=body, headers={k.lower(): v for k, v in self.headers.items()})
                 with stub._lock:
                     stub.requests.append(request)
-                reply = stub.responder(request)
-                streamed = bool(body.get("stream")) and reply.status == 200 and reply.raw is None and not reply.drop
-                wait = (stub.first_token_delay if streamed else stub.delay) + reply.delay
-                if wait:
-                    time.sleep(wait)
+                    stub.waiting += 1
+                    stub.most_waiting = max(stub.most_waiting, stub.waiting)
+                try:
+                    reply = stub.responder(request)
+                    streamed = bool(body.get("stream")) and reply.status == 200 and reply.raw is None and not reply.drop
+                    wait = (stub.first_token_delay if streamed else stub.delay) + reply.delay
+                    if wait:
+                        time.sleep(wait)
+                finally:
+                    with stub._lock:
+                        stub.waiting -= 1
                 if reply.drop:
                     self.close_connection = True
                     self.connection.close()
