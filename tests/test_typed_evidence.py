@@ -163,3 +163,50 @@ def test_the_frame_of_an_offline_answer_appears_only_around_labelled_points():
         "Views differ.\nBread is a baked food. [1]\n- method: First knead the dough. [2]\nIt turns on the weighing."
     )
     assert layout(views, [[0], []], candidates) == "Bread is a baked food. [1]"
+
+
+def test_a_sentence_from_the_article_the_question_names_outranks_one_that_only_shares_its_words():
+    """Regression: "What caused the Black Death?" quoted gangrene ("tissue death caused by ...") and homicide
+    ("causes the death of another person") and left out the Black Death article's own cause, the fleas."""
+    from typedrag.records import Passage
+
+    passages = [
+        Passage("g#0", "g", "Gangrene", "Gangrene is a type of tissue death caused by a lack of blood supply."),
+        Passage("h#0", "h", "Homicide", "Homicide is an act in which a person causes the death of another person."),
+        Passage("d#0", "d", "Death", "Death is the end of life; its causes range from disease to old age and accidents."),
+        Passage(
+            "b#0",
+            "b",
+            "Black Death",
+            "The Black Death was a plague pandemic in Europe from 1346 to 1353. "
+            "The bacterium Yersinia pestis spread among rats and people through the bites of infected fleas.",
+        ),
+    ]
+    pipeline = Pipeline(OfflineEngine(), ListRetriever(passages))
+    for method in ("rag", "typed"):
+        result = run(pipeline.answer("What caused the Black Death?", method, "reason"))
+        assert "fleas" in result.answer, (method, result.answer)
+
+
+def test_an_offline_comparison_quotes_only_sentences_about_its_items():
+    """Regression: over an index with no article on capitalism, "Capitalism vs socialism: what's the core
+    difference?" put capital cities under "Capitalism" and the Earth's outer core ("core") under "Difference"."""
+    from typedrag.records import Passage
+
+    passages = [
+        Passage("k#0", "k", "Capital city", "A capital city is typically a city that holds the government's offices and meeting places."),
+        Passage("o#0", "o", "Earth's outer core", "The outer core differs from the inner core: it is liquid, whereas the inner core is solid."),
+        Passage(
+            "s#0",
+            "s",
+            "Socialism",
+            "Socialism is a political philosophy that favours social ownership of the means of production. "
+            "Socialist economies plan production to meet needs.",
+        ),
+    ]
+    pipeline = Pipeline(OfflineEngine(), ListRetriever(passages))
+    result = run(pipeline.answer("Capitalism vs socialism: what's the core difference?", "typed", "comparison"))
+    lines = dict(line[2:].split(": ", 1) for line in result.answer.splitlines() if line.startswith("- "))
+    assert "social ownership" in lines["socialism"], result.answer
+    assert "capital city" not in result.answer and "outer core" not in result.answer, result.answer
+    assert lines["Capitalism"] == "the retrieved passages say nothing specific.", result.answer

@@ -66,6 +66,7 @@ class Section:
     in_order: bool = False  # keep the sentences in text order (steps), not in order of relevance
     optional: bool = False  # left out when nothing fits; otherwise a labelled section says so
     max_words: int | None = None  # longer sentences only when there is no shorter one (an aspect's point, not a run-on)
+    about: tuple[str, ...] = ()  # things a sentence must name (two of them, if several), itself or by its article's title
 
 
 @dataclass(frozen=True)

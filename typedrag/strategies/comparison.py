@@ -206,8 +206,8 @@ class ComparisonStrategy:
             sources=sources,
             extract=Extract(
                 (
-                    *(Section(query=query, label=item, sentences=per_item_sentences) for item, query in zip(items, queries)),
-                    Section(query=question, label=label, sentences=1, cue=cue, optional=True),
+                    *(Section(query=query, label=item, sentences=per_item_sentences, about=(item,)) for item, query in zip(items, queries)),
+                    Section(query=question, label=label, sentences=1, cue=cue, optional=True, about=tuple(items)),
                 ),
                 layout="bullets",
                 header=f"Comparing {', '.join(items)} ({plan.purpose}):",

@@ -227,6 +227,7 @@ async def answer_and_combine(
         prompt=how.prompt,
         values={"question": question, **values},
         parts=parts,
+        sources=ctx.book.sources,  # the prompt does not show them; the offline engine reads their titles
         extract=how.extract(question, parts),
         max_tokens=600,
     )
