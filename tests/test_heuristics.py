@@ -3,7 +3,7 @@
 import pytest
 
 from typedrag.strategies import comparison, debate, experience, instruction, reason
-from typedrag.text import split_sentences
+from typedrag.text import split_sentences, terms
 
 
 @pytest.mark.parametrize(
@@ -84,6 +84,13 @@ def test_sentence_split_keeps_abbreviations_and_initials_together():
         "Then Dr. Who left!",
         "Next one.",
     ]
+
+
+def test_terms_match_a_short_plural_to_its_singular_but_keep_a_words_own_s():
+    # Regression: "zoos" stayed "zoos", so "Should zoos exist?" never matched a sentence about a zoo;
+    # "virus" was cut to "viru" while "viruses" became "virus".
+    assert terms("zoos cats bees sinking") == {"zoo", "cat", "bee", "sink"}
+    assert terms("virus viruses glass glasses axis") == {"virus", "glass", "axis"}
 
 
 def test_sentence_split_ends_a_sentence_after_a_decade_or_an_ordinal():

@@ -210,3 +210,43 @@ def test_an_offline_comparison_quotes_only_sentences_about_its_items():
     assert "social ownership" in lines["socialism"], result.answer
     assert "capital city" not in result.answer and "outer core" not in result.answer, result.answer
     assert lines["Capitalism"] == "the retrieved passages say nothing specific.", result.answer
+
+
+def test_a_question_word_no_sentence_holds_still_weighs_in_the_lexical_score():
+    """Regression: for "Should zoos exist?" over passages that never say "zoos", "exist" alone made up the
+    question's weight, so "Existence monism posits that there exists only one thing" scored as a full match."""
+    from typedrag.engines.offline import LexicalOverlap
+
+    sentences = ["Existence monism posits that there exists only one thing.", "Animals are kept in enclosures for exhibition."]
+    monism, animals = LexicalOverlap(sentences).scores("Should zoos exist?")
+    assert 0 < monism < 0.5 and animals == 0
+
+
+def test_an_article_the_question_names_only_in_passing_gets_no_preference():
+    """Regression: "How do I train for a marathon?" names the article "Train" too, and quoted the gauge of
+    railway trains: an article is preferred only when its sentences come near the best in meaning."""
+    from typedrag.engines.base import Extract, Section
+    from typedrag.engines.offline import Candidate
+
+    candidates = [
+        Candidate("The marathon can be completed by running or with a run/walk strategy.", "[1]", 1, 0, frozenset({1})),
+        Candidate("Trains are designed to a certain gauge, or distance between rails.", "[2]", 2, 1, frozenset({2})),
+        Candidate("Runners build up their weekly mileage over several months.", "[1]", 1, 2, frozenset({1})),
+    ]
+    section = Section(query="How do I train for a marathon?", sentences=2)
+    assert OfflineEngine().pick(Extract((section,)), candidates, {1: "Marathon", 2: "Train"}) == [[0, 2]]
+
+
+def test_the_sentence_nearest_the_question_is_quoted_whatever_article_the_question_names():
+    """Regression: "Why do bees sting even though it will kill them?" names the article "Bee", whose
+    preference pushed out the one sentence that answers it, from another article."""
+    from typedrag.engines.base import Extract, Section
+    from typedrag.engines.offline import Candidate
+
+    candidates = [
+        Candidate("In Indonesia bee larvae are eaten with rice, wrapped in banana leaves and steamed.", "[1]", 1, 0, frozenset({1})),
+        Candidate("Although a bee sting can be deadly to those with allergies, most bees are not aggressive.", "[1]", 1, 1, frozenset({1})),
+        Candidate("Species of bees who die after stinging inflict pain on themselves to protect the hive.", "[2]", 2, 2, frozenset({2})),
+    ]
+    section = Section(query="Why do bees sting even though it will kill them?", sentences=2)
+    assert OfflineEngine().pick(Extract((section,)), candidates, {1: "Bee", 2: "Africanized bee"})[0][0] == 2

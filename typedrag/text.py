@@ -51,17 +51,22 @@ def key_phrases(text: str) -> list[str]:
     return sorted(dict.fromkeys(found), key=lambda p: -len(p.split()))
 
 
-_SUFFIXES = ("ing", "ed", "es", "s")
+# Endings cut, each with the shortest stem it may leave: a plain plural may leave three letters ("zoos"),
+# but not where the "s" is the word's own ("glass", "virus", "axis").
+_ENDINGS = (("ing", 4), ("ed", 4), ("es", 4), ("s", 3))
+_OWN_S = ("ss", "us", "is")
 
 
 def terms(text: str) -> set[str]:
-    """The content words of `text`, lower case, with common English endings cut ("sinking" -> "sink")."""
+    """The content words of `text`, lower case, with common English endings cut ("sinking" -> "sink",
+    "zoos" -> "zoo", "viruses" and "virus" -> "virus")."""
     found = set()
     for word in content_words(text.lower()):
         word = word.removesuffix("'s")
-        for suffix in _SUFFIXES:
-            if len(word) > len(suffix) + 3 and word.endswith(suffix):
-                word = word[: -len(suffix)]
+        for ending, shortest in _ENDINGS:
+            if word.endswith(ending) and len(word) - len(ending) >= shortest:
+                if not (ending == "s" and word.endswith(_OWN_S)):
+                    word = word[: -len(ending)]
                 break
         found.add(word)
     return found

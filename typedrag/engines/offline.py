@@ -49,8 +49,8 @@ CUE_FIRST = 2.0  # ... or, in a `cue_first` section, any sentence not of its sha
 LEXICAL_WEIGHT = 1.0
 # A sentence from the article the query names ("What caused the Black Death?" -> "Black Death") is about the
 # subject; one that only shares words with it ("Gangrene is a type of tissue death caused by ...") is not.
-# Key-term set: typed 57 -> 58 (0.3) -> 60 of 66 (0.6, counted before the relevance bar); Wiki-NFQA's
-# decomposing 347: typed 78 -> 79 with either, plain RAG 61 unchanged.
+# Key-term set: typed 57 -> 58 of 66 with 0.3, 60 with 0.6 counted before the relevance bar; on Wiki-NFQA's
+# 347 decomposing questions typed 78 -> 79 with either, plain RAG 61 unchanged.
 SUBJECT_BONUS = 0.6
 DIVERSITY = 0.3
 MIN_WORDS, MAX_WORDS = 5, 70  # fragments and run-ons read badly out of context
@@ -126,9 +126,12 @@ class LexicalOverlap:
             for term in found:
                 counts[term] = counts.get(term, 0) + 1
         self.idf = {t: math.log(1 + len(sentences) / (1 + n)) for t, n in counts.items()}
+        # A query word no sentence holds is the rarest of all, and it still counts in the total: otherwise
+        # "Should zoos exist?" over passages that never say "zoos" weighs "exist" alone and quotes monism.
+        self.unseen = math.log(1 + len(sentences))
 
     def scores(self, query: str) -> np.ndarray:
-        weights = {t: self.idf.get(t, 0.0) for t in terms(query)}
+        weights = {t: self.idf.get(t, self.unseen) for t in terms(query)}
         total = sum(weights.values())
         if total <= 0:
             return np.zeros(len(self.sentence_terms), dtype=np.float32)
@@ -209,11 +212,16 @@ class OfflineEngine:
             shaped = np.array([section.cue is not None and bool(section.cue.search(c.text)) for c in candidates])
             relevance = relevance + CUE_BONUS * shaped
             named = named_articles(section.query, title_words)
-            relevance = relevance + SUBJECT_BONUS * np.array([bool(c.cites & named) for c in candidates])
+            # ... unless its sentences read far off the query ("Train" for "How do I train for a marathon?").
+            near = {n for i, c in enumerate(candidates) if similarity[i] >= similarity.max() - SIMILARITY_MARGIN for n in c.cites}
+            relevance = relevance + SUBJECT_BONUS * np.array([bool(c.cites & named & near) for c in candidates])
             allowed = [i for i, c in enumerate(candidates) if section.groups is None or c.group in section.groups]
             if allowed:
                 floor = min(MIN_SIMILARITY, float(similarity[allowed].max()) - SIMILARITY_MARGIN)
                 allowed = [i for i in allowed if similarity[i] >= floor and relevance[i] >= MIN_RELEVANCE]
+            if allowed:  # the sentence nearest the query in meaning leads, whatever article the query names
+                closest = max(allowed, key=lambda i: similarity[i])
+                relevance[closest] = relevance[allowed].max() + 1e-3
             if section.cue_first:
                 relevance = relevance + CUE_FIRST * shaped
             if section.about:
