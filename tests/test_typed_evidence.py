@@ -7,6 +7,7 @@ import asyncio
 
 from typedrag import FunctionRetriever, ListRetriever, OfflineEngine, Pipeline
 from typedrag.engines.llm_engine import LLMEngine
+from typedrag.records import Passage
 from typedrag.result import Source, extract_citations
 from typedrag.strategies.decomposed import repeats
 from typedrag.testing import ScriptedChatModel
@@ -24,6 +25,11 @@ TITANIC = [
 
 def run(coroutine):
     return asyncio.run(coroutine)
+
+
+def article(title: str, text: str) -> Passage:
+    """A one-passage article, as the demo corpus holds most."""
+    return Passage(f"{title}#0", title, title, text)
 
 
 def test_cue_words_do_not_pull_in_passages_off_the_question():
@@ -168,15 +174,11 @@ def test_the_frame_of_an_offline_answer_appears_only_around_labelled_points():
 def test_a_sentence_from_the_article_the_question_names_outranks_one_that_only_shares_its_words():
     """Regression: "What caused the Black Death?" quoted gangrene ("tissue death caused by ...") and homicide
     ("causes the death of another person") and left out the Black Death article's own cause, the fleas."""
-    from typedrag.records import Passage
-
     passages = [
-        Passage("g#0", "g", "Gangrene", "Gangrene is a type of tissue death caused by a lack of blood supply."),
-        Passage("h#0", "h", "Homicide", "Homicide is an act in which a person causes the death of another person."),
-        Passage("d#0", "d", "Death", "Death is the end of life; its causes range from disease to old age and accidents."),
-        Passage(
-            "b#0",
-            "b",
+        article("Gangrene", "Gangrene is a type of tissue death caused by a lack of blood supply."),
+        article("Homicide", "Homicide is an act in which a person causes the death of another person."),
+        article("Death", "Death is the end of life; its causes range from disease to old age and accidents."),
+        article(
             "Black Death",
             "The Black Death was a plague pandemic in Europe from 1346 to 1353. "
             "The bacterium Yersinia pestis spread among rats and people through the bites of infected fleas.",
@@ -191,14 +193,10 @@ def test_a_sentence_from_the_article_the_question_names_outranks_one_that_only_s
 def test_an_offline_comparison_quotes_only_sentences_about_its_items():
     """Regression: over an index with no article on capitalism, "Capitalism vs socialism: what's the core
     difference?" put capital cities under "Capitalism" and the Earth's outer core ("core") under "Difference"."""
-    from typedrag.records import Passage
-
     passages = [
-        Passage("k#0", "k", "Capital city", "A capital city is typically a city that holds the government's offices and meeting places."),
-        Passage("o#0", "o", "Earth's outer core", "The outer core differs from the inner core: it is liquid, whereas the inner core is solid."),
-        Passage(
-            "s#0",
-            "s",
+        article("Capital city", "A capital city is typically a city that holds the government's offices and meeting places."),
+        article("Earth's outer core", "The outer core differs from the inner core: it is liquid, whereas the inner core is solid."),
+        article(
             "Socialism",
             "Socialism is a political philosophy that favours social ownership of the means of production. "
             "Socialist economies plan production to meet needs.",
