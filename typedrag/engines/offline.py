@@ -4,8 +4,9 @@ Plans come from each strategy's own offline planner. Answers are sentences taken
 the retrieved passages (or, when combining, from the aspects' answers), picked section by section
 as the strategy's `Extract` recipe says: by MiniLM similarity to the section's query, favouring
 sentences of the right shape (the section's cue) and from the article the query names, with maximal
-marginal relevance so no sentence repeats another, and never a sentence an earlier section already used. Each keeps the number of
-the passage it came from. Nothing is invented, and every result names this engine.
+marginal relevance so no sentence repeats another, and never a sentence an earlier section already
+used. Each keeps the number of the passage it came from. Nothing is invented, and every result names
+this engine.
 """
 
 from __future__ import annotations
@@ -225,7 +226,8 @@ class OfflineEngine:
             if section.cue_first:
                 relevance = relevance + CUE_FIRST * shaped
             if section.about:
-                allowed = [i for i in allowed if names(section.about, overlap.sentence_terms[i] | titled(candidates[i]))]
+                things = [terms(thing) for thing in section.about]
+                allowed = [i for i in allowed if names(things, overlap.sentence_terms[i] | titled(candidates[i]))]
             if section.max_words is not None:
                 allowed = [i for i in allowed if len(candidates[i].text.split()) <= section.max_words] or allowed
             chosen = mmr(relevance, sentence_vectors, section.sentences, allowed, taken)
@@ -251,10 +253,10 @@ def named_articles(query: str, titles: dict[int, set[str]]) -> set[int]:
     return {number for number, size in sizes.items() if size == most}
 
 
-def names(things: tuple[str, ...], found: set[str]) -> bool:
-    """True when `found` (a sentence's terms) names one of `things`, or two of them when there are several:
-    a sentence that relates compared items names at least two."""
-    named = sum(1 for thing in things if terms(thing) & found)
+def names(things: list[set[str]], found: set[str]) -> bool:
+    """True when `found` (a sentence's terms) names one of `things` (each given by its terms), or two of them
+    when there are several: a sentence that relates compared items names at least two."""
+    named = sum(1 for thing in things if thing & found)
     return named >= min(2, len(things))
 
 
