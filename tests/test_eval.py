@@ -227,13 +227,13 @@ def test_stratified_sample_is_proportional_and_seeded():
 
 def test_jsonl_log_discards_a_torn_last_line(tmp_path):
     path = tmp_path / "log.jsonl"
-    log = JsonlLog(path)
+    log = JsonlLog(path, ("n",))
     log.append({"n": 1})
     log.append({"n": 2})
     log.close()
     with path.open("a") as f:
         f.write('{"n": 3, "answer": "half a rec')
-    log = JsonlLog(path)
+    log = JsonlLog(path, ("n",))
     assert log.records == [{"n": 1}, {"n": 2}]
     log.append({"n": 3})
     log.close()
@@ -244,7 +244,25 @@ def test_jsonl_log_refuses_damage_in_the_middle(tmp_path):
     path = tmp_path / "log.jsonl"
     path.write_text('{"n": 1}\nnot json\n{"n": 3}\n')
     with pytest.raises(JsonlLogError, match=":2"):
-        JsonlLog(path)
+        JsonlLog(path, ("n",))
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        "my notes\nline two",  # a line of text, then a tail: the tail used to be cut as a torn write, and the line with it
+        "just one line of notes",
+        '{"n": 1}\n{"other": 2}\n',  # JSON, but not records of this log
+        '{"n": 1}\n{"other": "half',  # a torn tail that is not of this log's records
+        "[1, 2]\n",
+    ],
+)
+def test_jsonl_log_refuses_a_file_it_did_not_write_and_leaves_it_untouched(tmp_path, content):
+    path = tmp_path / "notes.txt"
+    path.write_text(content)
+    with pytest.raises(JsonlLogError, match="not a record typedrag wrote"):
+        JsonlLog(path, ("n",))
+    assert path.read_text() == content
 
 
 # --- end to end --------------------------------------------------------------------------------

@@ -23,9 +23,11 @@ from typedrag.errors import LLMError, QuestionError
 from typedrag.jsonlog import JsonlLog
 from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
+from typedrag.text import for_terminal
 
 
 logger = logging.getLogger("typedrag.batch")
+ANSWER_KEYS = ("id", "question")  # every record of an `ask --out` log holds these (and a result or an error)
 
 
 def content_id(question: str) -> str:
@@ -55,7 +57,7 @@ def read_questions(path: Path) -> list[tuple[str, str]]:
                     raise QuestionError(f"{path}:{number}: expected a JSON object with a 'question' field") from None
                 item_id = str(row["id"]) if row.get("id") is not None else content_id(question)
             if item_id in seen:
-                logger.warning(f"{path}:{number}: duplicate id {item_id!r} (first on line {seen[item_id]}), skipped")
+                logger.warning(for_terminal(f"{path}:{number}: duplicate id {item_id!r} (first on line {seen[item_id]}), skipped"))
                 continue
             seen[item_id] = number
             items.append((item_id, question))
@@ -81,8 +83,10 @@ async def answer_file(
     concurrency: int,
 ) -> tuple[int, int]:
     """Answer every question not yet in `out`; returns (answered now, failed now)."""
+    if out.exists() and questions.exists() and out.samefile(questions):
+        raise QuestionError(f"--out {out} is the question file itself; give --out a new file for the answers")
     items = read_questions(questions)
-    log = JsonlLog(out)
+    log = JsonlLog(out, ANSWER_KEYS)
     finished = _finished(log.records)
     pending = [(i, q) for i, q in items if i not in finished]
     limit = asyncio.Semaphore(concurrency)
@@ -111,14 +115,17 @@ async def answer_file(
     return counts["done"], counts["failed"]
 
 
-def write_predictions(stream: TextIO, items: list[tuple[str, str]], predictions: list[TypePrediction], fmt: str) -> None:
+def write_predictions(
+    stream: TextIO, items: list[tuple[str, str]], predictions: list[TypePrediction], fmt: str, shown=str
+) -> None:
+    """JSONL (control characters escaped by JSON) or CSV, whose text fields pass through `shown`."""
     labels = list(NFQType)
     if fmt == "csv":
         writer = csv.writer(stream)
         writer.writerow(["id", "question", "type", "confidence", "source", *[l.value for l in labels]])
         for (item_id, question), p in zip(items, predictions):
             probs = [f"{p.probabilities.get(l, 0.0):.4f}" for l in labels]
-            writer.writerow([item_id, question, str(p.label), f"{p.confidence:.4f}", p.source, *probs])
+            writer.writerow([shown(item_id), shown(question), str(p.label), f"{p.confidence:.4f}", p.source, *probs])
         return
     for (item_id, question), p in zip(items, predictions):
         record = {

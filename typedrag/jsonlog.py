@@ -1,8 +1,10 @@
 """Append-only JSONL logs that survive crashes: the store behind every resumable batch (eval, ask, classify).
 
-Each record is one line, flushed and fsynced before the next starts; on open, a torn last
-line (the process was killed mid-write) is cut off, so rerunning a batch neither loses nor
-duplicates records.
+Each record is one line, flushed and fsynced before the next starts. On open, a torn last line
+(the process was killed mid-write) is cut off, so rerunning a batch neither loses nor duplicates
+records. Only typedrag's own output is ever cut: every complete line must be a record of the
+log's kind (a JSON object holding its keys), and a torn tail must begin as such a record does.
+Any other file, notes or the question file itself given as `--out`, is refused untouched.
 """
 
 from __future__ import annotations
@@ -15,14 +17,17 @@ from typedrag.errors import RunError
 
 
 class JsonlLogError(RunError):
-    """A damaged line that is not the last one: not a torn write, so nothing is discarded silently."""
+    """The file is not a log of this kind, or is damaged before its last line: nothing is discarded silently."""
 
 
 class JsonlLog:
-    """An append-only JSONL file: one fsynced line per record; a torn last line is cut off on open."""
+    """An append-only JSONL file of records that each hold `keys`; a torn last line is cut off on open."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path, keys: tuple[str, ...]) -> None:
+        if not keys:
+            raise ValueError("a JsonlLog needs the keys its records hold, to recognise its own files")
         self.path = path
+        self.keys = keys
         self.records = self._load()
         self._file = path.open("a", encoding="utf-8")
 
@@ -30,20 +35,26 @@ class JsonlLog:
         if not self.path.exists():
             return []
         data = self.path.read_bytes()
-        lines = data.split(b"\n")  # the last item is the unterminated tail: b"" after a clean write
-        records, good_end = [], 0
-        for number, line in enumerate(lines[:-1], 1):
-            try:
-                if line.strip():
-                    records.append(json.loads(line))
-            except ValueError:
-                if number < len(lines) - 1:
-                    raise JsonlLogError(f"{self.path}:{number} is not valid JSON; fix or remove that line") from None
-                break  # a damaged final line is a torn write too
-            good_end += len(line) + 1
-        if good_end < len(data):
-            with self.path.open("r+b") as f:  # cut the torn tail so new records start on a fresh line
-                f.truncate(good_end)
+        *lines, tail = data.split(b"\n")  # `tail` is what follows the last newline: b"" after a clean write
+        records = []
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            record = _record(line)
+            if record is None or not all(key in record for key in self.keys):
+                raise JsonlLogError(
+                    f"{self.path}:{number} is not a record typedrag wrote (a JSON object with {', '.join(self.keys)}); "
+                    "refusing to touch the file: give a new file, or one an earlier run of this command wrote"
+                )
+            records.append(record)
+        if tail.strip():
+            if not tail.lstrip().startswith(b'{"' + self.keys[0].encode() + b'":'):
+                raise JsonlLogError(
+                    f"{self.path}:{len(lines) + 1} is not a record typedrag wrote; refusing to touch the file: "
+                    "give a new file, or one an earlier run of this command wrote"
+                )
+            with self.path.open("r+b") as f:  # typedrag's own torn write: cut it so new records start on a fresh line
+                f.truncate(len(data) - len(tail))
         return records
 
     def append(self, record: dict) -> None:
@@ -53,3 +64,11 @@ class JsonlLog:
 
     def close(self) -> None:
         self._file.close()
+
+
+def _record(line: bytes) -> dict | None:
+    try:
+        value = json.loads(line)
+    except (ValueError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None

@@ -41,6 +41,9 @@ from typedrag.result import Usage
 
 ANSWERS = "answers.jsonl"
 VERDICTS = "verdicts.jsonl"
+# The keys every record of each log holds, first key first: how a log recognises a file as its own.
+ANSWER_KEYS = ("question_id", "method", "answer")
+VERDICT_KEYS = ("question_id", "method", "judge", "round")
 RUN_FILE = "run.json"
 METHODS = tuple(m.value for m in Method)
 OFFLINE_LLM_NOTE = (
@@ -205,7 +208,8 @@ class _Run:
 
     def __init__(self, systems: list[System], judge: Judge, rounds: int, options: EvalOptions, out: Path) -> None:
         self.systems, self.judge, self.rounds, self.options = systems, judge, rounds, options
-        self.answers_log, self.verdicts_log = JsonlLog(out / ANSWERS), JsonlLog(out / VERDICTS)
+        self.answers_log = JsonlLog(out / ANSWERS, ANSWER_KEYS)
+        self.verdicts_log = JsonlLog(out / VERDICTS, VERDICT_KEYS)
         self.answers = {(r["question_id"], r["method"]): r for r in self.answers_log.records}
         self.verdicts = {(r["question_id"], r["method"], r["judge"], r["round"]): r for r in self.verdicts_log.records}
         self.errors: list[str] = []
