@@ -10,14 +10,15 @@ from __future__ import annotations
 import os
 import tomllib
 from pathlib import Path
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Literal
-
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
 from typedrag.errors import ConfigError
-from typedrag.redact import redact_url
+from typedrag.redact import redact_url, url_problem
 
 OFFLINE = "offline"
 
@@ -41,6 +42,14 @@ class LLMConfig(BaseModel):
     def is_offline(self) -> bool:
         return self.model == OFFLINE
 
+    @field_validator("base_url")
+    @classmethod
+    def _usable_url(cls, value: str | None) -> str | None:
+        problem = url_problem(value) if value else None
+        if problem:
+            raise ValueError(problem)  # the message quotes nothing of the URL: it may hold a password
+        return value
+
 
 class Settings(BaseModel):
     """Every setting typedrag reads: index, backend, classifier, LLM and judge endpoints, cache, depths, limits."""
@@ -63,6 +72,16 @@ class Settings(BaseModel):
     top_k: int = Field(5, ge=1, le=50)
     aspect_k: int = Field(3, ge=1, le=20)
     max_question_chars: int = Field(2000, ge=10)
+
+    @field_validator("milvus_uri")
+    @classmethod
+    def _usable_uri(cls, value: str | None) -> str | None:
+        """A server URI must parse (a local Milvus Lite file name need not be a URL)."""
+        if value and "://" in value and value.split("://", 1)[0] in ("http", "https", "tcp", "grpc"):
+            problem = url_problem(value.replace("tcp://", "http://", 1).replace("grpc://", "http://", 1))
+            if problem:
+                raise ValueError(problem)
+        return value
 
 
 _ENV = {
@@ -110,10 +129,12 @@ def load_settings(overrides: dict[str, Any] | None = None, env: dict[str, str] |
         except (OSError, tomllib.TOMLDecodeError) as error:
             raise ConfigError(f"cannot read config file {path}: {error}") from error
     env = os.environ if env is None else env
-    # Where each setting came from: a key is sent to a host named only by the config file just when
-    # the file also holds that key (see _check_key_destinations).
+    # Where each setting came from: a credential is sent to a destination named only by the config file just
+    # when the file also holds that credential (see _check_credential_destinations).
     origin: dict[tuple[str, ...], str] = {
-        keys: "file" for keys in (("llm", "base_url"), ("llm", "api_key"), ("judge", "base_url"), ("judge", "api_key"))
+        keys: "file"
+        for credential in CREDENTIALS
+        for keys in (credential.secret, credential.destination)
         if _get(data, keys) is not None
     }
     # Earlier entries in _ENV win over later ones (TYPEDRAG_* before OPENAI_*).
@@ -127,8 +148,8 @@ def load_settings(overrides: dict[str, Any] | None = None, env: dict[str, str] |
             origin[tuple(dotted.split("."))] = "command line"
     try:
         settings = Settings.model_validate(data)
-    except ValueError as error:
-        raise ConfigError(f"invalid configuration: {error}") from error
+    except ValidationError as error:
+        raise ConfigError(f"invalid configuration: {_describe(error)}") from None
     judge, llm = settings.judge, settings.llm
     if "timeout" not in judge.model_fields_set:  # not set for the judge: the same as the generator's
         judge.timeout = llm.timeout
@@ -138,35 +159,62 @@ def load_settings(overrides: dict[str, Any] | None = None, env: dict[str, str] |
     if judge.api_key is None and judge.base_url == llm.base_url:
         judge.api_key = llm.api_key  # same endpoint, same key; never sent to a different host
         origin[("judge", "api_key")] = origin.get(("llm", "api_key"), "default")
-    _check_key_destinations(settings, origin, path)
+    _check_credential_destinations(settings, origin, path)
     return settings
 
 
 DEFAULT_HOST = "api.openai.com"
 
 
-def _check_key_destinations(settings: Settings, origin: dict[tuple[str, ...], str], path: Path | None) -> None:
-    """Refuse to send a key from the environment to a host that only the config file names.
+@dataclass(frozen=True)
+class Credential:
+    """A secret setting and the setting that names where it is sent."""
+
+    secret: tuple[str, ...]
+    destination: tuple[str, ...]
+    flag: str  # how the user names the destination themselves
+    default_host: Callable[[str], bool] = lambda url: False  # a destination the secret may always go to
+
+
+# Every secret typedrag sends anywhere (tests check that each SecretStr setting is listed here).
+CREDENTIALS = (
+    Credential(("llm", "api_key"), ("llm", "base_url"), "--base-url / TYPEDRAG_BASE_URL", lambda url: _is_default_host(url)),
+    Credential(("judge", "api_key"), ("judge", "base_url"), "--judge-base-url / TYPEDRAG_JUDGE_BASE_URL", lambda url: _is_default_host(url)),
+    Credential(("milvus_token",), ("milvus_uri",), "--uri / TYPEDRAG_MILVUS_URI"),
+)
+
+
+def _check_credential_destinations(settings: Settings, origin: dict[tuple[str, ...], str], path: Path | None) -> None:
+    """Refuse to send a secret from the environment to a destination that only the config file names.
 
     A `typedrag.toml` arrives with any cloned repository; were its `base_url` to receive
-    OPENAI_API_KEY, the repository's author would collect the key. A key goes to a file-named host
-    only when that host is the default (api.openai.com) or the same file holds the key; a host
-    given on the command line or in the environment is the user's own choice. (The rule of npm and
-    git credentials: a token is bound to the host it was configured for.)
+    OPENAI_API_KEY, or its `milvus_uri` TYPEDRAG_MILVUS_TOKEN, the repository's author would collect
+    it. A secret goes to a file-named destination only when that is its default host (api.openai.com
+    for model keys) or the same file holds the secret; a destination given on the command line or in
+    the environment is the user's own choice. (The rule of npm and git credentials: a token is bound
+    to the host it was configured for.)
     """
-    for role, flag in (("llm", "--base-url / TYPEDRAG_BASE_URL"), ("judge", "--judge-base-url / TYPEDRAG_JUDGE_BASE_URL")):
-        config: LLMConfig = getattr(settings, role)
-        if config.api_key is None or config.base_url is None or origin.get((role, "base_url")) != "file":
+    dumped = settings.model_dump()
+    for credential in CREDENTIALS:
+        secret, destination = _get(dumped, credential.secret), _get(dumped, credential.destination)
+        if secret is None or destination is None or origin.get(credential.destination) != "file":
             continue
-        key_origin = origin.get((role, "api_key"), "default")
-        if key_origin == "file" or _is_default_host(config.base_url):
+        secret_origin = origin.get(credential.secret, "default")
+        if secret_origin == "file" or credential.default_host(destination):
             continue
-        shown = redact_url(config.base_url)
+        where, what = ".".join(credential.destination), ".".join(credential.secret)
         raise ConfigError(
-            f"{path} names {role}.base_url = {shown}, and the API key from {key_origin} would be sent there: "
-            f"refused, since a config file in a folder may come from anyone; to allow it, give that URL with "
-            f"{flag}, or put the key for it as api_key in that file"
+            f"{path} names {where} = {redact_url(destination)}, and the {what} from {secret_origin} would be sent there: "
+            f"refused, since a config file in a folder may come from anyone; to allow it, give that address with "
+            f"{credential.flag}, or put the {what} for it in that file"
         )
+
+
+def _describe(error: ValidationError) -> str:
+    """The validation errors without the values that failed: a URL holding a password must not be printed."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in e['loc']) or 'value'}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors(include_input=False, include_url=False)
+    )
 
 
 def _is_default_host(url: str) -> bool:

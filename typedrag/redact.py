@@ -60,3 +60,25 @@ def install_log_redaction(*names: str) -> None:
         logger = logging.getLogger(name)
         if not any(isinstance(f, RedactingFilter) for f in logger.filters):
             logger.addFilter(RedactingFilter())
+
+
+def url_problem(url: str) -> str | None:
+    """Why `url` cannot be used as an http(s) endpoint, in words that quote nothing of it (it may hold a
+    password); None when it can. A `#`, `/` or `?` in a password ends the address part early, so the
+    rest of the password reads as a port or a path: the message says how to write one."""
+    hint = "; a password holding #, /, ? or @ must be percent-encoded (%23, %2F, %3F, %40)"
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError as error:
+        reason = "its port is not a number from 0 to 65535" if "port" in str(error).lower() else "it cannot be parsed"
+        return f"not a valid URL: {reason}{hint}"
+    if parts.scheme not in ("http", "https"):
+        return "not a valid URL: it must start with http:// or https://"
+    if not parts.hostname:
+        return f"not a valid URL: it names no host{hint}"
+    if port == 0:
+        return "not a valid URL: port 0"
+    if parts.fragment or ("@" in parts.path or "@" in parts.query):
+        return f"not a valid URL: something after the host looks like part of a password{hint}"
+    return None

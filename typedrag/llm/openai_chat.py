@@ -24,7 +24,8 @@ from pydantic import BaseModel
 from typedrag.llm.base import Completion, LLMCall, LLMError, Message, StructuredOutcome
 from typedrag.llm.cache import ResponseCache
 from typedrag.llm.structured import describe_error, parse_structured
-from typedrag.redact import host_of, install_log_redaction, redact_text, redact_url
+from typedrag.errors import ConfigError
+from typedrag.redact import host_of, install_log_redaction, redact_text, redact_url, url_problem
 from typedrag.text import word_pieces
 
 # The HTTP stack logs request URLs, userinfo included (openai 3.x ships its httpx as "httpx2").
@@ -61,6 +62,9 @@ class OpenAIChatModel:
     ) -> None:
         self.model = model
         self.base_url = base_url or "https://api.openai.com/v1"
+        problem = url_problem(self.base_url)
+        if problem:
+            raise ConfigError(f"the model's base URL is {problem}")
         self.shown_url = redact_url(self.base_url)  # for messages: never the password in the URL
         self.name = f"openai-compatible:{model}@{host_of(self.base_url)}"
         self._secret = api_key or ""
@@ -280,7 +284,7 @@ class OpenAIChatModel:
     async def aclose(self) -> None:
         """Close the HTTP pool inside its own loop; left to garbage collection after that loop has
         closed, its sockets raise 'Event loop is closed' noise."""
-        if self._loop is asyncio.get_running_loop():
+        if self._loop is not None and self._loop is asyncio.get_running_loop():
             await self._client.close()
             self._loop = None
 
@@ -292,9 +296,9 @@ class OpenAIChatModel:
         """
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
-            self._loop = loop
             self._client = openai.AsyncOpenAI(**self._client_options)
             self._limit = asyncio.Semaphore(self._max_concurrency)
+            self._loop = loop  # last: a client that failed to open leaves nothing for aclose() to close
         return self._client, self._limit
 
     def _redact(self, error: Exception) -> str:
