@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from typedrag.commands import USER_ERRORS, backend_overrides, errors, fail, settings_from
+from typedrag.text import for_terminal
 
 app = typer.Typer(
     help=(
@@ -67,12 +68,16 @@ def index(
     except USER_ERRORS as error:
         fail(str(error))
     for problem in summary.problems[:20]:
-        errors.print(f"skipped {problem}", markup=False)
+        errors.print(f"skipped {for_terminal(str(problem))}", markup=False)
     if len(summary.problems) > 20:
         errors.print(f"... and {len(summary.problems) - 20} more")
+    for note in summary.notes[:20]:
+        errors.print(f"note: {for_terminal(note)}", markup=False)
+    if len(summary.notes) > 20:
+        errors.print(f"... and {len(summary.notes) - 20} more notes")
     console.print(
         f"indexed {summary.documents:,} documents into {summary.passages:,} passages "
-        f"({summary.skipped:,} skipped) in {summary.seconds:.1f} s -> {summary.index_dir}",
+        f"({summary.skipped:,} skipped) in {summary.seconds:.1f} s -> {for_terminal(summary.index_dir)}",
         markup=False,
     )
 
@@ -130,14 +135,14 @@ def ask(
             from typedrag.batch import answer_file
 
             done, failed = asyncio.run(resources.run(answer_file(pipeline, file, out, method, forced, concurrency)))
-            console.print(f"{done} answered, {failed} failed -> {out}", markup=False)
+            console.print(f"{done} answered, {failed} failed -> {for_terminal(str(out))}", markup=False)
             return
         streaming = not (as_json or trace)
         on_event = print_as_it_streams if streaming else None
         if streaming:
-            from rich.text import Text
+            from typedrag.render import Text
 
-            console.print(Text(question.strip(), style="bold"))  # Text: markup in a question prints verbatim
+            console.print(Text(question.strip(), style="bold"))  # markup and control characters print verbatim
         result = asyncio.run(resources.run(pipeline.answer(question, method, forced, on_event=on_event)))
     except USER_ERRORS as error:
         fail(str(error))
@@ -157,7 +162,7 @@ def print_as_it_streams(event: str, data: dict) -> None:
     from typedrag.render import progress_line
 
     if event in ("token", "restart"):  # a restart is part of what was printed: say so where the text is
-        sys.stdout.write(data["text"] if event == "token" else f"\n\n[{data['reason']}]\n\n")
+        sys.stdout.write(for_terminal(data["text"] if event == "token" else f"\n\n[{data['reason']}]\n\n"))
         sys.stdout.flush()
         return
     line = progress_line(event, data) if progress_console.is_terminal else None
@@ -206,11 +211,12 @@ def classify(
         resources.close()
     if file is None:
         p = predictions[0]
-        console.print(f"[bold]{p.label}[/bold] {p.confidence:.2f} ({escape(p.source)})")
+        console.print(f"[bold]{p.label}[/bold] {p.confidence:.2f} ({escape(for_terminal(p.source))})")
         for label, probability in sorted(p.probabilities.items(), key=lambda kv: -kv[1]):
             console.print(f"  {label:<15} {probability:.3f}")
         return
-    write_predictions(sys.stdout, items, predictions, fmt)
+    # CSV holds the questions as they are; on a terminal their control characters are shown, not obeyed.
+    write_predictions(sys.stdout, items, predictions, fmt, shown=for_terminal if sys.stdout.isatty() else str)
 
 
 def _register_lazy_commands() -> None:

@@ -14,6 +14,7 @@ from rich.markup import escape
 
 from typedrag.config import Settings, load_settings
 from typedrag.errors import LLMError, UserError
+from typedrag.text import for_terminal
 
 errors = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the terminal width
 
@@ -24,7 +25,7 @@ USER_ERRORS = (UserError, LLMError, OSError)
 
 def fail(message: str) -> NoReturn:
     """Print `error: message` on stderr and exit 2."""
-    errors.print(f"[red]error:[/red] {escape(message)}")
+    errors.print(f"[red]error:[/red] {escape(for_terminal(message))}")
     raise typer.Exit(2)
 
 

@@ -1,7 +1,9 @@
 """Terminal rendering of results: a readable answer, and `--trace` as a tree.
 
-Questions, passages and model output are data: they are escaped, never interpreted as rich
-markup, so `[/x]` or `[link=...]` in them prints verbatim instead of crashing or turning into links.
+Questions, passages, titles and model output are data: they are never interpreted as rich markup
+(`[/x]` or `[link=...]` in them prints verbatim instead of crashing or turning into links), and their
+control characters are shown, not obeyed (`for_terminal`): a passage holding ESC sequences cannot
+clear the screen, write the clipboard or plant a hyperlink.
 """
 
 from __future__ import annotations
@@ -9,12 +11,17 @@ from __future__ import annotations
 import json
 
 from rich.console import Console, Group
-from rich.markup import escape
 from rich.panel import Panel
-from rich.text import Text
+from rich.text import Text as _RichText
 from rich.tree import Tree
 
 from typedrag.result import AnswerResult
+from typedrag.text import for_terminal
+
+
+def Text(text: str = "", style: str = "") -> _RichText:  # noqa: N802  (rich's name, so every use is covered)
+    """A rich Text of data: no markup, control characters made visible."""
+    return _RichText(for_terminal(text), style=style)
 
 
 def _header(result: AnswerResult) -> str:
@@ -74,26 +81,26 @@ def trace_tree(result: AnswerResult) -> Tree:
     if result.plan is not None:
         tree.add(Text(f"plan: {json.dumps(result.plan, ensure_ascii=False)}"))
     if result.aspects:
-        aspects = tree.add("aspects")
+        aspects = tree.add(Text("aspects"))
         for a in result.aspects:
-            node = aspects.add(f"[cyan]{escape(a.label)}[/cyan] (query: {escape(a.query)}) sources {a.source_numbers}")
+            node = aspects.add(_RichText.assemble(Text(a.label, "cyan"), Text(f" (query: {a.query}) sources {a.source_numbers}")))
             if a.error:
                 node.add(Text(f"dropped: {a.error}", style="red"))
             elif a.answer:
                 node.add(Text(a.answer))
-    sources = tree.add(f"sources ({len(result.sources)})")
+    sources = tree.add(Text(f"sources ({len(result.sources)})"))
     for s in result.sources:
         sources.add(Text(f"[{s.number}] {s.passage_id} · {s.title} · score {s.score:.3f}"))
     if result.citations:
-        cites = tree.add("citations")
+        cites = tree.add(Text("citations"))
         for c in result.citations:
             cites.add(Text(f"{c.source_numbers} {c.text[:100]}"))
     for f in result.fallbacks:
         tree.add(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
-    calls = tree.add(
+    calls = tree.add(Text(
         f"LLM calls: {result.usage.calls} ({result.usage.cached_calls} cached, {result.usage.requests} requests), "
         f"tokens {result.usage.prompt_tokens}+{result.usage.completion_tokens}"
-    )
+    ))
     for c in result.llm_calls:
         extra = f" structured={c.structured}" if c.structured else ""
         extra += f" error={c.error}" if c.error else ""

@@ -119,3 +119,17 @@ def split_sentences(text: str) -> list[str]:
     if tail:
         pieces.append(tail)
     return pieces
+
+
+# What a terminal would act on instead of showing: C0 controls but newline and tab (ESC starts colour,
+# clear-screen, OSC 52 clipboard writes and OSC 8 links; CR overwrites a line), DEL, the C1 controls
+# (0x9b is a one-byte CSI), and the bidirectional overrides that make text read other than it runs.
+_TERMINAL_CONTROLS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def for_terminal(text: str) -> str:
+    """`text` safe to print: every control character shown as a visible escape (`\\x1b`), never obeyed.
+
+    For text from a corpus, a model or a file name on its way to a terminal; JSON output keeps the text as is.
+    """
+    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)

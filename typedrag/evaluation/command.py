@@ -81,8 +81,10 @@ def eval_command(
         fail(str(error))
     finally:
         resources.close()
-    typer.echo(outcome.files["markdown"].read_text(encoding="utf-8"))
+    from typedrag.text import for_terminal
+
+    typer.echo(for_terminal(outcome.files["markdown"].read_text(encoding="utf-8")))
     for kind, path in outcome.files.items():
-        typer.echo(f"{kind}: {path}")
+        typer.echo(for_terminal(f"{kind}: {path}"))
     if "chart" not in outcome.files:
         typer.echo("chart: not drawn (why: see the notes above, or chart_missing in the summary file)")
