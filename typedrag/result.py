@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from typedrag.citations import cited_numbers, strip_markers
 from typedrag.llm.base import LLMCall
 from typedrag.records import ScoredPassage
 from typedrag.text import split_sentences
@@ -24,8 +25,9 @@ class Source(BaseModel):
 
     @classmethod
     def of(cls, number: int, hit: ScoredPassage) -> "Source":
+        """Numbered as `number`; markers the passage itself carries are removed, so none can pose as a citation."""
         p = hit.passage
-        return cls(number=number, passage_id=p.passage_id, title=p.title, text=p.text, score=round(hit.score, 4))
+        return cls(number=number, passage_id=p.passage_id, title=p.title, text=strip_markers(p.text), score=round(hit.score, 4))
 
 
 class TypeDecision(BaseModel):
@@ -123,7 +125,6 @@ class AnswerResult(BaseModel):
     prompt_version: str
 
 
-_MARKER = re.compile(r"\[(\d{1,3})\]")
 # A bullet or step prefix ("- comet: ", "2. "): layout, not part of the cited claim.
 _LINE_PREFIX = re.compile(r"^(?:[-•*]\s+(?:[^:\[\]]{1,80}:\s+)?|\d{1,2}[.)]\s+)")
 
@@ -133,11 +134,11 @@ def extract_citations(answer: str, sources: list[Source]) -> list[Citation]:
     by_number = {s.number: s for s in sources}
     citations: list[Citation] = []
     for sentence in split_sentences(answer):
-        numbers = list(dict.fromkeys(int(n) for n in _MARKER.findall(sentence) if int(n) in by_number))
+        numbers = [n for n in cited_numbers(sentence) if n in by_number]
         if numbers:
             citations.append(
                 Citation(
-                    text=_LINE_PREFIX.sub("", _MARKER.sub("", sentence).strip()).strip(),
+                    text=_LINE_PREFIX.sub("", strip_markers(sentence).strip()).strip(),
                     source_numbers=numbers,
                     passage_ids=[by_number[n].passage_id for n in numbers],
                 )

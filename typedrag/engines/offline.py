@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from typedrag.citations import cited_numbers, strip_markers
 from typedrag.embed import Embedder, default_embedder
 from typedrag.engines.base import Extract, PlanT, PlanTask, TextSink, Trace, WriteTask, sentence_pieces
 from typedrag.errors import PlanFailed
@@ -55,8 +55,6 @@ LEXICAL_WEIGHT = 1.0
 SUBJECT_BONUS = 0.6
 DIVERSITY = 0.3
 MIN_WORDS, MAX_WORDS = 5, 70  # fragments and run-ons read badly out of context
-_MARKERS = re.compile(r"(?:\s*\[\d{1,3}\])+")
-_NUMBER = re.compile(r"\d+")
 
 
 @dataclass(frozen=True)
@@ -86,10 +84,10 @@ def sentences_of_parts(task: WriteTask) -> list[Candidate]:
     for index, part in enumerate(task.parts):
         for sentence in split_sentences(part.text):
             sentence = sentence.lstrip("-•0123456789. ")
-            markers = "".join(_MARKERS.findall(sentence)).strip()
-            if markers:
-                cites = frozenset(int(n) for n in _NUMBER.findall(markers))
-                found.append(Candidate(_MARKERS.sub("", sentence).strip(), markers, index, len(found), cites))
+            numbers = cited_numbers(sentence)
+            if numbers:
+                markers = "".join(f"[{n}]" for n in numbers)
+                found.append(Candidate(strip_markers(sentence).strip(), markers, index, len(found), frozenset(numbers)))
     return found
 
 

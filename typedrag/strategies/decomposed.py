@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from typedrag.citations import cited_numbers
 from typedrag.engines.base import Extract, Part, PlanTask, Section, WriteTask
 from typedrag.engines.heuristics import normalise
 from typedrag.errors import AspectsFailed, LLMError
@@ -30,7 +31,6 @@ from typedrag.strategies.base import QUESTION_DEPTH, StrategyContext, StrategyOu
 from typedrag.strategies.plans import MAX_ASPECTS, Phrase, clean_phrases, keep_at_most
 from typedrag.text import content_words
 
-CITED = re.compile(r"\[\d{1,3}\]")
 # Two sub-answers that share this much of the shorter one's words (and at least REPEAT_MIN_WORDS of them)
 # say the same thing.
 REPEAT_OVERLAP = 0.5
@@ -211,7 +211,7 @@ async def answer_and_combine(
     for aspect, _ in working:
         if aspect.error is not None:
             continue
-        if not CITED.search(aspect.answer):
+        if not cited_numbers(aspect.answer):
             drop(aspect, "its answer cites none of its passages", ctx)
             continue
         if any(repeats(aspect.answer, p.text) for p in parts):

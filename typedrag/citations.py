@@ -1,0 +1,48 @@
+"""Citation markers: what counts as one, and the two rules that keep them honest.
+
+An answer cites passage n as `[n]`. A run of markers (`[2]`, `[1][4]`, `[1] [4]`) counts only where it
+does not follow a word or a closing bracket, so code such as `a[0]` or `m[1][2]` is never a citation.
+
+1. Markers that come *with a passage* (Wikipedia's reference marks, or text planted to pin a claim
+   on other sources: "... robots [2][3].") are removed before the passage is numbered and shown to
+   any engine, so every marker in an answer was written by the engine.
+2. A marker naming no source the step was given is not a citation: it is removed, and the caller
+   records it.
+"""
+
+from __future__ import annotations
+
+import re
+
+_RUN = re.compile(r"(?<![\w\]])[ \t]?\[\d{1,3}\](?:[ \t]?\[\d{1,3}\])*")
+_NUMBER = re.compile(r"\[(\d{1,3})\]")
+
+
+def marker_runs(text: str) -> list[re.Match[str]]:
+    """Every run of citation markers in `text`, in order."""
+    return list(_RUN.finditer(text))
+
+
+def cited_numbers(text: str) -> list[int]:
+    """The numbers `text` cites, in order of first mention."""
+    return list(dict.fromkeys(int(n) for run in marker_runs(text) for n in _NUMBER.findall(run.group())))
+
+
+def strip_markers(text: str) -> str:
+    """`text` without its citation markers: what a passage says, never whom it claims to cite."""
+    return _RUN.sub("", text)
+
+
+def keep_known(text: str, known: set[int]) -> tuple[str, list[int]]:
+    """(`text` with every marker naming a number outside `known` removed, the numbers removed)."""
+    removed: list[int] = []
+
+    def rewrite(run: re.Match[str]) -> str:
+        numbers = [int(n) for n in _NUMBER.findall(run.group())]
+        kept = [n for n in numbers if n in known]
+        removed.extend(n for n in numbers if n not in known)
+        if len(kept) == len(numbers):
+            return run.group()
+        return (" " if run.group()[:1] in " \t" and kept else "") + "".join(f"[{n}]" for n in kept)
+
+    return _RUN.sub(rewrite, text), list(dict.fromkeys(removed))
