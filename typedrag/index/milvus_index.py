@@ -38,7 +38,8 @@ from urllib.parse import urlsplit
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 import typedrag
-from typedrag.corpus import chunk_document, iter_documents
+from typedrag.corpus import iter_documents
+from typedrag.corpus.chunker import iter_passages
 from typedrag.index.base import IndexUnusableError
 from typedrag.index.manifest import hash_passage, source_fingerprint
 from typedrag.index.tantivy_index import _query_analyzer
@@ -320,7 +321,7 @@ def _insert_passages(
     with Progress(*columns, disable=not show_progress) as progress:
         task = progress.add_task(f"indexing into Milvus at {conn.where}", total=None, documents=0, rate=0.0)
         for doc in iter_documents(sources, strict=strict, problems=summary.problems):
-            for position, passage in enumerate(chunk_document(doc, passage_words)):
+            for position, passage in enumerate(iter_passages(doc, passage_words, summary.notes.append)):
                 _check_sizes(passage)
                 hash_passage(passages_hash, passage)
                 rows.append(

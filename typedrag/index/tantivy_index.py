@@ -24,7 +24,8 @@ import tantivy
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 import typedrag
-from typedrag.corpus import chunk_document, iter_documents
+from typedrag.corpus import iter_documents
+from typedrag.corpus.chunker import iter_passages
 from typedrag.index.base import IndexBuildError, IndexUnusableError
 from typedrag.index.manifest import (
     FORMAT_VERSION,
@@ -190,7 +191,7 @@ def _write_passages(
     with Progress(*columns, disable=not show_progress) as progress:
         task = progress.add_task("indexing", total=None, documents=0, rate=0.0)
         for doc in iter_documents(sources, strict=strict, problems=summary.problems):
-            for position, passage in enumerate(chunk_document(doc, passage_words)):
+            for position, passage in enumerate(iter_passages(doc, passage_words, summary.notes.append)):
                 hash_passage(passages_hash, passage)
                 record = tantivy.Document(
                     passage_id=passage.passage_id, doc_id=passage.doc_id, title=passage.title, text=passage.text
