@@ -110,7 +110,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
     service = service_of(request)
     method, type_ = method_of(body.model)
     extra = body.model_extra or {}
-    if extra.get("n") not in (None, 1):
+    n = extra.get("n")
+    if n is not None and (type(n) is not int or n != 1):  # True == 1 == 1.0 in Python: only the integer 1 is 1
         raise api_error(400, "typedrag returns one choice per request: n must be 1")
     used_tools = [name for name in ("tools", "tool_choice", "functions", "function_call") if extra.get(name)]
     if used_tools:

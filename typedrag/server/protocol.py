@@ -3,9 +3,10 @@
 - a header read timeout: a connection must deliver a request's complete headers within
   `header_timeout` seconds of connecting (or of its previous response), else it is closed;
   uvicorn itself only times out idle keep-alive connections, never a half-sent request;
-- a connection cap: at `max_connections` open connections, a new one evicts the oldest connection
-  still waiting for its request headers (the slow clients), or is closed at once if none is; so a
-  flood of sockets can neither use up the process's file descriptors nor starve /healthz.
+- a connection cap: at `max_connections` open connections, a new one evicts the connection that has
+  been sending its request longest, headers or body (the slow clients), or is closed at once if
+  every connection is being answered; so a flood of sockets, whether they trickle headers or a body,
+  can neither use up the process's file descriptors nor starve /healthz.
 
 Defaults follow Apache's mod_reqtimeout (header=20). Body read timeouts are in the app's
 RequestContext middleware. Imported only by `typedrag serve` (needs uvicorn).
@@ -37,18 +38,18 @@ class GuardedH11Protocol(H11Protocol):
     header_timeout: float = 20.0
     max_connections: int = 1000
     _header_timer: asyncio.TimerHandle | None = None
-    _waiting_since: float | None = None  # when it started waiting for request headers; None while serving
+    _sending_since: float | None = None  # when it began sending its current request; None once it is all in
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
         if len(self.connections) > self.max_connections:
-            waiting = [c for c in self.connections if c is not self and getattr(c, "_waiting_since", None) is not None]
-            if not waiting:
+            sending = [c for c in self.connections if c is not self and c._still_sending()]
+            if not sending:
                 log.warning("connection cap reached: new connection closed", extra={"fields": {"cap": self.max_connections}})
                 transport.abort()
                 return
-            oldest = min(waiting, key=lambda c: c._waiting_since)
-            log.warning("connection cap reached: oldest idle connection closed", extra={"fields": {"cap": self.max_connections}})
+            oldest = min(sending, key=lambda c: c._sending_since)
+            log.warning("connection cap reached: the slowest sender was closed", extra={"fields": {"cap": self.max_connections}})
             oldest._disarm()
             oldest.transport.abort()
         self._arm()
@@ -56,8 +57,15 @@ class GuardedH11Protocol(H11Protocol):
     def data_received(self, data: bytes) -> None:
         cycle = self.cycle
         super().data_received(data)
-        if self.cycle is not cycle:  # a request's headers are complete: its body has its own timeout
-            self._disarm()
+        if self.cycle is not cycle and self._header_timer is not None:  # headers complete: the body has its own timeout
+            self._header_timer.cancel()
+            self._header_timer = None
+        if self.cycle is not None and not self.cycle.more_body:  # the whole request is in: it is being answered
+            self._sending_since = None
+
+    def _still_sending(self) -> bool:
+        """Waiting for request headers, or for the rest of a body (the cycle clears more_body at its end)."""
+        return self._sending_since is not None and not self.transport.is_closing()
 
     def on_response_complete(self) -> None:
         super().on_response_complete()
@@ -70,11 +78,11 @@ class GuardedH11Protocol(H11Protocol):
 
     def _arm(self) -> None:
         self._disarm()
-        self._waiting_since = time.monotonic()
+        self._sending_since = time.monotonic()
         self._header_timer = self.loop.call_later(self.header_timeout, self._headers_too_slow)
 
     def _disarm(self) -> None:
-        self._waiting_since = None
+        self._sending_since = None
         if self._header_timer is not None:
             self._header_timer.cancel()
             self._header_timer = None

@@ -165,6 +165,7 @@ class RequestContext:
                 MutableHeaders(scope=message).append("X-Request-ID", request_id)
             await send(message)
 
+        replay = None
         try:
             replay = await self._read_body(headers, receive)
             if isinstance(replay, JSONResponse):
@@ -183,7 +184,10 @@ class RequestContext:
                 "status": status or 500,
                 "duration_ms": round((time.perf_counter() - started) * 1000, 1),
             }
-            log.info("request", extra={"fields": fields})
+            if replay is None and not status:  # gone before its request was in (evicted, or a slow sender that gave up)
+                client_log.info("client left before sending its whole request", extra={"fields": fields})
+            else:
+                log.info("request", extra={"fields": fields})
             request_id_var.reset(token)
 
     async def _read_body(self, headers: Headers, receive: Callable) -> Callable | JSONResponse | None:
