@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from typedrag.corpus import DEMO_SOURCE, CorpusError, chunk_document, iter_documents
+from typedrag.corpus import DEMO_SOURCE, SUFFIXES, CorpusError, chunk_document, iter_documents
 from typedrag.corpus.chunker import MARKUP
 from typedrag.records import Document
 
@@ -18,6 +18,10 @@ def read(*sources, strict=False):
     problems = []
     docs = list(iter_documents(list(sources), strict=strict, problems=problems))
     return docs, [str(p) for p in problems]
+
+
+def text_of(doc):
+    return "\n\n".join(block.text for block in doc.iter_blocks())
 
 
 def write_jsonl(path, records):
@@ -76,7 +80,7 @@ def test_markdown_title_from_heading_and_txt_title_from_stem(tmp_path):
     docs, problems = read(tmp_path / "notes.md", tmp_path / "river-deltas.txt")
     assert problems == []
     assert [(d.doc_id, d.title) for d in docs] == [("notes.md", "Tidal Power"), ("river-deltas.txt", "river-deltas")]
-    assert "Tides turn turbines." in docs[0].text
+    assert "Tides turn turbines." in text_of(docs[0])
 
 
 def test_folder_is_recursive_sorted_and_uses_relative_ids(tmp_path):
@@ -92,16 +96,24 @@ def test_folder_is_recursive_sorted_and_uses_relative_ids(tmp_path):
 
 
 def test_binary_and_unsupported_files_in_folder_are_reported_and_skipped(tmp_path):
+    """.html/.pdf/.docx/.rst are read now; other types are still reported with the list of supported ones."""
     (tmp_path / "good.txt").write_text("Fine text.", encoding="utf-8")
+    (tmp_path / "page.html").write_text("<html><body><p>A page.</p></body></html>", encoding="utf-8")
     (tmp_path / "image.txt").write_bytes(b"line one\nline two\n\xff\xd8\xff\xe0 jpeg")
     (tmp_path / "nul.md").write_bytes(b"# Title\nok\nbad\x00byte\n")
     (tmp_path / "data.csv").write_text("a,b\n", encoding="utf-8")
+    (tmp_path / "tool.exe").write_bytes(b"MZ\x90\x00\x03\x00\x00\x00")
+    (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     docs, problems = read(tmp_path)
-    assert [d.doc_id for d in docs] == ["good.txt"]
+    assert [d.doc_id for d in docs] == ["good.txt", "page.html"]
+    unsupported = f"unsupported file type (expected one of {', '.join(SUFFIXES)}, or text without a suffix), skipped"
+    assert ".html, .htm, .xhtml, .pdf, .docx" in unsupported
     assert problems == [
-        f"{tmp_path / 'data.csv'}:1: unsupported file type (expected one of .jsonl, .jsonl.gz, .tsv, .txt, .md), skipped",
+        f"{tmp_path / 'data.csv'}:1: {unsupported}",
         f"{tmp_path / 'image.txt'}:3: not a UTF-8 text file (binary?), skipped",
         f"{tmp_path / 'nul.md'}:3: NUL byte (binary file?), skipped",
+        f"{tmp_path / 'photo.png'}:1: {unsupported}",
+        f"{tmp_path / 'tool.exe'}:1: {unsupported}",
     ]
 
 

