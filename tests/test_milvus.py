@@ -126,7 +126,8 @@ def test_manifest_matches_tantivy_and_mismatches_are_refused(server, small):
     corpus, summary, _, tantivy_dir = small
     retriever = MilvusRetriever(server.uri, "small")
     tantivy_manifest = json.loads((tantivy_dir / "manifest.json").read_text())
-    assert retriever.manifest["corpus"] == tantivy_manifest["corpus"]  # same fingerprint and passages sha256
+    for key in ("sources", "passages_sha256"):  # same fingerprint and passages sha256
+        assert retriever.manifest["corpus"][key] == tantivy_manifest["corpus"][key]
     assert retriever.manifest["counts"] == tantivy_manifest["counts"]
     assert retriever.manifest["engine"] | {"pymilvus": None} == {
         "name": "milvus", "pymilvus": None, "analyzer": milvus_index.ANALYZER, "terms": "tantivy en_stem", "k1": 1.2, "b": 0.75,
@@ -239,21 +240,54 @@ def test_corpus_error_mid_build_leaves_no_partial_collection(server, tmp_path):
         MilvusRetriever(server.uri, "bad")
 
 
+def test_a_rerun_syncs_the_collection_in_place(server, tmp_path):
+    """Three of 21 files change (one edited, one deleted, one new): a rerun reads only those, and the alias
+    keeps pointing at the same collection."""
+    from typedrag.index.milvus_index import sync_milvus_index
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for n in range(21):
+        (folder / f"note-{n:02d}.txt").write_text(f"Note number{n} about the weather in town {n}.\n", encoding="utf-8")
+    first = sync_milvus_index([folder], server.uri, "synced", show_progress=False)
+    assert (first.synced, first.documents) == (False, 21)
+    client = pymilvus.MilvusClient(uri=server.uri)
+    target = client.describe_alias("synced")["collection_name"]
+    (folder / "note-03.txt").write_text("Edited: the zygomorphic orchid of the marsh.\n", encoding="utf-8")
+    (folder / "note-04.txt").unlink()
+    (folder / "note-99.txt").write_text("New: the quokka of Rottnest Island.\n", encoding="utf-8")
+
+    summary = sync_milvus_index([folder], server.uri, "synced", show_progress=False)
+
+    assert summary.synced and (summary.added, summary.updated, summary.removed, summary.unchanged) == (1, 1, 1, 19)
+    assert summary.documents == 21
+    assert client.describe_alias("synced")["collection_name"] == target  # in place, no rebuild
+    retriever = MilvusRetriever(server.uri, "synced")
+    assert retriever.search("zygomorphic orchid", 1)[0].passage_id == "note-03.txt#0"
+    assert retriever.search("quokka Rottnest", 1)[0].passage_id == "note-99.txt#0"
+    assert not [h for h in retriever.search("number4 weather town", 21) if h.passage_id.startswith("note-04")]
+    rows = client.query("synced", filter='passage_id != ""', output_fields=["passage_id"], limit=100)
+    assert sorted(r["passage_id"] for r in rows) == sorted(f"note-{n:02d}.txt#0" for n in [*range(21), 99] if n != 4)
+    assert retriever.manifest["counts"]["documents"] == 21
+    unchanged = sync_milvus_index([folder], server.uri, "synced", show_progress=False)
+    assert (unchanged.added, unchanged.updated, unchanged.removed, unchanged.unchanged) == (0, 0, 0, 21)
+
+
 def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, monkeypatch):
     """Runs last in this module: it kills the module's server and starts it again on the same data."""
     docs = [{"id": f"doc{n}", "title": f"Doc {n}", "text": f"passage number {n} " * 30} for n in range(60)]
     corpus = write_jsonl(tmp_path / "many.jsonl", docs)
     expected = sum(len(chunk_document(Document(d["id"], d["title"], d["text"]), 20)) for d in docs)
     monkeypatch.setattr(milvus_index, "CALL_TIMEOUT", 3.0)  # report the dead server after 3 s of retries, not 15
-    real_insert, calls = milvus_index._insert, []
+    real_send, calls = milvus_index._Inserter.send, []
 
-    def insert_then_die(conn, collection, rows):
-        calls.append(len(rows))
+    def send_then_die(inserter):
+        calls.append(len(inserter.rows))
         if len(calls) == 4:
             server.kill()  # a real SIGKILL of the server, between two batches of the build
-        real_insert(conn, collection, rows)
+        real_send(inserter)
 
-    monkeypatch.setattr(milvus_index, "_insert", insert_then_die)
+    monkeypatch.setattr(milvus_index._Inserter, "send", send_then_die)
     try:
         with pytest.raises(IndexUnusableError) as failure:
             build_milvus_index([corpus], server.uri, "many", passage_words=20, batch_size=25, show_progress=False)
@@ -261,7 +295,7 @@ def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, 
         assert "\n" not in message and "while indexing" in message and "re-run `typedrag index`" in message
     finally:
         server.start()
-    monkeypatch.setattr(milvus_index, "_insert", real_insert)
+    monkeypatch.setattr(milvus_index._Inserter, "send", real_send)
     summary = build_milvus_index([corpus], server.uri, "many", passage_words=20, batch_size=25, show_progress=False)
     assert summary.passages == expected
     client = pymilvus.MilvusClient(uri=server.uri)

@@ -87,12 +87,20 @@ class CorpusProblem:
 
 @dataclass(slots=True)
 class IndexSummary:
-    """What `typedrag index` did, printed at the end of a build."""
+    """What `typedrag index` did, printed at the end: a fresh build, or a sync of an existing index.
+
+    `documents` and `passages` are what the index holds afterwards; the file counts say what changed.
+    """
 
     index_dir: str
     documents: int = 0
     passages: int = 0
     skipped: int = 0
+    synced: bool = False  # an existing index was brought up to date (else built from scratch)
+    added: int = 0
+    updated: int = 0
+    removed: int = 0
+    unchanged: int = 0
     seconds: float = 0.0
     problems: list[CorpusProblem] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # what was indexed but changed on the way (an over-long run cut)

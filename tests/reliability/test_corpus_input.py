@@ -4,6 +4,7 @@ empty and gigantic documents, the CLI's --strict, and property tests for the rea
 from __future__ import annotations
 
 import codecs
+import dataclasses
 import gzip
 import json
 import tempfile
@@ -16,14 +17,24 @@ from hypothesis import strategies as st
 
 from typedrag.corpus import CorpusError, iter_documents
 from typedrag.index import build_index, open_retriever
+from typedrag.index.base import EmptyIndexError
 
 from .conftest import assert_clean_failure, run_cli
 
 
 def read(*sources, strict=False):
+    """Documents with their blocks read (so problems met while reading them are in the list, and two
+    reads compare equal), and the problems as strings."""
     problems = []
-    docs = list(iter_documents(list(sources), strict=strict, problems=problems))
+    docs = [
+        doc if doc.blocks is None else dataclasses.replace(doc, blocks=list(doc.iter_blocks()))
+        for doc in iter_documents(list(sources), strict=strict, problems=problems)
+    ]
     return docs, [str(p) for p in problems]
+
+
+def text_of(doc):
+    return "\n\n".join(block.text for block in doc.iter_blocks())
 
 
 def test_latin1_files_are_reported_per_line_and_stop_a_strict_build(tmp_path):
@@ -70,19 +81,21 @@ def test_pathological_json_lines_are_reported_not_fatal(tmp_path):
     ]
 
 
-def test_empty_inputs_build_an_empty_index_that_answers_nothing(tmp_path):
+def test_empty_inputs_build_no_index_and_say_why(tmp_path):
     corpus = tmp_path / "corpus"
     corpus.mkdir()
     (corpus / "empty.txt").write_bytes(b"")
     (corpus / "blank.md").write_text("\n \n\t\n", encoding="utf-8")
     (corpus / "empty.jsonl").write_bytes(b"")
-    summary = build_index([corpus], tmp_path / "index", show_progress=False)
-    assert (summary.documents, summary.passages) == (0, 0)
-    assert sorted(str(p) for p in summary.problems) == [
+    with pytest.raises(EmptyIndexError, match="no readable document in the sources [(]2 × empty text[)]") as caught:
+        build_index([corpus], tmp_path / "index", show_progress=False)
+    assert sorted(str(p) for p in caught.value.summary.problems) == [
         f"{corpus / 'blank.md'}:1: empty text",
         f"{corpus / 'empty.txt'}:1: empty text",
     ]
-    assert open_retriever(tmp_path / "index").search("anything at all", 5) == []
+    assert not (tmp_path / "index").exists()
+    proc = run_cli("index", str(corpus), "--index", str(tmp_path / "index"))
+    assert proc.returncode == 2 and "error: no readable document" in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_gigantic_document_is_chunked_and_searchable(tmp_path):
@@ -141,8 +154,9 @@ def check_documents(path: Path, data: bytes) -> None:
     """Non-strict reading never raises and reports `path:line:`; strict either agrees or raises one located error."""
     docs, problems = read(path)
     for doc in docs:
-        assert doc.doc_id.strip() and doc.text.strip() and "\x00" not in doc.text + doc.title + doc.doc_id
-        doc.text.encode("utf-8")  # no lone surrogates reach the index
+        text = text_of(doc)
+        assert doc.doc_id.strip() and text.strip() and "\x00" not in text + doc.title + doc.doc_id
+        text.encode("utf-8")  # no lone surrogates reach the index
     lines = max(1, data.count(b"\n") + 1)
     for problem in problems:
         assert problem.startswith(f"{path}:"), problem
@@ -163,3 +177,30 @@ def test_readers_never_crash_on_arbitrary_bytes(data, suffix):
         path = Path(folder) / f"input{suffix}"
         path.write_bytes(gzip.compress(data) if suffix == ".jsonl.gz" else data)
         check_documents(path, data)
+
+
+DOCUMENT_FORMATS = [".html", ".pdf", ".docx", ".rst", ""]
+pdf_like = st.binary(max_size=300).map(lambda b: b"%PDF-1.4\n" + b)
+zip_like = st.binary(max_size=300).map(lambda b: b"PK\x03\x04" + b)
+
+
+@settings(max_examples=80, deadline=None)
+@given(data=contents | pdf_like | zip_like, suffix=st.sampled_from(DOCUMENT_FORMATS))
+def test_document_readers_never_crash_on_arbitrary_bytes(data, suffix):
+    """Non-strict reading never raises; each problem is `file: reason` or `file:line: reason`, and strict agrees."""
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / f"input{suffix}"
+        path.write_bytes(data)
+        docs, problems = read(path)
+        for doc in docs:
+            text = text_of(doc)
+            assert text.strip() and "\x00" not in text + doc.title
+            assert not any(ch in text + doc.title for ch in "\x1b\x07\x08")
+        assert all(p.startswith((f"{path}: ", f"{path}:")) for p in problems), problems
+        assert read(path) == (docs, problems)
+        try:
+            strict_docs, _ = read(path, strict=True)
+        except CorpusError as error:
+            assert problems and str(error) == problems[0]
+        else:
+            assert not problems and strict_docs == docs

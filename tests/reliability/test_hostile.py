@@ -7,13 +7,18 @@
 5. A run of characters without spaces is cut: no passage is huge, and the cut is recorded.
 6. A malformed --base-url is one line, exit 2, with nothing of its secret.
 7. Connections trickling a body cannot fill the connection cap, and the log stays small.
-(8 and 9, streamed .txt/.md files and unreadable folders, are in test_corpus_input.py.)
+9. An unreadable folder or file is reported as `path: permission denied`, never dropped silently.
+(8, streamed .txt/.md files under a memory limit, is in test_formats.py.)
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
+import os
 import socket
+import subprocess
+import sys
 import time
 
 import httpx
@@ -183,10 +188,10 @@ def test_a_file_name_with_escapes_is_shown_not_obeyed(tmp_path):
     folder = tmp_path / "docs"
     folder.mkdir()
     (folder / "good.txt").write_text("Bees make honey from the nectar of flowers.\n")
-    (folder / "bad\x1b[31mred.exe").write_bytes(b"MZ\x90\x00binary")
+    (folder / "bad\x1b[31mred.html").write_bytes(b"\x00\x01\x02 binary junk named .html \xff\xfe")
     proc = run_cli("index", str(folder), "--index", str(tmp_path / "index"))
     assert "\x1b" not in proc.stderr + proc.stdout
-    assert "bad\\x1b[31mred.exe" in proc.stderr
+    assert "bad\\x1b[31mred.html" in proc.stderr
 
 
 # --- 4. citation markers inside passages -----------------------------------------------------------
@@ -293,3 +298,40 @@ def test_connections_trickling_a_body_cannot_fill_the_connection_cap(small_index
     lines = [json.loads(line) for line in stream.getvalue().splitlines()]
     noise = [line for line in lines if line["logger"] == "typedrag.server.client"]
     assert 1 <= len(noise) <= 60, len(noise)  # 100 evictions, rate-limited to a few lines and a count
+
+
+# --- 9. unreadable files and folders (as root too: the reader runs as an unprivileged user) --------------
+
+
+def without_permission_override() -> None:
+    """In a child about to exec: drop CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH from the bounding set, so even
+    root is refused what a file's mode refuses (the test runs as root in CI)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    for capability in (1, 2):
+        if libc.prctl(24, capability, 0, 0, 0) != 0:  # PR_CAPBSET_DROP
+            raise OSError(ctypes.get_errno(), "prctl(PR_CAPBSET_DROP)")
+
+
+def test_an_unreadable_folder_and_file_are_reported_not_dropped_silently(tmp_path):
+    docs = tmp_path / "docs"
+    (docs / "locked").mkdir(parents=True)
+    (docs / "locked" / "inside.txt").write_text("Hidden text about the okapi.\n")
+    (docs / "secret.txt").write_text("Secret text about the okapi.\n")
+    (docs / "open.txt").write_text("Open text about the quokka of Rottnest Island.\n")
+    (docs / "secret.txt").chmod(0)
+    (docs / "locked").chmod(0)
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "typedrag.cli", "index", str(docs), "--index", str(tmp_path / "index")],
+            capture_output=True, text=True, env=clean, preexec_fn=without_permission_override if os.geteuid() == 0 else None,
+            timeout=300,
+        )
+    finally:
+        (docs / "locked").chmod(0o755)
+        (docs / "secret.txt").chmod(0o644)
+    assert proc.returncode == 0, proc.stderr
+    squashed = " ".join(proc.stderr.split())
+    assert f"skipped {docs / 'locked'}: permission denied" in squashed
+    assert f"skipped {docs / 'secret.txt'}: permission denied" in squashed
+    assert "indexed 1 documents into 1 passages (2 skipped)" in " ".join(proc.stdout.split())

@@ -6,17 +6,43 @@ server-backed one (Qdrant, OpenSearch, ...) can sit behind it without touching t
 
 from __future__ import annotations
 
+import re
+from collections import Counter
 from typing import Protocol, runtime_checkable
 
 from typedrag.errors import IndexUnusableError, UserError
-from typedrag.records import ScoredPassage
+from typedrag.records import IndexSummary, ScoredPassage
 
-__all__ = ["IndexBuildError", "IndexUnusableError", "Retriever"]
+__all__ = ["EmptyIndexError", "IndexBuildError", "IndexUnusableError", "Retriever"]
 
 
 class IndexBuildError(UserError, FileExistsError):
     """An index cannot be built where asked: the folder is not a typedrag index, is the current folder
     or a parent of it, is a mount point, or another build holds its lock."""
+
+
+class EmptyIndexError(IndexBuildError):
+    """The sources gave no readable document: no index is written, and an existing one is left as it was.
+    `summary` holds what was skipped and why."""
+
+    def __init__(self, message: str, summary: IndexSummary) -> None:
+        super().__init__(message)
+        self.summary = summary
+
+
+def empty_index_error(summary: IndexSummary, kept: str | None) -> EmptyIndexError:
+    """The error for sources with nothing readable: the reasons summed up, and what typedrag reads."""
+    from typedrag.corpus.readers import SUPPORTED
+
+    reasons = Counter(_gist(problem.reason) for problem in summary.problems).most_common(3)
+    why = "; ".join(f"{count:,} × {reason}" for reason, count in reasons) or "no files found"
+    left = f"; {kept} is left as it was" if kept else ""
+    return EmptyIndexError(f"no readable document in the sources ({why}){left}; typedrag reads {', '.join(SUPPORTED)}", summary)
+
+
+def _gist(reason: str) -> str:
+    """A reason without its particulars, for counting alike ones ("unsupported file type (expected ...), skipped")."""
+    return re.sub(r"\s*\([^()]*\)", "", reason).removesuffix(", skipped").strip()
 
 
 @runtime_checkable

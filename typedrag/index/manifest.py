@@ -16,9 +16,8 @@ from pathlib import Path
 
 from typedrag.corpus import DEMO_SOURCE
 from typedrag.index.base import IndexUnusableError
-from typedrag.records import Passage
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: section, page and file fields, and the file table a sync compares against
 MANIFEST = "manifest.json"
 HASHED_MAX_BYTES = 4 << 20
 _SKIPPED = {MANIFEST, ".tantivy-meta.lock", ".tantivy-writer.lock"}
@@ -80,11 +79,6 @@ def source_fingerprint(source: Path | str) -> dict:
         "bytes": sum(s.st_size for s in stats),
         "mtime": max((s.st_mtime for s in stats), default=0.0),
     }
-
-
-def hash_passage(hasher: "hashlib._Hash", passage: Passage) -> None:
-    """Feed one passage to the corpus's `passages_sha256`, so every backend fingerprints the same passages alike."""
-    hasher.update(f"{passage.passage_id}\0{passage.title}\0{passage.text}\0".encode())
 
 
 def write_manifest(index_dir: Path, manifest: dict) -> None:

@@ -40,7 +40,7 @@ class ListRetriever:
         index = tantivy.Index(_schema())  # in memory
         writer = index.writer(15_000_000, 1)
         for position, passage in enumerate(self.passages):
-            document = tantivy.Document(text=passage.text, title=passage.title, passage_id=str(position))
+            document = tantivy.Document(text=passage.text, title=passage.title, section=passage.section, passage_id=str(position))
             document.add_unsigned("position", position)
             writer.add_document(document)
         writer.commit()

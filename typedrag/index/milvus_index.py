@@ -22,6 +22,8 @@ pymilvus is imported lazily so the rest of typedrag works without the `milvus` e
 
 from __future__ import annotations
 
+import base64
+import gzip
 import hashlib
 import json
 import logging
@@ -35,21 +37,19 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
 import typedrag
-from typedrag.corpus import iter_documents
-from typedrag.corpus.chunker import iter_passages
-from typedrag.index.base import IndexUnusableError
-from typedrag.index.manifest import hash_passage, source_fingerprint
+from typedrag.index.base import IndexUnusableError, empty_index_error
+from typedrag.index.ingest import FileRecord, Plan, corpus_sha256, ingest, plan, scan
+from typedrag.index.manifest import source_fingerprint
 from typedrag.index.tantivy_index import _query_analyzer
 from typedrag.records import IndexSummary, Passage, ScoredPassage
 
 Mode = Literal["bm25", "dense", "hybrid"]
 MODES: tuple[str, ...] = ("bm25", "dense", "hybrid")
 ENGINE = "milvus"
-FORMAT_VERSION = 1  # of the collection's schema and manifest; bump when either changes
+FORMAT_VERSION = 2  # of the collection's schema and manifest; bump when either changes
 MANIFEST_PROPERTY = "typedrag.manifest"  # collection property holding the manifest JSON, written last
+FILES_PROPERTY = "typedrag.files"  # the file table a sync compares against (gzipped JSON, base64)
 K1, B = 1.2, 0.75
 ANALYZER: dict[str, Any] = {"tokenizer": "standard", "filter": ["lowercase"]}  # splits the pre-analyzed terms
 TERMS = "tantivy en_stem"  # how `terms` is made from `text` (queries: the same plus Snowball stopwords dropped)
@@ -62,7 +62,7 @@ CALL_TIMEOUT = 15.0  # seconds per call: pymilvus retries a brief failover until
 SEARCH_TIMEOUT = 60.0
 RRF_K = 60  # the usual RRF constant
 MAX_VARCHAR = 65535  # Milvus's VARCHAR limit, in UTF-8 bytes
-FIELDS = ["passage_id", "doc_id", "title", "text"]
+FIELDS = ["passage_id", "doc_id", "title", "section", "text", "page", "page_end"]
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 
 
@@ -150,14 +150,22 @@ class _Connection:
 
 
 def _schema(pymilvus, dense: bool):
+    """Rows keyed by passage id and generation: Milvus deletes by primary key, so a sync can insert a changed
+    file's new passages (same ids, new generation) before it deletes the old ones."""
     DataType, Function, FunctionType = pymilvus.DataType, pymilvus.Function, pymilvus.FunctionType
     schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False, description="typedrag passages")
-    schema.add_field("passage_id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR)
+    schema.add_field("row_id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR)
+    schema.add_field("passage_id", DataType.VARCHAR, max_length=MAX_VARCHAR)
     schema.add_field("doc_id", DataType.VARCHAR, max_length=MAX_VARCHAR)
+    schema.add_field("file", DataType.VARCHAR, max_length=MAX_VARCHAR)  # the source file's key: a sync deletes by it
     schema.add_field("title", DataType.VARCHAR, max_length=MAX_VARCHAR)
+    schema.add_field("section", DataType.VARCHAR, max_length=MAX_VARCHAR)
     schema.add_field("text", DataType.VARCHAR, max_length=MAX_VARCHAR)
     schema.add_field("terms", DataType.VARCHAR, max_length=MAX_VARCHAR, enable_analyzer=True, analyzer_params=ANALYZER)
     schema.add_field("position", DataType.INT64)
+    schema.add_field("page", DataType.INT64)  # 0: not from a paged document
+    schema.add_field("page_end", DataType.INT64)
+    schema.add_field("generation", DataType.INT64)
     schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(
         Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"], output_field_names=["sparse"])
@@ -191,16 +199,41 @@ def build_milvus_index(
     batch_size: int = BATCH_SIZE,
     dense: bool = False,
 ) -> IndexSummary:
-    """Stream `sources` -> documents -> passages (exactly as `build_index`) into a fresh Milvus collection.
+    """A fresh Milvus collection of `sources`, every file read (see `sync_milvus_index`)."""
+    return sync_milvus_index(
+        sources, uri, collection, token=token, passage_words=passage_words, strict=strict,
+        show_progress=show_progress, batch_size=batch_size, dense=dense, rebuild=True,
+    )
 
-    Atomic rather than resumable: the passages go into a new collection `<collection>__build_<hex>`
-    and the manifest is written last; only then is the alias `<collection>` pointed at it and the
-    previous collection dropped. Replicas searching `<collection>` never see a half-built or mixed
-    index, the manifest always describes exactly what they search, and a rerun after a failure
-    starts clean, so it cannot duplicate passages. The next build drops abandoned `__build_`
-    collections (two builds of one collection at once are not supported). Resuming by upsert would
-    save the re-insert, but a rerun on a changed corpus would leave stale passages and a manifest
-    that no longer matches.
+
+def sync_milvus_index(
+    sources: Iterable[Path | str],
+    uri: str,
+    collection: str = "typedrag",
+    *,
+    token: str | None = None,
+    passage_words: int = 100,
+    strict: bool = False,
+    show_progress: bool = True,
+    batch_size: int = BATCH_SIZE,
+    dense: bool = False,
+    rebuild: bool = False,
+    remove_missing: bool = True,
+) -> IndexSummary:
+    """Bring the collection `collection` in line with `sources`, as `sync_index` does for tantivy.
+
+    A fresh build (no collection yet, `rebuild`, or other build parameters) is atomic: the passages go
+    into a new collection `<collection>__build_<hex>` and the manifest is written last; only then is the
+    alias `<collection>` pointed at it and the previous collection dropped. Replicas never see a
+    half-built index, and a rerun after a failure starts clean. The next build drops abandoned
+    `__build_` collections (two builds of one collection at once are not supported).
+
+    A sync works in place, so replicas see the new documents as soon as it ends: the passages of new and
+    changed files are inserted under a new generation, then the older generations of changed and removed
+    files are deleted, then the manifest (with its file table) is updated. A sync killed part way leaves
+    the collection searchable, at worst with a changed file's old and new passages both present, and the
+    old manifest, so a rerun re-reads those files and completes it. Sources that give no readable
+    document raise `EmptyIndexError` before anything is deleted.
     """
     sources = list(sources)
     _check_name(collection)
@@ -209,65 +242,216 @@ def build_milvus_index(
     summary = IndexSummary(index_dir=f"milvus {conn.where}/{collection}")
     try:
         live = conn.alias_target(collection)
-        with conn.errors("checking collections"):
-            names = conn.client.list_collections(timeout=CALL_TIMEOUT)
-        if live is None and collection in names:
-            raise FileExistsError(
-                f"Milvus collection {collection!r} at {conn.where} exists and is not a typedrag alias; refusing to replace it"
-            )
-        with conn.errors("dropping abandoned builds"):
-            for name in names:
-                if name.startswith(collection + BUILD_INFIX) and name != live:
-                    conn.client.drop_collection(name, timeout=CALL_TIMEOUT)
-        building = f"{collection}{BUILD_INFIX}{secrets.token_hex(4)}"
-        hint = "start the server or check --uri, then re-run `typedrag index` (the partial build is dropped then)"
-        with conn.errors("creating the collection", hint):
-            conn.client.create_collection(
-                building,
-                schema=_schema(conn.pymilvus, dense),
-                index_params=_index_params(conn.client, dense),
-                timeout=CALL_TIMEOUT,
-            )
-        try:
-            with conn.errors("indexing", hint):
-                passages_sha256 = _insert_passages(
-                    conn, building, sources, summary, passage_words, strict, show_progress, batch_size, dense
-                )
-        except IndexUnusableError:
-            raise  # Milvus is unreachable, so it cannot drop the partial build either: the next build does
-        except BaseException:  # a corpus error, an oversized passage, Ctrl-C: Milvus is fine, tidy up now
-            try:
-                conn.client.drop_collection(building, timeout=2)
-            except Exception:
-                pass
-            raise
-        with conn.errors("indexing", hint):
-            conn.client.flush(building, timeout=CALL_TIMEOUT)
-            summary.skipped = len(summary.problems)
-            summary.seconds = time.perf_counter() - started
-            manifest = {
-                "format_version": FORMAT_VERSION,
-                "typedrag_version": typedrag.__version__,
-                "engine": _engine_params(conn.pymilvus, passage_words, dense),
-                "corpus": {"sources": [source_fingerprint(s) for s in sources], "passages_sha256": passages_sha256},
-                "counts": {"documents": summary.documents, "passages": summary.passages, "skipped": summary.skipped},
-                "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                "build_seconds": round(summary.seconds, 1),
-            }
-            conn.client.alter_collection_properties(
-                building, properties={MANIFEST_PROPERTY: json.dumps(manifest, sort_keys=True)}, timeout=CALL_TIMEOUT
-            )
-        with conn.errors("switching the alias", hint):
-            if live is None:
-                conn.client.create_alias(building, collection, timeout=CALL_TIMEOUT)
-            else:
-                conn.client.alter_alias(building, collection, timeout=CALL_TIMEOUT)
-        if live is not None:
-            with conn.errors("dropping the previous collection", f"drop {live} by hand; {collection} is already rebuilt"):
-                conn.client.drop_collection(live, timeout=CALL_TIMEOUT)
+        previous = None if rebuild or live is None else _reusable_manifest(conn, live, passage_words, dense)
+        if previous is None:
+            _build_fresh(conn, sources, collection, live, summary, passage_words, strict, show_progress, batch_size, dense)
+        else:
+            summary.synced = True
+            _sync_in_place(conn, live, previous, sources, summary, passage_words, strict, show_progress, batch_size, dense, remove_missing)
+        summary.seconds = time.perf_counter() - started
     finally:
         conn.close()
     return summary
+
+
+def _reusable_manifest(conn: _Connection, live: str, passage_words: int, dense: bool) -> dict | None:
+    """The live collection's manifest if a sync can build on it: same format and build parameters."""
+    with conn.errors("reading the manifest"):
+        properties = conn.client.describe_collection(live, timeout=CALL_TIMEOUT).get("properties") or {}
+    try:
+        manifest = json.loads(properties.get(MANIFEST_PROPERTY, ""))
+        files = _unpack_files(properties.get(FILES_PROPERTY, ""))
+    except (ValueError, TypeError):
+        return None
+    engine = manifest.get("engine", {}) if isinstance(manifest, dict) else {}
+    same = {"name": ENGINE, "analyzer": ANALYZER, "terms": TERMS, "k1": K1, "b": B, "passage_words": passage_words, "dense": dense}
+    if manifest.get("format_version") != FORMAT_VERSION or any(engine.get(k) != v for k, v in same.items()):
+        return None
+    if files is None or manifest.get("files_sha256") != hashlib.sha256(properties[FILES_PROPERTY].encode()).hexdigest():
+        return None
+    manifest["corpus"]["files"] = files
+    return manifest
+
+
+def _build_fresh(
+    conn: _Connection, sources, collection: str, live: str | None, summary: IndexSummary,
+    passage_words: int, strict: bool, show_progress: bool, batch_size: int, dense: bool,
+) -> None:
+    with conn.errors("checking collections"):
+        names = conn.client.list_collections(timeout=CALL_TIMEOUT)
+    if live is None and collection in names:
+        raise FileExistsError(
+            f"Milvus collection {collection!r} at {conn.where} exists and is not a typedrag alias; refusing to replace it"
+        )
+    with conn.errors("dropping abandoned builds"):
+        for name in names:
+            if name.startswith(collection + BUILD_INFIX) and name != live:
+                conn.client.drop_collection(name, timeout=CALL_TIMEOUT)
+    work = plan(scan(sources, summary.problems, strict=strict), {})
+    building = f"{collection}{BUILD_INFIX}{secrets.token_hex(4)}"
+    hint = "start the server or check --uri, then re-run `typedrag index` (the partial build is dropped then)"
+    with conn.errors("creating the collection", hint):
+        conn.client.create_collection(
+            building, schema=_schema(conn.pymilvus, dense), index_params=_index_params(conn.client, dense), timeout=CALL_TIMEOUT
+        )
+    try:
+        with conn.errors("indexing", hint):
+            with _Inserter(conn, building, batch_size, dense, generation=1) as inserter:
+                records = ingest(work.to_read, passage_words, strict, inserter.add, summary, show_progress=show_progress)
+            _count(summary, work, records)
+            if summary.documents == 0:
+                raise empty_index_error(summary, f"the collection {collection!r}" if live else None)
+            conn.client.flush(building, timeout=CALL_TIMEOUT)
+            _write_manifest(conn, building, sources, records, summary, passage_words, dense)
+    except IndexUnusableError:
+        raise  # Milvus is unreachable, so it cannot drop the partial build either: the next build does
+    except BaseException:  # a corpus error, an oversized passage, no document, Ctrl-C: Milvus is fine, tidy up now
+        try:
+            conn.client.drop_collection(building, timeout=2)
+        except Exception:
+            pass
+        raise
+    with conn.errors("switching the alias", hint):
+        if live is None:
+            conn.client.create_alias(building, collection, timeout=CALL_TIMEOUT)
+        else:
+            conn.client.alter_alias(building, collection, timeout=CALL_TIMEOUT)
+    if live is not None:
+        with conn.errors("dropping the previous collection", f"drop {live} by hand; {collection} is already rebuilt"):
+            conn.client.drop_collection(live, timeout=CALL_TIMEOUT)
+
+
+def _sync_in_place(
+    conn: _Connection, live: str, previous: dict, sources, summary: IndexSummary,
+    passage_words: int, strict: bool, show_progress: bool, batch_size: int, dense: bool, remove_missing: bool,
+) -> None:
+    held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()}
+    work = plan(scan(sources, summary.problems, strict=strict), held, remove_missing=remove_missing)
+    generation = previous.get("generation", 1) + 1
+    # New files too: a sync killed after inserting them left passages the manifest does not list.
+    replaced = work.to_delete + [scanned.file.key for scanned in work.added]
+    hint = "start the server or check --uri, then re-run `typedrag index` to complete the sync"
+    with conn.errors("syncing", hint):
+        kept = _kept_document_check(conn, live, set(replaced)) if work.unchanged else (lambda doc_id: False)
+        with _Inserter(conn, live, batch_size, dense, generation) as inserter:
+            records = ingest(work.to_read, passage_words, strict, inserter.add, summary, known_document=kept, show_progress=show_progress)
+        records.update({record.key: record for record in work.unchanged})
+        _count(summary, work, records)
+        if summary.documents == 0:
+            _delete(conn, live, f"generation == {generation}")
+            raise empty_index_error(summary, f"the collection {live!r}")
+        for start in range(0, len(replaced), 100):
+            keys = json.dumps(replaced[start : start + 100], ensure_ascii=False)
+            _delete(conn, live, f"file in {keys} and generation != {generation}")
+        conn.client.flush(live, timeout=CALL_TIMEOUT)
+        _write_manifest(conn, live, sources, records, summary, passage_words, dense, generation)
+
+
+def _delete(conn: _Connection, collection: str, expression: str) -> None:
+    conn.client.delete(collection, filter=expression, timeout=CALL_TIMEOUT)
+
+
+def _kept_document_check(conn: _Connection, collection: str, leaving: set[str]):
+    """Whether a document id is already held by a file the sync keeps (a duplicate across files)."""
+
+    def kept(doc_id: str) -> bool:
+        rows = conn.client.query(collection, filter=f"doc_id == {json.dumps(doc_id)}", output_fields=["file"], limit=4, timeout=CALL_TIMEOUT)
+        return any(row["file"] not in leaving for row in rows)
+
+    return kept
+
+
+def _count(summary: IndexSummary, work: Plan, records: dict[str, FileRecord]) -> None:
+    summary.added, summary.updated = len(work.added), len(work.updated)
+    summary.removed, summary.unchanged = len(work.removed), len(work.unchanged)
+    summary.documents = sum(r.documents for r in records.values())
+    summary.passages = sum(r.passages for r in records.values())
+    summary.skipped = len(summary.problems)
+
+
+def _write_manifest(
+    conn: _Connection, collection: str, sources, records: dict[str, FileRecord], summary: IndexSummary,
+    passage_words: int, dense: bool, generation: int = 1,
+) -> None:
+    """The file table and the manifest, written last: their presence means the build or sync finished."""
+    files = _pack_files(records)
+    manifest = {
+        "format_version": FORMAT_VERSION,
+        "typedrag_version": typedrag.__version__,
+        "engine": _engine_params(conn.pymilvus, passage_words, dense),
+        "corpus": {"sources": [source_fingerprint(s) for s in sources], "passages_sha256": corpus_sha256(records.values())},
+        "counts": {"documents": summary.documents, "passages": summary.passages, "skipped": summary.skipped},
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "generation": generation,
+        "files_sha256": hashlib.sha256(files.encode()).hexdigest(),
+    }
+    properties = {FILES_PROPERTY: files, MANIFEST_PROPERTY: json.dumps(manifest, sort_keys=True)}
+    conn.client.alter_collection_properties(collection, properties=properties, timeout=CALL_TIMEOUT)
+
+
+def _pack_files(records: dict[str, FileRecord]) -> str:
+    """The file table as a collection property: JSON, gzipped and base64'd (a server caps a property's size)."""
+    table = json.dumps({key: records[key].to_json() for key in sorted(records)}, separators=(",", ":"))
+    return base64.b64encode(gzip.compress(table.encode(), mtime=0)).decode()
+
+
+def _unpack_files(packed: str) -> dict | None:
+    try:
+        table = json.loads(gzip.decompress(base64.b64decode(packed)))
+    except (ValueError, OSError, EOFError):
+        return None
+    return table if isinstance(table, dict) else None
+
+
+class _Inserter:
+    """Passages to rows, sent in batches (with MiniLM vectors when the collection is dense)."""
+
+    def __init__(self, conn: _Connection, collection: str, batch_size: int, dense: bool, generation: int) -> None:
+        self.conn, self.collection, self.batch_size, self.generation = conn, collection, batch_size, generation
+        self.embedder = None
+        if dense:
+            from typedrag.embed import default_embedder
+
+            self.embedder = default_embedder()
+        self.stemmer = _index_analyzer()
+        self.rows: list[dict] = []
+
+    def add(self, passage: Passage, file_key: str) -> None:
+        _check_sizes(passage)
+        self.rows.append(
+            {
+                "row_id": f"{passage.passage_id}@{self.generation}",
+                "passage_id": passage.passage_id,
+                "doc_id": passage.doc_id,
+                "file": file_key,
+                "title": passage.title,
+                "section": passage.section,
+                "text": passage.text,
+                "terms": " ".join(self.stemmer.analyze(passage.text)),
+                "position": int(passage.passage_id.rsplit("#", 1)[1]),
+                "page": passage.page or 0,
+                "page_end": passage.page_end or 0,
+                "generation": self.generation,
+            }
+        )
+        if len(self.rows) >= self.batch_size:
+            self.send()
+
+    def send(self) -> None:
+        if not self.rows:
+            return
+        if self.embedder is not None:
+            for row, vector in zip(self.rows, self.embedder.embed([r["text"] for r in self.rows])):
+                row["dense"] = vector.tolist()
+        self.conn.client.insert(self.collection, self.rows, timeout=CALL_TIMEOUT)
+        self.rows = []
+
+    def __enter__(self) -> "_Inserter":
+        return self
+
+    def __exit__(self, kind, *rest) -> None:
+        if kind is None:
+            self.send()
 
 
 def _engine_params(pymilvus, passage_words: int, dense: bool) -> dict:
@@ -287,64 +471,6 @@ def _engine_params(pymilvus, passage_words: int, dense: bool) -> dict:
 
         params["embedder"] = MODEL_NAME
     return params
-
-
-def _insert_passages(
-    conn: _Connection, building: str, sources, summary: IndexSummary, passage_words: int, strict: bool,
-    show_progress: bool, batch_size: int, dense: bool,
-) -> str:
-    """Chunk and insert every document in batches, counting into `summary`; returns the sha256 of all passages."""
-    passages_hash = hashlib.sha256()
-    embedder = None
-    if dense:
-        from typedrag.embed import default_embedder
-
-        embedder = default_embedder()
-    stemmer = _index_analyzer()
-    started = time.perf_counter()
-    rows: list[dict] = []
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TextColumn("{task.fields[documents]:,} documents, {task.completed:,} passages"),
-        TextColumn("{task.fields[rate]:,.0f} passages/s"),
-        TimeElapsedColumn(),
-    )
-
-    def send() -> None:
-        if embedder is not None:
-            for row, vector in zip(rows, embedder.embed([r["text"] for r in rows])):
-                row["dense"] = vector.tolist()
-        _insert(conn, building, rows)
-        rows.clear()
-
-    with Progress(*columns, disable=not show_progress) as progress:
-        task = progress.add_task(f"indexing into Milvus at {conn.where}", total=None, documents=0, rate=0.0)
-        for doc in iter_documents(sources, strict=strict, problems=summary.problems):
-            for position, passage in enumerate(iter_passages(doc, passage_words, summary.notes.append)):
-                _check_sizes(passage)
-                hash_passage(passages_hash, passage)
-                rows.append(
-                    {"passage_id": passage.passage_id, "doc_id": passage.doc_id, "title": passage.title,
-                     "text": passage.text, "terms": " ".join(stemmer.analyze(passage.text)), "position": position}
-                )
-                summary.passages += 1
-                if len(rows) >= batch_size:
-                    send()
-            summary.documents += 1
-            if summary.documents % 256 == 0:
-                rate = summary.passages / (time.perf_counter() - started)
-                progress.update(task, completed=summary.passages, documents=summary.documents, rate=rate)
-        if rows:
-            send()
-        rate = summary.passages / (time.perf_counter() - started)
-        progress.update(task, description="indexed", completed=summary.passages, documents=summary.documents, rate=rate)
-    return passages_hash.hexdigest()
-
-
-def _insert(conn: _Connection, collection: str, rows: list[dict]) -> None:
-    """One batch. Plain insert, not upsert: the collection is new and passage ids are unique (readers skip duplicate doc ids)."""
-    conn.client.insert(collection, rows, timeout=CALL_TIMEOUT)
 
 
 def _check_sizes(passage: Passage) -> None:
@@ -478,7 +604,10 @@ class MilvusRetriever:
 
     def _scored(self, hit: dict) -> ScoredPassage:
         entity = hit["entity"]
-        passage = Passage(entity["passage_id"], entity["doc_id"], entity["title"], entity["text"])
+        passage = Passage(
+            entity["passage_id"], entity["doc_id"], entity["title"], entity["text"], section=entity.get("section") or "",
+            page=entity.get("page") or None, page_end=entity.get("page_end") or None,
+        )
         # Milvus Lite reports BM25 scores negated (as distances); a server reports them as they are.
         score = abs(hit["distance"]) if self.mode == "bm25" else hit["distance"]
         return ScoredPassage(passage, float(score))

@@ -21,13 +21,20 @@ def open_configured_retriever(settings: Settings) -> Retriever:
 
 
 def build_configured_index(
-    settings: Settings, sources: list[str], *, passage_words: int, strict: bool, dense: bool = False
+    settings: Settings,
+    sources: list[str],
+    *,
+    passage_words: int,
+    strict: bool,
+    dense: bool = False,
+    rebuild: bool = False,
+    remove_missing: bool = True,
 ) -> IndexSummary:
-    """Build the index the settings name, from the same passages whichever the backend."""
+    """Build, or sync, the index the settings name, from the same passages whichever the backend."""
     if settings.backend == "milvus":
-        from typedrag.index.milvus_index import build_milvus_index
+        from typedrag.index.milvus_index import sync_milvus_index
 
-        return build_milvus_index(
+        return sync_milvus_index(
             sources,
             _milvus_uri(settings),
             settings.milvus_collection,
@@ -35,12 +42,16 @@ def build_configured_index(
             passage_words=passage_words,
             strict=strict,
             dense=dense,
+            rebuild=rebuild,
+            remove_missing=remove_missing,
         )
     if dense:
         raise ConfigError("--dense needs --backend milvus (the tantivy index is BM25 only)")
-    from typedrag.index.tantivy_index import build_index
+    from typedrag.index.tantivy_index import sync_index
 
-    return build_index(sources, settings.index, passage_words=passage_words, strict=strict)
+    return sync_index(
+        sources, settings.index, passage_words=passage_words, strict=strict, rebuild=rebuild, remove_missing=remove_missing
+    )
 
 
 def _milvus_uri(settings: Settings) -> str:

@@ -7,30 +7,29 @@ from __future__ import annotations
 
 import contextlib
 import glob
-import hashlib
 import os
-import tempfile
 import secrets
 import shutil
+import tempfile
+import threading
 import time
 from collections import Counter
 from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version as package_version
 from pathlib import Path
 
 import tantivy
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
 import typedrag
-from typedrag.corpus import iter_documents
-from typedrag.corpus.chunker import iter_passages
-from typedrag.index.base import IndexBuildError, IndexUnusableError
+from typedrag.index.base import IndexBuildError, IndexUnusableError, empty_index_error
+from typedrag.index.ingest import FileRecord, corpus_sha256, ingest, plan, scan
 from typedrag.index.manifest import (
     FORMAT_VERSION,
+    MANIFEST,
     file_checksums,
-    hash_passage,
     is_typedrag_index,
     read_manifest,
     source_fingerprint,
@@ -56,19 +55,24 @@ WRITER_THREADS = 2
 # measured on Wiki-NFQA questions: p50 8.3 ms with no stopwords, 1.5 ms with tantivy's short Lucene
 # list, 1.0 ms with this one, and answer coverage 37.6% / 38.0% / 38.7%.
 QUERY_STOPWORDS = sorted(SNOWBALL_STOPWORDS)
+# The fields a query searches, with their weights (BENCHMARKS.md: "Searching titles and sections").
+SEARCH_FIELDS = {"text": 1.0}
 
 
 def _schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("passage_id", stored=True, tokenizer_name="raw")
     builder.add_text_field("doc_id", stored=True, tokenizer_name="raw")
+    builder.add_text_field("file", stored=True, tokenizer_name="raw")  # the source file's key: a sync deletes by it
     # "freq" (no positions): BM25 needs term frequencies only; positions made the index 17% bigger
-    # (the searchable part 60%) and the build 20% slower. Title is indexed (for lookups) but not
-    # searched: adding it to queries lowered that top-20 answer coverage from 38.7% to 33.2%
-    # (38.6% boosted by 0.1).
+    # (the searchable part 60%) and the build 20% slower. Title and section are indexed, and searched
+    # only as SEARCH_FIELDS says (BENCHMARKS.md has the measurements).
     builder.add_text_field("title", stored=True, tokenizer_name=TOKENIZER, index_option="freq")
+    builder.add_text_field("section", stored=True, tokenizer_name=TOKENIZER, index_option="freq")
     builder.add_text_field("text", stored=True, tokenizer_name=TOKENIZER, index_option="freq")
     builder.add_unsigned_field("position", stored=True, indexed=True)
+    builder.add_unsigned_field("page", stored=True)
+    builder.add_unsigned_field("page_end", stored=True)
     return builder.build()
 
 
@@ -85,16 +89,21 @@ def _query_analyzer() -> tantivy.TextAnalyzer:
     )
 
 
-def bm25_query(schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer, query: str) -> tantivy.Query | None:
-    """OR of the query's terms over the passage text, never tantivy's parser (which chokes on `C++ (x)?`).
+def bm25_query(
+    schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer, query: str, fields: dict[str, float] | None = None
+) -> tantivy.Query | None:
+    """OR of the query's terms over the searched fields (field -> weight), never tantivy's parser (which
+    chokes on `C++ (x)?`).
 
     A term written twice weighs twice (Okapi BM25's query-term frequency): strategies repeat a
     question's subject in its sub-queries so that it outweighs cue words like "causes".
     """
     clauses = []
     for term, count in Counter(analyzer.analyze(query)).items():
-        clause = tantivy.Query.term_query(schema, "text", term, index_option="freq")
-        clauses.append((tantivy.Occur.Should, clause if count == 1 else tantivy.Query.boost_query(clause, float(count))))
+        for field, weight in (fields or SEARCH_FIELDS).items():
+            clause = tantivy.Query.term_query(schema, field, term, index_option="freq")
+            boost = count * weight
+            clauses.append((tantivy.Occur.Should, clause if boost == 1 else tantivy.Query.boost_query(clause, float(boost))))
     return tantivy.Query.boolean_query(clauses) if clauses else None
 
 
@@ -110,14 +119,34 @@ def build_index(
     strict: bool = False,
     show_progress: bool = True,
 ) -> IndexSummary:
-    """Stream `sources` -> documents -> passages into a fresh tantivy index at `index_dir`.
+    """A fresh tantivy index of `sources` at `index_dir`, every file read (see `sync_index`)."""
+    return sync_index(sources, index_dir, passage_words=passage_words, strict=strict, show_progress=show_progress, rebuild=True)
 
-    Built in a temporary sibling directory with the manifest written last, then renamed into
-    place, so a failed or interrupted build leaves any previous index at `index_dir` usable.
-    The temporary directory is named after the building process; the next build removes those
-    whose process is gone (killed by SIGKILL or the OOM killer, which no cleanup code survives).
-    Only an absent or empty folder, or a typedrag index, is built into (`IndexBuildError` otherwise),
-    and a lock beside it (`.NAME.lock`) keeps two builds from writing the same folder.
+
+def sync_index(
+    sources: Iterable[Path | str],
+    index_dir: Path | str,
+    *,
+    passage_words: int = 100,
+    strict: bool = False,
+    show_progress: bool = True,
+    remove_missing: bool = True,
+    rebuild: bool = False,
+) -> IndexSummary:
+    """Bring the tantivy index at `index_dir` in line with `sources`: add new files, re-index changed ones
+    (by content hash), drop files gone from the sources (unless `remove_missing` is False), keep the rest.
+
+    With no usable index there (or `rebuild`, or other passage words) every file is read. Copy on
+    write: the new index is made in a temporary sibling directory, from hard links to the current
+    one's segment files (tantivy never changes a segment file) plus the changes, with the manifest
+    written last, then renamed into place; so a failed or killed sync leaves the previous index
+    usable, and a rerun completes it. Readers of the old index keep their open files, and
+    `TantivyRetriever` reopens on its next search. The temporary directory is named after the
+    building process; the next build removes those whose process is gone (killed by SIGKILL or the
+    OOM killer, which no cleanup code survives). Only an absent or empty folder, or a typedrag index,
+    is written (`IndexBuildError` otherwise), and a lock beside it (`.NAME.lock`) keeps two builds
+    from writing the same folder. Sources that give no readable document raise `EmptyIndexError`
+    and leave any existing index untouched.
     """
     sources = list(sources)
     index_dir = Path(index_dir)
@@ -126,87 +155,152 @@ def build_index(
     with _build_lock(index_dir):
         _recover_interrupted_swap(index_dir)
         _check_target(index_dir)  # again under the lock: another build may have just finished
-        return _build_locked(sources, index_dir, passage_words, strict, show_progress)
+        previous = None if rebuild else _reusable_manifest(index_dir, passage_words)
+        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing)
 
 
-def _build_locked(sources, index_dir: Path, passage_words: int, strict: bool, show_progress: bool) -> IndexSummary:
+def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
+    """The current index's manifest if a sync can build on it: same format, engine and passage size."""
+    if not (index_dir / MANIFEST).is_file():
+        return None
+    try:
+        manifest = read_manifest(index_dir, _rebuild_hint(index_dir))
+    except IndexUnusableError:
+        return None  # damaged or another format: rebuilt from scratch
+    engine = manifest.get("engine", {})
+    if engine.get("name") != ENGINE or engine.get("passage_words") != passage_words or engine.get("tokenizer") != TOKENIZER:
+        return None
+    if not isinstance(manifest.get("corpus", {}).get("files"), dict):
+        return None
+    return manifest
+
+
+def _sync_locked(
+    sources, index_dir: Path, previous: dict | None, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool
+) -> IndexSummary:
     started = time.perf_counter()
-    summary = IndexSummary(index_dir=str(index_dir))
+    summary = IndexSummary(index_dir=str(index_dir), synced=previous is not None)
     _remove_abandoned_builds(index_dir)
+    held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()} if previous else {}
+    work = plan(scan(sources, summary.problems, strict=strict), held, remove_missing=remove_missing)
     building = index_dir.parent / f".{index_dir.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
     building.mkdir()
     try:
-        writer = tantivy.Index(_schema(), path=str(building)).writer(WRITER_HEAP_BYTES, WRITER_THREADS)
+        if previous is not None:
+            _link_index_files(index_dir, building, previous["files"])
+        index = tantivy.Index(_schema(), path=str(building))
+        writer = index.writer(WRITER_HEAP_BYTES, WRITER_THREADS)
         try:
-            passages_sha256 = _write_passages(writer, sources, summary, passage_words, strict, show_progress)
+            kept = _kept_document_check(index, set(work.to_delete)) if work.unchanged else _nothing_kept
+            for key in work.to_delete:
+                writer.delete_documents_by_term("file", key)
+            add = _adder(writer)
+            records = ingest(work.to_read, passage_words, strict, add, summary, known_document=kept, show_progress=show_progress)
+            records.update({record.key: record for record in work.unchanged})
+            _count(summary, work, records)
+            if summary.documents == 0:
+                writer.rollback()
+                raise empty_index_error(summary, f"the index at {index_dir}" if (index_dir / MANIFEST).is_file() else None)
+            writer.commit()
         finally:
             writer.wait_merging_threads()  # joins the writer's threads, on failure too, before the cleanup below
         file_mode = building.stat().st_mode & 0o666  # tantivy writes meta.json 0600; follow the umask instead
         for path in building.iterdir():
             path.chmod(file_mode)
-        summary.skipped = len(summary.problems)
         summary.seconds = time.perf_counter() - started
-        write_manifest(
-            building,
-            {
-                "format_version": FORMAT_VERSION,
-                "typedrag_version": typedrag.__version__,
-                "engine": {
-                    "name": ENGINE,
-                    "tantivy": package_version("tantivy"),
-                    "k1": 1.2,
-                    "b": 0.75,
-                    "tokenizer": TOKENIZER,
-                    "passage_words": passage_words,
-                },
-                "corpus": {
-                    "sources": [source_fingerprint(s) for s in sources],
-                    "passages_sha256": passages_sha256,
-                },
-                "counts": {"documents": summary.documents, "passages": summary.passages, "skipped": summary.skipped},
-                "created": datetime.now(UTC).isoformat(timespec="seconds"),
-                "build_seconds": round(summary.seconds, 1),
-                "files": file_checksums(building),
-            },
-        )
+        write_manifest(building, _manifest(building, sources, records, summary, passage_words))
         _swap_into_place(building, index_dir)
     finally:
         shutil.rmtree(building, ignore_errors=True)
     return summary
 
 
-def _write_passages(
-    writer, sources, summary: IndexSummary, passage_words: int, strict: bool, show_progress: bool
-) -> str:
-    """Chunk, add and commit every document, counting into `summary`; returns the sha256 of all passages."""
-    passages_hash = hashlib.sha256()
-    started = time.perf_counter()
-    columns = (
-        SpinnerColumn(),
-        TextColumn("{task.description}"),
-        TextColumn("{task.fields[documents]:,} documents, {task.completed:,} passages"),
-        TextColumn("{task.fields[rate]:,.0f} passages/s"),
-        TimeElapsedColumn(),
-    )
-    with Progress(*columns, disable=not show_progress) as progress:
-        task = progress.add_task("indexing", total=None, documents=0, rate=0.0)
-        for doc in iter_documents(sources, strict=strict, problems=summary.problems):
-            for position, passage in enumerate(iter_passages(doc, passage_words, summary.notes.append)):
-                hash_passage(passages_hash, passage)
-                record = tantivy.Document(
-                    passage_id=passage.passage_id, doc_id=passage.doc_id, title=passage.title, text=passage.text
-                )
-                record.add_unsigned("position", position)  # a keyword int would be i64 and kill the writer
-                writer.add_document(record)
-                summary.passages += 1
-            summary.documents += 1
-            if summary.documents % 256 == 0:
-                rate = summary.passages / (time.perf_counter() - started)
-                progress.update(task, completed=summary.passages, documents=summary.documents, rate=rate)
-        progress.update(task, description="committing", completed=summary.passages, documents=summary.documents)
-        writer.commit()
-        progress.update(task, description="indexed")
-    return passages_hash.hexdigest()
+def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
+    """The current index's files in the new directory: segment files (written once, never changed) as hard
+    links, the JSON files tantivy rewrites (meta.json, .managed.json) as copies, so nothing written to the
+    new index can reach the one readers use."""
+    for name in files:
+        source, target = index_dir / name, building / name
+        if name.endswith(".json"):
+            shutil.copy2(source, target)
+            continue
+        try:
+            os.link(source, target)
+        except OSError:  # another file system, or links not allowed: a copy does the same, slower
+            shutil.copy2(source, target)
+
+
+def _nothing_kept(doc_id: str) -> bool:
+    return False
+
+
+def _kept_document_check(index: tantivy.Index, leaving: set[str]):
+    """Whether a document id is already held by a file the sync keeps (a duplicate across files)."""
+    searcher, schema = index.searcher(), index.schema
+
+    def kept(doc_id: str) -> bool:
+        hits = searcher.search(tantivy.Query.term_query(schema, "doc_id", doc_id), limit=4, count=False).hits
+        return any(searcher.doc(address).get_first("file") not in leaving for _, address in hits)
+
+    return kept
+
+
+def _adder(writer):
+    """Adds one passage to the index being written; its file key comes from the passage's doc, set by `ingest`."""
+
+    def add(passage: Passage, file_key: str) -> None:
+        record = tantivy.Document(
+            passage_id=passage.passage_id,
+            doc_id=passage.doc_id,
+            file=file_key,
+            title=passage.title,
+            section=passage.section,
+            text=passage.text,
+        )
+        record.add_unsigned("position", _position(passage))  # a keyword int would be i64 and kill the writer
+        if passage.page is not None:
+            record.add_unsigned("page", passage.page)
+        if passage.page_end is not None:
+            record.add_unsigned("page_end", passage.page_end)
+        writer.add_document(record)
+
+    return add
+
+
+def _position(passage: Passage) -> int:
+    return int(passage.passage_id.rsplit("#", 1)[1])
+
+
+def _count(summary: IndexSummary, work, records: dict[str, FileRecord]) -> None:
+    summary.added, summary.updated = len(work.added), len(work.updated)
+    summary.removed, summary.unchanged = len(work.removed), len(work.unchanged)
+    summary.documents = sum(r.documents for r in records.values())
+    summary.passages = sum(r.passages for r in records.values())
+    summary.skipped = len(summary.problems)
+
+
+def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: IndexSummary, passage_words: int) -> dict:
+    return {
+        "format_version": FORMAT_VERSION,
+        "typedrag_version": typedrag.__version__,
+        "engine": {
+            "name": ENGINE,
+            "tantivy": package_version("tantivy"),
+            "k1": 1.2,
+            "b": 0.75,
+            "tokenizer": TOKENIZER,
+            "passage_words": passage_words,
+        },
+        "corpus": {
+            "sources": [source_fingerprint(s) for s in sources],
+            "passages_sha256": corpus_sha256(records.values()),
+            "files": {key: records[key].to_json() for key in sorted(records)},
+        },
+        "counts": {"documents": summary.documents, "passages": summary.passages, "skipped": summary.skipped},
+        "created": datetime.now(UTC).isoformat(timespec="seconds"),
+        "build_seconds": round(summary.seconds, 1),
+        "files": file_checksums(building),
+    }
 
 
 def _check_target(index_dir: Path) -> None:
@@ -306,63 +400,119 @@ def _swap_into_place(building: Path, index_dir: Path) -> None:
 
 
 class TantivyRetriever:
-    """BM25 search over a built index. Read-only and safe to share between threads."""
+    """BM25 search over a built index. Read-only and safe to share between threads.
+
+    A sync swaps a new index folder in while this one is open: each search first checks (one `stat`)
+    whether the manifest changed, and if so opens the new index, so a running server sees the new
+    documents without a restart; searches under way finish on the index they started on.
+    """
 
     name = ENGINE
 
-    def __init__(self, index_dir: Path | str):
+    def __init__(self, index_dir: Path | str, fields: dict[str, float] | None = None):
         self.index_dir = Path(index_dir)
-        hint = _rebuild_hint(self.index_dir)
-        self.manifest = read_manifest(self.index_dir, hint)
-        if self.manifest.get("engine", {}).get("name") != ENGINE:
-            raise IndexUnusableError(f"{self.index_dir} was not built by the {ENGINE} engine: {hint}")
-        # tantivy takes a lock file in the folder it opens, so opening in place needs write access
-        # (and a read-only mount fails). Readers open a private folder of symlinks to the files the
-        # manifest lists instead: the index folder is never written, and read-only ones open.
-        # Builds never write into an existing index (they swap a new folder in), so the lock guards nothing.
-        self._mirror = _symlink_mirror(self.index_dir, self.manifest["files"])
-        try:
-            index = tantivy.Index.open(self._mirror.name if self._mirror else str(self.index_dir))
-            index.config_reader(reload_policy="Manual")  # built once, never written: no file watcher
-            self._searcher = index.searcher()
-        except BaseException as e:
-            if not _is_damage(e):
-                raise
-            if _is_lock_failure(e):
-                raise IndexUnusableError(
-                    f"tantivy cannot take its lock file in {self.index_dir} ({_one_line(e)}); the index itself is "
-                    "fine: give this process write access to the folder, or a writable TMPDIR for a read-only index"
-                ) from None
-            raise IndexUnusableError(f"tantivy cannot open {self.index_dir} ({_one_line(e)}): {hint}") from None
-        self._schema = index.schema
+        self.fields = dict(fields or SEARCH_FIELDS)
         self._analyzer = _query_analyzer()
+        self._reopening = threading.Lock()
+        self._view = _View.open(self.index_dir)
 
-    def _query(self, query: str) -> tantivy.Query | None:
-        return bm25_query(self._schema, self._analyzer, query)
+    @property
+    def manifest(self) -> dict:
+        return self._current().manifest
+
+    def _current(self) -> "_View":
+        """The open index, reopened first if a sync has replaced it since."""
+        view = self._view
+        if view.stamp == _stamp(self.index_dir) or not self._reopening.acquire(blocking=False):
+            return view  # unchanged, or another thread is reopening: this search uses what is open
+        try:
+            stamp = _stamp(self.index_dir)
+            if stamp is not None and stamp != self._view.stamp:
+                try:
+                    self._view = _View.open(self.index_dir)
+                except IndexUnusableError:
+                    pass  # caught mid-swap, or the new index is damaged: keep answering from the open one
+            return self._view
+        finally:
+            self._reopening.release()
 
     def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
-        q = self._query(query)
+        view = self._current()
+        q = bm25_query(view.schema, self._analyzer, query, self.fields)
         if q is None or k <= 0:
             return []
         try:
-            hits = self._searcher.search(q, limit=k, count=False).hits
-            docs = [(score, self._searcher.doc(address)) for score, address in hits]
+            hits = view.searcher.search(q, limit=k, count=False).hits
+            docs = [(score, view.searcher.doc(address)) for score, address in hits]
         except BaseException as e:  # damage in a file the manifest checks by size only surfaces here
             if not _is_damage(e):
                 raise
             raise IndexUnusableError(f"{self.index_dir} is damaged ({_one_line(e)}): {_rebuild_hint(self.index_dir)}") from None
-        results = []
-        for score, doc in docs:
-            passage = Passage(
-                doc.get_first("passage_id"), doc.get_first("doc_id"), doc.get_first("title"), doc.get_first("text")
-            )
-            results.append(ScoredPassage(passage, score))
-        return results
+        return [ScoredPassage(_passage(doc), score) for score, doc in docs]
 
     def search_many(self, queries: list[str], k: int = 10) -> list[list[ScoredPassage]]:
         """Two threads: tantivy releases the GIL while it searches (checked: other threads keep running)."""
         with ThreadPoolExecutor(max_workers=2) as pool:
             return list(pool.map(lambda q: self.search(q, k), queries))
+
+
+def _passage(doc: tantivy.Document) -> Passage:
+    return Passage(
+        doc.get_first("passage_id"),
+        doc.get_first("doc_id"),
+        doc.get_first("title"),
+        doc.get_first("text"),
+        section=doc.get_first("section") or "",
+        page=doc.get_first("page"),
+        page_end=doc.get_first("page_end"),
+    )
+
+
+def _stamp(index_dir: Path) -> tuple[int, int, int] | None:
+    """What identifies one version of an index: its manifest's inode, size and modification time."""
+    try:
+        info = os.stat(index_dir / MANIFEST)
+    except OSError:
+        return None
+    return info.st_ino, info.st_size, info.st_mtime_ns
+
+
+@dataclass
+class _View:
+    """One opened version of an index: its manifest, searcher and schema."""
+
+    stamp: tuple[int, int, int] | None
+    manifest: dict
+    searcher: tantivy.Searcher
+    schema: tantivy.Schema
+    mirror: tempfile.TemporaryDirectory | None  # kept alive as long as the searcher reads through it
+
+    @classmethod
+    def open(cls, index_dir: Path) -> "_View":
+        hint = _rebuild_hint(index_dir)
+        stamp = _stamp(index_dir)
+        manifest = read_manifest(index_dir, hint)
+        if manifest.get("engine", {}).get("name") != ENGINE:
+            raise IndexUnusableError(f"{index_dir} was not built by the {ENGINE} engine: {hint}")
+        # tantivy takes a lock file in the folder it opens, so opening in place needs write access
+        # (and a read-only mount fails). Readers open a private folder of symlinks to the files the
+        # manifest lists instead: the index folder is never written, and read-only ones open.
+        # Builds never write into an existing index (they swap a new folder in), so the lock guards nothing.
+        mirror = _symlink_mirror(index_dir, manifest["files"])
+        try:
+            index = tantivy.Index.open(mirror.name if mirror else str(index_dir))
+            index.config_reader(reload_policy="Manual")  # each version is written once, never changed: no file watcher
+            searcher = index.searcher()
+        except BaseException as e:
+            if not _is_damage(e):
+                raise
+            if _is_lock_failure(e):
+                raise IndexUnusableError(
+                    f"tantivy cannot take its lock file in {index_dir} ({_one_line(e)}); the index itself is "
+                    "fine: give this process write access to the folder, or a writable TMPDIR for a read-only index"
+                ) from None
+            raise IndexUnusableError(f"tantivy cannot open {index_dir} ({_one_line(e)}): {hint}") from None
+        return cls(stamp, manifest, searcher, index.schema, mirror)
 
 
 def _symlink_mirror(index_dir: Path, files: dict) -> tempfile.TemporaryDirectory | None:

