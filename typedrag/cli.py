@@ -11,7 +11,16 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from typedrag.commands import USER_ERRORS, backend_overrides, errors, fail, settings_from
+from typedrag.commands import (
+    USER_ERRORS,
+    LLMConcurrencyOpt,
+    LLMTimeoutOpt,
+    backend_overrides,
+    errors,
+    fail,
+    llm_limits,
+    settings_from,
+)
 from typedrag.text import for_terminal
 
 app = typer.Typer(
@@ -49,37 +58,78 @@ MilvusModeOpt = Annotated[Optional[str], typer.Option("--milvus-mode", help="Mil
 
 @app.command()
 def index(
-    sources: Annotated[list[str], typer.Argument(help="Corpus files or folders (.jsonl, .jsonl.gz, .tsv, .txt, .md) or demo:vital-articles.")],
+    sources: Annotated[
+        list[str],
+        typer.Argument(help="Files or folders (HTML, PDF, DOCX, Markdown, reStructuredText, text, JSONL, DPR TSV) or demo:vital-articles."),
+    ],
     index_dir: IndexOpt = None,
     passage_words: Annotated[int, typer.Option(help="Words per passage.")] = 100,
-    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first malformed record instead of skipping it.")] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first unreadable file or record instead of skipping it.")] = False,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Read every file again and build the index from scratch.")] = False,
+    keep_missing: Annotated[
+        bool,
+        typer.Option("--keep-missing", help="Add and update only: keep what the index holds of files not in SOURCES (an index fed from several places)."),
+    ] = False,
     backend: BackendOpt = None,
     uri: UriOpt = None,
     collection: CollectionOpt = None,
     token: TokenOpt = None,
     dense: Annotated[bool, typer.Option("--dense", help="Milvus only: also store MiniLM vectors, for --milvus-mode dense/hybrid.")] = False,
 ) -> None:
-    """Build a BM25 index over a corpus (documents split into ~100-word passages)."""
+    """Index documents for search, or bring an existing index up to date (new, changed and removed files)."""
     from typedrag.index.open import build_configured_index
+    from typedrag.index.base import EmptyIndexError
 
     settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token))
     try:
-        summary = build_configured_index(settings, sources, passage_words=passage_words, strict=strict, dense=dense)
+        summary = build_configured_index(
+            settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild, remove_missing=not keep_missing
+        )
+    except EmptyIndexError as error:
+        _report_problems(error.summary)
+        fail(str(error))
     except USER_ERRORS as error:
         fail(str(error))
-    for problem in summary.problems[:20]:
+    _report_problems(summary)
+    where = for_terminal(summary.index_dir)
+    if summary.synced:
+        console.print(
+            f"added {summary.added:,}, updated {summary.updated:,}, removed {summary.removed:,}, unchanged {summary.unchanged:,} "
+            f"in {summary.seconds:.1f} s -> {where} ({summary.documents:,} documents, {summary.passages:,} passages, "
+            f"{summary.skipped:,} skipped)",
+            markup=False,
+            soft_wrap=True,
+        )
+    else:
+        console.print(
+            f"indexed {summary.documents:,} documents into {summary.passages:,} passages "
+            f"({summary.skipped:,} skipped) in {summary.seconds:.1f} s -> {where}",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def _report_problems(summary) -> None:
+    """What was skipped and what was cut, on stderr: the first twenty of each, then a count. Files of types
+    typedrag does not read (a manual's images, style sheets and scripts) are one line, counted by suffix."""
+    from collections import Counter
+
+    unsupported = [p for p in summary.problems if p.reason.startswith("unsupported file type")]
+    if len(unsupported) <= 5:  # a few: each by name
+        unsupported = []
+    others = [p for p in summary.problems if p not in unsupported]
+    for problem in others[:20]:
         errors.print(f"skipped {for_terminal(str(problem))}", markup=False)
-    if len(summary.problems) > 20:
-        errors.print(f"... and {len(summary.problems) - 20} more")
+    if len(others) > 20:
+        errors.print(f"... and {len(others) - 20} more")
+    if unsupported:
+        suffixes = Counter(Path(p.location.rsplit(":", 1)[0]).suffix.lower() or "(no suffix)" for p in unsupported)
+        kinds = ", ".join(f"{suffix} {count:,}" for suffix, count in suffixes.most_common())
+        errors.print(f"skipped {len(unsupported):,} files of types typedrag does not read: {for_terminal(kinds)}", markup=False)
     for note in summary.notes[:20]:
         errors.print(f"note: {for_terminal(note)}", markup=False)
     if len(summary.notes) > 20:
         errors.print(f"... and {len(summary.notes) - 20} more notes")
-    console.print(
-        f"indexed {summary.documents:,} documents into {summary.passages:,} passages "
-        f"({summary.skipped:,} skipped) in {summary.seconds:.1f} s -> {for_terminal(summary.index_dir)}",
-        markup=False,
-    )
 
 
 ClassifierOpt = Annotated[
@@ -103,6 +153,8 @@ def ask(
     file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Answer every question in this file (.txt: one per line; .jsonl: {question, id?}).")] = None,
     out: Annotated[Optional[Path], typer.Option("--out", "-o", help="With --file: append results here as JSONL; rerun to resume.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="With --file: questions answered at once.")] = 4,
+    llm_timeout: LLMTimeoutOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
     backend: BackendOpt = None,
     uri: UriOpt = None,
     collection: CollectionOpt = None,
@@ -117,6 +169,7 @@ def ask(
         classifier=classifier,
         top_k=top_k,
         **{"llm.model": llm, "llm.base_url": base_url},
+        **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, token, milvus_mode),
     )
     if method not in ("typed", "rag", "llm"):

@@ -6,7 +6,7 @@ these, so none of them imports another.
 
 from __future__ import annotations
 
-from typing import NoReturn
+from typing import Annotated, NoReturn, Optional
 
 import typer
 from rich.console import Console
@@ -17,6 +17,25 @@ from typedrag.errors import LLMError, UserError
 from typedrag.text import for_terminal
 
 errors = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the terminal width
+
+# The LLM endpoint's limits, on every command that talks to one (beside TYPEDRAG_TIMEOUT / TYPEDRAG_CONCURRENCY).
+LLMTimeoutOpt = Annotated[
+    Optional[float],
+    typer.Option("--llm-timeout", min=0.1, help="Seconds one LLM request may take, per attempt (or TYPEDRAG_TIMEOUT; default 60)."),
+]
+LLMConcurrencyOpt = Annotated[
+    Optional[int],
+    typer.Option(
+        "--llm-concurrency",
+        min=1,
+        help="LLM requests in flight at once (or TYPEDRAG_CONCURRENCY; default 8, and 1 for a local: model, one per server slot).",
+    ),
+]
+
+
+def llm_limits(timeout: float | None, concurrency: int | None) -> dict:
+    """The two options as settings overrides (None = keep the config file's or environment's value)."""
+    return {"llm.timeout": timeout, "llm.concurrency": concurrency}
 
 # Errors a user can fix or an endpoint caused: shown as one clear line, never a stack trace.
 # OS errors are here for the files a command reads or writes (a missing question file, a full disk).

@@ -40,7 +40,7 @@ def _notes(result: AnswerResult, show_sources: int = 5) -> list[Text]:
     if listed:
         notes.append(Text("\nSources", style="bold"))
         for s in listed:
-            notes.append(Text(f"[{s.number}] {s.title} ({s.passage_id})", style="dim"))
+            notes.append(Text(f"[{s.number}] {s.where} ({s.passage_id})", style="dim"))
     for f in result.fallbacks:
         notes.append(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
     return notes
@@ -90,7 +90,7 @@ def trace_tree(result: AnswerResult) -> Tree:
                 node.add(Text(a.answer))
     sources = tree.add(Text(f"sources ({len(result.sources)})"))
     for s in result.sources:
-        sources.add(Text(f"[{s.number}] {s.passage_id} · {s.title} · score {s.score:.3f}"))
+        sources.add(Text(f"[{s.number}] {s.passage_id} · {s.where} · score {s.score:.3f}"))
     if result.citations:
         cites = tree.add(Text("citations"))
         for c in result.citations:

@@ -10,16 +10,19 @@ from pydantic import BaseModel, Field
 
 from typedrag.citations import cited_numbers, strip_markers
 from typedrag.llm.base import LLMCall
-from typedrag.records import ScoredPassage
+from typedrag.records import SECTION_SEPARATOR, ScoredPassage
 from typedrag.text import split_sentences
 
 
 class Source(BaseModel):
-    """A retrieved passage with the number the answer cites it by ([n])."""
+    """A retrieved passage with the number the answer cites it by ([n]), and where in its document it is."""
 
     number: int
     passage_id: str
     title: str
+    section: str = Field("", description="heading path inside the document, e.g. 'Routine Vacuuming › Recovering Disk Space'")
+    page: int | None = Field(None, description="PDF page the passage starts on")
+    page_end: int | None = Field(None, description="last PDF page, when the passage runs over more than one")
     text: str
     score: float
 
@@ -27,7 +30,19 @@ class Source(BaseModel):
     def of(cls, number: int, hit: ScoredPassage) -> "Source":
         """Numbered as `number`; markers the passage itself carries are removed, so none can pose as a citation."""
         p = hit.passage
-        return cls(number=number, passage_id=p.passage_id, title=p.title, text=strip_markers(p.text), score=round(hit.score, 4))
+        return cls(
+            number=number, passage_id=p.passage_id, title=p.title, section=p.section, page=p.page, page_end=p.page_end,
+            text=strip_markers(p.text), score=round(hit.score, 4),
+        )
+
+    @property
+    def where(self) -> str:
+        """"Title › Section, p. 12" (or "pp. 12–13"): how the source is named to a reader."""
+        name = SECTION_SEPARATOR.join(part for part in (self.title, self.section) if part)
+        if self.page is not None:
+            pages = f"pp. {self.page}–{self.page_end}" if self.page_end else f"p. {self.page}"
+            name = f"{name}, {pages}" if name else pages
+        return name
 
 
 class TypeDecision(BaseModel):
@@ -47,6 +62,7 @@ class Aspect(BaseModel):
     source_numbers: list[int] = []
     answer: str = ""
     error: str | None = None
+    used: bool = True  # False when the typed strategy fell back: the final answer did not draw on it
 
 
 class Citation(BaseModel):
@@ -114,6 +130,7 @@ class AnswerResult(BaseModel):
     strategy: str  # which plan ran, e.g. "comparison" or "rag"
     type: TypeDecision | None = None
     plan: dict[str, Any] | None = None
+    plan_used: bool = True  # False when the typed strategy fell back to plain RAG: plan and aspects kept, not used
     aspects: list[Aspect] = []
     sources: list[Source] = []
     citations: list[Citation] = []

@@ -10,6 +10,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from typedrag.commands import LLMConcurrencyOpt, LLMTimeoutOpt
+
 from typedrag.evaluation.linkage import RankConvention
 
 DEFAULT_DATASET = Path("../shared/data/wiki-nfqa")
@@ -42,11 +44,13 @@ def eval_command(
     uri: Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")] = None,
     collection: Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")] = None,
     milvus_mode: Annotated[Optional[str], typer.Option("--milvus-mode", help="Milvus search: bm25 (default), dense or hybrid.")] = None,
+    llm_timeout: LLMTimeoutOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
 ) -> None:
     """Evaluate methods on Wiki-NFQA (or your own data) with LINKAGE: MRR and MPR per method, type and source."""
     import asyncio
 
-    from typedrag.commands import USER_ERRORS, backend_overrides, fail, settings_from
+    from typedrag.commands import USER_ERRORS, backend_overrides, fail, llm_limits, settings_from
     from typedrag.evaluation.runner import EvalOptions, aevaluate
     from typedrag.evaluation.judges import LLMJudge, ProxyJudge
     from typedrag.factory import Resources, build_chat_model, build_pipeline
@@ -58,6 +62,7 @@ def eval_command(
         assume_non_factoid=assume_non_factoid,
         classifier=classifier,
         **{"llm.model": llm, "llm.base_url": base_url, "judge.model": judge, "judge.base_url": judge_base_url},
+        **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, mode=milvus_mode),  # the token only from env/config
     )
     chosen = tuple(m.strip() for m in methods.split(",") if m.strip())

@@ -9,6 +9,8 @@ from typing import Annotated, Optional
 
 import typer
 
+from typedrag.commands import LLMConcurrencyOpt, LLMTimeoutOpt
+
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 LOOPBACK_HOST_HEADERS = ["localhost", "127.0.0.1", "[::1]"]
 HEADER_TIMEOUT = 20.0  # Apache mod_reqtimeout's defaults: header=20, body=20
@@ -94,6 +96,8 @@ def serve_command(
     milvus_mode: Annotated[
         Optional[str], typer.Option("--milvus-mode", help="Milvus search: bm25 (default), dense or hybrid.")
     ] = None,
+    llm_timeout: LLMTimeoutOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
 ) -> None:
     """Serve typedrag over HTTP: /v1/answer (+ /stream as Server-Sent Events), OpenAI-compatible
     /v1/chat/completions and /v1/models, /healthz, /readyz, and a web page at /."""
@@ -101,7 +105,7 @@ def serve_command(
 
     import uvicorn
 
-    from typedrag.commands import USER_ERRORS, backend_overrides, fail, settings_from
+    from typedrag.commands import USER_ERRORS, backend_overrides, fail, llm_limits, settings_from
     from typedrag.factory import Resources, build_pipeline
     from typedrag.server.app import create_app
     from typedrag.server.service import ServerOptions, configure_logging
@@ -110,6 +114,7 @@ def serve_command(
     settings = settings_from(
         index=index,
         **{"llm.model": llm, "llm.base_url": base_url},
+        **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, mode=milvus_mode),  # the token only from env/config
     )
     settings.cache_dir = None  # stateless: replicas keep no per-request files

@@ -20,6 +20,7 @@ function el(tag, attrs = {}, ...children) {
 
 let started = 0;
 let known = new Set(); // source numbers that exist, so only real citations become links
+let sourcesByNumber = new Map(); // number -> source, for the name a citation link shows
 
 function progress(text) {
   const seconds = ((performance.now() - started) / 1000).toFixed(2);
@@ -46,7 +47,8 @@ function cited(text) {
 }
 
 function citeLink(n) {
-  const link = el("a", { class: "cite", href: `#source-${n}`, "data-source": String(n), title: `source ${n}` }, `[${n}]`);
+  const named = sourcesByNumber.get(n);
+  const link = el("a", { class: "cite", href: `#source-${n}`, "data-source": String(n), title: named ? sourceName(named) : `source ${n}` }, `[${n}]`);
   link.addEventListener("click", (event) => {
     event.preventDefault();
     const target = $(`source-${n}`);
@@ -64,14 +66,25 @@ function summary(value) {
   return String(value);
 }
 
+// "Title › Section, p. 12" (or "pp. 12–13"), as the command line names a source.
+function sourceName(s) {
+  let name = [s.title, s.section].filter(Boolean).join(" › ");
+  if (s.page != null) {
+    const pages = s.page_end != null ? `pp. ${s.page}–${s.page_end}` : `p. ${s.page}`;
+    name = name ? `${name}, ${pages}` : pages;
+  }
+  return name;
+}
+
 function renderSources(sources) {
   known = new Set(sources.map((s) => s.number));
+  sourcesByNumber = new Map(sources.map((s) => [s.number, s]));
   $("sources").replaceChildren(
     ...sources.map((s) =>
       el("li", { id: `source-${s.number}` },
         el("div", { class: "source-head" },
           el("span", { class: "num" }, `[${s.number}]`),
-          el("span", { class: "title" }, s.title),
+          el("span", { class: "title" }, sourceName(s)),
           el("span", { class: "source-id" }, s.passage_id)),
         el("p", { class: "source-text" }, s.text)))
   );
