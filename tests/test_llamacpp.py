@@ -6,6 +6,8 @@ response_format JSON schema, parsing/repair, and the pipeline's recorded outcome
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from typedrag.engines.llm_engine import LLMEngine
@@ -16,6 +18,7 @@ from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
 from typedrag.strategies.decomposed import SubQueryPlan
+from typedrag.strategies.plans import MAX_ASPECTS, QUERY_CHARS
 
 pytest.importorskip("xllamacpp", reason="the llama.cpp fixture needs: pip install 'typedrag[local]'")
 pytestmark = pytest.mark.slow
@@ -70,3 +73,33 @@ async def test_typed_pipeline_completes_with_a_recorded_outcome(smollm2, retriev
         assert result.fallbacks and "PlanFailed" in result.fallbacks[0].reason
     else:
         assert result.strategy == "reason" and result.aspects
+
+
+async def test_under_the_schema_grammar_a_plan_stops_at_its_item_limit(smollm2):
+    """Issue 23, 1: with maxItems in the schema, llama.cpp's grammar ends the list; before, the model repeated
+    items until the token limit and the reply was cut mid-JSON."""
+    messages = [{"role": "user", "content": "List as many search queries as you can about materialized views, views, "
+                 "and every other kind of view. Reply as JSON with a sub_queries list."}]
+    completion = await smollm2.complete(messages, role="plan:reason", schema=SubQueryPlan, max_tokens=LLMEngine(smollm2).plan_tokens)
+    raw = json.loads(completion.call.reply or completion.text)
+    assert len(raw["sub_queries"]) <= MAX_ASPECTS and all(len(q) <= QUERY_CHARS for q in raw["sub_queries"])
+    assert completion.call.finish_reason == "stop"
+
+
+async def test_a_rerun_with_a_local_model_is_served_from_the_cache(tmp_path):
+    """Issue 23, 7: the cache key names the model file and its hash, not the server's random port."""
+    from typedrag.config import LLMConfig
+    from typedrag.factory import Resources, build_chat_model
+
+    config = LLMConfig(model="local:smollm2", timeout=120)
+    messages = [{"role": "user", "content": "Name one colour of the sky."}]
+    calls = []
+    for _ in range(2):  # two runs: two servers, two ports
+        resources = Resources()
+        try:
+            model = build_chat_model(config, tmp_path, resources)
+            calls.append((await model.complete(messages, role="answer", max_tokens=8)).call)
+            await resources.aclose_models()
+        finally:
+            resources.close()
+    assert [c.cached for c in calls] == [False, True] and calls[1].requests == 0

@@ -67,7 +67,7 @@ def test_a_route_added_from_outside_answers_with_its_own_schema_and_prompts():
     assert result.answer == "Leaves drift down [1]." and result.plan == {"images": ["leaf", "pond", "mist"]}
     plan_call, write_call = model.calls
     assert plan_call.schema is Haiku and '"images": ["...", "..."]' in plan_call.user  # reply format from the schema
-    assert "Images: leaf, pond, mist" in write_call.user and '<source id="1"' in write_call.user
+    assert "Images: leaf, pond, mist" in write_call.user and "\n[1] Autumn leaves fall" in write_call.user
 
 
 def typedrag_run(coroutine):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -105,6 +106,11 @@ async def test_each_type_requests_its_plan_schema_and_answers(retriever, nfq_typ
     assert result.engines.generator.startswith("openai-compatible:stub@127.0.0.1")
 
 
+def first_source(request) -> str:
+    """The number of the first source a prompt shows: what an aspect that cites its own passage writes."""
+    return re.search(r"^\[(\d+)\] ", request.last_user, re.M).group(1)
+
+
 async def test_reason_retrieves_once_per_sub_query_and_aggregates_every_aspect(topical):
     plan = {"sub_queries": ["economic troubles taxation", "Germanic invasions frontiers", "political instability civil wars"]}
 
@@ -112,7 +118,7 @@ async def test_reason_retrieves_once_per_sub_query_and_aggregates_every_aspect(t
         if "Partial answers" in request.last_user:
             return Reply(content="Aggregated explanation [1].")
         focus = request.last_user.split("Answer only this part of it: ")[1].split("\n")[0]
-        return Reply(content=f"Aspect answer about {focus} [1].")
+        return Reply(content=f"Aspect answer about {focus} [{first_source(request)}].")
 
     recording = RecordingRetriever(topical)
     with OpenAIStubServer(scripted({"SubQueryPlan": plan}, answer)) as server:
@@ -138,7 +144,7 @@ async def test_debate_perspectives_reach_the_mediator(topical):
     def answer(request):
         if "perspective" in request.last_user and "Topic:" in request.last_user:
             return Reply(content="Balanced view [1].")
-        return Reply(content=f"Case for {'advocates' if 'advocates' in request.last_user else 'opponents'} [1].")
+        return Reply(content=f"Case for {'advocates' if 'advocates' in request.last_user else 'opponents'} [{first_source(request)}].")
 
     recording = RecordingRetriever(topical)
     with OpenAIStubServer(scripted({"DebatePlan": plan}, answer)) as server:
@@ -255,7 +261,7 @@ async def test_baselines(retriever):
     assert llm.sources == [] and llm.strategy == "llm" and llm.usage.calls == 1
     assert "Sources:" not in server.requests[0].last_user
     assert rag.sources and rag.sources[0].passage_id.startswith("photo#")
-    assert '<source id="1" title="Photosynthesis">' in server.requests[1].last_user
+    assert "\n[1] Photosynthesis: " in server.requests[1].last_user  # one numbered line per source
 
 
 OFFLINE_QUESTIONS = [

@@ -59,23 +59,33 @@ class Resources:
 
 
 def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resources) -> OpenAIChatModel:
-    """An OpenAI-compatible chat model (starting a local llama.cpp server for `local:` models)."""
-    base_url, model = config.base_url, config.model
+    """An OpenAI-compatible chat model (starting a local llama.cpp server for `local:` models).
+
+    A local server answers one request per slot (one, unless the concurrency is set): typedrag sends no
+    more at once, so the time a call waits shows as queued, not as time in flight. Its replies are cached
+    under the model file's path and content hash, not the server's port, which changes every run.
+    """
+    base_url, model, concurrency, identity = config.base_url, config.model, config.concurrency, None
+    cache = ResponseCache(cache_dir, namespace=PROMPT_VERSION) if cache_dir is not None else None
     if model.startswith(LOCAL_PREFIX):
         target = model[len(LOCAL_PREFIX) :]
         require("xllamacpp", "local", LOCAL_FEATURE)  # before the weights: the extra is the first thing to add
-        path = smollm2_path() if target == "smollm2" else Path(target)
-        server = LocalLlamaServer(path)
+        path = smollm2_path() if target == "smollm2" else Path(target).expanduser()
+        concurrency = config.concurrency if "concurrency" in config.model_fields_set else 1
+        server = LocalLlamaServer(path, parallel=concurrency)
         resources.servers.append(server)
         base_url, model = server.base_url, server.model_name
+        if cache is not None:  # hashed while the server loads the weights
+            identity = f"local:{path.resolve()}#sha256:{cache.file_sha256(path)}"
     chat_model = OpenAIChatModel(
         model=model,
         base_url=base_url,
         api_key=config.api_key.get_secret_value() if config.api_key else None,
         timeout=config.timeout,
         max_retries=config.max_retries,
-        max_concurrency=config.concurrency,
-        cache=ResponseCache(cache_dir, namespace=PROMPT_VERSION) if cache_dir is not None else None,
+        max_concurrency=concurrency,
+        cache=cache,
+        cache_identity=identity,
     )
     resources.models.append(chat_model)
     return chat_model

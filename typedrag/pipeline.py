@@ -10,12 +10,14 @@ same object so every method yields the same result shape: `llm` (question -> ans
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
 from typedrag.engines.base import Engine, Trace
 from typedrag.errors import LLMError, QuestionError, StrategyError
@@ -107,19 +109,28 @@ class Pipeline:
         else:
             decision = None  # baselines do not route by type
             strategy_name, output = method.value, await self.baselines[method].run(question, ctx)
-        timings["total"] = _ms(started)
         sources = ctx.book.sources
+        answer = output.answer
+        if sources and self.engine.generative:  # an extractive engine quotes passages with their own numbers
+            settled = await asyncio.to_thread(settle, answer, sources)
+            for note in settled.notes("the answer"):
+                ctx.trace.fallback("citations", note)
+            answer = settled.text
+        timings["total"] = _ms(started)
         ctx.emit("sources", count=len(sources))
+        typed = output if output.plan is not None or ctx.attempt is None else ctx.attempt
         return AnswerResult(
             question=question,
             method=method.value,
-            answer=output.answer,
+            answer=answer,
             strategy=strategy_name,
             type=_type_decision(decision),
-            plan=output.plan.model_dump() if output.plan is not None else None,
-            aspects=output.aspects,
+            plan=typed.plan.model_dump() if typed.plan is not None else None,
+            plan_used=typed is output,
+            # unused aspects keep their answers; their passage numbers belonged to sources the fallback dropped
+            aspects=typed.aspects if typed is output else [a.model_copy(update={"used": False, "source_numbers": []}) for a in typed.aspects],
             sources=sources,
-            citations=extract_citations(output.answer, sources),
+            citations=extract_citations(answer, sources),
             fallbacks=ctx.trace.fallbacks,
             llm_calls=ctx.trace.calls,
             usage=Usage.of(ctx.trace.calls),

@@ -25,8 +25,9 @@ class LLMEngine:
 
     generative = True
 
-    def __init__(self, model: ChatModel, *, plan_tokens: int = 300, answer_tokens: int | None = None) -> None:
-        """`plan_tokens` caps plan replies; `answer_tokens`, if given, caps every written reply (small local models)."""
+    def __init__(self, model: ChatModel, *, plan_tokens: int = 800, answer_tokens: int | None = None) -> None:
+        """`plan_tokens` caps plan replies: room for the longest plan the schemas allow (five items of their
+        longest), so a grammar-bound reply always closes; `answer_tokens`, if given, caps every written reply."""
         self.model = model
         self.name = model.name
         self.plan_tokens = plan_tokens

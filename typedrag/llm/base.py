@@ -33,12 +33,15 @@ class LLMCall(BaseModel):
 
     role: str = Field(description="which step asked, e.g. plan:comparison, answer:aspect, aggregate")
     engine: str
-    latency_ms: float = 0.0
+    latency_ms: float = Field(0.0, description="time in flight at the endpoint (all requests of the call)")
+    queued_ms: float = Field(0.0, description="time waiting for one of the endpoint's slots before that")
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cached: bool = False
     requests: int = 1  # HTTP requests made (2 when a repair retry was needed); 0 for a cache hit
     structured: StructuredOutcome | None = None
+    finish_reason: str | None = Field(None, description="why the last reply ended: stop, length (cut at max_tokens), ...")
+    reply: str | None = Field(None, description="a structured call's last raw reply when it did not validate first time (truncated)")
     error: str | None = None
 
 

@@ -47,6 +47,9 @@ class ResponseCache:
             with self._connection() as db:
                 db.execute("PRAGMA journal_mode=WAL")
                 db.execute("CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, value TEXT NOT NULL)")
+                db.execute(
+                    "CREATE TABLE IF NOT EXISTS file_hashes (path TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, sha256 TEXT)"
+                )
         except sqlite3.Error as error:
             raise self._unusable(error) from None
 
@@ -59,6 +62,29 @@ class ResponseCache:
             db = sqlite3.connect(self.path, timeout=30)
             self._local.db = db
         return db
+
+    def file_sha256(self, path: Path) -> str:
+        """The sha256 of a (model) file, remembered by path, size and modification time: a 4 GB GGUF is
+        read once, not on every run."""
+        resolved = path.resolve()
+        info = resolved.stat()
+        try:
+            row = self._connection().execute(
+                "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ?",
+                (str(resolved), info.st_size, info.st_mtime_ns),
+            ).fetchone()
+        except sqlite3.Error as error:
+            raise self._unusable(error) from None
+        if row:
+            return row[0]
+        with open(resolved, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        try:
+            with self._connection() as db:
+                db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)", (str(resolved), info.st_size, info.st_mtime_ns, digest))
+        except sqlite3.Error:
+            pass  # not remembered: hashed again next time
+        return digest
 
     def key(self, request: dict[str, Any]) -> str:
         """The cache key of a request: its parameters and this cache's namespace, never the API key."""

@@ -17,6 +17,7 @@ import re
 import time
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import openai
 from pydantic import BaseModel
@@ -36,6 +37,7 @@ REPAIR_INSTRUCTION = (
     "matches this JSON schema, with no other text:\n{schema}"
 )
 
+REPLY_CHARS = 600  # of a structured reply that did not validate, kept in the trace
 # Response-format modes tried in order until the endpoint accepts one.
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")  # lone UTF-16 halves, decoded from "\ud800" escapes in a reply
@@ -59,7 +61,10 @@ class OpenAIChatModel:
         max_concurrency: int = 8,
         cache: ResponseCache | None = None,
         extra_body: dict[str, Any] | None = None,
+        cache_identity: str | None = None,
     ) -> None:
+        """`cache_identity` names the model in cache keys instead of the endpoint's URL (a local server's
+        port changes every run; its model file does not)."""
         self.model = model
         self.base_url = base_url or "https://api.openai.com/v1"
         problem = url_problem(self.base_url)
@@ -79,7 +84,11 @@ class OpenAIChatModel:
         self._max_concurrency = max_concurrency
         self._loop: asyncio.AbstractEventLoop | None = None
         self._cache = cache
+        self._cache_identity = cache_identity or self.shown_url
         self._extra_body = extra_body or {}
+        # OpenAI enforces a schema only in strict mode, which takes a subset of JSON Schema; other servers
+        # (llama.cpp, vLLM, Ollama) turn the whole schema, length limits included, into a grammar.
+        self._strict_schemas = _is_openai(self.base_url)
         self._format_mode = 0  # index into _FORMAT_LADDER; advanced when the endpoint rejects a mode
         self._stream_usage = True  # ask streams for their token counts until the endpoint refuses
 
@@ -99,15 +108,11 @@ class OpenAIChatModel:
         again next time instead of being replayed forever. `on_text` (plain replies only) streams
         the reply: it hears pieces that concatenate to the completion's text."""
         call = LLMCall(role=role, engine=self.name, requests=0)
-        started = time.perf_counter()
-        try:
-            parsed = None
-            if schema is None:
-                text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept), on_text)
-            else:
-                parsed, text = await self._validated(messages, schema, max_tokens, temperature, call)
-        finally:
-            call.latency_ms = round((time.perf_counter() - started) * 1000, 1)
+        parsed = None
+        if schema is None:
+            text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept), on_text)
+        else:
+            parsed, text = await self._validated(messages, schema, max_tokens, temperature, call)
         return Completion(text=text, parsed=parsed, call=call)
 
     async def _validated(
@@ -123,7 +128,8 @@ class OpenAIChatModel:
         if ok:
             call.structured = StructuredOutcome.OK
             return value, text
-        reason = describe_error(value)
+        reason = self._why_unusable(value, max_tokens, call)
+        call.reply = _short(text, REPLY_CHARS)
         repair: list[Message] = [
             *messages,
             {"role": "assistant", "content": text},
@@ -134,8 +140,17 @@ class OpenAIChatModel:
             call.structured = StructuredOutcome.REPAIRED
             return value, text
         call.structured = StructuredOutcome.FAILED
-        call.error = f"invalid structured output after one repair: {describe_error(value)} (first: {reason})"
+        call.reply = _short(text, REPLY_CHARS)
+        call.error = f"invalid structured output after one repair: {self._why_unusable(value, max_tokens, call)} (first: {reason})"
         return None, text
+
+    @staticmethod
+    def _why_unusable(error: Exception, max_tokens: int, call: LLMCall) -> str:
+        """What was wrong with a structured reply, in words the model (and the trace's reader) can act on."""
+        reason = describe_error(error)
+        if call.finish_reason == "length":
+            return f"the reply was cut off at the {max_tokens}-token limit ({reason}); reply with a shorter JSON value"
+        return reason
 
     async def _ask(
         self,
@@ -158,7 +173,7 @@ class OpenAIChatModel:
             for piece in replay_chunks(text):
                 on_text(piece)
         if outcome[0] and key is not None and not hit:
-            self._cache.put(key, {"text": text})
+            self._cache.put(key, {"text": text, "finish_reason": call.finish_reason})
         return text, outcome
 
     async def _request(
@@ -182,30 +197,34 @@ class OpenAIChatModel:
                 "temperature": temperature,
             }
             if mode == "json_schema":
-                params["response_format"] = {
-                    "type": "json_schema",
-                    "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
-                }
+                params["response_format"] = response_format(schema, strict=self._strict_schemas)
             elif mode == "json_object":
                 params["response_format"] = {"type": "json_object"}
             key = None
             if self._cache is not None:
-                key = self._cache.key({"base_url": self.shown_url, **params, "extra_body": self._extra_body})
+                key = self._cache.key({"base_url": self._cache_identity, **params, "extra_body": self._extra_body})
                 hit = self._cache.get(key) if use_cache else None
                 if hit is not None:
                     call.cached = True
+                    call.finish_reason = hit.get("finish_reason")
                     return hit["text"], key, True
             call.cached = False
             client, limit = self._bound_to_running_loop()
+            waiting = time.perf_counter()
             try:
                 async with limit:
+                    started = time.perf_counter()
+                    call.queued_ms = round(call.queued_ms + (started - waiting) * 1000, 1)
                     call.requests += 1
-                    async with asyncio.timeout(self.deadline):
-                        if on_text is not None and schema is None:
-                            text, usage = await self._streamed(client, params, on_text)
-                        else:
-                            response = await client.chat.completions.create(**params, extra_body=self._extra_body or None)
-                            text, usage = self._clean(_content(response)), _usage(response)
+                    try:
+                        async with asyncio.timeout(self.deadline):
+                            if on_text is not None and schema is None:
+                                text, usage, finish = await self._streamed(client, params, on_text)
+                            else:
+                                response = await client.chat.completions.create(**params, extra_body=self._extra_body or None)
+                                text, usage, finish = self._clean(_content(response)), _usage(response), _finish(response)
+                    finally:
+                        call.latency_ms = round(call.latency_ms + (time.perf_counter() - started) * 1000, 1)
             except openai.BadRequestError as error:
                 if on_text is not None and self._stream_usage and "stream_options" in str(error):
                     self._stream_usage = False  # an older server: stream without the usage chunk
@@ -228,6 +247,7 @@ class OpenAIChatModel:
             prompt_tokens, completion_tokens = usage
             call.prompt_tokens += prompt_tokens
             call.completion_tokens += completion_tokens
+            call.finish_reason = finish
             if not text.strip() and schema is None:
                 raise LLMError(f"{self.name} returned an empty reply")
             return text, key, False
@@ -241,7 +261,7 @@ class OpenAIChatModel:
 
     async def _streamed(
         self, client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None]
-    ) -> tuple[str, tuple[int, int]]:
+    ) -> tuple[str, tuple[int, int], str | None]:
         """A streamed reply: each cleaned piece goes to `on_text` as it arrives. Leaving the `async with`
         (done, error or cancellation) closes the HTTP response, so a cancelled answer stops the server's work."""
         stream = await client.chat.completions.create(
@@ -252,13 +272,14 @@ class OpenAIChatModel:
         )
         pieces: list[str] = []
         held = ""  # the tail that might be the start of the API key, held until the next piece decides
-        usage = (0, 0)
+        usage, finish = (0, 0), None
         async with stream:
             try:
                 async for chunk in stream:
                     if getattr(chunk, "usage", None) is not None:
                         usage = _usage(chunk)
                     for choice in getattr(chunk, "choices", None) or []:
+                        finish = getattr(choice, "finish_reason", None) or finish
                         delta = getattr(getattr(choice, "delta", None), "content", None)
                         if isinstance(delta, str) and delta:
                             ready, held = self._release(held + delta)
@@ -271,7 +292,7 @@ class OpenAIChatModel:
         if held:  # a tail of cleaned text that did not turn out to be the key
             pieces.append(held)
             on_text(held)
-        return "".join(pieces), usage
+        return "".join(pieces), usage, finish
 
     def _release(self, text: str) -> tuple[str, str]:
         """(the cleaned text safe to send now, the tail to hold): a key split across pieces is still masked."""
@@ -341,6 +362,49 @@ def _content(response: Any) -> str:
     except (AttributeError, IndexError, KeyError, TypeError):
         return ""
     return content if isinstance(content, str) else ""
+
+
+def _finish(response: Any) -> str | None:
+    try:
+        reason = response.choices[0].finish_reason
+    except (AttributeError, IndexError, KeyError, TypeError):
+        return None
+    return reason if isinstance(reason, str) else None
+
+
+def response_format(schema: type[BaseModel], *, strict: bool) -> dict[str, Any]:
+    """The `response_format` that asks the endpoint to decode only replies of `schema`.
+
+    llama.cpp, vLLM and Ollama compile the whole JSON schema (item and length limits included) into a
+    grammar. OpenAI enforces a schema only with `strict`, which needs every property required and no
+    others allowed, and refuses string length limits: those are left to our validation.
+    """
+    body = schema.model_json_schema()
+    if strict:
+        body = _strict(body)
+    spec: dict[str, Any] = {"name": schema.__name__, "schema": body}
+    if strict:
+        spec["strict"] = True
+    return {"type": "json_schema", "json_schema": spec}
+
+
+def _strict(node: Any) -> Any:
+    if isinstance(node, list):
+        return [_strict(item) for item in node]
+    if not isinstance(node, dict):
+        return node
+    node = {key: _strict(value) for key, value in node.items() if key not in ("minLength", "maxLength", "default", "title")}
+    if node.get("type") == "object" and isinstance(node.get("properties"), dict):
+        node["required"] = list(node["properties"])
+        node["additionalProperties"] = False
+    return node
+
+
+def _is_openai(url: str) -> bool:
+    try:
+        return urlsplit(url).hostname == "api.openai.com"
+    except ValueError:
+        return False
 
 
 def _usage(response: Any) -> tuple[int, int]:

@@ -19,8 +19,13 @@ _OPENING = re.compile(r"[\[{]")
 MAX_ATTEMPTS = 50  # opening brackets tried per candidate: a runaway reply full of brackets stays cheap
 
 
+class IncompleteJSON(ValueError):
+    """The reply opens a JSON value and ends before closing it: cut off, usually at the token limit."""
+
+
 def extract_json(text: str) -> Any:
-    """The first JSON value in `text` (fenced or not); raises ValueError when there is none."""
+    """The first JSON value in `text` (fenced or not); raises ValueError when there is none
+    (`IncompleteJSON` when one is opened and never closed)."""
     candidates = [m.group(1) for m in _FENCE.finditer(text)] + [text]
     decoder = json.JSONDecoder()
     for candidate in candidates:
@@ -30,7 +35,28 @@ def extract_json(text: str) -> Any:
             except (json.JSONDecodeError, RecursionError):  # RecursionError: nesting deeper than the parser's stack
                 continue
             return value
+    opening = _OPENING.search(text)
+    if opening is not None and _unclosed(text, opening.start()):
+        raise IncompleteJSON(f"the JSON value in the reply is incomplete: it stops after {len(text) - opening.start()} characters, before it is closed")
     raise ValueError("no JSON object or list found in the reply")
+
+
+def _unclosed(text: str, start: int) -> bool:
+    """True when the brackets opened from `start` are still open at the end of `text` (strings skipped)."""
+    depth, in_string, escaped = 0, False, False
+    for char in text[start:]:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+            continue
+        if char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth == 0:
+                return False
+    return depth > 0
 
 
 def parse_structured(text: str, schema: type[BaseModel]) -> BaseModel:
@@ -50,6 +76,6 @@ def _is_list(annotation: Any) -> bool:
 def describe_error(error: Exception) -> str:
     """A short, model-readable reason a reply was rejected."""
     if isinstance(error, ValidationError):
-        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg']}" for e in error.errors()[:5]]
+        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()[:5]]
         return "; ".join(parts)
     return str(error)

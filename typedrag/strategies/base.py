@@ -92,6 +92,8 @@ class StrategyContext:
     on_event: Callable[[str, dict[str, Any]], None] | None = None  # progress for streaming clients
     reranked: bool = False  # set once a step reranks, so the result names the reranker only then
     streamed: int = 0  # characters of answer text streamed to the client so far
+    # The typed work done so far (plan, aspects): kept in the result, marked unused, if the strategy falls back.
+    attempt: "StrategyOutput | None" = None
 
     def emit(self, event: str, **data: Any) -> None:
         """Tell a streaming client about progress (type, plan, each aspect, tokens, sources)."""

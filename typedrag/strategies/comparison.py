@@ -9,10 +9,10 @@ from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Extract, PlanTask, Section, WriteTask
 from typedrag.engines.heuristics import normalise
-from typedrag.prompts import GROUNDED, PLANNER, Prompt
+from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput, union
-from typedrag.strategies.plans import MAX_ASPECTS, Phrase, clean_phrases, keep_at_most
+from typedrag.strategies.plans import MAX_ASPECTS, Name, aspect_list, clean_phrases, keep_at_most
 from typedrag.text import content_words
 
 
@@ -22,9 +22,7 @@ class ComparisonPlan(BaseModel):
     purpose: Literal["difference", "similarity", "superiority"] = Field(
         description="difference (how they differ), similarity (what they share) or superiority (which is better)"
     )
-    items: list[Phrase] = Field(
-        min_length=2, description="the two to five things compared, each a phrase that finds documents on its own"
-    )
+    items: list[Name] = aspect_list("the two to five things compared, each named specifically enough to find documents on its own")
 
     @field_validator("purpose", mode="before")
     @classmethod
@@ -41,8 +39,8 @@ PLAN_COMPARISON = Prompt(
     "plan_comparison",
     "You analyse comparison questions. " + PLANNER,
     "Question: {question}\n\n"
-    "Identify what the question compares and why. Write each compared thing as a specific phrase "
-    '(write "Python programming language", not "it").\n{reply_format}',
+    "Identify what the question compares and why. Name each compared thing in full, as the question's "
+    "context makes it specific, never by a pronoun.\n{reply_format}",
 )
 
 COMPARISON_ANSWER = Prompt(
@@ -50,7 +48,7 @@ COMPARISON_ANSWER = Prompt(
     GROUNDED,
     "Sources:\n{sources}\n\nQuestion: {question}\n\n"
     "The reader wants to know the {purpose} among these: {items}. Cover every one of them. "
-    "{purpose_instruction} Answer in at most seven sentences.",
+    "{purpose_instruction} Answer in at most seven sentences. " + CITE,
 )
 
 PURPOSE_INSTRUCTIONS = {
@@ -181,6 +179,7 @@ class ComparisonStrategy:
         plan = await ctx.engine.plan(self.plan, question, ctx.trace)
         items = keep_at_most(plan.items, MAX_ASPECTS, "items", "plan:comparison", ctx.trace)
         ctx.emit("plan", plan=plan.model_dump())
+        ctx.attempt = StrategyOutput(answer="", plan=plan)  # kept in the result if this falls back
         queries = [item_query(item, question, items) for item in items]
         by_question, *per_item = await ctx.retrieve_many([question, *queries], max(ctx.top_k, ctx.candidates_k // 2))
         best = await ctx.rerank(question, union(per_item), len(items))

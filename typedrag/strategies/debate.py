@@ -9,27 +9,25 @@ from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Extract, Part, PlanTask
 from typedrag.engines.heuristics import subject
-from typedrag.prompts import DATA_RULE, GROUNDED, PLANNER, Prompt
+from typedrag.prompts import CITE, DATA_RULE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput
 from typedrag.strategies.decomposed import OVERVIEW, Combination, answer_and_combine, part_sections
-from typedrag.strategies.plans import MAX_ASPECTS, Phrase, keep_at_most
+from typedrag.strategies.plans import MAX_ASPECTS, Name, Query, aspect_list, keep_at_most
 
 
 class Perspective(BaseModel):
     """One viewpoint on the debated topic and the search query its holders would write."""
 
-    name: Phrase = Field(description="a short label for the viewpoint, e.g. 'supporters of X'")
-    sub_query: Phrase = Field(description="a search query worded the way someone holding this view would search")
+    name: Name = Field(description="a short label for the viewpoint")
+    sub_query: Query = Field(description="a short search query worded the way someone holding this view would search")
 
 
 class DebatePlan(BaseModel):
     """The debated topic and 2-5 distinct perspectives, each with its own biased sub-query."""
 
-    topic: Phrase = Field(description="the topic under debate")
-    perspectives: list[Perspective] = Field(
-        min_length=2, description="two to five genuinely different perspectives (e.g. supporters, critics, a neutral view)"
-    )
+    topic: Query = Field(description="the topic under debate")
+    perspectives: list[Perspective] = aspect_list("two to five genuinely different perspectives on the topic")
 
     @field_validator("perspectives", mode="before")
     @classmethod
@@ -61,7 +59,7 @@ PERSPECTIVE_ANSWER = Prompt(
     "perspective_answer",
     GROUNDED,
     "Sources:\n{sources}\n\nDebated question: {question}\n"
-    "Present the strongest case as seen by {focus}, using the sources. At most three sentences.",
+    "Present the strongest case as seen by {focus}, using the sources. At most three sentences. " + CITE,
 )
 
 MEDIATE_DEBATE = Prompt(
@@ -149,6 +147,7 @@ class DebateStrategy:
         ctx.emit("plan", plan=plan.model_dump())
         perspectives = keep_at_most(plan.perspectives, MAX_ASPECTS, "perspectives", PLAN.role, ctx.trace)
         aspects = [Aspect(label=p.name, query=p.sub_query) for p in perspectives]
+        ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
         how = Combination(PERSPECTIVE_ANSWER, "answer:perspective", _stance, MEDIATE_DEBATE, "mediate", mediated)
         answer = await answer_and_combine(question, aspects, how, ctx, topic=plan.topic)
         return StrategyOutput(answer=answer, plan=plan, aspects=aspects)

@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import asyncio
 import re
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag.citations import cited_numbers
+from typedrag.attribution import settle
 from typedrag.engines.base import Extract, Part, PlanTask, Section, WriteTask
 from typedrag.engines.heuristics import normalise
 from typedrag.errors import AspectsFailed, LLMError
-from typedrag.prompts import GROUNDED, Prompt
+from typedrag.prompts import CITE, GROUNDED, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import QUESTION_DEPTH, StrategyContext, StrategyOutput, assign, on_topic, union
-from typedrag.strategies.plans import MAX_ASPECTS, Phrase, clean_phrases, keep_at_most
+from typedrag.strategies.plans import MAX_ASPECTS, Query, aspect_list, clean_phrases, keep_at_most
 from typedrag.text import content_words
 
 # Two sub-answers that share this much of the shorter one's words (and at least REPEAT_MIN_WORDS of them)
@@ -44,9 +45,7 @@ ASPECT_MAX_WORDS = 30  # an aspect adds one short point to the combined answer, 
 class SubQueryPlan(BaseModel):
     """Single-aspect sub-queries for Reason (causes) and Instruction (steps) questions."""
 
-    sub_queries: list[Phrase] = Field(
-        min_length=2, description="two to five search queries, one aspect each, each understandable on its own"
-    )
+    sub_queries: list[Query] = aspect_list("two to five short search queries, one aspect each, each understandable on its own")
 
     @field_validator("sub_queries", mode="before")
     @classmethod
@@ -58,7 +57,7 @@ ASPECT_ANSWER = Prompt(
     "aspect_answer",
     GROUNDED,
     "Sources:\n{sources}\n\nThe reader's question is: {question}\n"
-    "Answer only this part of it: {focus}\n\nAt most three sentences.",
+    "Answer only this part of it: {focus}\n\nAt most three sentences. " + CITE,
 )
 
 
@@ -153,8 +152,17 @@ async def answer_aspect(
     try:
         aspect.answer = await ctx.engine.write(task, ctx.trace)
     except LLMError as error:
-        aspect.error = str(error)
-        ctx.trace.fallback(f"aspect:{aspect.label}", f"dropped, generation failed: {error}")
+        drop(aspect, f"generation failed: {error}", ctx)
+        return
+    if not ctx.engine.generative:  # an extractive engine quotes its passages with their own numbers
+        ctx.emit("aspect", aspect=aspect.model_dump())
+        return
+    settled = await asyncio.to_thread(settle, aspect.answer, sources)
+    for note in settled.notes(f"aspect {aspect.label!r}"):
+        ctx.trace.fallback(f"aspect:{aspect.label}", note)
+    aspect.answer = settled.text
+    if not settled.supported:
+        drop(aspect, "no sentence of its answer is supported by its passages", ctx)
     ctx.emit("aspect", aspect=aspect.model_dump())
 
 
@@ -175,13 +183,41 @@ async def answer_and_combine(
     down, so the typed answer never has less evidence than plain RAG; the planned aspects add what those
     passages lack, each from passages of its own.
     """
+    working = await gather_evidence(question, aspects, ctx)
+    # Offline, each aspect quotes enough for the combined answer even when it is the only one left.
+    sentences = max(2, -(-ANSWER_SENTENCES // max(len(working), 1)))
+    await asyncio.gather(
+        *(answer_aspect(question, a, s, how, ctx, OVERVIEW_SENTENCES if a.label == OVERVIEW else sentences) for a, s in working)
+    )
+    if working and working[0][0].label == OVERVIEW:
+        aspects.insert(0, working[0][0])
+    parts = useful_parts([aspect for aspect, _ in working], ctx)
+    if not parts:
+        raise AspectsFailed(why_none(aspects))
+    task = WriteTask(
+        role=how.role,
+        prompt=how.prompt,
+        values={"question": question, **values},
+        parts=parts,
+        sources=ctx.book.sources,  # the prompt does not show them; the offline engine reads their titles
+        extract=how.extract(question, parts),
+        max_tokens=600,
+    )
+    return await ctx.write_answer(task)
+
+
+async def gather_evidence(question: str, aspects: list[Aspect], ctx: StrategyContext) -> list[tuple[Aspect, list]]:
+    """Each aspect with the numbered sources it answers from, the overview first; aspects with none are dropped.
+
+    Retrieval for the question and every aspect at once; passages beyond plain RAG's must be on the
+    question's topic (cue words like "causes" can pull in a plumbing "sink" for "Why did the Titanic
+    sink?", and BM25's lower ranks often share one word only); each aspect gets pooled passages no other has.
+    """
     queries = [retrieval_query(a.query, question) for a in aspects]
     # An aspect searches deep enough to still have candidates once plain RAG's passages are set aside.
     aspect_depth = ctx.top_k + ctx.aspect_k + 2
     question_depth = max(QUESTION_DEPTH, ctx.top_k)
     by_question, *own = await ctx.retrieve_many([question, *queries], max(question_depth, aspect_depth))
-    # Every passage beyond plain RAG's must be on the question's topic: cue words like "causes" can pull in a
-    # plumbing "sink" for "Why did the Titanic sink?", and BM25's lower ranks often share one word only.
     rag_hits, deeper = by_question[: ctx.top_k], by_question[ctx.top_k : question_depth]
     seen = {hit.passage_id for hit in rag_hits}
     fresh = [[hit for hit in hits[:aspect_depth] if hit.passage_id not in seen] for hits in own]
@@ -193,8 +229,7 @@ async def answer_and_combine(
     # The overview reads plain RAG's passages and the on-topic ones below them that no aspect took.
     taken = {hit.passage_id for hits in assigned for hit in hits}
     overview_hits = rag_hits + [hit for hit in deeper if hit.passage_id in relevant and hit.passage_id not in taken]
-    overview = Aspect(label=OVERVIEW, query=question)
-    working = [(overview, ctx.book.add(overview_hits))] if overview_hits else []
+    working = [(Aspect(label=OVERVIEW, query=question), ctx.book.add(overview_hits))] if overview_hits else []
     for aspect, hits in zip(aspects, assigned):
         if not hits:
             drop(aspect, "no on-topic passage beyond the question's own and the other aspects'", ctx, announce=True)
@@ -202,36 +237,29 @@ async def answer_and_combine(
         working.append((aspect, ctx.book.add(hits)))
     for aspect, sources in working:
         aspect.source_numbers = [s.number for s in sources]
-    # Offline, each aspect quotes enough for the combined answer even when it is the only one left.
-    sentences = max(2, -(-ANSWER_SENTENCES // max(len(working), 1)))
-    await asyncio.gather(
-        *(answer_aspect(question, a, sources, how, ctx, OVERVIEW_SENTENCES if a is overview else sentences) for a, sources in working)
-    )
+    return working
+
+
+def useful_parts(answered: list[Aspect], ctx: StrategyContext) -> list[Part]:
+    """The aspects' answers worth combining: each one supported by its passages and not a repeat of another."""
     parts: list[Part] = []
-    for aspect, _ in working:
+    for aspect in answered:
         if aspect.error is not None:
-            continue
-        if not cited_numbers(aspect.answer):
-            drop(aspect, "its answer cites none of its passages", ctx)
             continue
         if any(repeats(aspect.answer, p.text) for p in parts):
             drop(aspect, "its answer repeats another aspect's", ctx)
             continue
         parts.append(Part(label=aspect.label, text=aspect.answer, query=aspect.query))
-    if overview_hits:
-        aspects.insert(0, overview)
-    if not parts:
-        raise AspectsFailed(f"neither the question nor any of the {len(queries)} aspects found on-topic passages")
-    task = WriteTask(
-        role=how.role,
-        prompt=how.prompt,
-        values={"question": question, **values},
-        parts=parts,
-        sources=ctx.book.sources,  # the prompt does not show them; the offline engine reads their titles
-        extract=how.extract(question, parts),
-        max_tokens=600,
-    )
-    return await ctx.write_answer(task)
+    return parts
+
+
+def why_none(aspects: list[Aspect]) -> str:
+    """Why no aspect is left, with the counts right: how many of each kind, and for what reason."""
+    planned = sum(a.label != OVERVIEW for a in aspects)
+    overview = " (the overview and" if len(aspects) > planned else " ("
+    reasons = Counter(a.error or "no answer" for a in aspects)
+    because = "; ".join(f"{count} {reason}" for reason, count in reasons.most_common())
+    return f"all {len(aspects)} aspects{overview} {planned} planned) were dropped: {because}"
 
 
 @dataclass(frozen=True)
@@ -250,5 +278,6 @@ class SubQueryStrategy:
         ctx.emit("plan", plan=plan.model_dump())
         queries = keep_at_most(plan.sub_queries, MAX_ASPECTS, "sub-queries", self.plan.role, ctx.trace)
         aspects = [Aspect(label=q, query=q) for q in queries]
+        ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
         answer = await answer_and_combine(question, aspects, self.combination, ctx)
         return StrategyOutput(answer=answer, plan=plan, aspects=aspects)

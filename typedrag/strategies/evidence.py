@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from typedrag.engines.base import Extract, Section, WriteTask
-from typedrag.prompts import CLOSED_BOOK, GROUNDED, Prompt
+from typedrag.prompts import CITE, CLOSED_BOOK, GROUNDED, Prompt
 from typedrag.strategies.base import StrategyContext, StrategyOutput
 
 GROUNDED_ANSWER = Prompt(
     "grounded_answer",
     GROUNDED,
-    "Sources:\n{sources}\n\nQuestion: {question}\n\nAnswer in at most five sentences.",
+    "Sources:\n{sources}\n\nQuestion: {question}\n\nAnswer in at most five sentences. " + CITE,
 )
 ANSWER_SENTENCES = 4  # the offline engine's plain answer; typed answers are measured against its length
 

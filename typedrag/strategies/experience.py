@@ -9,9 +9,9 @@ from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Extract, PlanTask, Section, WriteTask
 from typedrag.engines.heuristics import normalise
-from typedrag.prompts import GROUNDED, PLANNER, Prompt
+from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
 from typedrag.strategies.base import StrategyContext, StrategyOutput, union
-from typedrag.strategies.plans import Phrase, clean_phrases
+from typedrag.strategies.plans import Name, Query, aspect_list, clean_phrases
 from typedrag.text import content_words, key_phrases
 
 MAX_KEYWORDS = 8
@@ -20,10 +20,11 @@ MAX_KEYWORDS = 8
 class ExperiencePlan(BaseModel):
     """The topic and key entities used to rerank advice-style passages."""
 
-    topic: Phrase = Field(description="what the person needs advice on")
-    keywords: list[Phrase] = Field(
-        min_length=1,
-        description=f"up to {MAX_KEYWORDS} key entities, activities and constraints that relevant experiences would mention",
+    topic: Query = Field(description="what the person needs advice on")
+    keywords: list[Name] = aspect_list(
+        f"up to {MAX_KEYWORDS} key entities, activities and constraints that relevant experiences would mention",
+        at_least=1,
+        at_most=MAX_KEYWORDS,
     )
 
     @field_validator("keywords", mode="before")
@@ -45,7 +46,7 @@ EXPERIENCE_ANSWER = Prompt(
     GROUNDED,
     "Sources:\n{sources}\n\nQuestion: {question}\n\n"
     "This asks for advice or recommendations about {topic}. Give practical guidance that draws on the "
-    "different experiences and facts in the sources, and mention trade-offs. At most six sentences.",
+    "different experiences and facts in the sources, and mention trade-offs. At most six sentences. " + CITE,
 )
 
 # Sentences that advise, recommend or report what worked (offline engine).
@@ -87,6 +88,7 @@ class ExperienceStrategy:
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
         plan = await ctx.engine.plan(self.plan, question, ctx.trace)
         ctx.emit("plan", plan=plan.model_dump())
+        ctx.attempt = StrategyOutput(answer="", plan=plan)  # kept in the result if this falls back
         keywords = " ".join(plan.keywords)
         by_question, by_keywords = await ctx.retrieve_many([question, keywords], ctx.candidates_k)
         best = await ctx.rerank(keywords, union([by_question, by_keywords]), ctx.top_k)

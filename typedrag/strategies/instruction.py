@@ -11,7 +11,7 @@ from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryP
 
 PLAN_INSTRUCTION = Prompt(
     "plan_instruction",
-    "You break 'how to' questions into single-aspect search queries. " + PLANNER,
+    "You break questions that ask how to do something into single-aspect search queries. " + PLANNER,
     "Question: {question}\n\n"
     "Write two to five search queries, each about one distinct step, requirement or method needed to do "
     "what is asked, in the order they would be done, each naming the task so it is understandable on its "

@@ -1,21 +1,61 @@
-"""Validation shared by every plan schema: clean phrase lists, and cap them visibly.
+"""Validation shared by every plan schema: short phrases, clean lists, and limits a decoder can hold to.
 
+The JSON schema sent to a model carries `maxItems` and `maxLength` for every list and phrase, so a
+server with constrained decoding (llama.cpp, vLLM, Ollama, OpenAI) cannot run a list on until its
+token limit. Validation itself is tolerant of length, strict about shape:
+- a list longer than the limit still validates (a model with no grammar that names seven items has
+  not failed); the strategy keeps the first MAX_ASPECTS and records what it dropped;
+- a phrase that is a paragraph, an answer or code (several sentences, a line break, a code fence, more
+  words than a search query has) is rejected, with a message the repair prompt passes on verbatim.
 Cleaning happens in validators so every engine gets the same rules: strip, drop empties, drop
-case-insensitive duplicates. Lists are not capped by the schema (a model that names seven items
-has not failed); the strategy keeps the first MAX_ASPECTS and records what it dropped.
+case-insensitive duplicates.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, Any
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 
 from typedrag.engines.base import Trace
 
 MAX_ASPECTS = 5
+QUERY_WORDS, QUERY_CHARS = 20, 100  # a search query: a short phrase
+NAME_WORDS, NAME_CHARS = 10, 60  # an item, a viewpoint, a keyword: a name
+_SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
 
-Phrase = Annotated[str, Field(min_length=1, max_length=300)]
+
+def _phrase(words: int, what: str):
+    def check(text: str) -> str:
+        text = text.strip()
+        count = len(text.split())
+        if "```" in text or "\n" in text:
+            raise ValueError(f"{what} must be one line of plain words, not code or a list")
+        if count > words:
+            raise ValueError(f"{what} must be at most {words} words, not a paragraph or an answer (this one has {count})")
+        if _SENTENCE_BREAK.search(text):
+            raise ValueError(f"{what} must be a single phrase, not several sentences")
+        return text
+
+    return check
+
+
+Query = Annotated[
+    str,
+    Field(min_length=1, json_schema_extra={"maxLength": QUERY_CHARS}),
+    AfterValidator(_phrase(QUERY_WORDS, "a search query")),
+]
+Name = Annotated[
+    str,
+    Field(min_length=1, json_schema_extra={"maxLength": NAME_CHARS}),
+    AfterValidator(_phrase(NAME_WORDS, "a name")),
+]
+
+
+def aspect_list(description: str, *, at_least: int = 2, at_most: int = MAX_ASPECTS) -> Any:
+    """A list field of at least `at_least` items whose schema tells decoders to stop at `at_most`."""
+    return Field(min_length=at_least, description=description, json_schema_extra={"maxItems": at_most})
 
 
 def clean_phrases(values: Any) -> Any:
@@ -28,7 +68,7 @@ def clean_phrases(values: Any) -> Any:
         if not isinstance(value, str):
             kept.append(value)  # let pydantic reject it with a precise message
             continue
-        text = " ".join(value.split()).strip(" .;,")
+        text = re.sub(r"[ \t]+", " ", value).strip(" \n.;,")  # line breaks stay, for the shape check to see
         if text and text.casefold() not in seen:
             seen.add(text.casefold())
             kept.append(text)

@@ -11,7 +11,7 @@ from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryP
 
 PLAN_REASON = Prompt(
     "plan_reason",
-    "You break 'why' questions into single-aspect search queries. " + PLANNER,
+    "You break questions that ask why into single-aspect search queries. " + PLANNER,
     "Question: {question}\n\n"
     "Write two to five search queries, each about one distinct cause, condition or mechanism that could "
     "explain the answer, each naming the subject so it is understandable on its own.\n{reply_format}",

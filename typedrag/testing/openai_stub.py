@@ -66,6 +66,7 @@ class Reply:
     drip: float = 0.0  # send the body one byte at a time, this many seconds apart (a stalled stream)
     break_after: int | None = None  # streamed: drop the connection after this many tokens
     pieces: list[str] | None = None  # streamed: send exactly these deltas (default: the content word by word)
+    finish_reason: str = "stop"  # "length": the reply was cut at max_tokens, as a server says it
 
 
 Responder = Callable[[ChatRequest], Reply]
@@ -255,7 +256,7 @@ class OpenAIStubServer:
                     "created": int(time.time()),
                     "model": body.get("model", stub.model),
                     "choices": [
-                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": reply.content}}
+                        {"index": 0, "finish_reason": reply.finish_reason, "message": {"role": "assistant", "content": reply.content}}
                     ],
                     "usage": {
                         "prompt_tokens": prompt_tokens,
@@ -280,7 +281,7 @@ class OpenAIStubServer:
                          "total_tokens": prompt_tokens + len(tokens)}
                 events = [event({"role": "assistant", "content": ""})]
                 events += [event({"content": token}) for token in tokens]
-                events.append(event({}, "stop"))
+                events.append(event({}, reply.finish_reason))
                 if (body.get("stream_options") or {}).get("include_usage"):
                     events.append(f"data: {json.dumps({**base, 'choices': [], 'usage': usage})}\n\n".encode())
                 events.append(b"data: [DONE]\n\n")
