@@ -570,3 +570,17 @@ def test_debian_reference_pdf_keeps_pages_and_sections():
     assert doc.title == "Debian Reference"
     assert all(b.page for b in doc.blocks)
     assert sum(bool(b.section) for b in doc.blocks) > 0.7 * len(doc.blocks)
+
+
+def test_a_sphinx_builds_copies_of_its_sources_are_not_read_twice(tmp_path):
+    """A Sphinx HTML folder holds `_sources/page.txt` beside `page.html`: the pages are read, the copies
+    reported once and skipped (the Python docs gave 1,027 documents for 530 pages before)."""
+    (tmp_path / "_sources").mkdir()
+    (tmp_path / "_sources" / "intro.rst.txt").write_text("Intro\n=====\n\nThe same text as the page.\n")
+    (tmp_path / "intro.html").write_text("<html><head><title>Intro</title></head><body><p>The same text as the page.</p></body></html>")
+    (tmp_path / "searchindex.js").write_text("Search.setIndex({})")
+    docs, problems = read(tmp_path)
+    assert [d.doc_id for d in docs] == ["intro.html"]
+    assert problems[0] == f"{tmp_path / '_sources'}: a Sphinx build's copies of its pages' sources, skipped (the HTML pages are read)"
+    (tmp_path / "searchindex.js").unlink()  # not a Sphinx build: a folder named _sources is content like any other
+    assert [d.doc_id for d in read(tmp_path)[0]] == ["_sources/intro.rst.txt", "intro.html"]

@@ -117,7 +117,9 @@ def _folder_files(root: Path, report: Callable[[str, str], None]) -> Iterator[So
         path, key = Path(entry.path), walk.prefix + entry.name
         if _is_dir(entry):
             real = path.resolve()
-            if not real.is_relative_to(inside):
+            if entry.name == "_sources" and walk.sphinx_build:
+                report(str(path), "a Sphinx build's copies of its pages' sources, skipped (the HTML pages are read)")
+            elif not real.is_relative_to(inside):
                 report(str(path), "symbolic link to a folder outside the corpus folder, skipped")
             elif real in walk.ancestors:
                 report(str(path), "symbolic link loop, skipped")
@@ -148,6 +150,10 @@ class _Walk:
             report(str(folder), f"folder cannot be listed ({e.strerror or e}), skipped")
             entries = []
         self.entries = iter(entries)
+        # Sphinx writes searchindex.js and objects.inv beside the HTML pages, and a copy of every page's
+        # source under _sources/: reading both would index each page twice.
+        names = {e.name for e in entries}
+        self.sphinx_build = "_sources" in names and ("searchindex.js" in names or "objects.inv" in names)
 
 
 def _is_dir(entry: os.DirEntry) -> bool:

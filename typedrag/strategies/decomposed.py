@@ -40,6 +40,7 @@ ANSWER_SENTENCES = 6  # the offline combined answer, before labels: 1.5x plain R
 OVERVIEW = "overview"  # the aspect that answers the question itself from its top passages
 OVERVIEW_SENTENCES = 4  # as many as plain RAG quotes: the combined answer draws its lead from them
 ASPECT_MAX_WORDS = 30  # an aspect adds one short point to the combined answer, not a run-on sentence
+ASPECT_TOKENS = 200  # an aspect's answer is at most three sentences: a model that runs on is cut here
 
 
 class SubQueryPlan(BaseModel):
@@ -148,6 +149,7 @@ async def answer_aspect(
         values={"question": question, "focus": aspect.label},
         sources=sources,
         extract=Extract((section,)),
+        max_tokens=ASPECT_TOKENS,
     )
     try:
         aspect.answer = await ctx.engine.write(task, ctx.trace)
