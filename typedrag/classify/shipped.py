@@ -10,6 +10,7 @@ is only needed for training (tests check the two agree).
 from __future__ import annotations
 
 import asyncio
+import gzip
 import json
 import math
 import re
@@ -21,12 +22,14 @@ from pathlib import Path
 import numpy as np
 
 from typedrag.classify.base import TypePrediction, check_question
-from typedrag.classify.rules import comparison_phrasing
+from typedrag.classify.rules import asks_how_to, comparison_phrasing, weak_choice
 from typedrag.nfq import NFQType
 from typedrag.result import Trace
 
 MODEL_DIR = Path(__file__).parent / "model"
+VOCAB = "vocab.json.gz"  # the n-gram vocabulary, gzipped (4 MB of JSON, 1 MB stored)
 _WHITE_SPACES = re.compile(r"\s\s+")  # as scikit-learn's char_wb analyzer
+SURE = 0.6  # a prediction this confident (the routing threshold) is not overridden by a weak comparison phrasing
 
 
 def mark(text: str, markers: list[str]) -> str:
@@ -83,7 +86,7 @@ class ShippedClassifier:
     def __init__(self, model_dir: Path = MODEL_DIR, embedder=None) -> None:
         """Read the model files (~0.05 s); `embedder` defaults to the process-wide MiniLM one."""
         meta = json.loads((model_dir / "meta.json").read_text(encoding="utf-8"))
-        vocab = json.loads((model_dir / "vocab.json").read_text(encoding="utf-8"))
+        vocab = json.loads(gzip.decompress((model_dir / VOCAB).read_bytes()).decode("utf-8"))
         with np.load(model_dir / "weights.npz", allow_pickle=False) as weights:
             # Stored as float32, computed in float64 like scikit-learn.
             self._idf_word = weights["idf_word"].astype(np.float64)
@@ -150,11 +153,17 @@ class ShippedClassifier:
         predictions = []
         for question, row in zip(questions, self.predict_proba(questions)):
             probabilities = {label: float(p) for label, p in zip(self.classes, row)}
-            label = self.classes[int(row.argmax())]
-            if label is not NFQType.COMPARISON and comparison_phrasing(question):
-                label = NFQType.COMPARISON
-                probabilities = {k: (1.0 if k is label else 0.0) for k in probabilities}
-                predictions.append(TypePrediction(label, 1.0, probabilities, source + "+comparison-rule"))
+            ranked = sorted(probabilities, key=probabilities.get, reverse=True)
+            label = ranked[0]
+            if label is not NFQType.COMPARISON and (
+                comparison_phrasing(question) or (weak_choice(question) and probabilities[label] < SURE)
+            ):
+                probabilities = {k: (1.0 if k is NFQType.COMPARISON else 0.0) for k in probabilities}
+                predictions.append(TypePrediction(NFQType.COMPARISON, 1.0, probabilities, source + "+comparison-rule"))
+                continue
+            if label is NFQType.COMPARISON and asks_how_to(question):  # "How to explain the difference ...": steps
+                label = ranked[1]
+                predictions.append(TypePrediction(label, probabilities[label], probabilities, source + "+how-to-rule"))
                 continue
             predictions.append(TypePrediction(label, probabilities[label], probabilities, source))
         return predictions
