@@ -1,8 +1,9 @@
-"""The strategies' offline planners on common phrasings, and the shared sentence splitter."""
+"""The offline engine's planners on common phrasings, the comparison's item queries, and the sentence splitter."""
 
 import pytest
 
-from typedrag.strategies import comparison, debate, experience, instruction, reason
+from typedrag.engines.offline import comparison, debate, experience, instruction, reason
+from typedrag.strategies.comparison import item_query
 from typedrag.text import split_sentences, terms
 
 
@@ -23,6 +24,8 @@ from typedrag.text import split_sentences, terms
         ("How is a virus different from a bacterium?", "difference", ["virus", "bacterium"]),
         ("Compare Judaism, Christianity and Islam.", "difference", ["Judaism", "Christianity", "Islam"]),
         ("Which is better for a beginner, violin or cello?", "superiority", ["violin", "cello"]),
+        # Issue 24: a choice asked as "X or Y: which should I use?" is a comparison of superiority.
+        ("asyncio or threads: which should I use?", "superiority", ["asyncio", "threads"]),
         # A bare first adjective takes the noun the two items share ("Australian" alone finds no flag).
         ("What are the differences between the Australian and New Zealand flags?", "difference", ["Australian flags", "New Zealand flags"]),
         ("What is the difference between animal and plant cells?", "difference", ["animal cells", "plant cells"]),
@@ -31,7 +34,7 @@ from typedrag.text import split_sentences, terms
     ],
 )
 def test_comparison_items_and_purpose(question, purpose, items):
-    plan = comparison.offline_plan(question)
+    plan = comparison.plan(question)
     assert (plan.purpose, plan.items) == (purpose, items)
 
 
@@ -48,30 +51,30 @@ def test_comparison_items_and_purpose(question, purpose, items):
     ],
 )
 def test_comparison_item_queries_carry_the_question_context_but_no_other_item(question, items, queries):
-    assert [comparison.item_query(item, question, items) for item in items] == queries
+    assert [item_query(item, question, items) for item in items] == queries
 
 
 def test_comparison_without_items_fails_instead_of_guessing():
     with pytest.raises(ValueError):
-        comparison.offline_plan("How does it compare?")
+        comparison.plan("How does it compare?")
 
 
 def test_reason_and_instruction_sub_queries_keep_the_subject():
-    plan = reason.offline_plan("Why did the Western Roman Empire fall?")
+    plan = reason.plan("Why did the Western Roman Empire fall?")
     assert 2 <= len(plan.sub_queries) <= 5
     assert all("Western Roman Empire" in q for q in plan.sub_queries)
-    steps = instruction.offline_plan("How do I bake sourdough bread?")
+    steps = instruction.plan("How do I bake sourdough bread?")
     assert all("sourdough bread" in q for q in steps.sub_queries)
 
 
-def test_debate_has_for_against_and_evidence_perspectives():
-    plan = debate.offline_plan("Should we build more nuclear power plants?")
-    assert [p.name for p in plan.perspectives] == ["in favour", "against", "evidence"]
+def test_debate_has_for_and_against_perspectives():
+    plan = debate.plan("Should we build more nuclear power plants?")
+    assert [p.name for p in plan.perspectives] == ["in favour", "against"]
     assert all("nuclear power plants" in p.sub_query for p in plan.perspectives)
 
 
 def test_experience_keywords():
-    plan = experience.offline_plan("Any advice for a beginner learning guitar?")
+    plan = experience.plan("Any advice for a beginner learning guitar?")
     assert "guitar" in plan.keywords and "guitar" in plan.topic
 
 

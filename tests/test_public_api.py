@@ -48,7 +48,7 @@ class HaikuStrategy:
         plan = await ctx.engine.plan(self.plan, question, ctx.trace)
         sources = ctx.book.add(await ctx.retrieve(question, 2))
         task = WriteTask("answer:haiku", WRITE_HAIKU, {"question": question, "images": ", ".join(plan.images)},
-                         Extract((Section(query=question, sentences=1),)), sources=sources)
+                         sources=sources, extract=Extract((Section(query=question, sentences=1),)))
         return typedrag.StrategyOutput(answer=await ctx.engine.write(task, ctx.trace), plan=plan)
 
 
@@ -93,3 +93,23 @@ def test_importing_the_pipeline_does_not_import_tantivy():
     code = "import sys, typedrag.pipeline, typedrag; typedrag.Pipeline; print('tantivy' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert done.stdout.strip() == "False", done.stderr
+
+
+def test_a_route_without_an_offline_recipe_is_written_offline_by_the_generic_one():
+    """Issue 24: a route added from outside needs no edit to typedrag to run offline: its writing step,
+    with no recipe of its own and a role the engine does not know, quotes the passages nearest the question."""
+
+    class Plain:
+        name = "plain"
+        plan = PlanTask("plan:plain", PLAN_HAIKU, Haiku, offline=lambda q: Haiku(images=q.split()[:3]))
+
+        async def run(self, question, ctx):
+            await ctx.engine.plan(self.plan, question, ctx.trace)
+            sources = ctx.book.add(await ctx.retrieve(question, 2))
+            task = WriteTask("answer:plain", WRITE_HAIKU, {"question": question, "images": ""}, sources=sources)
+            return typedrag.StrategyOutput(answer=await ctx.engine.write(task, ctx.trace))
+
+    texts = ["Autumn leaves fall slowly over the quiet pond.", "Tax law changed in 1986."]
+    pipeline = Pipeline(OfflineEngine(), ListRetriever(texts), routes={**default_routes(), "PLAIN": Plain()})
+    result = typedrag_run(pipeline.answer("autumn leaves pond", forced_type="plain"))
+    assert result.strategy == "plain" and result.answer.startswith("Autumn leaves fall slowly over the quiet pond. [1]")

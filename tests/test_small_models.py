@@ -209,7 +209,7 @@ async def test_a_paragraph_as_a_sub_query_is_rejected_and_the_repair_says_why():
     with OpenAIStubServer(replying(lambda r: next(replies))) as stub:
         result = await pipeline(stub).answer("How do I reclaim disk space in PostgreSQL?", "typed", NFQType.INSTRUCTION)
         repair = stub.requests[1].last_user
-    assert "must be at most 20 words, not a paragraph or an answer" in repair
+    assert "must be a short phrase of at most 100 characters, not a paragraph or an answer" in repair
     assert "one line of plain words, not code" in repair
     call = next(c for c in result.llm_calls if c.role == "plan:instruction")
     assert call.structured is StructuredOutcome.REPAIRED and call.reply and "To reclaim" in call.reply

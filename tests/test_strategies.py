@@ -117,6 +117,8 @@ async def test_reason_retrieves_once_per_sub_query_and_aggregates_every_aspect(t
     def answer(request):
         if "Partial answers" in request.last_user:
             return Reply(content="Aggregated explanation [1].")
+        if "Answer only this part of it: " not in request.last_user:  # the overview: plain RAG's own prompt
+            return Reply(content=f"Overview of why Rome fell [{first_source(request)}].")
         focus = request.last_user.split("Answer only this part of it: ")[1].split("\n")[0]
         return Reply(content=f"Aspect answer about {focus} [{first_source(request)}].")
 
@@ -132,7 +134,8 @@ async def test_reason_retrieves_once_per_sub_query_and_aggregates_every_aspect(t
     assert [a.label for a in result.aspects] == ["overview", *plan["sub_queries"]]  # overview: the question's own passages
     assert all(a.error is None for a in result.aspects)
     assert result.answer == "Aggregated explanation [1]."
-    assert [c.role for c in result.llm_calls].count("answer:aspect") == 4
+    roles = [c.role for c in result.llm_calls]
+    assert roles.count("aspect:reason") == 3 and roles.count("overview:reason") == 1
 
 
 async def test_debate_perspectives_reach_the_mediator(topical):
@@ -156,7 +159,7 @@ async def test_debate_perspectives_reach_the_mediator(topical):
     mediation = server.requests[-1].last_user
     assert "Topic: nuclear power" in mediation
     assert "Case for advocates" in mediation and "Case for opponents" in mediation
-    assert result.llm_calls[-1].role == "mediate"
+    assert result.llm_calls[-1].role == "mediate:debate"
 
 
 async def test_comparison_prompt_has_items_and_purpose_and_passages_are_deduplicated(retriever):
@@ -369,5 +372,7 @@ async def test_offline_debate_header_does_not_quote_a_question_cut_into_a_topic(
     """Regression: a question with no debate phrasing became the topic whole ("Views on What should I
     know before adopting a cat differ.")."""
     result = await Pipeline(OfflineEngine(), topical).answer("What do people think of nuclear power?", "typed", "debate")
-    assert result.strategy == "debate" and result.answer.startswith("Views on this question differ.")
-    assert "Views on What" not in result.answer
+    assert result.strategy == "debate" and "Views on What" not in result.answer
+    # Issue 24: "Views differ." opens the answer only when a view on each side was found.
+    sides = {line.split(":")[0] for line in result.answer.splitlines() if line.startswith("- ")}
+    assert result.answer.startswith("Views differ.") == (sides == {"- For", "- Against"}), result.answer

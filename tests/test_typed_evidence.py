@@ -86,16 +86,25 @@ def test_citation_text_leaves_out_bullets_labels_and_step_numbers():
     assert [c.text for c in extract_citations(answer, [source])] == ["A comet is icy.", "Mix the flour."]
 
 
-def test_the_overview_reads_past_plain_rags_passages():
-    texts = [f"The Titanic sank in 1912; report {n} on the sinking names cause number {n}." for n in range(1, 13)]
-    pipeline = Pipeline(OfflineEngine(), ListRetriever(texts))
+def test_every_typed_answer_holds_plain_rags_answer_whole():
+    """Issue 24: never worse than plain RAG, by construction: the overview (or a comparison's and an
+    experience answer's lead) is plain RAG's own step over plain RAG's passages, quoted whole."""
+    pipeline = Pipeline(OfflineEngine(), ListRetriever(TITANIC))
+    questions = {
+        "reason": "Why did the Titanic sink?",
+        "instruction": "How did the Titanic sink?",
+        "debate": "Should the Titanic have carried more lifeboats?",
+        "comparison": "What is the difference between the Titanic and a sink?",
+        "experience": "Any tips for reading about the Titanic sinking?",
+    }
+    for kind, question in questions.items():
+        rag_sentences = {c.text for c in run(pipeline.answer(question, "rag")).citations}
+        typed = run(pipeline.answer(question, "typed", kind))
+        assert rag_sentences and typed.strategy == kind, typed.fallbacks
+        assert rag_sentences <= {c.text for c in typed.citations}, (kind, typed.answer)
     rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
-    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
-    overview = typed.aspects[0]
-    assert overview.label == "overview"
-    by_number = {s.number: s.passage_id for s in typed.sources}
-    assert {s.passage_id for s in rag.sources} <= {by_number[n] for n in overview.source_numbers}
-    assert len(overview.source_numbers) > len(rag.sources)  # the sentences to quote are picked from a deeper pool
+    overview = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason")).aspects[0]
+    assert overview.label == "overview" and overview.answer == rag.answer
 
 
 def test_a_section_with_max_words_prefers_shorter_sentences():
@@ -139,18 +148,18 @@ def test_a_labelled_aspect_quotes_a_sentence_of_its_shape_when_it_has_one():
     """A "causes" point states a cause, even when a sentence of another shape is closer to the question."""
     from typedrag.engines.base import Extract, Section
     from typedrag.engines.offline import Candidate
-    from typedrag.strategies.reason import CAUSE
+    from typedrag.engines.offline.shapes import CAUSE
 
     closer = "The Titanic sank in the North Atlantic in April 1912 on her maiden voyage."
     cause = "The hull failed because the iceberg opened six compartments."
     candidates = [Candidate(closer, "[1]", 1, 0), Candidate(cause, "[2]", 2, 1)]
     engine = OfflineEngine()
-    favoured = Section(query="Why did the Titanic sink?", sentences=1, cue=CAUSE)
+    favoured = Section(query="Why did the Titanic sink?", sentences=1, shape=CAUSE)
     assert engine.pick(Extract((favoured,)), candidates) == [[0]]  # a bonus alone does not outweigh the closer one
-    first = Section(query="Why did the Titanic sink?", sentences=1, cue=CAUSE, cue_first=True)
-    assert engine.pick(Extract((first,)), candidates) == [[1]]
-    # With no sentence of its shape the section still quotes the closest one.
-    assert engine.pick(Extract((first,)), candidates[:1]) == [[0]]
+    only = Section(query="Why did the Titanic sink?", sentences=1, shape=CAUSE, shape_only=True)
+    assert engine.pick(Extract((only,)), candidates) == [[1]]
+    # Issue 24: with no sentence of its shape the section adds nothing, rather than the nearest sentence.
+    assert engine.pick(Extract((only,)), candidates[:1]) == [[]]
 
 
 def test_the_frame_of_an_offline_answer_appears_only_around_labelled_points():
@@ -169,6 +178,10 @@ def test_the_frame_of_an_offline_answer_appears_only_around_labelled_points():
         "Views differ.\nBread is a baked food. [1]\n- method: First knead the dough. [2]\nIt turns on the weighing."
     )
     assert layout(views, [[0], []], candidates) == "Bread is a baked food. [1]"
+    # Issue 24: "Views differ" only when a view on each side was found.
+    against = Section(query="q", label="Against", optional=True)
+    sides = Extract((overview, step, against), layout="bullets", header="Views differ.", header_needs=("method", "Against"))
+    assert layout(sides, [[0], [1], []], candidates) == "Bread is a baked food. [1]\n- method: First knead the dough. [2]"
 
 
 def test_a_sentence_from_the_article_the_question_names_outranks_one_that_only_shares_its_words():
@@ -204,10 +217,10 @@ def test_an_offline_comparison_quotes_only_sentences_about_its_items():
     ]
     pipeline = Pipeline(OfflineEngine(), ListRetriever(passages))
     result = run(pipeline.answer("Capitalism vs socialism: what's the core difference?", "typed", "comparison"))
-    lines = dict(line[2:].split(": ", 1) for line in result.answer.splitlines() if line.startswith("- "))
-    assert "social ownership" in lines["socialism"], result.answer
-    assert "capital city" not in result.answer and "outer core" not in result.answer, result.answer
-    assert lines["Capitalism"] == "the retrieved passages say nothing specific.", result.answer
+    points = "\n".join(line for line in result.answer.splitlines() if line.startswith("- "))  # the items' own points
+    assert "social ownership" in result.answer, result.answer
+    assert "capital city" not in points and "outer core" not in points, result.answer
+    assert "- Capitalism:" not in points, result.answer  # nothing about it: no point under its name
 
 
 def test_a_question_word_no_sentence_holds_still_weighs_in_the_lexical_score():

@@ -27,6 +27,18 @@ _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\s
 _WORD_PIECE = re.compile(r"\s*\S+\s*|\s+")
 
 
+_PLEASANTRIES = re.compile(
+    r"^(?:so|and|but|well|ok|okay|please|hi|hey)[, ]+|"
+    r"^(?:can|could|would) (?:you|someone|anyone) (?:please )?(?:tell me|explain|say)\s*",
+    re.I,
+)
+
+
+def bare_question(question: str) -> str:
+    """The question on one line, without pleasantries ("so", "can you tell me") or the closing question mark."""
+    return _PLEASANTRIES.sub("", " ".join(question.split()).strip()).rstrip(" ?!.")
+
+
 def word_pieces(text: str) -> list[str]:
     """`text` cut into words, each with the whitespace around it, so the pieces concatenate back to it
     (how a streamed reply arrives, and how a finished one is replayed as a stream)."""

@@ -1,9 +1,11 @@
 """What a strategy asks an engine to do, and the trace every step writes into.
 
-Engines are generic: a strategy hands over a `PlanTask` (prompt, schema, offline planner) or a
-`WriteTask` (prompt, its values, the passages or partial answers, and the extractive recipe the
-offline engine follows instead of the prompt). Engines know nothing about question types, so a
-new type is one new strategy module and no engine change.
+A strategy hands over a `PlanTask` (its role, prompt and schema) or a `WriteTask` (its role, prompt,
+the prompt's values, the passages or partial answers). The LLM engine fills the prompt; the offline
+engine looks the role up among its own planners and extractive recipes (typedrag/engines/offline/).
+A route added from outside typedrag may bring its own offline planner (`PlanTask.offline`) and recipe
+(`WriteTask.extract`, in the `Section`/`Extract` terms below); without them the offline engine uses
+its generic recipe, so a new type needs no engine change.
 """
 
 from __future__ import annotations
@@ -27,16 +29,16 @@ _PIECE_END = re.compile(r"(?<=[.!?\]])[ \t]+(?!\[)|\n+")
 
 @dataclass(frozen=True)
 class PlanTask(Generic[PlanT]):
-    """A structured step: the LLM engine fills `prompt` as `schema`; the offline engine calls `offline`.
+    """A structured step: the LLM engine fills `prompt` as `schema`; the offline engine plans by `role`.
 
-    The prompt may use `{question}` and `{reply_format}` (generated from the schema).
-    `offline(question)` returns a plan or raises ValueError when its patterns do not apply.
+    The prompt may use `{question}` and `{reply_format}` (generated from the schema). `offline`, for a
+    route the offline engine does not know, returns a plan or raises ValueError when it does not apply.
     """
 
-    role: str
+    role: str  # "plan:<type>"
     prompt: Prompt
     schema: type[PlanT]
-    offline: Callable[[str], PlanT]
+    offline: Callable[[str], PlanT] | None = None
 
 
 @dataclass
@@ -52,44 +54,57 @@ class Part:
 class Section:
     """One part of an extractive answer: sentences about `query`, optionally from some groups only.
 
-    `cue` favours sentences of the right shape (causes, steps, stances...); with `cue_first` such
-    sentences come before any other. A group is a passage number when writing from sources, a part
-    index when combining partial answers.
+    `shape` favours sentences of the right shape (a cause, a step, a stance); with `shape_only` no other
+    sentence is taken, so a section with none of its shape adds nothing rather than the nearest sentence.
+    A group is a passage number when writing from sources, a part index when combining partial answers.
     """
 
     query: str
     label: str = ""
     sentences: int = 2
-    cue: re.Pattern[str] | None = None
-    cue_first: bool = False  # a section labelled "causes" or "in favour" quotes a cause or a stance if it has one
+    shape: re.Pattern[str] | None = None
+    shape_only: bool = False
     groups: frozenset[int] | None = None
     in_order: bool = False  # keep the sentences in text order (steps), not in order of relevance
     optional: bool = False  # left out when nothing fits; otherwise a labelled section says so
-    max_words: int | None = None  # longer sentences only when there is no shorter one (an aspect's point, not a run-on)
+    max_words: int | None = None  # longer sentences only when there is no shorter one (an added point, not a run-on)
     about: tuple[str, ...] = ()  # things a sentence must name (two of them, if several), itself or by its article's title
+    verbatim: bool = False  # every sentence of its groups as written, in order (a lead chosen already)
+    lead: bool = False  # plain RAG's answer from the question's own passages (`WriteTask.question_sources`)
 
 
 @dataclass(frozen=True)
 class Extract:
-    """How the offline engine writes an answer: sections of picked sentences, laid out one way."""
+    """How the offline engine writes an answer: sections of picked sentences, laid out one way.
+
+    The header and footer frame the labelled sections, so they show only when those say something, and
+    the header only when every section labelled in `header_needs` does ("Views differ." needs a view
+    on each side)."""
 
     sections: tuple[Section, ...]
     layout: Literal["prose", "bullets", "numbered"] = "prose"
     header: str = ""
     footer: str = ""
+    header_needs: tuple[str, ...] = ()
 
 
 @dataclass
 class WriteTask:
-    """A generation step: fill `prompt` (with `{sources}` / `{parts}` formatted from the lists), or extract."""
+    """A generation step: fill `prompt` (with `{sources}` / `{parts}` formatted from the lists), or extract.
 
-    role: str
+    `question_sources` says how many of the first sources are the question's own top passages, the
+    evidence plain RAG answers from: the offline engine leads every typed answer with what plain RAG
+    would say from them. `extract` is an outside route's own recipe for the offline engine.
+    """
+
+    role: str  # "answer:<type>", "aspect:<type>", "aggregate:<type>", "mediate:<type>"
     prompt: Prompt
     values: dict[str, str]
-    extract: Extract
     sources: list[Source] = field(default_factory=list)
     parts: list[Part] = field(default_factory=list)
     max_tokens: int = 400
+    question_sources: int = 0
+    extract: Extract | None = None
 
 
 class Engine(Protocol):

@@ -20,10 +20,6 @@ from typedrag.text import split_sentences
 # high, or within OFF_TOPIC_MARGIN of the best passage (MiniLM cosines; unrelated text scores ~0-0.2).
 ON_TOPIC = 0.35
 OFF_TOPIC_MARGIN = 0.25
-# Strategies that add their own sentences to plain RAG's pick them from the question's top passages to this
-# depth, not only plain RAG's five: on the 347 Wiki-NFQA questions routed to decomposing types, four sentences
-# picked from the top 15 held the short answer for 70 against 61 from the top 5, at the same length (10: 65, 20: 71).
-QUESTION_DEPTH = 15
 
 
 class SourceBook:

@@ -7,8 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag.engines.base import Extract, PlanTask, Section, WriteTask
-from typedrag.engines.heuristics import normalise
+from typedrag.engines.base import PlanTask, WriteTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput, union
@@ -56,95 +55,10 @@ PURPOSE_INSTRUCTIONS = {
     "similarity": "Set out what they have in common, and note any important difference.",
     "superiority": "Weigh their strengths and weaknesses, then say which is better for what, and why.",
 }
-# The sentence that relates the items to each other, by purpose (offline engine).
-_RELATION = {
-    "difference": ("Difference", re.compile(r"\b(?:whereas|while|unlike|than|differ\w*|distinct|contrast|instead|but)\b", re.I)),
-    "similarity": ("In common", re.compile(r"\b(?:both|similar\w*|alike|also|same|share\w*|common|like)\b", re.I)),
-    "superiority": ("Weighing them", re.compile(r"\b(?:better|worse|more|less|advantage\w*|prefer\w*|superior|than|best)\b", re.I)),
-}
-
 _COMPARATIVE = (
     r"better|worse|best|worst|faster|slower|cheaper|safer|healthier|stronger|easier|harder|bigger|smaller|"
     r"preferable|superior|(?:more|less) \w+"
 )
-_PATTERNS = [
-    re.compile(r"differences? (?:between|among) (?P<a>.+?) and (?P<b>.+)", re.I),
-    re.compile(r"similarit(?:y|ies) (?:between|among|of) (?P<a>.+?) and (?P<b>.+)", re.I),
-    re.compile(r"compare (?P<a>.+?) (?:with|to|and|against) (?P<b>.+)", re.I),
-    re.compile(r"(?:comparison|contrast) (?:of|between) (?P<a>.+?) (?:and|with|to|vs\.?) (?P<b>.+)", re.I),
-    re.compile(r"(?P<a>.+?)\s+(?:vs\.?|versus|v\.)\s+(?P<b>.+)", re.I),
-    re.compile(rf"(?:is|are|was|were) (?P<a>.+?) (?:{_COMPARATIVE}) than (?P<b>.+)", re.I),
-    re.compile(r"how (?:does|do|is|are|did|was|were) (?P<a>.+?) (?:compare|differ|different|similar|related)\w* (?:with|to|from|than) (?P<b>.+)", re.I),
-    re.compile(r"(?P<a>[^,]+?) or (?P<b>[^,]+)$", re.I),
-]
-_PREFIX = re.compile(
-    r"^(?:what(?:'s| is| are)?|which(?: one)?(?: is| are| was| would be| should i \w+)?(?: (?:the )?(?:" + _COMPARATIVE + r")(?: \w+)??)?|"
-    r"who(?: is)?|should (?:i|we|you|one) \w+|is it (?:better|best|worse|wiser|smarter|cheaper|healthier) to|"
-    r"do you prefer|would you rather)\s+",
-    re.I,
-)
-_LEAD_ARTICLE = r"(?:the|a|an|using|being|having|to|is|are|was|were|do|does|should|can|would|it)"
-
-
-def _clean_item(text: str) -> str:
-    text = re.sub(rf"^(?:{_LEAD_ARTICLE} )+", "", text.strip(" ,.;:?!\"'"), flags=re.I)
-    text = re.sub(r"\s+(?:in|for|when|if|regarding|with respect to|as|at)\s+.*$", "", text, flags=re.I)
-    text = re.sub(rf"(?:^|\s+)(?:{_COMPARATIVE})$", "", text, flags=re.I)
-    return text.strip(" ,.;:?!\"'")
-
-
-def _purpose(text: str) -> str:
-    lowered = text.lower()
-    if re.search(r"\b(similar\w*|in common|alike|same)\b", lowered):
-        return "similarity"
-    if re.search(rf"\b(?:{_COMPARATIVE}|prefer\w*|should (?:i|we)|which (?:one|is)|rather)\b", lowered) and not re.search(
-        r"\bdifferen", lowered
-    ):
-        return "superiority"
-    return "difference"
-
-
-def _candidates(text: str) -> list[str]:
-    """The spans that may hold the items: both sides of a colon ("X or Y: which...", "Which is better: X or Y")."""
-    if ":" not in text:
-        return [text]
-    before, after = text.split(":", 1)
-    return [after.strip(), before.strip()] if re.search(r"\s(?:or|vs\.?|versus|and)\s", after) else [before.strip(), after.strip()]
-
-
-# A word that reads as an adjective ("Australian", "digital", "primary"): alone it names no thing.
-_ADJECTIVE = re.compile(r"\w+(?:an|ese|ish|ic|al|ern|ive|ous|ary)$", re.I)
-
-
-def _share_object(items: list[str]) -> list[str]:
-    """Two items that share words written once:
-    - "rent or buy a house" compares renting a house with buying one: a bare first verb takes the object;
-    - "the Australian and New Zealand flags" compares two flags: a bare first adjective takes the last noun."""
-    if len(items) == 2 and len(items[0].split()) == 1 and len(items[1].split()) > 1:
-        rest = items[1].split(maxsplit=1)[1]
-        if re.match(r"(?:a|an|the|my|your|our|their|his|her|its)\b", rest, re.I):
-            return [f"{items[0]} {rest}", items[1]]
-        if _ADJECTIVE.fullmatch(items[0]):  # the second item's own modifier is its first word, or a name
-            words = items[1].split()
-            named = next((i for i, word in enumerate(words) if not word[:1].isupper()), len(words))
-            return [" ".join([items[0], *words[max(named, 1) :]]), items[1]]
-    return items
-
-
-def offline_plan(question: str) -> ComparisonPlan:
-    """Items and purpose from common phrasings ('X vs Y', 'difference between X and Y', 'X or Y')."""
-    text = normalise(question)
-    for span in _candidates(text):
-        for pattern in _PATTERNS:
-            match = pattern.search(span)
-            if not match:
-                continue
-            first = [_clean_item(_PREFIX.sub("", part.strip())) for part in match.group("a").split(",")]
-            rest = re.split(r",\s*(?:and\s+|or\s+)?|\s+and\s+|\s+or\s+", match.group("b"))
-            items = _share_object([i for i in first + [_clean_item(r) for r in rest] if content_words(i)])
-            if len(items) >= 2:
-                return ComparisonPlan(purpose=_purpose(text), items=items)
-    raise ValueError("no compared items found (looked for 'X vs Y', 'difference between X and Y', 'X or Y', ...)")
 
 
 # Words that say "compare" rather than what is compared: they would pull in passages about differences in general.
@@ -162,7 +76,7 @@ def item_query(item: str, question: str, items: list[str]) -> str:
     return " ".join([item, *dict.fromkeys(context)])
 
 
-PLAN = PlanTask(role="plan:comparison", prompt=PLAN_COMPARISON, schema=ComparisonPlan, offline=offline_plan)
+PLAN = PlanTask(role="plan:comparison", prompt=PLAN_COMPARISON, schema=ComparisonPlan)
 
 
 class ComparisonStrategy:
@@ -191,10 +105,8 @@ class ComparisonStrategy:
             Aspect(label=item, query=query, source_numbers=[numbers[h.passage_id] for h in hits if h.passage_id in numbers])
             for item, query, hits in zip(items, queries, per_item)
         ]
-        per_item_sentences = 2 if len(items) == 2 else 1
-        label, cue = _RELATION[plan.purpose]
         task = WriteTask(
-            role="answer",
+            role="answer:comparison",
             prompt=COMPARISON_ANSWER,
             values={
                 "question": question,
@@ -203,13 +115,6 @@ class ComparisonStrategy:
                 "purpose_instruction": PURPOSE_INSTRUCTIONS[plan.purpose],
             },
             sources=sources,
-            extract=Extract(
-                (
-                    *(Section(query=query, label=item, sentences=per_item_sentences, about=(item,)) for item, query in zip(items, queries)),
-                    Section(query=question, label=label, sentences=1, cue=cue, optional=True, about=tuple(items)),
-                ),
-                layout="bullets",
-                header=f"Comparing {', '.join(items)} ({plan.purpose}):",
-            ),
+            question_sources=len(by_question[: ctx.top_k]),
         )
         return StrategyOutput(answer=await ctx.write_answer(task), plan=plan, aspects=aspects)

@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag.engines.base import Extract, Part, PlanTask
-from typedrag.engines.heuristics import subject
+from typedrag.engines.base import PlanTask
 from typedrag.prompts import CITE, DATA_RULE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput
-from typedrag.strategies.decomposed import OVERVIEW, Combination, answer_and_combine, part_sections
+from typedrag.strategies.decomposed import Combination, answer_and_combine
 from typedrag.strategies.plans import MAX_ASPECTS, Name, Query, aspect_list, keep_at_most
 
 
@@ -72,64 +70,8 @@ MEDIATE_DEBATE = Prompt(
     "agree, and close with what the disagreement turns on. At most eight sentences.",
 )
 
-# Sentences that argue (offline engine): for, against, or any stance at all.
-FOR = re.compile(
-    r"\b(?:support\w*|benefit\w*|advantage\w*|argue\w*|in favou?r|proponents?|advocat\w*|improv\w*|help\w*|"
-    r"reduc\w*|protect\w*|effective|positive|safer|saves?|promot\w*|allow\w*|enabl\w*|necessary)\b",
-    re.I,
-)
-AGAINST = re.compile(
-    r"\b(?:oppos\w*|critic\w*|against|risks?|harm\w*|concerns?|danger\w*|costs?|negative|problems?|ban\w*|"
-    r"controvers\w*|objections?|threat\w*|damag\w*|fail\w*|ineffective|abuse\w*|violat\w*|unfair|debate\w*)\b",
-    re.I,
-)
-STANCE = re.compile(f"{FOR.pattern}|{AGAINST.pattern}", re.I)
-_CORE = re.compile(
-    r"^(?:is it (?:right|wrong|ethical|moral|fair|ok|okay|good|bad) (?:to|that)|should (?:we|i|you|people|the government|governments)|"
-    r"should|is|are|do you think|does|do|can|what do you think (?:of|about)|your opinion on|"
-    r"what are the pros and cons of|pros and cons of)\s+",
-    re.I,
-)
-IN_FAVOUR, AGAINST_IT, EVIDENCE = "in favour", "against", "evidence"
-
-
-def offline_plan(question: str) -> DebatePlan:
-    """The case for, the case against, and what studies found, each searched around the topic."""
-    core, phrase = subject(question, _CORE, "debated topic")
-    return DebatePlan(
-        topic=core or phrase,
-        perspectives=[
-            Perspective(name=IN_FAVOUR, sub_query=f"{phrase} benefits"),
-            Perspective(name=AGAINST_IT, sub_query=f"{phrase} criticism"),
-            Perspective(name=EVIDENCE, sub_query=f"{phrase} studies"),
-        ],
-    )
-
-
-PLAN = PlanTask(role="plan:debate", prompt=PLAN_DEBATE, schema=DebatePlan, offline=offline_plan)
-
-
-def _stance(label: str) -> re.Pattern[str]:
-    lowered = label.lower()
-    if re.search(r"\b(?:favou?r|for|support\w*|advocat\w*|proponents?|pro)\b", lowered):
-        return FOR
-    if re.search(r"\b(?:against|critic\w*|oppo\w*|sceptic\w*|skeptic\w*|con)\b", lowered):
-        return AGAINST
-    return STANCE
-
-
-def mediated(question: str, parts: list[Part]) -> Extract:
-    """The offline mediator's recipe: the overview's answer, then one labelled view per perspective.
-
-    Its header names no topic: an offline topic is cut from the question's words ("What should I
-    know before adopting a cat"), which reads badly in a sentence and only echoes the question."""
-    labelled = [p if p.label == OVERVIEW else Part(p.label.capitalize(), p.text, p.query) for p in parts]
-    return Extract(
-        part_sections(question, labelled, _stance),
-        layout="bullets",
-        header="Views on this question differ.",
-        footer="Which view prevails turns on how these points are weighed.",
-    )
+PLAN = PlanTask(role="plan:debate", prompt=PLAN_DEBATE, schema=DebatePlan)
+MEDIATION = Combination(PERSPECTIVE_ANSWER, MEDIATE_DEBATE, combine="mediate")
 
 
 class DebateStrategy:
@@ -148,6 +90,5 @@ class DebateStrategy:
         perspectives = keep_at_most(plan.perspectives, MAX_ASPECTS, "perspectives", PLAN.role, ctx.trace)
         aspects = [Aspect(label=p.name, query=p.sub_query) for p in perspectives]
         ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
-        how = Combination(PERSPECTIVE_ANSWER, "answer:perspective", _stance, MEDIATE_DEBATE, "mediate", mediated)
-        answer = await answer_and_combine(question, aspects, how, ctx, topic=plan.topic)
+        answer = await answer_and_combine(question, aspects, self.name, MEDIATION, ctx, topic=plan.topic)
         return StrategyOutput(answer=answer, plan=plan, aspects=aspects)

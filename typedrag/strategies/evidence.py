@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from typedrag.engines.base import Extract, Section, WriteTask
+from typedrag.engines.base import WriteTask
 from typedrag.prompts import CITE, CLOSED_BOOK, GROUNDED, Prompt
+from typedrag.result import Source
 from typedrag.strategies.base import StrategyContext, StrategyOutput
 
 GROUNDED_ANSWER = Prompt(
@@ -11,7 +12,12 @@ GROUNDED_ANSWER = Prompt(
     GROUNDED,
     "Sources:\n{sources}\n\nQuestion: {question}\n\nAnswer in at most five sentences. " + CITE,
 )
-ANSWER_SENTENCES = 4  # the offline engine's plain answer; typed answers are measured against its length
+
+
+def grounded_answer(question: str, sources: list[Source], role: str) -> WriteTask:
+    """Plain RAG's step: the question answered from its passages. Decomposing types run the very same
+    step as their overview, so their combined answer never has less than plain RAG's."""
+    return WriteTask(role=role, prompt=GROUNDED_ANSWER, values={"question": question}, sources=sources)
 
 
 class EvidenceStrategy:
@@ -27,13 +33,7 @@ class EvidenceStrategy:
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
         hits = await ctx.retrieve(question, ctx.top_k)
-        task = WriteTask(
-            role="answer",
-            prompt=GROUNDED_ANSWER,
-            values={"question": question},
-            sources=ctx.book.add(hits),
-            extract=Extract((Section(query=question, sentences=ANSWER_SENTENCES),)),
-        )
+        task = grounded_answer(question, ctx.book.add(hits), f"answer:{self.name}")
         return StrategyOutput(answer=await ctx.write_answer(task))
 
 
@@ -43,5 +43,5 @@ class ClosedBookStrategy:
     name = "llm"
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        task = WriteTask(role="answer:closed-book", prompt=CLOSED_BOOK, values={"question": question}, extract=Extract(()))
+        task = WriteTask(role="answer:llm", prompt=CLOSED_BOOK, values={"question": question})
         return StrategyOutput(answer=await ctx.write_answer(task))

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag.engines.base import Extract, PlanTask, Section, WriteTask
-from typedrag.engines.heuristics import normalise
+from typedrag.engines.base import PlanTask, WriteTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
 from typedrag.strategies.base import StrategyContext, StrategyOutput, union
 from typedrag.strategies.plans import Name, Query, aspect_list, clean_phrases
-from typedrag.text import content_words, key_phrases
 
 MAX_KEYWORDS = 8
 
@@ -49,30 +46,7 @@ EXPERIENCE_ANSWER = Prompt(
     "different experiences and facts in the sources, and mention trade-offs. At most six sentences. " + CITE,
 )
 
-# Sentences that advise, recommend or report what worked (offline engine).
-ADVICE = re.compile(
-    r"\b(?:should|recommend\w*|advis\w*|advice|tips?|suggest\w*|best|ideal|avoid\w*|prefer\w*|consider\w*|"
-    r"important|helps?|useful|popular|beginners?|start\w*|choose|choice|need\w*|must|try|often|usually)\b",
-    re.I,
-)
-_LEAD = re.compile(
-    r"^(?:what|which|any|can you|could you|do you|would you)\s+"
-    r"(?:are|is|do|does|have|recommend|suggest|good|some|advice|tips|ideas)?\s*",
-    re.I,
-)
-
-
-def offline_plan(question: str) -> ExperiencePlan:
-    """The question's content words as the topic, its noun phrases and words as keywords."""
-    text = _LEAD.sub("", normalise(question))
-    phrases = key_phrases(text)
-    if not phrases:
-        raise ValueError("no keywords found in the question")
-    keywords = list(dict.fromkeys(phrases + content_words(text)))
-    return ExperiencePlan(topic=" ".join(content_words(text)), keywords=keywords)
-
-
-PLAN = PlanTask(role="plan:experience", prompt=PLAN_EXPERIENCE, schema=ExperiencePlan, offline=offline_plan)
+PLAN = PlanTask(role="plan:experience", prompt=PLAN_EXPERIENCE, schema=ExperiencePlan)
 
 
 class ExperienceStrategy:
@@ -95,15 +69,10 @@ class ExperienceStrategy:
         # The question's own top passages stay in: never less evidence than plain RAG.
         sources = ctx.book.add(union([by_question[: ctx.top_k], best]))
         task = WriteTask(
-            role="answer",
+            role="answer:experience",
             prompt=EXPERIENCE_ANSWER,
             values={"question": question, "topic": plan.topic},
             sources=sources,
-            extract=Extract(
-                (
-                    Section(query=question, sentences=2),
-                    Section(query=f"{plan.topic} {keywords}", sentences=3, cue=ADVICE),
-                )
-            ),
+            question_sources=len(by_question[: ctx.top_k]),
         )
         return StrategyOutput(answer=await ctx.write_answer(task), plan=plan)

@@ -5,8 +5,8 @@ server with constrained decoding (llama.cpp, vLLM, Ollama, OpenAI) cannot run a 
 token limit. Validation itself is tolerant of length, strict about shape:
 - a list longer than the limit still validates (a model with no grammar that names seven items has
   not failed); the strategy keeps the first MAX_ASPECTS and records what it dropped;
-- a phrase that is a paragraph, an answer or code (several sentences, a line break, a code fence, more
-  words than a search query has) is rejected, with a message the repair prompt passes on verbatim.
+- a phrase that is a paragraph, an answer or code (several sentences, a line break, a code fence, well
+  over its length) is rejected, with a message the repair prompt passes on verbatim.
 Cleaning happens in validators so every engine gets the same rules: strip, drop empties, drop
 case-insensitive duplicates.
 """
@@ -21,19 +21,24 @@ from pydantic import AfterValidator, Field
 from typedrag.engines.base import Trace
 
 MAX_ASPECTS = 5
-QUERY_WORDS, QUERY_CHARS = 20, 100  # a search query: a short phrase
-NAME_WORDS, NAME_CHARS = 10, 60  # an item, a viewpoint, a keyword: a name
+QUERY_CHARS = 100  # a search query: a short phrase
+NAME_CHARS = 60  # an item, a viewpoint, a keyword: a name
+# What validation lets through: half again what a decoder is held to (a model with no grammar may run a little
+# long), which a paragraph, an answer or a code listing still exceeds.
+SLACK = 1.5
 _SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")
 
 
-def _phrase(words: int, what: str):
+def _phrase(chars: int, what: str):
     def check(text: str) -> str:
         text = text.strip()
-        count = len(text.split())
         if "```" in text or "\n" in text:
             raise ValueError(f"{what} must be one line of plain words, not code or a list")
-        if count > words:
-            raise ValueError(f"{what} must be at most {words} words, not a paragraph or an answer (this one has {count})")
+        if len(text) > SLACK * chars:
+            raise ValueError(
+                f"{what} must be a short phrase of at most {chars} characters, not a paragraph or an answer "
+                f"(this one has {len(text)})"
+            )
         if _SENTENCE_BREAK.search(text):
             raise ValueError(f"{what} must be a single phrase, not several sentences")
         return text
@@ -44,18 +49,21 @@ def _phrase(words: int, what: str):
 Query = Annotated[
     str,
     Field(min_length=1, json_schema_extra={"maxLength": QUERY_CHARS}),
-    AfterValidator(_phrase(QUERY_WORDS, "a search query")),
+    AfterValidator(_phrase(QUERY_CHARS, "a search query")),
 ]
 Name = Annotated[
     str,
     Field(min_length=1, json_schema_extra={"maxLength": NAME_CHARS}),
-    AfterValidator(_phrase(NAME_WORDS, "a name")),
+    AfterValidator(_phrase(NAME_CHARS, "a name")),
 ]
 
 
-def aspect_list(description: str, *, at_least: int = 2, at_most: int = MAX_ASPECTS) -> Any:
-    """A list field of at least `at_least` items whose schema tells decoders to stop at `at_most`."""
-    return Field(min_length=at_least, description=description, json_schema_extra={"maxItems": at_most})
+def aspect_list(description: str, *, at_least: int = 2, at_most: int = MAX_ASPECTS, accept: int | None = None) -> Any:
+    """A list field whose schema asks decoders for `at_least` to `at_most` items; validation accepts `accept`
+    (default `at_least`) or more, after duplicates are dropped."""
+    return Field(
+        min_length=accept or at_least, description=description, json_schema_extra={"minItems": at_least, "maxItems": at_most}
+    )
 
 
 def clean_phrases(values: Any) -> Any:

@@ -85,8 +85,9 @@ _FALLBACK_PLANS = {
 
 
 def plan_for(schema_name: str, prompt: str) -> str:
-    """A schema-valid plan for the question in `prompt`: the default strategies' own offline planner
-    for that schema (Reason's for SubQueryPlan), else a generic plan of the right shape."""
+    """A schema-valid plan for the question in `prompt`: the offline engine's planner for the default
+    strategy with that schema (Reason's for SubQueryPlan), else a generic plan of the right shape."""
+    from typedrag.engines.offline import PLANNERS
     from typedrag.strategies import default_routes
 
     match = re.search(r"(?:Debated question|Question|The reader's question is): (.+)", prompt)
@@ -95,7 +96,7 @@ def plan_for(schema_name: str, prompt: str) -> str:
     for strategy in reversed(list(default_routes().values())):
         task = getattr(strategy, "plan", None)
         if task is not None:
-            planners[task.schema.__name__] = task.offline
+            planners[task.schema.__name__] = PLANNERS[task.role]
     if schema_name in planners:
         try:
             return planners[schema_name](question).model_dump_json()
