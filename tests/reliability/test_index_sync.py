@@ -329,3 +329,15 @@ def test_a_docx_made_by_python_docx_indexes_with_its_headings_as_sections(tmp_pa
     assert run_cli("index", str(folder), "--index", str(tmp_path / "index")).returncode == 0
     hit = open_retriever(tmp_path / "index").search("kakapo parrot", 1)[0]
     assert (hit.passage.title, hit.passage.section) == ("Field guide", "Birds")
+
+
+def test_a_sync_after_the_chunker_changed_rebuilds_every_file(tmp_path, monkeypatch):
+    """Passages of unchanged files were cut by the old rules: an index from another chunker version is rebuilt."""
+    import typedrag.index.tantivy_index as tantivy_index
+
+    folder = write_folder(tmp_path / "docs", 3)
+    build_index([folder], tmp_path / "index", show_progress=False)
+    monkeypatch.setattr(tantivy_index, "CHUNKER_VERSION", 99)
+    summary = sync_index([folder], tmp_path / "index", show_progress=False)
+    assert not summary.synced and summary.documents == 3
+    assert open_retriever(tmp_path / "index").manifest["engine"]["chunker"] == 99

@@ -38,6 +38,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import typedrag
+from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.index.base import IndexUnusableError, empty_index_error
 from typedrag.index.ingest import FileRecord, Plan, corpus_sha256, ingest, plan, scan
 from typedrag.index.manifest import source_fingerprint
@@ -264,7 +265,8 @@ def _reusable_manifest(conn: _Connection, live: str, passage_words: int, dense: 
     except (ValueError, TypeError):
         return None
     engine = manifest.get("engine", {}) if isinstance(manifest, dict) else {}
-    same = {"name": ENGINE, "analyzer": ANALYZER, "terms": TERMS, "k1": K1, "b": B, "passage_words": passage_words, "dense": dense}
+    same = {"name": ENGINE, "analyzer": ANALYZER, "terms": TERMS, "k1": K1, "b": B, "passage_words": passage_words,
+            "dense": dense, "chunker": CHUNKER_VERSION}
     if manifest.get("format_version") != FORMAT_VERSION or any(engine.get(k) != v for k, v in same.items()):
         return None
     if files is None or manifest.get("files_sha256") != hashlib.sha256(properties[FILES_PROPERTY].encode()).hexdigest():
@@ -465,6 +467,7 @@ def _engine_params(pymilvus, passage_words: int, dense: bool) -> dict:
         "b": B,
         "passage_words": passage_words,
         "dense": dense,
+        "chunker": CHUNKER_VERSION,
     }
     if dense:
         from typedrag.embed import MODEL_NAME

@@ -24,6 +24,7 @@ from pathlib import Path
 import tantivy
 
 import typedrag
+from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.index.base import IndexBuildError, IndexUnusableError, empty_index_error
 from typedrag.index.ingest import FileRecord, corpus_sha256, ingest, plan, scan
 from typedrag.index.manifest import (
@@ -56,7 +57,7 @@ WRITER_THREADS = 2
 # list, 1.0 ms with this one, and answer coverage 37.6% / 38.0% / 38.7%.
 QUERY_STOPWORDS = sorted(SNOWBALL_STOPWORDS)
 # The fields a query searches, with their weights (BENCHMARKS.md: "Searching titles and sections").
-SEARCH_FIELDS = {"text": 1.0}
+SEARCH_FIELDS = {"text": 1.0, "section": 0.5}
 
 
 def _schema() -> tantivy.Schema:
@@ -168,7 +169,8 @@ def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
     except IndexUnusableError:
         return None  # damaged or another format: rebuilt from scratch
     engine = manifest.get("engine", {})
-    if engine.get("name") != ENGINE or engine.get("passage_words") != passage_words or engine.get("tokenizer") != TOKENIZER:
+    same = {"name": ENGINE, "passage_words": passage_words, "tokenizer": TOKENIZER, "chunker": CHUNKER_VERSION}
+    if any(engine.get(key) != value for key, value in same.items()):
         return None
     if not isinstance(manifest.get("corpus", {}).get("files"), dict):
         return None
@@ -290,6 +292,7 @@ def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: 
             "b": 0.75,
             "tokenizer": TOKENIZER,
             "passage_words": passage_words,
+            "chunker": CHUNKER_VERSION,
         },
         "corpus": {
             "sources": [source_fingerprint(s) for s in sources],
