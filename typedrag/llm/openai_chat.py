@@ -12,7 +12,6 @@ streamed (`on_text` hears each piece as it arrives; a cached reply is replayed i
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 import time
 from collections.abc import Callable
@@ -22,9 +21,9 @@ from urllib.parse import urlsplit
 import openai
 from pydantic import BaseModel
 
-from typedrag.llm.base import Completion, LLMCall, LLMError, Message, StructuredOutcome
+from typedrag.llm.base import Completion, LLMCall, LLMError, Message
 from typedrag.llm.cache import ResponseCache
-from typedrag.llm.structured import describe_error, parse_structured
+from typedrag.llm.structured import REPAIR_INSTRUCTION, REPLY_CHARS, Checked, short as _short, validated, validator
 from typedrag.errors import ConfigError
 from typedrag.redact import host_of, install_log_redaction, redact_text, redact_url, url_problem
 from typedrag.text import word_pieces
@@ -32,12 +31,8 @@ from typedrag.text import word_pieces
 # The HTTP stack logs request URLs, userinfo included (openai 3.x ships its httpx as "httpx2").
 install_log_redaction("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
-REPAIR_INSTRUCTION = (
-    "Your previous reply could not be used: {error}. Reply again with only a JSON value that "
-    "matches this JSON schema, with no other text:\n{schema}"
-)
+__all__ = ["REPAIR_INSTRUCTION", "REPLY_CHARS", "OpenAIChatModel", "replay_chunks", "response_format"]
 
-REPLY_CHARS = 600  # of a structured reply that did not validate, kept in the trace
 # Response-format modes tried in order until the endpoint accepts one.
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")  # lone UTF-16 halves, decoded from "\ud800" escapes in a reply
@@ -123,34 +118,12 @@ class OpenAIChatModel:
         temperature: float,
         call: LLMCall,
     ) -> tuple[BaseModel | None, str]:
-        check = _validator(schema)
-        text, (ok, value) = await self._ask(messages, schema, max_tokens, temperature, call, check)
-        if ok:
-            call.structured = StructuredOutcome.OK
-            return value, text
-        reason = self._why_unusable(value, max_tokens, call)
-        call.reply = _short(text, REPLY_CHARS)
-        repair: list[Message] = [
-            *messages,
-            {"role": "assistant", "content": text},
-            {"role": "user", "content": REPAIR_INSTRUCTION.format(error=reason, schema=_schema_text(schema))},
-        ]
-        text, (ok, value) = await self._ask(repair, schema, max_tokens, temperature, call, check)
-        if ok:
-            call.structured = StructuredOutcome.REPAIRED
-            return value, text
-        call.structured = StructuredOutcome.FAILED
-        call.reply = _short(text, REPLY_CHARS)
-        call.error = f"invalid structured output after one repair: {self._why_unusable(value, max_tokens, call)} (first: {reason})"
-        return None, text
+        check = validator(schema)
 
-    @staticmethod
-    def _why_unusable(error: Exception, max_tokens: int, call: LLMCall) -> str:
-        """What was wrong with a structured reply, in words the model (and the trace's reader) can act on."""
-        reason = describe_error(error)
-        if call.finish_reason == "length":
-            return f"the reply was cut off at the {max_tokens}-token limit ({reason}); reply with a shorter JSON value"
-        return reason
+        async def ask(turns: list[Message]) -> tuple[str, Checked]:
+            return await self._ask(turns, schema, max_tokens, temperature, call, check)
+
+        return await validated(ask, messages, schema, max_tokens, call)
 
     async def _ask(
         self,
@@ -346,16 +319,6 @@ def _approver(accept: Callable[[str], bool] | None) -> Callable[[str], tuple[boo
     return usable
 
 
-def _validator(schema: type[BaseModel]) -> Callable[[str], tuple[bool, Any]]:
-    def usable(text: str) -> tuple[bool, Any]:
-        try:
-            return True, parse_structured(text, schema)
-        except ValueError as error:  # pydantic.ValidationError is a ValueError
-            return False, error
-
-    return usable
-
-
 def _content(response: Any) -> str:
     try:
         content = response.choices[0].message.content
@@ -417,12 +380,3 @@ def _usage(response: Any) -> tuple[int, int]:
 def _mentions_format(error: openai.BadRequestError) -> bool:
     text = str(error).lower()
     return any(word in text for word in ("response_format", "json_schema", "json_object", "response format", "grammar"))
-
-
-def _short(text: str, limit: int = 300) -> str:
-    text = text.replace("\n", " ")
-    return text if len(text) <= limit else text[:limit] + "..."
-
-
-def _schema_text(schema: type[BaseModel]) -> str:
-    return json.dumps(schema.model_json_schema(), separators=(",", ":"))

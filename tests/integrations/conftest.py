@@ -1,0 +1,41 @@
+"""Every test here runs with no network but loopback (the OpenAI stub), and fails if anything tried."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from . import network_guard
+
+# Haystack decides at import whether to send usage statistics (to PostHog, from a background thread), and the
+# test modules import it at collection, before any fixture: so it is switched off here, for the whole session.
+os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
+
+TITANIC = [
+    "RMS Titanic sank in the North Atlantic in April 1912 after she struck an iceberg on her maiden voyage.",
+    "The Titanic carried lifeboats for only about half of those on board, which made the disaster far deadlier.",
+    "Titanic's hull plates and rivets became brittle in the icy water, and the collision opened six compartments.",
+    "Warnings of ice from other ships went unheeded, and the Titanic kept close to full speed through the ice field.",
+    "An iceberg is a large piece of fresh-water ice that has broken off a glacier and floats in open water.",
+]
+QUESTION = "Why did the Titanic sink?"
+PLAN = json.dumps({"sub_queries": ["Titanic iceberg collision", "Titanic lifeboats shortage"]})
+
+
+@pytest.fixture(autouse=True)
+def no_network(monkeypatch):
+    monkeypatch.setenv("LANGSMITH_TRACING", "false")
+    network_guard.attempts.clear()
+    network_guard.install()
+    try:
+        yield
+    finally:
+        network_guard.uninstall()
+    assert network_guard.attempts == [], f"the test tried to reach the network: {network_guard.attempts}"
+
+
+def is_repair(prompt: str) -> bool:
+    """Whether a request is typedrag's repair round (it quotes the rejected reply and asks again)."""
+    return "could not be used" in prompt

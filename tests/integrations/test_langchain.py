@@ -1,0 +1,294 @@
+"""typedrag and LangChain both ways, against langchain-core's own doubles (fake chat models, the in-memory
+vector store with deterministic embeddings), LangChain's standard retriever tests, and ChatOpenAI on the
+loopback OpenAI stub (structured plans, repair, streaming and usage across the real client)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_core")
+
+from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
+from langchain_core.documents import Document  # noqa: E402
+from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: E402
+from langchain_core.language_models import FakeListChatModel, GenericFakeChatModel  # noqa: E402
+from langchain_core.messages import AIMessage  # noqa: E402
+from langchain_core.retrievers import BaseRetriever  # noqa: E402
+from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
+from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa: E402
+
+from typedrag import ListRetriever, OfflineEngine, Pipeline  # noqa: E402
+from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
+from typedrag.errors import LLMError  # noqa: E402
+from typedrag.integrations.langchain import (  # noqa: E402
+    LangChainChatModel,
+    LangChainRetriever,
+    TypedRAGRetriever,
+    TypedRAGRunnable,
+    document_of,
+    passage_of_document,
+)
+from typedrag.llm.base import StructuredOutcome  # noqa: E402
+from typedrag.records import Passage  # noqa: E402
+from typedrag.result import Source  # noqa: E402
+from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder  # noqa: E402
+
+from .conftest import PLAN, QUESTION, TITANIC, is_repair  # noqa: E402
+
+
+def vector_store() -> InMemoryVectorStore:
+    store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
+    store.add_documents([
+        Document(id=f"titanic-{i}", page_content=text, metadata={"source": f"/manuals/titanic-{i}.txt", "page_label": str(i + 3)})
+        for i, text in enumerate(TITANIC)
+    ])
+    return store
+
+
+def offline_chain() -> TypedRAGRunnable:
+    return TypedRAGRunnable.from_components(vector_store().as_retriever())
+
+
+# ---------------------------------------------------------------- their retriever inside typedrag
+
+
+@pytest.mark.parametrize("make", [lambda s: s, lambda s: s.as_retriever(), lambda s: s.as_retriever(search_type="mmr")],
+                         ids=["vector-store", "similarity-retriever", "mmr-retriever"])
+def test_a_vector_store_or_its_retriever_gives_k_passages_with_their_ids_titles_and_pages(make):
+    retriever = LangChainRetriever(make(vector_store()))
+    hits = retriever.search(QUESTION, 3)
+    assert len(hits) == 3
+    ids = {f"titanic-{i}" for i in range(len(TITANIC))}
+    for hit in hits:
+        position = int(hit.passage_id.rsplit("-", 1)[1])
+        assert hit.passage_id in ids and hit.passage.text == TITANIC[position]
+        assert hit.passage.doc_id == f"/manuals/titanic-{position}.txt"
+        assert hit.passage.title == f"titanic-{position}.txt"  # the file name, not the whole path
+        assert hit.passage.page == position + 3
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    assert [len(r) for r in retriever.search_many([QUESTION, "iceberg"], 2)] == [2, 2]
+
+
+class AsyncOnlyRetriever(BaseRetriever):
+    """A retriever with only the async path, as some database clients are."""
+
+    texts: list[str]
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        raise NotImplementedError("async only")
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: Any) -> list[Document]:
+        await asyncio.sleep(0)
+        words = set(query.lower().split())
+        ranked = sorted(self.texts, key=lambda t: -len(words & set(t.lower().split())))
+        return [Document(page_content=t, metadata={"title": "Titanic", "Header 1": "Sinking", "Header 2": "Causes"}) for t in ranked]
+
+
+def test_an_async_only_retriever_works_from_typedrags_worker_threads_and_maps_markdown_headers():
+    retriever = LangChainRetriever(AsyncOnlyRetriever(texts=TITANIC))
+    hits = retriever.search("iceberg struck", 2)
+    assert len(hits) == 2 and hits[0].passage.section == "Sinking › Causes"
+    result = asyncio.run(Pipeline(OfflineEngine(), retriever).answer(QUESTION))  # search runs in worker threads
+    assert result.sources and all(s.title == "Titanic" for s in result.sources)
+
+
+def test_sources_map_to_documents_and_back_to_the_same_passage():
+    source = Source(number=2, passage_id="manual#7", title="Manual", section="Boats › Davits", page=12, page_end=13,
+                    text="Lifeboats hang from davits.", score=0.5)
+    document = document_of(source)
+    assert document.id == "manual#7" and document.metadata["page"] == 11 and document.metadata["page_label"] == "12"
+    assert document.metadata["source_number"] == 2 and document.metadata["score"] == 0.5
+    assert passage_of_document(document) == Passage("manual#7", "manual", "Manual", "Lifeboats hang from davits.", "Boats › Davits", 12, 13)
+
+
+# ---------------------------------------------------------------- typedrag inside their chains
+
+
+def test_invoke_returns_the_typed_answer_with_sources_as_the_stores_documents():
+    output = offline_chain().invoke({"question": QUESTION})
+    trace = output["trace"]
+    assert output["type"] == trace.type.type and output["strategy"] == trace.strategy and output["answer"] == trace.answer
+    assert output["sources"] and all(isinstance(d, Document) for d in output["sources"])
+    assert [d.id for d in output["sources"]] == [s.passage_id for s in trace.sources]
+    assert all(d.id.startswith("titanic-") for d in output["sources"])
+    assert [d.metadata["source_number"] for d in output["sources"]] == list(range(1, len(output["sources"]) + 1))
+
+
+def test_stream_yields_answer_tokens_then_the_rest_and_the_chunks_add_up_to_the_output():
+    chunks = list(offline_chain().stream(QUESTION))
+    tokens = [c["answer"] for c in chunks if "answer" in c]
+    assert len(tokens) > 1 and "sources" in chunks[-1] and "answer" not in chunks[-1]
+    merged = chunks[0]
+    for chunk in chunks[1:]:
+        merged = merged + chunk  # LangChain's AddableDict: a stream's chunks add up to the whole output
+    assert merged["answer"] == "".join(tokens) == chunks[-1]["trace"].answer
+    assert merged["type"] == chunks[-1]["trace"].type.type and merged["sources"] == chunks[-1]["sources"]
+
+
+async def test_ainvoke_and_astream_give_the_same_answer_as_invoke():
+    chain = offline_chain()
+    output = await chain.ainvoke(QUESTION)
+    chunks = [chunk async for chunk in chain.astream(QUESTION)]
+    assert "".join(c.get("answer", "") for c in chunks) == output["answer"] == chain.invoke(QUESTION)["answer"]
+    assert chunks[-1]["sources"][0].id == output["sources"][0].id
+
+
+def test_batch_answers_each_question_in_order():
+    questions = [QUESTION, "How do icebergs form?"]
+    outputs = offline_chain().batch(questions, {"max_concurrency": 2})
+    assert [o["question"] for o in outputs] == questions
+    assert all(o["answer"] for o in outputs)
+
+
+def test_the_chain_is_traced_by_langchain_callbacks_like_any_runnable():
+    class Runs(BaseCallbackHandler):
+        def __init__(self) -> None:
+            self.started: list[str] = []
+            self.ended: list[Any] = []
+
+        def on_chain_start(self, serialized, inputs, *, name=None, **kwargs):
+            self.started.append(name)
+
+        def on_chain_end(self, outputs, **kwargs):
+            self.ended.append(outputs)
+
+    runs = Runs()
+    offline_chain().invoke(QUESTION, {"callbacks": [runs]})
+    assert "TypedRAG" in runs.started and runs.ended and runs.ended[-1]["answer"]
+
+
+def test_typed_evidence_retriever_returns_the_answers_sources():
+    pipeline = offline_chain().pipeline
+    documents = TypedRAGRetriever(pipeline=pipeline, k=2).invoke(QUESTION)
+    result = asyncio.run(pipeline.answer(QUESTION))
+    assert [d.id for d in documents] == [s.passage_id for s in result.sources[:2]]
+
+
+class TestTypedRAGRetrieverStandard(RetrieversIntegrationTests):
+    """LangChain's own contract for retrievers, on the typed evidence retriever."""
+
+    @property
+    def retriever_constructor(self) -> type[TypedRAGRetriever]:
+        return TypedRAGRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict:
+        return {"pipeline": Pipeline(OfflineEngine(), ListRetriever(TITANIC)), "k": 3}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return QUESTION
+
+
+# ---------------------------------------------------------------- their chat model inside typedrag
+
+
+def llm_pipeline(model) -> Pipeline:
+    return Pipeline(LLMEngine(LangChainChatModel(model)), ListRetriever(TITANIC))
+
+
+def test_a_plan_that_fails_is_repaired_once_then_falls_back_to_plain_rag_and_the_trace_says_so():
+    model = FakeListChatModel(responses=["no plan here", "still no plan", "It struck an iceberg [1]."])
+    result = asyncio.run(llm_pipeline(model).answer(QUESTION, forced_type="reason"))
+    plan_call = result.llm_calls[0]
+    assert plan_call.role == "plan:reason" and plan_call.requests == 2  # the reply, then ONE repair
+    assert plan_call.structured is StructuredOutcome.FAILED and "after one repair" in plan_call.error
+    assert plan_call.reply == "still no plan"
+    assert result.strategy == "rag" and result.plan is None
+    assert any(f.step == "reason" and "plain RAG" in f.reason for f in result.fallbacks)
+    assert result.answer == "It struck an iceberg [1]."
+
+
+def test_a_plan_repaired_on_the_second_reply_is_used():
+    model = FakeListChatModel(responses=["no plan here", PLAN, "Because of the iceberg [1]."])
+    result = asyncio.run(llm_pipeline(model).answer(QUESTION, forced_type="reason"))
+    assert result.llm_calls[0].structured is StructuredOutcome.REPAIRED and result.llm_calls[0].requests == 2
+    assert result.plan_used and result.plan["sub_queries"] == json.loads(PLAN)["sub_queries"]
+
+
+def test_token_usage_and_finish_reason_from_the_reply_reach_the_trace():
+    reply = AIMessage(content="It struck an iceberg [1].", usage_metadata={"input_tokens": 120, "output_tokens": 9, "total_tokens": 129},
+                      response_metadata={"finish_reason": "stop"})
+    model = GenericFakeChatModel(messages=iter([reply]))
+    result = asyncio.run(llm_pipeline(model).answer(QUESTION, method="rag"))
+    call = result.llm_calls[-1]
+    assert (call.prompt_tokens, call.completion_tokens, call.finish_reason) == (120, 9, "stop")
+    assert result.usage.prompt_tokens == 120
+
+
+def test_the_models_stream_reaches_the_runnables_stream():
+    model = FakeListChatModel(responses=["It struck an iceberg [1] and sank."])
+    chain = TypedRAGRunnable(llm_pipeline(model), method="rag")
+    tokens = [c["answer"] for c in chain.stream(QUESTION) if "answer" in c]
+    assert len(tokens) > 5 and "".join(tokens) == "It struck an iceberg [1] and sank."  # the fake streams character by character
+
+
+def test_a_failing_model_is_an_llm_error_the_pipeline_falls_back_on():
+    class Broken(FakeListChatModel):
+        def _call(self, *args, **kwargs):
+            raise RuntimeError("the provider is down")
+
+    with pytest.raises(LLMError, match="the provider is down"):
+        asyncio.run(llm_pipeline(Broken(responses=["x"])).answer(QUESTION, method="rag"))
+
+
+# ---------------------------------------------------------------- across the real OpenAI client
+
+
+def flaky_plans(repair_fixes_it: bool):
+    """Plans come back unusable; the repair round fixes them or not; answers are the stub's cited ones."""
+
+    def respond(request):
+        if is_repair(request.last_user):
+            return Reply(content=PLAN if repair_fixes_it else "still not JSON")
+        if request.schema_name:
+            return Reply(content="Sure! I will think about a plan.")
+        return default_responder(request)
+
+    return respond
+
+
+@pytest.mark.parametrize("repair_fixes_it", [True, False])
+def test_chatopenai_on_the_stub_sends_the_schema_repairs_streams_and_counts_tokens(repair_fixes_it):
+    from langchain_openai import ChatOpenAI
+
+    with OpenAIStubServer(flaky_plans(repair_fixes_it)) as server:
+        model = ChatOpenAI(model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0, stream_usage=True)
+        chain = TypedRAGRunnable(llm_pipeline(model), forced_type="reason")
+        chunks = list(chain.stream(QUESTION))
+    result = chunks[-1]["trace"]
+    plan_requests = [r for r in server.requests if r.schema_name == "SubQueryPlan"]
+    assert len(plan_requests) == 2 and is_repair(plan_requests[1].last_user)  # the schema went as response_format, twice
+    assert plan_requests[0].body["response_format"]["type"] == "json_schema"
+    plan_call = result.llm_calls[0]
+    assert plan_call.requests == 2 and plan_call.prompt_tokens > 0 and plan_call.completion_tokens > 0
+    assert any(r.body.get("stream") for r in server.requests)  # the final answer streamed over HTTP
+    tokens = [c["answer"] for c in chunks if "answer" in c]
+    assert len(tokens) > 1 and "".join(tokens) == result.answer
+    if repair_fixes_it:
+        assert plan_call.structured is StructuredOutcome.REPAIRED and result.plan_used and result.strategy == "reason"
+    else:
+        assert plan_call.structured is StructuredOutcome.FAILED and result.strategy == "rag"
+        assert any(f.step == "reason" for f in result.fallbacks)
+
+
+def test_an_endpoint_that_refuses_response_format_gets_plain_text_plans_from_then_on():
+    def respond(request):
+        if request.body.get("response_format"):
+            return Reply(status=400, content="response_format is not supported by this server")
+        if '"sub_queries"' in request.last_user:
+            return Reply(content=PLAN)
+        return default_responder(request)
+
+    from langchain_openai import ChatOpenAI
+
+    with OpenAIStubServer(respond) as server:
+        model = LangChainChatModel(ChatOpenAI(model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0))
+        result = asyncio.run(Pipeline(LLMEngine(model), ListRetriever(TITANIC)).answer(QUESTION, forced_type="reason"))
+    assert result.llm_calls[0].structured is StructuredOutcome.OK and result.llm_calls[0].requests == 2 and result.plan_used
+    assert model.structured_output is False
+    assert sum(1 for r in server.requests if r.body.get("response_format")) == 1  # refused once, never sent again

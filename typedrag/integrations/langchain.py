@@ -1,0 +1,301 @@
+"""typedrag and LangChain, both ways (`pip install 'typedrag[langchain]'`).
+
+Their parts inside typedrag:
+- `LangChainRetriever`: any `BaseRetriever` (a vector store's `as_retriever()` included) or `VectorStore`
+  as a typedrag `Retriever`;
+- `LangChainChatModel`: any `BaseChatModel` as a typedrag `ChatModel`.
+
+typedrag inside their chains:
+- `TypedRAGRunnable`: a `Runnable` from a question to `{"answer", "type", "strategy", "sources", "trace"}`,
+  with `invoke`/`ainvoke`, `stream`/`astream` (answer tokens as `{"answer": piece}` chunks, then one
+  chunk with the rest) and `batch`/`abatch`, traced by LangChain's callbacks like any runnable;
+- `TypedRAGRetriever`: a `BaseRetriever` returning the typed evidence pool (the answer's sources).
+
+Sources are `Document`s: `id` and `metadata["passage_id"]` are the passage id, `metadata` also holds
+`doc_id`, `title`, `section`, `source_number` (the [n] the answer cites), `score`, and the page as LangChain's
+PDF loaders write it (`page` 0-based, `page_label` the printed number).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any, TypedDict
+
+from typedrag.extras import require
+
+require("langchain_core", "langchain", "the LangChain integration")
+
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun  # noqa: E402
+from langchain_core.documents import Document  # noqa: E402
+from langchain_core.language_models import BaseChatModel  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.retrievers import BaseRetriever  # noqa: E402
+from langchain_core.runnables import Runnable, RunnableConfig  # noqa: E402
+from langchain_core.runnables.utils import AddableDict  # noqa: E402
+from langchain_core.vectorstores import VectorStore, VectorStoreRetriever  # noqa: E402
+from pydantic import ConfigDict  # noqa: E402
+
+from typedrag.integrations.common import (  # noqa: E402
+    FrameworkChatModel,
+    Reply,
+    ThreadedSearch,
+    answer_stream,
+    count,
+    is_openai_endpoint,
+    iterate_sync,
+    page_number,
+    passage_of,
+    pipeline_for,
+    run_sync,
+    scored,
+    source_metadata,
+    sync_or_async,
+)
+from typedrag.llm.base import ChatModel, Message  # noqa: E402
+from typedrag.pipeline import Pipeline  # noqa: E402
+from typedrag.records import Passage, ScoredPassage  # noqa: E402
+from typedrag.result import AnswerResult, Source  # noqa: E402
+
+__all__ = [
+    "LangChainChatModel",
+    "LangChainRetriever",
+    "TypedRAGOutput",
+    "TypedRAGRetriever",
+    "TypedRAGRunnable",
+    "document_of",
+    "passage_of_document",
+]
+
+
+# ---------------------------------------------------------------- documents <-> passages
+
+
+def passage_of_document(document: Document) -> Passage:
+    """A LangChain document as a typedrag passage (see `typedrag.integrations.common.passage_of`)."""
+    meta = document.metadata or {}
+    page = page_number(meta.get("page_label")) or page_number(meta.get("page"), zero_based=True)
+    return passage_of(document.page_content, meta, node_id=document.id, page=page)
+
+
+def document_of(source: Source) -> Document:
+    """A typedrag source as a LangChain document; `passage_of_document` reads it back to the same passage."""
+    metadata: dict[str, Any] = {**source_metadata(source), "score": source.score}
+    if source.page is not None:
+        metadata.update(page=source.page - 1, page_label=str(source.page))
+    if source.page_end is not None:
+        metadata["page_end"] = source.page_end
+    return Document(id=source.passage_id, page_content=source.text, metadata=metadata)
+
+
+# ---------------------------------------------------------------- their retriever inside typedrag
+
+
+class LangChainRetriever(ThreadedSearch):
+    """A LangChain retriever or vector store as a typedrag `Retriever`.
+
+    A vector store (or its `as_retriever()` with plain similarity search) is asked for exactly `k` documents
+    with their scores; any other retriever is invoked with `k=k` (LangChain's convention; ignored by
+    retrievers that take no arguments) and cut to `k`, scored by `metadata["score"]` or by rank. A retriever
+    that only implements the async path is run through `ainvoke`.
+    """
+
+    def __init__(self, retriever: BaseRetriever | VectorStore, *, name: str | None = None) -> None:
+        self.retriever = retriever
+        self.name = name or f"langchain:{type(_store_of(retriever) or retriever).__name__}"
+
+    def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
+        if k <= 0:
+            return []
+        store = _store_of(self.retriever)
+        if store is not None:
+            extra = self.retriever.search_kwargs if isinstance(self.retriever, VectorStoreRetriever) else {}
+            found = store.similarity_search_with_score(query, k=k, **{key: v for key, v in extra.items() if key != "k"})
+            return scored([(passage_of_document(doc), score) for doc, score in found[:k]])
+        retriever = self.retriever
+        documents = sync_or_async(lambda: retriever.invoke(query, k=k), lambda: retriever.ainvoke(query, k=k))
+        return scored([(passage_of_document(doc), (doc.metadata or {}).get("score")) for doc in documents[:k]])
+
+
+def _store_of(retriever: BaseRetriever | VectorStore) -> VectorStore | None:
+    """The vector store to ask directly (for scores and exact k): the store itself, or a plain-similarity retriever's."""
+    if isinstance(retriever, VectorStore):
+        return retriever
+    if isinstance(retriever, VectorStoreRetriever) and retriever.search_type == "similarity":
+        return retriever.vectorstore
+    return None
+
+
+# ---------------------------------------------------------------- their chat model inside typedrag
+
+
+class LangChainChatModel(FrameworkChatModel):
+    """A LangChain chat model as a typedrag `ChatModel`: `LLMEngine(LangChainChatModel(ChatOpenAI(...)))`.
+
+    Calls go through `ainvoke`/`astream`, so LangChain callbacks and tracing see each of them (run name
+    `typedrag:<role>`). Token counts come from the reply's `usage_metadata`. `structured_output` (default:
+    on for `ChatOpenAI`/`AzureChatOpenAI`, off for others) sends plan schemas as `response_format`.
+    """
+
+    def __init__(self, model: BaseChatModel, *, name: str | None = None, structured_output: bool | None = None) -> None:
+        openai_client = type(model).__module__.startswith("langchain_openai")
+        super().__init__(structured_output=openai_client if structured_output is None else structured_output)
+        self.model = model
+        model_name = getattr(model, "model_name", None) or getattr(model, "model", None)
+        self.name = name or f"langchain:{model_name if isinstance(model_name, str) else model._llm_type}"
+        self._openai_api = openai_client and is_openai_endpoint(getattr(model, "openai_api_base", None))
+
+    def _strict_schemas(self) -> bool:
+        return self._openai_api
+
+    async def _send(self, messages: list[Message], *, role: str, schema_format: dict[str, Any] | None,
+                    on_text: Callable[[str], None] | None) -> Reply:
+        model: Runnable = self.model.bind(response_format=schema_format) if schema_format else self.model
+        config: RunnableConfig = {"run_name": f"typedrag:{role}", "tags": ["typedrag"], "metadata": {"typedrag_role": role}}
+        turns = [_message(m) for m in messages]
+        if on_text is None:
+            reply = await model.ainvoke(turns, config=config)
+        else:
+            reply = None
+            async for chunk in model.astream(turns, config=config):
+                if chunk.text:
+                    on_text(chunk.text)
+                reply = chunk if reply is None else reply + chunk
+            reply = reply or AIMessage(content="")
+        usage = getattr(reply, "usage_metadata", None) or {}
+        return Reply(
+            text=reply.text,
+            prompt_tokens=count(usage.get("input_tokens")),
+            completion_tokens=count(usage.get("output_tokens")),
+            finish_reason=(reply.response_metadata or {}).get("finish_reason"),
+        )
+
+
+def _message(message: Message) -> BaseMessage:
+    kinds = {"system": SystemMessage, "user": HumanMessage, "assistant": AIMessage}
+    return kinds.get(message["role"], HumanMessage)(content=message["content"])
+
+
+# ---------------------------------------------------------------- typedrag inside their chains
+
+
+class TypedRAGOutput(TypedDict, total=False):
+    """What `TypedRAGRunnable` returns: the answer, the type it was routed on, the plan that ran, the sources
+    as Documents (in number order, so [n] is `sources[n - 1]`), and the whole trace."""
+
+    question: str
+    answer: str
+    type: str | None
+    strategy: str
+    sources: list[Document]
+    trace: AnswerResult
+
+
+class TypedRAGRunnable(Runnable[str | dict[str, Any], TypedRAGOutput]):
+    """typedrag's pipeline as a LangChain `Runnable`. The input is the question, or a dict holding it as
+    `question`, `input` or `query` (so it drops into chains built for `create_retrieval_chain`).
+
+    >>> from typedrag import ListRetriever, OfflineEngine, Pipeline
+    >>> chain = TypedRAGRunnable(Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content."])))
+    >>> chain.get_name()
+    'TypedRAG'
+    """
+
+    def __init__(self, pipeline: Pipeline, *, method: str = "typed", forced_type: str | None = None, name: str = "TypedRAG") -> None:
+        self.pipeline, self.method, self.forced_type, self.name = pipeline, method, forced_type, name
+
+    @classmethod
+    def from_components(
+        cls, retriever: BaseRetriever | VectorStore, chat_model: BaseChatModel | None = None, **options: Any
+    ) -> "TypedRAGRunnable":
+        """Typed-RAG over your LangChain retriever and chat model (none: typedrag's offline, extractive engine)."""
+        model: ChatModel | None = LangChainChatModel(chat_model) if chat_model is not None else None
+        return cls(pipeline_for(LangChainRetriever(retriever), model, **options))
+
+    def invoke(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
+        return self._call_with_config(lambda value: run_sync(self._answer(value)), input, config, run_type="chain")
+
+    async def ainvoke(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
+        return await self._acall_with_config(self._answer, input, config, run_type="chain")
+
+    def batch(self, inputs: list[str | dict[str, Any]], config: RunnableConfig | list[RunnableConfig] | None = None,
+              *, return_exceptions: bool = False, **kwargs: Any) -> list[TypedRAGOutput]:
+        """All questions in one event loop (`abatch`), so a model client is shared, not opened per thread;
+        `max_concurrency` in the config caps how many are answered at once."""
+        return run_sync(self.abatch(inputs, config, return_exceptions=return_exceptions, **kwargs))
+
+    def stream(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[TypedRAGOutput]:
+        yield from self._transform_stream_with_config(iter([input]), self._chunks, config, run_type="chain")
+
+    async def astream(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[TypedRAGOutput]:
+        async def one() -> AsyncIterator[str | dict[str, Any]]:
+            yield input
+
+        async for chunk in self._atransform_stream_with_config(one(), self._achunks, config, run_type="chain"):
+            yield chunk
+
+    async def _answer(self, value: str | dict[str, Any]) -> TypedRAGOutput:
+        result = await self.pipeline.answer(_question(value), method=self.method, forced_type=self.forced_type)
+        return {"answer": result.answer, **_rest(result)}
+
+    def _chunks(self, inputs: Iterator[str | dict[str, Any]]) -> Iterator[TypedRAGOutput]:
+        value = list(inputs)[-1]
+        for item in iterate_sync(lambda: answer_stream(self.pipeline, _question(value), method=self.method, forced_type=self.forced_type)):
+            yield _chunk(item)
+
+    async def _achunks(self, inputs: AsyncIterator[str | dict[str, Any]]) -> AsyncIterator[TypedRAGOutput]:
+        value = [item async for item in inputs][-1]
+        async for item in answer_stream(self.pipeline, _question(value), method=self.method, forced_type=self.forced_type):
+            yield _chunk(item)
+
+
+def _question(value: str | dict[str, Any]) -> str:
+    if isinstance(value, str):
+        return value
+    for key in ("question", "input", "query"):
+        if isinstance(value.get(key), str):
+            return value[key]
+    raise ValueError(f"TypedRAG needs the question as a string, or a dict with 'question', 'input' or 'query'; got keys {sorted(value)}")
+
+
+def _chunk(item: str | AnswerResult) -> Any:
+    """A stream chunk: `{"answer": piece}`, or the rest of the output at the end. They are AddableDicts, as
+    LangChain's own dict-valued runnables stream, so `chunk + chunk + ...` is the whole output."""
+    return AddableDict(_rest(item) if isinstance(item, AnswerResult) else {"answer": item})
+
+
+def _rest(result: AnswerResult) -> TypedRAGOutput:
+    """Everything but the answer text (streamed separately): merged chunks make the whole output."""
+    return {
+        "question": result.question,
+        "type": result.type.type if result.type else None,
+        "strategy": result.strategy,
+        "sources": [document_of(s) for s in result.sources],
+        "trace": result,
+    }
+
+
+class TypedRAGRetriever(BaseRetriever):
+    """The typed evidence pool as a LangChain retriever: the passages Typed-RAG's plan for the question's
+    type gathered (its sources, in citation order), for a chain that writes its own answer. It runs the
+    whole pipeline, so give it the offline engine unless you also want the typed answer written."""
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    pipeline: Any
+    k: int = 5
+    method: str = "typed"
+    forced_type: str | None = None
+
+    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None) -> list[Document]:
+        return self._documents(run_sync(self._result(query)), k)
+
+    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
+                                       k: int | None = None) -> list[Document]:
+        return self._documents(await self._result(query), k)
+
+    async def _result(self, query: str) -> AnswerResult:
+        return await self.pipeline.answer(query, method=self.method, forced_type=self.forced_type)
+
+    def _documents(self, result: AnswerResult, k: int | None) -> list[Document]:
+        return [document_of(source) for source in result.sources[: self.k if k is None else k]]
+

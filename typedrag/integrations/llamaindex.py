@@ -1,0 +1,246 @@
+"""typedrag and LlamaIndex, both ways (`pip install 'typedrag[llamaindex]'`).
+
+Their parts inside typedrag:
+- `LlamaIndexRetriever`: any LlamaIndex retriever, or any index (asked through `as_retriever`), as a
+  typedrag `Retriever`;
+- `LlamaIndexChatModel`: any LlamaIndex LLM as a typedrag `ChatModel`.
+
+typedrag inside their apps:
+- `TypedRAGQueryEngine`: a query engine with `query`/`aquery` (and `streaming=True` for a
+  `StreamingResponse`/`AsyncStreamingResponse`); its `source_nodes` are the answer's sources with their
+  scores, in citation order, and `metadata` holds the type, strategy, plan, aspects, fallbacks and the trace.
+
+Nodes and passages map both ways: the node id is the passage id, `ref_doc_id` (or `metadata["doc_id"]`) the
+document, `metadata["title"]`/`["section"]` and LlamaIndex's `page_label` the rest.
+
+Offline use: llama-index-core ships the NLTK data (punkt, stopwords) and tiktoken files its text splitters
+need, and fetches them only when `NLTK_DATA` or `TIKTOKEN_CACHE_DIR` point at a folder without them; its
+default models are OpenAI's, so give `VectorStoreIndex` your own `embed_model`. Nothing here touches either.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import Any
+
+from typedrag.extras import require
+
+require("llama_index.core", "llamaindex", "the LlamaIndex integration")
+
+from llama_index.core.base.base_query_engine import BaseQueryEngine  # noqa: E402
+from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
+from llama_index.core.base.response.schema import RESPONSE_TYPE, AsyncStreamingResponse, Response, StreamingResponse  # noqa: E402
+from llama_index.core.callbacks import CallbackManager  # noqa: E402
+from llama_index.core.indices.base import BaseIndex  # noqa: E402
+from llama_index.core.llms import LLM, ChatMessage, ChatResponse, MessageRole  # noqa: E402
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
+
+from typedrag.integrations.common import (  # noqa: E402
+    FrameworkChatModel,
+    Reply,
+    ThreadedSearch,
+    answer_stream,
+    count,
+    is_openai_endpoint,
+    iterate_sync,
+    page_number,
+    passage_of,
+    pipeline_for,
+    run_sync,
+    scored,
+    source_metadata,
+    sync_or_async,
+)
+from typedrag.llm.base import ChatModel, Message  # noqa: E402
+from typedrag.pipeline import Pipeline  # noqa: E402
+from typedrag.records import Passage, ScoredPassage  # noqa: E402
+from typedrag.result import AnswerResult, Source  # noqa: E402
+
+__all__ = ["LlamaIndexChatModel", "LlamaIndexRetriever", "TypedRAGQueryEngine", "node_of", "passage_of_node"]
+
+
+# ---------------------------------------------------------------- nodes <-> passages
+
+
+def passage_of_node(node: NodeWithScore | TextNode) -> Passage:
+    """A LlamaIndex node as a typedrag passage (see `typedrag.integrations.common.passage_of`)."""
+    base = node.node if isinstance(node, NodeWithScore) else node
+    meta = dict(base.metadata or {})
+    if base.ref_doc_id and "doc_id" not in meta:
+        meta["doc_id"] = base.ref_doc_id
+    page = page_number(meta.get("page_label")) or page_number(meta.get("page"))
+    return passage_of(base.get_content(metadata_mode=MetadataMode.NONE), meta, node_id=base.node_id, page=page)
+
+
+def node_of(source: Source) -> NodeWithScore:
+    """A typedrag source as a scored LlamaIndex node; `passage_of_node` reads it back to the same passage."""
+    metadata: dict[str, Any] = source_metadata(source)
+    if source.page is not None:
+        metadata["page_label"] = str(source.page)
+    if source.page_end is not None:
+        metadata["page_end"] = source.page_end
+    node = TextNode(id_=source.passage_id, text=source.text, metadata=metadata)
+    return NodeWithScore(node=node, score=source.score)
+
+
+# ---------------------------------------------------------------- their retriever inside typedrag
+
+
+class LlamaIndexRetriever(ThreadedSearch):
+    """A LlamaIndex retriever or index as a typedrag `Retriever`.
+
+    An index is asked through `index.as_retriever(similarity_top_k=k)`, so exactly `k` nodes come back; a
+    retriever returns as many as it was configured for, cut to `k`. Scores are the nodes' own (by rank when
+    a retriever gives none). A retriever that only implements `_aretrieve` runs through `aretrieve`.
+    """
+
+    def __init__(self, retriever: BaseRetriever | BaseIndex, *, name: str | None = None) -> None:
+        self.retriever = retriever
+        self.name = name or f"llamaindex:{type(retriever).__name__}"
+
+    def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
+        if k <= 0:
+            return []
+        retriever = self.retriever.as_retriever(similarity_top_k=k) if isinstance(self.retriever, BaseIndex) else self.retriever
+        nodes = sync_or_async(lambda: retriever.retrieve(query), lambda: retriever.aretrieve(query))
+        return scored([(passage_of_node(n), n.score) for n in nodes[:k]])
+
+
+# ---------------------------------------------------------------- their LLM inside typedrag
+
+
+class LlamaIndexChatModel(FrameworkChatModel):
+    """A LlamaIndex LLM as a typedrag `ChatModel`: `LLMEngine(LlamaIndexChatModel(OpenAI(...)))`.
+
+    Calls go through `achat`/`astream_chat`, so LlamaIndex's instrumentation sees each of them. Token counts
+    come from the response's `additional_kwargs` or its raw OpenAI-style `usage`. `structured_output`
+    (default: on for `llama_index.llms.openai` and `openai_like` models) sends plan schemas as `response_format`.
+    """
+
+    def __init__(self, llm: LLM, *, name: str | None = None, structured_output: bool | None = None) -> None:
+        openai_client = type(llm).__module__.startswith("llama_index.llms.openai")
+        super().__init__(structured_output=openai_client if structured_output is None else structured_output)
+        self.llm = llm
+        model_name = llm.metadata.model_name
+        self.name = name or f"llamaindex:{model_name if model_name and model_name != 'unknown' else llm.class_name()}"
+        self._openai_api = openai_client and is_openai_endpoint(getattr(llm, "api_base", None))
+
+    def _strict_schemas(self) -> bool:
+        return self._openai_api
+
+    async def _send(self, messages: list[Message], *, role: str, schema_format: dict[str, Any] | None,
+                    on_text: Callable[[str], None] | None) -> Reply:
+        turns = [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in messages]
+        options = {"response_format": schema_format} if schema_format else {}
+        if on_text is None:
+            response = await self.llm.achat(turns, **options)
+        else:
+            response = None
+            async for response in await self.llm.astream_chat(turns, **options):
+                if response.delta:
+                    on_text(response.delta)
+        if response is None:
+            return Reply(text="")
+        prompt, completion, finish = _usage(response)
+        return Reply(text=response.message.content or "", prompt_tokens=prompt, completion_tokens=completion, finish_reason=finish)
+
+
+def _usage(response: ChatResponse) -> tuple[int, int, str | None]:
+    """(prompt tokens, completion tokens, finish reason) from what the LLM reported, zeros/None for nothing."""
+    extra = response.additional_kwargs or {}
+    raw = response.raw
+    usage = raw.get("usage") if isinstance(raw, dict) else getattr(raw, "usage", None)
+    if isinstance(usage, dict):
+        prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    else:
+        prompt, completion = getattr(usage, "prompt_tokens", None), getattr(usage, "completion_tokens", None)
+    choices = raw.get("choices") if isinstance(raw, dict) else getattr(raw, "choices", None)
+    first = choices[0] if isinstance(choices, list) and choices else None
+    finish = first.get("finish_reason") if isinstance(first, dict) else getattr(first, "finish_reason", None)
+    return (
+        count(extra.get("prompt_tokens")) or count(prompt),
+        count(extra.get("completion_tokens")) or count(completion),
+        finish if isinstance(finish, str) else None,
+    )
+
+
+# ---------------------------------------------------------------- typedrag inside their apps
+
+
+class TypedRAGQueryEngine(BaseQueryEngine):
+    """typedrag's pipeline as a LlamaIndex query engine.
+
+    >>> from typedrag import ListRetriever, OfflineEngine, Pipeline
+    >>> engine = TypedRAGQueryEngine(Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content."])))
+    >>> engine.streaming
+    False
+    """
+
+    def __init__(self, pipeline: Pipeline, *, streaming: bool = False, method: str = "typed", forced_type: str | None = None,
+                 callback_manager: CallbackManager | None = None) -> None:
+        super().__init__(callback_manager)
+        self.pipeline, self.streaming, self.method, self.forced_type = pipeline, streaming, method, forced_type
+
+    @classmethod
+    def from_components(cls, retriever: BaseRetriever | BaseIndex, llm: LLM | None = None, *, streaming: bool = False,
+                        **options: Any) -> "TypedRAGQueryEngine":
+        """Typed-RAG over your LlamaIndex retriever (or index) and LLM (none: typedrag's offline, extractive engine)."""
+        model: ChatModel | None = LlamaIndexChatModel(llm) if llm is not None else None
+        return cls(pipeline_for(LlamaIndexRetriever(retriever), model, **options), streaming=streaming)
+
+    def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        if not self.streaming:
+            return _response(run_sync(self._answer(query_bundle.query_str)))
+        nodes: list[NodeWithScore] = []
+        metadata: dict[str, Any] = {}
+
+        def tokens() -> Iterator[str]:
+            for item in iterate_sync(lambda: self._stream(query_bundle.query_str)):
+                if isinstance(item, AnswerResult):
+                    nodes.extend(node_of(s) for s in item.sources)
+                    metadata.update(_metadata(item))
+                else:
+                    yield item
+
+        return StreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
+
+    async def _aquery(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
+        if not self.streaming:
+            return _response(await self._answer(query_bundle.query_str))
+        nodes: list[NodeWithScore] = []
+        metadata: dict[str, Any] = {}
+
+        async def tokens() -> AsyncIterator[str]:
+            async for item in self._stream(query_bundle.query_str):
+                if isinstance(item, AnswerResult):
+                    nodes.extend(node_of(s) for s in item.sources)
+                    metadata.update(_metadata(item))
+                else:
+                    yield item
+
+        return AsyncStreamingResponse(response_gen=tokens(), source_nodes=nodes, metadata=metadata)
+
+    async def _answer(self, question: str) -> AnswerResult:
+        return await self.pipeline.answer(question, method=self.method, forced_type=self.forced_type)
+
+    def _stream(self, question: str) -> AsyncIterator[str | AnswerResult]:
+        return answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type)
+
+    def _get_prompt_modules(self) -> dict[str, Any]:
+        return {}  # typedrag's prompts are its own (typedrag.prompts), not LlamaIndex templates
+
+
+def _response(result: AnswerResult) -> Response:
+    return Response(result.answer, [node_of(s) for s in result.sources], _metadata(result))
+
+
+def _metadata(result: AnswerResult) -> dict[str, Any]:
+    return {
+        "type": result.type.type if result.type else None,
+        "strategy": result.strategy,
+        "plan": result.plan,
+        "plan_used": result.plan_used,
+        "aspects": [a.model_dump() for a in result.aspects],
+        "fallbacks": [f.model_dump() for f in result.fallbacks],
+        "trace": result,
+    }
