@@ -1,4 +1,4 @@
-"""Each framework's example in docs/frameworks.md runs as is, in an empty folder, with the network refused,
+"""Each framework's example in the README runs as is, in an empty folder, with the network refused,
 and prints a typed answer with its type and numbered sources."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from . import network_guard
 
 HERE = Path(__file__).resolve().parent
-DOC = HERE.parents[1] / "docs" / "frameworks.md"
+DOC = HERE.parents[1] / "README.md"
 FRAMEWORKS = {"LangChain": "langchain_core", "LlamaIndex": "llama_index.core", "Haystack": "haystack"}
 TYPES = "EVIDENCE-BASED|COMPARISON|EXPERIENCE|REASON|INSTRUCTION|DEBATE"
 
@@ -26,7 +26,7 @@ def blocks() -> dict[str, str]:
     for section in sections:
         heading, _, body = section.partition("\n")
         code = re.search(r"```python\n(.*?)```", body, re.S)
-        if code:
+        if code and heading.strip() in FRAMEWORKS:
             found[heading.strip()] = code.group(1)
     return found
 
