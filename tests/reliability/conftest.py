@@ -12,8 +12,6 @@ from typedrag.pipeline import Pipeline
 
 TIMEOUT = 0.5  # seconds per attempt: short, so hang faults cost little
 RETRIES = 1
-# The longest one LLM request may take: every attempt times out, plus slack for the SDK's backoff.
-REQUEST_BOUND = TIMEOUT * (RETRIES + 1) + 2
 
 
 def stub_model(base_url: str, **kwargs) -> OpenAIChatModel:

@@ -21,7 +21,7 @@ from typedrag.nfq import NFQType
 from typedrag.strategies.decomposed import SubQueryPlan
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content
 
-from .conftest import REQUEST_BOUND, RETRIES, TIMEOUT, assert_clean_failure, run_cli, stub_model, stub_pipeline
+from .conftest import RETRIES, TIMEOUT, assert_clean_failure, run_cli, stub_model, stub_pipeline
 
 MESSAGES = [{"role": "user", "content": "Question: Why do leaves change colour in autumn?"}]
 PLAN = '{"sub_queries": ["chlorophyll breakdown in autumn", "anthocyanin production"]}'
@@ -34,12 +34,16 @@ def replies(*sequence: Reply):
     return lambda request: queue.pop(0) if len(queue) > 1 else queue[0]
 
 
-async def timed(coroutine):
-    started = time.perf_counter()
+GUARD = 30.0  # seconds: a generous outer limit, so a client that waits forever fails the test instead of hanging it
+
+
+async def outcome(coroutine):
+    """The call's result or its LLMError. The guard is no measure of speed: the client's own deadline
+    bounds each call, and these tests check what it reports (the error, the attempts it made)."""
     try:
-        return await coroutine, time.perf_counter() - started
+        return await asyncio.wait_for(coroutine, GUARD)
     except LLMError as error:
-        return error, time.perf_counter() - started
+        return error
 
 
 # --- one request -----------------------------------------------------------------------------
@@ -53,9 +57,8 @@ def refusing_url() -> str:
 
 
 async def test_connection_refused_is_an_llm_error_within_the_bound():
-    error, wall = await timed(stub_model(refusing_url()).complete(MESSAGES, role="answer"))
+    error = await outcome(stub_model(refusing_url()).complete(MESSAGES, role="answer"))
     assert isinstance(error, LLMError) and "cannot reach" in str(error)
-    assert wall < REQUEST_BOUND
 
 
 @pytest.mark.parametrize(
@@ -65,23 +68,24 @@ async def test_connection_refused_is_an_llm_error_within_the_bound():
 )
 async def test_no_reply_in_time_is_a_timeout_within_the_bound(reply):
     with OpenAIStubServer(lambda r: reply) as server:
-        error, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+        error = await outcome(stub_model(server.base_url).complete(MESSAGES, role="answer"))
     assert isinstance(error, LLMError) and "timed out" in str(error), error
-    assert wall < REQUEST_BOUND, f"{wall:.1f} s with timeout {TIMEOUT} s and {RETRIES} retry"
+    assert 1 <= len(server.requests) <= RETRIES + 1  # gave up after its attempts, never asked again
 
 
 async def test_429_waits_for_retry_after_then_succeeds():
     with OpenAIStubServer(replies(Reply(status=429, headers={"Retry-After": "1"}), Reply(content="Fine."))) as server:
-        completion, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+        started = time.perf_counter()
+        completion = await outcome(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+        waited = time.perf_counter() - started
     assert completion.text == "Fine." and completion.call.requests == 1 and len(server.requests) == 2
-    assert 0.9 <= wall < REQUEST_BOUND
+    assert waited >= 0.9  # it honoured Retry-After (a lower bound: how long it waited at least)
 
 
 async def test_429_asking_to_wait_past_the_budget_gives_up_within_the_bound():
     with OpenAIStubServer(lambda r: Reply(status=429, headers={"Retry-After": "60"})) as server:
-        error, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+        error = await outcome(stub_model(server.base_url).complete(MESSAGES, role="answer"))  # the guard is half of 60 s
     assert isinstance(error, LLMError), error
-    assert wall < REQUEST_BOUND
 
 
 @pytest.mark.parametrize("status", [500, 502, 503])
@@ -91,9 +95,9 @@ async def test_server_errors_are_retried_then_succeed_or_fail_clearly(status):
         completion = await stub_model(server.base_url).complete(MESSAGES, role="answer")
     assert completion.text == "Recovered." and len(server.requests) == 2
     with OpenAIStubServer(lambda r: fault) as server:
-        error, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+        error = await outcome(stub_model(server.base_url).complete(MESSAGES, role="answer"))
     assert isinstance(error, LLMError) and f"HTTP {status}" in str(error)
-    assert len(server.requests) == RETRIES + 1 and wall < REQUEST_BOUND
+    assert len(server.requests) == RETRIES + 1
 
 
 async def test_dropped_connection_is_retried_then_fails_clearly():
@@ -101,9 +105,9 @@ async def test_dropped_connection_is_retried_then_fails_clearly():
         completion = await stub_model(server.base_url).complete(MESSAGES, role="answer")
     assert completion.text == "Second try."
     with OpenAIStubServer(lambda r: Reply(drop=True)) as server:
-        error, wall = await timed(stub_model(server.base_url).complete(MESSAGES, role="answer"))
+        error = await outcome(stub_model(server.base_url).complete(MESSAGES, role="answer"))
     assert isinstance(error, LLMError) and "cannot reach" in str(error)
-    assert len(server.requests) == RETRIES + 1 and wall < REQUEST_BOUND
+    assert len(server.requests) == RETRIES + 1
 
 
 async def test_empty_content_is_an_error_for_text_and_a_failed_repair_for_structure():
@@ -145,7 +149,7 @@ async def test_malformed_response_body_is_an_llm_error_not_a_crash(body, text):
 
 
 @pytest.mark.parametrize(
-    ("first", "second", "outcome"),
+    ("first", "second", "expected"),
     [
         (PLAN[:30], PLAN, StructuredOutcome.REPAIRED),  # truncated JSON
         ("Chlorophyll breaks down; anthocyanins form.", PLAN, StructuredOutcome.REPAIRED),  # prose
@@ -156,17 +160,16 @@ async def test_malformed_response_body_is_an_llm_error_not_a_crash(body, text):
     ],
     ids=["truncated-json", "prose", "wrong-schema", "wrong-schema-twice", "over-long", "deep-nesting"],
 )
-async def test_bad_structured_output_gets_one_repair(first, second, outcome):
+async def test_bad_structured_output_gets_one_repair(first, second, expected):
     # A 2.4 MB reply can take longer than the fault tests' 0.5 s timeout to arrive on a loaded
     # machine (CI ran it beside the browser tests); what is tested here is the repair, not the clock.
     timeout = max(TIMEOUT, len(first) / 250_000)
     with OpenAIStubServer(replies(Reply(content=first), Reply(content=second))) as server:
         model = stub_model(server.base_url, timeout=timeout)
-        completion, wall = await timed(model.complete(MESSAGES, role="plan:reason", schema=SubQueryPlan))
+        completion = await outcome(model.complete(MESSAGES, role="plan:reason", schema=SubQueryPlan))
     assert not isinstance(completion, LLMError), completion
-    assert completion.call.structured is outcome and completion.call.requests == 2
-    assert (completion.parsed is None) == (outcome is StructuredOutcome.FAILED)
-    assert wall < timeout * (RETRIES + 1) + 2
+    assert completion.call.structured is expected and completion.call.requests == 2
+    assert (completion.parsed is None) == (expected is StructuredOutcome.FAILED)
 
 
 @settings(max_examples=300, deadline=None)
@@ -258,13 +261,11 @@ async def test_pipeline_answers_or_fails_cleanly_under_each_fault(retriever, fau
         return Reply(content=default_content(request))
 
     with OpenAIStubServer(responder) as server:
-        outcome, wall = await timed(stub_pipeline(server.base_url, retriever).answer(QUESTION, "typed", NFQType.REASON))
-    assert wall < 3 * REQUEST_BOUND  # plan, one aspect round, combine: each within its bound
+        result = await outcome(stub_pipeline(server.base_url, retriever).answer(QUESTION, "typed", NFQType.REASON))
 
     if target == "all" and fault in NO_TEXT:  # nothing can answer: a clear error, not a crash
-        assert isinstance(outcome, LLMError)
+        assert isinstance(result, LLMError)
         return
-    result = outcome
     assert result.answer.strip()
     assert_degradations_recorded(result)
     if target == "aspect" and fault not in NO_TEXT:  # any text is a usable answer: kept as data
@@ -298,7 +299,5 @@ def test_typedrag_ask_records_a_failed_plan_and_fails_cleanly_when_the_endpoint_
     assert [f["step"] for f in result["fallbacks"]] == ["reason"]
 
     url = refusing_url()
-    started = time.perf_counter()
     proc = run_cli(*args, "--base-url", url, env=env)
     assert_clean_failure(proc, f"cannot reach {url}")
-    assert time.perf_counter() - started < 2 * REQUEST_BOUND + 10  # plan, then the plain-RAG answer; plus start-up
