@@ -221,6 +221,15 @@ def ingest(
     return records
 
 
+def count(summary: IndexSummary, work: Plan, records: dict[str, FileRecord]) -> None:
+    """What the index holds after `work` (documents, passages) and what changed, into `summary`."""
+    summary.added, summary.updated = len(work.added), len(work.updated)
+    summary.removed, summary.unchanged = len(work.removed), len(work.unchanged)
+    summary.documents = sum(r.documents for r in records.values())
+    summary.passages = sum(r.passages for r in records.values())
+    summary.skipped = len(summary.problems)
+
+
 def corpus_sha256(records: Iterable[FileRecord]) -> str:
     """The fingerprint of what an index holds: the same corpus gives the same value, built at once or synced."""
     hasher = hashlib.sha256()

@@ -40,7 +40,7 @@ from urllib.parse import urlsplit
 import typedrag
 from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.index.base import IndexUnusableError, empty_index_error
-from typedrag.index.ingest import FileRecord, Plan, corpus_sha256, ingest, plan, scan
+from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
 from typedrag.index.manifest import source_fingerprint
 from typedrag.index.tantivy_index import _query_analyzer
 from typedrag.records import IndexSummary, Passage, ScoredPassage
@@ -300,7 +300,7 @@ def _build_fresh(
         with conn.errors("indexing", hint):
             with _Inserter(conn, building, batch_size, dense, generation=1) as inserter:
                 records = ingest(work.to_read, passage_words, strict, inserter.add, summary, show_progress=show_progress)
-            _count(summary, work, records)
+            count(summary, work, records)
             if summary.documents == 0:
                 raise empty_index_error(summary, f"the collection {collection!r}" if live else None)
             conn.client.flush(building, timeout=CALL_TIMEOUT)
@@ -338,7 +338,7 @@ def _sync_in_place(
         with _Inserter(conn, live, batch_size, dense, generation) as inserter:
             records = ingest(work.to_read, passage_words, strict, inserter.add, summary, known_document=kept, show_progress=show_progress)
         records.update({record.key: record for record in work.unchanged})
-        _count(summary, work, records)
+        count(summary, work, records)
         if summary.documents == 0:
             _delete(conn, live, f"generation == {generation}")
             raise empty_index_error(summary, f"the collection {live!r}")
@@ -361,14 +361,6 @@ def _kept_document_check(conn: _Connection, collection: str, leaving: set[str]):
         return any(row["file"] not in leaving for row in rows)
 
     return kept
-
-
-def _count(summary: IndexSummary, work: Plan, records: dict[str, FileRecord]) -> None:
-    summary.added, summary.updated = len(work.added), len(work.updated)
-    summary.removed, summary.unchanged = len(work.removed), len(work.unchanged)
-    summary.documents = sum(r.documents for r in records.values())
-    summary.passages = sum(r.passages for r in records.values())
-    summary.skipped = len(summary.problems)
 
 
 def _write_manifest(

@@ -26,7 +26,7 @@ import tantivy
 import typedrag
 from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.index.base import IndexBuildError, IndexUnusableError, empty_index_error
-from typedrag.index.ingest import FileRecord, corpus_sha256, ingest, plan, scan
+from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
 from typedrag.index.manifest import (
     FORMAT_VERSION,
     MANIFEST,
@@ -199,7 +199,7 @@ def _sync_locked(
             add = _adder(writer)
             records = ingest(work.to_read, passage_words, strict, add, summary, known_document=kept, show_progress=show_progress)
             records.update({record.key: record for record in work.unchanged})
-            _count(summary, work, records)
+            count(summary, work, records)
             if summary.documents == 0:
                 writer.rollback()
                 raise empty_index_error(summary, f"the index at {index_dir}" if (index_dir / MANIFEST).is_file() else None)
@@ -271,14 +271,6 @@ def _adder(writer):
 
 def _position(passage: Passage) -> int:
     return int(passage.passage_id.rsplit("#", 1)[1])
-
-
-def _count(summary: IndexSummary, work, records: dict[str, FileRecord]) -> None:
-    summary.added, summary.updated = len(work.added), len(work.updated)
-    summary.removed, summary.unchanged = len(work.removed), len(work.unchanged)
-    summary.documents = sum(r.documents for r in records.values())
-    summary.passages = sum(r.passages for r in records.values())
-    summary.skipped = len(summary.problems)
 
 
 def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: IndexSummary, passage_words: int) -> dict:
