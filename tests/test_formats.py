@@ -407,10 +407,20 @@ def test_restructuredtext_sections_follow_adornment_order(tmp_path):
     ]
 
 
+def test_list_items_table_rows_and_code_stay_lines_of_their_own(tmp_path):
+    (tmp_path / "notes.md").write_text(
+        "# Notes\n\nTo vacuum a table\nrun the command:\n\n- VACUUM first\n- ANALYZE next\n\n"
+        "```\nVACUUM FULL t;\nANALYZE t;\n```\n"
+    )
+    doc = read_one(tmp_path / "notes.md")
+    assert [b.text for b in doc.blocks] == ["To vacuum a table run the command:", "- VACUUM first\n- ANALYZE next", "VACUUM FULL t;\nANALYZE t;"]
+
+
 def test_text_paragraphs_become_blocks_and_long_ones_are_split(tmp_path):
     (tmp_path / "notes.txt").write_text("First paragraph,\nsecond line.\n\n\nSecond paragraph.\n\n" + "word " * 10_000)
     doc = read_one(tmp_path / "notes.txt")
-    assert [b.text for b in doc.blocks[:2]] == ["First paragraph,\nsecond line.", "Second paragraph."]
+    # A hard-wrapped line joins its paragraph: the line break was the editor's, not the text's.
+    assert [b.text for b in doc.blocks[:2]] == ["First paragraph, second line.", "Second paragraph."]
     assert all(len(b.text) <= 16_000 for b in doc.blocks) and len(doc.blocks) >= 4
     assert sum(b.text.count("word") for b in doc.blocks) == 10_000
 

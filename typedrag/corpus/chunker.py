@@ -23,8 +23,9 @@ MARKUP = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>", re.S)
 # pieces of at most MAX_TOKEN_CHARS, and no passage holds more than MAX_PASSAGE_CHARS characters.
 MAX_TOKEN_CHARS = 1000
 MAX_PASSAGE_CHARS = 3000
-# Changes with any change to how text becomes passages: an index built by another version is rebuilt, not synced.
-CHUNKER_VERSION = 3
+# Changes with any change to how documents become passages (a reader or the chunker): an index built by
+# another version is rebuilt, not synced.
+CHUNKER_VERSION = 4
 
 
 def chunk_document(doc: Document, words: int = 100) -> list[Passage]:

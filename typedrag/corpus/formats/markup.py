@@ -126,12 +126,30 @@ class _Buffer:
         self.size += len(line) + 1
         return self.flush() if self.size > MAX_BLOCK_CHARS else None
 
-    def flush(self, inline=None) -> Paragraph | None:
-        text = "\n".join(self.lines).strip("\n")
+    def flush(self, inline=None, verbatim: bool = False) -> Paragraph | None:
+        """The paragraph read so far: a code block's lines as they are; prose unwrapped (see `unwrap`)."""
+        text = ("\n".join(self.lines) if verbatim else unwrap(self.lines)).strip("\n")
         self.lines, self.size = [], 0
         if inline:
             text = inline(text)
         return Paragraph(text) if text.strip() else None
+
+
+_STRUCTURED_LINE = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s|\|)|^(?: {4}|\t)")
+
+
+def unwrap(lines: list[str]) -> str:
+    """A paragraph's lines as text: a hard-wrapped line joins the one before with a space, but a list item,
+    a table row or an indented (code) line stays a line of its own."""
+    text = ""
+    for line in lines:
+        if not text:
+            text = line
+        elif _STRUCTURED_LINE.match(line):
+            text += "\n" + line
+        else:
+            text += " " + line.strip()
+    return text
 
 
 def _paragraphs(source: Iterator[str]) -> Iterator[Paragraph]:
@@ -155,7 +173,7 @@ def _markdown(source: Iterator[str]) -> Iterator[Heading | Paragraph]:
         if fence:
             if line.strip().startswith(fence) and not line.strip().strip(fence[0]):
                 fence = ""
-                if done := buffer.flush():
+                if done := buffer.flush(verbatim=True):
                     yield done
             elif done := buffer.add(line):
                 yield done

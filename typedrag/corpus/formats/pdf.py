@@ -357,7 +357,8 @@ def _paragraph_blocks(lines: list[Line], number: int, sections: _Sections) -> It
 
 
 def _join(lines: list[str]) -> str:
-    """Lines joined with line breaks, except a word hyphenated across two lines ("infor-" + "mation").
+    """A paragraph's lines joined with spaces (a PDF's line breaks are where the page ran out, not structure),
+    a word hyphenated across two lines made whole ("infor-" + "mation").
 
     PDFium marks every hyphen that ends a line as soft; it stays a hyphen unless a lowercase letter
     goes on from it ("self-" + "Contained" keeps it).
@@ -367,5 +368,5 @@ def _join(lines: list[str]) -> str:
         if _HYPHENATED.search(text) and line[:1].islower():
             text = text[:-1] + line
         else:
-            text = text.removesuffix("\u00ad") + ("-" if text.endswith("\u00ad") else "") + "\n" + line
+            text = text.removesuffix("\u00ad") + ("-" if text.endswith("\u00ad") else "") + " " + line
     return text.replace("\u00ad", "")

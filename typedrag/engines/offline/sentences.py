@@ -9,6 +9,7 @@ serves two sections. Each keeps the number of the passage it came from, so nothi
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -19,6 +20,7 @@ from typedrag.engines.base import Extract, Section, WriteTask
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.text import split_sentences, terms
 
+_SENTENCE_END = re.compile(r"[.!?:][\"'”’)\]]*$")
 NO_PASSAGES = "The index has no passage that speaks to this question."
 NOTHING_RELEVANT = "The retrieved passages do not speak to this."
 NOTHING_SPECIFIC = "the retrieved passages say nothing specific."
@@ -38,11 +40,30 @@ class Candidate:
 def sentences_of_sources(task: WriteTask, settings: OfflineSettings) -> list[Candidate]:
     found = []
     for source in task.sources:
-        for sentence in split_sentences(source.text):
+        for sentence in with_their_fragments(split_sentences(source.text), settings.max_words):
             words = sentence.split()
             if settings.min_words <= len(words) <= settings.max_words:
                 found.append(Candidate(" ".join(words), f"[{source.number}]", source.number, len(found), frozenset({source.number})))
     return found
+
+
+def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
+    """Lines that end no sentence (a term above its definition, list items, code) joined, with "; ", to what
+    follows them, as one quotable piece ("global interpreter lock; The mechanism used by ..."), while the
+    whole stays within `max_words`."""
+    merged: list[str] = []
+    held: list[str] = []
+    for piece in pieces:
+        if held and sum(len(p.split()) for p in held) + len(piece.split()) > max_words:
+            merged.append("; ".join(held))
+            held = []
+        held.append(piece)
+        if _SENTENCE_END.search(piece):
+            merged.append("; ".join(held))
+            held = []
+    if held:
+        merged.append("; ".join(held))
+    return merged
 
 
 def sentences_of_parts(task: WriteTask) -> list[Candidate]:
