@@ -88,7 +88,7 @@ def _section_runs(blocks: Iterable[Block]) -> Iterator[tuple[tuple[str, ...], It
 def _tokens(text: str, doc: Document, on_cut: Callable[[str], None] | None) -> list[str]:
     """The words of a line (its markup already dropped); a run longer than MAX_TOKEN_CHARS cut into pieces (and noted)."""
     tokens = text.split()
-    if max(map(len, tokens), default=0) <= MAX_TOKEN_CHARS:
+    if len(text) <= MAX_TOKEN_CHARS or max(map(len, tokens), default=0) <= MAX_TOKEN_CHARS:
         return tokens
     pieces = []
     for token in tokens:
@@ -125,8 +125,8 @@ def _chunks(
             if block.page is not None:
                 pages += [block.page] * len(new)
         while len(tokens) - start > longest + slack:  # enough lookahead: the cut falls within what is read
-            end = start + _cut(tokens, start, words, slack)
-            yield _joined(tokens, starts, start, end), pages[start:end]
+            text, end = _capped(tokens, starts, start, start + _cut(tokens, start, words, slack))
+            yield text, pages[start:end]
             start = end
         if start > 4096:
             del tokens[:start], pages[:start]
@@ -134,9 +134,19 @@ def _chunks(
             start = 0
     while start < len(tokens):
         end = len(tokens) if len(tokens) - start <= longest else start + _cut(tokens, start, words, slack)
-        end = start + _within_char_cap(tokens, start, end - start)
-        yield _joined(tokens, starts, start, end), pages[start:end]
+        text, end = _capped(tokens, starts, start, end)
+        yield text, pages[start:end]
         start = end
+
+
+def _capped(tokens: list[str], starts: list[int], start: int, end: int) -> tuple[str, int]:
+    """The passage tokens[start:end] as text, and its end, made shorter if the text runs past MAX_PASSAGE_CHARS
+    (joined text is as long as the words plus one separator between each two, so the check is on the text)."""
+    text = _joined(tokens, starts, start, end)
+    if len(text) <= MAX_PASSAGE_CHARS:
+        return text, end
+    end = start + _within_char_cap(tokens, start, end - start)
+    return _joined(tokens, starts, start, end), end
 
 
 def _joined(tokens: list[str], starts: list[int], start: int, end: int) -> str:
@@ -158,7 +168,7 @@ def _cut(tokens: list[str], start: int, words: int, slack: int) -> int:
         if _ends_sentence(tokens[start + words + offset - 1]):
             length = words + offset
             break
-    return _within_char_cap(tokens, start, length)
+    return length
 
 
 def _ends_sentence(token: str) -> bool:
