@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -290,3 +294,28 @@ def test_passage_fingerprint_is_reproducible(tmp_path):
     build_index([corpus], tmp_path / "two", show_progress=False)
     one, two = (json.loads((tmp_path / n / MANIFEST).read_text())["corpus"] for n in ("one", "two"))
     assert one == two
+
+
+def test_a_killed_readers_symlink_folder_is_removed_by_the_next_reader(built, tmp_path):
+    built = built[0]
+    """A reader killed with SIGKILL never cleans up its temporary folder of symlinks; before the fix every
+    such kill left one behind in the temporary folder for good."""
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    env = {**os.environ, "TMPDIR": str(temp)}
+    reader = subprocess.Popen(
+        [sys.executable, "-c", f"from typedrag.index import open_retriever; r = open_retriever({str(built)!r}); print('open', flush=True); input()"],
+        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )
+    assert reader.stdout.readline().strip() == "open"
+    left = [p.name for p in temp.iterdir()]
+    assert len(left) == 1 and left[0].startswith(f"typedrag-index-{reader.pid}-")
+    reader.send_signal(signal.SIGKILL)
+    reader.wait()
+    assert [p.name for p in temp.iterdir()] == left  # nothing ran at exit
+    subprocess.run(
+        [sys.executable, "-c", f"from typedrag.index import open_retriever; open_retriever({str(built)!r}).search('volcano')"],
+        env=env, check=True,
+    )
+    assert list(temp.iterdir()) == []
+    assert open_retriever(built).search("volcano")  # the index itself is untouched

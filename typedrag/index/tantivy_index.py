@@ -517,8 +517,9 @@ def _symlink_mirror(index_dir: Path, files: dict) -> tempfile.TemporaryDirectory
     folder is writable. Removed when the retriever is garbage-collected or the process exits; the
     searcher keeps the files it mapped, so it is unaffected by a rebuild swapping a new index in.
     """
+    _remove_abandoned_mirrors()
     try:
-        mirror = tempfile.TemporaryDirectory(prefix="typedrag-index-")
+        mirror = tempfile.TemporaryDirectory(prefix=f"{MIRROR_PREFIX}{os.getpid()}-")
     except OSError:
         return None
     try:
@@ -528,6 +529,22 @@ def _symlink_mirror(index_dir: Path, files: dict) -> tempfile.TemporaryDirectory
         mirror.cleanup()
         return None
     return mirror
+
+
+MIRROR_PREFIX = "typedrag-index-"
+
+
+def _remove_abandoned_mirrors() -> None:
+    """Delete the symlink folders of readers whose process is gone: one killed (SIGKILL, OOM) never ran
+    the cleanup that exit or garbage collection does, and each would stay in the temporary folder."""
+    try:
+        leftovers = list(Path(tempfile.gettempdir()).glob(f"{MIRROR_PREFIX}*-*"))
+    except OSError:
+        return
+    for stale in leftovers:
+        pid = stale.name[len(MIRROR_PREFIX) :].split("-", 1)[0]
+        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)) and not stale.is_symlink():
+            shutil.rmtree(stale, ignore_errors=True)
 
 
 def _is_lock_failure(error: BaseException) -> bool:
