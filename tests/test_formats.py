@@ -574,6 +574,16 @@ def test_r_manual_pdfs_give_pages_on_every_block_without_running_headers():
     assert "packages supplied with R" in text_of(doc).replace("\n", " ")  # "pack-" + "ages" joined
 
 
+def test_a_pdf_heading_stays_a_line_of_its_own_and_does_not_run_into_its_first_paragraph():
+    """Once a paragraph's lines were joined with spaces, a bookmarked heading ran into the prose below it
+    ("2.3.2 Data frame objects Data frames are the R structures ...") and was quoted so."""
+    requires(R_MANUALS / "R-lang.pdf", "r-doc-pdf")
+    blocks = read_one(R_MANUALS / "R-lang.pdf").blocks
+    frames = [b for b in blocks if b.section[-1:] == ("Data frame objects",)]
+    assert frames[0].text == "2.3.2 Data frame objects"
+    assert frames[1].text.startswith("Data frames are the R structures which most closely mimic")
+
+
 def test_debian_reference_pdf_keeps_pages_and_sections():
     requires(DEBIAN_REFERENCE_PDF, "debian-reference-en")
     doc = read_one(DEBIAN_REFERENCE_PDF)

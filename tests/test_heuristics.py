@@ -113,3 +113,24 @@ def test_sentence_split_keeps_numbered_works_and_circa_together():
         "Symphony No. 9 was written c. 1824 in Vienna.",
         "His 24 Caprices, Op. 1, followed [2].",
     ]
+
+
+def test_a_term_line_is_quoted_with_the_sentence_it_heads_and_a_numbered_heading_is_left_out():
+    """PDF and HTML passages keep their lines: a glossary term above its definition joins it, while a
+    numbered heading left in the text ("6.3 Data frames") was quoted glued to the next sentence."""
+    from typedrag.engines.offline.sentences import with_their_fragments
+
+    pieces = split_sentences(
+        "6.3 Data frames\nA data frame is a list with class \"data.frame\".\n"
+        "global interpreter lock\nThe mechanism used by CPython to run one thread at a time.\n"
+        "2.3.2 Data frame objects\nData frames mimic a cases-by-variables matrix."
+    )
+    assert with_their_fragments(pieces, 70) == [
+        'A data frame is a list with class "data.frame".',
+        "global interpreter lock; The mechanism used by CPython to run one thread at a time.",
+        "Data frames mimic a cases-by-variables matrix.",
+    ]
+    # a numbered step that ends a sentence is a sentence, and held fragments never pass max_words
+    assert with_their_fragments(["2 Open the file.", "one two three", "four five six", "End here."], 6) == [
+        "2 Open the file.", "one two three; four five six", "End here.",
+    ]

@@ -347,13 +347,21 @@ def _paragraph_blocks(lines: list[Line], number: int, sections: _Sections) -> It
         if paragraph and (index in starts or line.column_start or gap > 0.8 * usual or gap < -usual):
             yield from blocks_of(_join(paragraph), section, number)
             paragraph = []
+        previous = line
         if index in starts:
             section = sections.enter(starts[index])
+            if _holds_a_title(line, starts[index]):  # the heading's own line: a line of its own, not prose
+                yield from blocks_of(line.text, section, number)
+                continue
         paragraph.append(line.text)
-        previous = line
     if paragraph:
         yield from blocks_of(_join(paragraph), section, number)
     sections.enter(starts.get(len(lines), []))
+
+
+def _holds_a_title(line: Line, marks: list[Bookmark]) -> bool:
+    text = line.text.casefold()
+    return any(mark.title.casefold() in text for mark in marks)
 
 
 def _join(lines: list[str]) -> str:

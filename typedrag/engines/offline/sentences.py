@@ -21,6 +21,9 @@ from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.text import split_sentences, terms
 
 _SENTENCE_END = re.compile(r"[.!?:][\"'”’)\]]*$")
+# A numbered heading kept in a passage's text ("6.3 Data frames", "2 Objects"): the section path already
+# says where the passage is, and quoted, it reads as noise.
+_NUMBERED_HEADING = re.compile(r"^(?:\d+\.)*\d+\s+[A-Z]\S*(?:\s+\S+){0,8}$")
 NO_PASSAGES = "The index has no passage that speaks to this question."
 NOTHING_RELEVANT = "The retrieved passages do not speak to this."
 NOTHING_SPECIFIC = "the retrieved passages say nothing specific."
@@ -50,10 +53,12 @@ def sentences_of_sources(task: WriteTask, settings: OfflineSettings) -> list[Can
 def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
     """Lines that end no sentence (a term above its definition, list items, code) joined, with "; ", to what
     follows them, as one quotable piece ("global interpreter lock; The mechanism used by ..."), while the
-    whole stays within `max_words`."""
+    whole stays within `max_words`. A numbered heading is left out."""
     merged: list[str] = []
     held: list[str] = []
     for piece in pieces:
+        if _NUMBERED_HEADING.match(piece) and not _SENTENCE_END.search(piece):
+            continue
         if held and sum(len(p.split()) for p in held) + len(piece.split()) > max_words:
             merged.append("; ".join(held))
             held = []
