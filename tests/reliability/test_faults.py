@@ -179,7 +179,9 @@ def test_reply_parser_only_ever_rejects_with_value_error(text):
         plan = parse_structured(text, SubQueryPlan)
     except ValueError:  # includes pydantic's ValidationError: the caller repairs or falls back
         return
-    assert 2 <= len(plan.sub_queries) <= 5
+    # the schema asks for two to five; validation accepts one (a small model's duplicates removed)
+    assert 1 <= len(plan.sub_queries) <= 5
+    assert all(query.strip() for query in plan.sub_queries)
 
 
 async def test_format_ladder_survives_concurrent_rejections():
