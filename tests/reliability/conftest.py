@@ -10,12 +10,13 @@ from typedrag.engines.llm_engine import LLMEngine
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.pipeline import Pipeline
 
-TIMEOUT = 0.5  # seconds per attempt: short, so hang faults cost little
+TIMEOUT = 0.5  # seconds per attempt, for the faults that are hangs (a reply 10x later, a drip): short, so they cost little
+PATIENT = 30.0  # seconds per attempt for every other fault: a loaded machine never turns a bad body into a timeout
 RETRIES = 1
 
 
 def stub_model(base_url: str, **kwargs) -> OpenAIChatModel:
-    kwargs.setdefault("timeout", TIMEOUT)
+    kwargs.setdefault("timeout", PATIENT)
     kwargs.setdefault("max_retries", RETRIES)
     return OpenAIChatModel(model="stub", base_url=base_url, api_key="sk-reliability", **kwargs)
 
