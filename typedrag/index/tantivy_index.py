@@ -58,6 +58,8 @@ WRITER_THREADS = 2
 QUERY_STOPWORDS = sorted(SNOWBALL_STOPWORDS)
 # The fields a query searches, with their weights (BENCHMARKS.md: "Searching titles and sections").
 SEARCH_FIELDS = {"text": 1.0, "section": 0.5}
+# A reader's private folder of symlinks in the temporary folder: "<prefix><pid>-<random>".
+MIRROR_PREFIX = "typedrag-index-"
 
 
 def _schema() -> tantivy.Schema:
@@ -366,9 +368,13 @@ def _recover_interrupted_swap(index_dir: Path) -> None:
 def _remove_abandoned_builds(index_dir: Path) -> None:
     """Delete the temporary directories of earlier builds whose process is gone (killed mid-build)."""
     for stale in index_dir.parent.glob(f".{glob.escape(index_dir.name)}.building-*"):
-        pid = stale.name.rsplit("-", 2)[-2]
-        if pid.isdigit() and not _running(int(pid)):
-            shutil.rmtree(stale, ignore_errors=True)
+        _remove_if_its_process_is_gone(stale, stale.name.rsplit("-", 2)[-2])
+
+
+def _remove_if_its_process_is_gone(folder: Path, pid: str) -> None:
+    """Delete a temporary folder named by the process that made it, once that process is gone (never a symlink)."""
+    if pid.isdigit() and not _running(int(pid)) and not folder.is_symlink():
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _running(pid: int) -> bool:
@@ -531,9 +537,6 @@ def _symlink_mirror(index_dir: Path, files: dict) -> tempfile.TemporaryDirectory
     return mirror
 
 
-MIRROR_PREFIX = "typedrag-index-"
-
-
 def _remove_abandoned_mirrors() -> None:
     """Delete the symlink folders of readers whose process is gone: one killed (SIGKILL, OOM) never ran
     the cleanup that exit or garbage collection does, and each would stay in the temporary folder."""
@@ -542,9 +545,7 @@ def _remove_abandoned_mirrors() -> None:
     except OSError:
         return
     for stale in leftovers:
-        pid = stale.name[len(MIRROR_PREFIX) :].split("-", 1)[0]
-        if pid.isdigit() and int(pid) != os.getpid() and not _running(int(pid)) and not stale.is_symlink():
-            shutil.rmtree(stale, ignore_errors=True)
+        _remove_if_its_process_is_gone(stale, stale.name[len(MIRROR_PREFIX) :].split("-", 1)[0])
 
 
 def _is_lock_failure(error: BaseException) -> bool:

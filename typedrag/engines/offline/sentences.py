@@ -56,16 +56,20 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
     whole stays within `max_words`. A numbered heading is left out."""
     merged: list[str] = []
     held: list[str] = []
+    held_words = 0
     for piece in pieces:
-        if _NUMBERED_HEADING.match(piece) and not _SENTENCE_END.search(piece):
+        ends = _SENTENCE_END.search(piece) is not None
+        if not ends and _NUMBERED_HEADING.match(piece):
             continue
-        if held and sum(len(p.split()) for p in held) + len(piece.split()) > max_words:
+        words = len(piece.split())
+        if held and held_words + words > max_words:
             merged.append("; ".join(held))
-            held = []
+            held, held_words = [], 0
         held.append(piece)
-        if _SENTENCE_END.search(piece):
+        held_words += words
+        if ends:
             merged.append("; ".join(held))
-            held = []
+            held, held_words = [], 0
     if held:
         merged.append("; ".join(held))
     return merged
