@@ -156,6 +156,30 @@ def test_search_many_matches_search_and_is_a_retriever(retriever):
     assert [ids(r) for r in many] == [ids(retriever.search(q, k=3)) for q in queries]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_search_many_works_in_a_forked_child_of_a_process_that_used_it(retriever):
+    # The search threads are kept between calls; a forked child inherits the pool without its threads,
+    # and waiting on them would hang it. The child must start threads of its own.
+    queries = ["honey bees", "tides moon"]
+    expected = [ids(r) for r in retriever.search_many(queries, k=3)]
+    read, write = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - runs in the child
+        os.close(read)
+        os.write(write, json.dumps([ids(r) for r in retriever.search_many(queries, k=3)]).encode())
+        os._exit(0)
+    os.close(write)
+    import select
+
+    if not select.select([read], [], [], 120)[0]:  # a guard against a hang, far beyond any search's time
+        os.kill(child, signal.SIGKILL)
+        os.waitpid(child, 0)
+        pytest.fail("search_many hung in the forked child")
+    with os.fdopen(read) as pipe:
+        assert json.loads(pipe.read()) == expected
+    assert os.waitpid(child, 0)[1] == 0
+
+
 def test_round_trip_and_concurrent_readers(built, retriever):
     queries = [d["title"] for d in DOCS]
     expected = [[(r.passage_id, r.score) for r in retriever.search(q, 5)] for q in queries]

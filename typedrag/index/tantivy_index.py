@@ -416,6 +416,9 @@ class TantivyRetriever:
         self._analyzer = _query_analyzer()
         self._reopening = threading.Lock()
         self._view = _View.open(self.index_dir)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_pid = 0
+        self._starting = threading.Lock()
 
     @property
     def manifest(self) -> dict:
@@ -453,8 +456,16 @@ class TantivyRetriever:
 
     def search_many(self, queries: list[str], k: int = 10) -> list[list[ScoredPassage]]:
         """Two threads: tantivy releases the GIL while it searches (checked: other threads keep running)."""
-        with ThreadPoolExecutor(max_workers=2) as pool:
-            return list(pool.map(lambda q: self.search(q, k), queries))
+        return list(self._threads().map(lambda q: self.search(q, k), queries))
+
+    def _threads(self) -> ThreadPoolExecutor:
+        """The search threads, started once (starting them per call cost more than six searches of a small
+        index) and again in a forked child, which inherits the pool but not its threads."""
+        with self._starting:
+            if self._pool is None or self._pool_pid != os.getpid():
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="typedrag-search")
+                self._pool_pid = os.getpid()
+            return self._pool
 
 
 def _passage(doc: tantivy.Document) -> Passage:
