@@ -155,3 +155,51 @@ def test_one_model_serves_several_event_loops():
         for _ in range(2):
             completion = asyncio.run(model.complete(MESSAGES, role="answer"))
             assert completion.text.startswith("Stub answer")
+
+
+async def test_requests_started_together_leave_whole_one_after_another(monkeypatch):
+    # Regression: each request wrote its headers, yielded, and its body waited until every other request
+    # had been built, so the first of five aspect requests reached the server as late as the last.
+    import asyncio
+
+    from typedrag.llm import openai_chat
+
+    events: list[str] = []
+    build, trace = OpenAIChatModel._body, openai_chat._Turn.trace
+
+    def recorded_build(self, params):
+        events.append("built")
+        return build(self, params)
+
+    async def recorded_trace(self, event, info):
+        if event.endswith("send_request_body.complete"):
+            events.append("written")
+        await trace(self, event, info)
+
+    monkeypatch.setattr(OpenAIChatModel, "_body", recorded_build)
+    monkeypatch.setattr(openai_chat._Turn, "trace", recorded_trace)
+    with OpenAIStubServer() as server:
+        model = model_for(server)
+        await model.complete(MESSAGES, role="answer")  # opens the pool: its first connection is not the point
+        events.clear()
+        await asyncio.gather(*(model.complete([{"role": "user", "content": f"Question {i}?"}], role="answer") for i in range(5)))
+    assert events == ["built", "written"] * 5
+
+
+async def test_a_request_that_fails_or_is_cancelled_hands_its_turn_on():
+    import asyncio
+
+    replies = iter([Reply(drop=True), Reply(content="late", delay=30), Reply(content="Fine answer.")])
+    with OpenAIStubServer(lambda r: next(replies)) as server:
+        model = model_for(server, max_retries=0)
+        with pytest.raises(LLMError):
+            await model.complete(MESSAGES, role="answer")
+        assert not model._sending.locked()
+        waiting = asyncio.ensure_future(model.complete(MESSAGES, role="answer"))
+        while not server.waiting:
+            await asyncio.sleep(0.01)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        assert not model._sending.locked()
+        assert (await model.complete(MESSAGES, role="answer")).text == "Fine answer."

@@ -12,13 +12,18 @@ streamed (`on_text` hears each piece as it arrives; a cached reply is replayed i
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
+import json
 import re
+import sys
 import time
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 import openai
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import BaseModel
 
 from typedrag.llm.base import Completion, LLMCall, LLMError, Message
@@ -33,6 +38,7 @@ install_log_redaction("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 __all__ = ["REPAIR_INSTRUCTION", "REPLY_CHARS", "OpenAIChatModel", "replay_chunks", "response_format"]
 
+_CHAT = "/chat/completions"  # relative to the base URL, as the SDK's own `create` posts it
 # Response-format modes tried in order until the endpoint accepts one.
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
 _SURROGATE = re.compile(r"[\ud800-\udfff]")  # lone UTF-16 halves, decoded from "\ud800" escapes in a reply
@@ -190,11 +196,11 @@ class OpenAIChatModel:
                     call.queued_ms = round(call.queued_ms + (started - waiting) * 1000, 1)
                     call.requests += 1
                     try:
-                        async with asyncio.timeout(self.deadline):
+                        async with asyncio.timeout(self.deadline), _Turn(self._sending):
                             if on_text is not None and schema is None:
                                 text, usage, finish = await self._streamed(client, params, on_text)
                             else:
-                                response = await client.chat.completions.create(**params, extra_body=self._extra_body or None)
+                                response = await client.post(_CHAT, body=self._body(params), cast_to=ChatCompletion)
                                 text, usage, finish = self._clean(_content(response)), _usage(response), _finish(response)
                     finally:
                         call.latency_ms = round(call.latency_ms + (time.perf_counter() - started) * 1000, 1)
@@ -226,6 +232,12 @@ class OpenAIChatModel:
             return text, key, False
 
 
+    def _body(self, params: dict[str, Any]) -> dict[str, Any]:
+        """The request's JSON body, posted as it is: the SDK's typed `create` walks every message through
+        its parameter annotations before sending, CPU time that lies on the critical path when the aspect
+        requests leave one after another from one event loop. Retries, auth and errors stay the SDK's."""
+        return {**params, **self._extra_body}
+
     def _clean(self, text: str) -> str:
         text = _SURROGATE.sub("\ufffd", text)  # "\ud800" escapes: cannot be sent on or printed
         if self._secret:  # a server that echoes the key must not put it into traces, the cache or a stream
@@ -237,11 +249,9 @@ class OpenAIChatModel:
     ) -> tuple[str, tuple[int, int], str | None]:
         """A streamed reply: each cleaned piece goes to `on_text` as it arrives. Leaving the `async with`
         (done, error or cancellation) closes the HTTP response, so a cancelled answer stops the server's work."""
-        stream = await client.chat.completions.create(
-            **params,
-            stream=True,
-            stream_options={"include_usage": True} if self._stream_usage else openai.omit,
-            extra_body=self._extra_body or None,
+        body = {**params, "stream": True, **({"stream_options": {"include_usage": True}} if self._stream_usage else {})}
+        stream = await client.post(
+            _CHAT, body=self._body(body), cast_to=ChatCompletion, stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk]
         )
         pieces: list[str] = []
         held = ""  # the tail that might be the start of the API key, held until the next piece decides
@@ -259,7 +269,9 @@ class OpenAIChatModel:
                             if ready:
                                 pieces.append(ready)
                                 on_text(ready)
-            except openai.APIConnectionError as error:
+            except Exception as error:
+                if not _broken_transport(error):
+                    raise
                 sent = sum(map(len, pieces))
                 raise LLMError(f"{self.name}: the reply stream broke off after {sent} characters: {self._redact(error)}") from error
         if held:  # a tail of cleaned text that did not turn out to be the key
@@ -290,8 +302,10 @@ class OpenAIChatModel:
         """
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
-            self._client = openai.AsyncOpenAI(**self._client_options)
+            http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_hand_back_once_written]})
+            self._client = openai.AsyncOpenAI(**self._client_options, http_client=http)
             self._limit = asyncio.Semaphore(self._max_concurrency)
+            self._sending = asyncio.Lock()
             self._loop = loop  # last: a client that failed to open leaves nothing for aclose() to close
         return self._client, self._limit
 
@@ -299,6 +313,57 @@ class OpenAIChatModel:
         """Error text safe for logs and traces: the API key never appears, however the server echoes it."""
         text = str(error).replace(self._secret, "***") if self._secret else str(error)
         return _short(redact_text(text))
+
+
+class _Turn:
+    """A request's turn to be built and written, taken before it is built and handed back once its body
+    is on the wire (or it ends). Requests started together on one event loop then leave whole, one after
+    another; without turns each writes its headers, yields, and its body waits behind the building of
+    every other request, so the first of five aspects reaches the server as late as the last."""
+
+    def __init__(self, lock: asyncio.Lock) -> None:
+        self._lock = lock
+        self._held = False
+
+    async def __aenter__(self) -> "_Turn":
+        await self._lock.acquire()
+        self._held = True
+        self._token = _TURN.set(self)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        _TURN.reset(self._token)
+        self.hand_back()
+
+    def hand_back(self) -> None:
+        if self._held:
+            self._held = False
+            self._lock.release()
+
+    async def trace(self, event: str, info: dict[str, Any]) -> None:
+        """httpcore's `trace` extension: the body is written, or the attempt failed before it could be."""
+        if event.endswith("send_request_body.complete") or event.endswith(".failed"):
+            self.hand_back()
+
+
+_TURN: contextvars.ContextVar[_Turn | None] = contextvars.ContextVar("typedrag_request_turn", default=None)
+
+
+async def _hand_back_once_written(request: Any) -> None:
+    """The HTTP client's request hook: the request being sent reports, through httpcore's trace, when
+    its body has been written, and its turn goes to the next request."""
+    turn = _TURN.get()
+    if turn is not None:
+        request.extensions["trace"] = turn.trace
+
+
+def _broken_transport(error: Exception) -> bool:
+    """A connection that failed mid-reply: openai 3 wraps the HTTP library's error, openai 2 lets it out
+    of a stream as it is (httpx's own, from whichever of httpx or httpx2 the SDK has loaded)."""
+    if isinstance(error, openai.APIConnectionError):
+        return True
+    libraries = (sys.modules.get(name) for name in ("httpx", "httpx2"))
+    return any(isinstance(error, library.TransportError) for library in libraries if library is not None)
 
 
 def replay_chunks(text: str, words: int = 3) -> list[str]:
@@ -342,13 +407,18 @@ def response_format(schema: type[BaseModel], *, strict: bool) -> dict[str, Any]:
     grammar. OpenAI enforces a schema only with `strict`, which needs every property required and no
     others allowed, and refuses string length limits: those are left to our validation.
     """
-    body = schema.model_json_schema()
-    if strict:
-        body = _strict(body)
-    spec: dict[str, Any] = {"name": schema.__name__, "schema": body}
+    spec: dict[str, Any] = {"name": schema.__name__, "schema": json.loads(_schema_json(schema, strict))}
     if strict:
         spec["strict"] = True
     return {"type": "json_schema", "json_schema": spec}
+
+
+@functools.lru_cache(maxsize=64)
+def _schema_json(schema: type[BaseModel], strict: bool) -> str:
+    """A plan schema as JSON, built once (pydantic builds it anew on every call, and a plan request waits
+    for it); callers get a fresh copy each time, free to change."""
+    body = schema.model_json_schema()
+    return json.dumps(_strict(body) if strict else body)
 
 
 def _strict(node: Any) -> Any:
