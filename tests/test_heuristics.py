@@ -130,7 +130,46 @@ def test_a_term_line_is_quoted_with_the_sentence_it_heads_and_a_numbered_heading
         "global interpreter lock; The mechanism used by CPython to run one thread at a time.",
         "Data frames mimic a cases-by-variables matrix.",
     ]
-    # a numbered step that ends a sentence is a sentence, and held fragments never pass max_words
-    assert with_their_fragments(["2 Open the file.", "one two three", "four five six", "End here."], 6) == [
-        "2 Open the file.", "one two three; four five six", "End here.",
+    # a numbered step that ends a sentence is a sentence; a label joins its sentence only within max_words
+    assert with_their_fragments(["2 Open the file.", "Note", "one two three four five six."], 6) == [
+        "2 Open the file.", "Note", "one two three four five six.",
+    ]
+
+
+def test_a_partial_answers_bullet_goes_but_an_options_dashes_stay():
+    # Regression: the bullets were stripped with lstrip("-0123456789. "), which turned "--search file"
+    # into "search file" and "2019 saw" into "saw".
+    from typedrag.engines.base import Part, WriteTask
+    from typedrag.engines.offline.sentences import sentences_of_parts
+    from typedrag.prompts import Prompt
+
+    task = WriteTask(role="aggregate:reason", prompt=Prompt("t", "s", "u"), values={}, parts=[
+        Part(label="Causes", text="- --search file (or -S) finds the package holding a file. [2]\n2. 2019 saw the change. [3]", query="q"),
+    ])
+    assert [c.text for c in sentences_of_parts(task)] == ["--search file (or -S) finds the package holding a file.", "2019 saw the change."]
+    # a quoted list item ends at its marker, though it ends no sentence: it no longer runs into the next quote
+    task.parts[0].text = "- --search file (or -S), which finds the package; [4] A glance at sources.list shows more. [3] [1]"
+    assert [(c.text, c.markers) for c in sentences_of_parts(task)] == [
+        ("--search file (or -S), which finds the package;", "[4]"), ("A glance at sources.list shows more.", "[3][1]"),
+    ]
+
+
+def test_list_items_and_code_lines_stay_pieces_of_their_own():
+    """Regression: consecutive lines that end no sentence were strung together with "; " and the run joined
+    the sentence after it, so a Debian Handbook answer quoted a whole sources.list listing as one sentence."""
+    from typedrag.engines.offline.sentences import with_their_fragments
+
+    listing = [
+        "Example 6.2. /etc/apt/sources.list file for users of Debian Stable",
+        "# Security updates",
+        "deb http://security.debian.org/ bullseye-security main contrib non-free",
+        "deb-src http://security.debian.org/ bullseye-security main contrib non-free",
+        "That is how Debian approaches it.",
+    ]
+    assert with_their_fragments(listing, 70) == [listing[0], listing[-1]]  # the listing's own lines are code
+    items = ["- --list (or -l), which displays the list of known packages;", "- --contents file.deb, which lists its files;",
+             "- --info file.deb, which displays its headers."]
+    assert with_their_fragments(items, 70) == items
+    assert with_their_fragments(["NOTE More AppArmor profiles", "The apparmor-profiles package contains profiles."], 70) == [
+        "NOTE More AppArmor profiles; The apparmor-profiles package contains profiles."
     ]

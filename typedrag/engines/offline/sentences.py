@@ -24,6 +24,12 @@ _SENTENCE_END = re.compile(r"[.!?:][\"'”’)\]]*$")
 # A numbered heading kept in a passage's text ("6.3 Data frames", "2 Objects"): the section path already
 # says where the passage is, and quoted, it reads as noise.
 _NUMBERED_HEADING = re.compile(r"^(?:\d+\.)*\d+\s+[A-Z]\S*(?:\s+\S+){0,8}$")
+# The bullet or step number a partial answer's line opens with; never an option's dashes ("--search") or a year.
+_BULLET = re.compile(r"^\s*(?:[-•*]|\d{1,2}[.)])\s+")
+# A line of a listing, not prose: it holds a URL, or opens as a comment or a shell prompt does.
+_CODE_LINE = re.compile(r"https?://|^\s*[#$>%]")
+_AFTER_MARKERS = re.compile(r"(?<=\])\s+(?!\[)")  # where a quoted piece "... [4]" ends and the next begins
+_LABEL_WORDS = 10  # a term or a label above what it names is short; a list item or a code line may not be
 NO_PASSAGES = "The index has no passage that speaks to this question."
 NOTHING_RELEVANT = "The retrieved passages do not speak to this."
 NOTHING_SPECIFIC = "the retrieved passages say nothing specific."
@@ -51,36 +57,44 @@ def sentences_of_sources(task: WriteTask, settings: OfflineSettings) -> list[Can
 
 
 def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
-    """Lines that end no sentence (a term above its definition, list items, code) joined, with "; ", to what
-    follows them, as one quotable piece ("global interpreter lock; The mechanism used by ..."), while the
-    whole stays within `max_words`. A numbered heading is left out."""
+    """The quotable pieces of a passage's sentences and lines. A single short line that ends no sentence
+    (a term above its definition, a note's label) is quoted with the sentence it heads: "global interpreter
+    lock; The mechanism used by ...". Lines in a run (list items, code, table rows) stay pieces of their
+    own: strung together they made one long "sentence" of a whole listing. A numbered heading and a line
+    of code (a URL, a comment, a prompt) are left out."""
     merged: list[str] = []
-    held: list[str] = []
-    held_words = 0
-    for piece in pieces:
-        ends = _SENTENCE_END.search(piece) is not None
-        if not ends and _NUMBERED_HEADING.match(piece):
+    in_run = False  # the previous line kept was a fragment too
+    index = 0
+    while index < len(pieces):
+        piece = pieces[index]
+        index += 1
+        if _SENTENCE_END.search(piece) is not None:
+            merged.append(piece)
+            in_run = False
             continue
+        if _NUMBERED_HEADING.match(piece):
+            continue
+        following = pieces[index] if index < len(pieces) else ""
+        heads_a_sentence = _SENTENCE_END.search(following) is not None and not _NUMBERED_HEADING.match(following)
         words = len(piece.split())
-        if held and held_words + words > max_words:
-            merged.append("; ".join(held))
-            held, held_words = [], 0
-        held.append(piece)
-        held_words += words
-        if ends:
-            merged.append("; ".join(held))
-            held, held_words = [], 0
-    if held:
-        merged.append("; ".join(held))
+        if not in_run and heads_a_sentence and words <= _LABEL_WORDS and words + len(following.split()) <= max_words:
+            merged.append(f"{piece}; {following}")
+            index += 1
+            continue
+        if not _CODE_LINE.search(piece):
+            merged.append(piece)
+        in_run = True
     return merged
 
 
 def sentences_of_parts(task: WriteTask) -> list[Candidate]:
-    """Cited sentences of the partial answers (uncited ones are the engine's own connective text)."""
+    """Cited sentences of the partial answers (uncited ones are the engine's own connective text). A quoted
+    piece ends at its marker even when it ends no sentence (a list item's ";"): otherwise it ran into the
+    next quote, and the answer carried one run-on with all their markers at its end."""
     found = []
     for index, part in enumerate(task.parts):
-        for sentence in split_sentences(part.text):
-            sentence = sentence.lstrip("-•0123456789. ")
+        for sentence in (piece for whole in split_sentences(part.text) for piece in _AFTER_MARKERS.split(whole)):
+            sentence = _BULLET.sub("", sentence, count=1)
             numbers = cited_numbers(sentence)
             if numbers:
                 markers = "".join(f"[{n}]" for n in numbers)
