@@ -63,7 +63,7 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
     own: strung together they made one long "sentence" of a whole listing. A numbered heading and a line
     of code (a URL, a comment, a prompt) are left out."""
     merged: list[str] = []
-    in_run = False  # the previous line kept was a fragment too
+    in_run = False  # the line before ended no sentence either (list items, code): this one is no label
     index = 0
     while index < len(pieces):
         piece = pieces[index]
