@@ -70,6 +70,11 @@ def replying(plan_reply, answer=None):
     return responder
 
 
+def plan_requests(stub) -> list:
+    """The plan requests in the order they came (the overview's answer is asked beside the first)."""
+    return [r for r in stub.requests if r.schema_name or "Reply with JSON only" in r.prompt]
+
+
 def sources_shown(request) -> list[int]:
     return [int(n) for n in re.findall(r"^\[(\d+)\] ", request.last_user, re.M)]
 
@@ -131,7 +136,7 @@ async def test_a_reply_cut_at_the_token_limit_is_reported_as_such_with_its_raw_t
     cut = '{"sub_queries": ["Materialized view", "View", "Materialized view", "View", "Mat'
     with OpenAIStubServer(replying(lambda r: Reply(content=cut, finish_reason="length"))) as stub:
         result = await pipeline(stub).answer("Why does PostgreSQL need VACUUM?", "typed", NFQType.REASON)
-        repair = stub.requests[1].last_user
+        repair = plan_requests(stub)[1].last_user
     call = next(c for c in result.llm_calls if c.role == "plan:reason")
     assert call.structured is StructuredOutcome.FAILED
     assert call.finish_reason == "length"
@@ -208,7 +213,7 @@ async def test_a_paragraph_as_a_sub_query_is_rejected_and_the_repair_says_why():
     ])
     with OpenAIStubServer(replying(lambda r: next(replies))) as stub:
         result = await pipeline(stub).answer("How do I reclaim disk space in PostgreSQL?", "typed", NFQType.INSTRUCTION)
-        repair = stub.requests[1].last_user
+        repair = plan_requests(stub)[1].last_user
     assert "must be a short phrase of at most 100 characters, not a paragraph or an answer" in repair
     assert "one line of plain words, not code" in repair
     call = next(c for c in result.llm_calls if c.role == "plan:instruction")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import time
@@ -67,6 +68,11 @@ def pipeline_for(server, retriever, **model_kwargs) -> Pipeline:
     model_kwargs.setdefault("max_retries", 0)
     model = OpenAIChatModel(model="stub", base_url=server.base_url, timeout=10, **model_kwargs)
     return Pipeline(LLMEngine(model), retriever)
+
+
+def plan_call_of(result):
+    """The result's plan call: the overview of a decomposing type may finish, and so be traced, before it."""
+    return next(call for call in result.llm_calls if call.role.startswith("plan:"))
 
 
 def scripted(plans: dict[str, object], answer=None):
@@ -211,7 +217,7 @@ async def test_malformed_plan_is_repaired(retriever):
     with OpenAIStubServer(responder) as server:
         result = await pipeline_for(server, retriever).answer("Crocodile vs alligator?", "typed", NFQType.COMPARISON)
     assert result.strategy == "comparison"
-    assert result.llm_calls[0].structured == "repaired"
+    assert plan_call_of(result).structured == "repaired"
     assert [f for f in result.fallbacks if not f.step.startswith("aspect:")] == []
 
 
@@ -221,7 +227,7 @@ async def test_unrepairable_plan_falls_back_to_rag_and_says_why(retriever):
     assert result.strategy == "rag"
     assert result.fallbacks[0].step == "debate"
     assert "PlanFailed" in result.fallbacks[0].reason
-    assert result.llm_calls[0].structured == "failed"
+    assert plan_call_of(result).structured == "failed"
     assert result.answer.startswith("Stub answer")
 
 
@@ -245,15 +251,46 @@ async def test_failed_aspect_is_dropped_and_recorded_while_others_answer(topical
 
 async def test_aspects_run_concurrently(topical):
     plan = {"sub_queries": ["tax", "invasions", "civil wars", "inflation", "division of the empire"]}
-    latency = 0.4
-    with OpenAIStubServer(scripted({"SubQueryPlan": plan}), delay=latency) as server:
+    waiting_on_arrival = []  # requests at the server, this one included, as each arrived
+    answer = scripted({"SubQueryPlan": plan})
+
+    def responder(request):
+        waiting_on_arrival.append((request.schema_name, server.waiting))
+        return answer(request)
+
+    with OpenAIStubServer(responder, delay=0.4) as server:
         pipeline = pipeline_for(server, topical)
         result = await pipeline.answer("Why did Rome fall?", "typed", NFQType.REASON)
     assert len(result.aspects) == 6 and all(a.error is None for a in result.aspects)  # the overview and five planned
     assert result.usage.calls == 8
-    # The six aspect answers (overview and five planned) were all in flight together; a wall-time bound
-    # said the same but failed on a loaded machine.
-    assert server.most_waiting == 6, server.most_waiting
+    # The overview (plain RAG's step) was asked while the model planned, then the five planned aspects were
+    # all in flight together; a wall-time bound said the same but failed on a loaded machine.
+    assert waiting_on_arrival[:2] == [("SubQueryPlan", 1), (None, 2)], waiting_on_arrival
+    assert "Answer in at most five sentences" in server.requests[1].last_user  # plain RAG's own prompt
+    assert server.most_waiting == 5, server.most_waiting
+
+
+async def test_a_plan_that_fails_stops_the_overview_begun_beside_it(topical):
+    """The overview starts with the plan; when the plan fails, the fallback answers and nothing is left running."""
+    from typedrag.engines.base import Trace
+    from typedrag.errors import LLMError
+    from typedrag.rerank import EmbeddingReranker
+    from typedrag.strategies.base import StrategyContext
+    from typedrag.strategies.decomposed import plan_beside_overview
+
+    with OpenAIStubServer(delay=2) as server:
+        ctx = StrategyContext(LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0)), topical, EmbeddingReranker(), Trace())
+
+        async def plan_that_fails():
+            while server.waiting == 0:  # the overview's request has reached the server
+                await asyncio.sleep(0.01)
+            raise LLMError("the plan failed")
+
+        with pytest.raises(LLMError, match="the plan failed"):
+            await plan_beside_overview(plan_that_fails(), "Why did Rome fall?", "reason", ctx)
+        assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
+        assert server.waiting == 1  # its request was still being answered: stopped, not waited for
+    assert [call.role for call in ctx.trace.calls] == []  # no overview answer was taken after the failure
 
 
 async def test_baselines(retriever):

@@ -39,3 +39,15 @@ def no_network(monkeypatch):
 def is_repair(prompt: str) -> bool:
     """Whether a request is typedrag's repair round (it quotes the rejected reply and asks again)."""
     return "could not be used" in prompt
+
+
+def replies_by_kind(plan: str, repair: str, answer: str):
+    """A reply chosen by what a prompt asks, not by call order (a decomposing type asks its overview while it
+    plans, so the order of calls is not fixed): the repair round, a plan request, or anything else."""
+
+    def reply(prompt: str) -> str:
+        if is_repair(prompt):
+            return repair
+        return plan if '"sub_queries"' in prompt else answer
+
+    return reply

@@ -15,7 +15,7 @@ pytest.importorskip("langchain_core")
 from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: E402
-from langchain_core.language_models import FakeListChatModel, GenericFakeChatModel  # noqa: E402
+from langchain_core.language_models import FakeListChatModel, GenericFakeChatModel, SimpleChatModel  # noqa: E402
 from langchain_core.messages import AIMessage  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
@@ -37,7 +37,12 @@ from typedrag.records import Passage  # noqa: E402
 from typedrag.result import Source  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder  # noqa: E402
 
-from .conftest import PLAN, QUESTION, TITANIC, is_repair  # noqa: E402
+from .conftest import PLAN, QUESTION, TITANIC, is_repair, replies_by_kind  # noqa: E402
+
+
+def plan_call_of(result):
+    """The result's plan call: the overview of a decomposing type may finish, and so be traced, before it."""
+    return next(call for call in result.llm_calls if call.role.startswith("plan:"))
 
 
 def vector_store() -> InMemoryVectorStore:
@@ -187,14 +192,27 @@ class TestTypedRAGRetrieverStandard(RetrieversIntegrationTests):
 # ---------------------------------------------------------------- their chat model inside typedrag
 
 
+class Replying(SimpleChatModel):
+    """LangChain's simple chat model base, replying by what the last message asks (not by call order)."""
+
+    reply: Any
+
+    @property
+    def _llm_type(self) -> str:
+        return "replying-fake"
+
+    def _call(self, messages, stop=None, run_manager=None, **kwargs) -> str:
+        return self.reply(messages[-1].content)
+
+
 def llm_pipeline(model) -> Pipeline:
     return Pipeline(LLMEngine(LangChainChatModel(model)), ListRetriever(TITANIC))
 
 
 def test_a_plan_that_fails_is_repaired_once_then_falls_back_to_plain_rag_and_the_trace_says_so():
-    model = FakeListChatModel(responses=["no plan here", "still no plan", "It struck an iceberg [1]."])
+    model = Replying(reply=replies_by_kind(plan="no plan here", repair="still no plan", answer="It struck an iceberg [1]."))
     result = asyncio.run(llm_pipeline(model).answer(QUESTION, forced_type="reason"))
-    plan_call = result.llm_calls[0]
+    plan_call = plan_call_of(result)
     assert plan_call.role == "plan:reason" and plan_call.requests == 2  # the reply, then ONE repair
     assert plan_call.structured is StructuredOutcome.FAILED and "after one repair" in plan_call.error
     assert plan_call.reply == "still no plan"
@@ -204,9 +222,9 @@ def test_a_plan_that_fails_is_repaired_once_then_falls_back_to_plain_rag_and_the
 
 
 def test_a_plan_repaired_on_the_second_reply_is_used():
-    model = FakeListChatModel(responses=["no plan here", PLAN, "Because of the iceberg [1]."])
+    model = Replying(reply=replies_by_kind(plan="no plan here", repair=PLAN, answer="Because of the iceberg [1]."))
     result = asyncio.run(llm_pipeline(model).answer(QUESTION, forced_type="reason"))
-    assert result.llm_calls[0].structured is StructuredOutcome.REPAIRED and result.llm_calls[0].requests == 2
+    assert plan_call_of(result).structured is StructuredOutcome.REPAIRED and plan_call_of(result).requests == 2
     assert result.plan_used and result.plan["sub_queries"] == json.loads(PLAN)["sub_queries"]
 
 
@@ -264,7 +282,7 @@ def test_chatopenai_on_the_stub_sends_the_schema_repairs_streams_and_counts_toke
     plan_requests = [r for r in server.requests if r.schema_name == "SubQueryPlan"]
     assert len(plan_requests) == 2 and is_repair(plan_requests[1].last_user)  # the schema went as response_format, twice
     assert plan_requests[0].body["response_format"]["type"] == "json_schema"
-    plan_call = result.llm_calls[0]
+    plan_call = plan_call_of(result)
     assert plan_call.requests == 2 and plan_call.prompt_tokens > 0 and plan_call.completion_tokens > 0
     assert any(r.body.get("stream") for r in server.requests)  # the final answer streamed over HTTP
     tokens = [c["answer"] for c in chunks if "answer" in c]
@@ -289,6 +307,6 @@ def test_an_endpoint_that_refuses_response_format_gets_plain_text_plans_from_the
     with OpenAIStubServer(respond) as server:
         model = LangChainChatModel(ChatOpenAI(model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0))
         result = asyncio.run(Pipeline(LLMEngine(model), ListRetriever(TITANIC)).answer(QUESTION, forced_type="reason"))
-    assert result.llm_calls[0].structured is StructuredOutcome.OK and result.llm_calls[0].requests == 2 and result.plan_used
+    assert plan_call_of(result).structured is StructuredOutcome.OK and plan_call_of(result).requests == 2 and result.plan_used
     assert model.structured_output is False
     assert sum(1 for r in server.requests if r.body.get("response_format")) == 1  # refused once, never sent again

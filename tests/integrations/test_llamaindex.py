@@ -42,9 +42,14 @@ from typedrag.result import AnswerResult, Source  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder  # noqa: E402
 
 from . import network_guard  # noqa: E402
-from .conftest import PLAN, QUESTION, TITANIC, is_repair  # noqa: E402
+from .conftest import PLAN, QUESTION, TITANIC, is_repair, replies_by_kind  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
+
+
+def plan_call_of(result):
+    """The result's plan call: the overview of a decomposing type may finish, and so be traced, before it."""
+    return next(call for call in result.llm_calls if call.role.startswith("plan:"))
 
 
 def index() -> VectorStoreIndex:
@@ -58,25 +63,28 @@ class ScriptedLLM(CustomLLM):
 
     replies: list[str]
     position: int = 0
+    reply: Any = None  # replies chosen by the prompt instead (tests/integrations/conftest.replies_by_kind)
 
     @property
     def metadata(self) -> LLMMetadata:
         return LLMMetadata(model_name="scripted")
 
-    def _next(self) -> str:
+    def _next(self, prompt: str = "") -> str:
+        if self.reply is not None:
+            return self.reply(prompt)
         reply = self.replies[min(self.position, len(self.replies) - 1)]
         self.position += 1
         return reply
 
     @llm_completion_callback()
     def complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponse:
-        text = self._next()
+        text = self._next(prompt)
         usage = {"prompt_tokens": len(prompt.split()), "completion_tokens": len(text.split())}
         return CompletionResponse(text=text, raw={"usage": usage, "choices": [{"finish_reason": "stop"}]})
 
     @llm_completion_callback()
     def stream_complete(self, prompt: str, formatted: bool = False, **kwargs: Any) -> CompletionResponseGen:
-        text, sent = self._next(), ""
+        text, sent = self._next(prompt), ""
         for word in text.split(" "):
             piece = word if not sent else " " + word
             sent += piece
@@ -158,16 +166,16 @@ async def test_aquery_and_async_streaming():
 def test_mockllms_replies_fail_the_plan_which_is_repaired_once_then_falls_back_recorded():
     response = TypedRAGQueryEngine(llm_pipeline(MockLLM(max_tokens=4))).query(QUESTION)
     trace: AnswerResult = response.metadata["trace"]
-    plan_call = trace.llm_calls[0]
+    plan_call = plan_call_of(trace)
     assert plan_call.requests == 2 and plan_call.structured is StructuredOutcome.FAILED and "after one repair" in plan_call.error
     assert response.metadata["fallbacks"] and response.metadata["strategy"] == "rag"
     assert str(response) == "text text text text"
 
 
 def test_a_custom_llms_plan_repaired_on_the_second_reply_is_used_and_its_usage_counted():
-    llm = ScriptedLLM(replies=["I would search for the causes.", PLAN, "It struck an iceberg [1]."])
+    llm = ScriptedLLM(replies=[], reply=replies_by_kind(plan="I would search for the causes.", repair=PLAN, answer="It struck an iceberg [1]."))
     result = asyncio.run(llm_pipeline(llm).answer(QUESTION, forced_type="reason"))
-    plan_call = result.llm_calls[0]
+    plan_call = plan_call_of(result)
     assert plan_call.structured is StructuredOutcome.REPAIRED and result.plan_used
     assert plan_call.prompt_tokens > 0 and plan_call.completion_tokens > 0 and plan_call.finish_reason == "stop"
 
@@ -196,9 +204,9 @@ def test_openailike_on_the_stub_sends_the_schema_repairs_and_streams():
     trace: AnswerResult = response.metadata["trace"]
     plans = [r for r in server.requests if r.schema_name == "SubQueryPlan"]
     assert len(plans) == 2 and is_repair(plans[1].last_user)
-    assert trace.llm_calls[0].structured is StructuredOutcome.FAILED and trace.strategy == "rag"
+    assert plan_call_of(trace).structured is StructuredOutcome.FAILED and trace.strategy == "rag"
     assert any(r.body.get("stream") for r in server.requests) and len(tokens) > 1
-    assert trace.llm_calls[0].prompt_tokens > 0
+    assert plan_call_of(trace).prompt_tokens > 0
 
 
 # ---------------------------------------------------------------- offline: where NLTK data would be fetched

@@ -10,7 +10,7 @@ from typedrag.engines.base import PlanTask
 from typedrag.prompts import CITE, DATA_RULE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput
-from typedrag.strategies.decomposed import Combination, answer_and_combine
+from typedrag.strategies.decomposed import Combination, answer_and_combine, plan_beside_overview
 from typedrag.strategies.plans import MAX_ASPECTS, Name, Query, aspect_list, keep_at_most
 
 
@@ -85,10 +85,10 @@ class DebateStrategy:
     plan = PLAN
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan = await ctx.engine.plan(self.plan, question, ctx.trace)
+        plan, overview = await plan_beside_overview(ctx.engine.plan(self.plan, question, ctx.trace), question, self.name, ctx)
         ctx.emit("plan", plan=plan.model_dump())
         perspectives = keep_at_most(plan.perspectives, MAX_ASPECTS, "perspectives", PLAN.role, ctx.trace)
         aspects = [Aspect(label=p.name, query=p.sub_query) for p in perspectives]
         ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
-        answer = await answer_and_combine(question, aspects, self.name, MEDIATION, ctx, topic=plan.topic)
+        answer = await answer_and_combine(question, overview, aspects, self.name, MEDIATION, ctx, topic=plan.topic)
         return StrategyOutput(answer=answer, plan=plan, aspects=aspects)

@@ -1,13 +1,14 @@
 """The shared shape of Reason, Instruction and Debate: aspects answered concurrently, then combined.
 
-1. Retrieve at once for the question and for every aspect (its sub-query plus the question's
-   own words, so the subject outweighs cue words like "causes" or "risks").
-2. The overview aspect is plain RAG itself: the question's top passages and the plain-RAG prompt, so
-   the combined answer never has less than plain RAG's. Pool the other passages, keep those on the
-   question's topic, and give each planned aspect passages of its own.
-3. Number the passages in aspect order (prompts, citations and cache keys are the same every run),
-   then answer every aspect at once under the LLM layer's cap: the critical path is plan -> one
-   aspect round trip -> combine, whatever the number of aspects.
+1. The overview aspect is plain RAG itself: the question's top passages and the plain-RAG prompt, so
+   the combined answer never has less than plain RAG's. It needs no plan, so it begins with the plan:
+   its passages are found and its answer written while the model plans.
+2. Retrieve at once for every planned aspect (its sub-query plus the question's own words, so the
+   subject outweighs cue words like "causes" or "risks"). Pool the passages beyond the overview's,
+   keep those on the question's topic, and give each planned aspect passages of its own.
+3. Number the passages in aspect order, the overview's first (prompts, citations and cache keys are the
+   same every run), then answer every planned aspect at once under the LLM layer's cap: the critical
+   path is plan -> one aspect round trip -> combine, whatever the number of aspects.
 4. Drop, and record, an aspect that found no passage of its own, failed, or repeats another.
 5. Combine what is left (aggregate or mediate); if nothing is left, the pipeline falls back.
 """
@@ -16,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, field_validator
 
@@ -26,7 +28,8 @@ from typedrag.citations import cited_numbers
 from typedrag.engines.base import Part, PlanTask, WriteTask
 from typedrag.errors import AspectsFailed, LLMError
 from typedrag.prompts import CITE, GROUNDED, Prompt
-from typedrag.result import Aspect
+from typedrag.records import ScoredPassage
+from typedrag.result import Aspect, Source
 from typedrag.strategies.base import StrategyContext, StrategyOutput, assign, on_topic, union
 from typedrag.strategies.evidence import grounded_answer
 from typedrag.strategies.plans import MAX_ASPECTS, Query, aspect_list, clean_phrases, keep_at_most
@@ -38,6 +41,7 @@ REPEAT_OVERLAP = 0.5
 REPEAT_MIN_WORDS = 4
 OVERVIEW = "overview"  # the aspect that answers the question itself, as plain RAG does
 ASPECT_TOKENS = 200  # an aspect's answer is at most three sentences: a model that runs on is cut here
+PlanT = TypeVar("PlanT")
 
 
 class SubQueryPlan(BaseModel):
@@ -87,24 +91,27 @@ def repeats(text: str, earlier: str) -> bool:
 
 
 async def answer_aspect(question: str, aspect: Aspect, sources, name: str, how: Combination, ctx: StrategyContext) -> None:
-    """The aspect's answer from its own passages; dropped, and recorded, if it cites none of them."""
-    if aspect.label == OVERVIEW:  # plain RAG's own step: the same prompt over the same passages
-        task = grounded_answer(question, sources, f"overview:{name}")
-    else:
-        task = WriteTask(
-            role=f"aspect:{name}",
-            prompt=how.aspect_prompt,
-            values={"question": question, "focus": aspect.label, "query": aspect.query},
-            sources=sources,
-            max_tokens=ASPECT_TOKENS,
-        )
+    """A planned aspect's answer from its own passages, told to streaming clients once written."""
+    task = WriteTask(
+        role=f"aspect:{name}",
+        prompt=how.aspect_prompt,
+        values={"question": question, "focus": aspect.label, "query": aspect.query},
+        sources=sources,
+        max_tokens=ASPECT_TOKENS,
+    )
+    await write_aspect(aspect, task, ctx)
+    ctx.emit("aspect", aspect=aspect.model_dump())
+
+
+async def write_aspect(aspect: Aspect, task: WriteTask, ctx: StrategyContext) -> None:
+    """Fill in `aspect.answer`; dropped, and recorded, if generation fails or no passage supports it."""
     try:
         aspect.answer = await ctx.engine.write(task, ctx.trace)
     except LLMError as error:
         drop(aspect, f"generation failed: {error}", ctx)
         return
     if ctx.engine.generative:  # a model's markers are checked; an extractive engine quotes with the passages' own
-        settled = await asyncio.to_thread(settle, aspect.answer, sources)
+        settled = await asyncio.to_thread(settle, aspect.answer, task.sources)
         for note in settled.notes(f"aspect {aspect.label!r}"):
             ctx.trace.fallback(f"aspect:{aspect.label}", note)
         aspect.answer = settled.text
@@ -112,7 +119,51 @@ async def answer_aspect(question: str, aspect: Aspect, sources, name: str, how: 
             drop(aspect, "no sentence of its answer is supported by its passages", ctx)
     elif not cited_numbers(aspect.answer):
         drop(aspect, "its passages hold no sentence of its kind", ctx)
-    ctx.emit("aspect", aspect=aspect.model_dump())
+
+
+@dataclass
+class Overview:
+    """Plain RAG's own step, begun before the plan because it needs none: its passages are searched and
+    its answer written while the model plans, so after the plan only the planned aspects' requests remain."""
+
+    passages: asyncio.Task[list[ScoredPassage]]
+    answered: asyncio.Task[Aspect | None]  # None when the question found no passage
+
+    @classmethod
+    def begin(cls, question: str, name: str, ctx: StrategyContext) -> "Overview":
+        passages = asyncio.create_task(ctx.retrieve(question, ctx.top_k))
+        return cls(passages, asyncio.create_task(_answer_overview(question, passages, name, ctx)))
+
+    async def cancel(self) -> None:
+        """Stop both steps (the plan failed, or the client left) and wait until they have stopped."""
+        steps = (self.answered, self.passages)
+        for step in steps:
+            step.cancel()
+        await asyncio.wait(steps)
+        for step in steps:  # a failure of its own is not news once the plan failed: taken, so none is logged as lost
+            if not step.cancelled():
+                step.exception()
+
+
+async def _answer_overview(question: str, passages: Awaitable[list[ScoredPassage]], name: str, ctx: StrategyContext) -> Aspect | None:
+    hits = await passages
+    if not hits:
+        return None
+    aspect = Aspect(label=OVERVIEW, query=question)
+    sources = ctx.book.add(hits)  # numbered first: the plan, and so every other aspect, is still to come
+    aspect.source_numbers = [s.number for s in sources]
+    await write_aspect(aspect, grounded_answer(question, sources, f"overview:{name}"), ctx)
+    return aspect
+
+
+async def plan_beside_overview(plan: Awaitable[PlanT], question: str, name: str, ctx: StrategyContext) -> tuple[PlanT, Overview]:
+    """The plan, with the overview under way meanwhile; a plan that fails stops the overview too."""
+    overview = Overview.begin(question, name, ctx)
+    try:
+        return await plan, overview
+    except BaseException:
+        await overview.cancel()
+        raise
 
 
 def drop(aspect: Aspect, reason: str, ctx: StrategyContext, *, announce: bool = False) -> None:
@@ -124,18 +175,19 @@ def drop(aspect: Aspect, reason: str, ctx: StrategyContext, *, announce: bool = 
 
 
 async def answer_and_combine(
-    question: str, aspects: list[Aspect], name: str, how: Combination, ctx: StrategyContext, **values: str
+    question: str, overview: Overview, aspects: list[Aspect], name: str, how: Combination, ctx: StrategyContext, **values: str
 ) -> str:
-    """The combined answer of `aspects` (filled in place: passages, answers, or why each was dropped).
+    """The combined answer of the overview and `aspects` (filled in place: passages, answers, or why each
+    was dropped; the overview is put first among them).
 
-    An overview aspect answers the question itself exactly as plain RAG does, so the typed answer never
+    The overview answers the question itself exactly as plain RAG does, so the typed answer never
     has less than plain RAG's; the planned aspects add what those passages lack, each from passages of its own.
     """
-    working = await gather_evidence(question, aspects, ctx)
-    await asyncio.gather(*(answer_aspect(question, a, s, name, how, ctx) for a, s in working))
-    if working and working[0][0].label == OVERVIEW:
-        aspects.insert(0, working[0][0])
-    parts = useful_parts([aspect for aspect, _ in working], ctx)
+    try:
+        answered = await answer_aspects(question, overview, aspects, name, how, ctx)
+    finally:
+        await overview.cancel()  # a no-op once it is done; stops it if answering the aspects failed
+    parts = useful_parts(answered, ctx)
     if not parts:
         raise AspectsFailed(why_none(aspects))
     task = WriteTask(
@@ -149,18 +201,39 @@ async def answer_and_combine(
     return await ctx.write_answer(task)
 
 
-async def gather_evidence(question: str, aspects: list[Aspect], ctx: StrategyContext) -> list[tuple[Aspect, list]]:
-    """Each aspect with the numbered sources it answers from, the overview first; aspects with none are dropped.
+async def answer_aspects(
+    question: str, overview: Overview, aspects: list[Aspect], name: str, how: Combination, ctx: StrategyContext
+) -> list[Aspect]:
+    """The aspects given passages, answered: the overview first (put first in `aspects` too), then the
+    planned ones in plan order."""
+    working = await gather_evidence(question, await overview.passages, aspects, ctx)
 
-    Retrieval for the question and every aspect at once; passages beyond plain RAG's must be on the
-    question's topic (cue words like "causes" can pull in a plumbing "sink" for "Why did the Titanic
-    sink?", and BM25's lower ranks often share one word only); each aspect gets pooled passages no other has.
+    async def overview_answer() -> Aspect | None:
+        aspect = await overview.answered
+        if aspect is not None:  # told after the plan, whenever it was written
+            ctx.emit("aspect", aspect=aspect.model_dump())
+        return aspect
+
+    first, *_ = await asyncio.gather(overview_answer(), *(answer_aspect(question, a, s, name, how, ctx) for a, s in working))
+    if first is None:
+        return [aspect for aspect, _ in working]
+    aspects.insert(0, first)
+    return [first, *(aspect for aspect, _ in working)]
+
+
+async def gather_evidence(
+    question: str, rag_hits: list[ScoredPassage], aspects: list[Aspect], ctx: StrategyContext
+) -> list[tuple[Aspect, list[Source]]]:
+    """Each planned aspect with the numbered sources it answers from; aspects with none are dropped.
+
+    Retrieval for every aspect at once; passages beyond plain RAG's (`rag_hits`, the overview's) must be
+    on the question's topic (cue words like "causes" can pull in a plumbing "sink" for "Why did the
+    Titanic sink?", and BM25's lower ranks often share one word only); each aspect gets pooled passages
+    no other has.
     """
     queries = [retrieval_query(a.query, question) for a in aspects]
     # An aspect searches deep enough to still have candidates once plain RAG's passages are set aside.
-    aspect_depth = ctx.top_k + ctx.aspect_k + 2
-    by_question, *own = await ctx.retrieve_many([question, *queries], aspect_depth)
-    rag_hits = by_question[: ctx.top_k]
+    own = await ctx.retrieve_many(queries, ctx.top_k + ctx.aspect_k + 2)
     seen = {hit.passage_id for hit in rag_hits}
     fresh = [[hit for hit in hits if hit.passage_id not in seen] for hits in own]
     # Plain RAG's passages are scored too: they set the bar, so a pool that is all off topic is not kept for
@@ -168,14 +241,14 @@ async def gather_evidence(question: str, aspects: list[Aspect], ctx: StrategyCon
     relevant = {hit.passage_id for hit in await on_topic(question, union([rag_hits, *fresh]), ctx)}
     pool = [hit for hit in union(fresh) if hit.passage_id in relevant]
     assigned = await assign(queries, fresh, pool, ctx.aspect_k, ctx)
-    working = [(Aspect(label=OVERVIEW, query=question), ctx.book.add(rag_hits))] if rag_hits else []
+    working = []
     for aspect, hits in zip(aspects, assigned):
         if not hits:
             drop(aspect, "no on-topic passage beyond the question's own and the other aspects'", ctx, announce=True)
             continue
-        working.append((aspect, ctx.book.add(hits)))
-    for aspect, sources in working:
+        sources = ctx.book.add(hits)
         aspect.source_numbers = [s.number for s in sources]
+        working.append((aspect, sources))
     return working
 
 
@@ -213,10 +286,10 @@ class SubQueryStrategy:
     combination: Combination
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan = await ctx.engine.plan(self.plan, question, ctx.trace)
+        plan, overview = await plan_beside_overview(ctx.engine.plan(self.plan, question, ctx.trace), question, self.name, ctx)
         ctx.emit("plan", plan=plan.model_dump())
         queries = keep_at_most(plan.sub_queries, MAX_ASPECTS, "sub-queries", self.plan.role, ctx.trace)
         aspects = [Aspect(label=q, query=q) for q in queries]
         ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
-        answer = await answer_and_combine(question, aspects, self.name, self.combination, ctx)
+        answer = await answer_and_combine(question, overview, aspects, self.name, self.combination, ctx)
         return StrategyOutput(answer=answer, plan=plan, aspects=aspects)
