@@ -136,6 +136,18 @@ def test_a_term_line_is_quoted_with_the_sentence_it_heads_and_a_numbered_heading
     ]
 
 
+def test_a_code_line_or_a_lowercase_numbered_heading_never_heads_the_sentence_after_it():
+    """Regression: a shell line above a sentence was joined to it as its label ("$ cd /path/to/upstream-vcs $
+    debmake -d -i debuild; Alternatively, ..." on debmake-doc), because the code check came after the label
+    join; and "7.12.1 uupdate + tarball" passed as a label, as a numbered heading had to open with a capital."""
+    from typedrag.engines.offline.sentences import with_their_fragments
+
+    sentence = "Alternatively, you can build the package with debuild."
+    assert with_their_fragments(["$ cd /path/to/upstream-vcs", sentence], 70) == [sentence]
+    assert with_their_fragments(["7.12.1 uupdate + tarball", sentence], 70) == [sentence]
+    assert with_their_fragments(["3 cups of flour", "Mix them well."], 70) == ["3 cups of flour; Mix them well."]  # no heading
+
+
 def test_a_partial_answers_bullet_goes_but_an_options_dashes_stay():
     # Regression: the bullets were stripped with lstrip("-0123456789. "), which turned "--search file"
     # into "search file" and "2019 saw" into "saw".

@@ -21,9 +21,10 @@ from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.text import split_sentences, terms
 
 _SENTENCE_END = re.compile(r"[.!?:][\"'”’)\]]*$")
-# A numbered heading kept in a passage's text ("6.3 Data frames", "2 Objects"): the section path already
-# says where the passage is, and quoted, it reads as noise.
-_NUMBERED_HEADING = re.compile(r"^(?:\d+\.)*\d+\s+[A-Z]\S*(?:\s+\S+){0,8}$")
+# A numbered heading kept in a passage's text ("6.3 Data frames", "7.12.1 uupdate + tarball", "2 Objects"):
+# the section path already says where the passage is, and quoted, it reads as noise. A single number
+# must open a capitalised word, so "3 cups of flour" stays a line of its own.
+_NUMBERED_HEADING = re.compile(r"^(?:(?:\d+\.)+\d+\s+\S+|\d+\s+[A-Z]\S*)(?:\s+\S+){0,8}$")
 # The bullet or step number a partial answer's line opens with; never an option's dashes ("--search") or a year.
 _BULLET = re.compile(r"^\s*(?:[-•*]|\d{1,2}[.)])\s+")
 # A line of a listing, not prose: it holds a URL, or opens as a comment or a shell prompt does.
@@ -74,6 +75,9 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
             continue
         if _NUMBERED_HEADING.match(piece):
             continue
+        if _CODE_LINE.search(piece):  # left out, and never a label: it heads no sentence of its own
+            in_run = True
+            continue
         following = pieces[index] if index < len(pieces) else ""
         heads_a_sentence = _SENTENCE_END.search(following) is not None and not _NUMBERED_HEADING.match(following)
         words = len(piece.split())
@@ -81,8 +85,7 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
             merged.append(f"{piece}; {following}")
             index += 1
             continue
-        if not _CODE_LINE.search(piece):
-            merged.append(piece)
+        merged.append(piece)
         in_run = True
     return merged
 
