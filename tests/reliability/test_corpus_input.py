@@ -8,7 +8,6 @@ import dataclasses
 import gzip
 import json
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -104,9 +103,7 @@ def test_gigantic_document_is_chunked_and_searchable(tmp_path):
     path = tmp_path / "huge.jsonl"
     path.write_text(json.dumps({"id": "huge", "title": "Huge", "text": " ".join(words)}) + "\n", encoding="utf-8")
     assert path.stat().st_size > 5_000_000
-    started = time.perf_counter()
-    summary = build_index([path], tmp_path / "index", show_progress=False)
-    assert time.perf_counter() - started < 60
+    summary = build_index([path], tmp_path / "index", show_progress=False)  # no time bound: tests count, benchmarks time
     assert summary.documents == 1 and summary.passages == 9000
     hit = open_retriever(tmp_path / "index").search("zebrafishneedle", 1)[0]
     assert hit.passage_id == "huge#8999"

@@ -187,10 +187,11 @@ def test_a_client_that_leaves_cancels_its_answer(small_index):
                 while not stub.requests and time.monotonic() < deadline:  # the LLM call is under way
                     time.sleep(0.02)
                 assert slots.used == 1 and len(stub.requests) == 1
-            left = time.monotonic()
-            while slots.used and time.monotonic() - left < 3:
+            while slots.used and stub.waiting:
                 time.sleep(0.02)
-            assert slots.used == 0 and time.monotonic() - left < 2  # freed long before the 4 s reply
+            # Freed while the stub still sat on its 4 s reply: the answer was cancelled, not waited out
+            # (counted, not timed: a wall-clock bound failed on a loaded machine).
+            assert slots.used == 0 and stub.waiting == 1
         assert len(stub.requests) == 1  # no further LLM calls
 
 
