@@ -19,13 +19,13 @@ import asyncio
 from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.attribution import settle
 from typedrag.citations import cited_numbers
-from typedrag.engines.base import Part, PlanTask, WriteTask
+from typedrag.engines.base import Part, PlanT, PlanTask, WriteTask
 from typedrag.errors import AspectsFailed, LLMError
 from typedrag.prompts import CITE, GROUNDED, Prompt
 from typedrag.records import ScoredPassage
@@ -41,7 +41,6 @@ REPEAT_OVERLAP = 0.5
 REPEAT_MIN_WORDS = 4
 OVERVIEW = "overview"  # the aspect that answers the question itself, as plain RAG does
 ASPECT_TOKENS = 200  # an aspect's answer is at most three sentences: a model that runs on is cut here
-PlanT = TypeVar("PlanT")
 
 
 class SubQueryPlan(BaseModel):
