@@ -66,3 +66,8 @@ def require_shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data folder not found at {SHARED_DATA} (CI has it; a fresh clone does not)")
     return SHARED_DATA
+
+
+def plan_call_of(result):
+    """The result's plan call: the overview of a decomposing type may finish, and so be traced, before it."""
+    return next(call for call in result.llm_calls if call.role.startswith("plan:"))

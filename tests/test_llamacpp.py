@@ -20,13 +20,10 @@ from typedrag.pipeline import Pipeline
 from typedrag.strategies.decomposed import SubQueryPlan
 from typedrag.strategies.plans import MAX_ASPECTS, QUERY_CHARS
 
+from conftest import plan_call_of
+
 pytest.importorskip("xllamacpp", reason="the llama.cpp fixture needs: pip install 'typedrag[local]'")
 pytestmark = pytest.mark.slow
-
-
-def plan_call_of(result):
-    """The result's plan call: the overview of a decomposing type may finish, and so be traced, before it."""
-    return next(call for call in result.llm_calls if call.role.startswith("plan:"))
 
 
 @pytest.fixture(scope="module")

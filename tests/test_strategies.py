@@ -16,6 +16,8 @@ from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content
 
+from conftest import plan_call_of
+
 
 class RecordingRetriever:
     """Wraps the real retriever to see which queries a strategy sends."""
@@ -68,11 +70,6 @@ def pipeline_for(server, retriever, **model_kwargs) -> Pipeline:
     model_kwargs.setdefault("max_retries", 0)
     model = OpenAIChatModel(model="stub", base_url=server.base_url, timeout=10, **model_kwargs)
     return Pipeline(LLMEngine(model), retriever)
-
-
-def plan_call_of(result):
-    """The result's plan call: the overview of a decomposing type may finish, and so be traced, before it."""
-    return next(call for call in result.llm_calls if call.role.startswith("plan:"))
 
 
 def scripted(plans: dict[str, object], answer=None):

@@ -42,14 +42,11 @@ from typedrag.result import AnswerResult, Source  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder  # noqa: E402
 
 from . import network_guard  # noqa: E402
+from conftest import plan_call_of  # noqa: E402
+
 from .conftest import PLAN, QUESTION, TITANIC, is_repair, replies_by_kind  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-
-
-def plan_call_of(result):
-    """The result's plan call: the overview of a decomposing type may finish, and so be traced, before it."""
-    return next(call for call in result.llm_calls if call.role.startswith("plan:"))
 
 
 def index() -> VectorStoreIndex:
