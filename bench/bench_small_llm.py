@@ -163,6 +163,12 @@ def report(rows: list[dict], title: str) -> list[str]:
     return lines
 
 
+def served_from_cache(rows: list[dict]) -> str:
+    calls = sum(r[m]["calls"] for r in rows for m in ("typed", "rag"))
+    cached = sum(r[m]["cached"] for r in rows for m in ("typed", "rag"))
+    return f"{cached} of {calls} calls served from the cache"
+
+
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--llm", required=True, help="local:PATH.gguf, or a model name at --base-url")
@@ -194,15 +200,11 @@ async def main() -> None:
         lines += report(rows, f"source layout: {name}") + [""]
         # A hit is a request made before: in this pass (plain RAG asks what a decomposing type's overview
         # asked) or in an earlier run, whose replies this pass then replays (TYPEDRAG_CACHE_DIR=<new dir> to measure).
-        first = sum(r[m]["cached"] for r in rows for m in ("typed", "rag"))
-        total = sum(r[m]["calls"] for r in rows for m in ("typed", "rag"))
-        lines += [f"First pass ({name}): {first} of {total} calls served from the cache.", ""]
+        lines += [f"First pass ({name}): {served_from_cache(rows)}.", ""]
         for corpus in dict.fromkeys(r["corpus"] for r in rows):
             lines += report([r for r in rows if r["corpus"] == corpus], f"{name}, corpus {corpus}") + [""]
         if args.rerun:
-            calls = sum(r[m]["calls"] for r in again for m in ("typed", "rag"))
-            cached = sum(r[m]["cached"] for r in again for m in ("typed", "rag"))
-            lines += [f"Rerun ({name}): {cached} of {calls} calls served from the cache.", ""]
+            lines += [f"Rerun ({name}): {served_from_cache(again)}.", ""]
         dump += [{"layout": name, **r} for r in rows]
     print("\n".join(lines))
     if args.dump:
