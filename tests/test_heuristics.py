@@ -31,6 +31,13 @@ from typedrag.text import split_sentences, terms
         ("What is the difference between animal and plant cells?", "difference", ["animal cells", "plant cells"]),
         ("Is electric or gas heating cheaper?", "superiority", ["electric heating", "gas heating"]),
         ("Differences between cats and big dogs?", "difference", ["cats", "big dogs"]),
+        # A dash sets the question off from the items as a colon does; "it" is the first item's object.
+        ("tea vs coffee - how do they compare?", "difference", ["tea", "coffee"]),
+        ("AC vs DC electricity – what's the difference?", "difference", ["AC", "DC electricity"]),
+        ("Python 2 or Python 3 — which should I learn?", "superiority", ["Python 2", "Python 3"]),
+        ("What's the difference between removing a package and purging it?", "difference", ["removing a package", "purging a package"]),
+        ("Is it better to repair my old laptop or replace it?", "superiority", ["repair my old laptop", "replace my old laptop"]),
+        ("self-hosted-runner vs github-hosted", "difference", ["self-hosted-runner", "github-hosted"]),
     ],
 )
 def test_comparison_items_and_purpose(question, purpose, items):

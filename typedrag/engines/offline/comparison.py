@@ -52,11 +52,17 @@ def _purpose(text: str) -> str:
     return "difference"
 
 
+# What sets the question off from the items: a colon, or a dash between spaces ("tea vs coffee - how do they
+# compare?"); a hyphen inside a word ("apt-get", "self-hosted") is none.
+_CLAUSE_BREAK = re.compile(r"\s*:\s*|\s+[-–—]+\s+")
+
+
 def _candidates(text: str) -> list[str]:
-    """The spans that may hold the items: both sides of a colon ("X or Y: which...", "Which is better: X or Y")."""
-    if ":" not in text:
+    """The spans that may hold the items: both sides of the break ("X or Y: which...", "Which is better: X or Y")."""
+    parts = _CLAUSE_BREAK.split(text, maxsplit=1)
+    if len(parts) == 1:
         return [text]
-    before, after = text.split(":", 1)
+    before, after = parts
     return [after.strip(), before.strip()] if re.search(r"\s(?:or|vs\.?|versus|and)\s", after) else [before.strip(), after.strip()]
 
 
@@ -67,7 +73,10 @@ _ADJECTIVE = re.compile(r"\w+(?:an|ese|ish|ic|al|ern|ive|ous|ary)$", re.I)
 def _share_object(items: list[str]) -> list[str]:
     """Two items that share words written once:
     - "rent or buy a house" compares renting a house with buying one: a bare first verb takes the object;
+    - "removing a package and purging it": "it" is the first item's object;
     - "the Australian and New Zealand flags" compares two flags: a bare first adjective takes the last noun."""
+    if len(items) == 2 and len(items[0].split()) > 1 and re.fullmatch(r"\S+ (?:it|them|one)", items[1], re.I):
+        return [items[0], f"{items[1].split()[0]} {items[0].split(maxsplit=1)[1]}"]
     if len(items) == 2 and len(items[0].split()) == 1 and len(items[1].split()) > 1:
         rest = items[1].split(maxsplit=1)[1]
         if re.match(r"(?:a|an|the|my|your|our|their|his|her|its)\b", rest, re.I):
