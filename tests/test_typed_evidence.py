@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 
 from typedrag import FunctionRetriever, ListRetriever, OfflineEngine, Pipeline
+from typedrag.engines.base import Extract, Section
+from typedrag.engines.offline import Candidate
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.records import Passage
 from typedrag.result import Source, extract_citations
@@ -223,6 +225,28 @@ def test_an_offline_comparison_quotes_only_sentences_about_its_items():
     assert "- Capitalism:" not in points, result.answer  # nothing about it: no point under its name
 
 
+def test_an_items_point_is_a_sentence_about_it_not_one_that_names_it_in_passing():
+    """Issue 24: each item's bullet quoted sentences that merely name it ("Objects of interest include planets,
+    moons, ... asteroids, and comets.", "Many meteorites are fragments from comets or asteroids"). A point is a
+    sentence the item opens, or one that opens with "It" in a passage the item titles."""
+    texts = [
+        "Objects of interest include planets, moons, stars, nebulae, galaxies, meteoroids, asteroids, and comets.",
+        "Many meteorites are fragments from comets or asteroids, whereas others are collision debris.",
+        "The probe photographed two asteroids on its way to Jupiter.",
+        "Asteroids orbit the Sun mostly in a belt between Mars and Jupiter.",
+        "It is made of ice and dust, and grows a tail near the Sun.",
+    ]
+    candidates = [Candidate(text, f"[{n}]", n, n, frozenset({n})) for n, text in enumerate(texts, 1)]
+    titles = {1: "Astronomy", 2: "Meteorite", 3: "Galileo (spacecraft)", 4: "Asteroid belt", 5: "Comet"}
+
+    def point(item: str) -> list[str]:
+        section = Section(query=f"{item} comet vs asteroid", sentences=1, about=(item,), subject=True)
+        return [texts[i] for i in OfflineEngine().pick(Extract((section,)), candidates, titles)[0]]
+
+    assert point("asteroid") == [texts[3]]
+    assert point("comet") in ([texts[4]], [])  # its own passage's "It ...", or nothing: never a passing mention
+
+
 def test_a_question_word_no_sentence_holds_still_weighs_in_the_lexical_score():
     """Regression: for "Should zoos exist?" over passages that never say "zoos", "exist" alone made up the
     question's weight, so "Existence monism posits that there exists only one thing" scored as a full match."""
@@ -261,3 +285,17 @@ def test_the_sentence_nearest_the_question_is_quoted_whatever_article_the_questi
     ]
     section = Section(query="Why do bees sting even though it will kill them?", sentences=2)
     assert OfflineEngine().pick(Extract((section,)), candidates, {1: "Bee", 2: "Africanized bee"})[0][0] == 2
+
+
+def test_a_list_item_is_quoted_as_a_sentence_without_its_bullet():
+    """Regression (issue 24): "- removing a package: - dpkg removes all of the package's files ..." quoted a
+    list item with the bullet its HTML page was read into."""
+    text = (
+        "Removing a package with dpkg happens in two phases.\n"
+        "- dpkg removes all of the package's files, with the exception of the configuration files.\n"
+        "- Purging a package also deletes the configuration files that removal keeps."
+    )
+    pipeline = Pipeline(OfflineEngine(), ListRetriever([article("dpkg", text)]))
+    answer = run(pipeline.answer("What does dpkg do when it removes a package?", "rag")).answer
+    assert "dpkg removes all of the package's files" in answer, answer
+    assert "- " not in answer and not answer.startswith("-"), answer

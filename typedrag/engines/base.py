@@ -69,6 +69,7 @@ class Section:
     optional: bool = False  # left out when nothing fits; otherwise a labelled section says so
     max_words: int | None = None  # longer sentences only when there is no shorter one (an added point, not a run-on)
     about: tuple[str, ...] = ()  # things a sentence must name (two of them, if several), itself or by its article's title
+    subject: bool = False  # ...as what the sentence is about: it opens the sentence, not a list or a phrase ("of X")
     verbatim: bool = False  # every sentence of its groups as written, in order (a lead chosen already)
     lead: bool = False  # plain RAG's answer from the question's own passages (`WriteTask.question_sources`)
 

@@ -106,12 +106,14 @@ def plan(question: str) -> ComparisonPlan:
 
 def answer(task: WriteTask, settings: OfflineSettings) -> Extract:
     """The sentence that relates two of the items by the comparison's purpose, then plain RAG's lead, then
-    one point about each item (from any passage that names it) that the lead does not already make."""
+    one point about each item (a sentence it opens, from any passage) that the lead does not already make."""
     question, purpose = task.values["question"], task.values["purpose"]
     items = task.values["items"].split("; ")
     relation = Section(query=question, sentences=1, shape=RELATION[purpose], shape_only=True, optional=True, about=tuple(items))
     points = [
-        Section(query=f"{item} {question}", label=item, sentences=1, optional=True, about=(item,), max_words=settings.added_max_words)
+        Section(
+            query=f"{item} {question}", label=item, sentences=1, optional=True, about=(item,), subject=True, max_words=settings.added_max_words
+        )
         for item in items[: settings.added_sentences]
     ]
     return Extract((relation, Section(query=question, lead=True), *points), layout="bullets")

@@ -51,7 +51,7 @@ def sentences_of_sources(task: WriteTask, settings: OfflineSettings) -> list[Can
     found = []
     for source in task.sources:
         for sentence in with_their_fragments(split_sentences(source.text), settings.max_words):
-            words = sentence.split()
+            words = _BULLET.sub("", sentence, count=1).split()  # a list item is quoted as a sentence, not as "- ..."
             if settings.min_words <= len(words) <= settings.max_words:
                 found.append(Candidate(" ".join(words), f"[{source.number}]", source.number, len(found), frozenset({source.number})))
     return found
@@ -167,6 +167,36 @@ def named_articles(query: str, titles: dict[int, set[str]]) -> set[int]:
     return {number for number, size in sizes.items() if size == most}
 
 
+# Where a sentence's opening ends: a preposition after its first word ("fragments from comets", "the discovery
+# of a virus", "caused by the bacterium" name the thing inside a phrase, not as the subject).
+_PREPOSITION = re.compile(
+    r"(?:about|among|at|between|by|during|for|from|in|including|into|of|on|over|such|through|to|under|via|with|within|without)", re.I
+)
+_OPENING_WORDS = 5
+# A sentence that opens with a pronoun is about what its passage is about.
+_ANAPHOR = re.compile(r"^(?:it|its|they|their|this|these|such)\b", re.I)
+
+
+def opening(text: str) -> str:
+    """The words a sentence opens with, up to its first preposition after the first word (at most five)."""
+    words = text.split()[:_OPENING_WORDS]
+    cut = next((i for i, word in enumerate(words) if i and _PREPOSITION.fullmatch(word.strip(",;:()\"'“”"))), len(words))
+    return " ".join(words[:cut])
+
+
+# A sentence as prose ends it: not a caption ("NFS entry in the /etc/fstab file"), a label or a line of a
+# program's progress ("Purging configuration files for debian-cd (3.1.35) ...").
+_PROSE_END = re.compile(r"\S[.!?][\"'”’)\]]*$")
+
+
+def is_subject(thing: set[str], text: str, titled: set[str]) -> bool:
+    """True when `text` is a sentence about `thing` (its terms): named in its opening, or its passage's
+    title (`titled`) names it and the sentence opens with a pronoun ("It is used as a spread")."""
+    if _PROSE_END.search(text) is None or text.endswith(" ..."):
+        return False
+    return bool(thing & terms(opening(text))) or (bool(thing & titled) and _ANAPHOR.match(text) is not None)
+
+
 def names(things: list[set[str]], found: set[str]) -> bool:
     """True when `found` (a sentence's terms) names one of `things` (each given by its terms), or two of them
     when there are several: a sentence that relates compared items names at least two."""
@@ -215,6 +245,8 @@ class Picker:
         if section.about:
             things = [terms(thing) for thing in section.about]
             allowed = [i for i in allowed if names(things, self.overlap.sentence_terms[i] | self._titled(candidates[i]))]
+            if section.subject:
+                allowed = [i for i in allowed if any(is_subject(t, candidates[i].text, self._titled(candidates[i])) for t in things)]
         if section.max_words is not None:
             allowed = [i for i in allowed if len(candidates[i].text.split()) <= section.max_words] or allowed
         chosen = mmr(relevance, self.vectors, section.sentences, allowed, self.taken, self.settings)
