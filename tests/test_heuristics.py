@@ -155,6 +155,34 @@ def test_a_code_line_or_a_lowercase_numbered_heading_never_heads_the_sentence_af
     assert with_their_fragments(["3 cups of flour", "Mix them well."], 70) == ["3 cups of flour; Mix them well."]  # no heading
 
 
+def test_a_comment_and_a_sentence_that_announces_a_listing_are_not_quoted():
+    """Regression: "# CPU-bound operations will block the event loop:" passed as a sentence (the sentence-end
+    test came before the code test), and "Steps:" numbered "you can use the following command:" without
+    the command it announces."""
+    from typedrag.engines.offline.sentences import with_their_fragments
+
+    pieces = [
+        "# CPU-bound operations will block the event loop:",
+        "loop = asyncio.get_running_loop()",
+        "To install it, you can use the following command:",
+        "apt install reprepro",
+        "Run the tests before you upload the package.",
+    ]
+    assert with_their_fragments(pieces, 70) == ["loop = asyncio.get_running_loop()", "apt install reprepro", "Run the tests before you upload the package."]
+    assert with_their_fragments(["Note", "The default is shown below:"], 70) == ["Note"]  # no label of an announcement
+
+
+def test_a_line_that_ends_with_the_runs_on_into_the_next():
+    """Regression: a sentence wrapped across the lines of a screen listing was quoted as its first line
+    ("For each AppArmor event, you will be given the [5]")."""
+    from typedrag.engines.offline.sentences import with_their_fragments
+
+    pieces = ["For each AppArmor event, you will be given the", "opportunity to choose whether the access should be", "allowed or denied."]
+    assert with_their_fragments(pieces, 70) == [
+        "For each AppArmor event, you will be given the opportunity to choose whether the access should be allowed or denied."
+    ]
+
+
 def test_a_partial_answers_bullet_goes_but_an_options_dashes_stay():
     # Regression: the bullets were stripped with lstrip("-0123456789. "), which turned "--search file"
     # into "search file" and "2019 saw" into "saw".

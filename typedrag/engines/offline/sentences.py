@@ -27,9 +27,17 @@ _SENTENCE_END = re.compile(r"[.!?:][\"'”’)\]]*$")
 _NUMBERED_HEADING = re.compile(r"^(?:(?:\d+\.)+\d+\s+\S+|\d+\s+[A-Z]\S*)(?:\s+\S+){0,8}$")
 # The bullet or step number a partial answer's line opens with; never an option's dashes ("--search") or a year.
 _BULLET = re.compile(r"^\s*(?:[-•*]|\d{1,2}[.)])\s+")
-# A line of a listing, not prose: it holds a URL, or opens as a comment or a shell prompt does.
-_CODE_LINE = re.compile(r"https?://|^\s*[#$>%]")
+# A line of a listing, not prose: it opens as a comment or a prompt does (even when it ends like a sentence,
+# "# CPU-bound operations will block the event loop:"), or it holds a URL and ends no sentence.
+_CODE_OPENING = re.compile(r"^\s*[#$>%]")
+_URL = re.compile(r"https?://")
+# A sentence that announces what follows ("you can use the following command:"): quoted alone, it promises
+# a listing the answer does not hold.
+_ANNOUNCES = re.compile(r":[\"'”’)\]]*$")
 _AFTER_MARKERS = re.compile(r"(?<=\])\s+(?!\[)")  # where a quoted piece "... [4]" ends and the next begins
+# A line that ends with a word no sentence ends with was broken where a screen or a listing wrapped it
+# ("For each AppArmor event, you will be given the" / "opportunity to choose ..."): it runs on into the next.
+_RUNS_ON = re.compile(r"\b(?:a|an|the|of|to|and|or|with|for|in|by|from|that|is|are|be|as|on|at)$", re.I)
 _LABEL_WORDS = 10  # a term or a label above what it names is short; a list item or a code line may not be
 NO_PASSAGES = "The index has no passage that speaks to this question."
 NOTHING_RELEVANT = "The retrieved passages do not speak to this."
@@ -61,25 +69,35 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
     """The quotable pieces of a passage's sentences and lines. A single short line that ends no sentence
     (a term above its definition, a note's label) is quoted with the sentence it heads: "global interpreter
     lock; The mechanism used by ...". Lines in a run (list items, code, table rows) stay pieces of their
-    own: strung together they made one long "sentence" of a whole listing. A numbered heading and a line
-    of code (a URL, a comment, a prompt) are left out."""
+    own: strung together they made one long "sentence" of a whole listing. A numbered heading, a line of
+    code (a URL, a comment, a prompt) and a sentence that announces a listing (ends in ":") are left out;
+    a line that ends with "the" or "of" is joined to the next, as the wrapped line it is."""
     merged: list[str] = []
     in_run = False  # the line before ended no sentence either (list items, code): this one is no label
     index = 0
     while index < len(pieces):
         piece = pieces[index]
         index += 1
+        while _RUNS_ON.search(piece) and index < len(pieces) and len(piece.split()) < max_words:
+            piece = f"{piece} {pieces[index]}"
+            index += 1
+        if _CODE_OPENING.match(piece):  # left out, and never a label: it heads no sentence of its own
+            in_run = True
+            continue
+        if _ANNOUNCES.search(piece) is not None:  # what follows is the listing it announces
+            in_run = True
+            continue
         if _SENTENCE_END.search(piece) is not None:
             merged.append(piece)
             in_run = False
             continue
         if _NUMBERED_HEADING.match(piece):
             continue
-        if _CODE_LINE.search(piece):  # left out, and never a label: it heads no sentence of its own
+        if _URL.search(piece):
             in_run = True
             continue
         following = pieces[index] if index < len(pieces) else ""
-        heads_a_sentence = _SENTENCE_END.search(following) is not None and not _NUMBERED_HEADING.match(following)
+        heads_a_sentence = quotable_sentence(following)
         words = len(piece.split())
         if not in_run and heads_a_sentence and words <= _LABEL_WORDS and words + len(following.split()) <= max_words:
             merged.append(f"{piece}; {following}")
@@ -88,6 +106,16 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
         merged.append(piece)
         in_run = True
     return merged
+
+
+def quotable_sentence(piece: str) -> bool:
+    """True for a piece that is a sentence the engine quotes: it ends one, and is no heading, code or announcement."""
+    return (
+        _SENTENCE_END.search(piece) is not None
+        and not _NUMBERED_HEADING.match(piece)
+        and not _CODE_OPENING.match(piece)
+        and _ANNOUNCES.search(piece) is None
+    )
 
 
 def sentences_of_parts(task: WriteTask) -> list[Candidate]:
