@@ -9,7 +9,9 @@ Prints, side by side for `rag` and `typed`:
   c. key-term sets over several corpora (bench/data/keyterms*.jsonl, see bench/data/KEYTERMS.md): the share
      of answers holding at least one term of every key-term group, per corpus and per labelled type, the
      type decided by the classifier as for a user; the retrieval ceiling (every group present in the
-     passages that method retrieved); typed on the questions whose key terms were retrieved; lengths.
+     passages that method retrieved); typed on the questions whose key terms were retrieved, and how often
+     it holds them there whenever rag does; what the best four of rag's quotable sentences, chosen knowing
+     the terms, could hold (the most an extractive answer of plain RAG's length can say); lengths.
      A group the question itself satisfies is left out of its check (an echo is no answer).
   d. aspect diversity of multi-aspect typed answers.
 Which corpus the offline engine's settings were tuned on is printed with the results: the others are
@@ -37,6 +39,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from types import SimpleNamespace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -45,6 +48,7 @@ from _machine import machine_line  # noqa: E402
 
 from typedrag.config import load_settings  # noqa: E402
 from typedrag.engines.offline import OfflineEngine, OfflineSettings  # noqa: E402
+from typedrag.engines.offline.sentences import sentences_of_sources  # noqa: E402
 from typedrag.evaluation.datasets import load_dataset  # noqa: E402
 from typedrag.evaluation.judges import ProxyJudge  # noqa: E402
 from typedrag.evaluation.linkage import select_references  # noqa: E402
@@ -271,6 +275,26 @@ def holds(text: str, groups: list[list[str]]) -> bool:
     return all(any(term.lower() in lowered for term in group) for group in groups)
 
 
+def coverable(sentences: list[str], groups: list[list[str]], count: int) -> bool:
+    """Whether `count` of `sentences` (chosen greedily, knowing the terms) hold a term of every group: what
+    an extractive answer of that many sentences could say at best."""
+    left = list(groups)
+    for _ in range(count):
+        if not left:
+            break
+        best = max(sentences, key=lambda s: sum(holds(s, [g]) for g in left), default="")
+        if not any(holds(best, [g]) for g in left):
+            break
+        left = [g for g in left if not holds(best, [g])]
+    return not left
+
+
+def quotable(result, settings: OfflineSettings) -> list[str]:
+    """The sentences of `result`'s passages the offline engine could quote."""
+    task = SimpleNamespace(sources=result.sources)
+    return [c.text for c in sentences_of_sources(task, settings)]
+
+
 def index_corpus(corpus: Corpus, folder: Path) -> Path | None:
     """The corpus's index under `folder`, built (or synced) from its installed documents; None if absent."""
     if any(not s.startswith("demo:") and not Path(s).exists() for s in corpus.sources):
@@ -309,6 +333,7 @@ async def keyterms(corpus: Corpus, index: Path, args, resources: Resources) -> d
                 "strategy": result.strategy,
                 "answer": result.answer,
             }
+        row["rag"]["could"] = coverable(quotable(results[(item["id"], "rag")], args.offline_settings), groups, args.offline_settings.answer_sentences)
         rows.append(row)
     return {"rows": rows, "typed_results": [results[(it["id"], "typed")] for it in items], "engine": pipeline.engine.name}
 
@@ -319,8 +344,9 @@ def report_keyterms(corpus: Corpus, data: dict) -> list[str]:
     lines = [
         f"### {corpus.name}: {corpus.kind} — {len(rows)} questions, answered by {data['engine']}; {held}",
         "",
-        "| labelled type | n | routed as labelled | rag | typed | rag ceiling | typed ceiling | typed where retrieved | rag words | typed words |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| labelled type | n | routed as labelled | rag | typed | rag ceiling | typed ceiling | typed where retrieved "
+        "| typed ≥ rag where retrieved | rag's passages, best 4 sentences | rag words | typed words |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     by_type: dict[str, list[dict]] = defaultdict(list)
     for row in rows:
@@ -335,6 +361,8 @@ def report_keyterms(corpus: Corpus, data: dict) -> list[str]:
         cells += [pct(sum(r[m]["holds"] for r in members), n) for m in METHODS]
         cells += [pct(sum(r[m]["ceiling"] for r in members), n) for m in METHODS]
         cells.append(pct(sum(r["typed"]["holds"] for r in retrieved), len(retrieved)))
+        cells.append(pct(sum(r["typed"]["holds"] >= r["rag"]["holds"] for r in retrieved), len(retrieved)))
+        cells.append(pct(sum(r["rag"]["could"] for r in members), n))
         cells += [f"{sum(r[m]['words'] for r in members) / n:.0f}" for m in METHODS]
         lines.append("| " + " | ".join(cells) + " |")
     rag_words = sum(r["rag"]["words"] for r in rows) / len(rows)
