@@ -138,8 +138,8 @@ def test_a_term_line_is_quoted_with_the_sentence_it_heads_and_a_numbered_heading
         "Data frames mimic a cases-by-variables matrix.",
     ]
     # a numbered step that ends a sentence is a sentence; a label joins its sentence only within max_words
-    assert with_their_fragments(["2 Open the file.", "Note", "one two three four five six."], 6) == [
-        "2 Open the file.", "Note", "one two three four five six.",
+    assert with_their_fragments(["2 Open the file.", "Aside", "one two three four five six."], 6) == [
+        "2 Open the file.", "Aside", "one two three four five six.",
     ]
 
 
@@ -169,7 +169,19 @@ def test_a_comment_and_a_sentence_that_announces_a_listing_are_not_quoted():
         "Run the tests before you upload the package.",
     ]
     assert with_their_fragments(pieces, 70) == ["loop = asyncio.get_running_loop()", "apt install reprepro", "Run the tests before you upload the package."]
-    assert with_their_fragments(["Note", "The default is shown below:"], 70) == ["Note"]  # no label of an announcement
+    assert with_their_fragments(["Notice", "The default is shown below:"], 70) == ["Notice"]  # no label of an announcement
+
+
+def test_an_admonitions_title_is_left_out_but_a_term_heads_its_definition():
+    """Regression: "Note; The asyncio module provides ..." quoted a Sphinx note's title as the sentence's label."""
+    from typedrag.engines.offline.sentences import with_their_fragments
+
+    sentence = "The asyncio module provides a general purpose single-threaded asynchronous library."
+    assert with_their_fragments(["Note", sentence], 70) == [sentence]
+    assert with_their_fragments(["See also", sentence], 70) == [sentence]
+    assert with_their_fragments(["bytecode", "Python source code is compiled into bytecode."], 70) == [
+        "bytecode; Python source code is compiled into bytecode."
+    ]
 
 
 def test_a_line_that_ends_with_the_runs_on_into_the_next():

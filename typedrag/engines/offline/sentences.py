@@ -38,6 +38,9 @@ _AFTER_MARKERS = re.compile(r"(?<=\])\s+(?!\[)")  # where a quoted piece "... [4
 # A line that ends with a word no sentence ends with was broken where a screen or a listing wrapped it
 # ("For each AppArmor event, you will be given the" / "opportunity to choose ..."): it runs on into the next.
 _RUNS_ON = re.compile(r"\b(?:a|an|the|of|to|and|or|with|for|in|by|from|that|is|are|be|as|on|at)$", re.I)
+# An admonition's title ("Note", "Warning", "See also") says how to read the text below it, not what it is
+# about: it is left out, where a term above its definition is quoted with it.
+_ADMONITION = re.compile(r"(?:note|notes|warning|tip|hint|important|caution|attention|danger|example|see also|seealso)[.:]?", re.I)
 _LABEL_WORDS = 10  # a term or a label above what it names is short; a list item or a code line may not be
 NO_PASSAGES = "The index has no passage that speaks to this question."
 NOTHING_RELEVANT = "The retrieved passages do not speak to this."
@@ -91,7 +94,7 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
             merged.append(piece)
             in_run = False
             continue
-        if _NUMBERED_HEADING.match(piece):
+        if _NUMBERED_HEADING.match(piece) or _ADMONITION.fullmatch(piece.strip()):
             continue
         if _URL.search(piece):
             in_run = True
