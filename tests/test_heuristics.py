@@ -139,7 +139,7 @@ def test_a_term_line_is_quoted_with_the_sentence_it_heads_and_a_numbered_heading
     ]
     # a numbered step that ends a sentence is a sentence; a label joins its sentence only within max_words
     assert with_their_fragments(["2 Open the file.", "Aside", "one two three four five six."], 6) == [
-        "2 Open the file.", "Aside", "one two three four five six.",
+        "2 Open the file.", "one two three four five six.",
     ]
 
 
@@ -168,8 +168,20 @@ def test_a_comment_and_a_sentence_that_announces_a_listing_are_not_quoted():
         "apt install reprepro",
         "Run the tests before you upload the package.",
     ]
-    assert with_their_fragments(pieces, 70) == ["loop = asyncio.get_running_loop()", "apt install reprepro", "Run the tests before you upload the package."]
-    assert with_their_fragments(["Notice", "The default is shown below:"], 70) == ["Notice"]  # no label of an announcement
+    assert with_their_fragments(pieces, 70) == ["Run the tests before you upload the package."]
+    assert with_their_fragments(["- Notice", "The default is shown below:"], 70) == ["- Notice"]  # no label of an announcement
+
+
+def test_a_line_that_ends_no_sentence_is_quoted_only_as_a_list_item():
+    """Regression: a program's output in a screen listing was quoted as a sentence ("dpkg-query: no path
+    found matching pattern /bin/apt [1]" led an answer), as was a caption ("NFS entry in the /etc/fstab file")."""
+    from typedrag.engines.offline.sentences import with_their_fragments
+
+    screen = ["$ dpkg -S /bin/apt", "dpkg-query: no path found matching pattern /bin/apt", "NFS entry in the /etc/fstab file"]
+    assert with_their_fragments(screen, 70) == []
+    assert with_their_fragments(["- the removal scripts of the package are called", "• its files are deleted"], 70) == [
+        "- the removal scripts of the package are called", "• its files are deleted",
+    ]
 
 
 def test_an_admonitions_title_is_left_out_but_a_term_heads_its_definition():
@@ -225,7 +237,7 @@ def test_list_items_and_code_lines_stay_pieces_of_their_own():
         "deb-src http://security.debian.org/ bullseye-security main contrib non-free",
         "That is how Debian approaches it.",
     ]
-    assert with_their_fragments(listing, 70) == [listing[0], listing[-1]]  # the listing's own lines are code
+    assert with_their_fragments(listing, 70) == [listing[-1]]  # the listing's lines are code, its caption no sentence
     items = ["- --list (or -l), which displays the list of known packages;", "- --contents file.deb, which lists its files;",
              "- --info file.deb, which displays its headers."]
     assert with_their_fragments(items, 70) == items

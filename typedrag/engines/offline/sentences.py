@@ -106,7 +106,8 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
             merged.append(f"{piece}; {following}")
             index += 1
             continue
-        merged.append(piece)
+        if _BULLET.match(piece):  # a list item; any other line that ends no sentence is a listing's, a table's or a screen's
+            merged.append(piece)
         in_run = True
     return merged
 
