@@ -172,6 +172,16 @@ def test_a_comment_and_a_sentence_that_announces_a_listing_are_not_quoted():
     assert with_their_fragments(["- Notice", "The default is shown below:"], 70) == ["- Notice"]  # no label of an announcement
 
 
+def test_a_licence_notice_is_not_quoted():
+    """Regression: "Why does R copy objects when I modify them?" quoted the R manuals' front matter,
+    "Permission is granted to copy and distribute translations of this manual ..."."""
+    from typedrag.engines.offline.sentences import with_their_fragments
+
+    notice = ["Permission is granted to copy and distribute translations of this manual into another language.",
+              "Copyright © 1999–2024 R Core Team", "R makes a copy of an object when it is modified."]
+    assert with_their_fragments(notice, 70) == [notice[-1]]
+
+
 def test_a_line_that_ends_no_sentence_is_quoted_only_as_a_list_item():
     """Regression: a program's output in a screen listing was quoted as a sentence ("dpkg-query: no path
     found matching pattern /bin/apt [1]" led an answer), as was a caption ("NFS entry in the /etc/fstab file")."""

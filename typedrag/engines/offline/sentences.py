@@ -41,6 +41,9 @@ _RUNS_ON = re.compile(r"\b(?:a|an|the|of|to|and|or|with|for|in|by|from|that|is|a
 # An admonition's title ("Note", "Warning", "See also") says how to read the text below it, not what it is
 # about: it is left out, where a term above its definition is quoted with it.
 _ADMONITION = re.compile(r"(?:note|notes|warning|tip|hint|important|caution|attention|danger|example|see also|seealso)[.:]?", re.I)
+# A licence or copyright notice, as every manual's front matter carries one: it answers no question about
+# the manual's subject ("Why does R copy objects?" quoted "Permission is granted to copy and distribute ...").
+_NOTICE = re.compile(r"^Permission is granted to\b|\bAll rights reserved\b|^Copyright\b|©", re.I)
 _LABEL_WORDS = 10  # a term or a label above what it names is short; a list item or a code line may not be
 NO_PASSAGES = "The index has no passage that speaks to this question."
 NOTHING_RELEVANT = "The retrieved passages do not speak to this."
@@ -84,7 +87,7 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
         while _RUNS_ON.search(piece) and index < len(pieces) and len(piece.split()) < max_words:
             piece = f"{piece} {pieces[index]}"
             index += 1
-        if _CODE_OPENING.match(piece):  # left out, and never a label: it heads no sentence of its own
+        if _CODE_OPENING.match(piece) or _NOTICE.search(piece):  # left out, and never a label: it heads no sentence of its own
             in_run = True
             continue
         if _ANNOUNCES.search(piece) is not None:  # what follows is the listing it announces
