@@ -28,7 +28,7 @@ _NUMBERED_HEADING = re.compile(r"^(?:(?:\d+\.)+\d+\s+\S+|\d+\s+[A-Z]\S*)(?:\s+\S
 # The bullet or step number a partial answer's line opens with; never an option's dashes ("--search") or a year.
 _BULLET = re.compile(r"^\s*(?:[-•*]|\d{1,2}[.)])\s+")
 # A line of a listing, not prose: it opens as a comment or a prompt does (even when it ends like a sentence,
-# "# CPU-bound operations will block the event loop:"), or it holds a URL and ends no sentence.
+# "# CPU-bound operations will block the event loop:"), or it ends no sentence and holds a URL.
 _CODE_OPENING = re.compile(r"^\s*[#$>%]")
 _URL = re.compile(r"https?://")
 # A sentence that announces what follows ("you can use the following command:"): quoted alone, it promises
@@ -72,12 +72,16 @@ def sentences_of_sources(task: WriteTask, settings: OfflineSettings) -> list[Can
 
 
 def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
-    """The quotable pieces of a passage's sentences and lines. A single short line that ends no sentence
-    (a term above its definition, a note's label) is quoted with the sentence it heads: "global interpreter
-    lock; The mechanism used by ...". Lines in a run (list items, code, table rows) stay pieces of their
-    own: strung together they made one long "sentence" of a whole listing. A numbered heading, a line of
-    code (a URL, a comment, a prompt) and a sentence that announces a listing (ends in ":") are left out;
-    a line that ends with "the" or "of" is joined to the next, as the wrapped line it is."""
+    """The quotable pieces of a passage's sentences and lines.
+
+    - A single short line that ends no sentence (a term above its definition, a sidebar's label) is quoted
+      with the sentence it heads: "global interpreter lock; The mechanism used by ...".
+    - Of the other lines that end no sentence only list items are quoted, each on its own: the lines of a
+      listing, a table or a screen strung together made one long "sentence"; alone they are no prose.
+    - A line that ends with "the" or "of" was wrapped: it runs on into the next.
+    - Left out: numbered headings, admonition titles ("Note"), code (a comment, a prompt, a URL), licence
+      notices, and a sentence that announces a listing (ends in ":") without it.
+    """
     merged: list[str] = []
     in_run = False  # the line before ended no sentence either (list items, code): this one is no label
     index = 0
@@ -87,11 +91,8 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
         while _RUNS_ON.search(piece) and index < len(pieces) and len(piece.split()) < max_words:
             piece = f"{piece} {pieces[index]}"
             index += 1
-        if _CODE_OPENING.match(piece) or _NOTICE.search(piece):  # left out, and never a label: it heads no sentence of its own
-            in_run = True
-            continue
-        if _ANNOUNCES.search(piece) is not None:  # what follows is the listing it announces
-            in_run = True
+        if _CODE_OPENING.match(piece) or _NOTICE.search(piece) or _ANNOUNCES.search(piece):
+            in_run = True  # and never a label: what follows is a listing's, or a notice's
             continue
         if _SENTENCE_END.search(piece) is not None:
             merged.append(piece)
@@ -99,28 +100,26 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
             continue
         if _NUMBERED_HEADING.match(piece) or _ADMONITION.fullmatch(piece.strip()):
             continue
-        if _URL.search(piece):
-            in_run = True
-            continue
         following = pieces[index] if index < len(pieces) else ""
-        heads_a_sentence = quotable_sentence(following)
         words = len(piece.split())
-        if not in_run and heads_a_sentence and words <= _LABEL_WORDS and words + len(following.split()) <= max_words:
+        is_label = not in_run and not _URL.search(piece) and words <= _LABEL_WORDS and quotable_sentence(following)
+        if is_label and words + len(following.split()) <= max_words:
             merged.append(f"{piece}; {following}")
             index += 1
             continue
-        if _BULLET.match(piece):  # a list item; any other line that ends no sentence is a listing's, a table's or a screen's
+        if _BULLET.match(piece) and not _URL.search(piece):
             merged.append(piece)
         in_run = True
     return merged
 
 
 def quotable_sentence(piece: str) -> bool:
-    """True for a piece that is a sentence the engine quotes: it ends one, and is no heading, code or announcement."""
+    """True for a piece that is a sentence the engine quotes: it ends one, and is no heading, code, notice or announcement."""
     return (
         _SENTENCE_END.search(piece) is not None
         and not _NUMBERED_HEADING.match(piece)
         and not _CODE_OPENING.match(piece)
+        and _NOTICE.search(piece) is None
         and _ANNOUNCES.search(piece) is None
     )
 
