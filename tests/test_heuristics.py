@@ -170,6 +170,13 @@ def test_a_comment_and_a_sentence_that_announces_a_listing_are_not_quoted():
     ]
     assert with_their_fragments(pieces, 70) == ["Run the tests before you upload the package."]
     assert with_their_fragments(["- Notice", "The default is shown below:"], 70) == ["- Notice"]  # no label of an announcement
+    # held-out regressions of the first version of these rules (python-docs, r-manuals): a sentence that says
+    # something before its colon, and a PDF paragraph that opens with an R prompt, are prose
+    kept = [
+        "When a coroutine is not scheduled with asyncio.create_task(), asyncio will emit a RuntimeWarning:",
+        "> fm2 <- lm(y ~ x1 + x2, data = production) would fit a multiple regression model of y on x1 and x2.",
+    ]
+    assert with_their_fragments(kept, 70) == kept
 
 
 def test_a_licence_notice_is_not_quoted():
@@ -192,6 +199,9 @@ def test_a_line_that_ends_no_sentence_is_quoted_only_as_a_list_item():
     assert with_their_fragments(["- the removal scripts of the package are called", "• its files are deleted"], 70) == [
         "- the removal scripts of the package are called", "• its files are deleted",
     ]
+    # a long line is prose that lost its full stop (the R FAQ's "A library is a place (directory) where ...")
+    prose = "A library is a place (directory) where R knows to find packages it can use"
+    assert with_their_fragments([prose], 70) == [prose]
 
 
 def test_an_admonitions_title_is_left_out_but_a_term_heads_its_definition():

@@ -27,13 +27,17 @@ _SENTENCE_END = re.compile(r"[.!?:][\"'”’)\]]*$")
 _NUMBERED_HEADING = re.compile(r"^(?:(?:\d+\.)+\d+\s+\S+|\d+\s+[A-Z]\S*)(?:\s+\S+){0,8}$")
 # The bullet or step number a partial answer's line opens with; never an option's dashes ("--search") or a year.
 _BULLET = re.compile(r"^\s*(?:[-•*]|\d{1,2}[.)])\s+")
-# A line of a listing, not prose: it opens as a comment or a prompt does (even when it ends like a sentence,
-# "# CPU-bound operations will block the event loop:"), or it ends no sentence and holds a URL.
-_CODE_OPENING = re.compile(r"^\s*[#$>%]")
-_URL = re.compile(r"https?://")
-# A sentence that announces what follows ("you can use the following command:"): quoted alone, it promises
-# a listing the answer does not hold.
-_ANNOUNCES = re.compile(r":[\"'”’)\]]*$")
+# A line of a listing, not prose: it opens as a comment or a shell prompt does (even when it ends like a
+# sentence, "# CPU-bound operations will block the event loop:"); or it ends no sentence and opens as another
+# prompt does or holds a URL. (A PDF joins an example's "> fm <- lm(y ~ x)" with the prose after it.)
+_CODE_OPENING = re.compile(r"^\s*[#$]")
+_CODE_LINE = re.compile(r"https?://|^\s*[>%]")
+# A sentence that only announces a listing ("you can use the following command:"): quoted alone, it promises
+# what the answer does not hold. One that says something first ("... asyncio will emit a RuntimeWarning:") stays.
+_ANNOUNCES = re.compile(r"\b(?:following|as follows|below|like this|like so)\b[^.!?]*:[\"'”’)\]]*$", re.I)
+# A short line that ends no sentence and is no list item is a caption, a heading or a screen's line
+# ("dpkg-query: no path found matching pattern /bin/apt"); a longer one is prose that lost its full stop.
+_SHORT_LINE = 12
 _AFTER_MARKERS = re.compile(r"(?<=\])\s+(?!\[)")  # where a quoted piece "... [4]" ends and the next begins
 # A line that ends with a word no sentence ends with was broken where a screen or a listing wrapped it
 # ("For each AppArmor event, you will be given the" / "opportunity to choose ..."): it runs on into the next.
@@ -76,8 +80,9 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
 
     - A single short line that ends no sentence (a term above its definition, a sidebar's label) is quoted
       with the sentence it heads: "global interpreter lock; The mechanism used by ...".
-    - Of the other lines that end no sentence only list items are quoted, each on its own: the lines of a
-      listing, a table or a screen strung together made one long "sentence"; alone they are no prose.
+    - Of the other lines that end no sentence, list items and long lines are quoted, each on its own: the
+      lines of a listing, a table or a screen strung together made one long "sentence"; alone, a short one
+      is a caption or a screen's line.
     - A line that ends with "the" or "of" was wrapped: it runs on into the next.
     - Left out: numbered headings, admonition titles ("Note"), code (a comment, a prompt, a URL), licence
       notices, and a sentence that announces a listing (ends in ":") without it.
@@ -102,12 +107,12 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
             continue
         following = pieces[index] if index < len(pieces) else ""
         words = len(piece.split())
-        is_label = not in_run and not _URL.search(piece) and words <= _LABEL_WORDS and quotable_sentence(following)
+        is_label = not in_run and not _CODE_LINE.search(piece) and words <= _LABEL_WORDS and quotable_sentence(following)
         if is_label and words + len(following.split()) <= max_words:
             merged.append(f"{piece}; {following}")
             index += 1
             continue
-        if _BULLET.match(piece) and not _URL.search(piece):
+        if not _CODE_LINE.search(piece) and (_BULLET.match(piece) or words >= _SHORT_LINE):
             merged.append(piece)
         in_run = True
     return merged
