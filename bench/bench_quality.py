@@ -39,7 +39,6 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
-from types import SimpleNamespace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -291,8 +290,7 @@ def coverable(sentences: list[str], groups: list[list[str]], count: int) -> bool
 
 def quotable(result, settings: OfflineSettings) -> list[str]:
     """The sentences of `result`'s passages the offline engine could quote."""
-    task = SimpleNamespace(sources=result.sources)
-    return [c.text for c in sentences_of_sources(task, settings)]
+    return [c.text for c in sentences_of_sources(result.sources, settings)]
 
 
 def index_corpus(corpus: Corpus, folder: Path) -> Path | None:

@@ -136,7 +136,7 @@ class OfflineEngine:
     def _write(self, task: WriteTask) -> str:
         if not task.sources and not task.parts:
             return CLOSED_BOOK if "sources" not in task.prompt.fields() else NO_PASSAGES
-        candidates = sentences_of_parts(task) if task.parts else sentences_of_sources(task, self.settings)
+        candidates = sentences_of_parts(task) if task.parts else sentences_of_sources(task.sources, self.settings)
         if not candidates:
             return NO_PASSAGES
         extract = self.recipe(task)

@@ -18,6 +18,7 @@ from typedrag.citations import cited_numbers, strip_markers
 from typedrag.embed import Embedder
 from typedrag.engines.base import Extract, Section, WriteTask
 from typedrag.engines.offline.settings import OfflineSettings
+from typedrag.result import Source
 from typedrag.text import split_sentences, terms
 
 _SENTENCE_END = re.compile(r"[.!?:][\"'”’)\]]*$")
@@ -65,9 +66,9 @@ class Candidate:
     cites: frozenset[int] = frozenset()  # the passage numbers it came from
 
 
-def sentences_of_sources(task: WriteTask, settings: OfflineSettings) -> list[Candidate]:
+def sentences_of_sources(sources: list[Source], settings: OfflineSettings) -> list[Candidate]:
     found = []
-    for source in task.sources:
+    for source in sources:
         for sentence in with_their_fragments(split_sentences(source.text), settings.max_words):
             words = _BULLET.sub("", sentence, count=1).split()  # a list item is quoted as a sentence, not as "- ..."
             if settings.min_words <= len(words) <= settings.max_words:
