@@ -97,7 +97,7 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
         while _RUNS_ON.search(piece) and index < len(pieces) and len(piece.split()) < max_words:
             piece = f"{piece} {pieces[index]}"
             index += 1
-        if _CODE_OPENING.match(piece) or _NOTICE.search(piece) or _ANNOUNCES.search(piece):
+        if _never_quoted(piece):
             in_run = True  # and never a label: what follows is a listing's, or a notice's
             continue
         if _SENTENCE_END.search(piece) is not None:
@@ -119,15 +119,14 @@ def with_their_fragments(pieces: list[str], max_words: int) -> list[str]:
     return merged
 
 
+def _never_quoted(piece: str) -> bool:
+    """A comment or prompt line, a licence notice, or a sentence that only announces a listing."""
+    return bool(_CODE_OPENING.match(piece) or _NOTICE.search(piece) or _ANNOUNCES.search(piece))
+
+
 def quotable_sentence(piece: str) -> bool:
     """True for a piece that is a sentence the engine quotes: it ends one, and is no heading, code, notice or announcement."""
-    return (
-        _SENTENCE_END.search(piece) is not None
-        and not _NUMBERED_HEADING.match(piece)
-        and not _CODE_OPENING.match(piece)
-        and _NOTICE.search(piece) is None
-        and _ANNOUNCES.search(piece) is None
-    )
+    return _SENTENCE_END.search(piece) is not None and not _NUMBERED_HEADING.match(piece) and not _never_quoted(piece)
 
 
 def sentences_of_parts(task: WriteTask) -> list[Candidate]:
