@@ -281,8 +281,9 @@ async def test_pipeline_answers_or_fails_cleanly_under_each_fault(retriever, fau
         assert BROKEN not in server.requests[-1].last_user  # dropped from the aggregation
     else:  # the plan failed: plain RAG, and the reason recorded
         assert result.strategy == "rag" and result.plan is None
-        assert result.fallbacks[0].step == "reason"
-        assert result.fallbacks[0].reason.startswith(("PlanFailed", "LLMError"))
+        # The overview, begun beside the plan, may record its own fault before the plan's failure is known.
+        first = next(f for f in result.fallbacks if not f.step.startswith("aspect:"))
+        assert first.step == "reason" and first.reason.startswith(("PlanFailed", "LLMError"))
 
 
 def test_typedrag_ask_records_a_failed_plan_and_fails_cleanly_when_the_endpoint_is_down(small_index, tmp_path):
