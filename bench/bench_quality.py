@@ -47,7 +47,7 @@ from _machine import machine_line  # noqa: E402
 
 from typedrag.config import load_settings  # noqa: E402
 from typedrag.engines.offline import OfflineEngine, OfflineSettings  # noqa: E402
-from typedrag.engines.offline.sentences import sentences_of_sources  # noqa: E402
+from typedrag.engines.offline.sentences import pieces_of  # noqa: E402
 from typedrag.evaluation.datasets import load_dataset  # noqa: E402
 from typedrag.evaluation.judges import ProxyJudge  # noqa: E402
 from typedrag.evaluation.linkage import select_references  # noqa: E402
@@ -290,7 +290,7 @@ def coverable(sentences: list[str], groups: list[list[str]], count: int) -> bool
 
 def quotable(result, settings: OfflineSettings) -> list[str]:
     """The sentences of `result`'s passages the offline engine could quote."""
-    return [c.text for c in sentences_of_sources(result.sources, settings)]
+    return [text for source in result.sources for text, _ in pieces_of(source, settings) if settings.min_words <= len(text.split()) <= settings.max_words]
 
 
 def index_corpus(corpus: Corpus, folder: Path) -> Path | None:

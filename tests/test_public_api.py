@@ -10,7 +10,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 import typedrag
-from typedrag import ListRetriever, OfflineEngine, Pipeline, PlanTask, Prompt, Section, Extract, WriteTask, default_routes
+from typedrag import ListRetriever, OfflineEngine, Pipeline, PlanTask, Prompt, WriteTask, default_routes
 from typedrag.testing import ScriptedChatModel
 from typedrag.engines.llm_engine import LLMEngine
 
@@ -47,9 +47,8 @@ class HaikuStrategy:
     async def run(self, question, ctx):
         plan = await ctx.engine.plan(self.plan, question, ctx.trace)
         sources = ctx.book.add(await ctx.retrieve(question, 2))
-        task = WriteTask("answer:haiku", WRITE_HAIKU, {"question": question, "images": ", ".join(plan.images)},
-                         sources=sources, extract=Extract((Section(query=question, sentences=1),)))
-        return typedrag.StrategyOutput(answer=await ctx.engine.write(task, ctx.trace), plan=plan)
+        task = WriteTask(role="answer:haiku", prompt=WRITE_HAIKU, question=question, extra={"images": ", ".join(plan.images)}, sources=sources)
+        return typedrag.StrategyOutput(answer=(await ctx.engine.write(task, ctx.trace)).text, plan=plan)
 
 
 def test_a_route_added_from_outside_answers_with_its_own_schema_and_prompts():
@@ -106,8 +105,8 @@ def test_a_route_without_an_offline_recipe_is_written_offline_by_the_generic_one
         async def run(self, question, ctx):
             await ctx.engine.plan(self.plan, question, ctx.trace)
             sources = ctx.book.add(await ctx.retrieve(question, 2))
-            task = WriteTask("answer:plain", WRITE_HAIKU, {"question": question, "images": ""}, sources=sources)
-            return typedrag.StrategyOutput(answer=await ctx.engine.write(task, ctx.trace))
+            task = WriteTask(role="answer:plain", prompt=WRITE_HAIKU, question=question, extra={"images": ""}, sources=sources)
+            return typedrag.StrategyOutput(answer=(await ctx.engine.write(task, ctx.trace)).text)
 
     texts = ["Autumn leaves fall slowly over the quiet pond.", "Tax law changed in 1986."]
     pipeline = Pipeline(OfflineEngine(), ListRetriever(texts), routes={**default_routes(), "PLAIN": Plain()})

@@ -4,8 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 SECTION_SEPARATOR = " › "
+
+
+class BlockKind(StrEnum):
+    """What a block of a document is, as its reader knows it."""
+
+    PROSE = "prose"
+    HEADING = "heading"
+    ITEM = "item"  # a list item
+    CODE = "code"
+    TABLE = "table"
+    ADMONITION = "admonition"  # a note, warning or tip box, its title included
+    CAPTION = "caption"
+    NOTICE = "notice"  # a licence or copyright notice, navigation left over
+
+
+@dataclass(frozen=True, slots=True)
+class LineKind:
+    """The kind of one line of a passage, and an ordered list item's place in its list."""
+
+    kind: BlockKind = BlockKind.PROSE
+    order: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from typedrag.citations import cited_numbers, strip_markers
 from typedrag.llm.base import LLMCall
-from typedrag.records import SECTION_SEPARATOR, ScoredPassage
+from typedrag.records import SECTION_SEPARATOR, LineKind, ScoredPassage
 from typedrag.text import split_sentences
 
 
@@ -25,6 +25,7 @@ class Source(BaseModel):
     page_end: int | None = Field(None, description="last PDF page, when the passage runs over more than one")
     text: str
     score: float
+    lines: tuple[LineKind, ...] = Field((), description="the kind of each line of `text`, as the document's reader knew it")
 
     @classmethod
     def of(cls, number: int, hit: ScoredPassage) -> "Source":

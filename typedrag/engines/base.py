@@ -1,11 +1,14 @@
-"""What a strategy asks an engine to do, and the trace every step writes into.
+"""The steps a strategy hands an engine, as typed objects, and what the engine hands back.
 
-A strategy hands over a `PlanTask` (its role, prompt and schema) or a `WriteTask` (its role, prompt,
-the prompt's values, the passages or partial answers). The LLM engine fills the prompt; the offline
-engine looks the role up among its own planners and extractive recipes (typedrag/engines/offline/).
-A route added from outside typedrag may bring its own offline planner (`PlanTask.offline`) and recipe
-(`WriteTask.extract`, in the `Section`/`Extract` terms below); without them the offline engine uses
-its generic recipe, so a new type needs no engine change.
+A strategy asks for a plan with a `PlanTask` (its prompt and schema) and for text with a `WriteTask`:
+typedrag's own steps are the subclasses below, each declaring what it answers from (the question,
+the sources, a comparison's purpose and items, an aspect's facet, the parts to combine) as typed
+fields, in the spirit of a DSPy Signature. The LLM engine fills the step's prompt from `values()`;
+the offline engine dispatches on the step's class (typedrag/engines/offline/answers.py). A route
+added from outside typedrag uses `WriteTask` itself, with its prompt's own values in `extra`; the
+offline engine writes it as plain RAG does.
+
+`role` names a step in traces and in the response cache ("aspect:reason"); nothing dispatches on it.
 """
 
 from __future__ import annotations
@@ -13,14 +16,35 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Generic, Literal, Protocol, TypeVar
 
 from pydantic import BaseModel
 
 from typedrag.prompts import Prompt
+from typedrag.reader import Role
 from typedrag.result import Source, Trace
 
-__all__ = ["Engine", "Extract", "Part", "PlanT", "PlanTask", "Section", "TextSink", "Trace", "WriteTask", "sentence_pieces", "trimmed"]
+__all__ = [
+    "Advised",
+    "AspectAnswer",
+    "ClosedBook",
+    "Combined",
+    "Compared",
+    "Engine",
+    "Facet",
+    "Grounded",
+    "Part",
+    "PlanT",
+    "PlanTask",
+    "Quote",
+    "TextSink",
+    "Trace",
+    "WriteTask",
+    "Written",
+    "sentence_pieces",
+    "trimmed",
+]
 
 PlanT = TypeVar("PlanT", bound=BaseModel)
 TextSink = Callable[[str], None]  # hears a step's text piece by piece as it is written
@@ -29,83 +53,133 @@ _PIECE_END = re.compile(r"(?<=[.!?\]])[ \t]+(?!\[)|\n+")
 
 @dataclass(frozen=True)
 class PlanTask(Generic[PlanT]):
-    """A structured step: the LLM engine fills `prompt` as `schema`; the offline engine plans by `role`.
+    """A structured step: the LLM engine fills `prompt` as `schema`; the offline engine plans with its own
+    planner for this task, or with `offline` (a route added from outside typedrag), which returns a plan
+    or raises ValueError when it does not apply. The prompt may use `{question}` and `{reply_format}`."""
 
-    The prompt may use `{question}` and `{reply_format}` (generated from the schema). `offline`, for a
-    route the offline engine does not know, returns a plan or raises ValueError when it does not apply.
-    """
-
-    role: str  # "plan:<type>"
+    role: str  # "plan:<type>", for traces
     prompt: Prompt
     schema: type[PlanT]
     offline: Callable[[str], PlanT] | None = None
 
 
-@dataclass
+class Facet(StrEnum):
+    """What the planned aspects of a decomposing type add to plain RAG's answer."""
+
+    CAUSES = "causes"  # reason: each aspect a cause, condition or mechanism
+    STEPS = "steps"  # instruction: each aspect a part of the procedure
+    VIEWS = "views"  # debate: each aspect one perspective's case
+
+
+@dataclass(frozen=True)
+class Quote:
+    """A sentence an extractive engine quoted, as the reader read it: kept with a partial answer so the
+    step that combines answers knows each sentence's role and place without parsing the text back."""
+
+    text: str
+    cites: tuple[int, ...]  # the numbers of the passages it came from
+    role: Role
+    answers: float  # the reader's chance that it answers the question
+    order: int | None = None  # its place in an ordered list of its document (a step the document numbered)
+
+
+@dataclass(frozen=True)
+class Written:
+    """An engine's text for a step. `quotes` holds what an extractive engine quoted, in the order written
+    (an LLM's text has none); `supported` is False when the sources do not answer the question, so the
+    text says so or shows only the nearest passages."""
+
+    text: str
+    quotes: tuple[Quote, ...] = ()
+    supported: bool = True
+
+
+@dataclass(frozen=True)
 class Part:
-    """One aspect's answer handed to an aggregator or mediator."""
+    """One aspect's answer handed to the step that combines them."""
 
     label: str
     text: str
-    query: str = ""  # what the aspect was about; the offline engine selects its sentences by it
+    quotes: tuple[Quote, ...] = ()
+    lead: bool = False  # plain RAG's own answer (the overview): the combined answer keeps it whole
 
 
-@dataclass(frozen=True)
-class Section:
-    """One part of an extractive answer: sentences about `query`, optionally from some groups only.
-
-    `shape` favours sentences of the right shape (a cause, a step, a stance); with `shape_only` no other
-    sentence is taken, so a section with none of its shape adds nothing rather than the nearest sentence.
-    A group is a passage number when writing from sources, a part index when combining partial answers.
-    """
-
-    query: str
-    label: str = ""
-    sentences: int = 2
-    shape: re.Pattern[str] | None = None
-    shape_only: bool = False
-    groups: frozenset[int] | None = None
-    in_order: bool = False  # keep the sentences in text order (steps), not in order of relevance
-    optional: bool = False  # left out when nothing fits; otherwise a labelled section says so
-    max_words: int | None = None  # longer sentences only when there is no shorter one (an added point, not a run-on)
-    about: tuple[str, ...] = ()  # things a sentence must name (two of them, if several), itself or by its article's title
-    subject: bool = False  # ...as what the sentence is about: it opens the sentence, not a list or a phrase ("of X")
-    verbatim: bool = False  # every sentence of its groups as written, in order (a lead chosen already)
-    lead: bool = False  # plain RAG's answer from the question's own passages (`WriteTask.question_sources`)
-
-
-@dataclass(frozen=True)
-class Extract:
-    """How the offline engine writes an answer: sections of picked sentences, laid out one way.
-
-    The header and footer frame the labelled sections, so they show only when those say something, and
-    the header only when every section labelled in `header_needs` does ("Views differ." needs a view
-    on each side)."""
-
-    sections: tuple[Section, ...]
-    layout: Literal["prose", "bullets", "numbered"] = "prose"
-    header: str = ""
-    footer: str = ""
-    header_needs: tuple[str, ...] = ()
-
-
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class WriteTask:
-    """A generation step: fill `prompt` (with `{sources}` / `{parts}` formatted from the lists), or extract.
+    """A generation step: `prompt` filled from `values()` (with `{sources}` / `{parts}` formatted by the
+    engine). A route's own step passes its prompt's other values in `extra`."""
 
-    `question_sources` says how many of the first sources are the question's own top passages, the
-    evidence plain RAG answers from: the offline engine leads every typed answer with what plain RAG
-    would say from them. `extract` is an outside route's own recipe for the offline engine.
-    """
-
-    role: str  # "answer:<type>", "aspect:<type>", "aggregate:<type>", "mediate:<type>"
+    role: str
     prompt: Prompt
-    values: dict[str, str]
+    question: str
     sources: list[Source] = field(default_factory=list)
-    parts: list[Part] = field(default_factory=list)
+    extra: dict[str, str] = field(default_factory=dict)
     max_tokens: int = 400
-    question_sources: int = 0
-    extract: Extract | None = None
+
+    def values(self) -> dict[str, str]:
+        """The prompt's placeholders other than the sources and parts."""
+        return {"question": self.question, **self.extra}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Grounded(WriteTask):
+    """Plain RAG's step: the question answered from its own passages (evidence-based questions, the
+    plain-RAG baseline, and the overview every decomposing type begins with)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ClosedBook(WriteTask):
+    """The LLM-only baseline: no sources."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Compared(WriteTask):
+    """A comparison answered by its purpose, covering every item. The first `lead` sources are the
+    question's own top passages: what plain RAG answers from."""
+
+    purpose: Literal["difference", "similarity", "superiority"]
+    items: tuple[str, ...]
+    instruction: str  # how the purpose shapes the answer, in the prompt's words
+    lead: int = 0
+
+    def values(self) -> dict[str, str]:
+        return {**super().values(), "purpose": self.purpose, "items": "; ".join(self.items), "purpose_instruction": self.instruction}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Advised(WriteTask):
+    """Advice on `topic` drawn from varied experiences; the first `lead` sources are the question's own."""
+
+    topic: str
+    lead: int = 0
+
+    def values(self) -> dict[str, str]:
+        return {**super().values(), "topic": self.topic}
+
+
+@dataclass(frozen=True, kw_only=True)
+class AspectAnswer(WriteTask):
+    """One planned aspect answered from passages of its own: a cause, a part of the procedure, or one
+    perspective's case (`facet`); `focus` is the aspect as the plan named it."""
+
+    focus: str
+    facet: Facet
+
+    def values(self) -> dict[str, str]:
+        return {**super().values(), "focus": self.focus}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Combined(WriteTask):
+    """The aspects' answers merged into one: aggregated (causes, steps) or mediated (views). `sources`
+    are every source numbered so far (the prompt does not show them)."""
+
+    parts: tuple[Part, ...]
+    facet: Facet
+    topic: str = ""  # a debate's topic
+
+    def values(self) -> dict[str, str]:
+        return {**super().values(), "topic": self.topic} if self.topic else super().values()
 
 
 class Engine(Protocol):
@@ -118,7 +192,7 @@ class Engine(Protocol):
         """A validated plan, or PlanFailed with the reason."""
         ...
 
-    async def write(self, task: WriteTask, trace: Trace, on_text: TextSink | None = None) -> str:
+    async def write(self, task: WriteTask, trace: Trace, on_text: TextSink | None = None) -> Written:
         """The text of the step, citing passages as [n] where it uses them. `on_text`, if given,
         hears the text as it is written, in pieces that concatenate to the returned text."""
         ...

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from typedrag.engines.base import Part, PlanT, PlanTask, TextSink, Trace, WriteTask, trimmed
+from typedrag.engines.base import Combined, Part, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, trimmed
 from typedrag.errors import PlanFailed
 from typedrag.llm.base import ChatModel
 from typedrag.prompts import delimit, format_sources, reply_format
 
 
-def format_parts(parts: list[Part]) -> str:
+def format_parts(parts: tuple[Part, ...]) -> str:
     """Partial answers for an aggregator or mediator prompt, each in a <partial> tag."""
     return "\n".join(delimit("partial", p.text, n=i, aspect=p.label) for i, p in enumerate(parts, 1))
 
@@ -45,17 +45,17 @@ class LLMEngine:
             raise PlanFailed(completion.call.error or "the model returned no valid plan")
         return completion.parsed
 
-    async def write(self, task: WriteTask, trace: Trace, on_text: TextSink | None = None) -> str:
-        values = dict(task.values)
+    async def write(self, task: WriteTask, trace: Trace, on_text: TextSink | None = None) -> Written:
+        values = task.values()
         fields = task.prompt.fields()
         if "sources" in fields:
             values["sources"] = format_sources(task.sources)
         if "parts" in fields:
-            values["parts"] = format_parts(task.parts)
+            values["parts"] = format_parts(task.parts if isinstance(task, Combined) else ())
         max_tokens = min(task.max_tokens, self.answer_tokens or task.max_tokens)
         streaming = {"on_text": trimmed(on_text)} if on_text is not None else {}
         completion = await self.model.complete(
             task.prompt.messages(**values), role=task.role, max_tokens=max_tokens, **streaming
         )
         trace.calls.append(completion.call)
-        return completion.text.strip()
+        return Written(completion.text.strip())

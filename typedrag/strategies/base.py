@@ -9,7 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
-from typedrag.engines.base import Engine, Trace, WriteTask
+from typedrag.engines.base import Engine, Trace, WriteTask, Written
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
@@ -96,17 +96,17 @@ class StrategyContext:
         if self.on_event is not None:
             self.on_event(event, data)
 
-    async def write_answer(self, task: WriteTask) -> str:
+    async def write_answer(self, task: WriteTask) -> Written:
         """The final generation step of a strategy; a listening client gets its text as it is written."""
         if self.on_event is None:
             return await self.engine.write(task, self.trace)
         stream = AnswerStream(self.emit, self.book.sources)
         try:
-            text = await self.engine.write(task, self.trace, on_text=stream)
+            written = await self.engine.write(task, self.trace, on_text=stream)
         finally:
             self.streamed += stream.sent
         stream.close()
-        return text
+        return written
 
     async def retrieve(self, query: str, k: int) -> list[ScoredPassage]:
         """Top-k passages for one query, searched in a worker thread."""
@@ -134,6 +134,7 @@ class StrategyOutput:
     answer: str
     plan: BaseModel | None = None
     aspects: list[Aspect] = field(default_factory=list)
+    supported: bool = True  # False when the engine found nothing in the sources that answers
 
 
 @runtime_checkable

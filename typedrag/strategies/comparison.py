@@ -7,7 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag.engines.base import PlanTask, WriteTask
+from typedrag.engines.base import Compared, PlanTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput, union
@@ -105,16 +105,15 @@ class ComparisonStrategy:
             Aspect(label=item, query=query, source_numbers=[numbers[h.passage_id] for h in hits if h.passage_id in numbers])
             for item, query, hits in zip(items, queries, per_item)
         ]
-        task = WriteTask(
+        task = Compared(
             role="answer:comparison",
             prompt=COMPARISON_ANSWER,
-            values={
-                "question": question,
-                "purpose": plan.purpose,
-                "items": "; ".join(items),
-                "purpose_instruction": PURPOSE_INSTRUCTIONS[plan.purpose],
-            },
+            question=question,
+            purpose=plan.purpose,
+            items=tuple(items),
+            instruction=PURPOSE_INSTRUCTIONS[plan.purpose],
             sources=sources,
-            question_sources=len(by_question[: ctx.top_k]),
+            lead=len(by_question[: ctx.top_k]),
         )
-        return StrategyOutput(answer=await ctx.write_answer(task), plan=plan, aspects=aspects)
+        written = await ctx.write_answer(task)
+        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects, supported=written.supported)

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag.engines.base import PlanTask
+from typedrag.engines.base import Facet, PlanTask
 from typedrag.prompts import CITE, DATA_RULE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
 from typedrag.strategies.base import StrategyContext, StrategyOutput
@@ -71,7 +71,7 @@ MEDIATE_DEBATE = Prompt(
 )
 
 PLAN = PlanTask(role="plan:debate", prompt=PLAN_DEBATE, schema=DebatePlan)
-MEDIATION = Combination(PERSPECTIVE_ANSWER, MEDIATE_DEBATE, combine="mediate")
+MEDIATION = Combination(PERSPECTIVE_ANSWER, MEDIATE_DEBATE, Facet.VIEWS, combine="mediate")
 
 
 class DebateStrategy:
@@ -90,5 +90,5 @@ class DebateStrategy:
         perspectives = keep_at_most(plan.perspectives, MAX_ASPECTS, "perspectives", PLAN.role, ctx.trace)
         aspects = [Aspect(label=p.name, query=p.sub_query) for p in perspectives]
         ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
-        answer = await answer_and_combine(question, overview, aspects, self.name, MEDIATION, ctx, topic=plan.topic)
-        return StrategyOutput(answer=answer, plan=plan, aspects=aspects)
+        written = await answer_and_combine(question, overview, aspects, self.name, MEDIATION, ctx, topic=plan.topic)
+        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects, supported=written.supported)

@@ -24,8 +24,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.attribution import settle
-from typedrag.citations import cited_numbers
-from typedrag.engines.base import Part, PlanT, PlanTask, WriteTask
+from typedrag.engines.base import AspectAnswer, Combined, Facet, Part, PlanT, PlanTask, WriteTask, Written
 from typedrag.errors import AspectsFailed, LLMError
 from typedrag.prompts import CITE, GROUNDED, Prompt
 from typedrag.records import ScoredPassage
@@ -67,11 +66,12 @@ ASPECT_ANSWER = Prompt(
 
 @dataclass(frozen=True)
 class Combination:
-    """How a decomposing type answers its aspects and merges them: the prompts, and the merging step's
-    name ("aggregate" or "mediate"), which with the type's name makes each step's role."""
+    """How a decomposing type answers its aspects and merges them: the prompts, what its aspects add
+    (`facet`), and the merging step's name ("aggregate" or "mediate") for its role in traces."""
 
     aspect_prompt: Prompt
     prompt: Prompt
+    facet: Facet
     combine: str = "aggregate"
 
 
@@ -89,26 +89,31 @@ def repeats(text: str, earlier: str) -> bool:
     return shared >= REPEAT_MIN_WORDS and shared / min(len(words), len(other)) >= REPEAT_OVERLAP
 
 
-async def answer_aspect(question: str, aspect: Aspect, sources, name: str, how: Combination, ctx: StrategyContext) -> None:
+async def answer_aspect(question: str, aspect: Aspect, sources, name: str, how: Combination, ctx: StrategyContext) -> Part | None:
     """A planned aspect's answer from its own passages, told to streaming clients once written."""
-    task = WriteTask(
+    task = AspectAnswer(
         role=f"aspect:{name}",
         prompt=how.aspect_prompt,
-        values={"question": question, "focus": aspect.label, "query": aspect.query},
+        question=question,
+        focus=aspect.label,
+        facet=how.facet,
         sources=sources,
         max_tokens=ASPECT_TOKENS,
     )
-    await write_aspect(aspect, task, ctx)
+    part = await write_aspect(aspect, task, ctx)
     ctx.emit("aspect", aspect=aspect.model_dump())
+    return part
 
 
-async def write_aspect(aspect: Aspect, task: WriteTask, ctx: StrategyContext) -> None:
-    """Fill in `aspect.answer`; dropped, and recorded, if generation fails or no passage supports it."""
+async def write_aspect(aspect: Aspect, task: WriteTask, ctx: StrategyContext) -> Part | None:
+    """Fill in `aspect.answer`; the part it gives the combining step, or None when it is dropped, and
+    recorded, because generation failed or no passage supports it."""
     try:
-        aspect.answer = await ctx.engine.write(task, ctx.trace)
+        written = await ctx.engine.write(task, ctx.trace)
     except LLMError as error:
         drop(aspect, f"generation failed: {error}", ctx)
-        return
+        return None
+    aspect.answer = written.text
     if ctx.engine.generative:  # a model's markers are checked; an extractive engine quotes with the passages' own
         settled = await asyncio.to_thread(settle, aspect.answer, task.sources)
         for note in settled.notes(f"aspect {aspect.label!r}"):
@@ -116,8 +121,11 @@ async def write_aspect(aspect: Aspect, task: WriteTask, ctx: StrategyContext) ->
         aspect.answer = settled.text
         if not settled.supported:
             drop(aspect, "no sentence of its answer is supported by its passages", ctx)
-    elif not cited_numbers(aspect.answer):
-        drop(aspect, "its passages hold no sentence of its kind", ctx)
+    elif not written.supported and isinstance(task, AspectAnswer):
+        drop(aspect, "no sentence of its kind in its passages answers the question", ctx)
+    if aspect.error is not None:
+        return None
+    return Part(label=aspect.label, text=aspect.answer, quotes=written.quotes, lead=not isinstance(task, AspectAnswer))
 
 
 @dataclass
@@ -126,7 +134,7 @@ class Overview:
     its answer written while the model plans, so after the plan only the planned aspects' requests remain."""
 
     passages: asyncio.Task[list[ScoredPassage]]
-    answered: asyncio.Task[Aspect | None]  # None when the question found no passage
+    answered: asyncio.Task[tuple[Aspect, Part | None] | None]  # None when the question found no passage
 
     @classmethod
     def begin(cls, question: str, name: str, ctx: StrategyContext) -> "Overview":
@@ -144,15 +152,16 @@ class Overview:
                 step.exception()
 
 
-async def _answer_overview(question: str, passages: Awaitable[list[ScoredPassage]], name: str, ctx: StrategyContext) -> Aspect | None:
+async def _answer_overview(
+    question: str, passages: Awaitable[list[ScoredPassage]], name: str, ctx: StrategyContext
+) -> tuple[Aspect, Part | None] | None:
     hits = await passages
     if not hits:
         return None
     aspect = Aspect(label=OVERVIEW, query=question)
     sources = ctx.book.add(hits)  # numbered first: the plan, and so every other aspect, is still to come
     aspect.source_numbers = [s.number for s in sources]
-    await write_aspect(aspect, grounded_answer(question, sources, f"overview:{name}"), ctx)
-    return aspect
+    return aspect, await write_aspect(aspect, grounded_answer(question, sources, f"overview:{name}"), ctx)
 
 
 async def plan_beside_overview(plan: Awaitable[PlanT], question: str, name: str, ctx: StrategyContext) -> tuple[PlanT, Overview]:
@@ -174,8 +183,8 @@ def drop(aspect: Aspect, reason: str, ctx: StrategyContext, *, announce: bool = 
 
 
 async def answer_and_combine(
-    question: str, overview: Overview, aspects: list[Aspect], name: str, how: Combination, ctx: StrategyContext, **values: str
-) -> str:
+    question: str, overview: Overview, aspects: list[Aspect], name: str, how: Combination, ctx: StrategyContext, topic: str = ""
+) -> Written:
     """The combined answer of the overview and `aspects` (filled in place: passages, answers, or why each
     was dropped; the overview is put first among them).
 
@@ -186,15 +195,17 @@ async def answer_and_combine(
         answered = await answer_aspects(question, overview, aspects, name, how, ctx)
     finally:
         await overview.cancel()  # a no-op once it is done; stops it if answering the aspects failed
-    parts = useful_parts(answered, ctx)
+    parts = useful_parts(answered, aspects, ctx)
     if not parts:
         raise AspectsFailed(why_none(aspects))
-    task = WriteTask(
+    task = Combined(
         role=f"{how.combine}:{name}",
         prompt=how.prompt,
-        values={"question": question, **values},
-        parts=parts,
-        sources=ctx.book.sources,  # the prompt does not show them; the offline engine reads their titles
+        question=question,
+        parts=tuple(parts),
+        facet=how.facet,
+        topic=topic,
+        sources=ctx.book.sources,  # the prompt does not show them
         max_tokens=600,
     )
     return await ctx.write_answer(task)
@@ -202,22 +213,22 @@ async def answer_and_combine(
 
 async def answer_aspects(
     question: str, overview: Overview, aspects: list[Aspect], name: str, how: Combination, ctx: StrategyContext
-) -> list[Aspect]:
-    """The aspects given passages, answered: the overview first (put first in `aspects` too), then the
-    planned ones in plan order."""
+) -> list[Part | None]:
+    """The aspects given passages, answered, each as the part it gives the combining step (None when
+    dropped): the overview first (put first in `aspects` too), then the planned ones in plan order."""
     working = await gather_evidence(question, await overview.passages, aspects, ctx)
 
-    async def overview_answer() -> Aspect | None:
-        aspect = await overview.answered
-        if aspect is not None:  # told after the plan, whenever it was written
-            ctx.emit("aspect", aspect=aspect.model_dump())
-        return aspect
+    async def overview_answer() -> tuple[Aspect, Part | None] | None:
+        answered = await overview.answered
+        if answered is not None:  # told after the plan, whenever it was written
+            ctx.emit("aspect", aspect=answered[0].model_dump())
+        return answered
 
-    first, *_ = await asyncio.gather(overview_answer(), *(answer_aspect(question, a, s, name, how, ctx) for a, s in working))
+    first, *planned = await asyncio.gather(overview_answer(), *(answer_aspect(question, a, s, name, how, ctx) for a, s in working))
     if first is None:
-        return [aspect for aspect, _ in working]
-    aspects.insert(0, first)
-    return [first, *(aspect for aspect, _ in working)]
+        return planned
+    aspects.insert(0, first[0])
+    return [first[1], *planned]
 
 
 async def gather_evidence(
@@ -251,16 +262,17 @@ async def gather_evidence(
     return working
 
 
-def useful_parts(answered: list[Aspect], ctx: StrategyContext) -> list[Part]:
+def useful_parts(answered: list[Part | None], aspects: list[Aspect], ctx: StrategyContext) -> list[Part]:
     """The aspects' answers worth combining: each one supported by its passages and not a repeat of another."""
     parts: list[Part] = []
-    for aspect in answered:
-        if aspect.error is not None:
+    by_label = {aspect.label: aspect for aspect in aspects}
+    for part in answered:
+        if part is None:
             continue
-        if any(repeats(aspect.answer, p.text) for p in parts):
-            drop(aspect, "its answer repeats another aspect's", ctx)
+        if any(repeats(part.text, p.text) for p in parts):
+            drop(by_label[part.label], "its answer repeats another aspect's", ctx)
             continue
-        parts.append(Part(label=aspect.label, text=aspect.answer, query=aspect.query))
+        parts.append(part)
     return parts
 
 
@@ -290,5 +302,5 @@ class SubQueryStrategy:
         queries = keep_at_most(plan.sub_queries, MAX_ASPECTS, "sub-queries", self.plan.role, ctx.trace)
         aspects = [Aspect(label=q, query=q) for q in queries]
         ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
-        answer = await answer_and_combine(question, overview, aspects, self.name, self.combination, ctx)
-        return StrategyOutput(answer=answer, plan=plan, aspects=aspects)
+        written = await answer_and_combine(question, overview, aspects, self.name, self.combination, ctx)
+        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects, supported=written.supported)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typedrag.engines.base import WriteTask
+from typedrag.engines.base import ClosedBook, Grounded
 from typedrag.prompts import CITE, CLOSED_BOOK, GROUNDED, Prompt
 from typedrag.result import Source
 from typedrag.strategies.base import StrategyContext, StrategyOutput
@@ -14,10 +14,10 @@ GROUNDED_ANSWER = Prompt(
 )
 
 
-def grounded_answer(question: str, sources: list[Source], role: str) -> WriteTask:
+def grounded_answer(question: str, sources: list[Source], role: str) -> Grounded:
     """Plain RAG's step: the question answered from its passages. Decomposing types run the very same
     step as their overview, so their combined answer never has less than plain RAG's."""
-    return WriteTask(role=role, prompt=GROUNDED_ANSWER, values={"question": question}, sources=sources)
+    return Grounded(role=role, prompt=GROUNDED_ANSWER, question=question, sources=sources)
 
 
 class EvidenceStrategy:
@@ -33,8 +33,8 @@ class EvidenceStrategy:
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
         hits = await ctx.retrieve(question, ctx.top_k)
-        task = grounded_answer(question, ctx.book.add(hits), f"answer:{self.name}")
-        return StrategyOutput(answer=await ctx.write_answer(task))
+        written = await ctx.write_answer(grounded_answer(question, ctx.book.add(hits), f"answer:{self.name}"))
+        return StrategyOutput(answer=written.text, supported=written.supported)
 
 
 class ClosedBookStrategy:
@@ -43,5 +43,5 @@ class ClosedBookStrategy:
     name = "llm"
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        task = WriteTask(role="answer:llm", prompt=CLOSED_BOOK, values={"question": question})
-        return StrategyOutput(answer=await ctx.write_answer(task))
+        written = await ctx.write_answer(ClosedBook(role="answer:llm", prompt=CLOSED_BOOK, question=question))
+        return StrategyOutput(answer=written.text, supported=written.supported)

@@ -6,7 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag.engines.base import PlanTask, WriteTask
+from typedrag.engines.base import Advised, PlanTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
 from typedrag.strategies.base import StrategyContext, StrategyOutput, union
 from typedrag.strategies.plans import Name, Query, aspect_list, clean_phrases
@@ -68,11 +68,13 @@ class ExperienceStrategy:
         best = await ctx.rerank(keywords, union([by_question, by_keywords]), ctx.top_k)
         # The question's own top passages stay in: never less evidence than plain RAG.
         sources = ctx.book.add(union([by_question[: ctx.top_k], best]))
-        task = WriteTask(
+        task = Advised(
             role="answer:experience",
             prompt=EXPERIENCE_ANSWER,
-            values={"question": question, "topic": plan.topic},
+            question=question,
+            topic=plan.topic,
             sources=sources,
-            question_sources=len(by_question[: ctx.top_k]),
+            lead=len(by_question[: ctx.top_k]),
         )
-        return StrategyOutput(answer=await ctx.write_answer(task), plan=plan)
+        written = await ctx.write_answer(task)
+        return StrategyOutput(answer=written.text, plan=plan, supported=written.supported)

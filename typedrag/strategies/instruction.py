@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typedrag.engines.base import PlanTask
+from typedrag.engines.base import Facet, PlanTask
 from typedrag.prompts import DATA_RULE, PLANNER, Prompt
 from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy
 
@@ -25,4 +25,4 @@ AGGREGATE_INSTRUCTION = Prompt(
 )
 
 PLAN = PlanTask(role="plan:instruction", prompt=PLAN_INSTRUCTION, schema=SubQueryPlan)
-INSTRUCTION = SubQueryStrategy("instruction", PLAN, Combination(ASPECT_ANSWER, AGGREGATE_INSTRUCTION))
+INSTRUCTION = SubQueryStrategy("instruction", PLAN, Combination(ASPECT_ANSWER, AGGREGATE_INSTRUCTION, Facet.STEPS))

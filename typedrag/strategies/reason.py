@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typedrag.engines.base import PlanTask
+from typedrag.engines.base import Facet, PlanTask
 from typedrag.prompts import DATA_RULE, PLANNER, Prompt
 from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy
 
@@ -25,4 +25,4 @@ AGGREGATE_REASON = Prompt(
 )
 
 PLAN = PlanTask(role="plan:reason", prompt=PLAN_REASON, schema=SubQueryPlan)
-REASON = SubQueryStrategy("reason", PLAN, Combination(ASPECT_ANSWER, AGGREGATE_REASON))
+REASON = SubQueryStrategy("reason", PLAN, Combination(ASPECT_ANSWER, AGGREGATE_REASON, Facet.CAUSES))

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
+from typedrag.reader import Bars, Reading
+
 from typedrag.llm.base import Completion, LLMCall, Message, StructuredOutcome
 from typedrag.llm.structured import parse_structured
 from typedrag.text import word_pieces
@@ -83,3 +85,22 @@ class ScriptedChatModel:
                 record.structured, record.error = StructuredOutcome.FAILED, str(error)[:300]
         record.latency_ms = round((time.perf_counter() - started) * 1000, 3)
         return Completion(text=text, parsed=parsed, call=record)
+
+
+@dataclass
+class ScriptedReader:
+    """A reader whose readings come from `script(question, title, sentence)`, for tests of how the offline
+    engine composes answers from readings (the shipped model's own readings are tested apart).
+
+    >>> from typedrag.reader import Reading, Role
+    >>> reader = ScriptedReader(lambda q, title, s: Reading(0.9, 0.9, Role.CAUSE) if "because" in s else Reading(0.0, 0.0, Role.NONE))
+    >>> reader.read("Why?", [("t", "It fell because it was old.")])[0].role
+    <Role.CAUSE: 'cause'>
+    """
+
+    script: Callable[[str, str, str], Reading]
+    bars: Bars = Bars(answers=0.5, on_topic=0.5)
+    name: str = "scripted-reader"
+
+    def read(self, question: str, sentences: list[tuple[str, str]]) -> list[Reading]:
+        return [self.script(question, title, text) for title, text in sentences]

@@ -1,8 +1,8 @@
 """Every number the offline engine's choices turn on, in one frozen object.
 
 A benchmark sweeps them by passing its own `OfflineSettings` to `OfflineEngine(settings=...)`,
-never by editing code; what each value was measured against is in BENCHMARKS.md ("Offline engine
-settings"), together with the corpus it was tuned on.
+never by editing code; what each value was measured against is in BENCHMARKS.md. The reader's own
+bars (when a sentence answers, when it is on topic) ship with its model (typedrag/reader/model).
 """
 
 from __future__ import annotations
@@ -12,25 +12,14 @@ from dataclasses import dataclass
 
 @dataclass(frozen=True)
 class OfflineSettings:
-    """How the offline engine picks and lays out sentences."""
+    """How many sentences the offline engine quotes, and which it considers."""
 
-    # Sentences quoted: plain RAG's answer (and so every typed answer's lead), and what each type adds to it.
-    answer_sentences: int = 4
-    added_sentences: int = 2  # a typed answer adds at most this many sentences of its own shape to the lead
-    added_max_words: int = 30  # an added point is one short sentence, not a run-on
-    min_words: int = 5  # shorter fragments and longer run-ons read badly out of context
-    max_words: int = 70
-    # Relevance of a sentence to a section's query: MiniLM cosine plus the weight of the query's rare words it holds.
-    lexical_weight: float = 1.0
-    min_relevance: float = 0.25  # below this a sentence is off topic: better to say less
-    # The meaning must match too, relative to the best sentence (a question the embedder cannot read keeps
-    # the passages BM25 found): the bar is min(min_similarity, best - similarity_margin).
-    min_similarity: float = 0.1
-    similarity_margin: float = 0.25
-    subject_bonus: float = 0.6  # a sentence from the article the query names ("Black Death", not "Death")
-    cue_bonus: float = 0.1  # a sentence of the section's shape outranks a slightly closer one
-    near_duplicate: float = 0.9  # cosine above which two sentences say the same
-    diversity: float = 0.3  # maximal marginal relevance: how much a sentence like one already chosen loses
+    answer_sentences: int = 4  # plain RAG quotes at most this many sentences that answer
+    nearest_sentences: int = 2  # ...or, when none answers, this many on-topic ones, marked as the nearest
+    added_sentences: int = 2  # a typed answer adds at most this many sentences of its type's role
+    list_steps: int = 8  # a document's own numbered list quoted as the steps: at most this many
+    min_words: int = 4  # shorter pieces are labels and fragments
+    max_words: int = 70  # longer ones are run-ons
 
 
 DEFAULT = OfflineSettings()

@@ -1,0 +1,189 @@
+"""How the offline engine composes answers from the reader's readings (issue 32): plain RAG quotes what
+answers and only that, a typed addition needs the reader's "answers" and its type's role, structure
+comes from the document readers, and what is left out is recorded. The readings here are scripted, so
+each test fails only when the composition does; tests/test_reader.py tests the shipped model's own."""
+
+from __future__ import annotations
+
+import asyncio
+
+from typedrag import FunctionRetriever, ListRetriever, OfflineEngine, Pipeline
+from typedrag.engines.base import AspectAnswer, Facet, Grounded
+from typedrag.engines.offline.answers import NOTHING_RELEVANT
+from typedrag.prompts import Prompt
+from typedrag.reader import Reading, Role
+from typedrag.records import BlockKind, LineKind, Passage
+from typedrag.result import Source, Trace
+from typedrag.testing import ScriptedReader
+
+PROMPT = Prompt("t", "system", "{question} {sources}")
+NOISE = Reading(0.02, 0.05, Role.NONE)
+
+
+def reads(table: dict[str, Reading]):
+    """A reader that gives each sentence containing a key its reading; every other sentence is noise."""
+
+    def script(question: str, title: str, sentence: str) -> Reading:
+        return next((reading for key, reading in table.items() if key in sentence), NOISE)
+
+    return ScriptedReader(script)
+
+
+def run(coroutine):
+    return asyncio.run(coroutine)
+
+
+def source(number: int, text: str, lines: tuple[LineKind, ...] = (), title: str = "Doc") -> Source:
+    return Source(number=number, passage_id=f"d#{number}", title=title, text=text, score=1.0, lines=lines)
+
+
+def write(engine: OfflineEngine, task) -> tuple[str, Trace]:
+    trace = Trace()
+    written = run(engine.write(task, trace))
+    return written.text, trace
+
+
+def test_plain_rag_quotes_the_sentences_that_answer_and_no_filler():
+    """Two good sentences beat two good and two noise: nothing the reader calls noise is quoted."""
+    engine = OfflineEngine(reads({"iceberg": Reading(0.9, 0.95, Role.CAUSE), "rivets": Reading(0.7, 0.9, Role.CAUSE)}))
+    text = (
+        "The Titanic struck an iceberg at night. The ship had four funnels and was painted black. "
+        "Brittle rivets let the hull plates open. Tickets cost up to 870 pounds."
+    )
+    answer, _ = write(engine, Grounded(role="answer:rag", prompt=PROMPT, question="Why did the Titanic sink?", sources=[source(1, text)]))
+    assert answer == "The Titanic struck an iceberg at night. [1] Brittle rivets let the hull plates open. [1]"
+
+
+def test_with_nothing_answering_plain_rag_shows_the_nearest_and_says_it_does_not_answer():
+    engine = OfflineEngine(reads({"funnels": Reading(0.2, 0.8, Role.FACT)}))
+    task = Grounded(role="answer:rag", prompt=PROMPT, question="Why did the Titanic sink?",
+                    sources=[source(1, "The ship had four funnels and was painted black. Tickets cost up to 870 pounds.")])
+    written = run(engine.write(task, Trace()))
+    assert written.text == "The ship had four funnels and was painted black. [1]" and not written.supported
+    nothing = run(OfflineEngine(reads({})).write(task, Trace()))
+    assert nothing.text == NOTHING_RELEVANT and not nothing.supported and nothing.quotes == ()
+
+
+def test_code_tables_and_headings_are_never_quoted_and_a_list_item_is_one_sentence():
+    """Structure comes from the document's reader: a line it marked as code is left out whatever the
+    reader model would say of it; an item of an ordered list is quoted whole, with its place."""
+    everything = reads({"": Reading(0.9, 0.9, Role.STEP)})
+    text = "Installing packages\napt install nginx will install it now\nRun the installer as root.\nUpdate the package index first"
+    lines = (LineKind(BlockKind.HEADING), LineKind(BlockKind.CODE), LineKind(BlockKind.PROSE), LineKind(BlockKind.ITEM, 1))
+    written = run(OfflineEngine(everything).write(
+        Grounded(role="answer:rag", prompt=PROMPT, question="How do I install nginx?", sources=[source(1, text, lines)]), Trace()))
+    quoted = [q.text for q in written.quotes]
+    assert quoted == ["Run the installer as root.", "Update the package index first"] or quoted == ["Update the package index first", "Run the installer as root."]
+    assert [q.order for q in written.quotes if q.text.startswith("Update")] == [1]
+
+
+def test_a_typed_addition_needs_its_role_not_a_cue_word():
+    """Issue 32: "Causes:" stood over a sentence that merely held the word "causes" (a note on overhead)."""
+    engine = OfflineEngine(reads({
+        "overhead": Reading(0.8, 0.9, Role.FACT),  # answers, holds the word "causes", is no cause
+        "iceberg": Reading(0.9, 0.9, Role.CAUSE),
+    }))
+    sources = [source(1, "The Titanic sank in 1912."), source(2, "Logging causes a millisecond of overhead per call."),
+               source(3, "She struck an iceberg that opened six compartments.")]
+    cause = AspectAnswer(role="aspect:reason", prompt=PROMPT, question="Why did the Titanic sink?", focus="causes",
+                         facet=Facet.CAUSES, sources=sources[1:2])
+    assert not run(engine.write(cause, Trace())).supported
+    found = run(engine.write(AspectAnswer(role="aspect:reason", prompt=PROMPT, question="Why did the Titanic sink?",
+                                          focus="causes", facet=Facet.CAUSES, sources=sources[2:]), Trace()))
+    assert found.supported and [q.role for q in found.quotes] == [Role.CAUSE]
+
+
+TITANIC = [
+    "RMS Titanic sank in the North Atlantic in April 1912 after she struck an iceberg on her maiden voyage.",
+    "The Titanic carried lifeboats for only about half of those on board, which made the disaster far deadlier.",
+    "Titanic's hull plates and rivets became brittle in the icy water, and the collision opened six compartments.",
+    "Warnings of ice from other ships went unheeded, and the Titanic kept close to full speed through the ice field.",
+    "Logging causes about a millisecond of overhead per call in most programs.",
+]
+
+
+def titanic_reader():
+    return reads({
+        "struck an iceberg": Reading(0.95, 0.95, Role.FACT),
+        "lifeboats": Reading(0.6, 0.9, Role.CONSEQUENCE),
+        "brittle": Reading(0.8, 0.9, Role.CAUSE),
+        "Warnings of ice": Reading(0.85, 0.9, Role.CAUSE),
+        "overhead": Reading(0.1, 0.1, Role.NONE),
+    })
+
+
+def titanic_retriever():
+    """The question finds the first two passages; a sub-query (the offline planner's "causes", "factors")
+    finds the rest, so the planned aspects have passages of their own."""
+    passages = [Passage(f"titanic#{i}", "titanic", "RMS Titanic", text) for i, text in enumerate(TITANIC)]
+    return FunctionRetriever(lambda query, k: (passages[2:] if ("causes" in query or "factors" in query) else passages[:2])[:k])
+
+
+def test_a_reason_answer_is_plain_rags_then_causes_the_reader_found():
+    pipeline = Pipeline(OfflineEngine(titanic_reader()), titanic_retriever())
+    rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
+    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
+    assert typed.strategy == "reason" and typed.answer.startswith(rag.answer + "\nCauses:\n- ")
+    added = typed.answer[len(rag.answer) :]
+    assert "brittle" in added and "Warnings of ice" in added and "overhead" not in added
+    assert "lifeboats" not in added  # a consequence, not a cause
+
+
+def test_when_no_aspect_adds_anything_the_typed_answer_is_plain_rags_and_the_trace_says_why():
+    reader = reads({"struck an iceberg": Reading(0.95, 0.95, Role.FACT)})
+    pipeline = Pipeline(OfflineEngine(reader), titanic_retriever())
+    rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
+    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
+    assert typed.answer == rag.answer and typed.plan is not None
+    dropped = [f.reason for f in typed.fallbacks if f.step.startswith("aspect:")]
+    assert dropped and all("no sentence of its kind" in reason for reason in dropped)
+
+
+def test_a_comparison_point_is_about_its_own_item_and_a_relation_joins_the_lead():
+    """Issue 32: an item's bullet described the other item."""
+    texts = [
+        "Comets are icy bodies that grow a glowing coma and tail near the Sun.",
+        "Asteroids are rocky or metallic bodies, mostly found between Mars and Jupiter.",
+        "Unlike asteroids, comets contain volatile ices that vaporise near the Sun.",
+        "An asteroid named Ceres is now classed as a dwarf planet.",
+    ]
+    reader = reads({
+        "Comets are icy": Reading(0.9, 0.9, Role.ITEM),
+        "Asteroids are rocky": Reading(0.9, 0.9, Role.ITEM),
+        "Unlike asteroids": Reading(0.95, 0.95, Role.RELATES),
+        "Ceres": Reading(0.2, 0.6, Role.ITEM),
+    })
+    typed = run(Pipeline(OfflineEngine(reader), ListRetriever(texts)).answer("What is the difference between a comet and an asteroid?", "typed", "comparison"))
+    assert typed.strategy == "comparison"
+    bullets = dict(line[2:].split(": ", 1) for line in typed.answer.splitlines() if line.startswith("- "))
+    for item, point in bullets.items():
+        other = "asteroid" if item == "comet" else "comet"
+        assert item in point.lower() and not point.lower().startswith(other)
+    assert "Ceres" not in typed.answer
+    assert "Unlike asteroids" in typed.answer.splitlines()[0]
+
+
+def test_an_instruction_answer_quotes_the_documents_own_numbered_steps_in_order():
+    steps = "Download the source archive.\nUnpack it with tar.\nRun make in the new folder.\nCopy the binary to /usr/local/bin."
+    kinds = tuple(LineKind(BlockKind.ITEM, n) for n in range(1, 5))
+    reader = reads({"Unpack": Reading(0.9, 0.9, Role.STEP), "Download": Reading(0.5, 0.8, Role.STEP),
+                    "Run make": Reading(0.6, 0.8, Role.STEP), "Copy": Reading(0.4, 0.8, Role.STEP)})
+    task = AspectAnswer(role="aspect:instruction", prompt=PROMPT, question="How do I build it from source?", focus="steps",
+                        facet=Facet.STEPS, sources=[source(1, steps, kinds)])
+    written = run(OfflineEngine(reader).write(task, Trace()))
+    assert [q.order for q in written.quotes] == [1, 2, 3, 4]
+    assert written.text.startswith("Download the source archive. [1] Unpack it with tar. [1]")
+
+
+def test_a_debate_shows_only_the_sides_the_reader_found():
+    """Issue 32: "For/Against" bullets on a question whose manual gives one clear answer."""
+    texts = [
+        "Nuclear power plants produce electricity from fission.",
+        "Critics warn that nuclear waste stays dangerous for thousands of years.",
+        "Nuclear power is used in many countries.",
+    ]
+    reader = reads({"fission": Reading(0.7, 0.9, Role.FACT), "Critics warn": Reading(0.85, 0.9, Role.AGAINST)})
+    typed = run(Pipeline(OfflineEngine(reader), ListRetriever(texts)).answer("Should we build more nuclear power plants?", "typed", "debate"))
+    assert typed.strategy == "debate"
+    assert "- For:" not in typed.answer
+    assert [f for f in typed.fallbacks if "no argument for" in f.reason]

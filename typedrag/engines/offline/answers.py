@@ -1,0 +1,191 @@
+"""How the offline engine answers each step, one function per kind of step: the one place to read how a
+question type is answered without a model.
+
+Every answer begins with plain RAG's: the sentences of the question's own passages that the reader
+says answer the question, best first (at most `answer_sentences`), or, when none does, the nearest
+on-topic ones, marked as not answering. A typed answer adds to that lead only sentences the reader
+says answer the question *and* play its type's role (a cause, a step of the procedure, an argument
+for or against, a sentence that relates the compared items, one about a single item, advice), and
+that do not repeat the lead; an addition with none is left out, and the step says so in the trace.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from typedrag.engines.base import Advised, AspectAnswer, Combined, Compared, Facet, Quote, WriteTask
+from typedrag.engines.offline.sentences import (
+    Material,
+    Sentence,
+    about,
+    answering,
+    from_sources,
+    naming_two,
+    on_topic,
+    playing,
+)
+from typedrag.engines.offline.settings import OfflineSettings
+from typedrag.reader import Bars, Reader, Role
+
+NO_PASSAGES = "The index has no passage that speaks to this question."
+NOTHING_RELEVANT = "The retrieved passages do not speak to this."
+# The roles a planned aspect of each decomposing type quotes, and the label they are shown under.
+FACET_ROLES = {Facet.CAUSES: (Role.CAUSE,), Facet.STEPS: (Role.STEP,), Facet.VIEWS: (Role.FOR, Role.AGAINST)}
+
+
+@dataclass
+class Group:
+    """Labelled sentences added to the lead: "Causes:" over a list, or "- For: ..." on one line."""
+
+    label: str
+    sentences: list[Sentence]
+    style: str = "list"  # "list" (bullets under the label), "steps" (numbered under it), "inline"
+
+
+@dataclass
+class Answer:
+    """An extractive answer: the lead paragraph, then any labelled additions."""
+
+    lead: list[Sentence]
+    groups: list[Group] = field(default_factory=list)
+    supported: bool = True  # False: nothing quoted answers the question, the lead is only the nearest
+    dropped: list[str] = field(default_factory=list)  # additions left out, and why
+
+    def text(self) -> str:
+        if not self.lead and not self.groups:
+            return NOTHING_RELEVANT
+        lines = [" ".join(quoted(s) for s in self.lead)] if self.lead else []
+        for group in self.groups:
+            if group.style == "inline":
+                lines.append(f"- {group.label}: " + " ".join(quoted(s) for s in group.sentences))
+            else:
+                lines.append(f"{group.label}:")
+                marks = [f"{n}." for n in range(1, len(group.sentences) + 1)] if group.style == "steps" else ["-"] * len(group.sentences)
+                lines += [f"{mark} {quoted(s)}" for mark, s in zip(marks, group.sentences)]
+        return "\n".join(lines)
+
+    def quotes(self) -> tuple[Quote, ...]:
+        return tuple(s.quote() for s in [*self.lead, *(s for g in self.groups for s in g.sentences)])
+
+
+def quoted(sentence: Sentence) -> str:
+    return f"{sentence.text} [{sentence.source}]"
+
+
+def answer(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer:
+    """The extractive answer of `task`, by its kind; a step of a route typedrag does not know is
+    answered as plain RAG answers."""
+    if isinstance(task, Combined):
+        return combined(task, reader.bars, settings)
+    material = Material(task.question, task.sources, reader, settings)
+    match task:
+        case Compared():
+            return comparison(task, material, reader.bars, settings)
+        case Advised():
+            return experience(task, material, reader.bars, settings)
+        case AspectAnswer():
+            return aspect(task, material, reader.bars, settings)
+        case _:
+            return plain(material, reader.bars, settings)
+
+
+def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: list[int] | None = None) -> Answer:
+    """Plain RAG: the sentences that answer, best first; none answering, the nearest on-topic ones."""
+    where = [from_sources(sources)] if sources is not None else []
+    found = material.pick(settings.answer_sentences, *where, answering(bars.answers))
+    if found:
+        return Answer(found)
+    return Answer(material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic)), supported=False)
+
+
+def comparison(task: Compared, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
+    """Plain RAG's lead, then a sentence that relates two of the items, then one point about each item."""
+    lead = plain(material, bars, settings, own_sources(task, task.lead))
+    relation = material.pick(1, answering(bars.answers), playing(Role.RELATES), naming_two(list(task.items)), beside=lead.lead)
+    result = Answer(lead.lead + relation, supported=lead.supported or bool(relation))
+    if not relation:
+        result.dropped.append("no sentence relates the items")
+    titles = {source.number: source.title for source in task.sources}
+    for item in task.items:
+        others = [other for other in task.items if other != item]
+        taken = [*result.lead, *(s for g in result.groups for s in g.sentences)]
+        point = material.pick(
+            1, answering(bars.answers), playing(Role.ITEM, Role.RELATES), about(item, others, titles), beside=taken
+        )
+        if point:
+            result.groups.append(Group(item, point, "inline"))
+            result.supported = True
+        else:
+            result.dropped.append(f"no sentence about {item!r} answers")
+    return result
+
+
+def experience(task: Advised, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
+    """Plain RAG's lead, then advice the passages give."""
+    result = plain(material, bars, settings, own_sources(task, task.lead))
+    advice = material.pick(settings.added_sentences, answering(bars.answers), playing(Role.ADVICE), beside=result.lead)
+    if advice:
+        result.groups.append(Group("Advice", advice))
+        result.supported = True
+    else:
+        result.dropped.append("no sentence gives advice")
+    return result
+
+
+def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
+    """A planned aspect: its passages' sentences of its facet's role that answer; a procedure the document
+    numbered itself is quoted as its list."""
+    found = material.pick(settings.added_sentences, answering(bars.answers), playing(*FACET_ROLES[task.facet]))
+    if task.facet is Facet.STEPS and found and found[0].order is not None:
+        found = material.ordered_list(found[0], settings.list_steps)
+    return Answer(found, supported=bool(found))
+
+
+def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
+    """The overview (plain RAG's answer) whole, then the aspects' best sentences of their facet's role,
+    under its label: "Causes:", numbered "Steps:", or "- For:" and "- Against:"."""
+    lead_quotes = [q for part in task.parts if part.lead for q in part.quotes]
+    lead = Material.of_quotes(lead_quotes).sentences
+    added = Material.of_quotes(q for part in task.parts if not part.lead for q in part.quotes)
+    result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes))
+    ok = answering(bars.answers)
+    if task.facet is Facet.VIEWS:
+        for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):
+            taken = [*lead, *(s for g in result.groups for s in g.sentences)]
+            view = added.pick(1, ok, playing(role), beside=taken)
+            if view:
+                result.groups.append(Group(label, view, "inline"))
+            else:
+                result.dropped.append(f"no argument {label.lower()}")
+    elif task.facet is Facet.STEPS:
+        steps = first_list(added.sentences) or sorted(
+            added.pick(settings.added_sentences, ok, playing(Role.STEP), beside=lead), key=lambda s: s.position
+        )
+        if steps:
+            result.groups.append(Group("Steps", steps, "steps"))
+        else:
+            result.dropped.append("no step of the procedure")
+    else:
+        causes = added.pick(settings.added_sentences, ok, playing(Role.CAUSE), beside=lead)
+        if causes:
+            result.groups.append(Group("Causes", causes))
+        else:
+            result.dropped.append("no cause")
+    result.supported = result.supported or bool(result.groups)
+    return result
+
+
+def first_list(sentences: list[Sentence]) -> list[Sentence]:
+    """The first numbered list an aspect quoted whole (items 1, 2, ... in a row), as the steps."""
+    listed: list[Sentence] = []
+    for sentence in sentences:
+        if sentence.order == len(listed) + 1:
+            listed.append(sentence)
+        elif listed:
+            break
+    return listed if len(listed) > 1 else []
+
+
+def own_sources(task: WriteTask, lead: int) -> list[int]:
+    """The numbers of the question's own passages: the first `lead` sources (all when unknown)."""
+    return [source.number for source in task.sources[: lead or len(task.sources)]]
