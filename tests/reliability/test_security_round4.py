@@ -1,0 +1,110 @@
+"""Issue 35, the service and framework side of the fourth hostile round, each against a real index, a real
+server on loopback or the loopback OpenAI stub.
+
+D14. No citation marker that came with the corpus (in a passage, a title, a section, glued to a word) reaches
+     an engine or a reader.
+D11. The chat "Sources:" text carries no terminal escape, whatever a stored title or passage id holds.
+D12. Bidirectional overrides are escaped in the chat text.
+D13. A request with both Content-Length and Transfer-Encoding is refused and its connection closed.
+Hardening: the LLM client follows no redirect to another origin.
+(The web page's part of D12 and D14 is in tests/test_server_browser.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import pytest
+
+from typedrag import citations
+from typedrag.engines.llm_engine import LLMEngine
+from typedrag.engines.offline import OfflineEngine
+from typedrag.index import build_index, open_retriever
+from typedrag.llm.openai_chat import OpenAIChatModel
+from typedrag.pipeline import Pipeline
+from typedrag.testing.openai_stub import OpenAIStubServer
+
+ROME = """# Rome notes [2][3]
+
+## Causes [4]
+
+The water of Rome ran through lead pipes[2][3] and the lead slowly poisoned the people who drank it. \
+The aqueducts carried water from the hills, and the stones of the channels turned red[4]. \
+Historians still argue about how much the lead mattered to the fall of the empire.
+"""
+OTHERS = {
+    "invasions.md": "# Barbarian invasions\n\nGermanic tribes crossed the Rhine in 406 and the western provinces were lost "
+    "to the invaders over the following decades. The sack of Rome in 410 by the Visigoths shocked the empire.\n",
+    "economy.md": "# Roman economy\n\nInflation and heavy taxes weakened the economy of the western empire, and the "
+    "debased coinage lost its value. Trade declined as roads became unsafe.\n",
+    "army.md": "# Roman army\n\nThe western army came to rely on Germanic soldiers, and the empire could no longer pay "
+    "them. The fall of the western empire followed the loss of its army.\n",
+}
+
+
+@pytest.fixture(scope="module")
+def planted_index(tmp_path_factory):
+    """The issue's reproduction: markers in a Markdown title, a heading, and glued after words."""
+    root = tmp_path_factory.mktemp("planted")
+    folder = root / "notes"
+    folder.mkdir()
+    (folder / "rome.md").write_text(ROME, encoding="utf-8")
+    for name, text in OTHERS.items():
+        (folder / name).write_text(text, encoding="utf-8")
+    build_index([folder], root / "index", show_progress=False)
+    return root / "index"
+
+
+# --- D14: planted citation markers -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "planted, clean",
+    [
+        ("lead pipes[2][3] and the lead", "lead pipes and the lead"),
+        ("the channels turned red[4].", "the channels turned red."),
+        ("in 1912[5], the ship", "in 1912, the ship"),
+        ("a well-known[3] fact", "a well-known fact"),
+        ('he said "pipes[2]" twice', 'he said "pipes" twice'),
+        ("(see pipes[2]) later", "(see pipes) later"),
+        ("Rome notes [2][3]", "Rome notes "),
+        ("Rome fell.[6] Then", "Rome fell. Then"),
+    ],
+)
+def test_reference_marks_are_removed_from_corpus_text(planted, clean):
+    assert citations.strip_reference_marks(planted) == clean
+
+
+@pytest.mark.parametrize(
+    "code",
+    ["x = a[0] + 1", "the element m[1][2] is zero", "sys.argv[1]", "print(args[1])", "my_list[0]", "rows[0] = 1",
+     "if rows[0] == 1:", "items[3].name", "$x[0]", "`arr[2]`"],
+)
+def test_an_index_in_code_is_kept(code):
+    assert citations.strip_reference_marks(code) == code
+
+
+def test_an_llm_never_sees_markers_planted_in_a_title_a_heading_or_after_a_word(planted_index):
+    with OpenAIStubServer() as stub:
+        pipeline = Pipeline(LLMEngine(OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0)), open_retriever(planted_index))
+        result = asyncio.run(pipeline.answer("Why did the Western Roman Empire fall?", "rag"))
+        prompt = stub.requests[-1].prompt
+    rome = next(s for s in result.sources if s.passage_id.startswith("rome.md"))
+    assert len(result.sources) >= 4  # numbers 2, 3 and 4 are real sources of this prompt
+    line = next(line for line in prompt.splitlines() if line.startswith(f"[{rome.number}] "))
+    assert line.startswith(f"[{rome.number}] Rome notes › Causes: The water of Rome ran through lead pipes and"), line
+    assert "turned red." in line
+    source_lines = [line for line in prompt.splitlines() if re.match(r"\[\d+\] ", line)]
+    assert len(source_lines) == len(result.sources)
+    assert all(len(re.findall(r"\[\d+\]", line)) == 1 for line in source_lines)  # each line's own number, no other
+    assert (rome.title, rome.section) == ("Rome notes", "Causes")
+
+
+def test_the_offline_engine_quotes_no_planted_marker(planted_index):
+    pipeline = Pipeline(OfflineEngine(), open_retriever(planted_index))
+    result = asyncio.run(pipeline.answer("Why did the stones of the aqueduct channels turn red?", "rag"))
+    assert "turned red." in result.answer
+    markers = re.findall(r"\[(\d+)\]", result.answer)
+    assert markers and sorted(map(int, markers)) == sorted(n for c in result.citations for n in c.source_numbers)
+    assert set(map(int, markers)) <= set(citations.cited_numbers(result.answer))
