@@ -13,6 +13,7 @@ Hardening: the LLM client follows no redirect to another origin.
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 
 import pytest
@@ -108,3 +109,60 @@ def test_the_offline_engine_quotes_no_planted_marker(planted_index):
     markers = re.findall(r"\[(\d+)\]", result.answer)
     assert markers and sorted(map(int, markers)) == sorted(n for c in result.citations for n in c.source_numbers)
     assert set(map(int, markers)) <= set(citations.cited_numbers(result.answer))
+
+
+# --- D11, D12: the chat text -----------------------------------------------------------------------
+
+TERMINAL_ACTIONS = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+EVIL_NAME = "evil\nname\x1b]52;c;cHduZWQ=\x07\x1b[2J"
+
+
+@pytest.fixture(scope="module")
+def hostile_url(small_index):
+    """A service whose stored titles, passage ids and text hold what a file name can: a line break, an OSC 52
+    clipboard write, a clear-screen, C1 controls and bidi overrides (the readers' own cleaning aside)."""
+    from typedrag.config import Settings
+    from typedrag.index import ListRetriever
+    from typedrag.records import Passage
+    from typedrag.server.app import create_app
+
+    from .test_service_guards import served
+
+    passages = [
+        Passage(passage_id=f"{EVIL_NAME}.txt#0", doc_id=EVIL_NAME, title=EVIL_NAME,
+                text="Asteroids are small rocky bodies that orbit the Sun\x9b2J in the asteroid belt."),
+        Passage(passage_id="bidi.txt#0", doc_id="bidi", title="Asteroid \u202eevil\u202c",
+                text="An asteroid is smaller than a planet and has no atmosphere \u2066at all\u2069."),
+    ]
+    app = create_app(Settings(index=small_index, cache_dir=None), Pipeline(OfflineEngine(), ListRetriever(passages)))
+    with served(app) as (url, _):
+        yield url
+
+
+def test_chat_text_carries_no_terminal_escape_or_bidi_override(hostile_url):
+    import httpx
+
+    body = {"model": "typedrag-rag", "messages": [{"role": "user", "content": "What is an asteroid?"}]}
+    reply = httpx.post(f"{hostile_url}/v1/chat/completions", json=body, timeout=120)
+    assert reply.status_code == 200, reply.text
+    content = reply.json()["choices"][0]["message"]["content"]
+    assert not TERMINAL_ACTIONS.findall(content), content
+    listed = content.split("\n\nSources:\n", 1)[1].splitlines()
+    assert len(listed) == 2 and all(line.startswith("- [") for line in listed)  # a title's line break forges no line
+    assert "evil name\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J" in content and "Asteroid \\u202eevil\\u202c" in content
+    assert reply.json()["typedrag"]["sources"][0]["title"] in (EVIL_NAME, "Asteroid \u202eevil\u202c")  # JSON keeps the data
+
+
+def test_streamed_chat_text_carries_no_terminal_escape_or_bidi_override(hostile_url):
+    import httpx
+
+    body = {"model": "typedrag-rag", "stream": True, "messages": [{"role": "user", "content": "What is an asteroid?"}]}
+    text = []
+    with httpx.stream("POST", f"{hostile_url}/v1/chat/completions", json=body, timeout=120) as reply:
+        for line in reply.iter_lines():
+            if line.startswith("data: {"):
+                chunk = json.loads(line[len("data: ") :])
+                text += [choice["delta"].get("content") or "" for choice in chunk.get("choices", [])]
+    content = "".join(text)
+    assert "\n\nSources:\n" in content and "\\x9b2J" in content
+    assert not TERMINAL_ACTIONS.findall(content), content

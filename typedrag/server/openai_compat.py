@@ -5,7 +5,8 @@ The model name picks the method and the last user message is the question (earli
 used): `typedrag-typed`, `typedrag-rag`, `typedrag-llm`, or `typedrag-typed:<type>` (e.g.
 `typedrag-typed:debate`, every routed type is listed in /v1/models) to force the question type:
 a model name is the one field every chat client lets a user choose.
-The answer text ends with a plain "Sources:" list for clients that show only text; the full
+The answer text ends with a plain "Sources:" list for clients that show only text (often in a terminal: the
+text's control characters and bidi overrides are shown as escapes, `\\x1b`, as `typedrag ask` shows them); the full
 AnswerResult (type, plan, aspects, sources, citations, LLM calls) travels in the extension field
 `typedrag` of the response, or of the final chunk when streaming. While streaming, the answer's
 text arrives as content deltas as it is written, and progress events travel as
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from typedrag.questions import QuestionError
 from typedrag.result import AnswerResult
 from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, log, request_id_var, service_of
+from typedrag.text import for_terminal
 
 MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
 TYPED_PREFIX = "typedrag-typed:"  # + a route label forces the question type
@@ -86,12 +88,18 @@ def last_user_text(messages: list[ChatMessage]) -> str:
 
 def with_sources(result: AnswerResult, show: int = 5) -> str:
     """The answer plus the passages it cites (or the top few if it cites none), for text-only clients."""
+    return for_terminal(result.answer) + sources_list(result, show)
+
+
+def sources_list(result: AnswerResult, show: int = 5) -> str:
+    """The "Sources:" list that ends the text, or nothing. Many chat clients print text to a terminal, and titles
+    and passage ids come from file names: each source stays on one line, its controls and bidi overrides escaped."""
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or result.sources[:show]
     if not listed:
-        return result.answer
-    lines = "\n".join(f"- [{s.number}] {s.title} ({s.passage_id})" for s in listed)
-    return f"{result.answer}\n\nSources:\n{lines}"
+        return ""
+    lines = "\n".join(for_terminal(" ".join(f"- [{s.number}] {s.title} ({s.passage_id})".split())) for s in listed)
+    return f"\n\nSources:\n{lines}"
 
 
 def usage(result: AnswerResult) -> dict[str, int]:
@@ -163,14 +171,13 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
                     yield ": ping\n\n"
                 elif name == "token":
                     streamed = True
-                    yield chunk({"content": data["text"]})
+                    yield chunk({"content": for_terminal(data["text"])})
                 elif name == "restart":  # deltas cannot be taken back: say so in the text itself
-                    yield chunk({"content": f"\n\n[{data['reason']}]\n\n"}, typedrag_event={"event": name, "data": data})
+                    yield chunk({"content": f"\n\n[{for_terminal(data['reason'])}]\n\n"}, typedrag_event={"event": name, "data": data})
                 elif name != "result":
                     yield chunk({}, typedrag_event={"event": name, "data": data})
                 else:
-                    text = with_sources(data)
-                    rest = text[len(data.answer) :] if streamed else text
+                    rest = sources_list(data) if streamed else with_sources(data)
                     if rest:
                         yield chunk({"content": rest})
                     yield chunk({}, "stop", typedrag=data.model_dump(mode="json"))
