@@ -166,3 +166,38 @@ def test_streamed_chat_text_carries_no_terminal_escape_or_bidi_override(hostile_
     content = "".join(text)
     assert "\n\nSources:\n" in content and "\\x9b2J" in content
     assert not TERMINAL_ACTIONS.findall(content), content
+
+
+# --- D13: a body framed two ways -------------------------------------------------------------------
+
+
+def test_a_request_with_both_content_length_and_transfer_encoding_is_refused_and_closed(small_index):
+    """The issue's smuggling probe: behind a proxy that reads Content-Length, the chunked body's end hides a
+    second request. It must be answered 400 and the connection closed, so the hidden request is never served."""
+    import socket
+
+    from typedrag.config import Settings
+    from typedrag.server.app import create_app
+
+    from .test_service_guards import served
+
+    def exchange(port: int, request: bytes) -> bytes:
+        """All the server sends back until it closes the connection."""
+        with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+            sock.sendall(request)
+            received = b""
+            while chunk := sock.recv(65536):
+                received += chunk
+        return received
+
+    hidden = b"GET /v1/models HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+    body = b"0\r\n\r\n" + hidden
+    head = b"POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+    question = b'{"question": "What do bees make?", "method": "rag"}'
+    pipeline = Pipeline(OfflineEngine(), open_retriever(small_index))
+    with served(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as (_, port):
+        smuggled = exchange(port, head + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%s" % (len(body), body))
+        chunked = exchange(port, head + b"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(question), question))
+    assert smuggled.startswith(b"HTTP/1.1 400 "), smuggled[:200]
+    assert smuggled.count(b"HTTP/1.1 ") == 1, smuggled  # the hidden GET got no answer
+    assert chunked.startswith(b"HTTP/1.1 200 "), chunked[:300]  # one framing alone is served as before
