@@ -201,3 +201,52 @@ def test_a_request_with_both_content_length_and_transfer_encoding_is_refused_and
     assert smuggled.startswith(b"HTTP/1.1 400 "), smuggled[:200]
     assert smuggled.count(b"HTTP/1.1 ") == 1, smuggled  # the hidden GET got no answer
     assert chunked.startswith(b"HTTP/1.1 200 "), chunked[:300]  # one framing alone is served as before
+
+
+# --- Hardening: the LLM client and redirects -------------------------------------------------------
+
+
+def ask_stub(base_url: str, stream: bool = False) -> str:
+    """One plain reply from the model at `base_url`, streamed or not."""
+    model = OpenAIChatModel(model="stub", base_url=base_url, max_retries=0, timeout=30)
+    pieces: list[str] = []
+    messages = [{"role": "user", "content": "Question: why? Passages: private notes"}]
+    return asyncio.run(model.complete(messages, role="answer", on_text=pieces.append if stream else None)).text
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_redirect_to_another_origin_is_not_followed(stream):
+    from typedrag.llm.base import LLMError
+    from typedrag.testing.openai_stub import Reply
+
+    with OpenAIStubServer(lambda request: Reply(content="the elsewhere answer")) as elsewhere:
+        target = elsewhere.base_url + "/chat/completions"
+        with OpenAIStubServer(lambda request: Reply(status=307, headers={"Location": target})) as endpoint:
+            with pytest.raises(LLMError) as raised:
+                ask_stub(endpoint.base_url, stream)
+        assert elsewhere.requests == []  # the question and passages never went there
+    message = str(raised.value)
+    assert "redirected" in message and elsewhere.base_url.split("/")[2] in message and "not followed" in message
+
+
+def test_a_redirect_on_the_same_origin_is_followed():
+    from typedrag.testing.openai_stub import Reply
+
+    def responder(request):
+        if len(endpoint.requests) == 1:
+            return Reply(status=307, headers={"Location": "/v2/chat/completions"})
+        return Reply(content="the moved answer")
+
+    with OpenAIStubServer(responder) as endpoint:
+        assert ask_stub(endpoint.base_url) == "the moved answer"
+        assert len(endpoint.requests) == 2
+
+
+@pytest.mark.parametrize("location", ["//127.0.0.2:9/v1/chat/completions", "http://127.0.0.1:abc/", "http://[::1"])
+def test_a_redirect_elsewhere_or_nowhere_is_one_clear_error(location):
+    from typedrag.llm.base import LLMError
+    from typedrag.testing.openai_stub import Reply
+
+    with OpenAIStubServer(lambda request: Reply(status=308, headers={"Location": location})) as endpoint:
+        with pytest.raises(LLMError, match="redirected to another origin .*not followed"):
+            ask_stub(endpoint.base_url)
