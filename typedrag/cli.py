@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from typedrag import __version__
 from typedrag.commands import (
     USER_ERRORS,
     LLMConcurrencyOpt,
@@ -35,6 +36,21 @@ app = typer.Typer(
 )
 console = Console()
 progress_console = Console(stderr=True, soft_wrap=True)  # what happens while an answer streams on stdout
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(f"typedrag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print typedrag's version and exit.")
+    ] = False,
+) -> None:
+    """Options before the command: `typedrag --version`."""
 
 IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
 LLMOpt = Annotated[
