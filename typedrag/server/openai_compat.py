@@ -48,7 +48,7 @@ class ChatMessage(BaseModel):
 class ChatCompletionRequest(BaseModel):
     """An OpenAI chat-completions request; the model name picks the method (and may force a type)."""
 
-    model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: accepted and not used
+    model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: accepted and not used; see chat_completions
 
     model: str = Field(examples=["typedrag-typed"])
     messages: list[ChatMessage] = Field(min_length=1)
@@ -60,9 +60,21 @@ class ChatCompletionRequest(BaseModel):
 async def models(request: Request) -> dict[str, Any]:
     """typedrag-typed (Typed-RAG), typedrag-rag (plain RAG), typedrag-llm (LLM only), and
     typedrag-typed:<type> for each question type (Typed-RAG with that type forced)."""
+    return {"object": "list", "data": list(_models(request).values())}
+
+
+@router.get("/models/{model_id}")
+async def model(model_id: str, request: Request) -> dict[str, Any]:
+    """One model of the list, as OpenAI's `models.retrieve` reads it; 404 for a name that is not ours."""
+    found = _models(request).get(model_id)
+    if found is None:
+        raise api_error(404, f"unknown model {model_id!r}; GET /v1/models lists them")
+    return found
+
+
+def _models(request: Request) -> dict[str, dict[str, Any]]:
     forced = [TYPED_PREFIX + label.lower() for label in service_of(request).pipeline.routes]
-    data = [{"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in [*MODELS, *forced]]
-    return {"object": "list", "data": data}
+    return {name: {"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in [*MODELS, *forced]}
 
 
 def method_of(model: str) -> tuple[str, str | None]:
@@ -124,6 +136,11 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
     used_tools = [name for name in ("tools", "tool_choice", "functions", "function_call") if extra.get(name)]
     if used_tools:
         raise api_error(400, f"typedrag does not call tools: remove {', '.join(used_tools)} from the request")
+    shape = extra.get("response_format")
+    if shape is not None and shape != {"type": "text"}:
+        kind = shape.get("type") if isinstance(shape, dict) else shape
+        raise api_error(400, f"typedrag answers in text with its sources, so response_format {kind!r} cannot be honoured: "
+                             "remove it (the structured result is the response's `typedrag` field)")
     forced = None
     if type_ is not None:  # a type in the model name that is not routed means an unknown model
         try:
