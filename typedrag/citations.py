@@ -20,7 +20,8 @@ _NUMBER = re.compile(r"\[(\d{1,3})\]")
 # A run glued to the end of a prose word or a year, then a space, closing punctuation or the end: a reference
 # mark copied with the text ("pipes[2][3] and", "red[4].", "in 1912[5]"). An index in code stays: after a
 # one-letter name (a[0], m[1][2]), a name inside an expression (sys.argv[1], f(x[2]), my_list[0]), or before
-# an assignment or comparison (rows[0] = 1).
+# an assignment or comparison (rows[0] = 1). A plain word's index then a space or the end reads as a mark and
+# goes ("return data[0]" -> "return data"): a quoted code line loses it, no claim is pinned on a source.
 _GLUED = re.compile(
     r"(?<![^\s\"'“‘(])(?<!\S\()"  # the word opens the text or follows a space, a quote, or a bracket after a space
     r"([^\W\d_]{2,}(?:[-'’][^\W\d_]+)*|\d{1,4})"  # a word of letters ("pipes", "well-known") or a year
