@@ -490,7 +490,8 @@ def test_source_files_are_listed_in_path_order_with_relative_keys(tmp_path):
     problems = []
     files = list(iter_source_files([tmp_path, tmp_path / "b.txt"], problems))
     assert [f.key for f in files] == ["a/b/c.html", "a/z.md", "a.txt", "b.txt", "b.txt"]
-    assert files[0] == SourceFile(tmp_path / "a" / "b" / "c.html", "a/b/c.html", str(tmp_path / "a" / "b" / "c.html"))
+    assert files[0] == SourceFile(tmp_path / "a" / "b" / "c.html", "a/b/c.html", str(tmp_path / "a" / "b" / "c.html"), tmp_path.resolve())
+    assert files[-1].root is None  # given directly: read wherever it leads
     assert files[-1].label == str(tmp_path / "b.txt") and problems == []
     with pytest.raises(CorpusError, match="no such file"):
         list(iter_source_files([tmp_path / "missing"], problems))

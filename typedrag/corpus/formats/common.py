@@ -15,6 +15,8 @@ MAX_BLOCK_CHARS = 16_000
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]{0,256}(?:\x07|\x1b\\)?|[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 _NEWLINES = str.maketrans({"\r": "\n", "\x0b": "\n", "\x0c": "\n"})
 _SPACES = re.compile(r"\s+")
+# Bidi embeddings, overrides and isolates: in a title they can make a line read backwards ("Asteroid live").
+_BIDI_CONTROLS = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
 
 
 class Unreadable(Exception):
@@ -42,6 +44,11 @@ def clean(text: str) -> str:
 def one_line(text: str) -> str:
     """`text` cleaned and squeezed onto one line: for titles, headings and table cells."""
     return _SPACES.sub(" ", clean(text)).strip()
+
+
+def title_line(text: str) -> str:
+    """`one_line`, less bidi controls: for titles and headings, whether from the document or its file name."""
+    return one_line(text.translate(_BIDI_CONTROLS))
 
 
 def split_long(text: str, limit: int = MAX_BLOCK_CHARS) -> Iterator[str]:
@@ -73,7 +80,7 @@ class Outline:
         self._open: list[tuple[int, str]] = []
 
     def heading(self, level: int, text: str) -> None:
-        text = one_line(text)
+        text = title_line(text)
         if not text:
             return
         if not self._title_seen and not self._open and text.casefold() == self._title:

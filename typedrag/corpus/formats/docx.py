@@ -17,15 +17,17 @@ from docx.table import Table
 from docx.text.paragraph import Paragraph
 from lxml.etree import LxmlError
 
-from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line
+from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line, title_line
 from typedrag.records import Block
 
 _HEADING = re.compile(r"^heading\s*(\d)$", re.I)
 
 
-def read_docx(path: Path) -> Parsed:
+def read_docx(path: Path, fallback_title: str | None = None) -> Parsed:
+    """The document at `path`; `fallback_title` (else the file name) when it has no title of its own."""
     document = _open(path)
-    title = one_line(document.core_properties.title or "") or _title_paragraph(document) or path.stem
+    fallback = title_line(path.stem) if fallback_title is None else fallback_title
+    title = title_line(document.core_properties.title or "") or _title_paragraph(document) or fallback
     return Parsed(title, _blocks(path, title))
 
 
@@ -48,7 +50,7 @@ def _style(paragraph: Paragraph) -> str:
 
 
 def _title_paragraph(document: docx.document.Document) -> str:
-    return next((one_line(p.text) for p in document.paragraphs if _style(p) == "Title" and p.text.strip()), "")
+    return next((title_line(p.text) for p in document.paragraphs if _style(p) == "Title" and p.text.strip()), "")
 
 
 def _blocks(path: Path, title: str) -> Iterator[Block]:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line
+from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line, title_line
 from typedrag.corpus.formats.detect import looks_binary
 from typedrag.records import Block
 
@@ -57,25 +57,26 @@ _SPACES = re.compile(r"\s+")
 _DEEPEST = 5000  # Lexbor's tree building slows down quadratically with depth: flatten beyond this
 
 
-def read_html(path: Path) -> Parsed:
+def read_html(path: Path, fallback_title: str | None = None) -> Parsed:
+    """The page at `path`; `fallback_title` (else the file name) when it has no title of its own."""
     size = path.stat().st_size
     if size > LARGEST:
         raise Unreadable(f"too large for an HTML page ({size >> 20} MB), skipped")
     data = path.read_bytes()
     if looks_binary(data[:8192]) and not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise Unreadable("not an HTML document (binary?), skipped")
-    return parse_html(decode(data), path.stem)
+    return parse_html(decode(data), title_line(path.stem) if fallback_title is None else fallback_title)
 
 
 def parse_html(markup: str, fallback_title: str) -> Parsed:
     tree = LexborHTMLParser(_flatten_if_too_deep(_SELF_CLOSED.sub(r"<\1\2></\1>", markup)))
-    page_title = one_line(_text(tree.css_first("title")))
+    page_title = title_line(_text(tree.css_first("title")))
     root = tree.css_first(MAIN) or tree.body or tree.root
     if root is None:
         return Parsed(page_title or fallback_title, iter(()))
     for node in root.css(BOILERPLATE):
         node.decompose()
-    first_h1 = one_line(_text(root.css_first("h1")))
+    first_h1 = title_line(_text(root.css_first("h1")))
     title = _title(page_title, first_h1) or fallback_title
     return Parsed(title, _Walk(title).blocks(root))
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from typedrag.corpus.formats.common import MAX_BLOCK_CHARS, Outline, Parsed, Unreadable, blocks_of, clean
+from typedrag.corpus.formats.common import MAX_BLOCK_CHARS, Outline, Parsed, Unreadable, blocks_of, clean, title_line
 from typedrag.records import Block
 
 _CHUNK = 1 << 20
@@ -48,11 +48,13 @@ class Paragraph:
     text: str
 
 
-def read_markup(path: Path, syntax: str) -> Parsed:
-    """`syntax` is "text", "markdown" or "rst"; raises `Unreadable` (with the line) for binary content."""
+def read_markup(path: Path, syntax: str, fallback_title: str | None = None) -> Parsed:
+    """`syntax` is "text", "markdown" or "rst"; raises `Unreadable` (with the line) for binary content. The title
+    is the first heading, else `fallback_title` (else the file name)."""
     check_utf8(path)
-    title = "" if syntax == "text" else first_heading(path, syntax)
-    return Parsed(title or path.stem, _blocks(path, syntax, title or path.stem))
+    title = "" if syntax == "text" else title_line(first_heading(path, syntax))
+    title = title or (title_line(path.stem) if fallback_title is None else fallback_title)
+    return Parsed(title, _blocks(path, syntax, title))
 
 
 def check_utf8(path: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line
+from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line, title_line
 from typedrag.records import Block
 
 # PDFium keeps every object it has parsed (images included) until the document is closed: reopening it
@@ -71,13 +71,15 @@ class Bookmark:
     y: float  # top of the destination; +inf when the bookmark names only the page
 
 
-def read_pdf(path: Path) -> Parsed:
+def read_pdf(path: Path, fallback_title: str | None = None) -> Parsed:
+    """The PDF at `path`; `fallback_title` (else the file name) when neither its metadata nor its first page give one."""
     first = _first_page_with_text(path)
     if first is None:
         raise Unreadable("no text layer; OCR it first")
     pdf = open_pdf(path)
     try:
-        title = _meaningful(pdf.get_metadata_dict().get("Title", "")) or _largest_text(pdf, first) or path.stem
+        fallback = title_line(path.stem) if fallback_title is None else fallback_title
+        title = _meaningful(pdf.get_metadata_dict().get("Title", "")) or _largest_text(pdf, first) or fallback
         bookmarks = _bookmarks(pdf)
     finally:
         pdf.close()
@@ -123,7 +125,7 @@ def _first_page_with_text(path: Path) -> int | None:
 
 
 def _meaningful(title: str) -> str:
-    title = one_line(title or "")
+    title = title_line(title or "")
     return title if len(title) >= 3 and any(c.isalpha() for c in title) and not _NOT_TITLES.match(title) else ""
 
 
@@ -142,7 +144,7 @@ def _largest_text(pdf: pdfium.PdfDocument, index: int) -> str:
         end = start
         while end < count and (sizes[end] >= biggest or sizes[end] == 0 or textpage.get_text_range(end, 1).isspace()):
             end += 1
-        title = one_line(textpage.get_text_range(start, end - start))
+        title = title_line(textpage.get_text_range(start, end - start))
         return title if 3 <= len(title) <= 200 else ""
     finally:
         textpage.close()
