@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -30,9 +32,8 @@ from typedrag.index.tantivy_index import sync_index
 from .conftest import run_cli
 
 
-def texts_in(index_dir: Path) -> str:
-    retriever = open_retriever(index_dir)
-    return "\n".join(hit.passage.text for hit in retriever.search("okapi quokka pangolin stub secret", 50))
+def texts_in(index_dir: Path, query: str = "okapi quokka pangolin stub secret") -> str:
+    return "\n".join(hit.passage.text for hit in open_retriever(index_dir).search(query, 50))
 
 
 def after_scan(monkeypatch, action) -> None:
@@ -216,3 +217,172 @@ def test_a_file_name_title_is_cleaned_as_a_metadata_title_is(tmp_path, suffix):
     (doc,) = list(iter_documents([tmp_path], problems=problems))
     assert problems == []
     assert doc.title == "evil name evil", repr(doc.title)  # was the raw name: a newline, OSC 52, a clear, an override
+
+
+# --- D1, D2: DOCX ----------------------------------------------------------------------------------------
+
+WORD_NS = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+
+
+def docx_with(path: Path, *, document_xml=None, styles_xml: bytes | None = None) -> Path:
+    """A real DOCX from python-docx, its document.xml (bytes, or chunks written as they come) and styles.xml
+    replaced."""
+    import zipfile
+
+    import docx
+
+    plain = path.with_suffix(".plain.docx")
+    docx.Document().save(plain)
+    with zipfile.ZipFile(plain) as source, zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as target:
+        for info in source.infolist():
+            if info.filename == "word/document.xml" and document_xml is not None:
+                with target.open(info.filename, "w", force_zip64=True) as out:
+                    for chunk in [document_xml] if isinstance(document_xml, bytes) else document_xml:
+                        out.write(chunk)
+            elif info.filename == "word/styles.xml" and styles_xml is not None:
+                target.writestr(info.filename, styles_xml)
+            else:
+                target.writestr(info, source.read(info.filename))
+    plain.unlink()
+    return path
+
+
+def bomb_chunks(size: int):
+    yield f'<w:document {WORD_NS}><w:body>'.encode()
+    paragraph = b"<w:p><w:r><w:t>Bees make honey.</w:t></w:r></w:p>" * 20_000
+    for _ in range(size // len(paragraph)):
+        yield paragraph
+    yield b"</w:body></w:document>"
+
+
+def read_in_a_memory_limit(folder: Path, megabytes: int = 400) -> tuple[list[str], list[str]]:
+    """(document ids, problems) of reading `folder` in a process allowed `megabytes` more address space than it
+    has after importing the readers."""
+    script = (
+        "import json, resource, sys\n"
+        "from typedrag.corpus import iter_documents\n"
+        "import typedrag.corpus.formats.docx, typedrag.corpus.formats.markup, typedrag.corpus.formats.html\n"
+        "size = int(next(l for l in open('/proc/self/status') if l.startswith('VmSize')).split()[1]) * 1024\n"
+        f"limit = size + {megabytes} * 2**20\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (limit, limit))\n"
+        "problems = []\n"
+        "ids = [d.doc_id for d in iter_documents([sys.argv[1]], problems=problems) if list(d.iter_blocks())]\n"
+        "print(json.dumps([ids, [str(p) for p in problems]]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(folder)], capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ids, problems = json.loads(proc.stdout)
+    return ids, problems
+
+
+def test_a_docx_zip_bomb_is_refused_from_its_declared_sizes_in_bounded_memory(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.txt").write_text("The okapi lives in the rainforest of the Congo.\n")
+    bomb = docx_with(docs / "bomb.docx", document_xml=bomb_chunks(1 << 30))  # 1 GiB of paragraphs
+    assert bomb.stat().st_size < 8 << 20
+    ids, problems = read_in_a_memory_limit(docs)  # was: MemoryError, the whole build lost
+    assert ids == ["good.txt"]
+    assert len(problems) == 1 and re.fullmatch(
+        rf"{re.escape(str(bomb))}: too large: its part word/document.xml holds 1,0\d\d MB uncompressed, skipped", problems[0]
+    ), problems
+
+
+def test_a_docx_part_that_expands_a_thousand_fold_is_refused(tmp_path):
+    bomb = docx_with(tmp_path / "bomb.docx", document_xml=bomb_chunks(100 << 20))
+    ids, problems = read_in_a_memory_limit(tmp_path)
+    assert ids == []
+    assert len(problems) == 1 and re.fullmatch(
+        rf"{re.escape(str(bomb))}: its part word/document.xml expands [\d,]+-fold \(a zip bomb\?\), skipped", problems[0]
+    ), problems
+
+
+def test_docx_styles_are_looked_up_once_per_document_not_per_paragraph(tmp_path, monkeypatch):
+    from docx.oxml.styles import CT_Styles
+
+    from typedrag.corpus import iter_documents
+
+    styles = [f'<w:style w:type="paragraph" w:styleId="Extra{i}"><w:name w:val="Extra {i}"/></w:style>' for i in range(300)]
+    styles += [
+        '<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:name w:val="Normal"/></w:style>',
+        '<w:style w:type="paragraph" w:styleId="MyHeading"><w:name w:val="heading 1"/></w:style>',
+        '<w:style w:type="paragraph" w:styleId="Bullets"><w:name w:val="List Bullet"/></w:style>',
+    ]
+    styles_xml = f'<w:styles {WORD_NS}>{"".join(styles)}</w:styles>'.encode()
+    paragraphs = ['<w:p><w:pPr><w:pStyle w:val="MyHeading"/></w:pPr><w:r><w:t>Habitat</w:t></w:r></w:p>']
+    for i in range(500):
+        style = "Bullets" if i % 2 else f"Extra{i % 300}"
+        paragraphs.append(f'<w:p><w:pPr><w:pStyle w:val="{style}"/></w:pPr><w:r><w:t>Line {i} about ferns.</w:t></w:r></w:p>')
+    document_xml = f'<w:document {WORD_NS}><w:body>{"".join(paragraphs)}</w:body></w:document>'.encode()
+    docx_with(tmp_path / "styles.docx", document_xml=document_xml, styles_xml=styles_xml)
+    searches = []
+    for name in ("get_by_id", "default_for"):
+        real = getattr(CT_Styles, name)
+        monkeypatch.setattr(CT_Styles, name, lambda self, *a, _real=real, **k: searches.append(1) or _real(self, *a, **k))
+
+    problems = []
+    (doc,) = list(iter_documents([tmp_path], problems=problems))
+    blocks = list(doc.iter_blocks())
+
+    assert problems == [] and len(searches) == 0, len(searches)  # was two searches of every style per paragraph
+    assert {block.section for block in blocks} == {("Habitat",)}  # the heading style found through its id
+    assert sum(block.text.count("- Line") for block in blocks) == 250  # the list style too
+
+
+# --- D4: a PDF whose pages cannot load, a reader out of memory -----------------------------------------------
+
+
+def raw_pdf(objects: list[bytes]) -> bytes:
+    """A PDF of these objects (1 is the catalog), with a correct cross-reference table."""
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)
+
+
+def self_listing_pdf(with_a_good_page: bool) -> bytes:
+    """A page tree whose /Kids lists itself (PDFium: "Failed to load page."), with or without one good page."""
+    content = b"BT /F1 10 Tf 72 700 Td (Bees make honey from the nectar of flowers.) Tj ET"
+    kids = b"[4 0 R 2 0 R]" if with_a_good_page else b"[2 0 R]"
+    return raw_pdf([
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids %s /Count 3 >>" % kids,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R /Resources << /Font << /F1 3 0 R >> >> >>",
+        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+    ])
+
+
+def test_a_pdf_whose_pages_cannot_load_is_reported_and_the_rest_indexed(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.txt").write_text("The okapi lives in the rainforest of the Congo.\n")
+    (docs / "loop.pdf").write_bytes(self_listing_pdf(with_a_good_page=False))
+    (docs / "partly.pdf").write_bytes(self_listing_pdf(with_a_good_page=True))
+    proc = run_cli("index", str(docs), "--index", str(tmp_path / "index"))
+    assert proc.returncode == 0, proc.stderr  # was: PdfiumError, exit 1, nothing indexed
+    squashed = " ".join(proc.stderr.split())
+    assert f"skipped {docs / 'loop.pdf'}: corrupt PDF (no page can be loaded), skipped" in squashed
+    assert f"skipped {docs / 'partly.pdf'}: 2 pages cannot be loaded (pages 2, 3), skipped" in squashed
+    assert "indexed 2 documents" in proc.stdout
+    assert "nectar of flowers" in texts_in(tmp_path / "index", "bees nectar flowers")  # the good page
+
+
+def test_a_reader_out_of_memory_is_a_reported_skip(tmp_path):
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "good.txt").write_text("The okapi lives in the rainforest of the Congo.\n")
+    with open(docs / "huge.html", "wb") as f:  # under the HTML reader's size cap, over the memory allowed
+        f.write(b"<html><body>")
+        for _ in range(200):
+            f.write(b"<p>" + b"honey " * 170_000 + b"</p>")
+        f.write(b"</body></html>")
+    ids, problems = read_in_a_memory_limit(docs, megabytes=150)  # was: MemoryError, the whole build lost
+    assert ids == ["good.txt"]
+    assert problems == [f"{docs / 'huge.html'}: too large to read in the memory available, skipped"]

@@ -389,7 +389,7 @@ class _Reader:
         line_based = kind in _LINE_BASED
         try:
             parsed = _parse(path, kind, title_line(file.path.stem))
-            blocks = opened.held_by(self.guarded(parsed.blocks, file.label))
+            blocks = opened.held_by(self.guarded(parsed, file.label))
             first = next(blocks, None)
         except Unreadable as e:
             where = f"{file.label}:{e.line}" if e.line is not None else file.label
@@ -401,20 +401,28 @@ class _Reader:
         except OSError as e:
             self.report(file.label, f"cannot be read ({e.strerror or e}), skipped")
             return None
+        except MemoryError:
+            self.report(file.label, "too large to read in the memory available, skipped")
+            return None
         location = f"{file.label}:1" if line_based else file.label
         if first is None:
             self.report(location, "empty text")
             return None
         return Document(file.key, parsed.title, source=location, blocks=itertools.chain([first], blocks))
 
-    def guarded(self, blocks: Iterator[Block], label: str) -> Iterator[Block]:
-        """`blocks`, ending with a reported problem, not an exception, if the rest of the file is unreadable."""
+    def guarded(self, parsed: Parsed, label: str) -> Iterator[Block]:
+        """The parsed file's blocks, ending with a reported problem, not an exception, if the rest of the file is
+        unreadable; then what the reader skipped on the way, reported."""
         try:
-            yield from blocks
+            yield from parsed.blocks
+            for reason in parsed.skipped:
+                self.report(label, reason)
         except Unreadable as e:
             self.report(label, f"{e.reason}, rest of file skipped")
         except OSError as e:
             self.report(label, f"read error ({e.strerror or e}), rest of file skipped")
+        except MemoryError:
+            self.report(label, "ran out of memory, rest of file skipped")
 
     def lines(self, path: Path, label: str, gzipped: bool = False) -> Iterator[tuple[str, str]]:
         """(location, decoded line) pairs; undecodable lines are reported and skipped."""

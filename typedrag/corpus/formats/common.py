@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from typedrag.records import Block
 
@@ -30,10 +30,13 @@ class Unreadable(Exception):
 
 @dataclass(frozen=True)
 class Parsed:
-    """A file as a reader understood it: its title and its blocks, in order (a generator, consumed once)."""
+    """A file as a reader understood it: its title and its blocks, in order (a generator, consumed once).
+    `skipped` says what the blocks left out as they were read (a PDF page that cannot be loaded): one
+    reason each, reported once the blocks are consumed."""
 
     title: str
     blocks: Iterator[Block]
+    skipped: list[str] = field(default_factory=list)
 
 
 def clean(text: str) -> str:

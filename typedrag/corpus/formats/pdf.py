@@ -77,13 +77,14 @@ def read_pdf(path: Path, fallback_title: str | None = None) -> Parsed:
     if first is None:
         raise Unreadable("no text layer; OCR it first")
     pdf = open_pdf(path)
+    skipped: list[str] = []
     try:
         fallback = title_line(path.stem) if fallback_title is None else fallback_title
         title = _meaningful(pdf.get_metadata_dict().get("Title", "")) or _largest_text(pdf, first) or fallback
         bookmarks = _bookmarks(pdf)
     finally:
         pdf.close()
-    return Parsed(title, _blocks(path, title, bookmarks))
+    return Parsed(title, _blocks(path, title, bookmarks, skipped), skipped)
 
 
 def _documents(path: Path) -> Iterator[tuple[int, pdfium.PdfDocument]]:
@@ -112,8 +113,16 @@ def open_pdf(path: Path) -> pdfium.PdfDocument:
 
 
 def _first_page_with_text(path: Path) -> int | None:
+    """The index of the first page with text; None if none has. A page PDFium cannot load (a page tree that
+    lists itself) is passed over; `Unreadable` if no page loads."""
+    pages = loaded = 0
     for index, pdf in _documents(path):
-        page = pdf[index]
+        pages += 1
+        try:
+            page = pdf[index]
+        except pdfium.PdfiumError:
+            continue
+        loaded += 1
         textpage = page.get_textpage()
         try:
             if textpage.get_text_range().strip():
@@ -121,6 +130,8 @@ def _first_page_with_text(path: Path) -> int | None:
         finally:
             textpage.close()
             page.close()
+    if pages and not loaded:
+        raise Unreadable("corrupt PDF (no page can be loaded), skipped")
     return None
 
 
@@ -170,18 +181,29 @@ def _bookmarks(pdf: pdfium.PdfDocument) -> list[Bookmark]:
     return marks
 
 
-def _blocks(path: Path, title: str, bookmarks: list[Bookmark]) -> Iterator[Block]:
+def _blocks(path: Path, title: str, bookmarks: list[Bookmark], skipped: list[str]) -> Iterator[Block]:
     sections = _Sections(title, bookmarks)
-    for number, lines in _pages_without_running_lines(path):
+    unloaded: list[int] = []
+    for number, lines in _pages_without_running_lines(path, unloaded):
         yield from _paragraph_blocks(lines, number, sections)
+    if len(unloaded) == 1:
+        skipped.append(f"page {unloaded[0]} cannot be loaded, skipped")
+    elif unloaded:
+        numbers = ", ".join(map(str, unloaded[:3])) + (", ..." if len(unloaded) > 3 else "")
+        skipped.append(f"{len(unloaded):,} pages cannot be loaded (pages {numbers}), skipped")
 
 
-def _pages_without_running_lines(path: Path) -> Iterator[tuple[int, list[Line]]]:
-    """(page number, lines) for each page, minus running headers and footers; reads NEARBY_PAGES ahead."""
+def _pages_without_running_lines(path: Path, unloaded: list[int]) -> Iterator[tuple[int, list[Line]]]:
+    """(page number, lines) for each page, minus running headers and footers; reads NEARBY_PAGES ahead.
+    A page PDFium cannot load has no lines, and its number goes to `unloaded`."""
     window: deque[tuple[int, list[Line], list[Line]]] = deque(maxlen=2 * NEARBY_PAGES + 1)
     ready = 1  # the next page number to hand out
     for index, pdf in _documents(path):
-        lines = page_lines(pdf, index)
+        try:
+            lines = page_lines(pdf, index)
+        except pdfium.PdfiumError:
+            unloaded.append(index + 1)
+            lines = []
         window.append((index + 1, lines, _edges(lines)))
         while ready <= index + 1 - NEARBY_PAGES:
             yield _without_running(window, ready)
