@@ -386,3 +386,27 @@ def test_a_reader_out_of_memory_is_a_reported_skip(tmp_path):
     ids, problems = read_in_a_memory_limit(docs, megabytes=150)  # was: MemoryError, the whole build lost
     assert ids == ["good.txt"]
     assert problems == [f"{docs / 'huge.html'}: too large to read in the memory available, skipped"]
+
+
+# --- D3: unclosed container tags ------------------------------------------------------------------------------
+
+
+def test_html_full_of_unclosed_container_tags_is_read_in_linear_time(tmp_path):
+    """A hang guard, not a speed test: the page reads in about half a CPU second; the quadratic substitution
+    needed 153 s for a quarter of it, and would need about 40 minutes for this one. The child process gets
+    60 CPU seconds (SIGXCPU after), whatever the machine's load."""
+    page = tmp_path / "unclosed.html"
+    page.write_text("<html><body><p>Bees make honey from nectar.</p>" + "<div " * 1_000_000)
+    script = (
+        "import resource, sys\n"
+        "from typedrag.corpus import iter_documents\n"
+        "used = resource.getrusage(resource.RUSAGE_SELF)\n"
+        "allowance = int(used.ru_utime + used.ru_stime) + 60\n"
+        "resource.setrlimit(resource.RLIMIT_CPU, (allowance, allowance))\n"
+        "problems = []\n"
+        "for doc in iter_documents([sys.argv[1]], problems=problems):\n"
+        "    print(doc.title, [block.text for block in doc.iter_blocks()], problems)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(page)], capture_output=True, text=True, timeout=3600)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])  # was killed by SIGXCPU
+    assert proc.stdout.strip() == "unclosed ['Bees make honey from nectar.'] []"

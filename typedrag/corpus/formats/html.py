@@ -119,7 +119,9 @@ def _flatten_if_too_deep(markup: str) -> str:
         deepest = max(deepest, depth)
     if deepest <= _DEEPEST:
         return markup
-    return re.sub(_CONTAINER_TAG.pattern + r"[^>]*>", "\n", markup, flags=re.I)
+    # `[^>]*>?`: a tag never closed runs to the end of the page, as a browser reads it; with `[^>]*>` every
+    # unclosed tag scanned the rest of the page and failed, once per tag.
+    return re.sub(_CONTAINER_TAG.pattern + r"[^>]*>?", "\n", markup, flags=re.I)
 
 
 def _title(page_title: str, first_h1: str) -> str:
