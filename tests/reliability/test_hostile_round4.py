@@ -410,3 +410,24 @@ def test_html_full_of_unclosed_container_tags_is_read_in_linear_time(tmp_path):
     proc = subprocess.run([sys.executable, "-c", script, str(page)], capture_output=True, text=True, timeout=3600)
     assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])  # was killed by SIGXCPU
     assert proc.stdout.strip() == "unclosed ['Bees make honey from nectar.'] []"
+
+
+# --- D6: a huge line in a .jsonl.gz -----------------------------------------------------------------------------
+
+
+def test_a_huge_line_in_a_jsonl_gz_is_reported_as_too_long_in_bounded_memory(tmp_path):
+    import gzip
+
+    corpus = tmp_path / "c.jsonl.gz"
+    with gzip.open(corpus, "wb", compresslevel=1) as out:
+        out.write(json.dumps({"id": "okapi", "text": "The okapi lives in the Congo."}).encode() + b"\n")
+        out.write(b'{"id": "huge", "text": "')
+        block = b"honey " * (1 << 20)
+        for _ in range(1024 // 6 + 1):  # a 1 GiB line
+            out.write(block)
+        out.write(b'"}\n')
+        out.write(json.dumps({"id": "quokka", "text": "The quokka lives on Rottnest Island."}).encode() + b"\n")
+    assert corpus.stat().st_size < 16 << 20
+    ids, problems = read_in_a_memory_limit(corpus, megabytes=300)  # was: MemoryError
+    assert ids == ["okapi", "quokka"]
+    assert problems == [f"{corpus}:2: line too long (over 32 MB), skipped"]

@@ -40,6 +40,7 @@ from typedrag.records import Block, CorpusProblem, Document
 DEMO_SOURCE = "demo:vital-articles"
 SUPPORTED = tuple(kind.value for kind in Kind)  # the formats, for messages
 _LINE_BASED = (Kind.TEXT, Kind.MARKDOWN, Kind.RST)  # problems in these name a line
+LONGEST_RECORD = 32 << 20  # bytes in one JSONL or TSV line: a longer one is skipped, never held whole
 
 __all__ = [
     "DEMO_SOURCE",
@@ -425,12 +426,19 @@ class _Reader:
             self.report(label, "ran out of memory, rest of file skipped")
 
     def lines(self, path: Path, label: str, gzipped: bool = False) -> Iterator[tuple[str, str]]:
-        """(location, decoded line) pairs; undecodable lines are reported and skipped."""
+        """(location, decoded line) pairs; undecodable lines, and lines over LONGEST_RECORD bytes (read in
+        pieces, never whole), are reported and skipped."""
         opener = gzip.open if gzipped else open
         number = 0
         with opener(path, "rb") as f:
             try:
-                for number, raw in enumerate(f, 1):
+                while raw := f.readline(LONGEST_RECORD + 1):
+                    number += 1
+                    if len(raw) > LONGEST_RECORD and not raw.endswith(b"\n"):
+                        while raw and not raw.endswith(b"\n"):  # the rest of the line, a megabyte at a time
+                            raw = f.readline(1 << 20)
+                        self.report(f"{label}:{number}", f"line too long (over {LONGEST_RECORD >> 20} MB), skipped")
+                        continue
                     if number == 1:
                         raw = raw.removeprefix(codecs.BOM_UTF8)  # Windows editors start UTF-8 files with one
                     try:
