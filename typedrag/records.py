@@ -74,6 +74,39 @@ class ScoredPassage:
         return self.passage.passage_id
 
 
+class CappedList(list):
+    """A list that keeps its first `kept` items and only counts those appended after them (`dropped`): what a
+    build reports of 4 million junk lines, without holding a gigabyte of reasons."""
+
+    def __init__(self, items: Iterable = (), kept: int = 1000):
+        super().__init__()
+        self.kept, self.dropped = kept, 0
+        self.extend(items)
+
+    def __reduce__(self):  # a worker process sends its file's problems back: the count goes with them
+        return CappedList, (list(self), self.kept), {"dropped": self.dropped}
+
+    def append(self, item) -> None:
+        if len(self) < self.kept:
+            super().append(item)
+        else:
+            self.dropped += 1
+
+    def extend(self, items: Iterable) -> None:
+        for item in items:
+            self.append(item)
+        self.dropped += getattr(items, "dropped", 0)
+
+    def __iadd__(self, items: Iterable) -> "CappedList":
+        self.extend(items)
+        return self
+
+    @property
+    def total(self) -> int:
+        """How many were appended: those kept and those dropped."""
+        return len(self) + self.dropped
+
+
 @dataclass(slots=True)
 class CorpusProblem:
     """A malformed input record, reported as `file:line: reason`."""
@@ -102,5 +135,5 @@ class IndexSummary:
     removed: int = 0
     unchanged: int = 0
     seconds: float = 0.0
-    problems: list[CorpusProblem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what was indexed but changed on the way (an over-long run cut)
+    problems: CappedList = field(default_factory=CappedList)  # `skipped` counts them all, kept or not
+    notes: CappedList = field(default_factory=CappedList)  # what was indexed but changed on the way (an over-long run cut)

@@ -431,3 +431,22 @@ def test_a_huge_line_in_a_jsonl_gz_is_reported_as_too_long_in_bounded_memory(tmp
     ids, problems = read_in_a_memory_limit(corpus, megabytes=300)  # was: MemoryError
     assert ids == ["okapi", "quokka"]
     assert problems == [f"{corpus}:2: line too long (over 32 MB), skipped"]
+
+
+# --- D7: problems kept ------------------------------------------------------------------------------------------
+
+
+def test_only_the_first_problems_are_kept_and_the_rest_counted(tmp_path):
+    corpus = tmp_path / "junk.jsonl"
+    with open(corpus, "w") as out:
+        out.write(json.dumps({"id": "okapi", "text": "The okapi lives in the Congo."}) + "\n")
+        out.write("not json at all\n" * 200_000)
+    summary = sync_index([corpus], tmp_path / "index", show_progress=False)
+    assert len(summary.problems) == 1000  # was: all 200,000 held, ~235 bytes each
+    assert summary.skipped == 200_000 and summary.documents == 1
+    assert summary.problems[0].location == f"{corpus}:2"
+
+    proc = run_cli("index", str(corpus), "--index", str(tmp_path / "index2"))
+    assert proc.returncode == 0, proc.stderr
+    assert "... and 199,980 more" in proc.stderr
+    assert "(200,000 skipped)" in " ".join(proc.stdout.split())

@@ -33,7 +33,7 @@ from typedrag.corpus.chunker import iter_passages
 from typedrag.corpus.formats import Unreadable
 from typedrag.corpus.readers import Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
 from typedrag.errors import CorpusError
-from typedrag.records import CorpusProblem, IndexSummary, Passage
+from typedrag.records import CappedList, CorpusProblem, IndexSummary, Passage
 
 # Files read in worker processes at once (they parse HTML, PDF and DOCX in pure Python, under the GIL).
 MAX_WORKERS = 4
@@ -120,8 +120,8 @@ class FilePassages:
 
     scanned: ScannedFile
     documents: Iterable[DocumentPassages]
-    problems: list[CorpusProblem]
-    notes: list[str]
+    problems: CappedList
+    notes: CappedList
     reading: Reading = field(default_factory=Reading)
 
     def sha256(self) -> str:
@@ -252,7 +252,7 @@ def count(summary: IndexSummary, work: Plan, records: dict[str, FileRecord]) -> 
     summary.removed, summary.unchanged = len(work.removed), len(work.unchanged)
     summary.documents = sum(r.documents for r in records.values())
     summary.passages = sum(r.passages for r in records.values())
-    summary.skipped = len(summary.problems)
+    summary.skipped = summary.problems.total
 
 
 def corpus_sha256(records: Iterable[FileRecord]) -> str:
@@ -301,8 +301,7 @@ def _poolable(scanned: ScannedFile) -> bool:
 
 def _read_here(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:
     """The file read in this process, its documents and passages streamed as the index consumes them."""
-    problems: list[CorpusProblem] = []
-    notes: list[str] = []
+    problems, notes = CappedList(), CappedList()  # a file of junk lines keeps its first problems, counts the rest
     reading = Reading()
 
     def documents() -> Iterator[DocumentPassages]:
