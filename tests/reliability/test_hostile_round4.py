@@ -450,3 +450,73 @@ def test_only_the_first_problems_are_kept_and_the_rest_counted(tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert "... and 199,980 more" in proc.stderr
     assert "(200,000 skipped)" in " ".join(proc.stdout.split())
+
+
+# --- D8: the pool's workers die with their parent ------------------------------------------------------------
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """The processes whose parent is `pid`, with their command lines."""
+    found = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+            found[int(entry.name)] = cmdline
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="lists processes through /proc")
+def test_the_pool_workers_exit_when_their_sync_is_killed(tmp_path):
+    import signal
+    import time
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    with open(docs / "000-big.txt", "w") as out:  # over POOL_MAX_BYTES: read in the parent, which stays busy
+        for n in range(400_000):
+            out.write(f"Paragraph {n} tells of the okapi, the quokka and the pangolin in their forests.\n\n")
+    for n in range(40):  # enough small files for the pool
+        (docs / f"note-{n:03d}.html").write_text(f"<html><body><p>Note {n} about the okapi.</p></body></html>")
+    clean = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
+    sync = subprocess.Popen(
+        [sys.executable, "-m", "typedrag.cli", "index", str(docs), "--index", str(tmp_path / "index")],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean,
+    )
+    workers: dict[int, str] = {}
+    try:
+        for _ in range(1200):  # the pool starts once the files are scanned
+            workers = {pid: cmd for pid, cmd in children_of(sync.pid).items() if "multiprocessing" in cmd}
+            if any("spawn_main" in cmd for cmd in workers.values()) or sync.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert sync.poll() is None and any("spawn_main" in cmd for cmd in workers.values()), "no pool worker seen"
+        time.sleep(1)  # every worker started
+        workers = {pid: cmd for pid, cmd in children_of(sync.pid).items() if "multiprocessing" in cmd}
+        sync.send_signal(signal.SIGKILL)
+        sync.wait()
+        for _ in range(600):  # a hang guard: the kernel kills them at once (they lived on forever before)
+            if not any(alive(pid) for pid in workers):
+                break
+            time.sleep(0.1)
+        left = {pid: cmd for pid, cmd in workers.items() if alive(pid)}
+        assert left == {}, left
+    finally:
+        if sync.poll() is None:
+            sync.kill()
+        for pid in workers:
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -16,8 +16,12 @@ recorded with no hash, so the next sync reads it again.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
+import signal
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -281,7 +285,8 @@ def _read_in_order(files: list[ScannedFile], passage_words: int, strict: bool) -
         return
     workers = min(MAX_WORKERS, os.cpu_count() or 1)
     # spawn, not fork: the index writer's threads may hold locks a forked child would inherit
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+    spawn, parent = get_context("spawn"), os.getpid()
+    with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_exit_with_parent, initargs=(parent,)) as pool:
         window: deque[tuple[ScannedFile, Future | None]] = deque()
         for scanned in files:
             window.append((scanned, pool.submit(_read_listed, scanned, passage_words, strict) if _poolable(scanned) else None))
@@ -289,6 +294,24 @@ def _read_in_order(files: list[ScannedFile], passage_words: int, strict: bool) -
                 yield _result(*window.popleft(), passage_words, strict)
         while window:
             yield _result(*window.popleft(), passage_words, strict)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Pool initializer: the worker ends when its parent does, killed with -9 too. Its task queue is never
+    closed then (each worker holds both ends), so it would wait for work forever."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the kernel kills this process when its parent dies
+    else:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(1)
 
 
 def _result(scanned: ScannedFile, future: Future | None, passage_words: int, strict: bool) -> FilePassages:
