@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -520,3 +521,64 @@ def test_the_pool_workers_exit_when_their_sync_is_killed(tmp_path):
         for pid in workers:
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+# --- D10: a full disk ----------------------------------------------------------------------------------------------
+
+FULL_DISK_DRIVER = """
+import json, subprocess, sys
+mount, small, big, cli_env = sys.argv[1], sys.argv[2], sys.argv[3], json.loads(sys.argv[4])
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=3m", "tmpfs", mount], check=True)
+def cli(*args):
+    return subprocess.run([sys.executable, "-m", "typedrag.cli", *args], capture_output=True, text=True, env=cli_env)
+index = f"{mount}/index"
+built = cli("index", small, "--index", index)
+manifest = open(f"{index}/manifest.json").read()
+synced = cli("index", big, "--index", index)
+fresh = cli("index", big, "--index", f"{mount}/fresh")
+asked = cli("ask", "Where does the okapi live?", "--index", index, "--method", "rag")
+print(json.dumps({
+    "built": built.returncode, "synced": [synced.returncode, synced.stderr], "fresh": [fresh.returncode, fresh.stderr],
+    "manifest_kept": open(f"{index}/manifest.json").read() == manifest, "answer": asked.stdout,
+}))
+"""
+
+
+def namespace_command() -> list[str] | None:
+    """`unshare` with a private mount namespace (user namespace too when not root), if this machine allows one."""
+    if shutil.which("unshare") is None:
+        return None
+    for command in (["unshare", "-m"], ["unshare", "-r", "-m"]):
+        if subprocess.run([*command, "true"], capture_output=True).returncode == 0:
+            return command
+    return None
+
+
+def test_a_full_disk_is_one_line_exit_2_and_the_previous_index_unchanged(tmp_path):
+    unshare = namespace_command()
+    if unshare is None:
+        pytest.skip("no private mount namespace here (unshare -m), so no small file system to fill")
+    small, big, mount = tmp_path / "small", tmp_path / "big", tmp_path / "mnt"
+    for folder in (small, big, mount):
+        folder.mkdir()
+    (small / "a.txt").write_text("The okapi lives in the rainforest of the Congo.\n")
+    with open(big / "c.jsonl", "w") as out:  # ~28 MB of passages: an index far bigger than 3 MB
+        for i in range(60_000):
+            words = " ".join(f"w{(i * 7 + j) % 100_000}" for j in range(60))
+            out.write(json.dumps({"id": str(i), "title": f"T{i}", "text": f"word{i} {words}"}) + "\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
+    proc = subprocess.run(
+        [*unshare, sys.executable, "-c", FULL_DISK_DRIVER, str(mount), str(small), str(big), json.dumps(env)],
+        capture_output=True, text=True, timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout)
+    assert seen["built"] == 0
+    code, stderr = seen["synced"]  # was: two chained tracebacks, exit 1
+    assert code == 2 and "Traceback" not in stderr, stderr
+    assert stderr.strip().splitlines()[-1] == (
+        f"error: cannot write the index {mount}/index (no space left on device?); the previous index is unchanged"
+    )
+    code, stderr = seen["fresh"]
+    assert code == 2 and stderr.strip().splitlines()[-1].endswith("(no space left on device?); nothing was written"), stderr
+    assert seen["manifest_kept"] and "okapi lives in the rainforest" in seen["answer"]
