@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from typedrag.records import Block
+from typedrag.records import Block, BlockKind
 
 # A block never exceeds this many characters (64 KB of UTF-8 at worst): longer text is cut at whitespace.
 MAX_BLOCK_CHARS = 16_000
@@ -98,7 +98,9 @@ class Outline:
         return tuple(text for _, text in self._open)
 
 
-def blocks_of(text: str, section: tuple[str, ...], page: int | None = None) -> Iterator[Block]:
-    """`text` as one block, or several when it is longer than `MAX_BLOCK_CHARS`."""
+def blocks_of(
+    text: str, section: tuple[str, ...], page: int | None = None, *, kind: BlockKind = BlockKind.PROSE, order: int | None = None
+) -> Iterator[Block]:
+    """`text` as one block of `kind`, or several when it is longer than `MAX_BLOCK_CHARS`."""
     for piece in split_long(text):
-        yield Block(piece, section, page)
+        yield Block(piece, section, page, kind, order)
