@@ -5,10 +5,15 @@ is read in bounded memory. PDFium gives the text as positioned segments; this mo
 reading order (a two-column page is read column by column), joins lines into paragraphs, repairs
 words hyphenated at line ends, drops running headers and footers (a line at the top or bottom of a
 page that repeats on a nearby page, ignoring digits, and bare page numbers) and follows the outline.
+
+A PDF says little about structure; what it does tell is kept: a bookmarked heading's own line is a
+heading, lines set in a typewriter font are code (their line breaks kept), and a line that starts with
+a bullet or a number ("•", "2.") starts a list item.
 """
 
 from __future__ import annotations
 
+import ctypes
 import re
 import statistics
 from collections import deque
@@ -20,7 +25,7 @@ import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
 from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line, title_line
-from typedrag.records import Block
+from typedrag.records import Block, BlockKind
 
 # PDFium keeps every object it has parsed (images included) until the document is closed: reopening it
 # every so many pages bounds memory (a 300 MB PDF of scans: 321 MB peak RSS read in one go, 45 MB this way).
@@ -31,6 +36,10 @@ _PAGE_NUMBER = re.compile(r"^(?:page\s+)?(?:\d+|[ivxlcdm]+)(?:\s*(?:/|of)\s*\d+)
 _DIGITS = re.compile(r"\d+")
 _HYPHENATED = re.compile(r"[a-zà-ÿ][-\u00ad\u2010]$")
 _PDFIUM_HYPHENS = str.maketrans({"\x02": "\u00ad", "\ufffe": "\u00ad"})  # how PDFium marks a hyphen it thinks soft
+# Typewriter fonts: Courier, DejaVu Sans Mono, Consolas, Inconsolata, TeX's CMTT / LMMono / SFTT ...
+_MONOSPACE = re.compile(r"mono|courier|consol|inconsolata|typewriter|code|cmtt|cmsltt|sftt|lmtt|tt\d|pcrr|nimbusmono", re.I)
+_FIXED_PITCH = 1  # PDF font descriptor flag
+_ITEM = re.compile(r"^(?:[•◦▪▫■□●○‣⁃∙·*–-]|(\d{1,3})[.)]|\((\d{1,3})\))\s+\S")
 _NOT_TITLES = re.compile(r"^(untitled|title|document|slide \d+|microsoft word.*|.*\.(pdf|docx?|tex|dvi|ps|rtf|odt|indd))$", re.I)
 
 
@@ -43,6 +52,7 @@ class Segment:
     bottom: float
     right: float
     top: float
+    mono: bool = False  # set in a typewriter font
 
 
 @dataclass(slots=True)
@@ -55,6 +65,7 @@ class Line:
     right: float
     top: float
     column_start: bool = False  # the first line of a column or band: always starts a paragraph
+    mono: bool = False  # every segment set in a typewriter font: a line of code
 
     @property
     def height(self) -> float:
@@ -242,11 +253,21 @@ def page_lines(pdf: pdfium.PdfDocument, index: int) -> list[Line]:
             text = textpage.get_text_bounded(left, bottom, right, top).translate(_PDFIUM_HYPHENS)
             text = clean(text).replace("\n", " ")
             if text.strip():
-                segments.append(Segment(text, left, bottom, right, top))
+                segments.append(Segment(text, left, bottom, right, top, _monospace(textpage, left, bottom, top)))
     finally:
         textpage.close()
         page.close()
     return reading_order(segments, width)
+
+
+def _monospace(textpage: pdfium.PdfTextPage, left: float, bottom: float, top: float) -> bool:
+    """Whether the segment's first character is set in a typewriter font (by its fixed-pitch flag or its name)."""
+    index = pdfium_c.FPDFText_GetCharIndexAtPos(textpage.raw, left + 1, (bottom + top) / 2, 2, 2)
+    if index < 0:
+        return False
+    flags, name = ctypes.c_int(0), ctypes.create_string_buffer(96)
+    pdfium_c.FPDFText_GetFontInfo(textpage.raw, index, name, len(name), ctypes.byref(flags))
+    return bool(flags.value & _FIXED_PITCH) or _MONOSPACE.search(name.value.decode("latin-1")) is not None
 
 
 def reading_order(segments: list[Segment], width: float) -> list[Line]:
@@ -323,6 +344,7 @@ def _line(row: list[Segment]) -> Line:
         min(s.bottom for s in row),
         max(s.right for s in row),
         max(s.top for s in row),
+        mono=all(s.mono for s in row),
     )
 
 
@@ -360,27 +382,42 @@ class _Sections:
 
 
 def _paragraph_blocks(lines: list[Line], number: int, sections: _Sections) -> Iterator[Block]:
-    """Lines joined into paragraphs: a new one at a column start, a section start or a gap wider than a line."""
+    """Lines joined into paragraphs: a new one at a column start, a section start, a gap wider than a line, a list
+    item's first line, and where typewriter lines (code, kept line by line) start or end."""
     usual = statistics.median(line.height for line in lines) if lines else 0
     starts = sections.starts(number - 1, lines)
     section = sections.enter(starts.pop(0, []))
-    paragraph: list[str] = []
+    paragraph: list[Line] = []
     previous: Line | None = None
     for index, line in enumerate(lines):
         gap = previous.bottom - line.top if previous is not None else 0
-        if paragraph and (index in starts or line.column_start or gap > 0.8 * usual or gap < -usual):
-            yield from blocks_of(_join(paragraph), section, number)
+        breaks = index in starts or line.column_start or gap > 0.8 * usual or gap < -usual
+        if paragraph and (breaks or line.mono != paragraph[-1].mono or (not line.mono and _ITEM.match(line.text))):
+            yield from _paragraph(paragraph, section, number)
             paragraph = []
         previous = line
         if index in starts:
             section = sections.enter(starts[index])
             if _holds_a_title(line, starts[index]):  # the heading's own line: a line of its own, not prose
-                yield from blocks_of(line.text, section, number)
+                heading = len(line.text) <= max(len(mark.title) for mark in starts[index]) + 12  # "2.5 Missing values"
+                yield from blocks_of(line.text, section, number, kind=BlockKind.HEADING if heading else BlockKind.PROSE)
                 continue
-        paragraph.append(line.text)
+        paragraph.append(line)
     if paragraph:
-        yield from blocks_of(_join(paragraph), section, number)
+        yield from _paragraph(paragraph, section, number)
     sections.enter(starts.get(len(lines), []))
+
+
+def _paragraph(lines: list[Line], section: tuple[str, ...], number: int) -> Iterator[Block]:
+    if lines[0].mono:
+        yield from blocks_of("\n".join(line.text for line in lines), section, number, kind=BlockKind.CODE)
+        return
+    text = _join([line.text for line in lines])
+    if item := _ITEM.match(text):
+        order = item.group(1) or item.group(2)
+        yield from blocks_of(text, section, number, kind=BlockKind.ITEM, order=int(order) if order else None)
+    else:
+        yield from blocks_of(text, section, number)
 
 
 def _holds_a_title(line: Line, marks: list[Bookmark]) -> bool:
