@@ -42,7 +42,7 @@ try:
     import fcntl
 except ImportError:  # Windows: no flock; builds there are not guarded against each other
     fcntl = None
-from typedrag.records import IndexSummary, Passage, ScoredPassage
+from typedrag.records import IndexSummary, Passage, ScoredPassage, encode_lines, lines_of
 from typedrag.text import SNOWBALL_STOPWORDS
 
 ENGINE = "tantivy-bm25"
@@ -77,6 +77,8 @@ def _schema() -> tantivy.Schema:
     builder.add_unsigned_field("position", stored=True, indexed=True)
     builder.add_unsigned_field("page", stored=True)
     builder.add_unsigned_field("page_end", stored=True)
+    # The kind of each line of the text ("p,i1,i2,c": records.encode_lines), stored for reading back, never searched.
+    builder.add_bytes_field("lines", stored=True, indexed=False)
     return builder.build()
 
 
@@ -295,6 +297,8 @@ def _adder(writer):
             record.add_unsigned("page", passage.page)
         if passage.page_end is not None:
             record.add_unsigned("page_end", passage.page_end)
+        if passage.lines:
+            record.add_bytes("lines", encode_lines(passage.lines).encode())
         try:
             writer.add_document(record)
         except ValueError as error:  # "An index writer was killed": a writer thread failed to write
@@ -501,14 +505,17 @@ class TantivyRetriever:
 
 
 def _passage(doc: tantivy.Document) -> Passage:
+    text = doc.get_first("text")
+    lines = doc.get_first("lines")  # None in an index built before line kinds were kept
     return Passage(
         doc.get_first("passage_id"),
         doc.get_first("doc_id"),
         doc.get_first("title"),
-        doc.get_first("text"),
+        text,
         section=doc.get_first("section") or "",
         page=doc.get_first("page"),
         page_end=doc.get_first("page_end"),
+        lines=lines_of(text, bytes(lines).decode("ascii", "replace")) if lines else (),
     )
 
 
