@@ -148,8 +148,8 @@ def test_html_kinds(tmp_path):
         ("item", 4), ("item", 9), ("item", None), ("item", None)
     ]
     assert kind_of(blocks, "kettle --boil\npot --warm") == ("code", None)
-    assert kind_of(blocks, "Warning") == kind_of(blocks, "The pot is hot.") == ("admonition", None)
-    assert kind_of(blocks, "Note") == kind_of(blocks, "DocBook boxes") == ("admonition", None)
+    assert kind_of(blocks, "Warning\nThe pot is hot.") == ("admonition", None)  # one block, its title included
+    assert kind_of(blocks, "Note\nDocBook boxes count too.") == ("admonition", None)
     assert kind_of(blocks, "Steeping times") == ("caption", None)
     assert kind_of(blocks, "Tea | Minutes\ngreen | 2") == ("table", None)
     assert kind_of(blocks, "A full cup.") == ("caption", None)
@@ -233,8 +233,7 @@ def test_markdown_kinds(tmp_path):
         ("item", None, "- green"),
         ("item", None, "- black"),
         ("item", None, "- oolong"),
-        ("admonition", None, "**Note**"),
-        ("admonition", None, "The pot is hot."),
+        ("admonition", None, "**Note**\nThe pot is hot."),
         ("prose", None, "A proverb, quoted."),
         ("table", None, "| Tea | Minutes |\n|-----|---------|\n| green | 2 |"),
         ("code", None, "indented code"),
@@ -306,10 +305,8 @@ def test_restructuredtext_kinds(tmp_path):
         ("prose", None, "Run it like this:"),
         ("code", None, "brew --green\nbrew --black"),
         ("code", None, 'brew("green")'),
-        ("admonition", None, "Note"),
-        ("admonition", None, "The pot is hot."),
-        ("admonition", None, "Warning"),
-        ("admonition", None, "Never boil green tea."),
+        ("admonition", None, "Note\nThe pot is hot."),
+        ("admonition", None, "Warning\nNever boil green tea."),
         ("caption", None, "A full cup."),
         ("table", None, "=====  =======\nTea    Minutes\n=====  =======\ngreen  2\n=====  ======="),
         ("notice", None, "steeping serving"),

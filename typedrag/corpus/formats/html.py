@@ -296,15 +296,18 @@ class _Walk:
 
     def heading(self, node: LexborNode, level: int) -> Iterator[Block]:
         text = one_line(_text(node))
-        yield from self.paragraph_break()
         if self.boxes:  # "Note", "Tip": a line of the box's text
+            yield from self.block_break()
             self.words.append(text)
             self.line_break()
         else:
+            yield from self.paragraph_break()
             self.outline.heading(level, text)
 
     def block_break(self) -> Iterator[Block]:
-        if self.lists:
+        """Where a paragraph ends: a new block, but only a new line inside a list item, a box, a caption or a
+        notice, each of which is one block."""
+        if self.lists or self.kind.kind in (BlockKind.ADMONITION, BlockKind.CAPTION, BlockKind.NOTICE):
             self.line_break()
             return iter(())
         return self.paragraph_break()

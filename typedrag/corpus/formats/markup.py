@@ -174,15 +174,20 @@ _STRUCTURED_LINE = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s|\|)|^(?: {4}|\t)
 
 def unwrap(lines: list[str]) -> str:
     """A paragraph's lines as text: a hard-wrapped line joins the one before with a space, but a list item,
-    a table row or an indented (code) line stays a line of its own."""
-    text = ""
+    a table row or an indented (code) line stays a line of its own, and so does a line after a blank one (a
+    block of several paragraphs, such as a note)."""
+    text, broken = "", False
     for line in lines:
+        if not line.strip():
+            broken = bool(text)
+            continue
         if not text:
             text = line
-        elif _STRUCTURED_LINE.match(line):
+        elif broken or _STRUCTURED_LINE.match(line):
             text += "\n" + line
         else:
             text += " " + line.strip()
+        broken = False
     return text
 
 
@@ -288,7 +293,8 @@ class _Markdown:
                 yield from self.begin("quote", BlockKind.ADMONITION if admonition else BlockKind.PROSE)
                 if admonition and admonition.end() >= len(content.strip()):  # "**Note**" alone: the box's title line
                     title = content.strip()
-                    yield Paragraph(admonition.group(1).capitalize() if title.startswith("[!") else title, BlockKind.ADMONITION)
+                    yield from self.add(admonition.group(1).capitalize() if title.startswith("[!") else title)
+                    yield from self.add("")
                     return
             yield from self.add(content)
             return
@@ -359,6 +365,8 @@ _RST_SIGNATURES = frozenset(
     "function class method attribute data exception module decorator decoratormethod staticmethod classmethod "
     "property describe option cmdoption envvar program opcode type member macro var".split()
 )
+# Bodies that are one block, their paragraphs lines of it: a note with its title, a caption, a notice.
+_ONE_BLOCK = frozenset({BlockKind.ADMONITION, BlockKind.CAPTION, BlockKind.NOTICE})
 # Directives whose argument is a file name, a language or a name: no text.
 _RST_NO_TEXT = frozenset("highlight currentmodule moduleauthor sectionauthor codeauthor default-role role".split())
 _RST_TITLES = {"seealso": "See also", "versionadded": "New in version", "versionchanged": "Changed in version",
@@ -434,9 +442,9 @@ class _Rst:
         body = self.bodies[-1]
         if blank:
             self.options = False  # options follow the directive line at once
-            if body.verbatim:
+            if body.verbatim or (body.kind in _ONE_BLOCK and self.mode in ("prose", "")):
                 if self.buffer.lines:
-                    yield from self.add("")
+                    yield from self.add("")  # a paragraph of a note: a line of its block
             elif self.mode not in ("item", "") or self.buffer.lines:
                 yield from self.end()
             return
@@ -479,7 +487,9 @@ class _Rst:
             return
         if self.mode != "prose":
             self.lists = [] if self.mode == "item" else self.lists
-            yield from self.begin("prose", body.kind)
+            if not (body.kind in _ONE_BLOCK and self.mode == "" and self.buffer.lines):  # a note's next paragraph
+                yield from self.begin("prose", body.kind)
+            self.mode = "prose"
             self.paragraph_indent = indent
         yield from self.add(line.strip())
 
@@ -526,10 +536,10 @@ class _Rst:
                 else:  # its argument is the start of its text
                     title, first = _RST_TITLES.get(name, name.capitalize()), argument
                 yield from self.open_body(indent, BlockKind.ADMONITION, options=True)
+                self.mode = "prose"
                 yield from self.add(title)
-                yield from self.end()
+                yield from self.add("")  # the title: a line of its own
                 if first:
-                    self.mode = "prose"
                     yield from self.add(first)
             elif name in _RST_CODE:
                 yield from self.open_body(indent, BlockKind.CODE, options=True)
