@@ -136,16 +136,18 @@ def _report_problems(summary) -> None:
     others = [p for p in summary.problems if p not in unsupported]
     for problem in others[:20]:
         errors.print(f"skipped {for_terminal(str(problem))}", markup=False)
-    if len(others) > 20:
-        errors.print(f"... and {len(others) - 20} more")
+    more = len(others) - len(others[:20]) + getattr(summary.problems, "dropped", 0)
+    if more:
+        errors.print(f"... and {more:,} more")
     if unsupported:
         suffixes = Counter(Path(p.location.rsplit(":", 1)[0]).suffix.lower() or "(no suffix)" for p in unsupported)
         kinds = ", ".join(f"{suffix} {count:,}" for suffix, count in suffixes.most_common())
         errors.print(f"skipped {len(unsupported):,} files of types typedrag does not read: {for_terminal(kinds)}", markup=False)
     for note in summary.notes[:20]:
         errors.print(f"note: {for_terminal(note)}", markup=False)
-    if len(summary.notes) > 20:
-        errors.print(f"... and {len(summary.notes) - 20} more notes")
+    more = len(summary.notes) - len(summary.notes[:20]) + getattr(summary.notes, "dropped", 0)
+    if more:
+        errors.print(f"... and {more:,} more notes")
 
 
 ClassifierOpt = Annotated[

@@ -10,7 +10,7 @@ from pydantic import BaseModel, Field
 
 from typedrag.citations import cited_numbers, strip_markers, strip_reference_marks
 from typedrag.llm.base import LLMCall
-from typedrag.records import SECTION_SEPARATOR, ScoredPassage
+from typedrag.records import SECTION_SEPARATOR, LineKind, ScoredPassage
 from typedrag.text import split_sentences
 
 
@@ -25,6 +25,9 @@ class Source(BaseModel):
     page_end: int | None = Field(None, description="last PDF page, when the passage runs over more than one")
     text: str
     score: float
+    lines: tuple[LineKind, ...] = Field(
+        (), description="the kind of each line of `text` (prose, item with its order, code, table ...); empty: unknown, read as prose"
+    )
 
     @classmethod
     def of(cls, number: int, hit: ScoredPassage) -> "Source":
@@ -34,7 +37,7 @@ class Source(BaseModel):
         return cls(
             number=number, passage_id=p.passage_id, title=strip_reference_marks(p.title).strip(),
             section=strip_reference_marks(p.section).strip(), page=p.page, page_end=p.page_end,
-            text=strip_reference_marks(p.text), score=round(hit.score, 4),
+            text=strip_reference_marks(p.text), score=round(hit.score, 4), lines=p.lines,
         )
 
     @property
