@@ -120,3 +120,12 @@ def test_rag_and_forced_types_do_not_need_the_classifier(small_index, monkeypatc
         assert out.exit_code == 0, out.output
     out = runner.invoke(app, ["ask", "Why did the Western Roman Empire fall?", "--index", str(small_index)])
     assert out.exit_code == 2 and "needs an LLM endpoint" in out.output
+
+
+def test_version_prints_the_version_and_exits_0():
+    """Issue 35, F9: `typedrag --version` exited 2 (no such option)."""
+    import typedrag
+
+    out = runner.invoke(app, ["--version"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout == f"typedrag {typedrag.__version__}\n"

@@ -163,8 +163,12 @@ def test_docbook_page_gives_main_content_with_sections_lists_tables_and_code(tmp
     assert by_text["In PostgreSQL, an UPDATE or DELETE of a row does not immediately remove it."].section == space
     assert by_text["After the tip, still about disk space."].section == space  # "Tip" is a box title, not a section
     assert by_text["VACUUM FULL\n    my_table;"].section == space
-    assert by_text["- first item\n- second item\n  - nested item"].section == space
+    assert [by_text[item].section for item in ("- first item", "- second item", "- nested item")] == [space] * 3
     assert by_text["Setting | Default\nautovacuum | on\nvacuum_cost_delay | 0"].section == space
+    kinds = [(block.kind.value, block.order) for block in doc.blocks]
+    assert kinds == [("prose", None), ("prose", None), ("admonition", None), ("prose", None),
+                     ("code", None), ("item", None), ("item", None), ("item", None), ("table", None)]
+    assert by_text["Tip\nPlain VACUUM may not be satisfactory."].section == space  # the box, its title included
     text = text_of(doc)
     for word in NAVIGATION + ["var nav", "color: red", "Chapter 24"]:
         assert word not in text, word
@@ -179,8 +183,7 @@ def test_sphinx_page_drops_sidebar_related_bar_and_footer(tmp_path):
         ((), "This module implements some useful functions on pathnames."),
         ((), "os.path.abspath(path)"),
         ((), "Return a normalized absolutized version of the pathname path."),
-        (("Examples",), "Note"),
-        (("Examples",), "Paths are strings."),
+        (("Examples",), "Note\nPaths are strings."),
     ]
 
 
@@ -346,10 +349,12 @@ def test_docx_headings_become_sections_with_tables_and_lists(tmp_path):
         ((), "An introduction before any heading."),
         (("Habitat",), "Ferns grow in damp shade."),
         (("Habitat", "Soil"), "Acidic soil suits most species."),
-        (("Habitat", "Soil"), "- peat\n- leaf mould"),
+        (("Habitat", "Soil"), "- peat"),
+        (("Habitat", "Soil"), "- leaf mould"),
         (("Habitat", "Soil"), "Species | Height\nBracken | 2 m\nMaidenhair | 0.3 m"),
         (("Propagation",), "Spores form on the underside of fronds."),
     ]
+    assert [b.kind.value for b in doc.blocks] == ["prose", "prose", "prose", "item", "item", "table", "prose"]
     make_docx(tmp_path / "titled.docx", core_title="Ferns (core properties)")
     assert read_one(tmp_path / "titled.docx").title == "Ferns (core properties)"
 
@@ -401,7 +406,7 @@ def test_restructuredtext_sections_follow_adornment_order(tmp_path):
     assert [(b.section, b.text.strip()) for b in doc.blocks] == [
         ((), "Every database needs care."),
         (("Vacuuming",), "Use VACUUM and ANALYZE, see the docs."),
-        (("Vacuuming",), "Autovacuum helps."),
+        (("Vacuuming",), "Note\nAutovacuum helps."),  # an admonition, its title as HTML shows it
         (("Vacuuming", "Disk Space"), "Reclaim it."),
         (("Statistics",), "Keep them fresh."),
     ]
@@ -413,7 +418,8 @@ def test_list_items_table_rows_and_code_stay_lines_of_their_own(tmp_path):
         "```\nVACUUM FULL t;\nANALYZE t;\n```\n"
     )
     doc = read_one(tmp_path / "notes.md")
-    assert [b.text for b in doc.blocks] == ["To vacuum a table run the command:", "- VACUUM first\n- ANALYZE next", "VACUUM FULL t;\nANALYZE t;"]
+    assert [b.text for b in doc.blocks] == ["To vacuum a table run the command:", "- VACUUM first", "- ANALYZE next", "VACUUM FULL t;\nANALYZE t;"]
+    assert [b.kind.value for b in doc.blocks] == ["prose", "item", "item", "code"]
 
 
 def test_text_paragraphs_become_blocks_and_long_ones_are_split(tmp_path):
@@ -490,7 +496,8 @@ def test_source_files_are_listed_in_path_order_with_relative_keys(tmp_path):
     problems = []
     files = list(iter_source_files([tmp_path, tmp_path / "b.txt"], problems))
     assert [f.key for f in files] == ["a/b/c.html", "a/z.md", "a.txt", "b.txt", "b.txt"]
-    assert files[0] == SourceFile(tmp_path / "a" / "b" / "c.html", "a/b/c.html", str(tmp_path / "a" / "b" / "c.html"))
+    assert files[0] == SourceFile(tmp_path / "a" / "b" / "c.html", "a/b/c.html", str(tmp_path / "a" / "b" / "c.html"), tmp_path.resolve())
+    assert files[-1].root is None  # given directly: read wherever it leads
     assert files[-1].label == str(tmp_path / "b.txt") and problems == []
     with pytest.raises(CorpusError, match="no such file"):
         list(iter_source_files([tmp_path / "missing"], problems))

@@ -101,6 +101,50 @@ def test_ask_classify_and_eval_with_its_chart_work(plain, work):
     assert json.loads((work / "run" / "summary-proxy.json").read_text())["chart_missing"] is None
 
 
+def test_the_installed_package_has_its_licence_urls_classifiers_version_and_type_marker(plain, tmp_path):
+    """Issue 35, F9 and F11: what a packager and a user look for in the installed distribution."""
+    code = (
+        "import importlib.metadata as m, json, pathlib, typedrag\n"
+        "d = m.distribution('typedrag')\n"
+        "package = pathlib.Path(typedrag.__file__).parent\n"
+        "print(json.dumps({'licences': [str(f) for f in d.files if f.name in ('LICENSE', 'NOTICE') and 'dist-info' in str(f)],\n"
+        "                  'licence': next(str(f.locate()) for f in d.files if str(f).endswith('dist-info/licenses/LICENSE')),\n"
+        "                  'urls': d.metadata.get_all('Project-URL'), 'classifiers': d.metadata.get_all('Classifier'),\n"
+        "                  'expression': d.metadata['License-Expression'],\n"
+        "                  'typed': [p.name for p in (package / 'py.typed', package / '__init__.pyi') if p.is_file()]}))\n"
+    )
+    out = plain.run(plain.bin / "python", "-c", code, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    found = json.loads(out.stdout)
+    assert Path(found["licence"]).read_text() == (ROOT / "LICENSE").read_text()
+    assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in Path(found["licence"]).read_text()
+    assert len(found["licences"]) == 3 and found["expression"] == "Apache-2.0"
+    assert found["urls"] and "Typing :: Typed" in found["classifiers"]
+    assert found["typed"] == ["py.typed", "__init__.pyi"]
+    version = plain.run("typedrag", "--version", cwd=tmp_path)
+    assert version.returncode == 0 and version.stdout.startswith("typedrag 0."), version.stdout + version.stderr
+
+
+def test_a_users_mypy_sees_typedrags_types(plain, tmp_path):
+    """Issue 35, F10: without py.typed mypy refused the package; without the stub every lazy export was Any, so
+    the mistake on the last line went unseen."""
+    script = tmp_path / "user.py"
+    script.write_text(
+        "from typedrag import ListRetriever, OfflineEngine, Pipeline\n"
+        "pipeline = Pipeline(OfflineEngine(), ListRetriever(['Cats purr.']))\n"
+        "top_k: int = pipeline.settings.top_k\n"
+        "wrong: str = pipeline.settings.top_k\n"
+    )
+    checked = subprocess.run(
+        [sys.executable, "-m", "mypy", "--python-executable", str(plain.bin / "python"), "--cache-dir", str(tmp_path / "cache"),
+         "--no-error-summary", script.name],
+        cwd=tmp_path, capture_output=True, text=True, timeout=900,
+    )  # fmt: skip
+    assert checked.stdout.splitlines() == [
+        'user.py:4: error: Incompatible types in assignment (expression has type "int", variable has type "str")  [assignment]'
+    ], checked.stdout + checked.stderr
+
+
 @pytest.mark.parametrize(
     ("extra", "command"),
     [

@@ -131,7 +131,7 @@ def test_manifest_matches_tantivy_and_mismatches_are_refused(server, small):
     assert retriever.manifest["counts"] == tantivy_manifest["counts"]
     assert retriever.manifest["engine"] | {"pymilvus": None} == {
         "name": "milvus", "pymilvus": None, "analyzer": milvus_index.ANALYZER, "terms": "tantivy en_stem", "k1": 1.2, "b": 0.75,
-        "passage_words": 40, "dense": True, "embedder": "all-MiniLM-L6-v2 (onnx int8)", "chunker": 5,
+        "passage_words": 40, "dense": True, "embedder": "all-MiniLM-L6-v2 (onnx int8)", "chunker": 6,
     }
     # A collection whose manifest says other BM25 parameters is refused, naming the fix.
     client = pymilvus.MilvusClient(uri=server.uri)
@@ -271,6 +271,41 @@ def test_a_rerun_syncs_the_collection_in_place(server, tmp_path):
     assert retriever.manifest["counts"]["documents"] == 21
     unchanged = sync_milvus_index([folder], server.uri, "synced", show_progress=False)
     assert (unchanged.added, unchanged.updated, unchanged.removed, unchanged.unchanged) == (0, 0, 0, 21)
+
+
+def test_line_kinds_round_trip_and_a_collection_built_before_them_still_answers(server, tmp_path, monkeypatch):
+    """Issue 32: the kind of every passage line comes back from Milvus as it was chunked; a collection without the
+    `lines` field (built before kinds were kept) opens and answers, its lines unknown."""
+    from test_block_kinds import MARKDOWN
+
+    from typedrag.corpus.chunker import iter_passages
+    from typedrag.records import BlockKind
+
+    (tmp_path / "brewing.md").write_text(MARKDOWN)
+    expected = {p.passage_id: p for doc in iter_documents([tmp_path / "brewing.md"], problems=[]) for p in iter_passages(doc, 40)}
+    assert any(line.kind is BlockKind.ITEM and line.order == 3 for p in expected.values() for line in p.lines)
+    build_milvus_index([tmp_path / "brewing.md"], server.uri, "kinds", passage_words=40, show_progress=False)
+    found = {h.passage_id: h.passage for h in MilvusRetriever(server.uri, "kinds").search("tea water pot brew green warm", 50)}
+    assert found == expected
+
+    real_schema, real_send = milvus_index._schema, milvus_index._Inserter.send
+
+    def old_schema(pymilvus, dense):
+        schema = real_schema(pymilvus, dense)
+        schema._fields = [field for field in schema.fields if field.name != milvus_index.LINES]
+        return schema
+
+    def send_without_lines(inserter):
+        for row in inserter.rows:
+            row.pop(milvus_index.LINES)
+        real_send(inserter)
+
+    monkeypatch.setattr(milvus_index, "_schema", old_schema)
+    monkeypatch.setattr(milvus_index._Inserter, "send", send_without_lines)
+    build_milvus_index([tmp_path / "brewing.md"], server.uri, "kinds_old", passage_words=40, show_progress=False)
+    monkeypatch.undo()
+    hits = MilvusRetriever(server.uri, "kinds_old").search("tea water pot brew green warm", 50)
+    assert {h.passage_id for h in hits} == set(expected) and all(h.passage.lines == () for h in hits)
 
 
 def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, monkeypatch):

@@ -88,6 +88,16 @@ def test_public_names_import_and_every_public_class_has_a_docstring():
     assert missing == []
 
 
+def test_the_type_stub_names_every_lazy_export_from_its_module():
+    """Type checkers read __init__.pyi (they cannot follow __getattr__): it must say what _EXPORTS does."""
+    import ast
+
+    stub = ast.parse((Path(typedrag.__file__).parent / "__init__.pyi").read_text(encoding="utf-8"))
+    imported = {alias.asname: node.module for node in stub.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    assert imported == typedrag._EXPORTS
+    assert all(alias.name == alias.asname for node in stub.body if isinstance(node, ast.ImportFrom) for alias in node.names)
+
+
 def test_importing_the_pipeline_does_not_import_tantivy():
     code = "import sys, typedrag.pipeline, typedrag; typedrag.Pipeline; print('tantivy' in sys.modules)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

@@ -155,3 +155,72 @@ def test_bad_question_shows_the_server_message(page):
     error = page.locator("#error")
     sync_api.expect(error).to_be_visible(timeout=30_000)
     assert "Error 422" in error.inner_text() and "over the limit" in error.inner_text()
+
+
+def test_only_the_answers_citations_become_links(small_index, classifier):
+    """Issue 35, D14: a "[2]" glued to a word names no source, though source 2 exists; only [1] is a citation."""
+    from typedrag.engines.llm_engine import LLMEngine
+    from typedrag.index import FunctionRetriever
+    from typedrag.llm.openai_chat import OpenAIChatModel
+    from typedrag.testing.openai_stub import OpenAIStubServer, Reply
+
+    texts = ["Photosynthesis turns water and carbon dioxide into sugar.", "Chloroplasts hold chlorophyll, which absorbs light."]
+    words = "Sunlight reaches the chloroplasts[2] of green leaves, where water becomes sugar [1]."
+    with OpenAIStubServer(lambda request: Reply(content=words)) as stub:
+        chat = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=30)
+        pipeline = Pipeline(LLMEngine(chat), FunctionRetriever(lambda query, k: texts), classifier=classifier)
+        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url:
+            with sync_api.sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+                page = browser.new_page()
+                page.goto(url)
+                page.fill("#question", "How does photosynthesis work?")
+                page.select_option("#method", "rag")
+                page.click("#submit")
+                sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=30_000)
+                links = page.locator("#answer a.cite").all_inner_texts()
+                answer = page.locator("#answer").inner_text()
+                sources = page.locator("#sources li").count()
+                browser.close()
+    assert sources == 2  # source 2 exists: the glued "[2]" could have been linked to it
+    assert links == ["[1]"] and answer == words
+
+
+def test_bidi_overrides_and_controls_in_source_names_are_shown_escaped(small_index, classifier):
+    """Issue 35, D12 and D11: a title, passage id and text holding a right-to-left override and terminal escapes
+    are shown with visible escapes, never obeyed ("Asteroid \\u202eevil" must not read "Asteroid live")."""
+    from typedrag.engines.offline import OfflineEngine
+    from typedrag.index import ListRetriever
+    from typedrag.records import Passage
+
+    hostile = Passage(
+        passage_id="evil\x1b]52;c;cHduZWQ=\x07\u202etxt.exe#0",
+        doc_id="evil",
+        title="Asteroid \u202eevil\u202c",
+        text="An asteroid is a small rocky body that orbits the Sun \u2066inside\u2069 the asteroid belt.",
+    )
+    plain = Passage(passage_id="comet#0", doc_id="comet", title="Comet", text="A comet is an icy body that grows a tail near the Sun.")
+    pipeline = Pipeline(OfflineEngine(), ListRetriever([hostile, plain]), classifier=classifier)
+    with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url:
+        with sync_api.sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+            page = browser.new_page()
+            page.goto(url)
+            page.fill("#question", "What is an asteroid?")
+            page.select_option("#method", "rag")
+            page.click("#submit")
+            sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=30_000)
+            shown = page.locator("#output").inner_text()
+            titles = page.locator("#sources .title").all_inner_texts()
+            ids = page.locator("#sources .source-id").all_inner_texts()
+            link_titles = [page.locator("#answer a.cite").nth(i).get_attribute("title") for i in range(page.locator("#answer a.cite").count())]
+            browser.close()
+    hidden = [c for c in shown + "".join(filter(None, link_titles)) if c in "\x1b\x07\u202c\u202e\u2066\u2069" or "\x80" <= c <= "\x9f"]
+    assert not hidden, hidden
+    assert "Asteroid \\u202eevil\\u202c" in titles
+    assert "evil\\x1b]52;c;cHduZWQ=\\x07\\u202etxt.exe#0" in ids
+    assert "\\u2066inside\\u2069" in page_text_of(shown)
+
+
+def page_text_of(text: str) -> str:
+    return " ".join(text.split())

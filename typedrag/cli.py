@@ -11,6 +11,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from typedrag import __version__
 from typedrag.commands import (
     USER_ERRORS,
     LLMConcurrencyOpt,
@@ -35,6 +36,21 @@ app = typer.Typer(
 )
 console = Console()
 progress_console = Console(stderr=True, soft_wrap=True)  # what happens while an answer streams on stdout
+
+
+def _print_version(asked: bool) -> None:
+    if asked:
+        print(f"typedrag {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print typedrag's version and exit.")
+    ] = False,
+) -> None:
+    """Options before the command: `typedrag --version`."""
 
 IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
 LLMOpt = Annotated[
@@ -120,16 +136,18 @@ def _report_problems(summary) -> None:
     others = [p for p in summary.problems if p not in unsupported]
     for problem in others[:20]:
         errors.print(f"skipped {for_terminal(str(problem))}", markup=False)
-    if len(others) > 20:
-        errors.print(f"... and {len(others) - 20} more")
+    more = len(others) - len(others[:20]) + getattr(summary.problems, "dropped", 0)
+    if more:
+        errors.print(f"... and {more:,} more")
     if unsupported:
         suffixes = Counter(Path(p.location.rsplit(":", 1)[0]).suffix.lower() or "(no suffix)" for p in unsupported)
         kinds = ", ".join(f"{suffix} {count:,}" for suffix, count in suffixes.most_common())
         errors.print(f"skipped {len(unsupported):,} files of types typedrag does not read: {for_terminal(kinds)}", markup=False)
     for note in summary.notes[:20]:
         errors.print(f"note: {for_terminal(note)}", markup=False)
-    if len(summary.notes) > 20:
-        errors.print(f"... and {len(summary.notes) - 20} more notes")
+    more = len(summary.notes) - len(summary.notes[:20]) + getattr(summary.notes, "dropped", 0)
+    if more:
+        errors.print(f"... and {more:,} more notes")
 
 
 ClassifierOpt = Annotated[

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -10,37 +11,83 @@ SECTION_SEPARATOR = " › "
 
 
 class BlockKind(StrEnum):
-    """What a block of a document is, as its reader knows it."""
+    """What a block of a document is, as the reader that read it knows: prose unless it knows better."""
 
     PROSE = "prose"
-    HEADING = "heading"
+    HEADING = "heading"  # a heading given as text (a PDF's bookmarked title line); most are sections instead
     ITEM = "item"  # a list item
-    CODE = "code"
-    TABLE = "table"
-    ADMONITION = "admonition"  # a note, warning or tip box, its title included
-    CAPTION = "caption"
-    NOTICE = "notice"  # a licence or copyright notice, navigation left over
-
-
-@dataclass(frozen=True, slots=True)
-class LineKind:
-    """The kind of one line of a passage, and an ordered list item's place in its list."""
-
-    kind: BlockKind = BlockKind.PROSE
-    order: int | None = None
+    CODE = "code"  # a code block, a literal block, a screen, an API signature
+    TABLE = "table"  # table rows
+    ADMONITION = "admonition"  # a note, warning or tip box, its title ("Note") included
+    CAPTION = "caption"  # a figure's or a table's caption
+    NOTICE = "notice"  # a licence, copyright or legal notice; navigation left in the page (a table of contents)
 
 
 @dataclass(frozen=True, slots=True)
 class Block:
-    """A run of a document's text under one heading path (and, in a PDF, on one page).
+    """A run of a document's text under one heading path (and, in a PDF, on one page), of one kind.
 
     Passages never cross from one section path to another, so a reader that knows a document's
-    headings cuts its text into blocks at them.
+    headings cuts its text into blocks at them. A reader that knows structure gives each list item,
+    code block, table and admonition as a block of its own, so each line of a passage has one kind.
     """
 
     text: str
     section: tuple[str, ...] = ()  # heading path below the document title, outermost first
     page: int | None = None  # 1-based page number (PDF)
+    kind: BlockKind = BlockKind.PROSE
+    order: int | None = None  # 1-based position of an item in an ordered list; None otherwise
+
+
+@dataclass(frozen=True, slots=True)
+class LineKind:
+    """The kind of one line of a passage: the kind of the block it came from, and an ordered item's position."""
+
+    kind: BlockKind = BlockKind.PROSE
+    order: int | None = None
+
+
+PROSE_LINE = LineKind()
+# One letter per kind in a passage's stored `lines` ("p,p,i1,i2,c"): an ordered item carries its position.
+_LINE_CODES = {
+    BlockKind.PROSE: "p",
+    BlockKind.HEADING: "h",
+    BlockKind.ITEM: "i",
+    BlockKind.CODE: "c",
+    BlockKind.TABLE: "t",
+    BlockKind.ADMONITION: "a",
+    BlockKind.CAPTION: "f",
+    BlockKind.NOTICE: "n",
+}
+_LINE_KINDS = {code: kind for kind, code in _LINE_CODES.items()}
+_LINE_CODE = re.compile(r"([phictafn])([1-9][0-9]{0,8})?")
+
+
+def encode_lines(lines: Iterable[LineKind]) -> str:
+    """`lines` as stored beside a passage: "p,i1,i2,c" (an unordered item is "i")."""
+    return ",".join(_LINE_CODES[line.kind] + (str(line.order) if line.order is not None else "") for line in lines)
+
+
+def decode_lines(stored: str | None) -> tuple[LineKind, ...]:
+    """What `encode_lines` stored; () (unknown: read as prose) for an empty, missing or malformed value."""
+    if not stored:
+        return ()
+    lines = []
+    for code in stored.split(","):
+        match = _LINE_CODE.fullmatch(code)
+        if match is None:
+            return ()
+        kind, order = _LINE_KINDS[match.group(1)], match.group(2)
+        if order is not None and kind is not BlockKind.ITEM:
+            return ()
+        lines.append(PROSE_LINE if code == "p" else LineKind(kind, int(order) if order else None))
+    return tuple(lines)
+
+
+def lines_of(text: str, stored: str | None) -> tuple[LineKind, ...]:
+    """A stored passage's line kinds, checked against its text: () unless there is one per line."""
+    lines = decode_lines(stored)
+    return lines if len(lines) == text.count("\n") + 1 else ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +120,8 @@ class Passage:
 
     `section` is the heading path inside the document ("Routine Vacuuming › Recovering Disk Space");
     `page` and `page_end` the first and last PDF page it was taken from (`page_end` None when one page).
+    `lines` gives the kind of each line of `text` (`text.split("\n")`): empty when unknown (plain-text
+    records, an index built before kinds were kept), to be read as prose.
     """
 
     passage_id: str
@@ -82,6 +131,7 @@ class Passage:
     section: str = ""
     page: int | None = None
     page_end: int | None = None
+    lines: tuple[LineKind, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,6 +144,39 @@ class ScoredPassage:
     @property
     def passage_id(self) -> str:
         return self.passage.passage_id
+
+
+class CappedList(list):
+    """A list that keeps its first `kept` items and only counts those appended after them (`dropped`): what a
+    build reports of 4 million junk lines, without holding a gigabyte of reasons."""
+
+    def __init__(self, items: Iterable = (), kept: int = 1000):
+        super().__init__()
+        self.kept, self.dropped = kept, 0
+        self.extend(items)
+
+    def __reduce__(self):  # a worker process sends its file's problems back: the count goes with them
+        return CappedList, (list(self), self.kept), {"dropped": self.dropped}
+
+    def append(self, item) -> None:
+        if len(self) < self.kept:
+            super().append(item)
+        else:
+            self.dropped += 1
+
+    def extend(self, items: Iterable) -> None:
+        for item in items:
+            self.append(item)
+        self.dropped += getattr(items, "dropped", 0)
+
+    def __iadd__(self, items: Iterable) -> "CappedList":
+        self.extend(items)
+        return self
+
+    @property
+    def total(self) -> int:
+        """How many were appended: those kept and those dropped."""
+        return len(self) + self.dropped
 
 
 @dataclass(slots=True)
@@ -124,5 +207,5 @@ class IndexSummary:
     removed: int = 0
     unchanged: int = 0
     seconds: float = 0.0
-    problems: list[CorpusProblem] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)  # what was indexed but changed on the way (an over-long run cut)
+    problems: CappedList = field(default_factory=CappedList)  # `skipped` counts them all, kept or not
+    notes: CappedList = field(default_factory=CappedList)  # what was indexed but changed on the way (an over-long run cut)

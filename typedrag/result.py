@@ -8,7 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from typedrag.citations import cited_numbers, strip_markers
+from typedrag.citations import cited_numbers, strip_markers, strip_reference_marks
 from typedrag.llm.base import LLMCall
 from typedrag.records import SECTION_SEPARATOR, LineKind, ScoredPassage
 from typedrag.text import split_sentences
@@ -25,15 +25,19 @@ class Source(BaseModel):
     page_end: int | None = Field(None, description="last PDF page, when the passage runs over more than one")
     text: str
     score: float
-    lines: tuple[LineKind, ...] = Field((), description="the kind of each line of `text`, as the document's reader knew it")
+    lines: tuple[LineKind, ...] = Field(
+        (), description="the kind of each line of `text` (prose, item with its order, code, table ...); empty: unknown, read as prose"
+    )
 
     @classmethod
     def of(cls, number: int, hit: ScoredPassage) -> "Source":
-        """Numbered as `number`; markers the passage itself carries are removed, so none can pose as a citation."""
+        """Numbered as `number`; markers the passage carries in its text, title or section are removed, so
+        none can pose as a citation to an engine or a reader."""
         p = hit.passage
         return cls(
-            number=number, passage_id=p.passage_id, title=p.title, section=p.section, page=p.page, page_end=p.page_end,
-            text=strip_markers(p.text), score=round(hit.score, 4),
+            number=number, passage_id=p.passage_id, title=strip_reference_marks(p.title).strip(),
+            section=strip_reference_marks(p.section).strip(), page=p.page, page_end=p.page_end,
+            text=strip_reference_marks(p.text), score=round(hit.score, 4), lines=p.lines,
         )
 
     @property

@@ -5,6 +5,7 @@ loopback OpenAI stub (structured plans, repair, streaming and usage across the r
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import pytest
 
@@ -112,6 +113,25 @@ def test_with_a_retriever_of_its_own_it_streams_and_serialises_to_yaml_and_back(
     assert len(heard) > 1 and "".join(c.content for c in heard) == outputs["answers"][0].data
     assert heard[0].component_info.name == "typedrag"
     assert len(outputs["documents"]) >= 1 and all(d.id.startswith("titanic-") for d in outputs["documents"])
+
+
+def test_the_readme_names_the_trusted_module_for_each_way_of_loading_a_pipeline():
+    """Issue 35, minor: the README showed `allowed_modules` for `loads` only, and `from_dict` refuses without it."""
+    import re
+
+    from haystack.core.errors import DeserializationError
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme.split("### Haystack", 1)[1].split("\n## ", 1)[0]
+    named = re.findall(r'allowed_modules=\["([\w.]+)"\]', section)
+    assert named and set(named) == set(TRUSTED)
+    for way in ("Pipeline.loads(", "Pipeline.load(", "Pipeline.from_dict("):
+        assert way in section, way
+    pipeline = HaystackPipeline()
+    pipeline.add_component("typedrag", TypedRAG())
+    with pytest.raises(DeserializationError):
+        HaystackPipeline.from_dict(pipeline.to_dict())
+    assert HaystackPipeline.from_dict(pipeline.to_dict(), allowed_modules=named).to_dict() == pipeline.to_dict()
 
 
 def test_to_dict_from_dict_keeps_the_chat_generator_and_settings():

@@ -163,6 +163,43 @@ def test_the_chain_is_traced_by_langchain_callbacks_like_any_runnable():
     assert "TypedRAG" in runs.started and runs.ended and runs.ended[-1]["answer"]
 
 
+def test_the_graph_and_the_schemas_build_on_the_lowest_supported_python():
+    """Issue 35, F1: on Python 3.11 pydantic refuses typing.TypedDict, and get_graph() reads the output schema."""
+    chain = offline_chain()
+    graph = chain.get_graph()
+    assert [node.name for node in graph.nodes.values()] == ["TypedRAGInput", "TypedRAG", "TypedRAGOutput"]
+    output = chain.get_output_jsonschema()
+    assert {"answer", "type", "strategy", "sources", "trace"} <= set(output["$defs"]["TypedRAGOutput"]["properties"])
+    assert "TypedRAG --> TypedRAGOutput" in graph.draw_mermaid()
+    assert chain.get_input_jsonschema()
+
+
+def test_a_prompt_template_or_a_chat_prompt_or_messages_can_feed_the_runnable():
+    """Issue 35, F2: what LangChain's own model runnables take; the question is the last human message's text."""
+    from langchain_core.messages import HumanMessage, SystemMessage
+    from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+
+    chain = offline_chain()
+    expected = chain.invoke(QUESTION)["answer"]
+    chat = ChatPromptTemplate.from_messages([("system", "Answer briefly."), ("human", "{q}")])
+    assert (PromptTemplate.from_template("{q}") | chain).invoke({"q": QUESTION})["answer"] == expected
+    assert (chat | chain).invoke({"q": QUESTION})["question"] == QUESTION
+    earlier = [HumanMessage("How do icebergs form?"), AIMessage("From glaciers."), SystemMessage("Be brief.")]
+    assert chain.invoke([*earlier, HumanMessage(QUESTION)])["question"] == QUESTION
+    assert chain.invoke([("human", QUESTION)])["question"] == QUESTION
+    assert "".join(c.get("answer", "") for c in (chat | chain).stream({"q": QUESTION})) == expected
+    with pytest.raises(ValueError, match="no human message"):
+        chain.invoke([SystemMessage("Be brief.")])
+
+
+def test_from_components_takes_the_method_and_a_forced_type():
+    """Issue 35, minor: `method=` went on to Pipeline and raised TypeError."""
+    chain = TypedRAGRunnable.from_components(vector_store().as_retriever(), method="rag")
+    assert chain.method == "rag" and chain.invoke(QUESTION)["strategy"] == "rag"
+    forced = TypedRAGRunnable.from_components(vector_store().as_retriever(), forced_type="debate")
+    assert forced.invoke(QUESTION)["type"] == "DEBATE"
+
+
 def test_typed_evidence_retriever_returns_the_answers_sources():
     pipeline = offline_chain().pipeline
     documents = TypedRAGRetriever(pipeline=pipeline, k=2).invoke(QUESTION)

@@ -160,6 +160,12 @@ async def test_aquery_and_async_streaming():
     assert len(tokens) > 1 and "".join(tokens) == answer and streamed.source_nodes
 
 
+def test_from_components_takes_the_method_and_a_forced_type():
+    """Issue 35, minor: `method=` went on to Pipeline and raised TypeError."""
+    assert TypedRAGQueryEngine.from_components(index(), method="rag").query(QUESTION).metadata["strategy"] == "rag"
+    assert TypedRAGQueryEngine.from_components(index(), forced_type="debate").query(QUESTION).metadata["type"] == "DEBATE"
+
+
 def test_mockllms_replies_fail_the_plan_which_is_repaired_once_then_falls_back_recorded():
     response = TypedRAGQueryEngine(llm_pipeline(MockLLM(max_tokens=4))).query(QUESTION)
     trace: AnswerResult = response.metadata["trace"]

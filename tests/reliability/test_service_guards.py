@@ -149,7 +149,9 @@ def test_chat_part_with_a_non_string_text_is_400(offline_url, text):
 @pytest.mark.parametrize(
     "extra, words",
     [({"n": 2}, "n must be 1"), ({"n": True}, "n must be 1"), ({"n": 1.0}, "n must be 1"), ({"n": "1"}, "n must be 1"), ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "does not call tools"),
-     ({"tool_choice": "auto"}, "does not call tools")],
+     ({"tool_choice": "auto"}, "does not call tools"),
+     ({"response_format": {"type": "json_object"}}, "response_format 'json_object'"),  # issue 35: it was ignored
+     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, "response_format 'json_schema'")],
 )
 def test_chat_options_typedrag_cannot_honour_are_400(offline_url, extra, words):
     body = {"model": "typedrag-rag", "messages": [{"role": "user", "content": "Why did Rome fall?"}], **extra}
@@ -157,6 +159,25 @@ def test_chat_options_typedrag_cannot_honour_are_400(offline_url, extra, words):
     assert response.status_code == 400 and words in response.json()["error"]["message"]
     ok = httpx.post(f"{offline_url}/v1/chat/completions", json={**body, **{k: None for k in extra}, "n": 1}, timeout=60)
     assert ok.status_code == 200, ok.text
+
+
+def test_a_text_response_format_is_what_typedrag_does_anyway(offline_url):
+    body = {"model": "typedrag-rag", "messages": [{"role": "user", "content": "Why did Rome fall?"}], "response_format": {"type": "text"}}
+    response = httpx.post(f"{offline_url}/v1/chat/completions", json=body, timeout=60)
+    assert response.status_code == 200, response.text
+
+
+def test_each_listed_model_can_be_retrieved_and_another_is_404(offline_url):
+    """Issue 35, minor: GET /v1/models/{id} was 404 for every model, so `client.models.retrieve` failed."""
+    import openai
+
+    client = openai.OpenAI(base_url=f"{offline_url}/v1", api_key="unused", max_retries=0)
+    listed = client.models.list().data
+    assert "typedrag-typed:debate" in [m.id for m in listed]
+    for model in listed:
+        assert client.models.retrieve(model.id).model_dump() == model.model_dump()
+    missing = httpx.get(f"{offline_url}/v1/models/gpt-4o")
+    assert missing.status_code == 404 and "unknown model 'gpt-4o'" in missing.json()["error"]["message"]
 
 
 # --- item 9: the service's minor items -------------------------------------------------------------

@@ -1,9 +1,10 @@
 """Split documents into ~100-word passages, the retrieval unit of the Typed-RAG paper (DPR-style).
 
 A passage never crosses from one section of a document to the next (a reader that knows the
-document's headings gives its text as blocks, each under a heading path), and carries that path
-and, for a PDF, its pages. Documents stream through: a block is read, cut and forgotten, so a
-file of any size is chunked in bounded memory.
+document's headings gives its text as blocks, each under a heading path), and carries that path,
+for a PDF its pages, and the kind of each of its lines (the kind of the block the line came from:
+prose, a list item and its order, code, a table row ...). Documents stream through: a block is
+read, cut and forgotten, so a file of any size is chunked in bounded memory.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import bisect
 import re
 from collections.abc import Callable, Iterable, Iterator
 
-from typedrag.records import SECTION_SEPARATOR, Block, Document, Passage
+from typedrag.records import PROSE_LINE, SECTION_SEPARATOR, Block, BlockKind, Document, LineKind, Passage
 
 _SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*$")
 _ENDINGS = frozenset(".!?\"'”’)]")  # a token can end a sentence only if it ends with one of these
@@ -25,7 +26,9 @@ MAX_TOKEN_CHARS = 1000
 MAX_PASSAGE_CHARS = 3000
 # Changes with any change to how documents become passages (a reader or the chunker): an index built by
 # another version is rebuilt, not synced.
-CHUNKER_VERSION = 5
+CHUNKER_VERSION = 6
+
+Lines = tuple[LineKind, ...]
 
 
 def chunk_document(doc: Document, words: int = 100) -> list[Passage]:
@@ -40,15 +43,17 @@ def iter_passages(doc: Document, words: int = 100, on_cut: Callable[[str], None]
     sentences; no passage exceeds 1.5x `words` (nor MAX_PASSAGE_CHARS), and a tail that fits in 1.5x is
     not split off as a stub. Markup tags are dropped and whitespace is normalised to single spaces;
     together the passages hold every other word in order. `on_cut` hears a one-line note whenever an
-    over-long run of characters had to be cut.
+    over-long run of characters had to be cut. A document given as blocks gets the kind of each line of
+    its passages (`Passage.lines`); one given as plain text, none (unknown, read as prose).
     """
     if words < 1:
         raise ValueError(f"words must be >= 1, got {words}")
     longest, slack = max(1, words * 3 // 2), words * 3 // 10
     position = 0
+    structured = doc.blocks is not None
     for section, run in _section_runs(doc.iter_blocks()):
         path = SECTION_SEPARATOR.join(section)
-        for text, pages in _chunks(run, doc, words, longest, slack, on_cut):
+        for text, pages, lines in _chunks(run, doc, words, longest, slack, on_cut):
             spread = sorted(set(pages)) if pages else []
             yield Passage(
                 f"{doc.doc_id}#{position}",
@@ -58,6 +63,7 @@ def iter_passages(doc: Document, words: int = 100, on_cut: Callable[[str], None]
                 section=path,
                 page=spread[0] if spread else None,
                 page_end=spread[-1] if len(spread) > 1 else None,
+                lines=lines if structured else (),
             )
             position += 1
 
@@ -104,58 +110,85 @@ def _tokens(text: str, doc: Document, on_cut: Callable[[str], None] | None) -> l
     return pieces
 
 
+class _Lines:
+    """Where each line of the words read begins (token indices, the first at 0) and its kind."""
+
+    def __init__(self) -> None:
+        self.starts: list[int] = []
+        self.kinds: list[LineKind] = []
+
+    def begin(self, at: int, kind: LineKind) -> None:
+        self.starts.append(at)
+        self.kinds.append(kind)
+
+    def joined(self, tokens: list[str], start: int, end: int) -> tuple[str, Lines]:
+        """tokens[start:end] as text (words joined by spaces, a new line where a line begins) and the kind of
+        each of its lines: a passage that begins inside a line takes that line's kind."""
+        first = bisect.bisect_right(self.starts, start) - 1  # the line `start` is in
+        inside = self.starts[first + 1 : bisect.bisect_left(self.starts, end)]
+        kinds = tuple(self.kinds[first : first + 1 + len(inside)])
+        if not inside:
+            return " ".join(tokens[start:end]), kinds
+        edges = [start, *inside, end]
+        return "\n".join(" ".join(tokens[a:b]) for a, b in zip(edges, edges[1:])), kinds
+
+    def drop_before(self, start: int) -> None:
+        """Forget the lines that end before token `start`, and count from there."""
+        first = bisect.bisect_right(self.starts, start) - 1
+        self.starts = [max(0, at - start) for at in self.starts[first:]]
+        self.kinds = self.kinds[first:]
+
+
+def _kind_of(block: Block) -> LineKind:
+    return PROSE_LINE if block.kind is BlockKind.PROSE and block.order is None else LineKind(block.kind, block.order)
+
+
 def _chunks(
     blocks: Iterable[Block], doc: Document, words: int, longest: int, slack: int, on_cut: Callable[[str], None] | None
-) -> Iterator[tuple[str, list[int]]]:
-    """(text, pages of its words) of each passage of one section, cut as soon as enough has been read to
-    decide where. Blocks and their lines (paragraphs, list items, table rows, code) stay on lines of their
-    own in the passage, so a line with no full stop does not run into the next sentence. The words read
-    but not yet cut are kept from `start` on; the lists are compacted now and then, so a single huge
-    block is cut in linear time."""
+) -> Iterator[tuple[str, list[int], Lines]]:
+    """(text, pages of its words, kinds of its lines) of each passage of one section, cut as soon as enough has
+    been read to decide where. Blocks and their lines (paragraphs, list items, table rows, code) stay on lines
+    of their own in the passage, so a line with no full stop does not run into the next sentence, and each
+    line has the kind of its block. The words read but not yet cut are kept from `start` on; the lists are
+    compacted now and then, so a single huge block is cut in linear time."""
     tokens: list[str] = []
     pages: list[int] = []  # one per token, only when the blocks have pages (a PDF)
-    starts: list[int] = []  # where each block after the first begins, as token indices
+    lines = _Lines()
     start = 0
     for block in blocks:
+        kind = _kind_of(block)
         for line in MARKUP.sub(" ", block.text).split("\n"):  # list items, table rows, code lines: lines of their own
             new = _tokens(line, doc, on_cut)
-            if tokens and new:
-                starts.append(len(tokens))
+            if new:
+                lines.begin(len(tokens), kind)
             tokens += new
             if block.page is not None:
                 pages += [block.page] * len(new)
         while len(tokens) - start > longest + slack:  # enough lookahead: the cut falls within what is read
-            text, end = _capped(tokens, starts, start, start + _cut(tokens, start, words, slack))
-            yield text, pages[start:end]
+            text, end, kinds = _capped(tokens, lines, start, start + _cut(tokens, start, words, slack))
+            yield text, pages[start:end], kinds
             start = end
         if start > 4096:
             del tokens[:start], pages[:start]
-            starts = [i - start for i in starts if i > start]
+            lines.drop_before(start)
             start = 0
     while start < len(tokens):
         end = len(tokens) if len(tokens) - start <= longest else start + _cut(tokens, start, words, slack)
-        text, end = _capped(tokens, starts, start, end)
-        yield text, pages[start:end]
+        text, end, kinds = _capped(tokens, lines, start, end)
+        yield text, pages[start:end], kinds
         start = end
 
 
-def _capped(tokens: list[str], starts: list[int], start: int, end: int) -> tuple[str, int]:
-    """The passage tokens[start:end] as text, and its end, made shorter if the text runs past MAX_PASSAGE_CHARS
-    (joined text is as long as the words plus one separator between each two, so the check is on the text)."""
-    text = _joined(tokens, starts, start, end)
+def _capped(tokens: list[str], lines: _Lines, start: int, end: int) -> tuple[str, int, Lines]:
+    """The passage tokens[start:end] as text, its end and its lines' kinds, made shorter if the text runs past
+    MAX_PASSAGE_CHARS (joined text is as long as the words plus one separator between each two, so the check
+    is on the text)."""
+    text, kinds = lines.joined(tokens, start, end)
     if len(text) <= MAX_PASSAGE_CHARS:
-        return text, end
+        return text, end, kinds
     end = start + _within_char_cap(tokens, start, end - start)
-    return _joined(tokens, starts, start, end), end
-
-
-def _joined(tokens: list[str], starts: list[int], start: int, end: int) -> str:
-    """tokens[start:end] as text: words joined by spaces, a new line where a block begins."""
-    inside = starts[bisect.bisect_right(starts, start) : bisect.bisect_left(starts, end)]
-    if not inside:
-        return " ".join(tokens[start:end])
-    edges = [start, *inside, end]
-    return "\n".join(" ".join(tokens[a:b]) for a, b in zip(edges, edges[1:]))
+    text, kinds = lines.joined(tokens, start, end)
+    return text, end, kinds
 
 
 def _cut(tokens: list[str], start: int, words: int, slack: int) -> int:

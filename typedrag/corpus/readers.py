@@ -9,11 +9,16 @@ pool: `iter_source_files` lists the files of the sources, `read_file` reads one 
 function whose arguments and Documents pickle once their blocks are materialised with `list()`).
 `iter_documents` chains them and drops duplicate ids across files with `unique_documents`.
 `demo:vital-articles` is a `SourceFile` too, whose `key` and `label` are `DEMO_SOURCE`.
+
+A file is opened once, when its turn comes (`open_source`), and every reader reads that open file
+(through `/proc/self/fd/N` on Linux): a file swapped for a link to somewhere else after the listing
+is checked where it is then, and `Reading` tells the indexer whether the file changed while it was read.
 """
 
 from __future__ import annotations
 
 import codecs
+import errno
 import gzip
 import importlib.util
 import itertools
@@ -24,8 +29,10 @@ import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypeAlias
 
 from typedrag.corpus.formats import Parsed, Unreadable
+from typedrag.corpus.formats.common import title_line
 from typedrag.corpus.formats.detect import SUFFIXES, Kind, choose
 from typedrag.errors import CorpusError
 from typedrag.records import Block, CorpusProblem, Document
@@ -33,14 +40,18 @@ from typedrag.records import Block, CorpusProblem, Document
 DEMO_SOURCE = "demo:vital-articles"
 SUPPORTED = tuple(kind.value for kind in Kind)  # the formats, for messages
 _LINE_BASED = (Kind.TEXT, Kind.MARKDOWN, Kind.RST)  # problems in these name a line
+LONGEST_RECORD = 32 << 20  # bytes in one JSONL or TSV line: a longer one is skipped, never held whole
 
 __all__ = [
     "DEMO_SOURCE",
     "SUFFIXES",
     "SUPPORTED",
+    "Reading",
     "SourceFile",
+    "Stamp",
     "iter_documents",
     "iter_source_files",
+    "open_source",
     "read_file",
     "unique_documents",
 ]
@@ -50,11 +61,13 @@ __all__ = [
 class SourceFile:
     """One file to read. `key` is its stable identity and the doc id of a one-document file: the path
     relative to the folder given (POSIX), or the file name for a file given directly. `label` is what
-    messages print: the path as given."""
+    messages print: the path as given. `root` is the real path of the folder it was listed in, which it
+    must still be inside when it is read (None for a file given directly)."""
 
     path: Path
     key: str
     label: str
+    root: Path | None = None
 
     @property
     def is_demo(self) -> bool:
@@ -62,6 +75,27 @@ class SourceFile:
 
 
 DEMO_FILE = SourceFile(Path(DEMO_SOURCE), DEMO_SOURCE, DEMO_SOURCE)
+
+# What identifies one version of a file's content: device, inode, size, modification and change times (ns).
+# Any write changes the times, so equal stamps before and after a read mean the same bytes were read throughout.
+Stamp: TypeAlias = tuple[int, int, int, int, int]
+
+
+def stamp_of(info: os.stat_result) -> Stamp:
+    return info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns, info.st_ctime_ns
+
+
+@dataclass
+class Reading:
+    """What reading one file saw of it: its stamp when it was opened and when its reading ended (None:
+    it was not opened). Filled in by `read_file`; pickles, so a worker process can send it back."""
+
+    opened: Stamp | None = None
+    ended: Stamp | None = None
+
+    def read_as(self, scanned: Stamp | None) -> bool:
+        """Whether what was read is the content stamped `scanned` (and so has the hash taken then)."""
+        return scanned is not None and self.opened == scanned and self.ended == scanned
 
 
 class _Problems:
@@ -97,8 +131,10 @@ def iter_source_files(sources: Iterable[Path | str], problems: list[CorpusProble
             yield from _folder_files(path, report)
         elif path.is_file():
             yield SourceFile(path, path.name, str(path))
-        elif path.is_symlink():
+        elif path.is_symlink() and not path.exists():
             report(str(path), "broken symbolic link, skipped")
+        elif path.exists():
+            report(str(path), f"{_file_kind(path.stat().st_mode)}, not a regular file, skipped")
         else:
             raise CorpusError(f"{source}: no such file or directory")
 
@@ -125,12 +161,14 @@ def _folder_files(root: Path, report: Callable[[str, str], None]) -> Iterator[So
                 report(str(path), "symbolic link loop, skipped")
             else:
                 walks.append(_Walk(path, key + "/", (*walk.ancestors, real), report))
-        elif entry.is_symlink() and not _target_is_file(path):
+        elif (mode := _mode(entry)) is None:
             report(str(path), "broken symbolic link or symbolic link loop, skipped")
         elif not path.resolve().is_relative_to(inside):  # a symlink (or one in its path) leading out
             report(f"{path}:1", "symbolic link to a file outside the corpus folder, skipped")
+        elif not stat.S_ISREG(mode):  # a FIFO would block the read forever, a device never end
+            report(str(path), f"{_file_kind(mode)}, not a regular file, skipped")
         else:
-            yield SourceFile(path, key, str(path))
+            yield SourceFile(path, key, str(path), inside)
 
 
 class _Walk:
@@ -163,26 +201,96 @@ def _is_dir(entry: os.DirEntry) -> bool:
         return False
 
 
-def _target_is_file(path: Path) -> bool:
+def _mode(entry: os.DirEntry) -> int | None:
+    """The mode of what the entry is (a symbolic link followed), None for a broken link or a loop."""
     try:
-        return stat.S_ISREG(path.stat().st_mode)
+        return entry.stat(follow_symlinks=True).st_mode
+    except OSError:
+        return None
+
+
+def _file_kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a named pipe (FIFO)"
+    if stat.S_ISCHR(mode):
+        return "a character device"
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISDIR(mode):
+        return "a folder"
+    return "a special file"
+
+
+# --- opening one file ----------------------------------------------------------------------------
+
+
+def open_source(file: SourceFile) -> int:
+    """A read-only descriptor of `file`, checked where it is now: a regular file, and still inside the folder
+    it was listed in. `Unreadable` (with the reason) otherwise; the caller closes the descriptor.
+
+    Non-blocking, so that opening a FIFO put in the file's place returns at once (and is refused).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(file.path, flags)
+    except FileNotFoundError:
+        raise Unreadable("vanished before it was read (moved or deleted), skipped") from None
+    except PermissionError:
+        raise Unreadable("permission denied") from None
+    except OSError as e:
+        if e.errno == errno.ELOOP:
+            raise Unreadable("symbolic link loop, skipped") from None
+        raise Unreadable(f"cannot be read ({e.strerror or e}), skipped") from None
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise Unreadable(f"{_file_kind(mode)}, not a regular file, skipped")
+        if file.root is not None and not _opened_inside(fd, file):
+            raise Unreadable("symbolic link to a file outside the corpus folder, skipped")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def _opened_inside(fd: int, file: SourceFile) -> bool:
+    """Whether the file open as `fd` lies inside `file.root`: where the kernel says it opened it (Linux), else
+    where its path leads now, if that is the same file."""
+    proc = f"/proc/self/fd/{fd}"
+    if os.path.islink(proc):
+        return Path(os.readlink(proc).removesuffix(" (deleted)")).is_relative_to(file.root)
+    real = Path(os.path.realpath(file.path))
+    try:
+        same = os.path.samestat(os.stat(real), os.fstat(fd))
     except OSError:
         return False
+    return same and real.is_relative_to(file.root)
+
+
+def _readable_path(fd: int, path: Path) -> Path:
+    """A path that opens the file `fd` has open, whatever happens to `path` meanwhile (Linux); else `path`."""
+    proc = Path(f"/proc/self/fd/{fd}")
+    return proc if proc.is_symlink() else path
 
 
 # --- reading one file ----------------------------------------------------------------------------
 
 
-def read_file(file: SourceFile, *, strict: bool, problems: list[CorpusProblem]) -> Iterator[Document]:
+def read_file(
+    file: SourceFile, *, strict: bool, problems: list[CorpusProblem], reading: Reading | None = None
+) -> Iterator[Document]:
     """The documents of one file: many for JSONL/TSV, one for a page, a PDF, a DOCX or a text file.
 
     Problems go to `problems` (or raise `CorpusError` when `strict`), also those met while the
-    blocks are consumed. Duplicate ids are not checked here: see `unique_documents`.
+    blocks are consumed. Duplicate ids are not checked here: see `unique_documents`. `reading`, if
+    given, is filled in with the file's stamps once every document and block has been consumed.
     """
     reader = _Reader(_Problems(strict, problems))
     if file.is_demo:
         return reader.demo()
-    return reader.file(file)
+    return reader.file(file, reading if reading is not None else Reading())
 
 
 def unique_documents(
@@ -251,25 +359,38 @@ class _Reader:
             return Document(doc_id, title, text, location)
         return None
 
-    def file(self, file: SourceFile) -> Iterator[Document]:
+    def file(self, file: SourceFile, reading: Reading) -> Iterator[Document]:
+        """The file's documents, all read from the one file `open_source` opened."""
         try:
-            kind = choose(file.path)
+            opened = _OpenFile(open_source(file), reading)
+        except Unreadable as e:
+            self.report(file.label, e.reason)
+            return
+        try:
+            yield from self.opened(file, opened)
+        finally:
+            opened.release()
+
+    def opened(self, file: SourceFile, opened: "_OpenFile") -> Iterator[Document]:
+        path = _readable_path(opened.fd, file.path)
+        try:
+            kind = choose(path, file.path.name)
         except Unreadable as e:
             self.report(f"{file.label}:1" if e.reason.startswith("unsupported") else file.label, e.reason)
             return
         if kind is Kind.JSONL:
-            yield from self.jsonl(file.path, file.label)
+            yield from self.jsonl(path, file.label, gzipped=file.path.name.endswith(".gz"))
         elif kind is Kind.TSV:
-            yield from self.tsv(file.path, file.label)
-        elif doc := self.structured(file, kind):
+            yield from self.tsv(path, file.label)
+        elif doc := self.structured(file, path, kind, opened):
             yield doc
 
-    def structured(self, file: SourceFile, kind: Kind) -> Document | None:
+    def structured(self, file: SourceFile, path: Path, kind: Kind, opened: "_OpenFile") -> Document | None:
         """A one-document file; None (reported) when it cannot be read or holds no text."""
         line_based = kind in _LINE_BASED
         try:
-            parsed = _parse(file.path, kind)
-            blocks = self.guarded(parsed.blocks, file.label)
+            parsed = _parse(path, kind, title_line(file.path.stem))
+            blocks = opened.held_by(self.guarded(parsed, file.label))
             first = next(blocks, None)
         except Unreadable as e:
             where = f"{file.label}:{e.line}" if e.line is not None else file.label
@@ -281,28 +402,43 @@ class _Reader:
         except OSError as e:
             self.report(file.label, f"cannot be read ({e.strerror or e}), skipped")
             return None
+        except MemoryError:
+            self.report(file.label, "too large to read in the memory available, skipped")
+            return None
         location = f"{file.label}:1" if line_based else file.label
         if first is None:
             self.report(location, "empty text")
             return None
         return Document(file.key, parsed.title, source=location, blocks=itertools.chain([first], blocks))
 
-    def guarded(self, blocks: Iterator[Block], label: str) -> Iterator[Block]:
-        """`blocks`, ending with a reported problem, not an exception, if the rest of the file is unreadable."""
+    def guarded(self, parsed: Parsed, label: str) -> Iterator[Block]:
+        """The parsed file's blocks, ending with a reported problem, not an exception, if the rest of the file is
+        unreadable; then what the reader skipped on the way, reported."""
         try:
-            yield from blocks
+            yield from parsed.blocks
+            for reason in parsed.skipped:
+                self.report(label, reason)
         except Unreadable as e:
             self.report(label, f"{e.reason}, rest of file skipped")
         except OSError as e:
             self.report(label, f"read error ({e.strerror or e}), rest of file skipped")
+        except MemoryError:
+            self.report(label, "ran out of memory, rest of file skipped")
 
-    def lines(self, path: Path, label: str) -> Iterator[tuple[str, str]]:
-        """(location, decoded line) pairs; undecodable lines are reported and skipped."""
-        opener = gzip.open if path.name.endswith(".gz") else open
+    def lines(self, path: Path, label: str, gzipped: bool = False) -> Iterator[tuple[str, str]]:
+        """(location, decoded line) pairs; undecodable lines, and lines over LONGEST_RECORD bytes (read in
+        pieces, never whole), are reported and skipped."""
+        opener = gzip.open if gzipped else open
         number = 0
         with opener(path, "rb") as f:
             try:
-                for number, raw in enumerate(f, 1):
+                while raw := f.readline(LONGEST_RECORD + 1):
+                    number += 1
+                    if len(raw) > LONGEST_RECORD and not raw.endswith(b"\n"):
+                        while raw and not raw.endswith(b"\n"):  # the rest of the line, a megabyte at a time
+                            raw = f.readline(1 << 20)
+                        self.report(f"{label}:{number}", f"line too long (over {LONGEST_RECORD >> 20} MB), skipped")
+                        continue
                     if number == 1:
                         raw = raw.removeprefix(codecs.BOM_UTF8)  # Windows editors start UTF-8 files with one
                     try:
@@ -312,8 +448,8 @@ class _Reader:
             except (EOFError, gzip.BadGzipFile, zlib.error) as e:
                 self.report(f"{label}:{number + 1}", f"corrupt or truncated gzip ({e}), rest of file skipped")
 
-    def jsonl(self, path: Path, label: str) -> Iterator[Document]:
-        for location, line in self.lines(path, label):
+    def jsonl(self, path: Path, label: str, gzipped: bool = False) -> Iterator[Document]:
+        for location, line in self.lines(path, label, gzipped):
             if not line.strip():
                 continue
             try:
@@ -367,23 +503,51 @@ class _Reader:
                 yield doc
 
 
-def _parse(path: Path, kind: Kind) -> Parsed:
+class _OpenFile:
+    """The descriptor `open_source` gave, closed when its last user is done (the file's generator, and the
+    blocks of the document it yields, which the chunker reads after it), the file's stamps taken then."""
+
+    def __init__(self, fd: int, reading: Reading):
+        self.fd, self.reading, self.users = fd, reading, 1
+        reading.opened = stamp_of(os.fstat(fd))
+
+    def held_by(self, blocks: Iterator[Block]) -> Iterator[Block]:
+        """`blocks`, keeping the file open until they end. The caller must start it at once (ask for its first
+        block): a generator never started never runs its `finally`."""
+        self.users += 1
+
+        def holding() -> Iterator[Block]:
+            try:
+                yield from blocks
+            finally:
+                self.release()
+
+        return holding()
+
+    def release(self) -> None:
+        self.users -= 1
+        if self.users == 0:
+            self.reading.ended = stamp_of(os.fstat(self.fd))
+            os.close(self.fd)
+
+
+def _parse(path: Path, kind: Kind, fallback_title: str) -> Parsed:
     """The format's reader, imported when first needed: a JSONL-only build never loads PDFium."""
     if kind is Kind.HTML:
         from typedrag.corpus.formats.html import read_html
 
-        return read_html(path)
+        return read_html(path, fallback_title)
     if kind is Kind.PDF:
         from typedrag.corpus.formats.pdf import read_pdf
 
-        return read_pdf(path)
+        return read_pdf(path, fallback_title)
     if kind is Kind.DOCX:
         from typedrag.corpus.formats.docx import read_docx
 
-        return read_docx(path)
+        return read_docx(path, fallback_title)
     from typedrag.corpus.formats.markup import read_markup
 
-    return read_markup(path, {Kind.MARKDOWN: "markdown", Kind.RST: "rst"}.get(kind, "text"))
+    return read_markup(path, {Kind.MARKDOWN: "markdown", Kind.RST: "rst"}.get(kind, "text"), fallback_title)
 
 
 def _unquote(field: str) -> str:

@@ -36,6 +36,8 @@ def empty_index_error(summary: IndexSummary, kept: str | None) -> EmptyIndexErro
 
     reasons = Counter(_gist(problem.reason) for problem in summary.problems).most_common(3)
     why = "; ".join(f"{count:,} × {reason}" for reason, count in reasons) or "no files found"
+    if dropped := getattr(summary.problems, "dropped", 0):
+        why += f"; and {dropped:,} more problems"
     left = f"; {kept} is left as it was" if kept else ""
     return EmptyIndexError(f"no readable document in the sources ({why}){left}; typedrag reads {', '.join(SUPPORTED)}", summary)
 

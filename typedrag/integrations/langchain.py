@@ -6,8 +6,9 @@ Their parts inside typedrag:
 - `LangChainChatModel`: any `BaseChatModel` as a typedrag `ChatModel`.
 
 typedrag inside their chains:
-- `TypedRAGRunnable`: a `Runnable` from a question to `{"answer", "type", "strategy", "sources", "trace"}`,
-  with `invoke`/`ainvoke`, `stream`/`astream` (answer tokens as `{"answer": piece}` chunks, then one
+- `TypedRAGRunnable`: a `Runnable` from a question (a string, a dict holding it, or what a chat model takes:
+  a prompt value or messages, whose last human message is the question) to
+  `{"answer", "type", "strategy", "sources", "trace"}`, with `invoke`/`ainvoke`, `stream`/`astream` (answer tokens as `{"answer": piece}` chunks, then one
   chunk with the rest) and `batch`/`abatch`, traced by LangChain's callbacks like any runnable;
 - `TypedRAGRetriever`: a `BaseRetriever` returning the typed evidence pool (the answer's sources).
 
@@ -19,7 +20,9 @@ PDF loaders write it (`page` 0-based, `page_label` the printed number).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
-from typing import Any, TypedDict
+from typing import Any
+
+from typing_extensions import TypedDict  # pydantic builds schemas from it on Python < 3.12, typing's it refuses
 
 from typedrag.extras import require
 
@@ -27,8 +30,9 @@ require("langchain_core", "langchain", "the LangChain integration")
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
-from langchain_core.language_models import BaseChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.language_models import BaseChatModel, LanguageModelInput  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, convert_to_messages  # noqa: E402
+from langchain_core.prompt_values import PromptValue  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_core.runnables import Runnable, RunnableConfig  # noqa: E402
 from langchain_core.runnables.utils import AddableDict  # noqa: E402
@@ -178,6 +182,10 @@ def _message(message: Message) -> BaseMessage:
 # ---------------------------------------------------------------- typedrag inside their chains
 
 
+# A question, a dict holding it, or what LangChain's chat models take (a prompt value, messages).
+TypedRAGInput = LanguageModelInput | dict[str, Any]
+
+
 class TypedRAGOutput(TypedDict, total=False):
     """What `TypedRAGRunnable` returns: the answer, the type it was routed on, the plan that ran, the sources
     as Documents (in number order, so [n] is `sources[n - 1]`), and the whole trace."""
@@ -190,9 +198,11 @@ class TypedRAGOutput(TypedDict, total=False):
     trace: AnswerResult
 
 
-class TypedRAGRunnable(Runnable[str | dict[str, Any], TypedRAGOutput]):
-    """typedrag's pipeline as a LangChain `Runnable`. The input is the question, or a dict holding it as
-    `question`, `input` or `query` (so it drops into chains built for `create_retrieval_chain`).
+class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput]):
+    """typedrag's pipeline as a LangChain `Runnable`. The input is the question, a dict holding it as
+    `question`, `input` or `query` (so it drops into chains built for `create_retrieval_chain`), or what a
+    chat model takes, a prompt value or messages (`PromptTemplate.from_template("{q}") | runnable`): the
+    question is then the last human message's text; earlier turns are not used.
 
     >>> from typedrag import ListRetriever, OfflineEngine, Pipeline
     >>> chain = TypedRAGRunnable(Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content."])))
@@ -205,56 +215,64 @@ class TypedRAGRunnable(Runnable[str | dict[str, Any], TypedRAGOutput]):
 
     @classmethod
     def from_components(
-        cls, retriever: BaseRetriever | VectorStore, chat_model: BaseChatModel | None = None, **options: Any
+        cls, retriever: BaseRetriever | VectorStore, chat_model: BaseChatModel | None = None, *, method: str = "typed",
+        forced_type: str | None = None, **options: Any,
     ) -> "TypedRAGRunnable":
-        """Typed-RAG over your LangChain retriever and chat model (none: typedrag's offline, extractive engine)."""
+        """Typed-RAG over your LangChain retriever and chat model (none: typedrag's offline, extractive engine).
+        `method` and `forced_type` are the runnable's; other `options` go to `Pipeline`."""
         model: ChatModel | None = LangChainChatModel(chat_model) if chat_model is not None else None
-        return cls(pipeline_for(LangChainRetriever(retriever), model, **options))
+        return cls(pipeline_for(LangChainRetriever(retriever), model, **options), method=method, forced_type=forced_type)
 
-    def invoke(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
+    def invoke(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
         return self._call_with_config(lambda value: run_sync(self._answer(value)), input, config, run_type="chain")
 
-    async def ainvoke(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
+    async def ainvoke(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
         return await self._acall_with_config(self._answer, input, config, run_type="chain")
 
-    def batch(self, inputs: list[str | dict[str, Any]], config: RunnableConfig | list[RunnableConfig] | None = None,
+    def batch(self, inputs: list[TypedRAGInput], config: RunnableConfig | list[RunnableConfig] | None = None,
               *, return_exceptions: bool = False, **kwargs: Any) -> list[TypedRAGOutput]:
         """All questions in one event loop (`abatch`), so a model client is shared, not opened per thread;
         `max_concurrency` in the config caps how many are answered at once."""
         return run_sync(self.abatch(inputs, config, return_exceptions=return_exceptions, **kwargs))
 
-    def stream(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[TypedRAGOutput]:
+    def stream(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[TypedRAGOutput]:
         yield from self._transform_stream_with_config(iter([input]), self._chunks, config, run_type="chain")
 
-    async def astream(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[TypedRAGOutput]:
-        async def one() -> AsyncIterator[str | dict[str, Any]]:
+    async def astream(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[TypedRAGOutput]:
+        async def one() -> AsyncIterator[TypedRAGInput]:
             yield input
 
         async for chunk in self._atransform_stream_with_config(one(), self._achunks, config, run_type="chain"):
             yield chunk
 
-    async def _answer(self, value: str | dict[str, Any]) -> TypedRAGOutput:
+    async def _answer(self, value: TypedRAGInput) -> TypedRAGOutput:
         result = await self.pipeline.answer(_question(value), method=self.method, forced_type=self.forced_type)
         return {"answer": result.answer, **_rest(result)}
 
-    def _chunks(self, inputs: Iterator[str | dict[str, Any]]) -> Iterator[TypedRAGOutput]:
+    def _chunks(self, inputs: Iterator[TypedRAGInput]) -> Iterator[TypedRAGOutput]:
         value = list(inputs)[-1]
         for item in iterate_sync(lambda: answer_stream(self.pipeline, _question(value), method=self.method, forced_type=self.forced_type)):
             yield _chunk(item)
 
-    async def _achunks(self, inputs: AsyncIterator[str | dict[str, Any]]) -> AsyncIterator[TypedRAGOutput]:
+    async def _achunks(self, inputs: AsyncIterator[TypedRAGInput]) -> AsyncIterator[TypedRAGOutput]:
         value = [item async for item in inputs][-1]
         async for item in answer_stream(self.pipeline, _question(value), method=self.method, forced_type=self.forced_type):
             yield _chunk(item)
 
 
-def _question(value: str | dict[str, Any]) -> str:
+def _question(value: TypedRAGInput) -> str:
     if isinstance(value, str):
         return value
-    for key in ("question", "input", "query"):
-        if isinstance(value.get(key), str):
-            return value[key]
-    raise ValueError(f"TypedRAG needs the question as a string, or a dict with 'question', 'input' or 'query'; got keys {sorted(value)}")
+    if isinstance(value, dict):
+        for key in ("question", "input", "query"):
+            if isinstance(value.get(key), str):
+                return value[key]
+        raise ValueError(f"TypedRAG needs the question as a string, or a dict with 'question', 'input' or 'query'; got keys {sorted(value)}")
+    messages = value.to_messages() if isinstance(value, PromptValue) else convert_to_messages(value)
+    asked = [message for message in messages if isinstance(message, HumanMessage)]
+    if not asked:
+        raise ValueError("TypedRAG was given messages with no human message: the last human message is the question")
+    return asked[-1].text
 
 
 def _chunk(item: str | AnswerResult) -> Any:

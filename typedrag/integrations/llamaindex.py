@@ -183,10 +183,12 @@ class TypedRAGQueryEngine(BaseQueryEngine):
 
     @classmethod
     def from_components(cls, retriever: BaseRetriever | BaseIndex, llm: LLM | None = None, *, streaming: bool = False,
-                        **options: Any) -> "TypedRAGQueryEngine":
-        """Typed-RAG over your LlamaIndex retriever (or index) and LLM (none: typedrag's offline, extractive engine)."""
+                        method: str = "typed", forced_type: str | None = None, **options: Any) -> "TypedRAGQueryEngine":
+        """Typed-RAG over your LlamaIndex retriever (or index) and LLM (none: typedrag's offline, extractive engine).
+        `streaming`, `method` and `forced_type` are the query engine's; other `options` go to `Pipeline`."""
         model: ChatModel | None = LlamaIndexChatModel(llm) if llm is not None else None
-        return cls(pipeline_for(LlamaIndexRetriever(retriever), model, **options), streaming=streaming)
+        pipeline = pipeline_for(LlamaIndexRetriever(retriever), model, **options)
+        return cls(pipeline, streaming=streaming, method=method, forced_type=forced_type)
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
         if not self.streaming:

@@ -7,6 +7,8 @@ a call past it), the concurrency cap, the response cache, accounting, and the st
 JSON-schema `response_format` -> JSON mode -> plain text, then the tolerant parser, then one
 repair retry that shows the model its own reply and the validation error. Plain replies can be
 streamed (`on_text` hears each piece as it arrives; a cached reply is replayed in chunks).
+A redirect is followed only on the endpoint's own origin (scheme, host and port): one to another
+origin would carry the question and passages there, so the call fails and names where it pointed.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import json
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -213,6 +215,8 @@ class OpenAIChatModel:
                     self._format_mode = max(self._format_mode, _FORMAT_LADDER.index(mode) + 1)
                     continue
                 raise LLMError(f"{self.name} rejected the request: {self._redact(error)}") from error
+            except ForeignRedirect as error:
+                raise LLMError(f"{self.name}: {error}") from error
             except openai.APITimeoutError as error:
                 raise LLMError(f"{self.name} timed out after retries") from error
             except TimeoutError as error:
@@ -302,7 +306,8 @@ class OpenAIChatModel:
         """
         loop = asyncio.get_running_loop()
         if loop is not self._loop:
-            http = openai.DefaultAsyncHttpxClient(event_hooks={"request": [_hand_back_once_written]})
+            hooks = {"request": [_hand_back_once_written], "response": [_same_origin_redirects(self.base_url)]}
+            http = openai.DefaultAsyncHttpxClient(event_hooks=hooks)
             self._client = openai.AsyncOpenAI(**self._client_options, http_client=http)
             self._limit = asyncio.Semaphore(self._max_concurrency)
             self._sending = asyncio.Lock()
@@ -355,6 +360,39 @@ async def _hand_back_once_written(request: Any) -> None:
     turn = _TURN.get()
     if turn is not None:
         request.extensions["trace"] = turn.trace
+
+
+class ForeignRedirect(openai.OpenAIError):
+    """The endpoint redirected to another origin. An OpenAIError, so the SDK passes it on without retrying."""
+
+
+def _same_origin_redirects(base_url: str) -> Callable[[Any], Awaitable[None]]:
+    """The HTTP client's response hook: a redirect to an origin other than the endpoint's is refused
+    before it is followed, as the request it would repeat there holds the question and passages."""
+    home = _origin(base_url)
+
+    async def check(response: Any) -> None:
+        if not response.has_redirect_location:
+            return
+        try:
+            target = str(response.url.join(response.headers["location"]))
+            elsewhere, where = _origin(target) != home, host_of(target)
+        except Exception:  # the HTTP library's InvalidURL, or a port that is no number: nowhere to follow
+            elsewhere, where = True, "a location that is no valid URL"
+        if elsewhere:
+            raise ForeignRedirect(
+                f"the endpoint redirected to another origin ({where}); not followed, as the request holds "
+                "the question and passages: set the base URL to where the endpoint lives"
+            )
+
+    return check
+
+
+def _origin(url: str) -> tuple[str, str, int | None]:
+    """(scheme, host, port) of a URL, the port filled in for http and https."""
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
+    return scheme, (parts.hostname or "").lower(), parts.port or {"http": 80, "https": 443}.get(scheme)
 
 
 def _broken_transport(error: Exception) -> bool:

@@ -5,7 +5,8 @@ The model name picks the method and the last user message is the question (earli
 used): `typedrag-typed`, `typedrag-rag`, `typedrag-llm`, or `typedrag-typed:<type>` (e.g.
 `typedrag-typed:debate`, every routed type is listed in /v1/models) to force the question type:
 a model name is the one field every chat client lets a user choose.
-The answer text ends with a plain "Sources:" list for clients that show only text; the full
+The answer text ends with a plain "Sources:" list for clients that show only text (often in a terminal: the
+text's control characters and bidi overrides are shown as escapes, `\\x1b`, as `typedrag ask` shows them); the full
 AnswerResult (type, plan, aspects, sources, citations, LLM calls) travels in the extension field
 `typedrag` of the response, or of the final chunk when streaming. While streaming, the answer's
 text arrives as content deltas as it is written, and progress events travel as
@@ -26,6 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from typedrag.questions import QuestionError
 from typedrag.result import AnswerResult
 from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, log, request_id_var, service_of
+from typedrag.text import for_terminal
 
 MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
 TYPED_PREFIX = "typedrag-typed:"  # + a route label forces the question type
@@ -46,7 +48,7 @@ class ChatMessage(BaseModel):
 class ChatCompletionRequest(BaseModel):
     """An OpenAI chat-completions request; the model name picks the method (and may force a type)."""
 
-    model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: accepted and not used
+    model_config = ConfigDict(extra="allow")  # temperature, max_tokens, ...: accepted and not used; see chat_completions
 
     model: str = Field(examples=["typedrag-typed"])
     messages: list[ChatMessage] = Field(min_length=1)
@@ -58,9 +60,21 @@ class ChatCompletionRequest(BaseModel):
 async def models(request: Request) -> dict[str, Any]:
     """typedrag-typed (Typed-RAG), typedrag-rag (plain RAG), typedrag-llm (LLM only), and
     typedrag-typed:<type> for each question type (Typed-RAG with that type forced)."""
+    return {"object": "list", "data": list(_models(request).values())}
+
+
+@router.get("/models/{model_id}")
+async def model(model_id: str, request: Request) -> dict[str, Any]:
+    """One model of the list, as OpenAI's `models.retrieve` reads it; 404 for a name that is not ours."""
+    found = _models(request).get(model_id)
+    if found is None:
+        raise api_error(404, f"unknown model {model_id!r}; GET /v1/models lists them")
+    return found
+
+
+def _models(request: Request) -> dict[str, dict[str, Any]]:
     forced = [TYPED_PREFIX + label.lower() for label in service_of(request).pipeline.routes]
-    data = [{"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in [*MODELS, *forced]]
-    return {"object": "list", "data": data}
+    return {name: {"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in [*MODELS, *forced]}
 
 
 def method_of(model: str) -> tuple[str, str | None]:
@@ -86,12 +100,18 @@ def last_user_text(messages: list[ChatMessage]) -> str:
 
 def with_sources(result: AnswerResult, show: int = 5) -> str:
     """The answer plus the passages it cites (or the top few if it cites none), for text-only clients."""
+    return for_terminal(result.answer) + sources_list(result, show)
+
+
+def sources_list(result: AnswerResult, show: int = 5) -> str:
+    """The "Sources:" list that ends the text, or nothing. Many chat clients print text to a terminal, and titles
+    and passage ids come from file names: each source stays on one line, its controls and bidi overrides escaped."""
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or result.sources[:show]
     if not listed:
-        return result.answer
-    lines = "\n".join(f"- [{s.number}] {s.title} ({s.passage_id})" for s in listed)
-    return f"{result.answer}\n\nSources:\n{lines}"
+        return ""
+    lines = "\n".join(for_terminal(" ".join(f"- [{s.number}] {s.title} ({s.passage_id})".split())) for s in listed)
+    return f"\n\nSources:\n{lines}"
 
 
 def usage(result: AnswerResult) -> dict[str, int]:
@@ -116,6 +136,11 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
     used_tools = [name for name in ("tools", "tool_choice", "functions", "function_call") if extra.get(name)]
     if used_tools:
         raise api_error(400, f"typedrag does not call tools: remove {', '.join(used_tools)} from the request")
+    shape = extra.get("response_format")
+    if shape is not None and shape != {"type": "text"}:
+        kind = shape.get("type") if isinstance(shape, dict) else shape
+        raise api_error(400, f"typedrag answers in text with its sources, so response_format {kind!r} cannot be honoured: "
+                             "remove it (the structured result is the response's `typedrag` field)")
     forced = None
     if type_ is not None:  # a type in the model name that is not routed means an unknown model
         try:
@@ -163,14 +188,13 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
                     yield ": ping\n\n"
                 elif name == "token":
                     streamed = True
-                    yield chunk({"content": data["text"]})
+                    yield chunk({"content": for_terminal(data["text"])})
                 elif name == "restart":  # deltas cannot be taken back: say so in the text itself
-                    yield chunk({"content": f"\n\n[{data['reason']}]\n\n"}, typedrag_event={"event": name, "data": data})
+                    yield chunk({"content": f"\n\n[{for_terminal(data['reason'])}]\n\n"}, typedrag_event={"event": name, "data": data})
                 elif name != "result":
                     yield chunk({}, typedrag_event={"event": name, "data": data})
                 else:
-                    text = with_sources(data)
-                    rest = text[len(data.answer) :] if streamed else text
+                    rest = sources_list(data) if streamed else with_sources(data)
                     if rest:
                         yield chunk({"content": rest})
                     yield chunk({}, "stop", typedrag=data.model_dump(mode="json"))

@@ -1,4 +1,4 @@
-"""uvicorn's h11 protocol with the two guards it lacks against slow clients (slowloris):
+"""uvicorn's h11 protocol with the guards it lacks against slow clients (slowloris) and request smuggling:
 
 - a header read timeout: a connection must deliver a request's complete headers within
   `header_timeout` seconds of connecting (or of its previous response), else it is closed;
@@ -6,7 +6,10 @@
 - a connection cap: at `max_connections` open connections, a new one evicts the connection that has
   been sending its request longest, headers or body (the slow clients), or is closed at once if
   every connection is being answered; so a flood of sockets, whether they trickle headers or a body,
-  can neither use up the process's file descriptors nor starve /healthz.
+  can neither use up the process's file descriptors nor starve /healthz;
+- one body framing: a request with both Content-Length and Transfer-Encoding is refused with 400 and its
+  connection closed (RFC 9112 §6.1), since a proxy in front that reads the other header would see another
+  request hidden in its body.
 
 Defaults follow Apache's mod_reqtimeout (header=20). Body read timeouts are in the app's
 RequestContext middleware. Imported only by `typedrag serve` (needs uvicorn).
@@ -18,7 +21,9 @@ import asyncio
 import logging
 import resource
 import time
+from typing import Any
 
+import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 log = logging.getLogger("typedrag.server.client")  # rate-limited by the server's log configuration
@@ -32,13 +37,33 @@ def default_max_connections() -> int:
     return max(16, min(1000, soft - 128))
 
 
+class OneBodyFraming(h11.Connection):
+    """h11's server connection, refusing a request whose body length is given twice: h11 would follow
+    Transfer-Encoding as RFC 9112 says, but a front proxy may follow Content-Length. uvicorn answers the
+    protocol error with 400 and closes the connection."""
+
+    def next_event(self) -> Any:
+        event = super().next_event()
+        if isinstance(event, h11.Request):
+            names = {name for name, _ in event.headers}  # h11 gives them lower-cased
+            if b"content-length" in names and b"transfer-encoding" in names:
+                raise h11.RemoteProtocolError("both Content-Length and Transfer-Encoding", error_status_hint=400)
+        return event
+
+
 class GuardedH11Protocol(H11Protocol):
-    """uvicorn's HTTP/1.1 protocol with a header deadline and a connection cap, so slow clients cannot hold the server."""
+    """uvicorn's HTTP/1.1 protocol with a header deadline, a connection cap and one body framing, so slow
+    clients cannot hold the server and no request can hide inside another's body."""
 
     header_timeout: float = 20.0
     max_connections: int = 1000
     _header_timer: asyncio.TimerHandle | None = None
     _sending_since: float | None = None  # when it began sending its current request; None once it is all in
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        size = self.config.h11_max_incomplete_event_size
+        self.conn = OneBodyFraming(h11.SERVER, **({} if size is None else {"max_incomplete_event_size": size}))
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from typedrag.records import Block
+from typedrag.records import Block, BlockKind
 
 # A block never exceeds this many characters (64 KB of UTF-8 at worst): longer text is cut at whitespace.
 MAX_BLOCK_CHARS = 16_000
@@ -15,6 +15,8 @@ MAX_BLOCK_CHARS = 16_000
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]{0,256}(?:\x07|\x1b\\)?|[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 _NEWLINES = str.maketrans({"\r": "\n", "\x0b": "\n", "\x0c": "\n"})
 _SPACES = re.compile(r"\s+")
+# Bidi embeddings, overrides and isolates: in a title they can make a line read backwards ("Asteroid live").
+_BIDI_CONTROLS = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
 
 
 class Unreadable(Exception):
@@ -28,10 +30,13 @@ class Unreadable(Exception):
 
 @dataclass(frozen=True)
 class Parsed:
-    """A file as a reader understood it: its title and its blocks, in order (a generator, consumed once)."""
+    """A file as a reader understood it: its title and its blocks, in order (a generator, consumed once).
+    `skipped` says what the blocks left out as they were read (a PDF page that cannot be loaded): one
+    reason each, reported once the blocks are consumed."""
 
     title: str
     blocks: Iterator[Block]
+    skipped: list[str] = field(default_factory=list)
 
 
 def clean(text: str) -> str:
@@ -42,6 +47,11 @@ def clean(text: str) -> str:
 def one_line(text: str) -> str:
     """`text` cleaned and squeezed onto one line: for titles, headings and table cells."""
     return _SPACES.sub(" ", clean(text)).strip()
+
+
+def title_line(text: str) -> str:
+    """`one_line`, less bidi controls: for titles and headings, whether from the document or its file name."""
+    return one_line(text.translate(_BIDI_CONTROLS))
 
 
 def split_long(text: str, limit: int = MAX_BLOCK_CHARS) -> Iterator[str]:
@@ -73,7 +83,7 @@ class Outline:
         self._open: list[tuple[int, str]] = []
 
     def heading(self, level: int, text: str) -> None:
-        text = one_line(text)
+        text = title_line(text)
         if not text:
             return
         if not self._title_seen and not self._open and text.casefold() == self._title:
@@ -88,7 +98,9 @@ class Outline:
         return tuple(text for _, text in self._open)
 
 
-def blocks_of(text: str, section: tuple[str, ...], page: int | None = None) -> Iterator[Block]:
-    """`text` as one block, or several when it is longer than `MAX_BLOCK_CHARS`."""
+def blocks_of(
+    text: str, section: tuple[str, ...], page: int | None = None, *, kind: BlockKind = BlockKind.PROSE, order: int | None = None
+) -> Iterator[Block]:
+    """`text` as one block of `kind`, or several when it is longer than `MAX_BLOCK_CHARS`."""
     for piece in split_long(text):
-        yield Block(piece, section, page)
+        yield Block(piece, section, page, kind, order)

@@ -106,9 +106,11 @@ def read_head(path: Path) -> bytes:
         raise Unreadable(f"cannot open ({e.strerror or e})") from None
 
 
-def choose(path: Path) -> Kind:
-    """The reader for `path`; `Unreadable` when none fits."""
-    by_name = suffix_kind(path.name)
+def choose(path: Path, name: str | None = None) -> Kind:
+    """The reader for `path`, whose file name is `name` (when `path` is another way to open it); `Unreadable`
+    when none fits."""
+    name = path.name if name is None else name
+    by_name = suffix_kind(name)
     if by_name in _RECORDS:
         return by_name
     head = read_head(path)
@@ -121,6 +123,6 @@ def choose(path: Path) -> Kind:
         return by_name
     if sniffed is Kind.HTML:
         return Kind.HTML
-    if not Path(path.name).suffix and is_utf8_text(head):
+    if not Path(name).suffix and is_utf8_text(head):
         return Kind.TEXT
     raise Unreadable(f"unsupported file type (expected one of {', '.join(SUFFIXES)}, or text without a suffix), skipped")

@@ -4,6 +4,10 @@ Parsed with selectolax (the Lexbor HTML5 engine): what a browser would build, fr
 without recursion in Python. Navigation (`<nav>`, DocBook's navheader/navfooter, Sphinx's
 related/sphinxsidebar/footer, Publican's docnav, `role=navigation` ...), scripts and styles are cut
 out before the walk; lists become "- item" lines, tables "cell | cell" rows, `<pre>` keeps its lines.
+
+Each block has the kind the markup says: a list item (its position in an ordered list), `<pre>` and
+API signatures as code, table rows, a caption, a note or warning box (Sphinx and DocBook admonitions,
+DocBook sidebars), a notice (a legal notice, a table of contents left in the page), else prose.
 """
 
 from __future__ import annotations
@@ -15,9 +19,9 @@ from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line
+from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line, title_line
 from typedrag.corpus.formats.detect import looks_binary
-from typedrag.records import Block
+from typedrag.records import PROSE_LINE, Block, BlockKind, LineKind
 
 LARGEST = 256 << 20  # bytes: a page is parsed whole, so a bigger file is refused rather than swapped through
 
@@ -40,8 +44,18 @@ BLOCK_TAGS = frozenset(
     "figure form hgroup hr html li main menu ol p section summary table tbody thead tfoot tr td th ul".split()
 )
 LISTS = frozenset({"ul", "ol", "menu", "dir"})
-# Headings inside these are box titles ("Note", "Tip"), not sections of the page.
-BOXES = frozenset({"note", "tip", "warning", "caution", "important", "admonition", "sidebar", "example"})
+# Classes of boxes whose text, their title included, is an admonition (Sphinx, DocBook, Publican sidebars,
+# Python's version notes).
+ADMONITIONS = frozenset(
+    "note tip warning caution important admonition sidebar danger attention hint error seealso "
+    "versionadded versionchanged deprecated deprecated-removed impl-detail".split()
+)
+# Headings inside these are box titles ("Note", "Tip", "Example 3.1"), not sections of the page.
+BOXES = ADMONITIONS | {"example"}
+# Classes of notices: legal text, and navigation a page keeps in its content (a chapter's table of contents).
+NOTICES = frozenset("legalnotice copyright toc toctree-wrapper list-of-figures list-of-tables list-of-examples".split())
+# DocBook containers whose `p.title` is a caption ("Figure 3.1. ...", "Example 12.1. ...", "Table 3.1. ...").
+CAPTIONED = frozenset("figure informalfigure example informalexample table informaltable".split())
 TITLE_SEPARATORS = (" — ", " – ", " - ", " | ", " :: ", " · ", " » ")
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_:.-]+)""", re.I)
@@ -57,25 +71,26 @@ _SPACES = re.compile(r"\s+")
 _DEEPEST = 5000  # Lexbor's tree building slows down quadratically with depth: flatten beyond this
 
 
-def read_html(path: Path) -> Parsed:
+def read_html(path: Path, fallback_title: str | None = None) -> Parsed:
+    """The page at `path`; `fallback_title` (else the file name) when it has no title of its own."""
     size = path.stat().st_size
     if size > LARGEST:
         raise Unreadable(f"too large for an HTML page ({size >> 20} MB), skipped")
     data = path.read_bytes()
     if looks_binary(data[:8192]) and not data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
         raise Unreadable("not an HTML document (binary?), skipped")
-    return parse_html(decode(data), path.stem)
+    return parse_html(decode(data), title_line(path.stem) if fallback_title is None else fallback_title)
 
 
 def parse_html(markup: str, fallback_title: str) -> Parsed:
     tree = LexborHTMLParser(_flatten_if_too_deep(_SELF_CLOSED.sub(r"<\1\2></\1>", markup)))
-    page_title = one_line(_text(tree.css_first("title")))
+    page_title = title_line(_text(tree.css_first("title")))
     root = tree.css_first(MAIN) or tree.body or tree.root
     if root is None:
         return Parsed(page_title or fallback_title, iter(()))
     for node in root.css(BOILERPLATE):
         node.decompose()
-    first_h1 = one_line(_text(root.css_first("h1")))
+    first_h1 = title_line(_text(root.css_first("h1")))
     title = _title(page_title, first_h1) or fallback_title
     return Parsed(title, _Walk(title).blocks(root))
 
@@ -118,7 +133,9 @@ def _flatten_if_too_deep(markup: str) -> str:
         deepest = max(deepest, depth)
     if deepest <= _DEEPEST:
         return markup
-    return re.sub(_CONTAINER_TAG.pattern + r"[^>]*>", "\n", markup, flags=re.I)
+    # `[^>]*>?`: a tag never closed runs to the end of the page, as a browser reads it; with `[^>]*>` every
+    # unclosed tag scanned the rest of the page and failed, once per tag.
+    return re.sub(_CONTAINER_TAG.pattern + r"[^>]*>?", "\n", markup, flags=re.I)
 
 
 def _title(page_title: str, first_h1: str) -> str:
@@ -138,14 +155,14 @@ def _is_layout_table(table: LexborNode) -> bool:
     return len(table.css("table")) > 1 or table.css_first("h1, h2, h3, h4, h5, h6") is not None
 
 
-def _table_text(table: LexborNode) -> str:
+def _table_text(table: LexborNode) -> tuple[str, str]:
+    """(caption, rows): the caption on one line, one "cell | cell" line per row."""
     rows = []
     for row in table.css("tr"):
         cells = [_cell_text(cell) for cell in _children(row) if cell.tag in ("td", "th")]
         if any(cells):
             rows.append(" | ".join(cell for cell in cells if cell))
-    caption = one_line(_text(table.css_first("caption")))
-    return "\n".join([caption, *rows] if caption else rows)
+    return one_line(_text(table.css_first("caption"))), "\n".join(rows)
 
 
 def _cell_text(cell: LexborNode) -> str:
@@ -166,6 +183,31 @@ def _classes(node: LexborNode) -> set[str]:
     return set((node.attributes.get("class") or "").split())
 
 
+def _number(node: LexborNode, attribute: str) -> int | None:
+    value = (node.attributes.get(attribute) or "").strip()
+    return int(value) if value.isdigit() and len(value) < 9 else None
+
+
+def _container_kind(node: LexborNode, tag: str) -> BlockKind | None:
+    """The kind of everything inside `node`, when its tag or class says (its innermost structure may say more)."""
+    if tag in ("figcaption", "caption"):
+        return BlockKind.CAPTION
+    if tag not in BLOCK_TAGS:
+        return None
+    classes = _classes(node)
+    if tag == "dt" and "sig" in classes:  # Sphinx's API signature: "os.path.join(path, *paths)"
+        return BlockKind.CODE
+    if classes & {"caption", "code-block-caption"}:
+        return BlockKind.CAPTION
+    if tag == "p" and "title" in classes and node.parent is not None and _classes(node.parent) & CAPTIONED:
+        return BlockKind.CAPTION
+    if classes & NOTICES:
+        return BlockKind.NOTICE
+    if classes & ADMONITIONS:
+        return BlockKind.ADMONITION
+    return None
+
+
 class _Walk:
     """One depth-first pass over the content, with an explicit stack: a page nested 100,000 deep is fine."""
 
@@ -174,8 +216,14 @@ class _Walk:
         self.lines: list[str] = []  # finished lines of the current paragraph
         self.words: list[str] = []  # inline text of the current line
         self.bullet = ""  # "- " (indented by list depth) when the current line is a list item
-        self.lists = 0  # how many lists we are inside: their items are lines of one block
+        self.lists = 0  # how many lists we are inside: an item's paragraphs are lines of its block
         self.boxes = 0  # how many notes/tips we are inside: their headings are not sections
+        self.numbers: list[int | None] = []  # per list we are inside: the last item number of an ordered one
+        self.kinds: list[tuple[LexborNode, LineKind]] = []  # the elements we are inside that say what their text is
+
+    @property
+    def kind(self) -> LineKind:
+        return self.kinds[-1][1] if self.kinds else PROSE_LINE
 
     def blocks(self, root: LexborNode) -> Iterator[Block]:
         stack: list[tuple[LexborNode, bool]] = [(root, False)]
@@ -194,10 +242,12 @@ class _Walk:
                 yield from self.heading(node, HEADINGS[tag])
             elif tag == "pre":
                 yield from self.paragraph_break()
-                yield from blocks_of(clean(_text(node)).strip("\n"), self.outline.path)
+                yield from blocks_of(clean(_text(node)).strip("\n"), self.outline.path, kind=BlockKind.CODE)
             elif tag == "table" and not _is_layout_table(node):
                 yield from self.paragraph_break()
-                yield from blocks_of(_table_text(node), self.outline.path)
+                caption, rows = _table_text(node)
+                yield from blocks_of(caption, self.outline.path, kind=BlockKind.CAPTION)
+                yield from blocks_of(rows, self.outline.path, kind=BlockKind.TABLE)
             elif tag == "br":
                 self.line_break()
             else:
@@ -209,33 +259,55 @@ class _Walk:
     def enter(self, node: LexborNode, tag: str) -> Iterator[Block]:
         if tag in BLOCK_TAGS:
             yield from self.block_break()
+        kind = None
         if tag in LISTS:
             self.lists += 1
+            self.numbers.append((_number(node, "start") or 1) - 1 if tag == "ol" else None)
         elif tag == "li":
             self.bullet = "  " * max(0, self.lists - 1) + "- "
+            kind = LineKind(BlockKind.ITEM, self.item_number(node))
+        elif container := _container_kind(node, tag):
+            kind = LineKind(container)
         if tag in ("div", "aside", "section") and _classes(node) & BOXES:
             self.boxes += 1
+        if kind is not None:  # the text so far keeps its kind; this element's text is a block of its own
+            yield from self.paragraph_break()
+            self.kinds.append((node, kind))
+
+    def item_number(self, item: LexborNode) -> int | None:
+        """The item's number in an ordered list (its `value`, else one more than the item before), else None."""
+        if not self.numbers or self.numbers[-1] is None:
+            return None
+        self.numbers[-1] = _number(item, "value") or self.numbers[-1] + 1
+        return self.numbers[-1]
 
     def leave(self, node: LexborNode) -> Iterator[Block]:
         tag = node.tag
         if tag in LISTS:
             self.lists -= 1
+            self.numbers.pop()
         if tag in ("div", "aside", "section") and _classes(node) & BOXES:
             self.boxes -= 1
         if tag in BLOCK_TAGS:
             yield from self.block_break()
+        if self.kinds and self.kinds[-1][0] is node:
+            yield from self.paragraph_break()
+            self.kinds.pop()
 
     def heading(self, node: LexborNode, level: int) -> Iterator[Block]:
         text = one_line(_text(node))
-        yield from self.paragraph_break()
         if self.boxes:  # "Note", "Tip": a line of the box's text
+            yield from self.block_break()
             self.words.append(text)
             self.line_break()
         else:
+            yield from self.paragraph_break()
             self.outline.heading(level, text)
 
     def block_break(self) -> Iterator[Block]:
-        if self.lists:
+        """Where a paragraph ends: a new block, but only a new line inside a list item, a box, a caption or a
+        notice, each of which is one block."""
+        if self.lists or self.kind.kind in (BlockKind.ADMONITION, BlockKind.CAPTION, BlockKind.NOTICE):
             self.line_break()
             return iter(())
         return self.paragraph_break()
@@ -251,4 +323,4 @@ class _Walk:
         self.line_break()
         if self.lines:
             text, self.lines = "\n".join(self.lines), []
-            yield from blocks_of(text, self.outline.path)
+            yield from blocks_of(text, self.outline.path, kind=self.kind.kind, order=self.kind.order)

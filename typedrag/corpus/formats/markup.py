@@ -1,10 +1,15 @@
 """Plain text, Markdown and reStructuredText, streamed line by line so a 4 GB file is never held whole.
 
 Paragraphs (text between blank lines) become blocks; Markdown's ATX (`#`) and setext headings and
-reStructuredText's underlined (and overlined) titles give the section path. Fenced code stays as it
-is written. A first pass checks the whole file is UTF-8 without NUL bytes, so a binary file is
-reported before any of it reaches the index. docutils is not used: it needs the whole document in
-memory, and its warnings and errors on sloppy input would have to be caught one by one.
+reStructuredText's underlined (and overlined) titles give the section path. Code stays as it is
+written. Each block has its kind: in Markdown, fenced and indented code, list items (an ordered one
+with its number), tables, and quotes that open with a note marker ("> **Note**", "> [!WARNING]") as
+admonitions; in reStructuredText, literal blocks (`::`) and code directives, list items, grid and
+simple tables, admonition directives (their name as the title line), figure captions, and the
+comments and navigation directives (`toctree`) as notices. A first pass checks the whole file is
+UTF-8 without NUL bytes, so a binary file is reported before any of it reaches the index. docutils
+and markdown-it are not used: they need the whole document in memory, and docutils' warnings and
+errors on sloppy input would have to be caught one by one.
 """
 
 from __future__ import annotations
@@ -15,8 +20,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from typedrag.corpus.formats.common import MAX_BLOCK_CHARS, Outline, Parsed, Unreadable, blocks_of, clean
-from typedrag.records import Block
+from typedrag.corpus.formats.common import MAX_BLOCK_CHARS, Outline, Parsed, Unreadable, blocks_of, clean, title_line
+from typedrag.records import Block, BlockKind
 
 _CHUNK = 1 << 20
 _LONGEST_LINE = 1 << 16  # characters read at once: a file with no line breaks still streams
@@ -31,6 +36,20 @@ _RST_EXPLICIT = re.compile(r"^\.\.(?:[ \t]|$)")  # directives, comments and link
 _RST_ROLE = re.compile(r":[\w.+-]+:`([^`\n]*?)(?:\s*<[^>\n]*>)?`")
 _RST_LINK = re.compile(r"`([^`<\n]*?)\s*(?:<[^>\n]*>)?`__?")
 _RST_LITERAL = re.compile(r"``([^`\n]+)``")
+_MD_ITEM = re.compile(r"^( {0,3})([-*+]|(\d{1,9})[.)])(?:[ \t]+|$)")
+_MD_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_MD_QUOTE = re.compile(r"^ {0,3}> ?")
+# A quote that opens with one of these is a note box: "> **Note**", "> **Warning:** ...", "> [!TIP]", "> Note: ..."
+_MD_ADMONITION = re.compile(
+    r"^(?:\*\*|__)?\[?!?(note|tip|hint|important|warning|caution|danger|attention|info)\]?:?(?:\*\*|__)?(?::|\s|$)", re.I
+)
+_RST_ITEM = re.compile(r"^(\s*)([-*+•‣⁃]|\(?(\d{1,9}|#|[a-zA-Z])[.)])(?:[ \t]+|$)")
+_RST_DIRECTIVE = re.compile(r"^\.\.[ \t]+([\w:.+-]+)[ \t]*::(?:[ \t]+(.*))?$")
+_RST_FOOTNOTE = re.compile(r"^\.\.[ \t]+\[[^\]\n]+\](?:[ \t]+(.*))?$")
+_RST_TARGET = re.compile(r"^\.\.[ \t]+(?:_|\|)")  # ".. _name: url", ".. |substitution| ..."
+_RST_OPTION = re.compile(r"^:[\w.-]+:(?:[ \t]|$)")
+_RST_SIMPLE_TABLE = re.compile(r"^ *=+(?: +=+)+ *$")
+_RST_GRID_TABLE = re.compile(r"^ *\+[-=]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,16 +62,20 @@ class Heading:
 
 @dataclass(frozen=True, slots=True)
 class Paragraph:
-    """A run of text between blank lines or headings (a fenced code block is one, whole)."""
+    """A run of text between blank lines or headings, of one kind (a code block is one, whole; a list item one)."""
 
     text: str
+    kind: BlockKind = BlockKind.PROSE
+    order: int | None = None
 
 
-def read_markup(path: Path, syntax: str) -> Parsed:
-    """`syntax` is "text", "markdown" or "rst"; raises `Unreadable` (with the line) for binary content."""
+def read_markup(path: Path, syntax: str, fallback_title: str | None = None) -> Parsed:
+    """`syntax` is "text", "markdown" or "rst"; raises `Unreadable` (with the line) for binary content. The title
+    is the first heading, else `fallback_title` (else the file name)."""
     check_utf8(path)
-    title = "" if syntax == "text" else first_heading(path, syntax)
-    return Parsed(title or path.stem, _blocks(path, syntax, title or path.stem))
+    title = "" if syntax == "text" else title_line(first_heading(path, syntax))
+    title = title or (title_line(path.stem) if fallback_title is None else fallback_title)
+    return Parsed(title, _blocks(path, syntax, title))
 
 
 def check_utf8(path: Path) -> None:
@@ -103,36 +126,47 @@ def _blocks(path: Path, syntax: str, title: str) -> Iterator[Block]:
         if isinstance(event, Heading):
             outline.heading(event.level, event.text)
         else:
-            yield from blocks_of(event.text, outline.path)
+            yield from blocks_of(event.text, outline.path, kind=event.kind, order=event.order)
 
 
 def events(source: Iterator[str], syntax: str) -> Iterator[Heading | Paragraph]:
     if syntax == "markdown":
-        return _markdown(source)
+        return _Markdown().events(source)
     if syntax == "rst":
-        return _rst(source)
+        return _Rst().events(source)
     return _paragraphs(source)
 
 
 class _Buffer:
-    """The lines of the paragraph being read; hands out a `Paragraph` before it outgrows a block."""
+    """The lines of the block being read, and what kind of block it is; hands out a `Paragraph` before it
+    outgrows a block (the rest of the block keeps its kind)."""
 
     def __init__(self) -> None:
         self.lines: list[str] = []
         self.size = 0
+        self.kind = BlockKind.PROSE
+        self.order: int | None = None
+        self.verbatim = False  # code and tables: lines as they are, not unwrapped
+        self.inline = None  # markup to drop from the text (links, roles)
+
+    def start(self, kind: BlockKind, order: int | None = None, *, verbatim: bool = False, inline=None) -> Paragraph | None:
+        """Begin a block of `kind`; the block read so far, if any, is handed out."""
+        done = self.flush()
+        self.kind, self.order, self.verbatim, self.inline = kind, order, verbatim, inline
+        return done
 
     def add(self, line: str) -> Paragraph | None:
         self.lines.append(line)
         self.size += len(line) + 1
         return self.flush() if self.size > MAX_BLOCK_CHARS else None
 
-    def flush(self, inline=None, verbatim: bool = False) -> Paragraph | None:
-        """The paragraph read so far: a code block's lines as they are; prose unwrapped (see `unwrap`)."""
-        text = ("\n".join(self.lines) if verbatim else unwrap(self.lines)).strip("\n")
+    def flush(self) -> Paragraph | None:
+        """The block read so far: a code block's or a table's lines as they are; prose unwrapped (see `unwrap`)."""
+        text = ("\n".join(self.lines) if self.verbatim else unwrap(self.lines)).strip("\n")
         self.lines, self.size = [], 0
-        if inline:
-            text = inline(text)
-        return Paragraph(text) if text.strip() else None
+        if self.inline:
+            text = self.inline(text)
+        return Paragraph(text, self.kind, self.order) if text.strip() else None
 
 
 _STRUCTURED_LINE = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s|\|)|^(?: {4}|\t)")
@@ -140,15 +174,20 @@ _STRUCTURED_LINE = re.compile(r"^\s*(?:[-*+•]\s|\d{1,3}[.)]\s|\|)|^(?: {4}|\t)
 
 def unwrap(lines: list[str]) -> str:
     """A paragraph's lines as text: a hard-wrapped line joins the one before with a space, but a list item,
-    a table row or an indented (code) line stays a line of its own."""
-    text = ""
+    a table row or an indented (code) line stays a line of its own, and so does a line after a blank one (a
+    block of several paragraphs, such as a note)."""
+    text, broken = "", False
     for line in lines:
+        if not line.strip():
+            broken = bool(text)
+            continue
         if not text:
             text = line
-        elif _STRUCTURED_LINE.match(line):
+        elif broken or _STRUCTURED_LINE.match(line):
             text += "\n" + line
         else:
             text += " " + line.strip()
+        broken = False
     return text
 
 
@@ -162,95 +201,411 @@ def _paragraphs(source: Iterator[str]) -> Iterator[Paragraph]:
         yield done
 
 
+def _indent(line: str) -> int:
+    return len(line.expandtabs(4)) - len(line.expandtabs(4).lstrip())
+
+
+def _dedent(line: str, width: int) -> str:
+    """`line` less up to `width` columns of leading space."""
+    line = line.expandtabs(4)
+    return line[min(width, _indent(line)) :]
+
+
 def _md_inline(text: str) -> str:
     return _MD_LINK.sub(r"\1", text)
 
 
-def _markdown(source: Iterator[str]) -> Iterator[Heading | Paragraph]:
-    buffer = _Buffer()
-    fence = ""
-    for line in source:
-        if fence:
-            if line.strip().startswith(fence) and not line.strip().strip(fence[0]):
-                fence = ""
-                if done := buffer.flush(verbatim=True):
-                    yield done
-            elif done := buffer.add(line):
-                yield done
-            continue
-        if opened := _FENCE.match(line):
-            if done := buffer.flush(_md_inline):
-                yield done
-            fence = opened.group(1)
-            continue
-        if atx := _ATX.match(line):
-            if done := buffer.flush(_md_inline):
-                yield done
-            yield Heading(len(atx.group(1)), _md_inline(atx.group(2) or ""))
-            continue
-        if setext := _SETEXT.match(line):
-            if not buffer.lines:
-                continue  # a thematic break
-            text = " ".join(buffer.lines)
-            buffer.lines, buffer.size = [], 0
-            yield Heading(1 if setext.group(1)[0] == "=" else 2, _md_inline(text))
-            continue
+class _Markdown:
+    """CommonMark's block structure, line by line: fenced and indented code, lists (an ordered item numbered from
+    its list's start), pipe tables, block quotes, ATX and setext headings, paragraphs."""
+
+    def __init__(self) -> None:
+        self.buffer = _Buffer()
+        self.mode = ""  # "", "prose", "fence", "code", "item", "quote", "table"
+        self.fence = ""
+        self.item_indent = 0  # where an item's text begins: a line indented this far after a blank continues it
+        self.blank = False  # the line before was blank
+        self.lists: list[tuple[int, int | None]] = []  # open lists: (marker indent, last number; None if bulleted)
+
+    def events(self, source: Iterator[str]) -> Iterator[Heading | Paragraph]:
+        for line in source:
+            yield from self.line(line)
+            self.blank = not line.strip()
+        if done := self.buffer.flush():
+            yield done
+
+    def begin(self, mode: str, kind: BlockKind, order: int | None = None, *, verbatim: bool = False) -> Iterator[Paragraph]:
+        self.mode = mode
+        if done := self.buffer.start(kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else _md_inline):
+            yield done
+
+    def add(self, line: str) -> Iterator[Paragraph]:
+        if done := self.buffer.add(line):
+            yield done
+
+    def end(self) -> Iterator[Paragraph]:
+        """End the block being read (and, outside a list, any list)."""
+        yield from self.begin("", BlockKind.PROSE)
+
+    def line(self, line: str) -> Iterator[Heading | Paragraph]:
+        if self.mode == "fence":
+            stripped = line.strip()
+            if stripped.startswith(self.fence) and not stripped.strip(self.fence[0]):
+                yield from self.end()
+            else:
+                yield from self.add(line)
+            return
+        if self.mode == "code":
+            if not line.strip() or _indent(line) >= 4:
+                yield from self.add(_dedent(line, 4))
+                return
+            yield from self.end()
         if not line.strip():
-            if done := buffer.flush(_md_inline):
-                yield done
-        elif done := buffer.add(line):
-            yield Paragraph(_md_inline(done.text))
-    if done := buffer.flush(_md_inline):
-        yield done
+            if self.mode in ("prose", "quote", "table"):
+                yield from self.end()
+            return
+        indent = _indent(line)
+        if self.mode == "item" and self.blank and indent < self.item_indent and not _MD_ITEM.match(line):
+            yield from self.end()  # the list is over
+            self.lists = []
+        if self.mode != "item" and self.mode != "prose" and not _MD_ITEM.match(line):
+            self.lists = [] if indent < 4 or not self.lists else self.lists
+        if opened := _FENCE.match(line):
+            self.fence = opened.group(1)
+            yield from self.begin("fence", BlockKind.CODE, verbatim=True)
+            return
+        if atx := _ATX.match(line):
+            yield from self.end()
+            yield Heading(len(atx.group(1)), _md_inline(atx.group(2) or ""))
+            return
+        if self.mode == "prose" and (setext := _SETEXT.match(line)):
+            text = " ".join(self.buffer.lines)
+            self.buffer.lines, self.buffer.size, self.mode = [], 0, ""
+            yield Heading(1 if setext.group(1)[0] == "=" else 2, _md_inline(text))
+            return
+        if _SETEXT.match(line) and self.mode != "item" and set(line.strip()) == {"-"} and len(line.strip()) >= 3:
+            yield from self.end()  # a thematic break
+            return
+        if quoted := _MD_QUOTE.match(line):
+            content = line[quoted.end() :]
+            if self.mode != "quote":
+                admonition = _MD_ADMONITION.match(content.strip())
+                yield from self.begin("quote", BlockKind.ADMONITION if admonition else BlockKind.PROSE)
+                if admonition and admonition.end() >= len(content.strip()):  # "**Note**" alone: the box's title line
+                    title = content.strip()
+                    yield from self.add(admonition.group(1).capitalize() if title.startswith("[!") else title)
+                    yield from self.add("")
+                    return
+            yield from self.add(content)
+            return
+        if item := _MD_ITEM.match(line):
+            yield from self.item(line, item)
+            return
+        if self.mode == "item" and (not self.blank or indent >= self.item_indent):
+            yield from self.add(_dedent(line, self.item_indent) if indent >= self.item_indent else line.strip())
+            return
+        if self.mode == "table" and "|" in line:
+            yield from self.add(line.strip())
+            return
+        if line.lstrip().startswith("|") and indent < 4 and self.mode in ("", "table"):
+            if self.mode != "table":
+                yield from self.begin("table", BlockKind.TABLE, verbatim=True)
+            yield from self.add(line.strip())
+            return
+        if self.mode == "prose" and len(self.buffer.lines) == 1 and _MD_TABLE_DELIMITER.match(line) and "|" in line + self.buffer.lines[0]:
+            header = self.buffer.lines[0].strip()  # "a | b" then "--- | ---": a table without outer pipes
+            self.buffer.lines, self.buffer.size = [], 0
+            yield from self.begin("table", BlockKind.TABLE, verbatim=True)
+            yield from self.add(header)
+            yield from self.add(line.strip())
+            return
+        if indent >= 4 and self.mode in ("", "table"):
+            yield from self.begin("code", BlockKind.CODE, verbatim=True)
+            yield from self.add(_dedent(line, 4))
+            return
+        if self.mode != "prose":
+            yield from self.begin("prose", BlockKind.PROSE)
+        yield from self.add(line)
+
+    def item(self, line: str, marker: re.Match) -> Iterator[Paragraph]:
+        """A list marker: a new item, numbered in its list when the list is ordered."""
+        indent = _indent(line)
+        number = int(marker.group(3)) if marker.group(3) else None
+        while self.lists and self.lists[-1][0] > indent:
+            self.lists.pop()
+        if self.lists and self.lists[-1][0] == indent and (self.lists[-1][1] is None) == (number is None):
+            last = self.lists[-1][1]
+            order = None if last is None else last + 1
+            self.lists[-1] = (indent, order)
+        else:
+            if self.lists and self.lists[-1][0] == indent:
+                self.lists.pop()  # a bulleted list right after a numbered one, or the reverse: a new list
+            order = number
+            self.lists.append((indent, order))
+        self.item_indent = len(marker.group(0).expandtabs(4)) if line[marker.end() :].strip() else indent + 2
+        yield from self.begin("item", BlockKind.ITEM, order)
+        yield from self.add(line.strip())
 
 
 def _rst_inline(text: str) -> str:
     return _RST_LITERAL.sub(r"\1", _RST_LINK.sub(r"\1", _RST_ROLE.sub(r"\1", text)))
 
 
-def _rst(source: Iterator[str]) -> Iterator[Heading | Paragraph]:
-    """Titles are a text line under an adornment line (`====`) at least as long, optionally over one too;
-    levels follow the order in which adornment styles first appear, as in docutils."""
-    buffer = _Buffer()
-    styles: list[tuple[str, bool]] = []
-    overline = ""  # an adornment line that may open an overlined title
-    skipping_directive = False
-    for line in source:
-        if overline:
-            if buffer.lines and _RST_ADORNMENT.match(line) and line.strip() == overline:
-                title = buffer.lines[0].strip()
-                buffer.lines, buffer.size, overline = [], 0, ""
-                yield Heading(_rst_level(styles, (line.strip()[0], True)), _rst_inline(title))
-                continue
-            if not buffer.lines and line.strip():
-                buffer.add(line)
-                continue
-            overline = ""  # it was a transition or a table border after all
+# What a directive's content is, by the directive's name.
+_RST_CODE = frozenset("code code-block sourcecode literalinclude doctest testcode testoutput parsed-literal productionlist highlight".split())
+_RST_ADMONITIONS = frozenset(
+    "note tip hint important warning caution danger error attention admonition seealso versionadded versionchanged "
+    "deprecated impl-detail".split()
+)
+_RST_NOTICES = frozenset("toctree contents index sectnum include only raw meta tabularcolumns".split())
+_RST_CAPTIONS = frozenset("figure image".split())
+_RST_TABLES = frozenset("table csv-table list-table".split())
+# Sphinx's description directives: their argument is a signature ("spam(eggs, ham=None)"), their content prose.
+_RST_SIGNATURES = frozenset(
+    "function class method attribute data exception module decorator decoratormethod staticmethod classmethod "
+    "property describe option cmdoption envvar program opcode type member macro var".split()
+)
+# Bodies that are one block, their paragraphs lines of it: a note with its title, a caption, a notice.
+_ONE_BLOCK = frozenset({BlockKind.ADMONITION, BlockKind.CAPTION, BlockKind.NOTICE})
+# Directives whose argument is a file name, a language or a name: no text.
+_RST_NO_TEXT = frozenset("highlight currentmodule moduleauthor sectionauthor codeauthor default-role role".split())
+_RST_TITLES = {"seealso": "See also", "versionadded": "New in version", "versionchanged": "Changed in version",
+               "deprecated": "Deprecated since version", "impl-detail": "CPython implementation detail"}
+
+
+@dataclass(slots=True)
+class _Body:
+    """An indented body: the document itself (outer -1), a directive's content, a literal block, a comment.
+    Its lines are indented deeper than `outer`; `indent` is its first line's indent, once met."""
+
+    outer: int
+    kind: BlockKind
+    verbatim: bool = False
+    indent: int | None = None
+
+
+class _Rst:
+    """reStructuredText's block structure, line by line. Titles are a text line under an adornment line
+    (`====`) at least as long, optionally over one too; levels follow the order in which adornment styles first
+    appear, as in docutils. Indented blocks after `::` and code directives are code; an admonition directive
+    gives its name as its first line ("Note"); list items, tables, figure captions and comments are blocks of
+    their own kind. Directives and literal blocks nest, as bodies indented deeper than what opened them."""
+
+    def __init__(self) -> None:
+        self.buffer = _Buffer()
+        self.styles: list[tuple[str, bool]] = []
+        self.overline = ""  # an adornment line that may open an overlined title
+        self.mode = ""  # "", "prose", "item", "table"
+        self.bodies = [_Body(-1, BlockKind.PROSE)]
+        self.options = False  # a directive's ":option: value" lines may follow
+        self.literal = None  # the indent of the paragraph before when it ended with "::": a deeper block is code
+        self.paragraph_indent = 0
+        self.lists: list[tuple[int, int | None]] = []  # open lists: (marker indent, last number; None if bulleted)
+        self.item_indent = 0
+
+    def events(self, source: Iterator[str]) -> Iterator[Heading | Paragraph]:
+        for line in source:
+            yield from self.line(line)
+        if done := self.buffer.flush():
+            yield self.literal_marker(done)
+
+    def begin(self, mode: str, kind: BlockKind, order: int | None = None, *, verbatim: bool = False) -> Iterator[Paragraph]:
+        self.mode = mode
+        if done := self.buffer.start(kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else _rst_inline):
+            yield self.literal_marker(done)
+
+    def literal_marker(self, paragraph: Paragraph) -> Paragraph | None:
+        """A paragraph ending "::" announces a literal block: it ends ":" ("Example::"), or goes ("::" alone)."""
+        if paragraph.kind is BlockKind.CODE or not paragraph.text.endswith("::"):
+            return paragraph
+        self.literal = self.paragraph_indent
+        text = paragraph.text[:-2].rstrip()
+        text = text + ":" if text and not paragraph.text[:-2].endswith((" ", "\n")) else text
+        return Paragraph(text, paragraph.kind, paragraph.order) if text else None
+
+    def end(self) -> Iterator[Paragraph]:
+        """End the block being read; what follows is prose of the body it is in."""
+        yield from (done for done in self.begin("", self.bodies[-1].kind) if done)
+
+    def add(self, line: str) -> Iterator[Paragraph]:
+        if done := self.buffer.add(line):
+            yield done
+
+    def line(self, line: str) -> Iterator[Heading | Paragraph]:
+        indent, blank = _indent(line), not line.strip()
+        while not blank and len(self.bodies) > 1 and indent <= self.bodies[-1].outer:  # out of a body
+            self.bodies.pop()
+            self.options = False
+            yield from self.end()
+            if self.mode == "item" or self.lists and indent < self.lists[-1][0]:
+                self.lists = [entry for entry in self.lists if entry[0] < indent]
+        body = self.bodies[-1]
+        if blank:
+            self.options = False  # options follow the directive line at once
+            if body.verbatim or (body.kind in _ONE_BLOCK and self.mode in ("prose", "")):
+                if self.buffer.lines:
+                    yield from self.add("")  # a paragraph of a note: a line of its block
+            elif self.mode not in ("item", "") or self.buffer.lines:
+                yield from self.end()
+            return
+        if self.options and _RST_OPTION.match(line.strip()):
+            return  # a directive's options (":maxdepth: 2"), not a role that starts its text (":class:`tuple` ...")
+        self.options = False
+        if body.indent is None:
+            body.indent = indent
+        if body.verbatim:
+            yield from self.add(_dedent(line, body.indent))
+            return
+        if self.literal is not None:
+            literal, self.literal = self.literal, None
+            if indent > literal:  # the indented block after "::"
+                yield from self.open_body(literal, BlockKind.CODE)
+                yield from self.line(line)
+                return
+        if len(self.bodies) == 1:
+            title = self.title(line)
+            if title is not None:
+                yield from title
+                return
+        if _RST_SIMPLE_TABLE.match(line) or (self.mode != "table" and _RST_GRID_TABLE.match(line)):
+            if self.mode != "table":
+                yield from self.begin("table", BlockKind.TABLE, verbatim=True)
+            yield from self.add(_dedent(line, body.indent).rstrip())
+            return
+        if self.mode == "table":
+            yield from self.add(_dedent(line, body.indent).rstrip())
+            return
+        if line.lstrip().startswith(".."):
+            yield from self.explicit(line)
+            return
+        if item := _RST_ITEM.match(line):
+            if item.group(2) not in "-*+" or line[item.end() :].strip():  # "-" alone on a line is not a list
+                yield from self.item(line, item)
+                return
+        if self.mode == "item" and indent >= self.item_indent or self.mode == "signature":
+            yield from self.add(line.strip())
+            return
+        if self.mode != "prose":
+            self.lists = [] if self.mode == "item" else self.lists
+            if not (body.kind in _ONE_BLOCK and self.mode == "" and self.buffer.lines):  # a note's next paragraph
+                yield from self.begin("prose", body.kind)
+            self.mode = "prose"
+            self.paragraph_indent = indent
+        yield from self.add(line.strip())
+
+    def title(self, line: str) -> Iterator[Heading | Paragraph] | None:
+        """The events of a line that makes (or may open) a title; None for any other line."""
+        if self.overline:
+            if self.buffer.lines and _RST_ADORNMENT.match(line) and line.strip() == self.overline:
+                title = self.buffer.lines[0].strip()
+                self.buffer.lines, self.buffer.size, self.overline, self.mode = [], 0, "", ""
+                return iter([Heading(_rst_level(self.styles, (line.strip()[0], True)), _rst_inline(title))])
+            if not self.buffer.lines and self.mode == "prose":
+                self.buffer.lines.append(line)  # the title between the two adornment lines
+                return iter(())
+            self.overline = ""  # it was a transition or a table border after all
         adornment = _RST_ADORNMENT.match(line)
-        if adornment and len(buffer.lines) == 1 and buffer.lines[0].strip() and not buffer.lines[0][0].isspace():
-            title = buffer.lines[0].strip()
+        if adornment and self.mode == "prose" and len(self.buffer.lines) == 1 and self.paragraph_indent == 0:
+            title = self.buffer.lines[0].strip()
             if len(line.strip()) >= min(len(title), 4):
-                buffer.lines, buffer.size = [], 0
-                yield Heading(_rst_level(styles, (line.strip()[0], False)), _rst_inline(title))
-                continue
-        if adornment and not buffer.lines and len(line.strip()) >= 3:
-            overline = line.strip()
-            continue
-        if _RST_EXPLICIT.match(line):  # ".. note::", ".. _target:", ".. comment": the marker line carries no prose
-            if done := buffer.flush(_rst_inline):
-                yield done
-            skipping_directive = True
-            continue
-        if skipping_directive and line.strip().startswith(":") and line[:1].isspace():
-            continue  # a directive's options (":maxdepth: 2")
-        skipping_directive = False
-        if not line.strip():
-            if done := buffer.flush(_rst_inline):
-                yield done
-        elif done := buffer.add(line):
-            yield Paragraph(_rst_inline(done.text))
-    if done := buffer.flush(_rst_inline):
-        yield done
+                self.buffer.lines, self.buffer.size, self.mode = [], 0, ""
+                return iter([Heading(_rst_level(self.styles, (line.strip()[0], False)), _rst_inline(title))])
+        if adornment and self.mode in ("", "prose") and not self.buffer.lines and len(line.strip()) >= 3 and not line[0].isspace():
+            self.overline = line.strip()
+            self.mode = "prose"
+            return iter(())
+        return None
+
+    def open_body(self, outer: int, kind: BlockKind, *, options: bool = False) -> Iterator[Paragraph]:
+        """Read the lines indented deeper than `outer` as a body of `kind`."""
+        verbatim = kind in (BlockKind.CODE, BlockKind.TABLE)
+        yield from self.begin("", kind, verbatim=verbatim)
+        self.bodies.append(_Body(outer, kind, verbatim))
+        self.options = options
+
+    def explicit(self, line: str) -> Iterator[Paragraph]:
+        """A line starting "..": a directive, a footnote, a target or a comment."""
+        indent, text = _indent(line), line.strip()
+        if directive := _RST_DIRECTIVE.match(text):
+            name, argument = directive.group(1).lower().rsplit(":", 1)[-1], (directive.group(2) or "").strip()
+            if name in _RST_ADMONITIONS:
+                if name == "admonition":  # its argument is its title
+                    title, first = argument, ""
+                elif name in ("versionadded", "versionchanged", "deprecated"):  # its argument is a version
+                    title, first = f"{_RST_TITLES[name]} {argument}".strip(), ""
+                else:  # its argument is the start of its text
+                    title, first = _RST_TITLES.get(name, name.capitalize()), argument
+                yield from self.open_body(indent, BlockKind.ADMONITION, options=True)
+                self.mode = "prose"
+                yield from self.add(title)
+                yield from self.add("")  # the title: a line of its own
+                if first:
+                    yield from self.add(first)
+            elif name in _RST_CODE:
+                yield from self.open_body(indent, BlockKind.CODE, options=True)
+            elif name in _RST_TABLES:
+                if argument:
+                    yield from self.begin("", BlockKind.CAPTION)
+                    yield from self.add(argument)
+                yield from self.open_body(indent, BlockKind.TABLE, options=True)
+            elif name in _RST_CAPTIONS:
+                yield from self.open_body(indent, BlockKind.CAPTION, options=True)
+            elif name in _RST_NOTICES:
+                yield from self.open_body(indent, BlockKind.NOTICE, options=True)
+                if argument and name != "include":
+                    self.mode = "prose"
+                    yield from self.add(argument)
+            elif name in _RST_SIGNATURES and argument:
+                yield from self.begin("", BlockKind.CODE, verbatim=True)
+                yield from self.add(argument)
+                yield from self.open_body(indent, BlockKind.PROSE, options=True)
+                yield from self.begin("signature", BlockKind.CODE, verbatim=True)  # more signatures may follow
+            else:  # another directive: its argument and content are prose ("availability:: Unix, not WASI.")
+                yield from self.open_body(indent, BlockKind.PROSE, options=True)
+                if argument and name not in _RST_NO_TEXT:
+                    self.mode = "prose"
+                    yield from self.add(argument)
+            return
+        if footnote := _RST_FOOTNOTE.match(text):
+            yield from self.open_body(indent, BlockKind.PROSE)
+            if footnote.group(1):
+                self.mode, self.paragraph_indent = "prose", indent
+                yield from self.add(footnote.group(1))
+            return
+        yield from self.open_body(indent, BlockKind.NOTICE)  # a target, or a comment (often a licence header)
+        if not _RST_TARGET.match(text) and text[2:].strip():
+            self.mode, self.paragraph_indent = "prose", indent
+            yield from self.add(text[2:].strip())
+
+    def item(self, line: str, marker: re.Match) -> Iterator[Paragraph]:
+        indent = _indent(line)
+        enumerator = marker.group(3)
+        ordered = enumerator is not None
+        while self.lists and self.lists[-1][0] > indent:
+            self.lists.pop()
+        last = self.lists[-1][1] if self.lists and self.lists[-1][0] == indent else None
+        follows = ordered and last is not None and (not enumerator.isdigit() or int(enumerator) == last + 1)
+        if self.lists and self.lists[-1][0] == indent and (follows or (not ordered and self.lists[-1][1] is None)):
+            order = last + 1 if follows else None
+            self.lists[-1] = (indent, order)
+        else:
+            if self.lists and self.lists[-1][0] == indent:
+                self.lists.pop()
+            order = _enumerator_value(enumerator) if ordered else None
+            self.lists.append((indent, order))
+        self.item_indent = len(marker.group(0).expandtabs(4))
+        yield from self.begin("item", BlockKind.ITEM, order)
+        self.paragraph_indent = indent
+        yield from self.add(line.strip())
+
+
+def _enumerator_value(enumerator: str) -> int:
+    """The number a list's first enumerator stands for: "3" is 3, "#" and "a" are 1 ("c" is 3)."""
+    if enumerator.isdigit():
+        return int(enumerator)
+    if len(enumerator) == 1 and enumerator.isalpha():
+        return ord(enumerator.lower()) - ord("a") + 1
+    return 1
 
 
 def _rst_level(styles: list[tuple[str, bool]], style: tuple[str, bool]) -> int:

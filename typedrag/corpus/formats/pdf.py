@@ -5,10 +5,15 @@ is read in bounded memory. PDFium gives the text as positioned segments; this mo
 reading order (a two-column page is read column by column), joins lines into paragraphs, repairs
 words hyphenated at line ends, drops running headers and footers (a line at the top or bottom of a
 page that repeats on a nearby page, ignoring digits, and bare page numbers) and follows the outline.
+
+A PDF says little about structure; what it does tell is kept: a bookmarked heading's own line is a
+heading, lines set in a typewriter font are code (their line breaks kept), and a line that starts with
+a bullet or a number ("•", "2.") starts a list item.
 """
 
 from __future__ import annotations
 
+import ctypes
 import re
 import statistics
 from collections import deque
@@ -19,8 +24,8 @@ from pathlib import Path
 import pypdfium2 as pdfium
 import pypdfium2.raw as pdfium_c
 
-from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line
-from typedrag.records import Block
+from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line, title_line
+from typedrag.records import Block, BlockKind
 
 # PDFium keeps every object it has parsed (images included) until the document is closed: reopening it
 # every so many pages bounds memory (a 300 MB PDF of scans: 321 MB peak RSS read in one go, 45 MB this way).
@@ -31,6 +36,10 @@ _PAGE_NUMBER = re.compile(r"^(?:page\s+)?(?:\d+|[ivxlcdm]+)(?:\s*(?:/|of)\s*\d+)
 _DIGITS = re.compile(r"\d+")
 _HYPHENATED = re.compile(r"[a-zà-ÿ][-\u00ad\u2010]$")
 _PDFIUM_HYPHENS = str.maketrans({"\x02": "\u00ad", "\ufffe": "\u00ad"})  # how PDFium marks a hyphen it thinks soft
+# Typewriter fonts: Courier, DejaVu Sans Mono, Consolas, Inconsolata, TeX's CMTT / LMMono / SFTT ...
+_MONOSPACE = re.compile(r"mono|courier|consol|inconsolata|typewriter|code|cmtt|cmsltt|sftt|lmtt|tt\d|pcrr|nimbusmono", re.I)
+_FIXED_PITCH = 1  # PDF font descriptor flag
+_ITEM = re.compile(r"^(?:[•◦▪▫■□●○‣⁃∙·*–-]|(\d{1,3})[.)]|\((\d{1,3})\))\s+\S")
 _NOT_TITLES = re.compile(r"^(untitled|title|document|slide \d+|microsoft word.*|.*\.(pdf|docx?|tex|dvi|ps|rtf|odt|indd))$", re.I)
 
 
@@ -43,6 +52,7 @@ class Segment:
     bottom: float
     right: float
     top: float
+    mono: bool = False  # set in a typewriter font
 
 
 @dataclass(slots=True)
@@ -55,6 +65,7 @@ class Line:
     right: float
     top: float
     column_start: bool = False  # the first line of a column or band: always starts a paragraph
+    mono: bool = False  # every segment set in a typewriter font: a line of code
 
     @property
     def height(self) -> float:
@@ -71,17 +82,20 @@ class Bookmark:
     y: float  # top of the destination; +inf when the bookmark names only the page
 
 
-def read_pdf(path: Path) -> Parsed:
+def read_pdf(path: Path, fallback_title: str | None = None) -> Parsed:
+    """The PDF at `path`; `fallback_title` (else the file name) when neither its metadata nor its first page give one."""
     first = _first_page_with_text(path)
     if first is None:
         raise Unreadable("no text layer; OCR it first")
     pdf = open_pdf(path)
+    skipped: list[str] = []
     try:
-        title = _meaningful(pdf.get_metadata_dict().get("Title", "")) or _largest_text(pdf, first) or path.stem
+        fallback = title_line(path.stem) if fallback_title is None else fallback_title
+        title = _meaningful(pdf.get_metadata_dict().get("Title", "")) or _largest_text(pdf, first) or fallback
         bookmarks = _bookmarks(pdf)
     finally:
         pdf.close()
-    return Parsed(title, _blocks(path, title, bookmarks))
+    return Parsed(title, _blocks(path, title, bookmarks, skipped), skipped)
 
 
 def _documents(path: Path) -> Iterator[tuple[int, pdfium.PdfDocument]]:
@@ -110,8 +124,16 @@ def open_pdf(path: Path) -> pdfium.PdfDocument:
 
 
 def _first_page_with_text(path: Path) -> int | None:
+    """The index of the first page with text; None if none has. A page PDFium cannot load (a page tree that
+    lists itself) is passed over; `Unreadable` if no page loads."""
+    pages = loaded = 0
     for index, pdf in _documents(path):
-        page = pdf[index]
+        pages += 1
+        try:
+            page = pdf[index]
+        except pdfium.PdfiumError:
+            continue
+        loaded += 1
         textpage = page.get_textpage()
         try:
             if textpage.get_text_range().strip():
@@ -119,11 +141,13 @@ def _first_page_with_text(path: Path) -> int | None:
         finally:
             textpage.close()
             page.close()
+    if pages and not loaded:
+        raise Unreadable("corrupt PDF (no page can be loaded), skipped")
     return None
 
 
 def _meaningful(title: str) -> str:
-    title = one_line(title or "")
+    title = title_line(title or "")
     return title if len(title) >= 3 and any(c.isalpha() for c in title) and not _NOT_TITLES.match(title) else ""
 
 
@@ -142,7 +166,7 @@ def _largest_text(pdf: pdfium.PdfDocument, index: int) -> str:
         end = start
         while end < count and (sizes[end] >= biggest or sizes[end] == 0 or textpage.get_text_range(end, 1).isspace()):
             end += 1
-        title = one_line(textpage.get_text_range(start, end - start))
+        title = title_line(textpage.get_text_range(start, end - start))
         return title if 3 <= len(title) <= 200 else ""
     finally:
         textpage.close()
@@ -168,18 +192,29 @@ def _bookmarks(pdf: pdfium.PdfDocument) -> list[Bookmark]:
     return marks
 
 
-def _blocks(path: Path, title: str, bookmarks: list[Bookmark]) -> Iterator[Block]:
+def _blocks(path: Path, title: str, bookmarks: list[Bookmark], skipped: list[str]) -> Iterator[Block]:
     sections = _Sections(title, bookmarks)
-    for number, lines in _pages_without_running_lines(path):
+    unloaded: list[int] = []
+    for number, lines in _pages_without_running_lines(path, unloaded):
         yield from _paragraph_blocks(lines, number, sections)
+    if len(unloaded) == 1:
+        skipped.append(f"page {unloaded[0]} cannot be loaded, skipped")
+    elif unloaded:
+        numbers = ", ".join(map(str, unloaded[:3])) + (", ..." if len(unloaded) > 3 else "")
+        skipped.append(f"{len(unloaded):,} pages cannot be loaded (pages {numbers}), skipped")
 
 
-def _pages_without_running_lines(path: Path) -> Iterator[tuple[int, list[Line]]]:
-    """(page number, lines) for each page, minus running headers and footers; reads NEARBY_PAGES ahead."""
+def _pages_without_running_lines(path: Path, unloaded: list[int]) -> Iterator[tuple[int, list[Line]]]:
+    """(page number, lines) for each page, minus running headers and footers; reads NEARBY_PAGES ahead.
+    A page PDFium cannot load has no lines, and its number goes to `unloaded`."""
     window: deque[tuple[int, list[Line], list[Line]]] = deque(maxlen=2 * NEARBY_PAGES + 1)
     ready = 1  # the next page number to hand out
     for index, pdf in _documents(path):
-        lines = page_lines(pdf, index)
+        try:
+            lines = page_lines(pdf, index)
+        except pdfium.PdfiumError:
+            unloaded.append(index + 1)
+            lines = []
         window.append((index + 1, lines, _edges(lines)))
         while ready <= index + 1 - NEARBY_PAGES:
             yield _without_running(window, ready)
@@ -218,11 +253,21 @@ def page_lines(pdf: pdfium.PdfDocument, index: int) -> list[Line]:
             text = textpage.get_text_bounded(left, bottom, right, top).translate(_PDFIUM_HYPHENS)
             text = clean(text).replace("\n", " ")
             if text.strip():
-                segments.append(Segment(text, left, bottom, right, top))
+                segments.append(Segment(text, left, bottom, right, top, _monospace(textpage, left, bottom, top)))
     finally:
         textpage.close()
         page.close()
     return reading_order(segments, width)
+
+
+def _monospace(textpage: pdfium.PdfTextPage, left: float, bottom: float, top: float) -> bool:
+    """Whether the segment's first character is set in a typewriter font (by its fixed-pitch flag or its name)."""
+    index = pdfium_c.FPDFText_GetCharIndexAtPos(textpage.raw, left + 1, (bottom + top) / 2, 2, 2)
+    if index < 0:
+        return False
+    flags, name = ctypes.c_int(0), ctypes.create_string_buffer(96)
+    pdfium_c.FPDFText_GetFontInfo(textpage.raw, index, name, len(name), ctypes.byref(flags))
+    return bool(flags.value & _FIXED_PITCH) or _MONOSPACE.search(name.value.decode("latin-1")) is not None
 
 
 def reading_order(segments: list[Segment], width: float) -> list[Line]:
@@ -299,6 +344,7 @@ def _line(row: list[Segment]) -> Line:
         min(s.bottom for s in row),
         max(s.right for s in row),
         max(s.top for s in row),
+        mono=all(s.mono for s in row),
     )
 
 
@@ -336,27 +382,42 @@ class _Sections:
 
 
 def _paragraph_blocks(lines: list[Line], number: int, sections: _Sections) -> Iterator[Block]:
-    """Lines joined into paragraphs: a new one at a column start, a section start or a gap wider than a line."""
+    """Lines joined into paragraphs: a new one at a column start, a section start, a gap wider than a line, a list
+    item's first line, and where typewriter lines (code, kept line by line) start or end."""
     usual = statistics.median(line.height for line in lines) if lines else 0
     starts = sections.starts(number - 1, lines)
     section = sections.enter(starts.pop(0, []))
-    paragraph: list[str] = []
+    paragraph: list[Line] = []
     previous: Line | None = None
     for index, line in enumerate(lines):
         gap = previous.bottom - line.top if previous is not None else 0
-        if paragraph and (index in starts or line.column_start or gap > 0.8 * usual or gap < -usual):
-            yield from blocks_of(_join(paragraph), section, number)
+        breaks = index in starts or line.column_start or gap > 0.8 * usual or gap < -usual
+        if paragraph and (breaks or line.mono != paragraph[-1].mono or (not line.mono and _ITEM.match(line.text))):
+            yield from _paragraph(paragraph, section, number)
             paragraph = []
         previous = line
         if index in starts:
             section = sections.enter(starts[index])
             if _holds_a_title(line, starts[index]):  # the heading's own line: a line of its own, not prose
-                yield from blocks_of(line.text, section, number)
+                heading = len(line.text) <= max(len(mark.title) for mark in starts[index]) + 12  # "2.5 Missing values"
+                yield from blocks_of(line.text, section, number, kind=BlockKind.HEADING if heading else BlockKind.PROSE)
                 continue
-        paragraph.append(line.text)
+        paragraph.append(line)
     if paragraph:
-        yield from blocks_of(_join(paragraph), section, number)
+        yield from _paragraph(paragraph, section, number)
     sections.enter(starts.get(len(lines), []))
+
+
+def _paragraph(lines: list[Line], section: tuple[str, ...], number: int) -> Iterator[Block]:
+    if lines[0].mono:
+        yield from blocks_of("\n".join(line.text for line in lines), section, number, kind=BlockKind.CODE)
+        return
+    text = _join([line.text for line in lines])
+    if item := _ITEM.match(text):
+        order = item.group(1) or item.group(2)
+        yield from blocks_of(text, section, number, kind=BlockKind.ITEM, order=int(order) if order else None)
+    else:
+        yield from blocks_of(text, section, number)
 
 
 def _holds_a_title(line: Line, marks: list[Bookmark]) -> bool:

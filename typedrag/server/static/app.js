@@ -8,13 +8,25 @@ const keyInput = $("api-key");
 keyInput.value = localStorage.getItem("typedrag-api-key") || "";
 keyInput.addEventListener("change", () => localStorage.setItem("typedrag-api-key", keyInput.value.trim()));
 
+// What the page would obey instead of showing, as the command line escapes it (typedrag.text.for_terminal):
+// C0 controls but newline and tab, DEL, C1 controls, and the bidirectional overrides and isolates that make
+// text read other than it runs ("Asteroid \u202eevil" shown as "Asteroid live").
+const HIDDEN = /[\u0000-\u0008\u000b-\u001f\u007f-\u009f\u202a-\u202e\u2066-\u2069]/g;
+
+function shown(text) {
+  return String(text).replace(HIDDEN, (c) => {
+    const code = c.charCodeAt(0);
+    return code < 0x100 ? `\\x${code.toString(16).padStart(2, "0")}` : `\\u${code.toString(16).padStart(4, "0")}`;
+  });
+}
+
 function el(tag, attrs = {}, ...children) {
   const node = document.createElement(tag);
   for (const [name, value] of Object.entries(attrs)) {
     if (name === "class") node.className = value;
-    else node.setAttribute(name, value);
+    else node.setAttribute(name, shown(value));
   }
-  for (const child of children) node.append(child);
+  for (const child of children) node.append(typeof child === "string" ? shown(child) : child);
   return node;
 }
 
@@ -28,21 +40,28 @@ function progress(text) {
 }
 
 function showError(message) {
-  $("error").textContent = message;
+  $("error").textContent = shown(message);
   $("error").hidden = false;
 }
 
-// Text with [n] markers turned into links to source n.
-function cited(text) {
+// A run of citation markers, by the server's rule (typedrag/citations.py): one that follows a word or a bracket
+// ("pipes[2]", "a[0]") is text, not a citation.
+const MARKER_RUN = /(?<![\p{L}\p{N}_\]])[ \t]?\[\d{1,3}\](?:[ \t]?\[\d{1,3}\])*/gu;
+
+// Text with its [n] citations of the sources in `numbers` turned into links to source n; any other [n] stays text.
+function cited(text, numbers) {
   const frag = document.createDocumentFragment();
   let last = 0;
-  for (const match of text.matchAll(/\[(\d{1,3})\]/g)) {
-    const n = Number(match[1]);
-    if (!known.has(n)) continue;
-    frag.append(text.slice(last, match.index), citeLink(n));
-    last = match.index + match[0].length;
+  for (const run of text.matchAll(MARKER_RUN)) {
+    for (const marker of run[0].matchAll(/\[(\d{1,3})\]/g)) {
+      const n = Number(marker[1]);
+      if (!numbers.has(n) || !known.has(n)) continue;
+      const at = run.index + marker.index;
+      frag.append(shown(text.slice(last, at)), citeLink(n));
+      last = at + marker[0].length;
+    }
   }
-  frag.append(text.slice(last));
+  frag.append(shown(text.slice(last)));
   return frag;
 }
 
@@ -112,7 +131,8 @@ function renderTrace(r) {
     root.append(item("aspects", el("ul", {}, ...r.aspects.map((a) => {
       const refs = a.source_numbers.filter((n) => known.has(n)).map(citeLink);
       const query = a.query === a.label ? "" : el("span", { class: "muted" }, `query: ${a.query} `);
-      const body = a.error ? el("div", { class: "bad" }, `dropped: ${a.error}`) : el("div", { class: "aspect-answer" }, cited(a.answer));
+      const body = a.error ? el("div", { class: "bad" }, `dropped: ${a.error}`)
+        : el("div", { class: "aspect-answer" }, cited(a.answer, new Set(a.source_numbers)));
       return item(a.label, query, ...refs, a.answer || a.error ? body : "");
     }))));
   }
@@ -125,7 +145,7 @@ function renderTrace(r) {
 
 function renderResult(r) {
   renderSources(r.sources);
-  $("answer").replaceChildren(cited(r.answer));
+  $("answer").replaceChildren(cited(r.answer, new Set(r.citations.flatMap((c) => c.source_numbers))));
   const pills = [`method ${r.method}`];
   if (r.type) pills.push(`type ${r.type.type.toLowerCase()}`);
   if (!r.type || r.strategy !== r.type.type.toLowerCase()) pills.push(`strategy ${r.strategy}`);
@@ -143,7 +163,7 @@ function writeToken(text) {
     $("answer").replaceChildren(written);
     progress("Writing the answer");
   }
-  written.appendData(text);
+  written.appendData(shown(text));
 }
 
 const handlers = {

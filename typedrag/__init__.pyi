@@ -1,0 +1,58 @@
+# What type checkers see of `typedrag`: the names __init__.py exports lazily (each is imported on first use,
+# so `import typedrag` stays quick, and a type checker cannot follow __getattr__). A stub rather than imports
+# under `if TYPE_CHECKING:`, which would tie the package to every module in the import graph the layer
+# contracts and the circle check read. tests/test_public_api.py keeps this list equal to _EXPORTS.
+
+from typedrag.classify.base import TypeClassifier as TypeClassifier, TypePrediction as TypePrediction
+from typedrag.classify.shipped import (
+    ShippedClassifier as ShippedClassifier,
+    load_default_classifier as load_default_classifier,
+)
+from typedrag.engines.base import (
+    Engine as Engine,
+    Extract as Extract,
+    PlanTask as PlanTask,
+    Section as Section,
+    WriteTask as WriteTask,
+)
+from typedrag.engines.llm_engine import LLMEngine as LLMEngine
+from typedrag.engines.offline import OfflineEngine as OfflineEngine
+from typedrag.errors import LLMError as LLMError, TypedragError as TypedragError, UserError as UserError
+from typedrag.evaluation.datasets import EvalQuestion as EvalQuestion, Reference as Reference
+from typedrag.evaluation.judges import LLMJudge as LLMJudge, ProxyJudge as ProxyJudge
+from typedrag.evaluation.runner import (
+    EvalOptions as EvalOptions,
+    System as System,
+    aevaluate as aevaluate,
+    evaluate as evaluate,
+)
+from typedrag.index.base import Retriever as Retriever
+from typedrag.index.memory import FunctionRetriever as FunctionRetriever, ListRetriever as ListRetriever
+from typedrag.index.tantivy_index import (
+    TantivyRetriever as TantivyRetriever,
+    build_index as build_index,
+    open_retriever as open_retriever,
+)
+from typedrag.llm.base import ChatModel as ChatModel
+from typedrag.llm.openai_chat import OpenAIChatModel as OpenAIChatModel
+from typedrag.nfq import NFQType as NFQType
+from typedrag.pipeline import Method as Method, Pipeline as Pipeline, PipelineSettings as PipelineSettings
+from typedrag.prompts import Prompt as Prompt
+from typedrag.records import Passage as Passage, ScoredPassage as ScoredPassage
+from typedrag.rerank import EmbeddingReranker as EmbeddingReranker, Reranker as Reranker
+from typedrag.result import (
+    AnswerResult as AnswerResult,
+    Aspect as Aspect,
+    Citation as Citation,
+    Source as Source,
+    Trace as Trace,
+    TypeDecision as TypeDecision,
+)
+from typedrag.strategies import default_routes as default_routes
+from typedrag.strategies.base import (
+    Strategy as Strategy,
+    StrategyContext as StrategyContext,
+    StrategyOutput as StrategyOutput,
+)
+
+__version__: str
