@@ -187,3 +187,25 @@ def test_a_debate_shows_only_the_sides_the_reader_found():
     assert typed.strategy == "debate"
     assert "- For:" not in typed.answer
     assert [f for f in typed.fallbacks if "no argument for" in f.reason]
+
+
+def test_a_procedure_the_document_numbered_is_the_answers_steps():
+    """Issue 32: an instruction answer can quote a document's own ordered list as its steps, in order."""
+    lead = Passage("build#0", "build", "Building from source", "You can build the program from its source code.")
+    steps = Passage(
+        "build#1", "build", "Building from source",
+        "Download the source archive.\nUnpack it with tar.\nRun make in the new folder.\nCopy the binary to /usr/local/bin.",
+        lines=tuple(LineKind(BlockKind.ITEM, n) for n in range(1, 5)),
+    )
+    retriever = FunctionRetriever(lambda query, k: ([steps] if "steps" in query or "requirements" in query else [lead])[:k])
+    reader = reads({"build the program": Reading(0.8, 0.9, Role.FACT), "Unpack": Reading(0.9, 0.9, Role.STEP),
+                    "Download": Reading(0.5, 0.8, Role.STEP), "Run make": Reading(0.6, 0.8, Role.STEP), "Copy": Reading(0.4, 0.8, Role.STEP)})
+    typed = run(Pipeline(OfflineEngine(reader), retriever).answer("How do I build it from source?", "typed", "instruction"))
+    assert typed.strategy == "instruction"
+    assert typed.answer.splitlines()[1:] == [
+        "Steps:",
+        "1. Download the source archive. [2]",
+        "2. Unpack it with tar. [2]",
+        "3. Run make in the new folder. [2]",
+        "4. Copy the binary to /usr/local/bin. [2]",
+    ]

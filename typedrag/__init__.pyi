@@ -10,10 +10,10 @@ from typedrag.classify.shipped import (
 )
 from typedrag.engines.base import (
     Engine as Engine,
-    Extract as Extract,
+    Grounded as Grounded,
     PlanTask as PlanTask,
-    Section as Section,
     WriteTask as WriteTask,
+    Written as Written,
 )
 from typedrag.engines.llm_engine import LLMEngine as LLMEngine
 from typedrag.engines.offline import OfflineEngine as OfflineEngine
@@ -38,6 +38,7 @@ from typedrag.llm.openai_chat import OpenAIChatModel as OpenAIChatModel
 from typedrag.nfq import NFQType as NFQType
 from typedrag.pipeline import Method as Method, Pipeline as Pipeline, PipelineSettings as PipelineSettings
 from typedrag.prompts import Prompt as Prompt
+from typedrag.reader import Reader as Reader
 from typedrag.records import Passage as Passage, ScoredPassage as ScoredPassage
 from typedrag.rerank import EmbeddingReranker as EmbeddingReranker, Reranker as Reranker
 from typedrag.result import (

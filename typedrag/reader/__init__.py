@@ -1,23 +1,27 @@
-"""The reader: how well a sentence of a retrieved passage answers a question, and what it does for an answer.
+"""The reader: how well each sentence of some retrieved passages answers a question, and what it does.
 
-A cross-encoder reads the question and the sentence together (with the title of the sentence's
-document, so a namesake reads as one) and gives two things the offline engine chooses by:
-- `answers`: the chance that the sentence states part of an answer the asker wants (label 2 of the
-  reader labels), and `on_topic`: that it is at least useful background (label 1 or 2);
-- `role`: what the sentence does for an answer of the question's kind (a cause, a step, an argument
-  for or against, a sentence that relates compared items, advice, ...).
+For one question and the sentences an answer may quote, the reader gives each sentence
+- `answers`: the chance it states part of an answer the asker wants (label 2 of typedrag's reader labels),
+  and `on_topic`: the chance it is at least useful background (label 1 or 2);
+- `role`: what it does for an answer (a cause, a step, an argument for or against, a sentence that
+  relates compared items, advice, ...).
 
-The model (all-MiniLM-L6-v2's first layers fine-tuned on typedrag's reader labels, int8 ONNX) ships in
-typedrag/reader/model/ with its card; `python -m typedrag.reader.train` rebuilds it from the labels.
-It runs on ONNX Runtime like the embedder, with the same tokenizer, checked by sha256 before use.
+It reads the question, each sentence and its document's title with the MiniLM embedder typedrag already
+runs, and scores them by features that hold across corpora: meaning (cosine to the question and to the
+title), how a sentence ranks among the others, the question's rare words it holds, and its shape
+(length, punctuation, a capital, a pronoun, digits). Two small gradient-boosted tree ensembles turn the
+features into the two chances; a logistic regression on the embeddings gives the role. The model ships
+in typedrag/reader/model/ (arrays and JSON, no pickle) with its card; `python -m typedrag.reader.train`
+rebuilds it from the labels and reports it leave-one-corpus-out.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import threading
-from collections import OrderedDict
+from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -25,12 +29,33 @@ from pathlib import Path
 
 import numpy as np
 
-from typedrag.embed import TOKENIZER_PATH, model_files
+from typedrag.embed import Embedder, default_embedder
 from typedrag.errors import ModelUnavailable
+from typedrag.nfq import NFQType
+from typedrag.text import terms
 
 MODEL_DIR = Path(__file__).parent / "model"
-MODEL_FILE = "reader.onnx"
+MODEL_FILE = "reader.npz"
 META_FILE = "meta.json"
+_PRONOUNS = frozenset({"it", "its", "they", "their", "this", "these", "he", "she", "his", "her"})
+_SENTENCE_ENDS = (".", "!", "?", '."', ".'", ".)", ".”", "?)", "!)")
+FEATURES = (
+    "cosine", "title cosine", "below the best", "rank", "question words held", "question words in title",
+    "log words", "ends a sentence", "symbols", "capital", "digits", "near the others", "opens with a pronoun", "question words",
+)
+# The question types the role is read with (a cause is what a "why" question's answering sentence mostly
+# is); scaled so the regression weighs the type about as much as the vectors.
+ROLE_TYPES = tuple(t.value for t in NFQType)
+TYPE_SCALE = 3.0
+
+
+def role_input(q: np.ndarray, s: np.ndarray, asked: NFQType | str | None) -> np.ndarray:
+    """What the role regression reads for each sentence: its vector, the question's, their product, and
+    the question's type (all zeros when not known)."""
+    kind = np.zeros((len(s), len(ROLE_TYPES)), dtype=np.float32)
+    if asked is not None and str(asked) in ROLE_TYPES:
+        kind[:, ROLE_TYPES.index(str(asked))] = TYPE_SCALE
+    return np.hstack([s, np.broadcast_to(q, s.shape), s * q, kind]).astype(np.float32)
 
 
 class Role(StrEnum):
@@ -60,19 +85,68 @@ class Reading:
 
 @dataclass(frozen=True, slots=True)
 class Bars:
-    """The reader's calibrated thresholds (chosen leave-one-corpus-out, see the model card)."""
+    """The reader's calibrated thresholds (set on leave-one-corpus-out scores, see the model card)."""
 
-    answers: float  # a sentence at or above this is quoted as answering
-    on_topic: float  # ... and at or above this it is on topic
-
-
-def pair_text(title: str, sentence: str) -> str:
-    """The second segment the reader reads: the sentence after its document's title, as in training."""
-    return f"{title}: {sentence}" if title else sentence
+    answers: float  # at or above this a sentence is quoted as answering
+    on_topic: float  # at or above this it is on topic
 
 
 class ReaderUnavailable(ModelUnavailable):
     """The reader's model files are missing or do not match their checksum."""
+
+
+def features(question: str, sentences: list[str], titles: list[str], q: np.ndarray, s: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """One row of FEATURES per sentence, read against the question and the other sentences: `q` is the
+    question's vector, `s` and `t` the sentences' and their titles' (unit length)."""
+    n = len(sentences)
+    if n == 0:
+        return np.zeros((0, len(FEATURES)), dtype=np.float32)
+    cosine, title_cosine = s @ q, t @ q
+    rank = (-cosine).argsort().argsort() / n
+    held = [terms(text) for text in sentences]
+    counts = Counter(term for found in held for term in found)
+    asked = terms(question)
+    weight = {term: math.log(1 + n / (1 + counts.get(term, 0))) for term in asked}
+    total = sum(weight.values()) or 1.0
+    centre = s.mean(axis=0)
+    rows = []
+    for i, text in enumerate(sentences):
+        title_terms = terms(titles[i])
+        words = text.split()
+        rows.append((
+            cosine[i], title_cosine[i], cosine[i] - cosine.max(), rank[i],
+            sum(w for term, w in weight.items() if term in held[i]) / total,
+            sum(w for term, w in weight.items() if term in title_terms) / total,
+            math.log1p(len(words)), text.rstrip().endswith(_SENTENCE_ENDS),
+            sum(not c.isalnum() and not c.isspace() for c in text) / max(len(text), 1), text[:1].isupper(),
+            sum(c.isdigit() for c in text) / max(len(text), 1), float(s[i] @ centre),
+            bool(words) and words[0].lower().strip(",") in _PRONOUNS, len(asked),
+        ))
+    return np.asarray(rows, dtype=np.float32)
+
+
+class Trees:
+    """A gradient-boosted ensemble of binary decision trees, stored as arrays: the chance of a label."""
+
+    def __init__(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
+        self.baseline = float(arrays[f"{prefix}.baseline"].reshape(-1)[0])
+        self.feature = arrays[f"{prefix}.feature"]  # (trees, nodes): the feature a node splits on
+        self.threshold = arrays[f"{prefix}.threshold"]
+        self.left, self.right = arrays[f"{prefix}.left"], arrays[f"{prefix}.right"]
+        self.value, self.leaf = arrays[f"{prefix}.value"], arrays[f"{prefix}.leaf"]
+        self.missing_left = arrays[f"{prefix}.missing_left"]
+
+    def chance(self, x: np.ndarray) -> np.ndarray:
+        raw = np.full(len(x), self.baseline)
+        rows = np.arange(len(x))
+        for tree in range(len(self.feature)):
+            node = np.zeros(len(x), dtype=np.int64)
+            while not self.leaf[tree, node].all():
+                value = x[rows, self.feature[tree, node]]
+                go_left = np.where(np.isnan(value), self.missing_left[tree, node], value <= self.threshold[tree, node])
+                node = np.where(self.leaf[tree, node], node, np.where(go_left, self.left[tree, node], self.right[tree, node]))
+            raw += self.value[tree, node]
+        return 1 / (1 + np.exp(-raw))
 
 
 def _verified(path: Path, sha256: str) -> Path:
@@ -85,62 +159,40 @@ def _verified(path: Path, sha256: str) -> Path:
 
 
 class Reader:
-    """Scores (question, sentence) pairs with the shipped cross-encoder. Thread-safe; caches recent pairs."""
+    """Reads the sentences an answer may quote against a question. Thread-safe (the embedder caches)."""
 
-    def __init__(self, model_dir: Path = MODEL_DIR, threads: int = 2, cache_size: int = 50_000) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
-
+    def __init__(self, model_dir: Path = MODEL_DIR, embedder: Embedder | None = None) -> None:
         meta_path = model_dir / META_FILE
         if not meta_path.is_file():
             raise ReaderUnavailable(f"reader model description missing: {meta_path}; reinstall typedrag")
         meta = json.loads(meta_path.read_text())
-        onnx_path = _verified(model_dir / MODEL_FILE, meta["sha256"])
-        model_files()  # the tokenizer shared with the embedder, checked there
+        with np.load(_verified(model_dir / MODEL_FILE, meta["sha256"])) as arrays:
+            loaded = {name: arrays[name] for name in arrays.files}
         self.name = meta["name"]
-        self.roles = [Role(role) for role in meta["roles"]]
         self.bars = Bars(**meta["bars"])
-        self.max_tokens = int(meta["max_tokens"])
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-        self._tokenizer = Tokenizer.from_file(str(TOKENIZER_PATH))
-        self._tokenizer.enable_truncation(self.max_tokens, strategy="only_second")
-        self._tokenizer.enable_padding()
-        self._cache: OrderedDict[tuple[str, str], Reading] = OrderedDict()
-        self._cache_size = cache_size
-        self._lock = threading.Lock()
+        self.roles = [Role(role) for role in meta["roles"]]
+        self._answers, self._on_topic = Trees(loaded, "answers"), Trees(loaded, "on_topic")
+        self._role_weights, self._role_bias = loaded["roles.weights"], loaded["roles.bias"]
+        self._embedder = embedder
 
-    def read(self, question: str, sentences: list[tuple[str, str]], batch_size: int = 32) -> list[Reading]:
-        """A reading of each (title, sentence) for `question`; repeated pairs come from the cache."""
-        keys = [(question, pair_text(title, text)) for title, text in sentences]
-        with self._lock:
-            found = {key: self._cache[key] for key in dict.fromkeys(keys) if key in self._cache}
-        missing = sorted((key for key in dict.fromkeys(keys) if key not in found), key=lambda k: len(k[1]))
-        for start in range(0, len(missing), batch_size):
-            chunk = missing[start : start + batch_size]
-            found.update(zip(chunk, self._score(chunk)))
-        with self._lock:
-            for key in missing:
-                self._cache[key] = found[key]
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
-        return [found[key] for key in keys]
+    @property
+    def embedder(self) -> Embedder:
+        if self._embedder is None:
+            self._embedder = default_embedder()
+        return self._embedder
 
-    def _score(self, pairs: list[tuple[str, str]]) -> list[Reading]:
-        encodings = self._tokenizer.encode_batch(pairs)
-        feed = {
-            "input_ids": np.array([e.ids for e in encodings], dtype=np.int64),
-            "attention_mask": np.array([e.attention_mask for e in encodings], dtype=np.int64),
-            "token_type_ids": np.array([e.type_ids for e in encodings], dtype=np.int64),
-        }
-        levels, roles = self._session.run(None, feed)
-        chances = 1 / (1 + np.exp(-levels))  # [P(label >= 1), P(label 2)]
-        return [
-            Reading(answers=float(min(c[1], c[0])), on_topic=float(c[0]), role=self.roles[int(r.argmax())])
-            for c, r in zip(chances, roles)
-        ]
+    def read(self, question: str, sentences: list[tuple[str, str]], asked: NFQType | None = None) -> list[Reading]:
+        """A reading of each (title, sentence) for `question`, the sentences read as one set (how each
+        ranks among the others is part of its reading); `asked`, the question's type, informs the role."""
+        if not sentences:
+            return []
+        titles, texts = [title for title, _ in sentences], [text for _, text in sentences]
+        vectors = self.embedder.embed([question, *texts, *titles])
+        q, s, t = vectors[0], vectors[1 : 1 + len(texts)], vectors[1 + len(texts) :]
+        x = features(question, texts, titles, q, s, t)
+        answers, on_topic = self._answers.chance(x), self._on_topic.chance(x)
+        roles = (role_input(q, s, asked) @ self._role_weights + self._role_bias).argmax(axis=1)
+        return [Reading(float(min(a, o)), float(o), self.roles[r]) for a, o, r in zip(answers, on_topic, roles)]
 
 
 _default_lock = threading.Lock()

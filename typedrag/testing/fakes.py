@@ -102,5 +102,5 @@ class ScriptedReader:
     bars: Bars = Bars(answers=0.5, on_topic=0.5)
     name: str = "scripted-reader"
 
-    def read(self, question: str, sentences: list[tuple[str, str]]) -> list[Reading]:
+    def read(self, question: str, sentences: list[tuple[str, str]], asked: object = None) -> list[Reading]:
         return [self.script(question, title, text) for title, text in sentences]

@@ -25,12 +25,15 @@ from typedrag.engines.offline.sentences import (
     playing,
 )
 from typedrag.engines.offline.settings import OfflineSettings
+from typedrag.nfq import NFQType
 from typedrag.reader import Bars, Reader, Role
 
 NO_PASSAGES = "The index has no passage that speaks to this question."
 NOTHING_RELEVANT = "The retrieved passages do not speak to this."
 # The roles a planned aspect of each decomposing type quotes, and the label they are shown under.
 FACET_ROLES = {Facet.CAUSES: (Role.CAUSE,), Facet.STEPS: (Role.STEP,), Facet.VIEWS: (Role.FOR, Role.AGAINST)}
+# The question type an aspect of each facet answers: the reader reads roles knowing it.
+FACET_TYPES = {Facet.CAUSES: NFQType.REASON, Facet.STEPS: NFQType.INSTRUCTION, Facet.VIEWS: NFQType.DEBATE}
 
 
 @dataclass
@@ -77,7 +80,7 @@ def answer(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer
     answered as plain RAG answers."""
     if isinstance(task, Combined):
         return combined(task, reader.bars, settings)
-    material = Material(task.question, task.sources, reader, settings)
+    material = Material(task.question, task.sources, reader, settings, asked_type(task))
     match task:
         case Compared():
             return comparison(task, material, reader.bars, settings)
@@ -87,6 +90,18 @@ def answer(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer
             return aspect(task, material, reader.bars, settings)
         case _:
             return plain(material, reader.bars, settings)
+
+
+def asked_type(task: WriteTask) -> NFQType | None:
+    """The type of question a step answers, as far as the step says (None: a plain answer needs no role)."""
+    match task:
+        case Compared():
+            return NFQType.COMPARISON
+        case Advised():
+            return NFQType.EXPERIENCE
+        case AspectAnswer():
+            return FACET_TYPES[task.facet]
+    return None
 
 
 def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: list[int] | None = None) -> Answer:

@@ -15,14 +15,13 @@ from dataclasses import dataclass
 
 from typedrag.engines.base import Quote
 from typedrag.engines.offline.settings import OfflineSettings
+from typedrag.nfq import NFQType
 from typedrag.reader import Reader, Reading, Role
-from typedrag.records import BlockKind, LineKind
+from typedrag.records import PROSE_LINE, BlockKind, LineKind
 from typedrag.result import Source
 from typedrag.text import split_sentences, terms
 
 QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM})
-PROSE = LineKind()
-
 
 @dataclass(frozen=True)
 class Sentence:
@@ -42,30 +41,31 @@ class Sentence:
     def quote(self) -> Quote:
         return Quote(self.text, (self.source,), self.reading.role, self.answers, self.order)
 
-
 def lines_of(source: Source) -> list[tuple[str, LineKind]]:
     """A source's lines with their kinds; a passage whose reader gave no kinds is prose."""
     lines = source.text.split("\n")
-    kinds = source.lines if len(source.lines) == len(lines) else (PROSE,) * len(lines)
+    kinds = source.lines if len(source.lines) == len(lines) else (PROSE_LINE,) * len(lines)
     return list(zip(lines, kinds))
-
 
 def pieces_of(source: Source, settings: OfflineSettings) -> Iterable[tuple[str, int | None]]:
     """(text, order in a list) of each quotable piece of a source: prose sentences and list items."""
     for line, kind in lines_of(source):
         if kind.kind not in QUOTED_KINDS or not line.strip():
             continue
-        if kind.kind is BlockKind.ITEM and len(line.split()) <= settings.max_words:
-            yield " ".join(line.split()), kind.order
-            continue
+        if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " and its text
+            line = line.strip().removeprefix("- ")
+            if len(line.split()) <= settings.max_words:
+                yield " ".join(line.split()), kind.order
+                continue
         for sentence in split_sentences(line):
             yield " ".join(sentence.split()), kind.order
-
 
 class Material:
     """Every quotable sentence of some sources, read against one question."""
 
-    def __init__(self, question: str, sources: list[Source], reader: Reader, settings: OfflineSettings) -> None:
+    def __init__(
+        self, question: str, sources: list[Source], reader: Reader, settings: OfflineSettings, asked: NFQType | None = None
+    ) -> None:
         found: list[tuple[str, int, int | None, str]] = []
         seen: set[str] = set()
         for source in sources:
@@ -73,7 +73,7 @@ class Material:
                 if settings.min_words <= len(text.split()) <= settings.max_words and text not in seen:
                     seen.add(text)
                     found.append((text, source.number, order, source.title))
-        readings = reader.read(question, [(title, text) for text, _, _, title in found])
+        readings = reader.read(question, [(title, text) for text, _, _, title in found], asked)
         self.sentences = [
             Sentence(text, number, position, reading, order, frozenset(terms(text)))
             for position, ((text, number, order, _), reading) in enumerate(zip(found, readings))
@@ -119,31 +119,25 @@ class Material:
             listed.append(sentence)
         return listed if around in listed else [around]
 
-
 Filter = Callable[[Sentence], bool]
-
 
 def answering(bar: float) -> Filter:
     """The reader says the sentence answers the question."""
     return lambda s: s.answers >= bar
 
-
 def on_topic(bar: float) -> Filter:
     """The reader says the sentence is at least on the question's topic."""
     return lambda s: s.reading.on_topic >= bar
-
 
 def playing(*roles: Role) -> Filter:
     """The sentence does one of `roles` for the answer."""
     wanted = frozenset(roles)
     return lambda s: s.reading.role in wanted
 
-
 def from_sources(numbers: Iterable[int]) -> Filter:
     """The sentence comes from one of these passages."""
     wanted = frozenset(numbers)
     return lambda s: s.source in wanted
-
 
 def about(thing: str, others: Iterable[str], titles: dict[int, str]) -> Filter:
     """The sentence is about `thing` (its words, or its passage's title's when it names none of the things
@@ -161,12 +155,10 @@ def about(thing: str, others: Iterable[str], titles: dict[int, str]) -> Filter:
 
     return keep
 
-
 def naming_two(things: list[str]) -> Filter:
     """The sentence names at least two of the compared `things`."""
     sets = [terms(t) for t in things]
     return lambda s: sum(bool(words & s.words) for words in sets) >= min(2, len(sets))
-
 
 def repeats(sentence: Sentence, other: Sentence, overlap: float = 0.6) -> bool:
     """True when two sentences say the same: the same text, or most of the shorter one's words."""
