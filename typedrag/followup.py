@@ -31,6 +31,14 @@ _CONTINUES = re.compile(
     r"in what way|which one|which of)\b",
     re.I,
 )
+# Words that say what is asked rather than what about ("what is the difference", "how does it work"):
+# carried into a follow-up they would pull in passages about differences or work in general.
+ASKING_WORDS = frozenset(
+    """difference differences differ different compare comparison similar similarity work works working happen
+    happens happened mean means meaning use used using need needs want wants explain tell describe example
+    examples kind kinds type types reason reasons cause causes start started change changes look looks show
+    find know like just also actually usually often possible""".split()
+)
 MIN_OWN_WORDS = 3  # a question with fewer content words of its own leans on the conversation
 CARRIED_TERMS = 6  # terms carried in from earlier questions, at most
 EARLIER_QUESTIONS = 3  # earlier user turns read for them, the latest first
@@ -83,7 +91,7 @@ def carried_terms(question: str, dialogue: Sequence[Turn], limit: int = CARRIED_
     seen: set[str] = set(own)
     for text in reversed(earlier):
         for phrase in key_phrases(bare_question(text)):
-            words = [w for w in phrase.split() if not terms(w) <= seen]
+            words = [w for w in phrase.split() if w.lower() not in ASKING_WORDS and not terms(w) <= seen]
             if not words:
                 continue
             if sum(len(p.split()) for p in chosen) + len(words) > limit:
@@ -102,7 +110,10 @@ def offline_standalone(question: str, dialogue: Sequence[Turn]) -> Standalone:
     if not carried:
         return Standalone(question=question, searches=(question,))
     read_alone = f"{question} ({', '.join(carried)})"
-    return Standalone(question=read_alone, searches=(read_alone, question), carried=tuple(carried), rewritten=True)
+    # Searched with the question's own words twice: they weigh double (BM25 counts a repeated term), so the
+    # carried subject narrows the search without outweighing what the follow-up asks.
+    searched = f"{question} {question} {' '.join(carried)}"
+    return Standalone(question=read_alone, searches=(searched, question), carried=tuple(carried), rewritten=True)
 
 
 def fuse(rankings: Sequence[Sequence[ScoredPassage]], k: int) -> list[ScoredPassage]:
