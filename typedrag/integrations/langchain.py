@@ -6,7 +6,9 @@ Their parts inside typedrag:
 - `LangChainChatModel`: any `BaseChatModel` as a typedrag `ChatModel`.
 
 typedrag inside their chains:
-- `TypedRAGRunnable`: a `Runnable` from a question to `{"answer", "type", "strategy", "sources", "trace"}`,
+- `TypedRAGRunnable`: a `Runnable` from a question (or a conversation, in LangChain's conventions: a list of
+  messages or a chat prompt value, whose last human message is the question; or a dict with `chat_history`)
+  to `{"answer", "type", "strategy", "sources", "trace"}`,
   with `invoke`/`ainvoke`, `stream`/`astream` (answer tokens as `{"answer": piece}` chunks, then one
   chunk with the rest) and `batch`/`abatch`, traced by LangChain's callbacks like any runnable;
 - `TypedRAGRetriever`: a `BaseRetriever` returning the typed evidence pool (the answer's sources).
@@ -28,7 +30,8 @@ require("langchain_core", "langchain", "the LangChain integration")
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.language_models import BaseChatModel  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, convert_to_messages  # noqa: E402
+from langchain_core.prompt_values import PromptValue  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_core.runnables import Runnable, RunnableConfig  # noqa: E402
 from langchain_core.runnables.utils import AddableDict  # noqa: E402
@@ -51,6 +54,7 @@ from typedrag.integrations.common import (  # noqa: E402
     source_metadata,
     sync_or_async,
 )
+from typedrag.history import Turn  # noqa: E402
 from typedrag.llm.base import ChatModel, Message  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.records import Passage, ScoredPassage  # noqa: E402
@@ -190,9 +194,15 @@ class TypedRAGOutput(TypedDict, total=False):
     trace: AnswerResult
 
 
-class TypedRAGRunnable(Runnable[str | dict[str, Any], TypedRAGOutput]):
+Input = str | dict[str, Any] | list | PromptValue
+
+
+class TypedRAGRunnable(Runnable[Input, TypedRAGOutput]):
     """typedrag's pipeline as a LangChain `Runnable`. The input is the question, or a dict holding it as
-    `question`, `input` or `query` (so it drops into chains built for `create_retrieval_chain`).
+    `question`, `input` or `query` (so it drops into chains built for `create_retrieval_chain`), with the
+    conversation before it as `chat_history` (messages, or `("human", "...")` tuples); or the conversation
+    itself, as a list of messages or a chat prompt value: its last human message is the question, the messages
+    before it the history (system messages are instructions for the answer).
 
     >>> from typedrag import ListRetriever, OfflineEngine, Pipeline
     >>> chain = TypedRAGRunnable(Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content."])))
@@ -211,50 +221,74 @@ class TypedRAGRunnable(Runnable[str | dict[str, Any], TypedRAGOutput]):
         model: ChatModel | None = LangChainChatModel(chat_model) if chat_model is not None else None
         return cls(pipeline_for(LangChainRetriever(retriever), model, **options))
 
-    def invoke(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
+    def invoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
         return self._call_with_config(lambda value: run_sync(self._answer(value)), input, config, run_type="chain")
 
-    async def ainvoke(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
+    async def ainvoke(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
         return await self._acall_with_config(self._answer, input, config, run_type="chain")
 
-    def batch(self, inputs: list[str | dict[str, Any]], config: RunnableConfig | list[RunnableConfig] | None = None,
+    def batch(self, inputs: list[Input], config: RunnableConfig | list[RunnableConfig] | None = None,
               *, return_exceptions: bool = False, **kwargs: Any) -> list[TypedRAGOutput]:
         """All questions in one event loop (`abatch`), so a model client is shared, not opened per thread;
         `max_concurrency` in the config caps how many are answered at once."""
         return run_sync(self.abatch(inputs, config, return_exceptions=return_exceptions, **kwargs))
 
-    def stream(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[TypedRAGOutput]:
+    def stream(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[TypedRAGOutput]:
         yield from self._transform_stream_with_config(iter([input]), self._chunks, config, run_type="chain")
 
-    async def astream(self, input: str | dict[str, Any], config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[TypedRAGOutput]:
-        async def one() -> AsyncIterator[str | dict[str, Any]]:
+    async def astream(self, input: Input, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[TypedRAGOutput]:
+        async def one() -> AsyncIterator[Input]:
             yield input
 
         async for chunk in self._atransform_stream_with_config(one(), self._achunks, config, run_type="chain"):
             yield chunk
 
-    async def _answer(self, value: str | dict[str, Any]) -> TypedRAGOutput:
-        result = await self.pipeline.answer(_question(value), method=self.method, forced_type=self.forced_type)
+    async def _answer(self, value: Input) -> TypedRAGOutput:
+        question, history = conversation_of(value)
+        result = await self.pipeline.answer(question, method=self.method, forced_type=self.forced_type, history=history)
         return {"answer": result.answer, **_rest(result)}
 
-    def _chunks(self, inputs: Iterator[str | dict[str, Any]]) -> Iterator[TypedRAGOutput]:
-        value = list(inputs)[-1]
-        for item in iterate_sync(lambda: answer_stream(self.pipeline, _question(value), method=self.method, forced_type=self.forced_type)):
+    def _chunks(self, inputs: Iterator[Input]) -> Iterator[TypedRAGOutput]:
+        question, history = conversation_of(list(inputs)[-1])
+        stream = lambda: answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history)  # noqa: E731
+        for item in iterate_sync(stream):
             yield _chunk(item)
 
-    async def _achunks(self, inputs: AsyncIterator[str | dict[str, Any]]) -> AsyncIterator[TypedRAGOutput]:
-        value = [item async for item in inputs][-1]
-        async for item in answer_stream(self.pipeline, _question(value), method=self.method, forced_type=self.forced_type):
+    async def _achunks(self, inputs: AsyncIterator[Input]) -> AsyncIterator[TypedRAGOutput]:
+        question, history = conversation_of([item async for item in inputs][-1])
+        async for item in answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history):
             yield _chunk(item)
 
 
-def _question(value: str | dict[str, Any]) -> str:
+def conversation_of(value: Input) -> tuple[str, list[Turn]]:
+    """(the question, the conversation before it) from any input `TypedRAGRunnable` takes."""
     if isinstance(value, str):
-        return value
+        return value, []
+    if isinstance(value, PromptValue):
+        return _last_human(value.to_messages())
+    if isinstance(value, list):
+        return _last_human(convert_to_messages(value))
     for key in ("question", "input", "query"):
         if isinstance(value.get(key), str):
-            return value[key]
-    raise ValueError(f"TypedRAG needs the question as a string, or a dict with 'question', 'input' or 'query'; got keys {sorted(value)}")
+            return value[key], turns_of(convert_to_messages(value.get("chat_history") or []))
+    raise ValueError(
+        "TypedRAG needs the question as a string, a dict with 'question', 'input' or 'query' (and 'chat_history'), "
+        f"or a list of messages; got keys {sorted(value)}"
+    )
+
+
+def _last_human(messages: list[BaseMessage]) -> tuple[str, list[Turn]]:
+    """The last human message's text, and the messages before it as turns."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    if last is None:
+        raise ValueError("TypedRAG needs a human message in the conversation: the last one is the question")
+    return messages[last].text, turns_of(messages[:last])
+
+
+def turns_of(messages: list[BaseMessage]) -> list[Turn]:
+    """LangChain messages as conversation turns: human, AI and system messages (tool messages are left out)."""
+    roles = {"human": "user", "ai": "assistant", "system": "system"}
+    return [Turn(role=roles[m.type], content=m.text) for m in messages if m.type in roles and m.text.strip()]
 
 
 def _chunk(item: str | AnswerResult) -> Any:
