@@ -16,6 +16,9 @@ answers typedrag gave them, as a chat client sends them), and as the last turn a
 
 Indexes: `typedrag index demo:vital-articles`, /usr/share/doc/python3.11/html, .../debian-handbook/html/en-US
 and /usr/share/doc/postgresql-doc-15/html, each with the default passage size.
+
+`--answerable CORPUS=FILE` (repeatable) also asks every question of a key-term set (bench/data/keyterms*.jsonl,
+answerable by construction) alone, and prints how often the answer abstains: the bar's cost on single questions.
 """
 
 from __future__ import annotations
@@ -122,6 +125,16 @@ def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: l
     return rows
 
 
+def abstentions_on_answerable(sets: dict[str, Path], indexes: dict[str, str], model: str, extra: list[str]) -> None:
+    """The share of each key-term set's questions (all answerable) whose answer abstains, asked alone."""
+    for corpus, path in sets.items():
+        questions = [json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        with serving(indexes[corpus], extra) as url, httpx.Client() as client:
+            abstained = [ask(client, url, model, [{"role": "user", "content": q}])["typedrag"]["abstained"] for q in questions]
+        print(f"answerable single questions, {path.name} ({corpus}): abstained on {sum(abstained)} of {len(abstained)} "
+              f"({mean(abstained):.2f})")
+
+
 def mean(values: list[float]) -> float:
     return sum(values) / len(values) if values else float("nan")
 
@@ -159,6 +172,9 @@ def main() -> None:
     parser.add_argument("--llm", help="serve with this --llm (default: the offline engine)")
     parser.add_argument("--base-url", help="serve with this --base-url")
     parser.add_argument("--out", type=Path, help="also write one JSON line per turn here")
+    parser.add_argument("--answerable", action="append", default=[], metavar="CORPUS=FILE",
+                        help="also ask each question of this key-term set alone and count abstentions")
+    parser.add_argument("--skip-conversations", action="store_true", help="with --answerable: only that")
     parser.add_argument("--report", type=Path, help="only print the table of an earlier --out file")
     args = parser.parse_args()
     print(machine_line())
@@ -169,6 +185,10 @@ def main() -> None:
     conversations = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
     conversations = [c for c in conversations if args.split == "all" or c["split"] == args.split]
     extra = [*(["--llm", args.llm] if args.llm else []), *(["--base-url", args.base_url] if args.base_url else [])]
+    if args.answerable:
+        abstentions_on_answerable({c: Path(f) for c, f in (item.split("=", 1) for item in args.answerable)}, indexes, args.model, extra)
+    if args.skip_conversations:
+        return
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
     with (args.out.open("w", encoding="utf-8") if args.out is not None else open(os.devnull, "w")) as out:
