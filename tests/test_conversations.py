@@ -348,3 +348,11 @@ def test_typedrag_chat_holds_a_conversation_on_stdin(small_index, tmp_path):
     assert "conversation: 2 earlier turns; rewritten by offline" in first_trace and "read as: Which of the two lives in fresh water? (crocodile, alligator)" in first_trace
     assert "conversation:" not in second_trace  # after /reset the same follow-up has no conversation to read it with
     assert "unknown command /nonsense" in out and out.count("\nSources\n") + out.count("\nNearest passages, not an answer\n") == 3
+
+
+@pytest.mark.parametrize(("question", "judged"), [("Why did Rome fall?", True), ("Why did Rome 🏛️ fall? 🤔", True),
+                                                  ("로마 제국은 왜 멸망했나요?", False), ("لماذا سقطت روما؟", False), ("42?", True)])
+def test_the_relevance_bar_judges_only_questions_its_model_can_read(question, judged):
+    from typedrag.abstain import readable
+
+    assert readable(question) is judged

@@ -4,7 +4,8 @@ Two signals, one per kind of engine, so an answer never quotes passages as if th
 
 - Offline, a relevance bar (`support`): the question against every sentence of its passages (MiniLM
   cosine); below the bar, no sentence says what the question asks. It stands in for the reader model
-  until that lands: `support` is the one function to switch to the reader's scores.
+  until that lands: `support` is the one function to switch to the reader's scores. MiniLM reads
+  English: a question in another script is not judged (`readable`).
 - An LLM says so itself. The writing prompts let the model reply with only the JSON object
   `{"not_in_sources": "<what the sources lack>"}`; `said_not_in_sources` recognises that reply as a
   whole, validated against `NotInSourcesReply`: a structured signal, never words found inside prose
@@ -45,6 +46,13 @@ class Support:
     answered: bool
     score: float
     bar: float
+
+
+def readable(question: str) -> bool:
+    """Whether the bar's model can judge `question`: MiniLM reads English, so a question mostly in another
+    script (Korean, Arabic) is not judged at all, rather than judged unanswerable for want of reading it."""
+    letters = [c for c in question if c.isalpha()]
+    return not letters or sum(c < "\u0250" for c in letters) >= len(letters) / 2
 
 
 def bar_for(question_type: str | None) -> float:

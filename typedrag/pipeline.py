@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from typedrag.abstain import NotInSources, Unsupported, bar_for
+from typedrag.abstain import NotInSources, Unsupported, bar_for, readable
 from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
 from typedrag.engines.base import Engine, PlanTask, Trace
@@ -129,7 +129,7 @@ class Pipeline:
             ctx.emit("type", **_type_decision(decision).model_dump())
         else:
             decision = None  # baselines do not route by type
-        if self.settings.abstain_offline and not self.engine.generative and method is not Method.LLM:  # an LLM says so itself
+        if self.settings.abstain_offline and not self.engine.generative and method is not Method.LLM and readable(asked):
             ctx.relevance_bar = bar_for(decision.label if decision is not None else None)
         if method is Method.TYPED:
             strategy_name, output = await self._run_typed(asked, decision, ctx)
