@@ -276,6 +276,7 @@ def test_the_chat_engine_answers_a_follow_up_with_the_conversation_before_it():
     response = engine.chat(FOLLOW_UP)
     trace = response.metadata["trace"]
     assert read_with_history(trace) and trace.instructions == "Answer briefly."
+    assert response.metadata["standalone_question"] == trace.standalone_question and response.metadata["abstained"] is False
     assert response.source_nodes[0].node.get_content() == SHIPS[1]
     assert [m.role for m in engine.chat_history] == [MessageRole.USER, MessageRole.ASSISTANT] * 2
     streamed = engine.stream_chat(FOLLOW_UP)

@@ -190,6 +190,7 @@ class TypedRAGOutput(TypedDict, total=False):
     answer: str
     type: str | None
     strategy: str
+    abstained: bool  # the documents do not answer: `sources` are the nearest passages, not an answer
     sources: list[Document]
     trace: AnswerResult
 
@@ -303,6 +304,7 @@ def _rest(result: AnswerResult) -> TypedRAGOutput:
         "question": result.question,
         "type": result.type.type if result.type else None,
         "strategy": result.strategy,
+        "abstained": result.abstained,
         "sources": [document_of(s) for s in result.sources],
         "trace": result,
     }

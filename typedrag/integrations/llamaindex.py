@@ -332,6 +332,8 @@ def _metadata(result: AnswerResult) -> dict[str, Any]:
     return {
         "type": result.type.type if result.type else None,
         "strategy": result.strategy,
+        "abstained": result.abstained,
+        "standalone_question": result.standalone_question,
         "plan": result.plan,
         "plan_used": result.plan_used,
         "aspects": [a.model_dump() for a in result.aspects],
