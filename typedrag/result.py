@@ -126,12 +126,37 @@ class Engines(BaseModel):
     reranker: str | None = None
 
 
+class Rewrite(BaseModel):
+    """How a follow-up was read to stand alone before it was classified and answered."""
+
+    by: str = Field(description="llm:<model>, or offline (the earlier questions' key terms carried in)")
+    rewritten: bool = Field(description="False when the follow-up already stood alone and was kept as asked")
+    carried: list[str] = Field([], description="offline: the terms carried in from earlier questions")
+    history_turns: int = Field(0, description="user and assistant turns of the conversation before this question")
+
+
+class Abstention(BaseModel):
+    """Why the answer says the documents do not answer the question: its sources are the nearest passages, not an answer."""
+
+    looked_for: str = Field(description="what was searched for")
+    reason: str
+    by: str = Field(description="relevance bar (offline), or llm:<model> (the model said its sources do not answer)")
+    score: float | None = Field(None, description="relevance bar: the best passage sentence's similarity to the question")
+    bar: float | None = Field(None, description="relevance bar: the similarity below which typedrag abstains")
+
+
 class AnswerResult(BaseModel):
     """One answered question with its whole trace: type, plan, aspects, sources, citations, calls, fallbacks."""
 
-    question: str
+    question: str  # as asked (the last turn of a conversation)
     method: str  # llm | rag | typed
     answer: str
+    standalone_question: str | None = Field(None, description="with history: the question as classified and answered")
+    searched: list[str] = Field([], description="the queries searched for the question's own passages (fused when several)")
+    rewrite: Rewrite | None = None
+    abstained: bool = Field(False, description="the documents do not answer: `sources` are the nearest passages, not an answer")
+    abstention: Abstention | None = None
+    instructions: str | None = Field(None, description="what the conversation's system messages asked of the answer")
     strategy: str  # which plan ran, e.g. "comparison" or "rag"
     type: TypeDecision | None = None
     plan: dict[str, Any] | None = None

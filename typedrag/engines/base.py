@@ -106,6 +106,7 @@ class WriteTask:
     max_tokens: int = 400
     question_sources: int = 0
     extract: Extract | None = None
+    instructions: str = ""  # the reader's own instructions (a chat's system messages): language, tone, length
 
 
 class Engine(Protocol):

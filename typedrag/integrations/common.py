@@ -24,6 +24,7 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel
 
 from typedrag.errors import LLMError
+from typedrag.history import Turn
 from typedrag.index.base import Retriever
 from typedrag.llm.base import ChatModel, Completion, LLMCall, Message
 from typedrag.llm.openai_chat import response_format
@@ -92,11 +93,11 @@ def restart_marker(reason: str) -> str:
 
 
 async def answer_stream(
-    pipeline: Pipeline, question: str, *, method: str = "typed", forced_type: str | None = None
+    pipeline: Pipeline, question: str, *, method: str = "typed", forced_type: str | None = None, history: list[Turn] | None = None
 ) -> AsyncIterator[str | AnswerResult]:
     """The answer's text piece by piece as it is written, then the finished `AnswerResult` (last item).
     An engine that does not stream gives its whole answer as one piece. Closing the iterator early
-    cancels the answer, so no more model calls are spent on it."""
+    cancels the answer, so no more model calls are spent on it. `history`: the conversation before it."""
     loop = asyncio.get_running_loop()
     pieces: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -106,7 +107,7 @@ async def answer_stream(
         elif name == "restart":
             loop.call_soon_threadsafe(pieces.put_nowait, restart_marker(data["reason"]))
 
-    task = asyncio.create_task(pipeline.answer(question, method=method, forced_type=forced_type, on_event=on_event))
+    task = asyncio.create_task(pipeline.answer(question, method=method, forced_type=forced_type, on_event=on_event, history=history))
     task.add_done_callback(lambda _: pieces.put_nowait(None))
     streamed = False
     try:

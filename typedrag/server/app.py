@@ -24,6 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from typedrag.config import Settings
+from typedrag.history import Turn
 from typedrag.pipeline import Pipeline
 from typedrag.result import AnswerResult
 from typedrag.server.openai_compat import router as openai_router
@@ -52,6 +53,11 @@ class AnswerRequest(BaseModel):
         "typed", description="typed (Typed-RAG), rag (plain RAG) or llm (LLM only)"
     )
     type: str | None = Field(None, description="Force the question type, e.g. comparison; default: classify it")
+    history: list[Turn] = Field(
+        [],
+        description="The conversation before this question, oldest first: user and assistant turns (a follow-up is "
+        "read with them) and system turns (instructions for the answer's writing: language, tone, length)",
+    )
 
 
 def sse(event: str, data: Any) -> str:
@@ -111,9 +117,10 @@ async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONRe
     """Answer one question; the result carries the type, plan, aspects, sources, citations and LLM calls."""
     service = service_of(request)
     question, forced = service.check(body.question, body.type)
+    history = service.check_history(body.history)
     service.slots.take()
     try:
-        result = await service.answer_unless_gone(request, question, body.method, forced)
+        result = await service.answer_unless_gone(request, question, body.method, forced, history)
     finally:
         service.slots.give()
     if result is None:
@@ -129,23 +136,26 @@ async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONRe
     responses={
         200: {
             "content": {"text/event-stream": {}},
-            "description": "type, plan, aspect*, token* (citation*), sources, answer, result (or error)",
+            "description": "rewrite, type, plan, aspect*, token* (citation*), abstained, sources, answer, result (or error)",
         }
     },
 )
 async def answer_stream(body: AnswerRequest, request: Request) -> StreamingResponse:
-    """Server-Sent Events, in order: `type` (typed only), `plan` (decomposing types), `aspect` (each, as done),
+    """Server-Sent Events, in order: `rewrite` (with history: the follow-up read alone), `type` (typed only),
+    `plan` (decomposing types), `aspect` (each, as done),
     then the answer as it is written: `token` {text} pieces that concatenate to the answer, and `citation`
     {text, source_numbers, passage_ids} once each cited sentence is complete (`restart` {reason} means a
-    failing typed plan handed over to plain RAG: drop the text so far); then `sources`, `answer` {text},
-    `result` (the full AnswerResult). On failure the last event is `error` {status, message}."""
+    failing typed plan handed over to plain RAG: drop the text so far; `abstained` {looked_for, reason, ...}
+    when the documents do not answer); then `sources`, `answer` {text}, `result` (the full AnswerResult).
+    On failure the last event is `error` {status, message}."""
     service = service_of(request)
     question, forced = service.check(body.question, body.type)
+    history = service.check_history(body.history)
     service.slots.take()
 
     async def stream() -> AsyncIterator[str]:
         try:
-            async for name, data in service.events(question, body.method, forced):
+            async for name, data in service.events(question, body.method, forced, history):
                 if name == "ping":
                     yield ": ping\n\n"
                 elif name == "result":

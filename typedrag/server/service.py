@@ -23,6 +23,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.datastructures import Headers, MutableHeaders
 
 from typedrag.config import Settings
+from typedrag.history import Turn, clean_history
 from typedrag.index.base import IndexUnusableError
 from typedrag.llm.base import LLMError
 from typedrag.pipeline import Pipeline
@@ -283,12 +284,19 @@ class Service:
         except QuestionError as error:
             raise api_error(status, str(error)) from error
 
+    def check_history(self, history: list[Turn], status: int = 422) -> list[Turn]:
+        """The conversation's turns cleaned and bounded, or a 4xx naming the turn that is not a message."""
+        try:
+            return clean_history(history)
+        except QuestionError as error:
+            raise api_error(status, str(error)) from error
+
     async def answer(
-        self, question: str, method: str, forced: str | None, on_event: Callable | None = None
+        self, question: str, method: str, forced: str | None, on_event: Callable | None = None, history: list[Turn] | None = None
     ) -> AnswerResult:
         started = time.perf_counter()
         try:
-            result = await self.pipeline.answer(question, method, forced, on_event=on_event)
+            result = await self.pipeline.answer(question, method, forced, on_event=on_event, history=history)
         except QuestionError as error:
             raise api_error(422, str(error)) from error
         except LLMError as error:  # the details (upstream text, host:port) go to the log, not to the client
@@ -303,16 +311,18 @@ class Service:
             "sources": len(result.sources),
             "llm_calls": result.usage.calls,
             "fallbacks": len(result.fallbacks),
+            "history_turns": result.rewrite.history_turns if result.rewrite else 0,
+            "abstained": result.abstained,
             "duration_ms": round((time.perf_counter() - started) * 1000, 1),
         }
         log.info("answered", extra={"fields": fields})
         return result
 
     async def answer_unless_gone(
-        self, request: Request, question: str, method: str, forced: str | None
+        self, request: Request, question: str, method: str, forced: str | None, history: list[Turn] | None = None
     ) -> AnswerResult | None:
         """The answer, or None (the work cancelled: no more LLM calls) if the client disconnects first."""
-        task = asyncio.create_task(self.answer(question, method, forced))
+        task = asyncio.create_task(self.answer(question, method, forced, history=history))
         gone = asyncio.create_task(_disconnected(request))
         try:
             await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -324,11 +334,13 @@ class Service:
             return None
         return task.result()
 
-    async def events(self, question: str, method: str, forced: str | None) -> AsyncIterator[tuple[str, Any]]:
+    async def events(
+        self, question: str, method: str, forced: str | None, history: list[Turn] | None = None
+    ) -> AsyncIterator[tuple[str, Any]]:
         """Progress events as the pipeline emits them, a ("ping", None) when quiet, then ("result", AnswerResult)."""
         queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         task = asyncio.create_task(
-            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)))
+            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)), history)
         )
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:

@@ -9,11 +9,12 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from typedrag.abstain import Unsupported, support
 from typedrag.engines.base import Engine, Trace, WriteTask
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
-from typedrag.result import Aspect, Source, extract_citations
+from typedrag.result import Abstention, Aspect, Source, extract_citations
 from typedrag.text import split_sentences
 
 # A pooled passage counts as on topic when the reranker scores it against the question at least this
@@ -90,6 +91,10 @@ class StrategyContext:
     streamed: int = 0  # characters of answer text streamed to the client so far
     # The typed work done so far (plan, aspects): kept in the result, marked unused, if the strategy falls back.
     attempt: "StrategyOutput | None" = None
+    instructions: str = ""  # the reader's instructions for every writing step (a chat's system messages)
+    # Offline (typedrag.abstain): an answer whose passages fall below this bar is not written (the pipeline
+    # abstains), an aspect's is dropped below it less ASPECT_MARGIN. None: the engine says so itself.
+    relevance_bar: float | None = None
 
     def emit(self, event: str, **data: Any) -> None:
         """Tell a streaming client about progress (type, plan, each aspect, tokens, sources)."""
@@ -98,6 +103,9 @@ class StrategyContext:
 
     async def write_answer(self, task: WriteTask) -> str:
         """The final generation step of a strategy; a listening client gets its text as it is written."""
+        task.instructions = self.instructions
+        if self.relevance_bar is not None:
+            await self.check_support(task, self.relevance_bar)
         if self.on_event is None:
             return await self.engine.write(task, self.trace)
         stream = AnswerStream(self.emit, self.book.sources)
@@ -107,6 +115,13 @@ class StrategyContext:
             self.streamed += stream.sent
         stream.close()
         return text
+
+    async def check_support(self, task: WriteTask, bar: float) -> None:
+        """Raise Unsupported unless some sentence of the task's passages comes within `bar` of its question."""
+        texts = [source.text for source in task.sources]
+        judged = await asyncio.to_thread(support, task.values.get("question", ""), texts, bar=bar)
+        if not judged.answered:
+            raise Unsupported(judged)
 
     async def retrieve(self, query: str, k: int) -> list[ScoredPassage]:
         """Top-k passages for one query, searched in a worker thread."""
@@ -134,6 +149,7 @@ class StrategyOutput:
     answer: str
     plan: BaseModel | None = None
     aspects: list[Aspect] = field(default_factory=list)
+    abstention: Abstention | None = None  # set (and `answer` empty) when its passages do not answer the question
 
 
 @runtime_checkable

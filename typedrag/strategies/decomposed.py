@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from typedrag.abstain import ASPECT_MARGIN, NotInSources, Unsupported
 from typedrag.attribution import settle
 from typedrag.citations import cited_numbers
 from typedrag.engines.base import Part, PlanT, PlanTask, WriteTask
@@ -103,11 +104,22 @@ async def answer_aspect(question: str, aspect: Aspect, sources, name: str, how: 
 
 
 async def write_aspect(aspect: Aspect, task: WriteTask, ctx: StrategyContext) -> None:
-    """Fill in `aspect.answer`; dropped, and recorded, if generation fails or no passage supports it."""
+    """Fill in `aspect.answer`; dropped, and recorded, if generation fails, its passages do not answer it (the
+    model says so, or offline they fall below the relevance bar) or no passage supports what it says."""
+    task.instructions = ctx.instructions
+    try:
+        if ctx.relevance_bar is not None:
+            await ctx.check_support(task, ctx.relevance_bar - ASPECT_MARGIN)
+    except Unsupported as below:
+        drop(aspect, f"its passages do not answer it ({below})", ctx)
+        return
     try:
         aspect.answer = await ctx.engine.write(task, ctx.trace)
     except LLMError as error:
         drop(aspect, f"generation failed: {error}", ctx)
+        return
+    except NotInSources as said:
+        drop(aspect, f"its passages do not answer it: {said.missing}", ctx)
         return
     if ctx.engine.generative:  # a model's markers are checked; an extractive engine quotes with the passages' own
         settled = await asyncio.to_thread(settle, aspect.answer, task.sources)
