@@ -285,6 +285,11 @@ _register_lazy_commands()
 
 
 def main() -> None:
+    from typedrag.telemetry import configure_from_environment
+
+    problem = configure_from_environment()  # OTEL_* variables: traces of every answer, on every command
+    if problem:
+        errors.print(f"warning: {for_terminal(problem)}", markup=False)
     app()
 
 

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from typedrag import telemetry
 from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
 from typedrag.engines.base import Engine, Trace
@@ -96,13 +97,28 @@ class Pipeline:
         `forced_type` skips the classifier (any route label, e.g. "comparison"); `decision` is a type
         already decided by `decide_type` (batch evaluation decides once per question).
         """
+        with telemetry.answering(question, str(method)) as span:
+            result = await self._answer(question, method, forced_type, on_event, decision)
+            telemetry.answered(span, result)
+            return result
+
+    async def _answer(
+        self,
+        question: str,
+        method: Method | str,
+        forced_type: str | None,
+        on_event: Callable[[str, dict[str, Any]], None] | None,
+        decision: TypePrediction | None,
+    ) -> AnswerResult:
         started = time.perf_counter()
         question = clean_question(question, self.settings.max_question_chars)
         method = Method(method)
         ctx = self._context(Trace(), on_event)
         timings: dict[str, float] = {}
         if method is Method.TYPED:
-            decision = decision or await self.decide_type(question, forced_type, ctx.trace)
+            with telemetry.step("classify") as span:
+                decision = decision or await self.decide_type(question, forced_type, ctx.trace)
+                telemetry.classified(span, decision)
             timings["classify"] = _ms(started)
             ctx.emit("type", **_type_decision(decision).model_dump())
             strategy_name, output = await self._run_typed(question, decision, ctx)
@@ -111,11 +127,16 @@ class Pipeline:
             strategy_name, output = method.value, await self.baselines[method].run(question, ctx)
         sources = ctx.book.sources
         answer = output.answer
-        if sources and self.engine.generative:  # an extractive engine quotes passages with their own numbers
-            settled = await asyncio.to_thread(settle, answer, sources)
-            for note in settled.notes("the answer"):
-                ctx.trace.fallback("citations", note)
-            answer = settled.text
+        with telemetry.citing() as span:
+            notes = []
+            if sources and self.engine.generative:  # an extractive engine quotes passages with their own numbers
+                settled = await asyncio.to_thread(settle, answer, sources)
+                notes = settled.notes("the answer")
+                for note in notes:
+                    ctx.trace.fallback("citations", note)
+                answer = settled.text
+            citations = extract_citations(answer, sources)
+            telemetry.cited(span, citations, len(notes))
         timings["total"] = _ms(started)
         ctx.emit("sources", count=len(sources))
         typed = output if output.plan is not None or ctx.attempt is None else ctx.attempt
@@ -130,7 +151,7 @@ class Pipeline:
             # unused aspects keep their answers; their passage numbers belonged to sources the fallback dropped
             aspects=typed.aspects if typed is output else [a.model_copy(update={"used": False, "source_numbers": []}) for a in typed.aspects],
             sources=sources,
-            citations=extract_citations(answer, sources),
+            citations=citations,
             fallbacks=ctx.trace.fallbacks,
             llm_calls=ctx.trace.calls,
             usage=Usage.of(ctx.trace.calls),

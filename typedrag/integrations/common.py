@@ -28,6 +28,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from typedrag import telemetry
 from typedrag.errors import LLMError
 from typedrag.index.base import Retriever
 from typedrag.llm.base import ChatModel, Completion, LLMCall, Message
@@ -277,19 +278,26 @@ class FrameworkChatModel:
     ) -> Completion:
         """One completion; `accept` only matters to a cache, and these adapters keep none."""
         call = LLMCall(role=role, engine=self.name, requests=0)
-        if schema is None:
-            text = await self._request(call, messages, role, None, on_text)
-            if not text.strip():
-                raise LLMError(f"{self.name} returned an empty reply")
-            return Completion(text=text, call=call)
-        check = validator(schema)
+        framework, _, model = self.name.partition(":")
+        with telemetry.llm_call(
+            call, model=model or self.name, provider=framework, messages=messages, max_tokens=max_tokens,
+            temperature=temperature, structured=schema is not None, streaming=on_text is not None,
+        ) as traced:
+            if schema is None:
+                text = await self._request(call, messages, role, None, on_text)
+                if not text.strip():
+                    raise LLMError(f"{self.name} returned an empty reply")
+                traced.reply(text)
+                return Completion(text=text, call=call)
+            check = validator(schema)
 
-        async def ask(turns: list[Message]) -> tuple[str, Checked]:
-            text = await self._request(call, turns, role, schema, None)
-            return text, check(text)
+            async def ask(turns: list[Message]) -> tuple[str, Checked]:
+                text = await self._request(call, turns, role, schema, None)
+                return text, check(text)
 
-        parsed, text = await validated(ask, messages, schema, max_tokens, call)
-        return Completion(text=text, parsed=parsed, call=call)
+            parsed, text = await validated(ask, messages, schema, max_tokens, call)
+            traced.reply(text)
+            return Completion(text=text, parsed=parsed, call=call)
 
     async def _request(self, call: LLMCall, messages: list[Message], role: str, schema: type[BaseModel] | None,
                        on_text: Callable[[str], None] | None) -> str:

@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from typedrag import telemetry
 from typedrag.attribution import settle
 from typedrag.citations import cited_numbers
 from typedrag.engines.base import Part, PlanT, PlanTask, WriteTask
@@ -105,7 +106,7 @@ async def answer_aspect(question: str, aspect: Aspect, sources, name: str, how: 
 async def write_aspect(aspect: Aspect, task: WriteTask, ctx: StrategyContext) -> None:
     """Fill in `aspect.answer`; dropped, and recorded, if generation fails or no passage supports it."""
     try:
-        aspect.answer = await ctx.engine.write(task, ctx.trace)
+        aspect.answer = await telemetry.written(task, ctx.engine.name, ctx.engine.write(task, ctx.trace), aspect=aspect.label)
     except LLMError as error:
         drop(aspect, f"generation failed: {error}", ctx)
         return
@@ -285,7 +286,8 @@ class SubQueryStrategy:
     combination: Combination
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan, overview = await plan_beside_overview(ctx.engine.plan(self.plan, question, ctx.trace), question, self.name, ctx)
+        planned = telemetry.traced("plan", ctx.engine.plan(self.plan, question, ctx.trace), role=self.plan.role, engine=ctx.engine.name)
+        plan, overview = await plan_beside_overview(planned, question, self.name, ctx)
         ctx.emit("plan", plan=plan.model_dump())
         queries = keep_at_most(plan.sub_queries, MAX_ASPECTS, "sub-queries", self.plan.role, ctx.trace)
         aspects = [Aspect(label=q, query=q) for q in queries]
