@@ -13,50 +13,23 @@ import sys
 from pathlib import Path
 
 import pytest
+from opentelemetry import trace
+from opentelemetry.trace import SpanKind, StatusCode
 
-pytest.importorskip("opentelemetry.sdk", reason="the otel extra is in the test extra: pip install -e '.[test]'")
+from typedrag import OfflineEngine, Pipeline, telemetry
+from typedrag.classify import load_default_classifier
+from typedrag.config import load_settings
+from typedrag.engines.llm_engine import LLMEngine
+from typedrag.index import open_retriever
+from typedrag.llm.openai_chat import OpenAIChatModel
+from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder
+from typedrag.testing.otlp_receiver import OTLPReceiver
 
-from opentelemetry import trace  # noqa: E402
-from opentelemetry.sdk.trace import TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter  # noqa: E402
-from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
-from opentelemetry.util._once import Once  # noqa: E402
-
-from typedrag import OfflineEngine, Pipeline, telemetry  # noqa: E402
-from typedrag.classify import load_default_classifier  # noqa: E402
-from typedrag.config import load_settings  # noqa: E402
-from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
-from typedrag.index import open_retriever  # noqa: E402
-from typedrag.llm.openai_chat import OpenAIChatModel  # noqa: E402
-from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder  # noqa: E402
-from typedrag.testing.otlp_receiver import OTLPReceiver  # noqa: E402
+from otel_fixtures import ancestors, by_name, no_provider, spans  # noqa: F401
 
 ROOT = Path(__file__).resolve().parents[1]
 REASON = "Why did the Western Roman Empire fall?"
 COMPARISON = "What is the difference between a crocodile and an alligator?"
-
-
-@pytest.fixture
-def no_provider(monkeypatch):
-    """The API's globals as a fresh process has them: no TracerProvider set (the API allows setting one only
-    once per process, so tests put it back as opentelemetry's own test utilities do)."""
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER_SET_ONCE", Once())
-    monkeypatch.setattr(trace, "_TRACER_PROVIDER", None)
-    for name in [n for n in os.environ if n.startswith("OTEL_") or n == telemetry.CONTENT_ENV]:
-        monkeypatch.delenv(name)
-    yield
-    telemetry.record_content(None)
-
-
-@pytest.fixture
-def spans(no_provider) -> InMemorySpanExporter:
-    """A host program's own TracerProvider, exporting to memory."""
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    trace.set_tracer_provider(provider)
-    return exporter
 
 
 @pytest.fixture(scope="module")
@@ -72,22 +45,6 @@ def offline(small_index, classifier) -> Pipeline:
 def stub_pipeline(stub: OpenAIStubServer, small_index: Path, classifier) -> Pipeline:
     model = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=20)
     return Pipeline(LLMEngine(model), open_retriever(small_index), classifier=classifier)
-
-
-def by_name(finished) -> dict[str, list]:
-    named: dict[str, list] = {}
-    for span in finished:
-        named.setdefault(span.name, []).append(span)
-    return named
-
-
-def ancestors(span, finished) -> list[str]:
-    by_id = {s.context.span_id: s for s in finished}
-    names = []
-    while span.parent is not None and span.parent.span_id in by_id:
-        span = by_id[span.parent.span_id]
-        names.append(span.name)
-    return names
 
 
 def all_text(finished) -> str:

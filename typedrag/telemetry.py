@@ -18,6 +18,7 @@ This module imports nothing else of typedrag, so every layer may call it.
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import importlib.metadata
 import json
@@ -366,8 +367,9 @@ def _describe_call(span_: Any, call: Any, text: str | None) -> None:
 
 
 def _error_type(error: BaseException | None, call: Any) -> str | None:
+    """What the metrics count as the call's error; a call cancelled (the client left) did not fail."""
     if error is not None:
-        return None if isinstance(error, GeneratorExit) else type(error).__name__
+        return None if isinstance(error, (GeneratorExit, asyncio.CancelledError)) else type(error).__name__
     return "invalid_reply" if call.error else None
 
 
