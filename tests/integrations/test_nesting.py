@@ -98,6 +98,13 @@ async def test_every_inner_retriever_run_is_nested_under_the_chains_run_in_async
     assert (len(runs.retriever_parents), runs.nested()) == (SEARCHES, SEARCHES)
 
 
+async def test_sync_invoke_from_inside_a_running_event_loop_nests_too():
+    """A notebook or an async app calling the sync API: typedrag answers in a helper thread with its own loop."""
+    runs = Runs()
+    comparison_chain().invoke(COMPARISON, {"callbacks": [runs]})
+    assert (len(runs.retriever_parents), runs.nested()) == (SEARCHES, SEARCHES)
+
+
 @pytest.fixture
 def llama_spans():
     handler = SimpleSpanHandler()
