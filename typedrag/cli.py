@@ -36,6 +36,16 @@ app = typer.Typer(
 console = Console()
 progress_console = Console(stderr=True, soft_wrap=True)  # what happens while an answer streams on stdout
 
+@app.callback()
+def _every_command() -> None:
+    # Before every command: the OTEL_* variables may ask for traces of every answer.
+    from typedrag.telemetry import configure_from_environment
+
+    problem = configure_from_environment()
+    if problem:
+        errors.print(f"warning: {for_terminal(problem)}", markup=False)
+
+
 IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
 LLMOpt = Annotated[
     Optional[str],
@@ -285,11 +295,6 @@ _register_lazy_commands()
 
 
 def main() -> None:
-    from typedrag.telemetry import configure_from_environment
-
-    problem = configure_from_environment()  # OTEL_* variables: traces of every answer, on every command
-    if problem:
-        errors.print(f"warning: {for_terminal(problem)}", markup=False)
     app()
 
 
