@@ -303,3 +303,26 @@ def test_typedrag_ask_sends_one_trace_per_answer_over_otlp_http(small_index, tmp
     (root,) = [s for s in received if s.name == "typedrag.answer"]
     assert root.parent_span_id == "" and root.attributes["typedrag.question.type"] == "REASON"
     assert "typedrag.question" not in root.attributes
+
+
+def test_a_listeners_owner_that_is_gone_is_not_kept_alive_nor_called():
+    """An app whose shutdown never ran (its metrics never closed) must not keep its pipeline alive through
+    the process-wide listener list."""
+    import gc
+    import weakref
+
+    class Owner:
+        heard = 0
+
+        def hear(self, **fields):
+            Owner.heard += 1
+
+    owner = Owner()
+    telemetry.listen("abstention", owner.hear)
+    telemetry.abstained("x")
+    gone = weakref.ref(owner)
+    del owner
+    gc.collect()
+    assert gone() is None
+    telemetry.abstained("y")
+    assert Owner.heard == 1

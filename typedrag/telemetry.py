@@ -21,9 +21,11 @@ from __future__ import annotations
 import asyncio
 import functools
 import importlib.metadata
+import inspect
 import json
 import os
 import sys
+import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
 from typing import Any, TypeVar
@@ -422,22 +424,31 @@ def served(span_: Any, method: str, route: str | None, status: int) -> None:
 # ---------------------------------------------------------------- listeners (the service's metrics)
 
 
-_listeners: dict[str, list[Callable[..., None]]] = {}
+_listeners: dict[str, list[Callable[[], Callable[..., None] | None]]] = {}
 
 
 def listen(event: str, listener: Callable[..., None]) -> Callable[[], None]:
-    """Call `listener(**fields)` on each `event` ("llm_call", "abstention"); returns what stops it."""
-    _listeners.setdefault(event, []).append(listener)
+    """Call `listener(**fields)` on each `event` ("llm_call", "abstention"); returns what stops it. A bound
+    method is held weakly: an app that never ran its shutdown does not keep its pipeline alive through it."""
+    held = weakref.WeakMethod(listener) if inspect.ismethod(listener) else (lambda: listener)
+    _listeners.setdefault(event, []).append(held)
 
     def stop() -> None:
-        if listener in _listeners.get(event, []):
-            _listeners[event].remove(listener)
+        if held in _listeners.get(event, []):
+            _listeners[event].remove(held)
 
     return stop
 
 
 def _tell(event: str, **fields: Any) -> None:
-    for listener in list(_listeners.get(event, ())):
+    held = _listeners.get(event)
+    if not held:
+        return
+    for reference in list(held):
+        listener = reference()
+        if listener is None:  # its owner is gone
+            held.remove(reference)
+            continue
         try:
             listener(**fields)
         except Exception:  # a broken metric must never break an answer

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
 from typing import Any
@@ -71,7 +72,7 @@ class ServiceMetrics:
 
     def watch(self, service: Any) -> None:
         """Read `service`'s slots and index at each scrape, and count the model calls and abstentions of this process."""
-        self._state.service = service
+        self._state.service = weakref.ref(service)
         self._stops = [telemetry.listen("llm_call", self.llm_call), telemetry.listen("abstention", self.abstained)]
 
     def close(self) -> None:
@@ -115,10 +116,10 @@ class _ServiceState:
     """What is read from the service at each scrape rather than counted: answer slots and index reloads."""
 
     def __init__(self) -> None:
-        self.service: Any = None  # the server's Service
+        self.service: Callable[[], Any] = lambda: None  # a weak reference to the server's Service
 
     def collect(self) -> Iterator[Metric]:
-        service = self.service
+        service = self.service()
         if service is None:
             return
         yield GaugeMetricFamily("typedrag_answer_slots_in_use", "Answers in flight now.", value=service.slots.used)
