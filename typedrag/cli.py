@@ -50,7 +50,14 @@ def _options(
         bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print typedrag's version and exit.")
     ] = False,
 ) -> None:
-    """Options before the command: `typedrag --version`."""
+    """Options before the command (`typedrag --version`), then what every command needs: the OTEL_* variables
+    may ask for traces of every answer."""
+    from typedrag.telemetry import configure_from_environment
+
+    problem = configure_from_environment()
+    if problem:
+        errors.print(f"warning: {for_terminal(problem)}", markup=False)
+
 
 IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
 LLMOpt = Annotated[

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from typedrag import telemetry
 from typedrag.abstain import NotInSources, Unsupported, bar_for, readable
 from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
@@ -28,7 +29,7 @@ from typedrag.index.base import Retriever
 from typedrag.prompts import PROMPT_VERSION, REWRITE_QUESTION
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
 from typedrag.rerank import EmbeddingReranker, Reranker
-from typedrag.result import Abstention, AnswerResult, Engines, Rewrite, Source, TypeDecision, Usage, extract_citations
+from typedrag.result import Abstention, AnswerResult, Citation, Engines, Rewrite, Source, TypeDecision, Usage, extract_citations
 from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, Strategy, default_routes
 from typedrag.strategies.base import SourceBook, StrategyContext, StrategyOutput
 
@@ -108,6 +109,20 @@ class Pipeline:
         classified and answered as usual; system turns are instructions for the writing steps. When the
         passages do not answer, the result says so (`abstained`) and keeps them as the nearest passages.
         """
+        with telemetry.answering(question, str(method)) as span:
+            result = await self._answer(question, method, forced_type, on_event, decision, history)
+            telemetry.answered(span, result)
+            return result
+
+    async def _answer(
+        self,
+        question: str,
+        method: Method | str,
+        forced_type: str | None,
+        on_event: Callable[[str, dict[str, Any]], None] | None,
+        decision: TypePrediction | None,
+        history: Iterable[Turn | Mapping[str, Any]] | None,
+    ) -> AnswerResult:
         started = time.perf_counter()
         question = clean_question(question, self.settings.max_question_chars)
         turns = clean_history(history)
@@ -124,7 +139,9 @@ class Pipeline:
             trace.fallback("instructions", "the offline engine quotes passages and cannot follow the conversation's instructions; configure an LLM (--llm) for that")
         timings: dict[str, float] = {}
         if method is Method.TYPED:
-            decision = decision or await self.decide_type(asked, forced_type, ctx.trace)
+            with telemetry.step("classify") as span:
+                decision = decision or await self.decide_type(asked, forced_type, ctx.trace)
+                telemetry.classified(span, decision)
             timings["classify"] = _ms(started)
             ctx.emit("type", **_type_decision(decision).model_dump())
         else:
@@ -139,15 +156,13 @@ class Pipeline:
         sources = ctx.book.sources
         answer = output.answer
         if abstention is not None:
-            answer = abstention_text(abstention, sources)
+            telemetry.abstained(abstention.by, str(decision.label) if decision is not None else None)
+            answer, citations = abstention_text(abstention, sources), []
             ctx.emit("abstained", **abstention.model_dump())
             if not ctx.streamed:
                 ctx.emit("token", text=answer)
-        elif sources and self.engine.generative:  # an extractive engine quotes passages with their own numbers
-            settled = await asyncio.to_thread(settle, answer, sources)
-            for note in settled.notes("the answer"):
-                ctx.trace.fallback("citations", note)
-            answer = settled.text
+        else:
+            answer, citations = await self._cite(answer, sources, ctx.trace)
         timings["total"] = _ms(started)
         ctx.emit("sources", count=len(sources))
         typed = output if output.plan is not None or ctx.attempt is None else ctx.attempt
@@ -168,7 +183,7 @@ class Pipeline:
             # unused aspects keep their answers; their passage numbers belonged to sources the fallback dropped
             aspects=typed.aspects if typed is output else [a.model_copy(update={"used": False, "source_numbers": []}) for a in typed.aspects],
             sources=sources,
-            citations=extract_citations(answer, sources) if abstention is None else [],
+            citations=citations,
             fallbacks=ctx.trace.fallbacks,
             llm_calls=ctx.trace.calls,
             usage=Usage.of(ctx.trace.calls),
@@ -182,11 +197,32 @@ class Pipeline:
             prompt_version=PROMPT_VERSION,
         )
 
+    async def _cite(self, answer: str, sources: list[Source], trace: Trace) -> tuple[str, list[Citation]]:
+        """The answer with its citation markers settled against its sources (a generative engine's), and its citations."""
+        with telemetry.citing() as span:
+            notes: list[str] = []
+            if sources and self.engine.generative:  # an extractive engine quotes passages with their own numbers
+                settled = await asyncio.to_thread(settle, answer, sources)
+                notes = settled.notes("the answer")
+                for note in notes:
+                    trace.fallback("citations", note)
+                answer = settled.text
+            citations = extract_citations(answer, sources)
+            telemetry.cited(span, citations, len(notes))
+            return answer, citations
+
     async def _standalone(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite | None]:
-        """The question read alone, and how (None without earlier questions): rewritten by the LLM engine's
-        model, or offline from the conversation's own words (also when the model's rewrite fails)."""
+        """The question read alone, and how (None without earlier questions), inside the rewrite step's span."""
         if not any(turn.role == "user" for turn in dialogue):
             return Standalone(question=question, searches=(question,)), None
+        with telemetry.rewriting(len(dialogue)) as span:
+            standalone, rewrite = await self._rewrite(question, dialogue, trace)
+            telemetry.rewritten(span, standalone.question, by=rewrite.by, changed=rewrite.rewritten)
+            return standalone, rewrite
+
+    async def _rewrite(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite]:
+        """The follow-up rewritten by the LLM engine's model, or offline from the conversation's own words
+        (also when the model's rewrite fails)."""
         if self.engine.generative:
             task = PlanTask(role="rewrite", prompt=REWRITE_QUESTION.filled(conversation=conversation_text(dialogue)), schema=StandaloneQuestion)
             try:

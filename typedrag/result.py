@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from typedrag import telemetry
 from typedrag.citations import cited_numbers, strip_markers, strip_reference_marks
 from typedrag.llm.base import LLMCall
 from typedrag.records import SECTION_SEPARATOR, LineKind, ScoredPassage
@@ -95,6 +96,7 @@ class Trace:
     def fallback(self, step: str, reason: str) -> None:
         """Record a degradation (a fallback, a dropped aspect) so the result says what happened."""
         self.fallbacks.append(Fallback(step=step, reason=reason))
+        telemetry.fallback(step, reason)  # an event on the span of the step it happened in
 
 
 class Usage(BaseModel):

@@ -22,6 +22,7 @@ default models are OpenAI's, so give `VectorStoreIndex` your own `embed_model`. 
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -199,9 +200,10 @@ class TypedRAGQueryEngine(BaseQueryEngine):
             return _response(run_sync(self._answer(query_bundle.query_str)))
         nodes: list[NodeWithScore] = []
         metadata: dict[str, Any] = {}
+        query_run = contextvars.copy_context()  # the tokens are read after this query's span ends: answer inside it
 
         def tokens() -> Iterator[str]:
-            for item in iterate_sync(lambda: self._stream(query_bundle.query_str)):
+            for item in iterate_sync(lambda: self._stream(query_bundle.query_str), query_run):
                 if isinstance(item, AnswerResult):
                     nodes.extend(node_of(s) for s in item.sources)
                     metadata.update(_metadata(item))
@@ -216,8 +218,10 @@ class TypedRAGQueryEngine(BaseQueryEngine):
         nodes: list[NodeWithScore] = []
         metadata: dict[str, Any] = {}
 
+        query_run = contextvars.copy_context()
+
         async def tokens() -> AsyncIterator[str]:
-            async for item in self._stream(query_bundle.query_str):
+            async for item in self._stream(query_bundle.query_str, query_run):
                 if isinstance(item, AnswerResult):
                     nodes.extend(node_of(s) for s in item.sources)
                     metadata.update(_metadata(item))
@@ -229,8 +233,8 @@ class TypedRAGQueryEngine(BaseQueryEngine):
     async def _answer(self, question: str) -> AnswerResult:
         return await self.pipeline.answer(question, method=self.method, forced_type=self.forced_type)
 
-    def _stream(self, question: str) -> AsyncIterator[str | AnswerResult]:
-        return answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type)
+    def _stream(self, question: str, context: contextvars.Context | None = None) -> AsyncIterator[str | AnswerResult]:
+        return answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, context=context)
 
     def _get_prompt_modules(self) -> dict[str, Any]:
         return {}  # typedrag's prompts are its own (typedrag.prompts), not LlamaIndex templates

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
@@ -27,6 +27,7 @@ from typedrag.config import Settings
 from typedrag.history import Turn
 from typedrag.pipeline import Pipeline
 from typedrag.result import AnswerResult
+from typedrag.server.metrics import RequestObserver, ServiceMetrics, fastapi_traces_requests
 from typedrag.server.openai_compat import router as openai_router
 from typedrag.server.service import (
     CLIENT_CLOSED,
@@ -104,6 +105,13 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+@router.get("/metrics", tags=["health"], response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics (text format, or OpenMetrics when asked): requests, answers, LLM calls, slots, reloads."""
+    body, content_type = service_of(request).metrics.exposition(request.headers.get("accept"))
+    return Response(body, media_type=content_type)
+
+
 @router.get("/readyz", tags=["health"])
 async def readyz(request: Request) -> JSONResponse:
     """Ready to answer: the index is readable and the LLM endpoint (if any) answers GET /models."""
@@ -175,20 +183,27 @@ async def answer_stream(body: AnswerRequest, request: Request) -> StreamingRespo
 def create_app(settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None) -> FastAPI:
     """The app; without a `pipeline` one is built from `settings` at startup and its resources closed at shutdown."""
     options = options or ServerOptions()
+    metrics = ServiceMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if pipeline is not None:
-            app.state.service = Service(pipeline, settings, options)
-            yield
+            app.state.service = Service(pipeline, settings, options, metrics)
+            metrics.watch(app.state.service)
+            try:
+                yield
+            finally:
+                metrics.close()
             return
         from typedrag.factory import Resources, build_pipeline
 
         resources = Resources()
         try:
-            app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options)
+            app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options, metrics)
+            metrics.watch(app.state.service)
             yield
         finally:
+            metrics.close()
             resources.close()
 
     app = FastAPI(
@@ -200,6 +215,8 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
     if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
     app.add_middleware(RequestContext, max_body=options.max_request_bytes, body_timeout=options.body_timeout)
+    # outermost: counts every request, and opens its server span where FastAPI does not
+    app.add_middleware(RequestObserver, metrics=metrics, trace_requests=not fastapi_traces_requests())
     app.add_exception_handler(StarletteHTTPException, http_error)  # also the router's own 404/405
     app.add_exception_handler(RequestValidationError, invalid)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

@@ -30,6 +30,7 @@ from typedrag.pipeline import Pipeline
 from typedrag.questions import QuestionError, clean_question
 from typedrag.redact import RedactingFilter
 from typedrag.result import AnswerResult
+from typedrag.server.metrics import ServiceMetrics
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing a slow stream
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -272,9 +273,10 @@ class SlotStream(StreamingResponse):
 class Service:
     """What the routes share: the pipeline, the concurrency slots, readiness checks."""
 
-    def __init__(self, pipeline: Pipeline, settings: Settings, options: ServerOptions) -> None:
+    def __init__(self, pipeline: Pipeline, settings: Settings, options: ServerOptions, metrics: ServiceMetrics | None = None) -> None:
         self.pipeline, self.settings, self.options = pipeline, settings, options
         self.slots = Slots(options.max_concurrency, options.retry_after_seconds)
+        self.metrics = metrics or ServiceMetrics()
 
     def check(self, question: str, type_: str | None, status: int = 422) -> tuple[str, str | None]:
         """Reject bad input with a 4xx before a slot or a stream is spent on it."""
@@ -304,6 +306,8 @@ class Service:
             raise api_error(502, f"the LLM endpoint failed; see the server log for request id {request_id_var.get()}") from error
         except IndexUnusableError as error:
             raise api_error(503, f"the index is unusable: {error}") from error
+        seconds = time.perf_counter() - started
+        self.metrics.answered(result, seconds)
         fields = {
             "method": result.method,
             "strategy": result.strategy,
@@ -313,7 +317,7 @@ class Service:
             "fallbacks": len(result.fallbacks),
             "history_turns": result.rewrite.history_turns if result.rewrite else 0,
             "abstained": result.abstained,
-            "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+            "duration_ms": round(seconds * 1000, 1),
         }
         log.info("answered", extra={"fields": fields})
         return result

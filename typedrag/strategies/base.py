@@ -9,6 +9,7 @@ from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from typedrag import telemetry
 from typedrag.abstain import Unsupported, support
 from typedrag.engines.base import Engine, Trace, WriteTask
 from typedrag.index.base import Retriever
@@ -107,10 +108,10 @@ class StrategyContext:
         if self.relevance_bar is not None:
             await self.check_support(task, self.relevance_bar)
         if self.on_event is None:
-            return await self.engine.write(task, self.trace)
+            return await telemetry.written(task, self.engine.name, self.engine.write(task, self.trace))
         stream = AnswerStream(self.emit, self.book.sources)
         try:
-            text = await self.engine.write(task, self.trace, on_text=stream)
+            text = await telemetry.written(task, self.engine.name, self.engine.write(task, self.trace, on_text=stream))
         finally:
             self.streamed += stream.sent
         stream.close()
@@ -125,21 +126,31 @@ class StrategyContext:
 
     async def retrieve(self, query: str, k: int) -> list[ScoredPassage]:
         """Top-k passages for one query, searched in a worker thread."""
-        return await asyncio.to_thread(self.retriever.search, query, k)
+        with telemetry.retrieving([query], k) as span:
+            hits = await asyncio.to_thread(self.retriever.search, query, k)
+            telemetry.found(span, [hits])
+            return hits
 
     async def retrieve_many(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
         """Top-k passages for each query, in one call so the retriever can run them in parallel."""
-        return await asyncio.to_thread(self.retriever.search_many, queries, k)
+        with telemetry.retrieving(queries, k) as span:
+            hit_lists = await asyncio.to_thread(self.retriever.search_many, queries, k)
+            telemetry.found(span, hit_lists)
+            return hit_lists
 
     async def rerank(self, query: str, hits: list[ScoredPassage], k: int) -> list[ScoredPassage]:
         """The k hits most relevant to `query` by the reranker."""
         self.reranked = True
-        return await asyncio.to_thread(self.reranker.rerank, query, hits, k)
+        with telemetry.reranking(self.reranker.name, 1, len(hits), k) as span:
+            best = await asyncio.to_thread(self.reranker.rerank, query, hits, k)
+            telemetry.kept(span, [best])
+            return best
 
     async def rerank_each(self, queries: list[str], hits: list[ScoredPassage]) -> list[list[ScoredPassage]]:
         """All of `hits` ranked for each query, in one worker-thread hop (it sits on the critical path)."""
         self.reranked = True
-        return await asyncio.to_thread(lambda: [self.reranker.rerank(q, hits, len(hits)) for q in queries])
+        with telemetry.reranking(self.reranker.name, len(queries), len(hits), len(hits)):
+            return await asyncio.to_thread(lambda: [self.reranker.rerank(q, hits, len(hits)) for q in queries])
 
 
 @dataclass

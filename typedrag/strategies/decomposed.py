@@ -23,6 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from typedrag import telemetry
 from typedrag.abstain import ASPECT_MARGIN, NotInSources, Unsupported
 from typedrag.attribution import settle
 from typedrag.citations import cited_numbers
@@ -114,7 +115,7 @@ async def write_aspect(aspect: Aspect, task: WriteTask, ctx: StrategyContext) ->
         drop(aspect, f"its passages do not answer it ({below})", ctx)
         return
     try:
-        aspect.answer = await ctx.engine.write(task, ctx.trace)
+        aspect.answer = await telemetry.written(task, ctx.engine.name, ctx.engine.write(task, ctx.trace), aspect=aspect.label)
     except LLMError as error:
         drop(aspect, f"generation failed: {error}", ctx)
         return
@@ -297,7 +298,8 @@ class SubQueryStrategy:
     combination: Combination
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan, overview = await plan_beside_overview(ctx.engine.plan(self.plan, question, ctx.trace), question, self.name, ctx)
+        planned = telemetry.traced("plan", ctx.engine.plan(self.plan, question, ctx.trace), role=self.plan.role, engine=ctx.engine.name)
+        plan, overview = await plan_beside_overview(planned, question, self.name, ctx)
         ctx.emit("plan", plan=plan.model_dump())
         queries = keep_at_most(plan.sub_queries, MAX_ASPECTS, "sub-queries", self.plan.role, ctx.trace)
         aspects = [Aspect(label=q, query=q) for q in queries]
