@@ -154,11 +154,13 @@ def test_metrics_count_fallbacks_abstentions_and_index_reloads(tmp_path, classif
         assert httpx.post(f"{url}/v1/answer", json={"question": "How is tea brewed?", "method": "rag"}, timeout=60).status_code == 200
         # a question the offline engine cannot type with confidence falls back to plain RAG, recorded
         assert httpx.post(f"{url}/v1/answer", json={"question": "Photosynthesis"}, timeout=60).status_code == 200
-        telemetry.abstained("no passage supports an answer", "REASON")  # what the abstention step calls
+        unanswered = {"question": "Which band played music on the deck of the Titanic?", "type": "reason"}
+        abstained = httpx.post(f"{url}/v1/answer", json=unanswered, timeout=60).json()
         families = scrape(url)
     assert value(families["typedrag_index_reloads"]) == 1
     assert value(families["typedrag_fallbacks"], step="route") == 1
-    assert value(families["typedrag_abstentions"], type="REASON") == 1
+    assert abstained["abstained"] and abstained["abstention"]["by"] == "relevance bar"
+    assert value(families["typedrag_abstentions"], type="REASON") == 1  # that answer's, and no other
 
 
 def test_metrics_speak_openmetrics_to_a_scraper_that_asks(small_index, classifier):

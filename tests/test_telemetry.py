@@ -205,6 +205,62 @@ def test_the_rewrite_hook_makes_a_rewrite_span(spans):
     assert ancestors(rewrite, finished) == ["typedrag.answer"]
 
 
+FIRST_TURN = [{"role": "user", "content": "Tell me about the decline of the Western Roman Empire."},
+              {"role": "assistant", "content": "Historians list many causes [1]."}]
+
+
+def test_a_follow_up_is_rewritten_inside_a_rewrite_span_before_it_is_classified(spans, small_index, classifier):
+    def responder(request):
+        if request.schema_name == "StandaloneQuestion":
+            return Reply(content=json.dumps({"question": REASON}))
+        return default_responder(request)
+
+    with OpenAIStubServer(responder) as stub:
+        result = asyncio.run(stub_pipeline(stub, small_index, classifier).answer("And why did it fall?", history=FIRST_TURN))
+    assert result.standalone_question == REASON
+    finished = spans.get_finished_spans()
+    named = by_name(finished)
+    (rewrite,) = named["typedrag.rewrite"]
+    assert ancestors(rewrite, finished) == ["typedrag.answer"]
+    assert rewrite.attributes["typedrag.history_turns"] == 2
+    assert (rewrite.attributes["typedrag.rewrite_by"], rewrite.attributes["typedrag.rewritten"]) == (result.rewrite.by, True)
+    assert "typedrag.rewritten_question" not in rewrite.attributes  # the question is content
+    (call,) = [s for s in named["chat stub"] if s.attributes["typedrag.role"] == "rewrite"]
+    assert ancestors(call, finished)[0] == "typedrag.rewrite"
+    (classify,) = named["typedrag.classify"]
+    assert rewrite.end_time <= classify.start_time
+
+
+def test_an_offline_rewrite_has_its_span_and_a_question_without_history_none(spans, offline):
+    result = asyncio.run(offline.answer("And why did it fall?", method="rag", history=FIRST_TURN))
+    (rewrite,) = by_name(spans.get_finished_spans())["typedrag.rewrite"]
+    assert rewrite.attributes["typedrag.rewrite_by"] == "offline" == result.rewrite.by
+    spans.clear()
+    asyncio.run(offline.answer(REASON, method="rag"))
+    assert "typedrag.rewrite" not in by_name(spans.get_finished_spans())
+
+
+def test_an_abstaining_answer_is_counted_once_and_marked_on_its_answer_span(spans, offline):
+    heard = []
+    stop = telemetry.listen("abstention", lambda **fields: heard.append(fields))
+    try:
+        result = asyncio.run(offline.answer("Which band played music on the deck of the Titanic?"))
+        assert result.abstained
+        assert heard == [{"reason": "relevance bar", "question_type": result.type.type}]
+        named = by_name(spans.get_finished_spans())
+        (root,) = named["typedrag.answer"]
+        assert root.attributes["typedrag.abstained"] is True
+        assert [e.name for e in root.events].count("typedrag.abstain") == 1
+        assert "typedrag.cite" not in named  # nothing was cited: the passages are the nearest ones, not an answer
+        spans.clear()
+        answered = asyncio.run(offline.answer(REASON))
+    finally:
+        stop()
+    assert not answered.abstained and len(heard) == 1
+    (root,) = by_name(spans.get_finished_spans())["typedrag.answer"]
+    assert root.attributes["typedrag.abstained"] is False and "typedrag.abstain" not in [e.name for e in root.events]
+
+
 def test_an_abstention_is_counted_by_listeners_and_marked_on_the_span(spans):
     heard = []
     stop = telemetry.listen("abstention", lambda **fields: heard.append(fields))
