@@ -23,7 +23,7 @@ from llama_index.core.instrumentation.span_handlers import SimpleSpanHandler  # 
 
 from typedrag import OfflineEngine, Pipeline  # noqa: E402
 from typedrag.integrations.langchain import LangChainRetriever, TypedRAGRunnable  # noqa: E402
-from typedrag.integrations.llamaindex import TypedRAGQueryEngine  # noqa: E402
+from typedrag.integrations.llamaindex import TypedRAGChatEngine, TypedRAGQueryEngine  # noqa: E402
 
 COMETS = [
     "A comet is an icy body that releases gas and dust when it passes close to the Sun.",
@@ -116,8 +116,8 @@ def llama_spans():
         dispatcher.span_handlers.remove(handler)
 
 
-def retrievals_under_the_query(handler: SimpleSpanHandler) -> tuple[int, int]:
-    """(retriever spans, how many of them descend from the query engine's query span)."""
+def retrievals_under_the_query(handler: SimpleSpanHandler, engine: str = "TypedRAGQueryEngine.") -> tuple[int, int]:
+    """(retriever spans, how many of them descend from the query (or chat) engine's span)."""
     spans = {span.id_: span for span in handler.completed_spans}
 
     def root(span):
@@ -126,7 +126,7 @@ def retrievals_under_the_query(handler: SimpleSpanHandler) -> tuple[int, int]:
         return span
 
     retrievals = [s for s in spans.values() if s.id_.startswith(("VectorIndexRetriever.retrieve", "VectorIndexRetriever.aretrieve"))]
-    return len(retrievals), sum(root(s).id_.startswith("TypedRAGQueryEngine.") for s in retrievals)
+    return len(retrievals), sum(root(s).id_.startswith(engine) for s in retrievals)
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["response", "streaming"])
@@ -148,3 +148,22 @@ def test_llamaindex_sees_the_typed_plans_retrievals_inside_the_query_span(llama_
 
     asyncio.run(aquery())
     assert retrievals_under_the_query(llama_spans) == (SEARCHES, SEARCHES)
+
+
+@pytest.mark.parametrize("how", ["chat", "stream_chat", "astream_chat"])
+def test_llamaindex_sees_a_chat_messages_retrievals_inside_the_chat_engines_span(llama_spans, how):
+    index = VectorStoreIndex.from_documents([LlamaDocument(text=t) for t in COMETS], embed_model=MockEmbedding(embed_dim=8))
+    engine = TypedRAGChatEngine(TypedRAGChatEngine.from_components(index).pipeline, forced_type="comparison")
+    llama_spans.completed_spans.clear()
+    if how == "chat":
+        assert engine.chat(COMPARISON).response
+    elif how == "stream_chat":  # the deltas are read after `stream_chat` returned and its span ended
+        assert "".join(response.delta for response in engine.stream_chat(COMPARISON).chat_stream)
+    else:
+
+        async def astream_chat() -> str:
+            response = await engine.astream_chat(COMPARISON)
+            return "".join([piece async for piece in response.async_response_gen()])
+
+        assert asyncio.run(astream_chat())
+    assert retrievals_under_the_query(llama_spans, "TypedRAGChatEngine.") == (SEARCHES, SEARCHES)

@@ -282,10 +282,11 @@ class TypedRAGChatEngine(BaseChatEngine):
 
     def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
         history, nodes = self._begin(chat_history), []
+        chat_run = contextvars.copy_context()  # the deltas are read after this call's span ends: answer inside it
 
         def deltas() -> Iterator[ChatResponse]:
             text = ""
-            for item in iterate_sync(lambda: self._stream(message, history)):
+            for item in iterate_sync(lambda: self._stream(message, history), chat_run):
                 if isinstance(item, AnswerResult):
                     nodes.extend(node_of(s) for s in item.sources)
                     self._remember(message, item)
@@ -297,10 +298,11 @@ class TypedRAGChatEngine(BaseChatEngine):
 
     async def astream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
         history, nodes = self._begin(chat_history), []
+        chat_run = contextvars.copy_context()
 
         async def deltas() -> AsyncIterator[ChatResponse]:
             text = ""
-            async for item in self._stream(message, history):
+            async for item in self._stream(message, history, chat_run):
                 if isinstance(item, AnswerResult):
                     nodes.extend(node_of(s) for s in item.sources)
                     self._remember(message, item)
@@ -310,8 +312,8 @@ class TypedRAGChatEngine(BaseChatEngine):
 
         return StreamingAgentChatResponse(achat_stream=deltas(), source_nodes=nodes, is_writing_to_memory=False)
 
-    def _stream(self, message: str, history: list[Turn]) -> AsyncIterator[str | AnswerResult]:
-        return answer_stream(self.pipeline, message, method=self.method, forced_type=self.forced_type, history=history)
+    def _stream(self, message: str, history: list[Turn], context: contextvars.Context | None = None) -> AsyncIterator[str | AnswerResult]:
+        return answer_stream(self.pipeline, message, method=self.method, forced_type=self.forced_type, history=history, context=context)
 
     def _begin(self, chat_history: list[ChatMessage] | None) -> list[Turn]:
         """The conversation the next message is answered in, as turns (a given `chat_history` replaces the engine's)."""
