@@ -2,14 +2,18 @@
 
 Cold: a new `typedrag ask` process answering its first question (imports, index open, model
 loads included). Warm: the next questions in one process. Targets: cold <= 10 s, warm <= 1 s.
+`--otlp` traces every answer, exported over OTLP/HTTP to a receiver on loopback (the otel extra;
+BENCHMARKS.md, section 16, compares the two).
 
     python bench/bench_ask.py --index demo-index        # build it with: typedrag index demo:vital-articles --index demo-index
+    python bench/bench_ask.py --index demo-index --otlp
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -57,6 +61,12 @@ async def warm(index: str, method: str) -> list[tuple[str, float, str]]:
     from typedrag.config import load_settings
     from typedrag.factory import Resources, build_pipeline
 
+    try:
+        from typedrag.telemetry import configure_from_environment
+    except ImportError:  # a typedrag from before tracing
+        pass
+    else:
+        configure_from_environment()  # as the command line does: traces only if OTEL_* variables ask for them
     pipeline = build_pipeline(load_settings({"index": index, "llm.model": "offline"}), Resources())
     await pipeline.answer(WARM_UP, method)  # the first question pays the model loads
     timings = []
@@ -77,8 +87,16 @@ def warm_in_new_process(index: str, method: str) -> list[tuple[str, float, str]]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", default="demo-index")
+    parser.add_argument("--otlp", action="store_true", help="trace every answer, exported to an OTLP/HTTP receiver on loopback")
     args = parser.parse_args()
-    print(f"# ask on the embedded default · index {args.index} · {machine_line()}\n")
+    receiver = None
+    if args.otlp:
+        from typedrag.testing.otlp_receiver import OTLPReceiver
+
+        receiver = OTLPReceiver().__enter__()
+        os.environ["OTEL_EXPORTER_OTLP_ENDPOINT"] = receiver.endpoint  # for the `ask` and warm processes
+    tracing = "traced, OTLP/HTTP to loopback" if args.otlp else "untraced"
+    print(f"# ask on the embedded default · index {args.index} · {tracing} · {machine_line()}\n")
     print("| method | cold (new process, 1st question) s | warm p50 s | warm p95 s | warm max s | warm per strategy (median s) |")
     print("|---|---|---|---|---|---|")
     for method in ("rag", "typed"):
@@ -91,6 +109,10 @@ def main() -> None:
         per = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(by_strategy.items()))
         p95 = walls[min(len(walls) - 1, round(0.95 * (len(walls) - 1)))]
         print(f"| {method} | {cold_s:.2f} | {statistics.median(walls):.2f} | {p95:.2f} | {walls[-1]:.2f} | {per} |")
+    if receiver is not None:
+        traces = {span.trace_id for span in receiver.spans}
+        print(f"\n{len(receiver.spans)} spans in {len(traces)} traces received")
+        receiver.__exit__(None, None, None)
 
 
 if __name__ == "__main__":

@@ -161,3 +161,14 @@ def test_a_missing_extra_is_one_line_naming_it_and_exit_2(plain, work, extra, co
     lines = [line for line in text.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in text, text
     assert f"the '{extra}' extra" in lines[0] and f"pip install 'typedrag[{extra}]'" in lines[0]
+
+
+def test_otel_variables_without_the_otel_extra_are_one_warning_and_the_answer_still_comes(plain, work):
+    """The plain install has OpenTelemetry's API (FastAPI needs it) but not its SDK: an OTLP endpoint set for
+    other programs must not stop typedrag, and the user learns in one line which extra would trace it."""
+    ask = plain.run("env", "OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:9", "typedrag", "ask",
+                    "Why did the Western Roman Empire fall?", "--index", "idx", "--json", cwd=work)  # fmt: skip
+    assert ask.returncode == 0, ask.stderr
+    assert json.loads(ask.stdout)["strategy"] == "reason"
+    lines = [line for line in ask.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "pip install 'typedrag[otel]'" in lines[0] and lines[0].startswith("warning:"), ask.stderr

@@ -105,3 +105,16 @@ async def test_a_rerun_with_a_local_model_is_served_from_the_cache(tmp_path):
         finally:
             resources.close()
     assert [c.cached for c in calls] == [False, True] and calls[1].requests == 0
+
+
+async def test_a_two_turn_conversation_runs_and_its_rewrite_validates(smollm2, retriever):
+    """Issue 33: the rewrite step under the schema grammar gives a question that validates, and the follow-up is
+    answered (the tiny model may keep the question as it is: then it is recorded as not rewritten)."""
+    pipeline = Pipeline(LLMEngine(smollm2, answer_tokens=48, plan_tokens=64), retriever)
+    first = await pipeline.answer("What is the difference between a crocodile and an alligator?", "rag")
+    history = [{"role": "user", "content": first.question}, {"role": "assistant", "content": first.answer}]
+    second = await pipeline.answer("Which of the two lives in fresh water?", "rag", history=history)
+    rewrite = second.llm_calls[0]
+    assert rewrite.role == "rewrite" and rewrite.structured in (StructuredOutcome.OK, StructuredOutcome.REPAIRED), rewrite
+    assert second.standalone_question and second.rewrite.by.startswith("openai-compatible:SmolLM2")
+    assert second.searched == [second.standalone_question] and second.answer.strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
@@ -107,12 +108,66 @@ def test_ask_watch_progress_and_follow_a_citation(page, page_url, tmp_path):
     trace = page.locator("#trace").inner_text()
     assert "REASON" in trace and "plan" in trace and "aspects" in trace
 
+    assert page.hosts == {urlparse(page_url).netloc} and not page.console_errors
+
+
+def answered(page, count):
+    """Wait until the page has finished `count` answers since it was loaded (each ends with a Done line)."""
+    page.wait_for_function(
+        "n => [...document.querySelectorAll('#progress li')].some(li => li.textContent.includes('Done')) && window.__done >= n",
+        arg=count, timeout=90_000,
+    )
+
+
+def test_a_conversation_follow_ups_the_history_shown_and_starting_over(page, page_url, tmp_path):
+    bodies = []
+    page.on("request", lambda request: request.method == "POST" and bodies.append(json.loads(request.post_data)))
+    page.evaluate("""() => { window.__done = 0; new MutationObserver(() => {
+        const last = document.querySelector('#progress li:last-child');
+        if (last && last.textContent.includes('Done') && !last.dataset.counted) { last.dataset.counted = '1'; window.__done += 1; }
+    }).observe(document.getElementById('progress'), {childList: true}); }""")
+    page.fill("#question", "Why did the Western Roman Empire fall?")
+    page.click("#submit")
+    answered(page, 1)
+    assert page.locator("#thread").is_hidden() and page.locator("#start-over").is_visible()
+    page.fill("#question", "Which of those causes came from outside its borders?")
+    page.click("#submit")
+    answered(page, 2)
+
+    turns = page.locator("#thread .turn")
+    assert turns.count() == 1 and turns.first.locator(".asked").inner_text() == "Why did the Western Roman Empire fall?"
+    assert bodies[0]["history"] == [] and [t["role"] for t in bodies[1]["history"]] == ["user", "assistant"]
+    assert bodies[1]["history"][0]["content"] == "Why did the Western Roman Empire fall?"
+    read_as = page.locator("#meta .read-as-line").inner_text()
+    assert read_as.startswith("Read as: Which of those causes came from outside its borders?") and "Roman Empire" in read_as
+    assert any(line.split(" s", 1)[1].strip().startswith("Read as:") for line in page.locator("#progress li").all_inner_texts())
+    assert "conversation" in page.locator("#trace").inner_text() and "read as" in page.locator("#trace").inner_text()
+
     shot = tmp_path / "screenshot-web.png"
     page.screenshot(path=str(shot), full_page=True)
     if SAVE_SCREENSHOT:
         shutil.copyfile(shot, SAVE_SCREENSHOT)
     assert shot.stat().st_size > 10_000
+
+    page.click("#start-over")
+    assert page.locator("#thread").is_hidden() and page.locator("#output").is_hidden() and page.locator("#thread .turn").count() == 0
+    page.fill("#question", "Which of those causes came from outside its borders?")
+    page.click("#submit")
+    answered(page, 3)
+    assert bodies[2]["history"] == [] and page.locator("#meta .read-as-line").count() == 0
     assert page.hosts == {urlparse(page_url).netloc} and not page.console_errors
+
+
+def test_an_answer_the_documents_do_not_give_is_shown_as_such(page):
+    page.fill("#question", "Which band played music on the deck of the Titanic?")
+    page.select_option("#method", "rag")
+    page.click("#submit")
+    sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=60_000)
+    assert page.locator("#answer").inner_text().startswith("The documents do not answer this.")
+    assert page.locator("#sources-title").text_content() == "Nearest passages, not an answer"
+    assert page.locator("#meta .pill.none").text_content() == "the documents do not answer"
+    assert page.locator("#answer a.cite").count() == 0
+    assert any("The documents do not answer" in line for line in page.locator("#progress li").all_inner_texts())
 
 
 def test_the_answer_appears_word_by_word_before_the_result(page_url, small_index, classifier):

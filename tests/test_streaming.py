@@ -257,7 +257,8 @@ def test_a_client_that_leaves_cancels_every_llm_call(small_index, classifier, le
                         break
             seen = len(stub.requests)
             time.sleep(2.0)  # far longer than the remaining aspects + aggregator would take
-            late = stub.requests[seen:]
+            # A request cancelled between its headers and its body reaches the stub with no body: it never left whole.
+            late = [r for r in stub.requests[seen:] if r.body]
             if leave_after == "plan":  # aspect requests already on their way as the client left may still land
                 assert all("Answer only this part of it" in r.last_user for r in late), [r.last_user[-80:] for r in late]
                 assert not any("Partial answers" in r.last_user for r in stub.requests)  # never combined

@@ -8,6 +8,7 @@ from typedrag.classify.shipped import (
     ShippedClassifier as ShippedClassifier,
     load_default_classifier as load_default_classifier,
 )
+from typedrag.conversation import Conversation as Conversation
 from typedrag.engines.base import (
     Engine as Engine,
     Grounded as Grounded,
@@ -26,6 +27,7 @@ from typedrag.evaluation.runner import (
     aevaluate as aevaluate,
     evaluate as evaluate,
 )
+from typedrag.history import Turn as Turn
 from typedrag.index.base import Retriever as Retriever
 from typedrag.index.memory import FunctionRetriever as FunctionRetriever, ListRetriever as ListRetriever
 from typedrag.index.tantivy_index import (
@@ -42,6 +44,7 @@ from typedrag.reader import Reader as Reader
 from typedrag.records import Passage as Passage, ScoredPassage as ScoredPassage
 from typedrag.rerank import EmbeddingReranker as EmbeddingReranker, Reranker as Reranker
 from typedrag.result import (
+    Abstention as Abstention,
     AnswerResult as AnswerResult,
     Aspect as Aspect,
     Citation as Citation,

@@ -14,10 +14,10 @@ from rich.markup import escape
 from typedrag import __version__
 from typedrag.commands import (
     USER_ERRORS,
+    errors,
     LLMConcurrencyOpt,
     LLMTimeoutOpt,
     backend_overrides,
-    errors,
     fail,
     llm_limits,
     settings_from,
@@ -50,7 +50,14 @@ def _options(
         bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print typedrag's version and exit.")
     ] = False,
 ) -> None:
-    """Options before the command: `typedrag --version`."""
+    """Options before the command (`typedrag --version`), then what every command needs: the OTEL_* variables
+    may ask for traces of every answer."""
+    from typedrag.telemetry import configure_from_environment
+
+    problem = configure_from_environment()
+    if problem:
+        errors.print(f"warning: {for_terminal(problem)}", markup=False)
+
 
 IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
 LLMOpt = Annotated[
@@ -225,6 +232,100 @@ def ask(
         render_after_stream(console, result)
     else:
         show_result(result, as_json=as_json, trace=trace)
+
+
+CHAT_HELP = "/reset starts over, /trace shows the last answer's trace, /quit (or end of input) leaves"
+
+
+@app.command()
+def chat(
+    index_dir: IndexOpt = None,
+    method: Annotated[str, typer.Option("--method", "-m", help="typed (Typed-RAG), rag (plain RAG) or llm (LLM only).")] = "typed",
+    type_: Annotated[Optional[str], typer.Option("--type", "-t", help="Force the question type, e.g. comparison.")] = None,
+    llm: LLMOpt = None,
+    base_url: BaseUrlOpt = None,
+    classifier: ClassifierOpt = None,
+    top_k: Annotated[Optional[int], typer.Option(help="Passages per generation.")] = None,
+    system: Annotated[
+        Optional[str], typer.Option("--system", help="Instructions for every answer (language, tone, length); an LLM follows them.")
+    ] = None,
+    llm_timeout: LLMTimeoutOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
+    backend: BackendOpt = None,
+    uri: UriOpt = None,
+    collection: CollectionOpt = None,
+    token: TokenOpt = None,
+    milvus_mode: MilvusModeOpt = None,
+) -> None:
+    """A conversation over an index: each question is read with the ones before it, each answer streams as it
+    is written. /reset starts over, /trace shows the last answer's trace, /quit (or end of input) leaves."""
+    from typedrag.factory import Resources, build_pipeline
+
+    settings = settings_from(
+        index=index_dir,
+        classifier=classifier,
+        top_k=top_k,
+        **{"llm.model": llm, "llm.base_url": base_url},
+        **llm_limits(llm_timeout, llm_concurrency),
+        **backend_overrides(backend, uri, collection, token, milvus_mode),
+    )
+    if method not in ("typed", "rag", "llm"):
+        fail(f"unknown method {method!r}; choose typed, rag or llm")
+    resources = Resources()
+    try:
+        pipeline = build_pipeline(
+            settings, resources, need_index=method != "llm", need_classifier=method == "typed" and type_ is None
+        )
+        forced = pipeline.route_label(type_) if type_ else None
+        asyncio.run(resources.run(converse(pipeline, method, forced, system)))
+    except USER_ERRORS as error:
+        fail(str(error))
+    finally:
+        resources.close()
+
+
+async def converse(pipeline, method: str, forced: str | None, system: str | None) -> None:
+    """Read questions from stdin until /quit or its end; answer each in the conversation so far. A question
+    that cannot be answered (too long, the endpoint failed) says why in one line and the conversation goes on."""
+    from typedrag.conversation import Conversation
+    from typedrag.errors import LLMError, UserError
+    from typedrag.render import render_after_stream
+
+    conversation = Conversation(pipeline, method=method, forced_type=forced, system=system)
+    interactive = sys.stdin.isatty()
+    if interactive:
+        progress_console.print(f"typedrag chat: ask a question; {CHAT_HELP}.", style="dim")
+    while True:
+        if interactive:
+            progress_console.print("you> ", style="bold", end="")
+        line = await asyncio.to_thread(sys.stdin.readline)
+        if not line:
+            break
+        line = line.strip()
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            break
+        if line == "/reset":
+            conversation.reset()
+            console.print("(conversation cleared: the next question starts a new one)", style="dim")
+            continue
+        if line == "/trace":
+            if conversation.last is None:
+                console.print("(no answer yet)", style="dim")
+            else:
+                show_result(conversation.last, as_json=False, trace=True)
+            continue
+        if line.startswith("/"):
+            console.print(f"unknown command {escape(for_terminal(line))}: {CHAT_HELP}", style="yellow")
+            continue
+        try:
+            result = await conversation.ask(line, on_event=print_as_it_streams)
+        except (UserError, LLMError) as error:
+            errors.print(f"[red]error:[/red] {escape(for_terminal(str(error)))}")
+            continue
+        render_after_stream(console, result)
+        console.print()
 
 
 def print_as_it_streams(event: str, data: dict) -> None:

@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from typedrag import telemetry
 from typedrag.config import Settings, load_settings
 from typedrag.errors import LLMError, UserError
 from typedrag.text import for_terminal
@@ -51,9 +52,11 @@ def fail(message: str) -> NoReturn:
 def settings_from(**overrides) -> Settings:
     """Settings from the config file, environment and these flag values (None = not given)."""
     try:
-        return load_settings(overrides)
+        settings = load_settings(overrides)
     except UserError as error:
         fail(str(error))
+    telemetry.record_content(settings.trace_content)
+    return settings
 
 
 def backend_overrides(backend=None, uri=None, collection=None, token=None, mode=None) -> dict:

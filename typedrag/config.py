@@ -72,6 +72,8 @@ class Settings(BaseModel):
     top_k: int = Field(5, ge=1, le=50)
     aspect_k: int = Field(3, ge=1, le=20)
     max_question_chars: int = Field(2000, ge=10)
+    # Question, passage and answer text in OpenTelemetry spans: off, so traces hold ids, counts and timings only.
+    trace_content: bool = False
 
     @field_validator("milvus_uri")
     @classmethod
@@ -106,6 +108,7 @@ _ENV = {
     "TYPEDRAG_JUDGE_TIMEOUT": ("judge", "timeout"),
     "TYPEDRAG_CACHE_DIR": ("cache_dir",),
     "TYPEDRAG_MAX_QUESTION_CHARS": ("max_question_chars",),
+    "TYPEDRAG_TRACE_CONTENT": ("trace_content",),
 }
 
 

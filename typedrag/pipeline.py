@@ -12,20 +12,24 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
+from typedrag import telemetry
+from typedrag.abstain import NotInSources, Unsupported, bar_for, readable
 from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
-from typedrag.engines.base import Engine, Trace
-from typedrag.errors import LLMError, QuestionError, StrategyError
+from typedrag.engines.base import Engine, PlanTask, Trace
+from typedrag.errors import LLMError, PlanFailed, QuestionError, StrategyError
+from typedrag.followup import FusingRetriever, Standalone, StandaloneQuestion, conversation_text, offline_standalone
+from typedrag.history import Turn, clean_history, dialogue_of, instructions_of
 from typedrag.index.base import Retriever
-from typedrag.prompts import PROMPT_VERSION
+from typedrag.prompts import PROMPT_VERSION, REWRITE_QUESTION
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
 from typedrag.rerank import EmbeddingReranker, Reranker
-from typedrag.result import AnswerResult, Engines, TypeDecision, Usage, extract_citations
+from typedrag.result import Abstention, AnswerResult, Citation, Engines, Rewrite, Source, TypeDecision, Usage, extract_citations
 from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, Strategy, default_routes
 from typedrag.strategies.base import SourceBook, StrategyContext, StrategyOutput
 
@@ -50,6 +54,9 @@ class PipelineSettings:
     # type, as the paper's labelling did, instead of sending FACTOID/NOT-A-QUESTION or
     # low-confidence questions to plain RAG.
     assume_non_factoid: bool = False
+    # Offline, say "the documents do not answer" when no passage sentence comes near the question
+    # (typedrag.abstain's relevance bar). An LLM's own "not in the sources" is always honoured.
+    abstain_offline: bool = True
 
 
 class Pipeline:
@@ -88,6 +95,7 @@ class Pipeline:
         forced_type: str | None = None,
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
         decision: TypePrediction | None = None,
+        history: Iterable[Turn | Mapping[str, Any]] | None = None,
     ) -> AnswerResult:
         """Answer `question`; `on_event(name, data)` hears progress: type, plan, aspect (each), then the
         final step's text as `token` events (with a `citation` event per finished cited sentence; a
@@ -95,27 +103,66 @@ class Pipeline:
 
         `forced_type` skips the classifier (any route label, e.g. "comparison"); `decision` is a type
         already decided by `decide_type` (batch evaluation decides once per question).
+
+        `history` is the conversation before `question`: `{"role": "user" | "assistant" | "system",
+        "content": ...}` turns. A follow-up is first read to stand alone (a `rewrite` event says how), then
+        classified and answered as usual; system turns are instructions for the writing steps. When the
+        passages do not answer, the result says so (`abstained`) and keeps them as the nearest passages.
         """
+        with telemetry.answering(question, str(method)) as span:
+            result = await self._answer(question, method, forced_type, on_event, decision, history)
+            telemetry.answered(span, result)
+            return result
+
+    async def _answer(
+        self,
+        question: str,
+        method: Method | str,
+        forced_type: str | None,
+        on_event: Callable[[str, dict[str, Any]], None] | None,
+        decision: TypePrediction | None,
+        history: Iterable[Turn | Mapping[str, Any]] | None,
+    ) -> AnswerResult:
         started = time.perf_counter()
         question = clean_question(question, self.settings.max_question_chars)
+        turns = clean_history(history)
         method = Method(method)
-        ctx = self._context(Trace(), on_event)
+        trace = Trace()
+        instructions = instructions_of(turns)
+        standalone, rewrite = await self._standalone(question, dialogue_of(turns), trace)
+        asked = standalone.question
+        ctx = self._context(trace, on_event, standalone)
+        ctx.instructions = instructions
+        if rewrite is not None:
+            ctx.emit("rewrite", question=question, standalone_question=asked, **rewrite.model_dump())
+        if instructions and not self.engine.generative:
+            trace.fallback("instructions", "the offline engine quotes passages and cannot follow the conversation's instructions; configure an LLM (--llm) for that")
         timings: dict[str, float] = {}
         if method is Method.TYPED:
-            decision = decision or await self.decide_type(question, forced_type, ctx.trace)
+            with telemetry.step("classify") as span:
+                decision = decision or await self.decide_type(asked, forced_type, ctx.trace)
+                telemetry.classified(span, decision)
             timings["classify"] = _ms(started)
             ctx.emit("type", **_type_decision(decision).model_dump())
-            strategy_name, output = await self._run_typed(question, decision, ctx)
         else:
             decision = None  # baselines do not route by type
-            strategy_name, output = method.value, await self.baselines[method].run(question, ctx)
+        if self.settings.abstain_offline and not self.engine.generative and method is not Method.LLM and readable(asked):
+            ctx.relevance_bar = bar_for(decision.label if decision is not None else None)
+        if method is Method.TYPED:
+            strategy_name, output = await self._run_typed(asked, decision, ctx)
+        else:
+            strategy_name, output = method.value, await self._run(self.baselines[method], asked, ctx)
+        abstention = output.abstention
         sources = ctx.book.sources
         answer = output.answer
-        if sources and self.engine.generative:  # an extractive engine quotes passages with their own numbers
-            settled = await asyncio.to_thread(settle, answer, sources)
-            for note in settled.notes("the answer"):
-                ctx.trace.fallback("citations", note)
-            answer = settled.text
+        if abstention is not None:
+            telemetry.abstained(abstention.by, str(decision.label) if decision is not None else None)
+            answer, citations = abstention_text(abstention, sources), []
+            ctx.emit("abstained", **abstention.model_dump())
+            if not ctx.streamed:
+                ctx.emit("token", text=answer)
+        else:
+            answer, citations = await self._cite(answer, sources, ctx.trace)
         timings["total"] = _ms(started)
         ctx.emit("sources", count=len(sources))
         typed = output if output.plan is not None or ctx.attempt is None else ctx.attempt
@@ -123,14 +170,20 @@ class Pipeline:
             question=question,
             method=method.value,
             answer=answer,
+            standalone_question=asked if turns else None,
+            searched=list(standalone.searches) if method is not Method.LLM else [],
+            rewrite=rewrite,
+            abstained=abstention is not None,
+            abstention=abstention,
+            instructions=instructions or None,
             strategy=strategy_name,
             type=_type_decision(decision),
             plan=typed.plan.model_dump() if typed.plan is not None else None,
-            plan_used=typed is output,
+            plan_used=typed is output and abstention is None,
             # unused aspects keep their answers; their passage numbers belonged to sources the fallback dropped
             aspects=typed.aspects if typed is output else [a.model_copy(update={"used": False, "source_numbers": []}) for a in typed.aspects],
             sources=sources,
-            citations=extract_citations(answer, sources),
+            citations=citations,
             fallbacks=ctx.trace.fallbacks,
             llm_calls=ctx.trace.calls,
             usage=Usage.of(ctx.trace.calls),
@@ -144,11 +197,69 @@ class Pipeline:
             prompt_version=PROMPT_VERSION,
         )
 
-    def _context(self, trace: Trace, on_event: Callable[[str, dict[str, Any]], None] | None) -> StrategyContext:
+    async def _cite(self, answer: str, sources: list[Source], trace: Trace) -> tuple[str, list[Citation]]:
+        """The answer with its citation markers settled against its sources (a generative engine's), and its citations."""
+        with telemetry.citing() as span:
+            notes: list[str] = []
+            if sources and self.engine.generative:  # an extractive engine quotes passages with their own numbers
+                settled = await asyncio.to_thread(settle, answer, sources)
+                notes = settled.notes("the answer")
+                for note in notes:
+                    trace.fallback("citations", note)
+                answer = settled.text
+            citations = extract_citations(answer, sources)
+            telemetry.cited(span, citations, len(notes))
+            return answer, citations
+
+    async def _standalone(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite | None]:
+        """The question read alone, and how (None without earlier questions), inside the rewrite step's span."""
+        if not any(turn.role == "user" for turn in dialogue):
+            return Standalone(question=question, searches=(question,)), None
+        with telemetry.rewriting(len(dialogue)) as span:
+            standalone, rewrite = await self._rewrite(question, dialogue, trace)
+            telemetry.rewritten(span, standalone.question, by=rewrite.by, changed=rewrite.rewritten)
+            return standalone, rewrite
+
+    async def _rewrite(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite]:
+        """The follow-up rewritten by the LLM engine's model, or offline from the conversation's own words
+        (also when the model's rewrite fails)."""
+        if self.engine.generative:
+            task = PlanTask(role="rewrite", prompt=REWRITE_QUESTION.filled(conversation=conversation_text(dialogue)), schema=StandaloneQuestion)
+            try:
+                rewritten = (await self.engine.plan(task, question, trace)).question
+            except (PlanFailed, LLMError) as error:
+                trace.fallback("rewrite", f"{type(error).__name__}: {error}; the follow-up was read offline from the conversation's own words")
+            else:
+                changed = rewritten.casefold() != question.casefold()
+                standalone = Standalone(question=rewritten if changed else question, searches=(rewritten if changed else question,), rewritten=changed)
+                return standalone, Rewrite(by=self.engine.name, rewritten=changed, history_turns=len(dialogue))
+        standalone = offline_standalone(question, dialogue)
+        return standalone, Rewrite(by="offline", rewritten=standalone.rewritten, carried=list(standalone.carried), history_turns=len(dialogue))
+
+    async def _run(self, strategy: Strategy, question: str, ctx: StrategyContext) -> StrategyOutput:
+        """The strategy's output; when its passages do not answer (the model says so, or offline they fall
+        below the relevance bar) an empty one that says why, its passages kept as the nearest ones."""
+        try:
+            return await strategy.run(question, ctx)
+        except NotInSources as said:
+            why = f"the model said its sources do not answer: {said.missing}"
+            return StrategyOutput(answer="", abstention=Abstention(looked_for=question, reason=why, by=self.engine.name))
+        except Unsupported as below:
+            judged = below.judged
+            why = "no passage found" if not ctx.book.sources else "no sentence of the passages comes close enough to the question to answer it"
+            abstention = Abstention(looked_for=question, reason=why, by="relevance bar", score=judged.score, bar=judged.bar)
+            return StrategyOutput(answer="", abstention=abstention)
+
+    def _context(
+        self, trace: Trace, on_event: Callable[[str, dict[str, Any]], None] | None, standalone: Standalone | None = None
+    ) -> StrategyContext:
         s = self.settings
+        retriever = self.retriever
+        if retriever is not None and standalone is not None and len(standalone.searches) > 1:
+            retriever = FusingRetriever(retriever, {standalone.question: standalone.searches})
         return StrategyContext(
             engine=self.engine,
-            retriever=self.retriever,  # type: ignore[arg-type]  # None only for the LLM-only method
+            retriever=retriever,  # type: ignore[arg-type]  # None only for the LLM-only method
             reranker=self.reranker,
             trace=trace,
             top_k=s.top_k,
@@ -185,12 +296,12 @@ class Pipeline:
         strategy = self.routes.get(label)
         if strategy is None:
             ctx.trace.fallback("route", f"classified {label}: no typed plan applies, answered with plain RAG")
-            return self.fallback.name, await self.fallback.run(question, ctx)
+            return self.fallback.name, await self._run(self.fallback, question, ctx)
         if decision.source != "forced" and not self.settings.assume_non_factoid and needs_fallback(decision):
             ctx.trace.fallback("route", f"type {label} confidence {decision.confidence:.2f} below threshold: plain RAG")
-            return self.fallback.name, await self.fallback.run(question, ctx)
+            return self.fallback.name, await self._run(self.fallback, question, ctx)
         try:
-            return strategy.name, await strategy.run(question, ctx)
+            return strategy.name, await self._run(strategy, question, ctx)
         except (StrategyError, LLMError) as error:
             reason = f"{type(error).__name__}: {error}; answered with plain RAG"
             ctx.trace.fallback(strategy.name, reason)
@@ -198,7 +309,7 @@ class Pipeline:
                 ctx.emit("restart", reason=reason)
                 ctx.streamed = 0
             ctx.book = SourceBook()  # cite only what the fallback answer was given
-            return self.fallback.name, await self.fallback.run(question, ctx)
+            return self.fallback.name, await self._run(self.fallback, question, ctx)
 
     def _most_likely_routed(self, prediction: TypePrediction) -> TypePrediction:
         """Renormalise over the routed types; a label without probabilities becomes the first route."""
@@ -211,6 +322,15 @@ class Pipeline:
         probabilities = {label: w / total for label, w in weights.items()}
         label = max(probabilities, key=probabilities.get)
         return TypePrediction(label, probabilities[label], probabilities, source)
+
+
+def abstention_text(abstention: Abstention, sources: list[Source]) -> str:
+    """What an abstaining answer says: that the documents do not answer, what was looked for, and that the
+    passages listed are the nearest ones, not an answer."""
+    nearest = (
+        " The passages below are the nearest ones found, not an answer." if sources else " No passage came near it."
+    )
+    return f"The documents do not answer this. I looked for: \u201c{abstention.looked_for}\u201d.{nearest}"
 
 
 def _ms(started: float) -> float:

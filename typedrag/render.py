@@ -26,6 +26,8 @@ def Text(text: str = "", style: str = "") -> _RichText:  # noqa: N802  (rich's n
 
 def _header(result: AnswerResult) -> str:
     parts = [f"method {result.method}", f"strategy {result.strategy}"]
+    if result.abstained:
+        parts.append("abstained: the documents do not answer")
     if result.type is not None:
         parts.append(f"type {result.type.type} ({result.type.confidence:.2f}, {result.type.source})")
     parts.append(f"answered by {result.engines.generator}")
@@ -38,7 +40,7 @@ def _notes(result: AnswerResult, show_sources: int = 5) -> list[Text]:
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or result.sources[:show_sources]
     if listed:
-        notes.append(Text("\nSources", style="bold"))
+        notes.append(Text("\nNearest passages, not an answer" if result.abstained else "\nSources", style="bold"))
         for s in listed:
             notes.append(Text(f"[{s.number}] {s.where} ({s.passage_id})", style="dim"))
     for f in result.fallbacks:
@@ -61,6 +63,11 @@ def render_after_stream(console: Console, result: AnswerResult) -> None:
 
 def progress_line(event: str, data: dict) -> Text | None:
     """A one-line note for a progress event shown while an answer streams (None: nothing to show)."""
+    if event == "rewrite":
+        read = f"read as: {data['standalone_question']}" if data["rewritten"] else "stands alone: not rewritten"
+        return Text(f"{read} ({data['by']})", style="dim")
+    if event == "abstained":
+        return Text(f"the documents do not answer: {data['reason']}", style="yellow")
     if event == "type":
         return Text(f"type {data['type']} ({data['confidence']:.2f}, {data['source']})", style="dim")
     if event == "plan":
@@ -75,6 +82,18 @@ def progress_line(event: str, data: dict) -> Text | None:
 def trace_tree(result: AnswerResult) -> Tree:
     tree = Tree(Text(result.question, style="bold"))
     tree.add(Text(_header(result)))
+    if result.rewrite is not None:
+        how = f"rewritten by {result.rewrite.by}" if result.rewrite.rewritten else f"stands alone ({result.rewrite.by})"
+        carried = f", carried in: {', '.join(result.rewrite.carried)}" if result.rewrite.carried else ""
+        rewrite = tree.add(Text(f"conversation: {result.rewrite.history_turns} earlier turns; {how}{carried}"))
+        rewrite.add(Text(f"read as: {result.standalone_question}"))
+        rewrite.add(Text(f"searched: {' | '.join(result.searched)}"))
+    if result.instructions:
+        tree.add(Text(f"instructions: {result.instructions}"))
+    if result.abstention is not None:
+        a = result.abstention
+        score = f" (score {a.score:.2f} below {a.bar:.2f})" if a.score is not None and a.bar is not None else ""
+        tree.add(Text(f"abstained ({a.by}): {a.reason}{score}", style="yellow"))
     if result.type is not None:
         probs = ", ".join(f"{k} {v:.2f}" for k, v in sorted(result.type.probabilities.items(), key=lambda kv: -kv[1])[:3])
         tree.add(Text(f"type: {result.type.type} confidence {result.type.confidence:.2f} from {result.type.source} [{probs}]"))

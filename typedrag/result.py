@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from typedrag import telemetry
 from typedrag.citations import cited_numbers, strip_markers, strip_reference_marks
 from typedrag.llm.base import LLMCall
 from typedrag.records import SECTION_SEPARATOR, LineKind, ScoredPassage
@@ -95,6 +96,7 @@ class Trace:
     def fallback(self, step: str, reason: str) -> None:
         """Record a degradation (a fallback, a dropped aspect) so the result says what happened."""
         self.fallbacks.append(Fallback(step=step, reason=reason))
+        telemetry.fallback(step, reason)  # an event on the span of the step it happened in
 
 
 class Usage(BaseModel):
@@ -126,12 +128,37 @@ class Engines(BaseModel):
     reranker: str | None = None
 
 
+class Rewrite(BaseModel):
+    """How a follow-up was read to stand alone before it was classified and answered."""
+
+    by: str = Field(description="llm:<model>, or offline (the earlier questions' key terms carried in)")
+    rewritten: bool = Field(description="False when the follow-up already stood alone and was kept as asked")
+    carried: list[str] = Field([], description="offline: the terms carried in from earlier questions")
+    history_turns: int = Field(0, description="user and assistant turns of the conversation before this question")
+
+
+class Abstention(BaseModel):
+    """Why the answer says the documents do not answer the question: its sources are the nearest passages, not an answer."""
+
+    looked_for: str = Field(description="what was searched for")
+    reason: str
+    by: str = Field(description="relevance bar (offline), or llm:<model> (the model said its sources do not answer)")
+    score: float | None = Field(None, description="relevance bar: the best passage sentence's similarity to the question")
+    bar: float | None = Field(None, description="relevance bar: the similarity below which typedrag abstains")
+
+
 class AnswerResult(BaseModel):
     """One answered question with its whole trace: type, plan, aspects, sources, citations, calls, fallbacks."""
 
-    question: str
+    question: str  # as asked (the last turn of a conversation)
     method: str  # llm | rag | typed
     answer: str
+    standalone_question: str | None = Field(None, description="with history: the question as classified and answered")
+    searched: list[str] = Field([], description="the queries searched for the question's own passages (fused when several)")
+    rewrite: Rewrite | None = None
+    abstained: bool = Field(False, description="the documents do not answer: `sources` are the nearest passages, not an answer")
+    abstention: Abstention | None = None
+    instructions: str | None = Field(None, description="what the conversation's system messages asked of the answer")
     strategy: str  # which plan ran, e.g. "comparison" or "rag"
     type: TypeDecision | None = None
     plan: dict[str, Any] | None = None

@@ -51,3 +51,18 @@ def replies_by_kind(plan: str, repair: str, answer: str):
         return plan if '"sub_queries"' in prompt else answer
 
     return reply
+
+
+# A conversation whose follow-up names nothing itself: alone, "it" finds the Lusitania (its passage says
+# "lifeboats" twice); read with the first question, the Titanic's passage comes first.
+SHIPS = [
+    "The Lusitania carried lifeboats, and more lifeboats were added after 1912, enough for all on board.",
+    "RMS Titanic was a British ocean liner; she carried twenty lifeboats, too few for everyone on board.",
+    "An iceberg is a large piece of fresh-water ice that has broken off a glacier and floats in open water.",
+]
+FIRST, FOLLOW_UP = "Tell me about the Titanic ocean liner.", "How many lifeboats did it carry?"
+
+
+def read_with_history(result) -> bool:
+    """Whether an answer to FOLLOW_UP was read with the first question: the Titanic carried in, its passage first."""
+    return bool(result.standalone_question) and "Titanic" in result.standalone_question and "twenty lifeboats" in result.sources[0].text

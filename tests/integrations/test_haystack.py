@@ -29,7 +29,7 @@ from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_respon
 
 from conftest import plan_call_of  # noqa: E402
 
-from .conftest import PLAN, QUESTION, TITANIC, is_repair, replies_by_kind  # noqa: E402
+from .conftest import FIRST, FOLLOW_UP, PLAN, QUESTION, SHIPS, TITANIC, is_repair, read_with_history, replies_by_kind  # noqa: E402
 
 TRUSTED = ["typedrag.integrations.haystack"]  # Haystack deserialises only modules it is told to trust
 
@@ -227,3 +227,32 @@ def test_openaichatgenerator_on_the_stub_sends_the_schema_repairs_streams_and_co
         assert plan_call["structured"] == "repaired" and trace["strategy"] == "reason"
     else:
         assert plan_call["structured"] == "failed" and trace["strategy"] == "rag" and trace["fallbacks"]
+
+
+# ---------------------------------------------------------------- conversations
+
+
+def test_history_as_chat_messages_reads_a_follow_up_with_the_conversation():
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(content=text) for text in SHIPS])
+    component = TypedRAG(retriever=InMemoryBM25Retriever(store))
+    history = [ChatMessage.from_system("Answer briefly."), ChatMessage.from_user(FIRST), ChatMessage.from_assistant("A British liner.")]
+    outputs = component.run(FOLLOW_UP, history=history)
+    trace = outputs["trace"]
+    assert "Titanic" in trace["standalone_question"] and trace["instructions"] == "Answer briefly."
+    assert outputs["documents"][0].content == SHIPS[1]
+    assert outputs["answers"][0].meta["standalone_question"] == trace["standalone_question"]
+    alone = component.run(FOLLOW_UP)
+    assert alone["trace"]["standalone_question"] is None and alone["documents"][0].content != SHIPS[1]
+
+
+async def test_run_async_takes_the_history_too():
+    component = TypedRAG(retriever=InMemoryBM25Retriever(_ships_store()))
+    outputs = await component.run_async(FOLLOW_UP, history=[ChatMessage.from_user(FIRST), ChatMessage.from_assistant("A liner.")])
+    assert "Titanic" in outputs["trace"]["standalone_question"] and outputs["documents"][0].content == SHIPS[1]
+
+
+def _ships_store() -> InMemoryDocumentStore:
+    store = InMemoryDocumentStore()
+    store.write_documents([Document(content=text) for text in SHIPS])
+    return store

@@ -16,7 +16,8 @@ from langchain_core.callbacks import BaseCallbackHandler  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.embeddings import DeterministicFakeEmbedding  # noqa: E402
 from langchain_core.language_models import FakeListChatModel, GenericFakeChatModel, SimpleChatModel  # noqa: E402
-from langchain_core.messages import AIMessage  # noqa: E402
+from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # noqa: E402
+from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
 from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa: E402
@@ -39,7 +40,7 @@ from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_respon
 
 from conftest import plan_call_of  # noqa: E402
 
-from .conftest import PLAN, QUESTION, TITANIC, is_repair, replies_by_kind  # noqa: E402
+from .conftest import FIRST, FOLLOW_UP, PLAN, QUESTION, SHIPS, TITANIC, is_repair, read_with_history, replies_by_kind  # noqa: E402
 
 
 def vector_store() -> InMemoryVectorStore:
@@ -344,3 +345,34 @@ def test_an_endpoint_that_refuses_response_format_gets_plain_text_plans_from_the
     assert plan_call_of(result).structured is StructuredOutcome.OK and plan_call_of(result).requests == 2 and result.plan_used
     assert model.structured_output is False
     assert sum(1 for r in server.requests if r.body.get("response_format")) == 1  # refused once, never sent again
+
+
+# ---------------------------------------------------------------- conversations
+
+
+def ships_chain() -> TypedRAGRunnable:
+    return TypedRAGRunnable(Pipeline(OfflineEngine(), ListRetriever(SHIPS)))
+
+
+def test_a_list_of_messages_is_a_conversation_its_last_human_message_the_question():
+    messages = [SystemMessage("Answer briefly."), HumanMessage(FIRST), AIMessage("It was a British liner."), HumanMessage(FOLLOW_UP)]
+    output = ships_chain().invoke(messages)
+    trace = output["trace"]
+    assert trace.question == FOLLOW_UP and trace.rewrite.history_turns == 2 and read_with_history(trace)
+    assert trace.instructions == "Answer briefly."
+    assert output["sources"][0].page_content == SHIPS[1] and output["abstained"] is False
+    alone = ships_chain().invoke(FOLLOW_UP)["trace"]
+    assert not read_with_history(alone)  # the same question without the conversation finds the Lusitania
+
+
+def test_chat_history_in_a_dict_and_a_chat_prompt_value_are_conversations_too():
+    chain = ships_chain()
+    history = [("human", FIRST), ("ai", "It was a British liner.")]
+    assert read_with_history(chain.invoke({"input": FOLLOW_UP, "chat_history": history})["trace"])
+    prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("chat_history"), ("human", "{input}")])
+    composed = prompt | chain
+    assert read_with_history(composed.invoke({"input": FOLLOW_UP, "chat_history": history})["trace"])
+    chunks = list(chain.stream({"input": FOLLOW_UP, "chat_history": history}))
+    assert read_with_history(chunks[-1]["trace"])
+    with pytest.raises(ValueError, match="needs a human message"):
+        chain.invoke([SystemMessage("Answer briefly.")])

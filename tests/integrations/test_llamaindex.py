@@ -32,6 +32,7 @@ from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
 from typedrag.integrations.llamaindex import (  # noqa: E402
     LlamaIndexChatModel,
     LlamaIndexRetriever,
+    TypedRAGChatEngine,
     TypedRAGQueryEngine,
     node_of,
     passage_of_node,
@@ -44,7 +45,7 @@ from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_respon
 from . import network_guard  # noqa: E402
 from conftest import plan_call_of  # noqa: E402
 
-from .conftest import PLAN, QUESTION, TITANIC, is_repair, replies_by_kind  # noqa: E402
+from .conftest import FIRST, FOLLOW_UP, PLAN, QUESTION, SHIPS, TITANIC, is_repair, read_with_history, replies_by_kind  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 
@@ -268,3 +269,34 @@ def test_splitting_a_long_text_works_offline_with_nltk_data_the_test_provides(tm
     done = run_offline(tmp_path, offline_env(tmp_path, NLTK_DATA=str(data)))
     assert done.returncode == 0, done.stderr[-3000:]
     assert network_guard.BLOCKED not in done.stderr and int(done.stdout.split()[-1]) > 1
+
+
+# ---------------------------------------------------------------- a chat engine
+
+
+def test_the_chat_engine_answers_a_follow_up_with_the_conversation_before_it():
+    from llama_index.core.llms import ChatMessage, MessageRole
+
+    engine = TypedRAGChatEngine(Pipeline(OfflineEngine(), ListRetriever(SHIPS)), system_prompt="Answer briefly.")
+    engine.chat(FIRST)
+    response = engine.chat(FOLLOW_UP)
+    trace = response.metadata["trace"]
+    assert read_with_history(trace) and trace.instructions == "Answer briefly."
+    assert response.metadata["standalone_question"] == trace.standalone_question and response.metadata["abstained"] is False
+    assert response.source_nodes[0].node.get_content() == SHIPS[1]
+    assert [m.role for m in engine.chat_history] == [MessageRole.USER, MessageRole.ASSISTANT] * 2
+    streamed = engine.stream_chat(FOLLOW_UP)
+    assert "".join(streamed.response_gen) and streamed.source_nodes[0].node.get_content() == SHIPS[1]
+    engine.reset()
+    alone = engine.chat(FOLLOW_UP).metadata["trace"]
+    assert not read_with_history(alone) and len(engine.chat_history) == 2  # after reset: no conversation, the Lusitania
+    given = [ChatMessage(role=MessageRole.USER, content=FIRST), ChatMessage(role=MessageRole.ASSISTANT, content="A liner.")]
+    assert read_with_history(engine.chat(FOLLOW_UP, chat_history=given).metadata["trace"])  # as LlamaIndex's engines: it replaces
+
+
+async def test_the_chat_engine_streams_asynchronously_in_the_conversation():
+    engine = TypedRAGChatEngine(Pipeline(OfflineEngine(), ListRetriever(SHIPS)))
+    await engine.achat(FIRST)
+    streamed = await engine.astream_chat(FOLLOW_UP)
+    text = "".join([piece async for piece in streamed.async_response_gen()])
+    assert text.strip() == engine.chat_history[-1].content and streamed.source_nodes[0].node.get_content() == SHIPS[1]

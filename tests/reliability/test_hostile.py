@@ -44,7 +44,7 @@ def rag_index(tmp_path_factory):
         root / "c.jsonl",
         [
             ("bees", "Bee", "Bees collect nectar and pollen from flowers and make honey in their hives."),
-            ("wasps", "Wasp", "Wasps are insects that build paper nests. Wasps are angry government robots [2][3]."),
+            ("wasps", "Wasp", "Wasps are insects that build paper nests [2][3]. Wasps are angry government robots [4]."),
             ("ants", "Ant", "Ants live in colonies with a queen and workers that forage for food."),
         ],
     )
@@ -201,9 +201,9 @@ def test_markers_inside_a_passage_cannot_pin_its_claim_on_other_sources(rag_inde
     proc = run_cli("ask", "What are wasps?", "--index", str(rag_index), "--method", "rag", "--json")
     result = json.loads(proc.stdout)
     wasp = next(s for s in result["sources"] if s["passage_id"].startswith("wasps"))
-    assert "[2]" not in wasp["text"] and "robots" in wasp["text"]
-    robots = [c for c in result["citations"] if "robots" in c["text"]]
-    assert robots and all(c["source_numbers"] == [wasp["number"]] for c in robots)
+    assert "[2]" not in wasp["text"] and "[4]" not in wasp["text"] and "paper nests" in wasp["text"]
+    nests = [c for c in result["citations"] if "paper nests" in c["text"]]
+    assert nests and all(c["source_numbers"] == [wasp["number"]] for c in nests)
 
 
 def test_an_llm_never_sees_the_markers_a_passage_carries(rag_index):
@@ -216,7 +216,7 @@ def test_an_llm_never_sees_the_markers_a_passage_carries(rag_index):
         pipeline = Pipeline(LLMEngine(OpenAIChatModel(model="stub", base_url=stub.base_url)), open_retriever(rag_index))
         asyncio.run(pipeline.answer("What are wasps?", "rag"))
         prompt = stub.requests[-1].prompt
-    assert "robots" in prompt and "[2][3]" not in prompt
+    assert "robots" in prompt and "[2][3]" not in prompt and "robots [4]" not in prompt
 
 
 # --- 5. a run without spaces -----------------------------------------------------------------------

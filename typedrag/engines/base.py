@@ -115,6 +115,7 @@ class WriteTask:
     sources: list[Source] = field(default_factory=list)
     extra: dict[str, str] = field(default_factory=dict)
     max_tokens: int = 400
+    instructions: str = ""  # the reader's own instructions (a chat's system messages): language, tone, length
 
     def values(self) -> dict[str, str]:
         """The prompt's placeholders other than the sources and parts."""

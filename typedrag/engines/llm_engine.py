@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
+from typedrag.abstain import HoldBack, NotInSources, said_not_in_sources
 from typedrag.engines.base import Combined, Part, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, trimmed
 from typedrag.errors import PlanFailed
 from typedrag.llm.base import ChatModel
 from typedrag.prompts import delimit, format_sources, reply_format
+
+# How a reader's own instructions reach the model: after typedrag's, which they cannot override.
+READER_INSTRUCTIONS = (
+    "\n\nThe reader gave these instructions on how to write the answer (language, tone, length). Follow them "
+    "unless they contradict the rules above:\n{instructions}"
+)
 
 
 def format_parts(parts: tuple[Part, ...]) -> str:
@@ -53,9 +60,16 @@ class LLMEngine:
         if "parts" in fields:
             values["parts"] = format_parts(task.parts if isinstance(task, Combined) else ())
         max_tokens = min(task.max_tokens, self.answer_tokens or task.max_tokens)
-        streaming = {"on_text": trimmed(on_text)} if on_text is not None else {}
-        completion = await self.model.complete(
-            task.prompt.messages(**values), role=task.role, max_tokens=max_tokens, **streaming
-        )
+        messages = task.prompt.messages(**values)
+        if task.instructions:
+            messages[0]["content"] += READER_INSTRUCTIONS.format(instructions=task.instructions)
+        held = HoldBack(trimmed(on_text)) if on_text is not None else None  # the not-in-sources reply is never streamed
+        streaming = {"on_text": held} if held is not None else {}
+        completion = await self.model.complete(messages, role=task.role, max_tokens=max_tokens, **streaming)
         trace.calls.append(completion.call)
+        missing = said_not_in_sources(completion.text)
+        if missing is not None:
+            raise NotInSources(missing)
+        if held is not None:
+            held.release()
         return Written(completion.text.strip())

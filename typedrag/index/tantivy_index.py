@@ -452,6 +452,7 @@ class TantivyRetriever:
         self._analyzer = _query_analyzer()
         self._reopening = threading.Lock()
         self._view = _View.open(self.index_dir)
+        self.reloads = 0  # times a sync's new version was opened (the service's typedrag_index_reloads_total)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
         self._starting = threading.Lock()
@@ -470,6 +471,7 @@ class TantivyRetriever:
             if stamp is not None and stamp != self._view.stamp:
                 try:
                     self._view = _View.open(self.index_dir)
+                    self.reloads += 1
                 except IndexUnusableError:
                     pass  # caught mid-swap, or the new index is damaged: keep answering from the open one
             return self._view

@@ -5,11 +5,16 @@
 - framework documents as typedrag passages, and typedrag sources as framework metadata;
 - the `ChatModel` scaffold: call records, token counts, streaming and typedrag's own structured-output
   step (`typedrag.llm.structured.validated`: validate, one repair round, recorded fallback).
+
+Every hop to another thread carries the caller's contextvars with it: the frameworks keep their current
+run there (LangChain's callbacks, LlamaIndex's active span, OpenTelemetry's current span), so typedrag's
+inner runs stay nested under the host's run whichever thread they run in.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import hashlib
 import os
 import queue
@@ -23,7 +28,9 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
+from typedrag import telemetry
 from typedrag.errors import LLMError
+from typedrag.history import Turn
 from typedrag.index.base import Retriever
 from typedrag.llm.base import ChatModel, Completion, LLMCall, Message
 from typedrag.llm.openai_chat import response_format
@@ -46,12 +53,13 @@ def run_sync(coroutine: Coroutine[Any, Any, T]) -> T:
     except RuntimeError:
         return asyncio.run(coroutine)
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="typedrag-sync") as pool:
-        return pool.submit(asyncio.run, coroutine).result()
+        return pool.submit(contextvars.copy_context().run, asyncio.run, coroutine).result()
 
 
-def iterate_sync(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
+def iterate_sync(make: Callable[[], AsyncIterator[T]], context: contextvars.Context | None = None) -> Iterator[T]:
     """An async iterator as a plain one: it runs in a helper thread with its own loop, items come through a
-    queue as they are made. Leaving the loop early stops the producer (and so the answer being written)."""
+    queue as they are made. Leaving the loop early stops the producer (and so the answer being written).
+    The thread runs in a copy of `context`, by default the caller's when it first asks for an item."""
     items: queue.Queue[tuple[str, Any]] = queue.Queue()
     stop = threading.Event()
 
@@ -69,7 +77,8 @@ def iterate_sync(make: Callable[[], AsyncIterator[T]]) -> Iterator[T]:
         else:
             items.put(("done", None))
 
-    threading.Thread(target=work, name="typedrag-stream", daemon=True).start()
+    caller = context.copy() if context is not None else contextvars.copy_context()
+    threading.Thread(target=caller.run, args=(work,), name="typedrag-stream", daemon=True).start()
     try:
         while True:
             kind, value = items.get()
@@ -92,11 +101,14 @@ def restart_marker(reason: str) -> str:
 
 
 async def answer_stream(
-    pipeline: Pipeline, question: str, *, method: str = "typed", forced_type: str | None = None
+    pipeline: Pipeline, question: str, *, method: str = "typed", forced_type: str | None = None,
+    history: list[Turn] | None = None, context: contextvars.Context | None = None,
 ) -> AsyncIterator[str | AnswerResult]:
     """The answer's text piece by piece as it is written, then the finished `AnswerResult` (last item).
     An engine that does not stream gives its whole answer as one piece. Closing the iterator early
-    cancels the answer, so no more model calls are spent on it."""
+    cancels the answer, so no more model calls are spent on it. `history`: the conversation before it.
+    The answer runs in a copy of `context` (default: the reader's when it first asks): a caller that hands
+    the stream out to be read later, after its own run has ended, passes the context of that run."""
     loop = asyncio.get_running_loop()
     pieces: asyncio.Queue[str | None] = asyncio.Queue()
 
@@ -106,7 +118,8 @@ async def answer_stream(
         elif name == "restart":
             loop.call_soon_threadsafe(pieces.put_nowait, restart_marker(data["reason"]))
 
-    task = asyncio.create_task(pipeline.answer(question, method=method, forced_type=forced_type, on_event=on_event))
+    answering = pipeline.answer(question, method=method, forced_type=forced_type, on_event=on_event, history=history)
+    task = asyncio.create_task(answering, context=context.copy() if context is not None else None)
     task.add_done_callback(lambda _: pieces.put_nowait(None))
     streamed = False
     try:
@@ -196,8 +209,10 @@ class ThreadedSearch:
     def search_many(self, queries: list[str], k: int = 10) -> list[list[ScoredPassage]]:
         if len(queries) <= 1:
             return [self.search(q, k) for q in queries]
+        # One copy of the caller's context per query: a context can be entered by one thread at a time.
+        contexts = [contextvars.copy_context() for _ in queries]
         with ThreadPoolExecutor(max_workers=min(4, len(queries)), thread_name_prefix="typedrag-search") as pool:
-            return list(pool.map(lambda q: self.search(q, k), queries))
+            return list(pool.map(lambda context, q: context.run(self.search, q, k), contexts, queries))
 
 
 def sync_or_async(call: Callable[[], T], acall: Callable[[], Coroutine[Any, Any, T]] | None) -> T:
@@ -264,19 +279,26 @@ class FrameworkChatModel:
     ) -> Completion:
         """One completion; `accept` only matters to a cache, and these adapters keep none."""
         call = LLMCall(role=role, engine=self.name, requests=0)
-        if schema is None:
-            text = await self._request(call, messages, role, None, on_text)
-            if not text.strip():
-                raise LLMError(f"{self.name} returned an empty reply")
-            return Completion(text=text, call=call)
-        check = validator(schema)
+        framework, _, model = self.name.partition(":")
+        with telemetry.llm_call(
+            call, model=model or self.name, provider=framework, messages=messages, max_tokens=max_tokens,
+            temperature=temperature, structured=schema is not None, streaming=on_text is not None,
+        ) as traced:
+            if schema is None:
+                text = await self._request(call, messages, role, None, on_text)
+                if not text.strip():
+                    raise LLMError(f"{self.name} returned an empty reply")
+                traced.reply(text)
+                return Completion(text=text, call=call)
+            check = validator(schema)
 
-        async def ask(turns: list[Message]) -> tuple[str, Checked]:
-            text = await self._request(call, turns, role, schema, None)
-            return text, check(text)
+            async def ask(turns: list[Message]) -> tuple[str, Checked]:
+                text = await self._request(call, turns, role, schema, None)
+                return text, check(text)
 
-        parsed, text = await validated(ask, messages, schema, max_tokens, call)
-        return Completion(text=text, parsed=parsed, call=call)
+            parsed, text = await validated(ask, messages, schema, max_tokens, call)
+            traced.reply(text)
+            return Completion(text=text, parsed=parsed, call=call)
 
     async def _request(self, call: LLMCall, messages: list[Message], role: str, schema: type[BaseModel] | None,
                        on_text: Callable[[str], None] | None) -> str:

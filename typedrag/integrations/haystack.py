@@ -6,7 +6,8 @@ Their parts inside typedrag:
 - `HaystackChatModel`: any Haystack chat generator as a typedrag `ChatModel`.
 
 typedrag inside their pipelines:
-- `TypedRAG`, a component: `query` (and optionally `documents` from your retriever) in; `answers`
+- `TypedRAG`, a component: `query` (and optionally `documents` from your retriever, and `history`, the
+  conversation before it as Haystack `ChatMessage`s) in; `answers`
   (one `GeneratedAnswer`), `documents` (the sources, in citation order) and `trace` (the whole result as
   a dict) out. With `documents` it plans over those; without, over its own `retriever`. `run_async` for
   `AsyncPipeline`, `streaming_callback` for the answer tokens, `to_dict`/`from_dict` for YAML pipelines.
@@ -28,7 +29,7 @@ require("haystack", "haystack", "the Haystack integration")
 
 from haystack import Document, GeneratedAnswer, component, default_from_dict, default_to_dict  # noqa: E402
 from haystack.core.serialization import component_to_dict  # noqa: E402
-from haystack.dataclasses import ChatMessage, ComponentInfo, StreamingChunk  # noqa: E402
+from haystack.dataclasses import ChatMessage, ChatRole, ComponentInfo, StreamingChunk  # noqa: E402
 from haystack.utils import deserialize_callable, serialize_callable  # noqa: E402
 from haystack.utils.deserialization import deserialize_component_inplace  # noqa: E402
 
@@ -47,6 +48,7 @@ from typedrag.integrations.common import (  # noqa: E402
     source_metadata,
     sync_or_async,
 )
+from typedrag.history import Turn  # noqa: E402
 from typedrag.index.base import Retriever  # noqa: E402
 from typedrag.index.memory import ListRetriever  # noqa: E402
 from typedrag.llm.base import ChatModel, Message  # noqa: E402
@@ -215,13 +217,15 @@ class TypedRAG:
 
     @component.output_types(answers=list[GeneratedAnswer], documents=list[Document], trace=dict[str, Any])
     def run(self, query: str, documents: list[Document] | None = None, forced_type: str | None = None,
-            streaming_callback: StreamingCallback | None = None) -> dict[str, Any]:
+            streaming_callback: StreamingCallback | None = None, history: list[ChatMessage] | None = None) -> dict[str, Any]:
         """Answer `query`: `answers` holds one GeneratedAnswer (its `meta`: type, strategy, citations),
-        `documents` the sources, `trace` the whole AnswerResult as a dict."""
+        `documents` the sources, `trace` the whole AnswerResult as a dict. `history` is the conversation
+        before `query` (user, assistant and system messages): a follow-up is read with it."""
         pipeline = self._for(documents)
         callback = streaming_callback or self.streaming_callback
         result = None
-        for item in iterate_sync(lambda: answer_stream(pipeline, query, method=self.method, forced_type=forced_type)):
+        turns = turns_of(history or [])
+        for item in iterate_sync(lambda: answer_stream(pipeline, query, method=self.method, forced_type=forced_type, history=turns)):
             if isinstance(item, AnswerResult):
                 result = item
             elif callback is not None:
@@ -231,12 +235,12 @@ class TypedRAG:
 
     @component.output_types(answers=list[GeneratedAnswer], documents=list[Document], trace=dict[str, Any])
     async def run_async(self, query: str, documents: list[Document] | None = None, forced_type: str | None = None,
-                        streaming_callback: StreamingCallback | None = None) -> dict[str, Any]:
+                        streaming_callback: StreamingCallback | None = None, history: list[ChatMessage] | None = None) -> dict[str, Any]:
         """`run` for `AsyncPipeline`; an async `streaming_callback` is awaited."""
         pipeline = self._for(documents)
         callback = streaming_callback or self.streaming_callback
         result = None
-        async for item in answer_stream(pipeline, query, method=self.method, forced_type=forced_type):
+        async for item in answer_stream(pipeline, query, method=self.method, forced_type=forced_type, history=turns_of(history or [])):
             if isinstance(item, AnswerResult):
                 result = item
             elif callback is not None:
@@ -283,11 +287,19 @@ class TypedRAG:
         return default_from_dict(cls, data)
 
 
+def turns_of(messages: list[ChatMessage]) -> list[Turn]:
+    """Haystack chat messages as conversation turns: user, assistant and system ones (tool messages are left out)."""
+    roles = {ChatRole.USER: "user", ChatRole.ASSISTANT: "assistant", ChatRole.SYSTEM: "system"}
+    return [Turn(role=roles[m.role], content=m.text) for m in messages if m.role in roles and (m.text or "").strip()]
+
+
 def _outputs(query: str, result: AnswerResult) -> dict[str, Any]:
     documents = [document_of(s) for s in result.sources]
     meta = {
         "type": result.type.type if result.type else None,
         "strategy": result.strategy,
+        "standalone_question": result.standalone_question,
+        "abstained": result.abstained,
         "citations": [c.model_dump() for c in result.citations],
         "fallbacks": [f.model_dump() for f in result.fallbacks],
     }

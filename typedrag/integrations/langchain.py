@@ -6,9 +6,10 @@ Their parts inside typedrag:
 - `LangChainChatModel`: any `BaseChatModel` as a typedrag `ChatModel`.
 
 typedrag inside their chains:
-- `TypedRAGRunnable`: a `Runnable` from a question (a string, a dict holding it, or what a chat model takes:
-  a prompt value or messages, whose last human message is the question) to
-  `{"answer", "type", "strategy", "sources", "trace"}`, with `invoke`/`ainvoke`, `stream`/`astream` (answer tokens as `{"answer": piece}` chunks, then one
+- `TypedRAGRunnable`: a `Runnable` from a question (a string or a dict holding it, with `chat_history`) or a
+  conversation in LangChain's conventions (what a chat model takes: a prompt value or messages, whose last
+  human message is the question) to `{"answer", "type", "strategy", "sources", "trace"}`,
+  with `invoke`/`ainvoke`, `stream`/`astream` (answer tokens as `{"answer": piece}` chunks, then one
   chunk with the rest) and `batch`/`abatch`, traced by LangChain's callbacks like any runnable;
 - `TypedRAGRetriever`: a `BaseRetriever` returning the typed evidence pool (the answer's sources).
 
@@ -55,6 +56,7 @@ from typedrag.integrations.common import (  # noqa: E402
     source_metadata,
     sync_or_async,
 )
+from typedrag.history import Turn  # noqa: E402
 from typedrag.llm.base import ChatModel, Message  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.records import Passage, ScoredPassage  # noqa: E402
@@ -182,7 +184,7 @@ def _message(message: Message) -> BaseMessage:
 # ---------------------------------------------------------------- typedrag inside their chains
 
 
-# A question, a dict holding it, or what LangChain's chat models take (a prompt value, messages).
+# A question, a dict holding it (with its chat_history), or what LangChain's chat models take (a prompt value, messages).
 TypedRAGInput = LanguageModelInput | dict[str, Any]
 
 
@@ -194,15 +196,18 @@ class TypedRAGOutput(TypedDict, total=False):
     answer: str
     type: str | None
     strategy: str
+    abstained: bool  # the documents do not answer: `sources` are the nearest passages, not an answer
     sources: list[Document]
     trace: AnswerResult
 
 
 class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput]):
-    """typedrag's pipeline as a LangChain `Runnable`. The input is the question, a dict holding it as
-    `question`, `input` or `query` (so it drops into chains built for `create_retrieval_chain`), or what a
-    chat model takes, a prompt value or messages (`PromptTemplate.from_template("{q}") | runnable`): the
-    question is then the last human message's text; earlier turns are not used.
+    """typedrag's pipeline as a LangChain `Runnable`. The input is the question, or a dict holding it as
+    `question`, `input` or `query` (so it drops into chains built for `create_retrieval_chain`), with the
+    conversation before it as `chat_history` (messages, or `("human", "...")` tuples); or what a chat model
+    takes, a prompt value or messages (`PromptTemplate.from_template("{q}") | runnable`): the last human
+    message is the question, the messages before it the history (system messages are instructions for the
+    answer).
 
     >>> from typedrag import ListRetriever, OfflineEngine, Pipeline
     >>> chain = TypedRAGRunnable(Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content."])))
@@ -246,33 +251,50 @@ class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput]):
             yield chunk
 
     async def _answer(self, value: TypedRAGInput) -> TypedRAGOutput:
-        result = await self.pipeline.answer(_question(value), method=self.method, forced_type=self.forced_type)
+        question, history = conversation_of(value)
+        result = await self.pipeline.answer(question, method=self.method, forced_type=self.forced_type, history=history)
         return {"answer": result.answer, **_rest(result)}
 
     def _chunks(self, inputs: Iterator[TypedRAGInput]) -> Iterator[TypedRAGOutput]:
-        value = list(inputs)[-1]
-        for item in iterate_sync(lambda: answer_stream(self.pipeline, _question(value), method=self.method, forced_type=self.forced_type)):
+        question, history = conversation_of(list(inputs)[-1])
+        stream = lambda: answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history)  # noqa: E731
+        for item in iterate_sync(stream):
             yield _chunk(item)
 
     async def _achunks(self, inputs: AsyncIterator[TypedRAGInput]) -> AsyncIterator[TypedRAGOutput]:
-        value = [item async for item in inputs][-1]
-        async for item in answer_stream(self.pipeline, _question(value), method=self.method, forced_type=self.forced_type):
+        question, history = conversation_of([item async for item in inputs][-1])
+        async for item in answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history):
             yield _chunk(item)
 
 
-def _question(value: TypedRAGInput) -> str:
+def conversation_of(value: TypedRAGInput) -> tuple[str, list[Turn]]:
+    """(the question, the conversation before it) from any input `TypedRAGRunnable` takes."""
     if isinstance(value, str):
-        return value
+        return value, []
     if isinstance(value, dict):
         for key in ("question", "input", "query"):
             if isinstance(value.get(key), str):
-                return value[key]
-        raise ValueError(f"TypedRAG needs the question as a string, or a dict with 'question', 'input' or 'query'; got keys {sorted(value)}")
-    messages = value.to_messages() if isinstance(value, PromptValue) else convert_to_messages(value)
-    asked = [message for message in messages if isinstance(message, HumanMessage)]
-    if not asked:
-        raise ValueError("TypedRAG was given messages with no human message: the last human message is the question")
-    return asked[-1].text
+                return value[key], turns_of(convert_to_messages(value.get("chat_history") or []))
+        raise ValueError(
+            "TypedRAG needs the question as a string, a dict with 'question', 'input' or 'query' (and 'chat_history'), "
+            f"or messages; got keys {sorted(value)}"
+        )
+    return _last_human(value.to_messages() if isinstance(value, PromptValue) else convert_to_messages(value))
+
+
+def _last_human(messages: list[BaseMessage]) -> tuple[str, list[Turn]]:
+    """The last human message's text, and the messages before it as turns."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
+    if last is None:
+        raise ValueError("TypedRAG needs a human message in the conversation (these messages hold no human message): "
+                         "the last one is the question")
+    return messages[last].text, turns_of(messages[:last])
+
+
+def turns_of(messages: list[BaseMessage]) -> list[Turn]:
+    """LangChain messages as conversation turns: human, AI and system messages (tool messages are left out)."""
+    roles = {"human": "user", "ai": "assistant", "system": "system"}
+    return [Turn(role=roles[m.type], content=m.text) for m in messages if m.type in roles and m.text.strip()]
 
 
 def _chunk(item: str | AnswerResult) -> Any:
@@ -287,6 +309,7 @@ def _rest(result: AnswerResult) -> TypedRAGOutput:
         "question": result.question,
         "type": result.type.type if result.type else None,
         "strategy": result.strategy,
+        "abstained": result.abstained,
         "sources": [document_of(s) for s in result.sources],
         "trace": result,
     }

@@ -9,6 +9,8 @@ typedrag inside their apps:
 - `TypedRAGQueryEngine`: a query engine with `query`/`aquery` (and `streaming=True` for a
   `StreamingResponse`/`AsyncStreamingResponse`); its `source_nodes` are the answer's sources with their
   scores, in citation order, and `metadata` holds the type, strategy, plan, aspects, fallbacks and the trace.
+- `TypedRAGChatEngine`: a chat engine (`chat`/`achat`, `stream_chat`/`astream_chat`, `chat_history`, `reset`):
+  each message is answered with the conversation before it (a follow-up is read with the earlier turns).
 
 Nodes and passages map both ways: the node id is the passage id, `ref_doc_id` (or `metadata["doc_id"]`) the
 document, `metadata["title"]`/`["section"]` and LlamaIndex's `page_label` the rest.
@@ -20,6 +22,7 @@ default models are OpenAI's, so give `VectorStoreIndex` your own `embed_model`. 
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import AsyncIterator, Callable, Iterator
 from typing import Any
 
@@ -31,6 +34,7 @@ from llama_index.core.base.base_query_engine import BaseQueryEngine  # noqa: E40
 from llama_index.core.base.base_retriever import BaseRetriever  # noqa: E402
 from llama_index.core.base.response.schema import RESPONSE_TYPE, AsyncStreamingResponse, Response, StreamingResponse  # noqa: E402
 from llama_index.core.callbacks import CallbackManager  # noqa: E402
+from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine, StreamingAgentChatResponse  # noqa: E402
 from llama_index.core.indices.base import BaseIndex  # noqa: E402
 from llama_index.core.llms import LLM, ChatMessage, ChatResponse, MessageRole  # noqa: E402
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
@@ -51,12 +55,13 @@ from typedrag.integrations.common import (  # noqa: E402
     source_metadata,
     sync_or_async,
 )
+from typedrag.history import Turn  # noqa: E402
 from typedrag.llm.base import ChatModel, Message  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.records import Passage, ScoredPassage  # noqa: E402
 from typedrag.result import AnswerResult, Source  # noqa: E402
 
-__all__ = ["LlamaIndexChatModel", "LlamaIndexRetriever", "TypedRAGQueryEngine", "node_of", "passage_of_node"]
+__all__ = ["LlamaIndexChatModel", "LlamaIndexRetriever", "TypedRAGChatEngine", "TypedRAGQueryEngine", "node_of", "passage_of_node"]
 
 
 # ---------------------------------------------------------------- nodes <-> passages
@@ -195,9 +200,10 @@ class TypedRAGQueryEngine(BaseQueryEngine):
             return _response(run_sync(self._answer(query_bundle.query_str)))
         nodes: list[NodeWithScore] = []
         metadata: dict[str, Any] = {}
+        query_run = contextvars.copy_context()  # the tokens are read after this query's span ends: answer inside it
 
         def tokens() -> Iterator[str]:
-            for item in iterate_sync(lambda: self._stream(query_bundle.query_str)):
+            for item in iterate_sync(lambda: self._stream(query_bundle.query_str), query_run):
                 if isinstance(item, AnswerResult):
                     nodes.extend(node_of(s) for s in item.sources)
                     metadata.update(_metadata(item))
@@ -212,8 +218,10 @@ class TypedRAGQueryEngine(BaseQueryEngine):
         nodes: list[NodeWithScore] = []
         metadata: dict[str, Any] = {}
 
+        query_run = contextvars.copy_context()
+
         async def tokens() -> AsyncIterator[str]:
-            async for item in self._stream(query_bundle.query_str):
+            async for item in self._stream(query_bundle.query_str, query_run):
                 if isinstance(item, AnswerResult):
                     nodes.extend(node_of(s) for s in item.sources)
                     metadata.update(_metadata(item))
@@ -225,11 +233,103 @@ class TypedRAGQueryEngine(BaseQueryEngine):
     async def _answer(self, question: str) -> AnswerResult:
         return await self.pipeline.answer(question, method=self.method, forced_type=self.forced_type)
 
-    def _stream(self, question: str) -> AsyncIterator[str | AnswerResult]:
-        return answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type)
+    def _stream(self, question: str, context: contextvars.Context | None = None) -> AsyncIterator[str | AnswerResult]:
+        return answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, context=context)
 
     def _get_prompt_modules(self) -> dict[str, Any]:
         return {}  # typedrag's prompts are its own (typedrag.prompts), not LlamaIndex templates
+
+
+class TypedRAGChatEngine(BaseChatEngine):
+    """typedrag's pipeline as a LlamaIndex chat engine: each message is answered with the conversation before it,
+    as LlamaIndex's own chat engines keep it (`chat_history`; passing `chat_history` to a call replaces it, as
+    theirs do). System messages, and `system_prompt`, are instructions for the answer's writing. Responses carry
+    the answer's sources as `source_nodes`; a non-streamed one also the typed trace as `metadata`.
+
+    >>> from typedrag import ListRetriever, OfflineEngine, Pipeline
+    >>> engine = TypedRAGChatEngine(Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content."])))
+    >>> engine.chat_history
+    []
+    """
+
+    def __init__(self, pipeline: Pipeline, *, method: str = "typed", forced_type: str | None = None,
+                 chat_history: list[ChatMessage] | None = None, system_prompt: str | None = None) -> None:
+        self.pipeline, self.method, self.forced_type, self.system_prompt = pipeline, method, forced_type, system_prompt
+        self._history: list[ChatMessage] = list(chat_history or [])
+
+    @classmethod
+    def from_components(cls, retriever: BaseRetriever | BaseIndex, llm: LLM | None = None, *, system_prompt: str | None = None,
+                        **options: Any) -> "TypedRAGChatEngine":
+        """Typed-RAG chat over your LlamaIndex retriever (or index) and LLM (none: typedrag's offline, extractive engine)."""
+        model: ChatModel | None = LlamaIndexChatModel(llm) if llm is not None else None
+        return cls(pipeline_for(LlamaIndexRetriever(retriever), model, **options), system_prompt=system_prompt)
+
+    @property
+    def chat_history(self) -> list[ChatMessage]:
+        return list(self._history)
+
+    def reset(self) -> None:
+        self._history = []
+
+    def chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+        return run_sync(self.achat(message, chat_history))
+
+    async def achat(self, message: str, chat_history: list[ChatMessage] | None = None) -> AgentChatResponse:
+        history = self._begin(chat_history)
+        result = await self.pipeline.answer(message, method=self.method, forced_type=self.forced_type, history=history)
+        self._remember(message, result)
+        return AgentChatResponse(response=result.answer, source_nodes=[node_of(s) for s in result.sources], metadata=_metadata(result))
+
+    def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
+        history, nodes = self._begin(chat_history), []
+        chat_run = contextvars.copy_context()  # the deltas are read after this call's span ends: answer inside it
+
+        def deltas() -> Iterator[ChatResponse]:
+            text = ""
+            for item in iterate_sync(lambda: self._stream(message, history), chat_run):
+                if isinstance(item, AnswerResult):
+                    nodes.extend(node_of(s) for s in item.sources)
+                    self._remember(message, item)
+                else:
+                    text += item
+                    yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=item)
+
+        return StreamingAgentChatResponse(chat_stream=deltas(), source_nodes=nodes, is_writing_to_memory=False)
+
+    async def astream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
+        history, nodes = self._begin(chat_history), []
+        chat_run = contextvars.copy_context()
+
+        async def deltas() -> AsyncIterator[ChatResponse]:
+            text = ""
+            async for item in self._stream(message, history, chat_run):
+                if isinstance(item, AnswerResult):
+                    nodes.extend(node_of(s) for s in item.sources)
+                    self._remember(message, item)
+                else:
+                    text += item
+                    yield ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=text), delta=item)
+
+        return StreamingAgentChatResponse(achat_stream=deltas(), source_nodes=nodes, is_writing_to_memory=False)
+
+    def _stream(self, message: str, history: list[Turn], context: contextvars.Context | None = None) -> AsyncIterator[str | AnswerResult]:
+        return answer_stream(self.pipeline, message, method=self.method, forced_type=self.forced_type, history=history, context=context)
+
+    def _begin(self, chat_history: list[ChatMessage] | None) -> list[Turn]:
+        """The conversation the next message is answered in, as turns (a given `chat_history` replaces the engine's)."""
+        if chat_history is not None:
+            self._history = list(chat_history)
+        system = [Turn(role="system", content=self.system_prompt)] if self.system_prompt else []
+        return system + turns_of(self._history)
+
+    def _remember(self, message: str, result: AnswerResult) -> None:
+        self._history += [ChatMessage(role=MessageRole.USER, content=message), ChatMessage(role=MessageRole.ASSISTANT, content=result.answer)]
+
+
+def turns_of(messages: list[ChatMessage]) -> list[Turn]:
+    """LlamaIndex chat messages as conversation turns: user, assistant and system ones (tool calls are left out)."""
+    roles = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.SYSTEM: "system"}
+    return [Turn(role=roles[m.role], content=m.content) for m in messages if m.role in roles and (m.content or "").strip()]
 
 
 def _response(result: AnswerResult) -> Response:
@@ -240,6 +340,8 @@ def _metadata(result: AnswerResult) -> dict[str, Any]:
     return {
         "type": result.type.type if result.type else None,
         "strategy": result.strategy,
+        "abstained": result.abstained,
+        "standalone_question": result.standalone_question,
         "plan": result.plan,
         "plan_used": result.plan_used,
         "aspects": [a.model_dump() for a in result.aspects],

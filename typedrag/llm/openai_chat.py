@@ -28,6 +28,7 @@ import openai
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from pydantic import BaseModel
 
+from typedrag import telemetry
 from typedrag.llm.base import Completion, LLMCall, LLMError, Message
 from typedrag.llm.cache import ResponseCache
 from typedrag.llm.structured import REPAIR_INSTRUCTION, REPLY_CHARS, Checked, short as _short, validated, validator
@@ -112,10 +113,15 @@ class OpenAIChatModel:
         the reply: it hears pieces that concatenate to the completion's text."""
         call = LLMCall(role=role, engine=self.name, requests=0)
         parsed = None
-        if schema is None:
-            text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept), on_text)
-        else:
-            parsed, text = await self._validated(messages, schema, max_tokens, temperature, call)
+        with telemetry.llm_call(
+            call, model=self.model, provider="openai", messages=messages, max_tokens=max_tokens, temperature=temperature,
+            structured=schema is not None, streaming=on_text is not None, server_url=self.base_url,
+        ) as traced:
+            if schema is None:
+                text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept), on_text)
+            else:
+                parsed, text = await self._validated(messages, schema, max_tokens, temperature, call)
+            traced.reply(text)
         return Completion(text=text, parsed=parsed, call=call)
 
     async def _validated(

@@ -16,7 +16,7 @@ from typing import Any, Literal
 
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, StreamingResponse
+from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
 from pydantic import BaseModel, Field
@@ -24,8 +24,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from typedrag.config import Settings
+from typedrag.history import Turn
 from typedrag.pipeline import Pipeline
 from typedrag.result import AnswerResult
+from typedrag.server.metrics import RequestObserver, ServiceMetrics, fastapi_traces_requests
 from typedrag.server.openai_compat import router as openai_router
 from typedrag.server.service import (
     CLIENT_CLOSED,
@@ -52,6 +54,11 @@ class AnswerRequest(BaseModel):
         "typed", description="typed (Typed-RAG), rag (plain RAG) or llm (LLM only)"
     )
     type: str | None = Field(None, description="Force the question type, e.g. comparison; default: classify it")
+    history: list[Turn] = Field(
+        [],
+        description="The conversation before this question, oldest first: user and assistant turns (a follow-up is "
+        "read with them) and system turns (instructions for the answer's writing: language, tone, length)",
+    )
 
 
 def sse(event: str, data: Any) -> str:
@@ -98,6 +105,13 @@ async def healthz() -> dict[str, str]:
     return {"status": "ok"}
 
 
+@router.get("/metrics", tags=["health"], response_class=Response)
+async def metrics(request: Request) -> Response:
+    """Prometheus metrics (text format, or OpenMetrics when asked): requests, answers, LLM calls, slots, reloads."""
+    body, content_type = service_of(request).metrics.exposition(request.headers.get("accept"))
+    return Response(body, media_type=content_type)
+
+
 @router.get("/readyz", tags=["health"])
 async def readyz(request: Request) -> JSONResponse:
     """Ready to answer: the index is readable and the LLM endpoint (if any) answers GET /models."""
@@ -111,9 +125,10 @@ async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONRe
     """Answer one question; the result carries the type, plan, aspects, sources, citations and LLM calls."""
     service = service_of(request)
     question, forced = service.check(body.question, body.type)
+    history = service.check_history(body.history)
     service.slots.take()
     try:
-        result = await service.answer_unless_gone(request, question, body.method, forced)
+        result = await service.answer_unless_gone(request, question, body.method, forced, history)
     finally:
         service.slots.give()
     if result is None:
@@ -129,23 +144,26 @@ async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONRe
     responses={
         200: {
             "content": {"text/event-stream": {}},
-            "description": "type, plan, aspect*, token* (citation*), sources, answer, result (or error)",
+            "description": "rewrite, type, plan, aspect*, token* (citation*), abstained, sources, answer, result (or error)",
         }
     },
 )
 async def answer_stream(body: AnswerRequest, request: Request) -> StreamingResponse:
-    """Server-Sent Events, in order: `type` (typed only), `plan` (decomposing types), `aspect` (each, as done),
+    """Server-Sent Events, in order: `rewrite` (with history: the follow-up read alone), `type` (typed only),
+    `plan` (decomposing types), `aspect` (each, as done),
     then the answer as it is written: `token` {text} pieces that concatenate to the answer, and `citation`
     {text, source_numbers, passage_ids} once each cited sentence is complete (`restart` {reason} means a
-    failing typed plan handed over to plain RAG: drop the text so far); then `sources`, `answer` {text},
-    `result` (the full AnswerResult). On failure the last event is `error` {status, message}."""
+    failing typed plan handed over to plain RAG: drop the text so far; `abstained` {looked_for, reason, ...}
+    when the documents do not answer); then `sources`, `answer` {text}, `result` (the full AnswerResult).
+    On failure the last event is `error` {status, message}."""
     service = service_of(request)
     question, forced = service.check(body.question, body.type)
+    history = service.check_history(body.history)
     service.slots.take()
 
     async def stream() -> AsyncIterator[str]:
         try:
-            async for name, data in service.events(question, body.method, forced):
+            async for name, data in service.events(question, body.method, forced, history):
                 if name == "ping":
                     yield ": ping\n\n"
                 elif name == "result":
@@ -165,20 +183,27 @@ async def answer_stream(body: AnswerRequest, request: Request) -> StreamingRespo
 def create_app(settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None) -> FastAPI:
     """The app; without a `pipeline` one is built from `settings` at startup and its resources closed at shutdown."""
     options = options or ServerOptions()
+    metrics = ServiceMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if pipeline is not None:
-            app.state.service = Service(pipeline, settings, options)
-            yield
+            app.state.service = Service(pipeline, settings, options, metrics)
+            metrics.watch(app.state.service)
+            try:
+                yield
+            finally:
+                metrics.close()
             return
         from typedrag.factory import Resources, build_pipeline
 
         resources = Resources()
         try:
-            app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options)
+            app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options, metrics)
+            metrics.watch(app.state.service)
             yield
         finally:
+            metrics.close()
             resources.close()
 
     app = FastAPI(
@@ -190,6 +215,8 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
     if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
     app.add_middleware(RequestContext, max_body=options.max_request_bytes, body_timeout=options.body_timeout)
+    # outermost: counts every request, and opens its server span where FastAPI does not
+    app.add_middleware(RequestObserver, metrics=metrics, trace_requests=not fastapi_traces_requests())
     app.add_exception_handler(StarletteHTTPException, http_error)  # also the router's own 404/405
     app.add_exception_handler(RequestValidationError, invalid)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

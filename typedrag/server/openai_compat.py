@@ -1,12 +1,15 @@
 """OpenAI-compatible `/v1/models` and `/v1/chat/completions`, so Open WebUI, the OpenAI SDKs and any
 chat client can use typedrag as a "model".
 
-The model name picks the method and the last user message is the question (earlier turns are not
-used): `typedrag-typed`, `typedrag-rag`, `typedrag-llm`, or `typedrag-typed:<type>` (e.g.
-`typedrag-typed:debate`, every routed type is listed in /v1/models) to force the question type:
-a model name is the one field every chat client lets a user choose.
-The answer text ends with a plain "Sources:" list for clients that show only text (often in a terminal: the
-text's control characters and bidi overrides are shown as escapes, `\\x1b`, as `typedrag ask` shows them); the full
+The model name picks the method: `typedrag-typed`, `typedrag-rag`, `typedrag-llm`, or
+`typedrag-typed:<type>` (e.g. `typedrag-typed:debate`, every routed type is listed in /v1/models) to
+force the question type: a model name is the one field every chat client lets a user choose. The last
+user message is the question and every message before it the conversation: a follow-up is read with
+the earlier turns, and system (or developer) messages are instructions for the answer's writing.
+The answer text ends with a plain "Sources:" list for clients that show only text (or "Nearest
+passages, not an answer:" when the documents do not answer: `typedrag.abstained` is true). Such clients
+often print to a terminal: the text's control characters and bidi overrides are shown as escapes,
+`\\x1b`, as `typedrag ask` shows them. The full
 AnswerResult (type, plan, aspects, sources, citations, LLM calls) travels in the extension field
 `typedrag` of the response, or of the final chunk when streaming. While streaming, the answer's
 text arrives as content deltas as it is written, and progress events travel as
@@ -24,6 +27,7 @@ from fastapi import APIRouter, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
+from typedrag.history import Turn
 from typedrag.questions import QuestionError
 from typedrag.result import AnswerResult
 from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, log, request_id_var, service_of
@@ -37,7 +41,7 @@ router = APIRouter(prefix="/v1", tags=["openai-compatible"])
 
 
 class ChatMessage(BaseModel):
-    """One chat message; only the text of the last user message is used as the question."""
+    """One chat message: the last user message is the question, the messages before it its conversation."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -86,16 +90,28 @@ def method_of(model: str) -> tuple[str, str | None]:
     raise api_error(404, f"unknown model {model!r}; use one of: {', '.join(MODELS)}, or {TYPED_PREFIX}<type>")
 
 
-def last_user_text(messages: list[ChatMessage]) -> str:
-    for message in reversed(messages):
-        if message.role == "user":
-            if isinstance(message.content, list):
-                texts = [part.get("text") for part in message.content if part.get("type") == "text"]
-                if not all(isinstance(text, str) for text in texts):
-                    raise api_error(400, "a message part of type 'text' needs a string 'text'")
-                return " ".join(texts)
-            return message.content or ""
-    raise api_error(400, "no user message: the last message with role 'user' is the question")
+def conversation_of(messages: list[ChatMessage]) -> tuple[str, list[Turn]]:
+    """(the question: the last user message, the conversation before it). System and developer messages
+    are instructions; other roles (tool results) and messages after the question are not part of it."""
+    last = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].role == "user"), None)
+    if last is None:
+        raise api_error(400, "no user message: the last message with role 'user' is the question")
+    roles = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
+    history = [
+        Turn(role=roles[m.role], content=text)
+        for m in messages[:last]
+        if m.role in roles and (text := _text_of(m))
+    ]
+    return _text_of(messages[last]), history
+
+
+def _text_of(message: ChatMessage) -> str:
+    if isinstance(message.content, list):
+        texts = [part.get("text") for part in message.content if part.get("type") == "text"]
+        if not all(isinstance(text, str) for text in texts):
+            raise api_error(400, "a message part of type 'text' needs a string 'text'")
+        return " ".join(texts)
+    return message.content or ""
 
 
 def with_sources(result: AnswerResult, show: int = 5) -> str:
@@ -104,14 +120,16 @@ def with_sources(result: AnswerResult, show: int = 5) -> str:
 
 
 def sources_list(result: AnswerResult, show: int = 5) -> str:
-    """The "Sources:" list that ends the text, or nothing. Many chat clients print text to a terminal, and titles
-    and passage ids come from file names: each source stays on one line, its controls and bidi overrides escaped."""
+    """The "Sources:" list that ends the text ("Nearest passages, not an answer:" when it abstained), or nothing.
+    Many chat clients print text to a terminal, and titles and passage ids come from file names: each source stays
+    on one line, its controls and bidi overrides escaped."""
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or result.sources[:show]
     if not listed:
         return ""
     lines = "\n".join(for_terminal(" ".join(f"- [{s.number}] {s.title} ({s.passage_id})".split())) for s in listed)
-    return f"\n\nSources:\n{lines}"
+    heading = "Nearest passages, not an answer:" if result.abstained else "Sources:"
+    return f"\n\n{heading}\n{lines}"
 
 
 def usage(result: AnswerResult) -> dict[str, int]:
@@ -147,12 +165,14 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
             forced = service.pipeline.route_label(type_)
         except QuestionError as error:
             raise api_error(404, f"unknown model {body.model!r}: {error}") from error
-    question, _ = service.check(last_user_text(body.messages), None, status=400)
+    asked, conversation = conversation_of(body.messages)
+    question, _ = service.check(asked, None, status=400)
+    history = service.check_history(conversation, status=400)
     base = {"id": f"chatcmpl-{request_id_var.get()}", "created": int(time.time()), "model": body.model}
     service.slots.take()
     if not body.stream:
         try:
-            result = await service.answer_unless_gone(request, question, method, forced)
+            result = await service.answer_unless_gone(request, question, method, forced, history)
         finally:
             service.slots.give()
         if result is None:
@@ -183,7 +203,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
         yield chunk({"role": "assistant", "content": ""})
         streamed = False
         try:
-            async for name, data in service.events(question, method, forced):
+            async for name, data in service.events(question, method, forced, history):
                 if name == "ping":
                     yield ": ping\n\n"
                 elif name == "token":

@@ -23,12 +23,14 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.datastructures import Headers, MutableHeaders
 
 from typedrag.config import Settings
+from typedrag.history import Turn, clean_history
 from typedrag.index.base import IndexUnusableError
 from typedrag.llm.base import LLMError
 from typedrag.pipeline import Pipeline
 from typedrag.questions import QuestionError, clean_question
 from typedrag.redact import RedactingFilter
 from typedrag.result import AnswerResult
+from typedrag.server.metrics import ServiceMetrics
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing a slow stream
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
@@ -271,9 +273,10 @@ class SlotStream(StreamingResponse):
 class Service:
     """What the routes share: the pipeline, the concurrency slots, readiness checks."""
 
-    def __init__(self, pipeline: Pipeline, settings: Settings, options: ServerOptions) -> None:
+    def __init__(self, pipeline: Pipeline, settings: Settings, options: ServerOptions, metrics: ServiceMetrics | None = None) -> None:
         self.pipeline, self.settings, self.options = pipeline, settings, options
         self.slots = Slots(options.max_concurrency, options.retry_after_seconds)
+        self.metrics = metrics or ServiceMetrics()
 
     def check(self, question: str, type_: str | None, status: int = 422) -> tuple[str, str | None]:
         """Reject bad input with a 4xx before a slot or a stream is spent on it."""
@@ -283,12 +286,19 @@ class Service:
         except QuestionError as error:
             raise api_error(status, str(error)) from error
 
+    def check_history(self, history: list[Turn], status: int = 422) -> list[Turn]:
+        """The conversation's turns cleaned and bounded, or a 4xx naming the turn that is not a message."""
+        try:
+            return clean_history(history)
+        except QuestionError as error:
+            raise api_error(status, str(error)) from error
+
     async def answer(
-        self, question: str, method: str, forced: str | None, on_event: Callable | None = None
+        self, question: str, method: str, forced: str | None, on_event: Callable | None = None, history: list[Turn] | None = None
     ) -> AnswerResult:
         started = time.perf_counter()
         try:
-            result = await self.pipeline.answer(question, method, forced, on_event=on_event)
+            result = await self.pipeline.answer(question, method, forced, on_event=on_event, history=history)
         except QuestionError as error:
             raise api_error(422, str(error)) from error
         except LLMError as error:  # the details (upstream text, host:port) go to the log, not to the client
@@ -296,6 +306,8 @@ class Service:
             raise api_error(502, f"the LLM endpoint failed; see the server log for request id {request_id_var.get()}") from error
         except IndexUnusableError as error:
             raise api_error(503, f"the index is unusable: {error}") from error
+        seconds = time.perf_counter() - started
+        self.metrics.answered(result, seconds)
         fields = {
             "method": result.method,
             "strategy": result.strategy,
@@ -303,16 +315,18 @@ class Service:
             "sources": len(result.sources),
             "llm_calls": result.usage.calls,
             "fallbacks": len(result.fallbacks),
-            "duration_ms": round((time.perf_counter() - started) * 1000, 1),
+            "history_turns": result.rewrite.history_turns if result.rewrite else 0,
+            "abstained": result.abstained,
+            "duration_ms": round(seconds * 1000, 1),
         }
         log.info("answered", extra={"fields": fields})
         return result
 
     async def answer_unless_gone(
-        self, request: Request, question: str, method: str, forced: str | None
+        self, request: Request, question: str, method: str, forced: str | None, history: list[Turn] | None = None
     ) -> AnswerResult | None:
         """The answer, or None (the work cancelled: no more LLM calls) if the client disconnects first."""
-        task = asyncio.create_task(self.answer(question, method, forced))
+        task = asyncio.create_task(self.answer(question, method, forced, history=history))
         gone = asyncio.create_task(_disconnected(request))
         try:
             await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -324,11 +338,13 @@ class Service:
             return None
         return task.result()
 
-    async def events(self, question: str, method: str, forced: str | None) -> AsyncIterator[tuple[str, Any]]:
+    async def events(
+        self, question: str, method: str, forced: str | None, history: list[Turn] | None = None
+    ) -> AsyncIterator[tuple[str, Any]]:
         """Progress events as the pipeline emits them, a ("ping", None) when quiet, then ("result", AnswerResult)."""
         queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         task = asyncio.create_task(
-            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)))
+            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)), history)
         )
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol, runtime_checkable
 
 from pydantic import BaseModel
 
+from typedrag import telemetry
+from typedrag.abstain import Unsupported, support
 from typedrag.engines.base import Engine, Trace, WriteTask, Written
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
-from typedrag.result import Aspect, Source, extract_citations
+from typedrag.result import Abstention, Aspect, Source, extract_citations
 from typedrag.text import split_sentences
 
 # A pooled passage counts as on topic when the reranker scores it against the question at least this
@@ -90,6 +92,10 @@ class StrategyContext:
     streamed: int = 0  # characters of answer text streamed to the client so far
     # The typed work done so far (plan, aspects): kept in the result, marked unused, if the strategy falls back.
     attempt: "StrategyOutput | None" = None
+    instructions: str = ""  # the reader's instructions for every writing step (a chat's system messages)
+    # Offline (typedrag.abstain): an answer whose passages fall below this bar is not written (the pipeline
+    # abstains), an aspect's is dropped below it less ASPECT_MARGIN. None: the engine says so itself.
+    relevance_bar: float | None = None
 
     def emit(self, event: str, **data: Any) -> None:
         """Tell a streaming client about progress (type, plan, each aspect, tokens, sources)."""
@@ -98,33 +104,53 @@ class StrategyContext:
 
     async def write_answer(self, task: WriteTask) -> Written:
         """The final generation step of a strategy; a listening client gets its text as it is written."""
+        task = replace(task, instructions=self.instructions)
+        if self.relevance_bar is not None:
+            await self.check_support(task, self.relevance_bar)
         if self.on_event is None:
-            return await self.engine.write(task, self.trace)
+            return await telemetry.written(task, self.engine.name, self.engine.write(task, self.trace))
         stream = AnswerStream(self.emit, self.book.sources)
         try:
-            written = await self.engine.write(task, self.trace, on_text=stream)
+            written = await telemetry.written(task, self.engine.name, self.engine.write(task, self.trace, on_text=stream))
         finally:
             self.streamed += stream.sent
         stream.close()
         return written
 
+    async def check_support(self, task: WriteTask, bar: float) -> None:
+        """Raise Unsupported unless some sentence of the task's passages comes within `bar` of its question."""
+        texts = [source.text for source in task.sources]
+        judged = await asyncio.to_thread(support, task.question, texts, bar=bar)
+        if not judged.answered:
+            raise Unsupported(judged)
+
     async def retrieve(self, query: str, k: int) -> list[ScoredPassage]:
         """Top-k passages for one query, searched in a worker thread."""
-        return await asyncio.to_thread(self.retriever.search, query, k)
+        with telemetry.retrieving([query], k) as span:
+            hits = await asyncio.to_thread(self.retriever.search, query, k)
+            telemetry.found(span, [hits])
+            return hits
 
     async def retrieve_many(self, queries: list[str], k: int) -> list[list[ScoredPassage]]:
         """Top-k passages for each query, in one call so the retriever can run them in parallel."""
-        return await asyncio.to_thread(self.retriever.search_many, queries, k)
+        with telemetry.retrieving(queries, k) as span:
+            hit_lists = await asyncio.to_thread(self.retriever.search_many, queries, k)
+            telemetry.found(span, hit_lists)
+            return hit_lists
 
     async def rerank(self, query: str, hits: list[ScoredPassage], k: int) -> list[ScoredPassage]:
         """The k hits most relevant to `query` by the reranker."""
         self.reranked = True
-        return await asyncio.to_thread(self.reranker.rerank, query, hits, k)
+        with telemetry.reranking(self.reranker.name, 1, len(hits), k) as span:
+            best = await asyncio.to_thread(self.reranker.rerank, query, hits, k)
+            telemetry.kept(span, [best])
+            return best
 
     async def rerank_each(self, queries: list[str], hits: list[ScoredPassage]) -> list[list[ScoredPassage]]:
         """All of `hits` ranked for each query, in one worker-thread hop (it sits on the critical path)."""
         self.reranked = True
-        return await asyncio.to_thread(lambda: [self.reranker.rerank(q, hits, len(hits)) for q in queries])
+        with telemetry.reranking(self.reranker.name, len(queries), len(hits), len(hits)):
+            return await asyncio.to_thread(lambda: [self.reranker.rerank(q, hits, len(hits)) for q in queries])
 
 
 @dataclass
@@ -135,6 +161,7 @@ class StrategyOutput:
     plan: BaseModel | None = None
     aspects: list[Aspect] = field(default_factory=list)
     supported: bool = True  # False when the engine found nothing in the sources that answers
+    abstention: Abstention | None = None  # set (and `answer` empty) when its passages do not answer the question
 
 
 @runtime_checkable

@@ -7,6 +7,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
+from typedrag import telemetry
 from typedrag.engines.base import Compared, PlanTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
@@ -90,7 +91,7 @@ class ComparisonStrategy:
     plan = PLAN
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan = await ctx.engine.plan(self.plan, question, ctx.trace)
+        plan = await telemetry.traced("plan", ctx.engine.plan(self.plan, question, ctx.trace), role=self.plan.role, engine=ctx.engine.name)
         items = keep_at_most(plan.items, MAX_ASPECTS, "items", "plan:comparison", ctx.trace)
         ctx.emit("plan", plan=plan.model_dump())
         ctx.attempt = StrategyOutput(answer="", plan=plan)  # kept in the result if this falls back

@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from typedrag import telemetry
 from typedrag.engines.base import Facet, PlanTask
 from typedrag.prompts import CITE, DATA_RULE, GROUNDED, PLANNER, Prompt
 from typedrag.result import Aspect
@@ -85,7 +86,8 @@ class DebateStrategy:
     plan = PLAN
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan, overview = await plan_beside_overview(ctx.engine.plan(self.plan, question, ctx.trace), question, self.name, ctx)
+        planned = telemetry.traced("plan", ctx.engine.plan(self.plan, question, ctx.trace), role=self.plan.role, engine=ctx.engine.name)
+        plan, overview = await plan_beside_overview(planned, question, self.name, ctx)
         ctx.emit("plan", plan=plan.model_dump())
         perspectives = keep_at_most(plan.perspectives, MAX_ASPECTS, "perspectives", PLAN.role, ctx.trace)
         aspects = [Aspect(label=p.name, query=p.sub_query) for p in perspectives]

@@ -18,11 +18,13 @@ from __future__ import annotations
 import asyncio
 from collections import Counter
 from collections.abc import Awaitable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from typedrag import telemetry
+from typedrag.abstain import ASPECT_MARGIN, NotInSources, Unsupported
 from typedrag.attribution import settle
 from typedrag.engines.base import AspectAnswer, Combined, Facet, Part, PlanT, PlanTask, WriteTask, Written
 from typedrag.errors import AspectsFailed, LLMError
@@ -107,11 +109,22 @@ async def answer_aspect(question: str, aspect: Aspect, sources, name: str, how: 
 
 async def write_aspect(aspect: Aspect, task: WriteTask, ctx: StrategyContext) -> Part | None:
     """Fill in `aspect.answer`; the part it gives the combining step, or None when it is dropped, and
-    recorded, because generation failed or no passage supports it."""
+    recorded: generation failed, its passages do not answer it (the model says so, or offline they fall
+    below the relevance bar or the reader finds no sentence of its kind) or no passage supports what it says."""
+    task = replace(task, instructions=ctx.instructions)
     try:
-        written = await ctx.engine.write(task, ctx.trace)
+        if ctx.relevance_bar is not None:
+            await ctx.check_support(task, ctx.relevance_bar - ASPECT_MARGIN)
+    except Unsupported as below:
+        drop(aspect, f"its passages do not answer it ({below})", ctx)
+        return None
+    try:
+        written = await telemetry.written(task, ctx.engine.name, ctx.engine.write(task, ctx.trace), aspect=aspect.label)
     except LLMError as error:
         drop(aspect, f"generation failed: {error}", ctx)
+        return None
+    except NotInSources as said:
+        drop(aspect, f"its passages do not answer it: {said.missing}", ctx)
         return None
     aspect.answer = written.text
     if ctx.engine.generative:  # a model's markers are checked; an extractive engine quotes with the passages' own
@@ -297,7 +310,8 @@ class SubQueryStrategy:
     combination: Combination
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan, overview = await plan_beside_overview(ctx.engine.plan(self.plan, question, ctx.trace), question, self.name, ctx)
+        planned = telemetry.traced("plan", ctx.engine.plan(self.plan, question, ctx.trace), role=self.plan.role, engine=ctx.engine.name)
+        plan, overview = await plan_beside_overview(planned, question, self.name, ctx)
         ctx.emit("plan", plan=plan.model_dump())
         queries = keep_at_most(plan.sub_queries, MAX_ASPECTS, "sub-queries", self.plan.role, ctx.trace)
         aspects = [Aspect(label=q, query=q) for q in queries]

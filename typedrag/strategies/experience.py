@@ -6,6 +6,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
+from typedrag import telemetry
 from typedrag.engines.base import Advised, PlanTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
 from typedrag.strategies.base import StrategyContext, StrategyOutput, union
@@ -60,7 +61,7 @@ class ExperienceStrategy:
     plan = PLAN
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan = await ctx.engine.plan(self.plan, question, ctx.trace)
+        plan = await telemetry.traced("plan", ctx.engine.plan(self.plan, question, ctx.trace), role=self.plan.role, engine=ctx.engine.name)
         ctx.emit("plan", plan=plan.model_dump())
         ctx.attempt = StrategyOutput(answer="", plan=plan)  # kept in the result if this falls back
         keywords = " ".join(plan.keywords)

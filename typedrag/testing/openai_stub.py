@@ -81,6 +81,7 @@ _FALLBACK_PLANS = {
         "perspectives": [{"name": "supporters", "sub_query": f"support {q}"}, {"name": "critics", "sub_query": f"against {q}"}],
     },
     "TypeVerdict": lambda q: {"type": "EVIDENCE-BASED"},
+    "StandaloneQuestion": lambda q: {"question": q},  # the last question, unchanged
 }
 
 
@@ -90,13 +91,13 @@ def plan_for(schema_name: str, prompt: str) -> str:
     from typedrag.engines.offline import PLANNERS
     from typedrag.strategies import default_routes
 
-    match = re.search(r"(?:Debated question|Question|The reader's question is): (.+)", prompt)
+    match = re.search(r"(?:Debated question|Last question|Question|The reader's question is): (.+)", prompt)
     question = match.group(1).strip() if match else prompt
     planners = {}
     for strategy in reversed(list(default_routes().values())):
         task = getattr(strategy, "plan", None)
         if task is not None:
-            planners[task.schema.__name__] = PLANNERS[task.role]
+            planners[task.schema.__name__] = PLANNERS[task]
     if schema_name in planners:
         try:
             return planners[schema_name](question).model_dump_json()
@@ -123,7 +124,7 @@ def default_content(request: ChatRequest) -> str:
 
 def _schema_from_prompt(prompt: str) -> str | None:
     markers = (('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"),
-               ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"))
+               ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"), ("Last question:", "StandaloneQuestion"))
     for marker, name in markers:
         if marker in prompt:
             return name

@@ -105,12 +105,15 @@ def asked_type(task: WriteTask) -> NFQType | None:
 
 
 def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: list[int] | None = None) -> Answer:
-    """Plain RAG: the sentences that answer, best first; none answering, the nearest on-topic ones."""
+    """Plain RAG: the sentences that answer, best first, with on-topic ones after them up to
+    `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering."""
     where = [from_sources(sources)] if sources is not None else []
     found = material.pick(settings.answer_sentences, *where, answering(bars.answers))
-    if found:
-        return Answer(found)
-    return Answer(material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic)), supported=False)
+    if not found:
+        return Answer(material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic)), supported=False)
+    if len(found) < settings.lead_sentences:  # the reader misses answers more often than it takes noise on topic
+        found += material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
+    return Answer(found)
 
 
 def comparison(task: Compared, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:

@@ -1,5 +1,6 @@
-// The typedrag web page: POST /v1/answer/stream, read its Server-Sent Events, render progress,
-// the answer as its tokens arrive, then with clickable [n] citations, the sources and the type/plan/aspects trace.
+// The typedrag web page, a conversation: POST /v1/answer/stream with the turns so far as `history`, read its
+// Server-Sent Events, render progress, the answer as its tokens arrive, then with clickable [n] citations, the
+// sources and the type/plan/aspects trace. Earlier turns stay above the question box; "Start over" forgets them.
 // Plain DOM (textContent only, never innerHTML with server text) and no dependencies, so it works air-gapped.
 "use strict";
 
@@ -31,6 +32,8 @@ function el(tag, attrs = {}, ...children) {
 }
 
 let started = 0;
+let history = []; // the conversation so far, as the API takes it: {role: "user" | "assistant", content}
+let current = null; // the answered turn shown in full below: {question, result}
 let known = new Set(); // source numbers that exist, so only real citations become links
 let sourcesByNumber = new Map(); // number -> source, for the name a citation link shows
 
@@ -95,7 +98,8 @@ function sourceName(s) {
   return name;
 }
 
-function renderSources(sources) {
+function renderSources(sources, abstained = false) {
+  $("sources-title").textContent = abstained ? "Nearest passages, not an answer" : "Sources";
   known = new Set(sources.map((s) => s.number));
   sourcesByNumber = new Map(sources.map((s) => [s.number, s]));
   $("sources").replaceChildren(
@@ -116,6 +120,17 @@ function item(key, ...value) {
 
 function renderTrace(r) {
   const root = el("ul");
+  if (r.rewrite) {
+    const how = r.rewrite.rewritten ? `rewritten by ${r.rewrite.by}` : `stands alone (${r.rewrite.by})`;
+    root.append(item("conversation", `${r.rewrite.history_turns} earlier turns · ${how}`,
+      el("ul", {}, item("read as", r.standalone_question), item("searched", r.searched.join(" | ")))));
+  }
+  if (r.instructions) root.append(item("instructions", r.instructions));
+  if (r.abstention) {
+    const a = r.abstention;
+    const score = a.score != null && a.bar != null ? ` (${a.score.toFixed(2)} below ${a.bar.toFixed(2)})` : "";
+    root.append(item("abstained", el("span", { class: "bad" }, `${a.by}: ${a.reason}${score}`)));
+  }
   if (r.type) {
     const probs = Object.entries(r.type.probabilities).sort((a, b) => b[1] - a[1]).slice(0, 3)
       .map(([k, v]) => `${k} ${v.toFixed(2)}`).join(", ");
@@ -144,13 +159,15 @@ function renderTrace(r) {
 }
 
 function renderResult(r) {
-  renderSources(r.sources);
+  renderSources(r.sources, r.abstained);
   $("answer").replaceChildren(cited(r.answer, new Set(r.citations.flatMap((c) => c.source_numbers))));
+  const readAs = r.rewrite && r.rewrite.rewritten ? [el("p", { class: "read-as-line" }, `Read as: ${r.standalone_question}`)] : [];
   const pills = [`method ${r.method}`];
   if (r.type) pills.push(`type ${r.type.type.toLowerCase()}`);
   if (!r.type || r.strategy !== r.type.type.toLowerCase()) pills.push(`strategy ${r.strategy}`);
   $("meta").replaceChildren(...pills.map((p) => el("span", { class: "pill" }, p)),
-    ...r.fallbacks.map((f) => el("span", { class: "pill warn" }, `fallback: ${f.step}`)));
+    ...(r.abstained ? [el("span", { class: "pill none" }, "the documents do not answer")] : []),
+    ...r.fallbacks.map((f) => el("span", { class: "pill warn" }, `fallback: ${f.step}`)), ...readAs);
   renderTrace(r);
 }
 
@@ -167,6 +184,8 @@ function writeToken(text) {
 }
 
 const handlers = {
+  rewrite: (d) => progress(d.rewritten ? `Read as: ${d.standalone_question}` : "Stands alone: not rewritten"),
+  abstained: (d) => progress(`The documents do not answer: ${d.reason}`),
   token: (d) => writeToken(d.text),
   restart: (d) => {
     written = null;
@@ -180,6 +199,10 @@ const handlers = {
   answer: () => progress("Answer written"),
   result: (r) => {
     renderResult(r);
+    history.push({ role: "user", content: r.question }, { role: "assistant", content: r.answer });
+    current = { question: r.question, result: r };
+    $("start-over").hidden = false;
+    $("question").placeholder = "Ask a follow-up question, or start over";
     progress(`Done · ${r.usage.calls} LLM call${r.usage.calls === 1 ? "" : "s"}`);
   },
   error: (d) => showError(`Error ${d.status}: ${d.message}`),
@@ -195,10 +218,36 @@ function dispatch(block) {
   if (data.length && handlers[event]) handlers[event](JSON.parse(data.join("\n")));
 }
 
+// The answered turn shown in full moves up into the thread: its question, how it was read, its answer's text.
+function keepInThread() {
+  if (current === null) return;
+  const r = current.result;
+  const readAs = r.rewrite && r.rewrite.rewritten ? [el("p", { class: "read-as" }, `read as: ${r.standalone_question}`)] : [];
+  const badge = r.abstained ? [el("span", { class: "pill none" }, "the documents do not answer")] : [];
+  $("thread").append(el("article", { class: "turn" },
+    el("p", { class: "asked" }, current.question), ...readAs, ...badge, el("p", { class: "said" }, r.answer)));
+  $("thread").hidden = false;
+  current = null;
+}
+
+function startOver() {
+  history = [];
+  current = null;
+  $("thread").replaceChildren();
+  $("thread").hidden = true;
+  $("output").hidden = true;
+  $("error").hidden = true;
+  $("start-over").hidden = true;
+  $("question").placeholder = "Ask a question, e.g. What is the difference between a crocodile and an alligator?";
+  $("question").focus();
+}
+
 async function ask(event) {
   event.preventDefault();
   const question = $("question").value.trim();
   if (!question) return;
+  keepInThread();
+  $("question").value = "";
   $("error").hidden = true;
   $("output").hidden = false;
   $("progress").replaceChildren();
@@ -211,13 +260,14 @@ async function ask(event) {
   started = performance.now();
   const headers = { "Content-Type": "application/json" };
   if (keyInput.value.trim()) headers.Authorization = `Bearer ${keyInput.value.trim()}`;
-  const body = { question, method: $("method").value, type: $("type").value || null };
+  const body = { question, method: $("method").value, type: $("type").value || null, history };
   try {
     const response = await fetch("/v1/answer/stream", { method: "POST", headers, body: JSON.stringify(body) });
     if (!response.ok) {
       const problem = await response.json().catch(() => ({}));
       if (response.status === 401) $("key-box").open = true;
       showError(`Error ${response.status}: ${problem.error?.message || response.statusText}`);
+      $("question").value = question; // nothing was answered: the question stays to be edited
       $("output").hidden = true;
       return;
     }
@@ -242,6 +292,7 @@ async function ask(event) {
 }
 
 $("ask").addEventListener("submit", ask);
+$("start-over").addEventListener("click", startOver);
 $("question").addEventListener("keydown", (event) => {
   if (event.key === "Enter" && !event.shiftKey) {
     event.preventDefault();

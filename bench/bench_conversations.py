@@ -1,0 +1,200 @@
+"""Conversations through `typedrag serve`'s OpenAI-compatible endpoint: does a follow-up find its passages,
+and does typedrag abstain when no document answers?
+
+For every conversation of the dev set (bench/data/conversations.jsonl, described in CONVERSATIONS.md)
+each user turn is sent twice to /v1/chat/completions of a `typedrag serve` started on the conversation's
+index (offline engine unless --llm): with the whole conversation so far (earlier user turns and the
+answers typedrag gave them, as a chat client sends them), and as the last turn alone. Prints, per split:
+  - recall@5: the share of a turn's answering passages among the answer's first five sources (a passage
+    counts by its id, or by the opening it was written down with, should re-indexing have moved it),
+    whole conversation against last turn alone, over answerable turns (and over follow-ups only);
+  - abstention: the share of answerable and of unanswerable turns on which the answer says the documents
+    do not answer (`typedrag.abstained`).
+
+    python bench/bench_conversations.py --index demo=/tmp/demo-index --index python=/tmp/py-index \\
+        --index handbook=/tmp/handbook-index --index postgres=/tmp/pg-index --out runs/conversations.jsonl
+
+Indexes: `typedrag index demo:vital-articles`, /usr/share/doc/python3.11/html, .../debian-handbook/html/en-US
+and /usr/share/doc/postgresql-doc-15/html, each with the default passage size.
+
+`--answerable CORPUS=FILE` (repeatable) also asks every question of a key-term set (bench/data/keyterms*.jsonl,
+answerable by construction) alone, and prints how often the answer abstains: the bar's cost on single questions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections import defaultdict
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _machine import machine_line  # noqa: E402
+
+DATA = Path(__file__).resolve().parent / "data" / "conversations.jsonl"
+TOP = 5
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def serving(index: str, extra: list[str]):
+    """`typedrag serve` on `index` in a process of its own (this checkout's code), until the block ends."""
+    port = free_port()
+    root = Path(__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    command = [sys.executable, "-m", "typedrag.cli", "serve", "--index", index, "--port", str(port), "--log-level", "warning", *extra]
+    server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(600):
+            if server.poll() is not None:
+                raise SystemExit(f"typedrag serve exited: {server.stderr.read()[-2000:]}")
+            try:
+                if httpx.get(f"{url}/readyz", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.5)
+        else:
+            raise SystemExit("typedrag serve did not get ready in 300 s")
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def ask(client: httpx.Client, url: str, model: str, messages: list[dict]) -> dict:
+    response = client.post(f"{url}/v1/chat/completions", json={"model": model, "messages": messages}, timeout=600)
+    response.raise_for_status()
+    return response.json()
+
+
+def found(groups: list[list[dict]], sources: list[dict]) -> float:
+    """The share of answer groups with a passage among `sources` (by id, or by the opening it was written with)."""
+    ids = {s["passage_id"] for s in sources}
+    texts = [" ".join(s["text"].split()) for s in sources]
+    hit = sum(any(a["id"] in ids or any(a["quote"] in t for t in texts) for a in group) for group in groups)
+    return hit / len(groups)
+
+
+def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: list[str], out) -> list[dict]:
+    rows = []
+    for corpus in sorted({c["corpus"] for c in conversations}):
+        if corpus not in indexes:
+            raise SystemExit(f"no index for corpus {corpus!r}: pass --index {corpus}=PATH")
+        with serving(indexes[corpus], extra) as url, httpx.Client() as client:
+            for conversation in (c for c in conversations if c["corpus"] == corpus):
+                messages: list[dict] = []
+                for number, turn in enumerate(conversation["turns"]):
+                    messages.append({"role": "user", "content": turn["user"]})
+                    whole = ask(client, url, model, messages)
+                    alone = ask(client, url, model, [messages[-1]]) if number else whole
+                    reply, trace, alone_trace = whole["choices"][0]["message"]["content"], whole["typedrag"], alone["typedrag"]
+                    messages.append({"role": "assistant", "content": reply})
+                    row = {
+                        "conversation": conversation["id"], "split": conversation["split"], "turn": number, "user": turn["user"],
+                        "answerable": bool(turn["answers"]),
+                        "recall_whole": found(turn["answers"], trace["sources"][:TOP]) if turn["answers"] else None,
+                        "recall_alone": found(turn["answers"], alone_trace["sources"][:TOP]) if turn["answers"] else None,
+                        "abstained_whole": trace["abstained"], "abstained_alone": alone_trace["abstained"],
+                        "standalone": trace.get("standalone_question"), "searched": trace.get("searched"),
+                        "sources": [s["passage_id"] for s in trace["sources"][:TOP]],
+                        "type": (trace.get("type") or {}).get("type"), "strategy": trace["strategy"],
+                        "seconds": trace["timings_ms"].get("total", 0) / 1000,
+                    }
+                    rows.append(row)
+                    if out is not None:
+                        out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                        out.flush()
+                    print(f"  {conversation['id']}[{number}] recall {row['recall_whole']} (alone {row['recall_alone']}) "
+                          f"abstained {row['abstained_whole']}", file=sys.stderr)
+    return rows
+
+
+def abstentions_on_answerable(sets: dict[str, Path], indexes: dict[str, str], model: str, extra: list[str]) -> None:
+    """The share of each key-term set's questions (all answerable) whose answer abstains, asked alone."""
+    for corpus, path in sets.items():
+        questions = [json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        with serving(indexes[corpus], extra) as url, httpx.Client() as client:
+            abstained = [ask(client, url, model, [{"role": "user", "content": q}])["typedrag"]["abstained"] for q in questions]
+        print(f"answerable single questions, {path.name} ({corpus}): abstained on {sum(abstained)} of {len(abstained)} "
+              f"({mean(abstained):.2f})")
+
+
+def mean(values: list[float]) -> float:
+    return sum(values) / len(values) if values else float("nan")
+
+
+def report(rows: list[dict]) -> None:
+    by_split = defaultdict(list)
+    for row in rows:
+        by_split[row["split"]].append(row)
+        by_split["all"].append(row)
+    print(f"{'split':6} {'conv':>4} {'turns':>5} {'ans':>4} {'unans':>5} | {'recall@5 conv':>13} {'last turn':>9} {'gain':>6} | "
+          f"{'follow-ups: conv':>16} {'last':>6} | {'abstain: ans':>12} {'unans':>6} | {'s/turn':>6}")
+    for split in ("tune", "test", "all"):
+        rs = by_split.get(split, [])
+        if not rs:
+            continue
+        answerable = [r for r in rs if r["answerable"]]
+        unanswerable = [r for r in rs if not r["answerable"]]
+        follow = [r for r in answerable if r["turn"] > 0]
+        whole, alone = mean([r["recall_whole"] for r in answerable]), mean([r["recall_alone"] for r in answerable])
+        print(
+            f"{split:6} {len({r['conversation'] for r in rs}):>4} {len(rs):>5} {len(answerable):>4} {len(unanswerable):>5} | "
+            f"{whole:>13.3f} {alone:>9.3f} {whole - alone:>+6.3f} | "
+            f"{mean([r['recall_whole'] for r in follow]):>16.3f} {mean([r['recall_alone'] for r in follow]):>6.3f} | "
+            f"{mean([r['abstained_whole'] for r in answerable]):>12.2f} {mean([r['abstained_whole'] for r in unanswerable]):>6.2f} | "
+            f"{mean([r['seconds'] for r in rs]):>6.2f}"
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument("--index", action="append", default=[], metavar="CORPUS=PATH", help="the index of each corpus in the data")
+    parser.add_argument("--split", choices=("tune", "test", "all"), default="all")
+    parser.add_argument("--model", default="typedrag-typed", help="typedrag-typed (default) or typedrag-rag")
+    parser.add_argument("--llm", help="serve with this --llm (default: the offline engine)")
+    parser.add_argument("--base-url", help="serve with this --base-url")
+    parser.add_argument("--out", type=Path, help="also write one JSON line per turn here")
+    parser.add_argument("--answerable", action="append", default=[], metavar="CORPUS=FILE",
+                        help="also ask each question of this key-term set alone and count abstentions")
+    parser.add_argument("--skip-conversations", action="store_true", help="with --answerable: only that")
+    parser.add_argument("--report", type=Path, help="only print the table of an earlier --out file")
+    args = parser.parse_args()
+    print(machine_line())
+    if args.report is not None:
+        report([json.loads(line) for line in args.report.read_text(encoding="utf-8").splitlines() if line.strip()])
+        return
+    indexes = dict(item.split("=", 1) for item in args.index)
+    conversations = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
+    conversations = [c for c in conversations if args.split == "all" or c["split"] == args.split]
+    extra = [*(["--llm", args.llm] if args.llm else []), *(["--base-url", args.base_url] if args.base_url else [])]
+    if args.answerable:
+        abstentions_on_answerable({c: Path(f) for c, f in (item.split("=", 1) for item in args.answerable)}, indexes, args.model, extra)
+    if args.skip_conversations:
+        return
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+    with (args.out.open("w", encoding="utf-8") if args.out is not None else open(os.devnull, "w")) as out:
+        rows = run(conversations, indexes, args.model, extra, out)
+    report(rows)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,358 @@
+"""Issue 33: conversations (a follow-up read with the turns before it, system messages as instructions) and an
+honest "the documents don't say" (abstention), offline and on the LLM path against the loopback OpenAI stub."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from typedrag import Conversation, ListRetriever, OfflineEngine, Pipeline
+from typedrag.abstain import HoldBack, said_not_in_sources
+from typedrag.engines.llm_engine import LLMEngine
+from typedrag.errors import QuestionError
+from typedrag.followup import leans_on_history, offline_standalone
+from typedrag.history import MAX_TURNS, Turn, clean_history
+from typedrag.llm.base import StructuredOutcome
+from typedrag.llm.cache import ResponseCache
+from typedrag.llm.openai_chat import OpenAIChatModel
+from typedrag.pipeline import PipelineSettings
+from typedrag.prompts import PROMPT_VERSION
+from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content
+
+SHIPS = [
+    "The Lusitania carried lifeboats, and more lifeboats were added after 1912, enough for all on board.",
+    "RMS Titanic was a British ocean liner; she carried twenty lifeboats, too few for everyone on board.",
+    "An iceberg is a large piece of fresh-water ice that has broken off a glacier and floats in open water.",
+    "Photosynthesis turns light, water and carbon dioxide into sugar and oxygen in the chloroplasts of plants.",
+]
+FIRST, FOLLOW_UP = "Tell me about the Titanic ocean liner.", "How many lifeboats did it carry?"
+HISTORY = [{"role": "user", "content": FIRST}, {"role": "assistant", "content": "It was a British ocean liner [2]."}]
+REWRITTEN = "How many lifeboats did the Titanic carry?"
+
+
+def offline() -> Pipeline:
+    return Pipeline(OfflineEngine(), ListRetriever(SHIPS))
+
+
+def stub_pipeline(stub, **model) -> Pipeline:
+    return Pipeline(LLMEngine(OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=20, **model)), ListRetriever(SHIPS))
+
+
+def rewriting(rewrite: str = REWRITTEN, answer=None):
+    """A stub responder: the rewrite step gets `rewrite`, writing steps `answer(request)` (default: the stub's)."""
+
+    def responder(request):
+        if request.schema_name == "StandaloneQuestion":
+            return Reply(content=json.dumps({"question": rewrite}))
+        if answer is not None and request.schema_name is None:
+            return Reply(content=answer(request))
+        return Reply(content=default_content(request))
+
+    return responder
+
+
+# ---------------------------------------------------------------- offline: the conversation's own words
+
+
+async def test_a_follow_up_is_read_with_the_earlier_question_and_finds_its_passage():
+    events = []
+    result = await offline().answer(FOLLOW_UP, "rag", history=HISTORY, on_event=lambda name, data: events.append((name, data)))
+    assert result.question == FOLLOW_UP and "Titanic" in result.standalone_question
+    assert result.rewrite.by == "offline" and result.rewrite.rewritten and result.rewrite.history_turns == 2
+    assert len(result.searched) == 2 and result.searched[1] == FOLLOW_UP  # with the carried terms, and as asked: fused
+    assert "twenty lifeboats" in result.sources[0].text
+    rewrite = next(data for name, data in events if name == "rewrite")
+    assert rewrite["standalone_question"] == result.standalone_question and events[0][0] == "rewrite"
+    alone = await offline().answer(FOLLOW_UP, "rag")
+    assert "Lusitania" in alone.sources[0].text  # the same question without the conversation
+
+
+async def test_a_follow_up_that_stands_alone_is_not_rewritten_and_a_question_without_history_is_as_before():
+    result = await offline().answer("How does photosynthesis turn light into sugar?", "rag", history=HISTORY)
+    assert result.rewrite is not None and not result.rewrite.rewritten
+    assert result.standalone_question == result.question and result.searched == [result.question]
+    plain = await offline().answer("How does photosynthesis turn light into sugar?", "rag")
+    assert plain.rewrite is None and plain.standalone_question is None and plain.searched == [plain.question]
+    assert [c.role for c in plain.llm_calls] == [c.role for c in result.llm_calls] == ["answer:rag"]  # no extra step
+
+
+@pytest.mark.parametrize(
+    ("question", "leans"),
+    [("And why?", True), ("What about the other one?", True), ("How did it sink?", True), ("Which of the two is older?", True),
+     ("How does photosynthesis turn light into sugar?", False), ("Why did the Western Roman Empire fall?", False)],
+)
+def test_what_points_back_at_the_conversation(question, leans):
+    assert leans_on_history(question) is leans
+
+
+def test_words_that_say_what_is_asked_are_not_carried_in():
+    dialogue = [Turn(role="user", content="What is the difference between a comet and an asteroid?")]
+    standalone = offline_standalone("Which of the two is more likely to hit Earth?", dialogue)
+    assert standalone.carried == ("comet", "asteroid") and "difference" not in standalone.question
+
+
+def test_history_is_checked_and_bounded():
+    with pytest.raises(QuestionError, match="history turn 2 is not a message"):
+        clean_history([{"role": "user", "content": "hi"}, {"role": "robot", "content": "beep"}])
+    turns = clean_history([{"role": "system", "content": "Be brief."}] + [{"role": "user", "content": f"q{i}"} for i in range(30)])
+    assert turns[0].role == "system" and len(turns) == 1 + MAX_TURNS and turns[-1].content == "q29"
+    assert clean_history([{"role": "user", "content": " \x00 "}]) == []  # an empty turn says nothing
+
+
+async def test_offline_a_system_message_is_recorded_as_not_followed():
+    result = await offline().answer(FOLLOW_UP, "rag", history=[{"role": "system", "content": "Answer in French."}, *HISTORY])
+    assert result.instructions == "Answer in French."
+    assert any(f.step == "instructions" and "cannot follow" in f.reason for f in result.fallbacks)
+
+
+async def test_the_conversation_object_keeps_the_history_and_starts_over():
+    chat = Conversation(offline(), method="rag", system="Be brief.")
+    await chat.ask(FIRST)
+    answer = await chat.ask(FOLLOW_UP)
+    assert "Titanic" in answer.standalone_question and [t.role for t in chat.history] == ["system", "user", "assistant", "user", "assistant"]
+    chat.reset()
+    assert [t.role for t in chat.history] == ["system"] and chat.last is None
+    assert (await chat.ask(FOLLOW_UP)).rewrite is None  # no earlier question after a reset
+
+
+# ---------------------------------------------------------------- offline abstention: the relevance bar
+
+
+async def test_a_question_no_passage_answers_abstains_and_keeps_the_nearest_passages():
+    events = []
+    result = await offline().answer("Which band played music on deck of the Titanic?", on_event=lambda name, data: events.append(name))
+    assert result.abstained and result.abstention.by == "relevance bar" and result.abstention.score < result.abstention.bar
+    assert result.answer.startswith("The documents do not answer this.") and "Which band played music" in result.answer
+    assert result.sources and result.citations == []  # the nearest passages, never cited as if they answered
+    assert "abstained" in events and "token" in events  # a streaming client hears it and reads the text
+    answered = await offline().answer("How many lifeboats did the Titanic carry?")
+    assert not answered.abstained and answered.citations
+    kept = await Pipeline(OfflineEngine(), ListRetriever(SHIPS), settings=PipelineSettings(abstain_offline=False)).answer(
+        "Which band played music on deck of the Titanic?"
+    )
+    assert not kept.abstained and not kept.answer.startswith("The documents do not answer this.")  # the bar can be switched off
+
+
+async def test_a_misrouted_typed_question_keeps_its_retrieval_when_it_abstains():
+    result = await offline().answer("Which band played music on deck of the Titanic?", "typed", "reason")
+    assert result.abstained and result.sources and result.type.type == "REASON" and not result.plan_used
+
+
+# ---------------------------------------------------------------- the LLM path, on the loopback stub
+
+
+async def test_the_rewrite_step_is_a_validated_cached_call_in_the_trace_and_its_question_is_answered(tmp_path):
+    with OpenAIStubServer(rewriting()) as stub:
+        cache = ResponseCache(tmp_path, namespace=PROMPT_VERSION)
+        result = await stub_pipeline(stub, cache=cache).answer(FOLLOW_UP, "rag", history=HISTORY)
+        rewrite_requests = [r for r in stub.requests if r.schema_name == "StandaloneQuestion"]
+        assert len(rewrite_requests) == 1
+        prompt = rewrite_requests[0].last_user
+        assert FIRST in prompt and "assistant: It was a British ocean liner [2]." in prompt and f"Last question: {FOLLOW_UP}" in prompt
+        call = result.llm_calls[0]
+        assert call.role == "rewrite" and call.structured is StructuredOutcome.OK and not call.cached
+        assert result.standalone_question == REWRITTEN and result.searched == [REWRITTEN]
+        assert result.rewrite.by.startswith("openai-compatible:stub") and result.rewrite.rewritten
+        answer_request = next(r for r in stub.requests if r.schema_name is None)
+        assert f"Question: {REWRITTEN}" in answer_request.last_user and "twenty lifeboats" in answer_request.last_user
+        again = await stub_pipeline(stub, cache=cache).answer(FOLLOW_UP, "rag", history=HISTORY)
+        assert again.llm_calls[0].role == "rewrite" and again.llm_calls[0].cached  # cached like every call
+
+
+async def test_without_history_there_is_no_rewrite_call_and_a_follow_up_the_model_keeps_is_not_rewritten():
+    with OpenAIStubServer(rewriting(rewrite="how many lifeboats did it carry?")) as stub:
+        plain = await stub_pipeline(stub).answer(FOLLOW_UP, "rag")
+        assert [c.role for c in plain.llm_calls] == ["answer:rag"] and plain.rewrite is None
+        kept = await stub_pipeline(stub).answer(FOLLOW_UP, "rag", history=HISTORY)
+        assert not kept.rewrite.rewritten and kept.standalone_question == FOLLOW_UP
+
+
+async def test_a_rewrite_that_never_validates_falls_back_to_the_offline_reading_recorded():
+    def responder(request):
+        if request.schema_name == "StandaloneQuestion":
+            return Reply(content='{"question": ""}')  # invalid twice: the repair round too
+        return Reply(content=default_content(request))
+
+    with OpenAIStubServer(responder) as stub:
+        result = await stub_pipeline(stub).answer(FOLLOW_UP, "rag", history=HISTORY)
+    assert result.llm_calls[0].structured is StructuredOutcome.FAILED
+    assert result.rewrite.by == "offline" and "Titanic" in result.standalone_question
+    assert any(f.step == "rewrite" and "offline" in f.reason for f in result.fallbacks)
+
+
+async def test_a_system_message_reaches_every_writing_prompt_and_no_plan_prompt():
+    history = [{"role": "system", "content": "Answer in French, in two sentences."}, *HISTORY]
+    with OpenAIStubServer(rewriting()) as stub:
+        result = await stub_pipeline(stub).answer(FOLLOW_UP, "typed", "reason", history=history)
+    writes = [r for r in stub.requests if r.schema_name is None]
+    plans = [r for r in stub.requests if r.schema_name is not None]
+    assert len(writes) >= 2 and plans  # the overview, the aspects and the aggregator; the rewrite and the plan
+    for request in writes:
+        system = request.messages[0]["content"]
+        assert system.endswith("Answer in French, in two sentences.") and "reader gave these instructions" in system
+    assert not any("Answer in French" in m["content"] for r in plans for m in r.messages)
+    assert result.instructions == "Answer in French, in two sentences." and not any(f.step == "instructions" for f in result.fallbacks)
+
+
+async def test_the_models_not_in_the_sources_reply_is_an_abstention_never_streamed_as_text():
+    said = '{"not_in_sources": "which band played"}'
+    with OpenAIStubServer(rewriting(answer=lambda request: said), token_rate=200) as stub:
+        tokens = []
+        result = await stub_pipeline(stub).answer(
+            "Which band played music on deck of the Titanic?", "rag", on_event=lambda name, data: name == "token" and tokens.append(data["text"])
+        )
+    assert result.abstained and result.abstention.by.startswith("openai-compatible:stub")
+    assert "which band played" in result.abstention.reason
+    assert result.answer.startswith("The documents do not answer this.") and result.sources and result.citations == []
+    assert "".join(tokens) == result.answer and "not_in_sources" not in "".join(tokens)
+
+
+async def test_prose_that_says_the_sources_lack_something_is_an_answer_not_an_abstention():
+    prose = "The sources do not name the band; they only say she carried twenty lifeboats [2]."
+    with OpenAIStubServer(rewriting(answer=lambda request: prose)) as stub:
+        result = await stub_pipeline(stub).answer("Which band played music on deck of the Titanic?", "rag")
+    assert not result.abstained and result.answer.startswith("The sources do not name the band")
+
+
+async def test_an_aspect_the_model_says_its_passages_do_not_answer_is_dropped_and_recorded():
+    def answer(request):
+        if "Answer only this part of it" in request.last_user and "lifeboats" in request.last_user.split("Answer only this part of it")[1]:
+            return '{"not_in_sources": "how many lifeboats"}'
+        numbers = re.findall(r"\[(\d+)\]", request.last_user)
+        return f"The Titanic struck an iceberg [{numbers[0] if numbers else 1}]."
+
+    def responder(request):
+        if request.schema_name == "SubQueryPlan":
+            return Reply(content=json.dumps({"sub_queries": ["Titanic lifeboats", "iceberg collision"]}))
+        return Reply(content=answer(request)) if request.schema_name is None else Reply(content=default_content(request))
+
+    with OpenAIStubServer(responder) as stub:
+        result = await stub_pipeline(stub).answer("Why did the Titanic sink?", "typed", "reason")
+    dropped = [a for a in result.aspects if a.label == "Titanic lifeboats"]
+    assert dropped and "do not answer it: how many lifeboats" in dropped[0].error
+    assert any(f.step == "aspect:Titanic lifeboats" for f in result.fallbacks)
+    assert not result.abstained and result.strategy == "reason"
+
+
+@pytest.mark.parametrize(
+    ("reply", "missing"),
+    [('{"not_in_sources": "the score"}', "the score"), ('```json\n{"not_in_sources": "x"}\n```', "x"),
+     ('{"not_in_sources": "x", "answer": "y"}', None), ('{"answer": "the score"}', None), ("Not in the sources.", None),
+     ('The JSON {"not_in_sources": "x"} is what a model says.', None)],
+)
+def test_only_the_whole_reply_as_the_json_object_is_the_signal(reply, missing):
+    assert said_not_in_sources(reply) == missing
+
+
+def test_a_streamed_reply_is_held_back_only_while_it_could_be_the_signal():
+    heard: list[str] = []
+    held = HoldBack(heard.append)
+    for piece in ['{"not_in', '_sources": "x"}']:
+        held(piece)
+    assert heard == []  # never released: the caller recognises the signal instead
+    answer = HoldBack(heard.append)
+    for piece in ["The Titanic ", "sank [1]."]:
+        answer(piece)
+    assert heard == ["The Titanic ", "sank [1]."]
+    heard.clear()
+    code = HoldBack(heard.append)
+    code("{a: 1} is a dict literal")
+    assert heard == []  # it opens like the signal: held until the reply ends (or runs past the signal's length)
+    code.release()
+    assert heard == ["{a: 1} is a dict literal"]
+
+
+# ---------------------------------------------------------------- the service and the terminal
+
+fastapi = pytest.importorskip("fastapi", reason="fastapi and uvicorn are dependencies of typedrag: pip install -e .")
+
+from test_server import serving  # noqa: E402  (tests/ is on sys.path, as for conftest)
+
+from typedrag.config import Settings  # noqa: E402
+from typedrag.server.app import create_app  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ships_url(small_index):
+    with serving(create_app(Settings(index=small_index, cache_dir=None), offline())) as url:
+        yield url
+
+
+def test_the_openai_endpoint_reads_the_whole_conversation(ships_url):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{ships_url}/v1", api_key="unused", max_retries=0)
+    messages = [{"role": "system", "content": "Answer in French."}, *HISTORY, {"role": "user", "content": FOLLOW_UP}]
+    result = client.chat.completions.create(model="typedrag-rag", messages=messages).model_extra["typedrag"]
+    assert result["question"] == FOLLOW_UP and "Titanic" in result["standalone_question"] and result["instructions"] == "Answer in French."
+    assert "twenty lifeboats" in result["sources"][0]["text"] and result["rewrite"]["history_turns"] == 2
+    alone = client.chat.completions.create(model="typedrag-rag", messages=messages[-1:]).model_extra["typedrag"]
+    assert alone["standalone_question"] is None and "Lusitania" in alone["sources"][0]["text"]
+
+
+def test_an_abstaining_answer_says_so_in_the_text_and_the_typedrag_field_streamed_or_not(ships_url):
+    import openai
+
+    client = openai.OpenAI(base_url=f"{ships_url}/v1", api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": "Which band played music on deck of the Titanic?"}]
+    completion = client.chat.completions.create(model="typedrag-rag", messages=messages)
+    text, result = completion.choices[0].message.content, completion.model_extra["typedrag"]
+    assert result["abstained"] and result["abstention"]["by"] == "relevance bar"
+    assert text.startswith("The documents do not answer this.") and "Nearest passages, not an answer:" in text and "Sources:" not in text
+    chunks = list(client.chat.completions.create(model="typedrag-rag", messages=messages, stream=True))
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").model_extra["typedrag"]
+    assert streamed == text and final["abstained"]
+    assert any((c.model_extra.get("typedrag_event") or {}).get("event") == "abstained" for c in chunks)
+
+
+def test_the_native_api_and_its_stream_take_history_and_refuse_a_turn_that_is_not_a_message(ships_url):
+    import httpx
+
+    body = {"question": FOLLOW_UP, "method": "rag", "history": HISTORY}
+    result = httpx.post(f"{ships_url}/v1/answer", json=body, timeout=60).json()
+    assert "Titanic" in result["standalone_question"] and "twenty lifeboats" in result["sources"][0]["text"]
+    with httpx.stream("POST", f"{ships_url}/v1/answer/stream", json=body, timeout=60) as response:
+        names = [line.removeprefix("event: ") for line in response.iter_lines() if line.startswith("event: ")]
+    assert names[0] == "rewrite" and names[-1] == "result"
+    bad = httpx.post(f"{ships_url}/v1/answer", json={**body, "history": [{"role": "user"}]}, timeout=60)
+    assert bad.status_code == 422 and "content" in bad.json()["error"]["message"]
+    openai_bad = httpx.post(f"{ships_url}/v1/chat/completions", json={"model": "typedrag-rag", "messages": [{"role": "assistant", "content": "hi"}]})
+    assert openai_bad.status_code == 400 and "no user message" in openai_bad.json()["error"]["message"]
+
+
+def test_typedrag_chat_holds_a_conversation_on_stdin(small_index, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    lines = [
+        "What is the difference between a crocodile and an alligator?",
+        "Which of the two lives in fresh water?",
+        "/trace",
+        "/reset",
+        "Which of the two lives in fresh water?",
+        "/trace",
+        "/nonsense",
+    ]
+    env = {**os.environ, "TYPEDRAG_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "400"}
+    done = subprocess.run(
+        [sys.executable, "-m", "typedrag.cli", "chat", "--index", str(small_index), "--method", "rag"],
+        input="\n".join(lines) + "\n", capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    first_trace, second_trace = out.split("conversation cleared")
+    assert "conversation: 2 earlier turns; rewritten by offline" in first_trace and "read as: Which of the two lives in fresh water? (crocodile, alligator)" in first_trace
+    assert "conversation:" not in second_trace  # after /reset the same follow-up has no conversation to read it with
+    assert "unknown command /nonsense" in out and out.count("\nSources\n") + out.count("\nNearest passages, not an answer\n") == 3
+
+
+@pytest.mark.parametrize(("question", "judged"), [("Why did Rome fall?", True), ("Why did Rome 🏛️ fall? 🤔", True),
+                                                  ("로마 제국은 왜 멸망했나요?", False), ("لماذا سقطت روما؟", False), ("42?", True)])
+def test_the_relevance_bar_judges_only_questions_its_model_can_read(question, judged):
+    from typedrag.abstain import readable
+
+    assert readable(question) is judged
