@@ -170,7 +170,6 @@ def test_a_list_item_is_quoted_as_a_sentence_without_its_bullet():
     assert "- " not in answer and not answer.startswith("-"), answer
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the reader model scores the mileage sentence below its bar; the gauge sentence is kept out")
 def test_a_sentence_on_the_questions_subject_outranks_a_namesake_article():
     """Regression: "How do I train for a marathon?" names the article "Train" too, and quoted the gauge of
     railway trains."""

@@ -16,7 +16,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
-from typedrag.engines.base import ClosedBook, Combined, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, sentence_pieces
+from typedrag.engines.base import AspectAnswer, ClosedBook, Combined, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, sentence_pieces
 from typedrag.engines.offline import planners
 from typedrag.engines.offline.answers import NO_PASSAGES, answer
 from typedrag.engines.offline.settings import DEFAULT, OfflineSettings
@@ -97,4 +97,6 @@ class OfflineEngine:
         written = answer(task, self.reader, self.settings)
         for reason_left_out in written.dropped:
             trace.fallback(task.role, f"left out: {reason_left_out} (the reader found none in the passages)")
+        if not written.supported and written.lead and not isinstance(task, AspectAnswer):  # an aspect is dropped instead
+            trace.fallback(task.role, "the reader found no sentence that answers; the nearest on-topic ones are quoted")
         return Written(written.text(), written.quotes(), written.supported)
