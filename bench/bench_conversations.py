@@ -115,6 +115,7 @@ def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: l
                         "sources": [s["passage_id"] for s in trace["sources"][:TOP]],
                         "type": (trace.get("type") or {}).get("type"), "strategy": trace["strategy"],
                         "seconds": trace["timings_ms"].get("total", 0) / 1000,
+                        "fallbacks": [f"{f['step']}: {f['reason']}" for f in trace.get("fallbacks", [])],
                     }
                     rows.append(row)
                     if out is not None:

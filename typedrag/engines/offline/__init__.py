@@ -97,6 +97,6 @@ class OfflineEngine:
         written = answer(task, self.reader, self.settings)
         for reason_left_out in written.dropped:
             trace.fallback(task.role, f"left out: {reason_left_out} (the reader found none in the passages)")
-        if not written.supported and written.lead and not isinstance(task, AspectAnswer):  # an aspect is dropped instead
+        if not written.supported and written.lead and not isinstance(task, AspectAnswer | Combined):  # said of the parts
             trace.fallback(task.role, "the reader found no sentence that answers; the nearest on-topic ones are quoted")
         return Written(written.text(), written.quotes(), written.supported)

@@ -15,7 +15,7 @@ class OfflineSettings:
     """How many sentences the offline engine quotes, and which it considers."""
 
     answer_sentences: int = 4  # plain RAG quotes at most this many sentences that answer
-    lead_sentences: int = 3  # ...and on-topic ones after them up to this many (BENCHMARKS.md, the reader section)
+    lead_sentences: int = 4  # ...and on-topic ones after them up to this many (BENCHMARKS.md, the reader section)
     nearest_sentences: int = 2  # ...or, when none answers, this many on-topic ones, marked as the nearest
     added_sentences: int = 2  # a typed answer adds at most this many sentences of its type's role
     list_steps: int = 8  # a document's own numbered list quoted as the steps: at most this many
