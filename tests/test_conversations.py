@@ -135,6 +135,29 @@ async def test_a_question_no_passage_answers_abstains_and_keeps_the_nearest_pass
     assert not kept.abstained and not kept.answer.startswith("The documents do not answer this.")  # the bar can be switched off
 
 
+async def test_past_the_bar_the_reader_abstains_when_it_reads_no_sentence_as_an_answer():
+    """Issue 33: offline abstention from the reader model's scores. The passages pass the relevance bar (they
+    are about lifeboats), but a reader that reads nothing as answering makes the answer abstain, by "reader",
+    for plain RAG and a typed plan alike; a reader that finds an answer, or abstention switched off, answers."""
+    from typedrag.abstain import READER_BAR
+    from typedrag.reader import Reading, Role
+    from typedrag.testing import ScriptedReader
+
+    unread = ScriptedReader(lambda q, title, s: Reading(READER_BAR / 2, 0.9, Role.FACT))
+    question = "How many lifeboats did the Titanic carry?"
+    for method in ("rag", "typed"):
+        events = []
+        result = await Pipeline(OfflineEngine(unread), ListRetriever(SHIPS)).answer(question, method, on_event=lambda name, data: events.append(name))
+        assert result.abstained and result.abstention.by == "reader" and result.abstention.score < result.abstention.bar == READER_BAR
+        assert result.answer.startswith("The documents do not answer this.") and result.citations == [] and result.sources
+        assert "abstained" in events and "token" in events
+    read = ScriptedReader(lambda q, title, s: Reading(0.9, 0.9, Role.FACT) if "twenty lifeboats" in s else Reading(0.0, 0.0, Role.NONE))
+    answered = await Pipeline(OfflineEngine(read), ListRetriever(SHIPS)).answer(question, "rag")
+    assert not answered.abstained and "twenty lifeboats" in answered.answer
+    kept = await Pipeline(OfflineEngine(unread), ListRetriever(SHIPS), settings=PipelineSettings(abstain_offline=False)).answer(question, "rag")
+    assert not kept.abstained
+
+
 async def test_a_misrouted_typed_question_keeps_its_retrieval_when_it_abstains():
     result = await offline().answer("Which band played music on deck of the Titanic?", "typed", "reason")
     assert result.abstained and result.sources and result.type.type == "REASON" and not result.plan_used

@@ -34,6 +34,9 @@ TYPE_BARS = {"EXPERIENCE": 0.36, "DEBATE": 0.44}
 # A planned aspect is narrower than its question, and its passages may sit further from the question's
 # words: they are dropped only this far below the question's bar.
 ASPECT_MARGIN = 0.10
+# Offline, past the bar: abstain when no sentence the answer could quote reaches this chance of answering by
+# the reader model (typedrag.reader). Chosen on the conversational set's tune half (BENCHMARKS.md section 15).
+READER_BAR = 0.15
 MIN_SENTENCE_WORDS = 4  # shorter pieces (a heading, "See also") say nothing a question asks
 MAX_SIGNAL_CHARS = 400  # a reply still open after this much text is an answer, not the signal
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*(.*?)\s*```$", re.DOTALL)
@@ -78,6 +81,15 @@ class Unsupported(Exception):
     def __init__(self, judged: Support) -> None:
         super().__init__(f"relevance {judged.score:.2f} below {judged.bar:.2f}")
         self.judged = judged
+
+
+class ReaderUnsupported(Exception):
+    """Offline: the reader model reads no sentence of a writing step's passages as an answer (`best` is the
+    highest chance it gave one, below `bar`)."""
+
+    def __init__(self, best: float, bar: float) -> None:
+        super().__init__(f"the reader's best chance {best:.2f} is below {bar:.2f}")
+        self.best, self.bar = best, bar
 
 
 class NotInSourcesReply(BaseModel):

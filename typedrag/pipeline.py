@@ -18,7 +18,7 @@ from enum import StrEnum
 from typing import Any
 
 from typedrag import telemetry
-from typedrag.abstain import NotInSources, Unsupported, bar_for, readable
+from typedrag.abstain import NotInSources, ReaderUnsupported, Unsupported, bar_for, readable
 from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
 from typedrag.engines.base import Engine, PlanTask, Trace
@@ -249,6 +249,9 @@ class Pipeline:
             why = "no passage found" if not ctx.book.sources else "no sentence of the passages comes close enough to the question to answer it"
             abstention = Abstention(looked_for=question, reason=why, by="relevance bar", score=judged.score, bar=judged.bar)
             return StrategyOutput(answer="", abstention=abstention)
+        except ReaderUnsupported as unread:
+            why = "the reader model reads no sentence of the passages as an answer to the question"
+            return StrategyOutput(answer="", abstention=Abstention(looked_for=question, reason=why, by="reader", score=unread.best, bar=unread.bar))
 
     def _context(
         self, trace: Trace, on_event: Callable[[str, dict[str, Any]], None] | None, standalone: Standalone | None = None

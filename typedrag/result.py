@@ -142,9 +142,9 @@ class Abstention(BaseModel):
 
     looked_for: str = Field(description="what was searched for")
     reason: str
-    by: str = Field(description="relevance bar (offline), or llm:<model> (the model said its sources do not answer)")
-    score: float | None = Field(None, description="relevance bar: the best passage sentence's similarity to the question")
-    bar: float | None = Field(None, description="relevance bar: the similarity below which typedrag abstains")
+    by: str = Field(description="relevance bar or reader (offline), or llm:<model> (the model said its sources do not answer)")
+    score: float | None = Field(None, description="relevance bar: the best passage sentence's similarity to the question; reader: its best chance that a sentence answers")
+    bar: float | None = Field(None, description="the score below which typedrag abstains")
 
 
 class AnswerResult(BaseModel):

@@ -116,6 +116,7 @@ class WriteTask:
     extra: dict[str, str] = field(default_factory=dict)
     max_tokens: int = 400
     instructions: str = ""  # the reader's own instructions (a chat's system messages): language, tone, length
+    reader_bar: float | None = None  # offline: abstain when the reader model reads nothing answering at this chance
 
     def values(self) -> dict[str, str]:
         """The prompt's placeholders other than the sources and parts."""

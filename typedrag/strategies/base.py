@@ -10,7 +10,7 @@ from typing import Any, Protocol, runtime_checkable
 from pydantic import BaseModel
 
 from typedrag import telemetry
-from typedrag.abstain import Unsupported, support
+from typedrag.abstain import READER_BAR, Unsupported, support
 from typedrag.engines.base import Engine, Trace, WriteTask, Written
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
@@ -104,7 +104,8 @@ class StrategyContext:
 
     async def write_answer(self, task: WriteTask) -> Written:
         """The final generation step of a strategy; a listening client gets its text as it is written."""
-        task = replace(task, instructions=self.instructions)
+        reader_bar = READER_BAR if self.relevance_bar is not None else None  # offline abstention is on
+        task = replace(task, instructions=self.instructions, reader_bar=reader_bar)
         if self.relevance_bar is not None:
             await self.check_support(task, self.relevance_bar)
         if self.on_event is None:

@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from pydantic import BaseModel
 
+from typedrag.abstain import ReaderUnsupported
 from typedrag.engines.base import AspectAnswer, ClosedBook, Combined, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, sentence_pieces
 from typedrag.engines.offline import planners
 from typedrag.engines.offline.answers import NO_PASSAGES, answer
@@ -95,6 +96,8 @@ class OfflineEngine:
         if not task.sources and not (isinstance(task, Combined) and task.parts):
             return Written(NO_PASSAGES, supported=False)
         written = answer(task, self.reader, self.settings)
+        if task.reader_bar is not None and not isinstance(task, AspectAnswer) and written.best < task.reader_bar:
+            raise ReaderUnsupported(round(written.best, 4), task.reader_bar)
         for reason_left_out in written.dropped:
             trace.fallback(task.role, f"left out: {reason_left_out} (the reader found none in the passages)")
         if not written.supported and written.lead and not isinstance(task, AspectAnswer | Combined):  # said of the parts

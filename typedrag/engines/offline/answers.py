@@ -52,6 +52,7 @@ class Answer:
     lead: list[Sentence]
     groups: list[Group] = field(default_factory=list)
     supported: bool = True  # False: nothing quoted answers the question, the lead is only the nearest
+    best: float = 0.0  # the reader's highest chance of answering among the sentences the lead chose from
     dropped: list[str] = field(default_factory=list)  # additions left out, and why
 
     def text(self) -> str:
@@ -108,19 +109,20 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: li
     """Plain RAG: the sentences that answer, best first, with on-topic ones after them up to
     `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering."""
     where = [from_sources(sources)] if sources is not None else []
+    best = max((s.answers for s in material.sentences if all(f(s) for f in where)), default=0.0)
     found = material.pick(settings.answer_sentences, *where, answering(bars.answers))
     if not found:
-        return Answer(material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic)), supported=False)
+        return Answer(material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic)), supported=False, best=best)
     if len(found) < settings.lead_sentences:  # the reader misses answers more often than it takes noise on topic
         found += material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
-    return Answer(found)
+    return Answer(found, best=best)
 
 
 def comparison(task: Compared, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG's lead, then a sentence that relates two of the items, then one point about each item."""
     lead = plain(material, bars, settings, own_sources(task, task.lead))
     relation = material.pick(1, answering(bars.answers), playing(Role.RELATES), naming_two(list(task.items)), beside=lead.lead)
-    result = Answer(lead.lead + relation, supported=lead.supported or bool(relation))
+    result = Answer(lead.lead + relation, supported=lead.supported or bool(relation), best=lead.best)
     if not relation:
         result.dropped.append("no sentence relates the items")
     titles = {source.number: source.title for source in task.sources}
@@ -165,7 +167,7 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     lead_quotes = [q for part in task.parts if part.lead for q in part.quotes]
     lead = Material.of_quotes(lead_quotes).sentences
     added = Material.of_quotes(q for part in task.parts if not part.lead for q in part.quotes)
-    result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes))
+    result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max((q.answers for q in lead_quotes), default=0.0))
     ok = answering(bars.answers)
     if task.facet is Facet.VIEWS:
         for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):
