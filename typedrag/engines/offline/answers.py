@@ -52,7 +52,7 @@ class Answer:
     lead: list[Sentence]
     groups: list[Group] = field(default_factory=list)
     supported: bool = True  # False: nothing quoted answers the question, the lead is only the nearest
-    best: float = 0.0  # the reader's highest chance of answering among the sentences the lead chose from
+    best: float = 0.0  # the reader's highest chance of answering among the sentences of the step's whole pool
     dropped: list[str] = field(default_factory=list)  # additions left out, and why
 
     def text(self) -> str:
@@ -122,7 +122,7 @@ def comparison(task: Compared, material: Material, bars: Bars, settings: Offline
     """Plain RAG's lead, then a sentence that relates two of the items, then one point about each item."""
     lead = plain(material, bars, settings, own_sources(task, task.lead))
     relation = material.pick(1, answering(bars.answers), playing(Role.RELATES), naming_two(list(task.items)), beside=lead.lead)
-    result = Answer(lead.lead + relation, supported=lead.supported or bool(relation), best=lead.best)
+    result = Answer(lead.lead + relation, supported=lead.supported or bool(relation), best=material.best())
     if not relation:
         result.dropped.append("no sentence relates the items")
     titles = {source.number: source.title for source in task.sources}
@@ -143,6 +143,7 @@ def comparison(task: Compared, material: Material, bars: Bars, settings: Offline
 def experience(task: Advised, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG's lead, then advice the passages give."""
     result = plain(material, bars, settings, own_sources(task, task.lead))
+    result.best = material.best()
     advice = material.pick(settings.added_sentences, answering(bars.answers), playing(Role.ADVICE), beside=result.lead)
     if advice:
         result.groups.append(Group("Advice", advice))
@@ -167,7 +168,8 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     lead_quotes = [q for part in task.parts if part.lead for q in part.quotes]
     lead = Material.of_quotes(lead_quotes).sentences
     added = Material.of_quotes(q for part in task.parts if not part.lead for q in part.quotes)
-    result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max((q.answers for q in lead_quotes), default=0.0))
+    every_quote = [q for part in task.parts for q in part.quotes]
+    result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max((q.answers for q in every_quote), default=0.0))
     ok = answering(bars.answers)
     if task.facet is Facet.VIEWS:
         for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):

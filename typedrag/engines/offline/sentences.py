@@ -101,9 +101,9 @@ class Material:
                 chosen.append(sentence)
         return chosen
 
-    def best(self, *keep: Filter) -> Sentence | None:
-        found = self.pick(1, *keep)
-        return found[0] if found else None
+    def best(self) -> float:
+        """The highest chance of answering the reader gave any of these sentences (0 when there are none)."""
+        return max((s.answers for s in self.sentences), default=0.0)
 
     def ordered_list(self, around: Sentence, limit: int) -> list[Sentence]:
         """The ordered list `around` is an item of, in its document's order (at most `limit` items)."""
