@@ -290,7 +290,7 @@ def coverable(sentences: list[str], groups: list[list[str]], count: int) -> bool
 
 def quotable(result, settings: OfflineSettings) -> list[str]:
     """The sentences of `result`'s passages the offline engine could quote."""
-    return [text for source in result.sources for text, _ in pieces_of(source, settings) if settings.min_words <= len(text.split()) <= settings.max_words]
+    return [text for source in result.sources for text, _ in pieces_of(source, settings)]
 
 
 def index_corpus(corpus: Corpus, folder: Path) -> Path | None:

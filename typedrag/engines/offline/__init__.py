@@ -96,7 +96,7 @@ class OfflineEngine:
         if not task.sources and not (isinstance(task, Combined) and task.parts):
             return Written(NO_PASSAGES, supported=False)
         written = answer(task, self.reader, self.settings)
-        if task.reader_bar is not None and not isinstance(task, AspectAnswer) and written.best < task.reader_bar:
+        if task.reader_bar is not None and written.best < task.reader_bar:
             raise ReaderUnsupported(round(written.best, 4), task.reader_bar)
         for reason_left_out in written.dropped:
             trace.fallback(task.role, f"left out: {reason_left_out} (the reader found none in the passages)")

@@ -109,7 +109,7 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: li
     """Plain RAG: the sentences that answer, best first, with on-topic ones after them up to
     `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering."""
     where = [from_sources(sources)] if sources is not None else []
-    best = max((s.answers for s in material.sentences if all(f(s) for f in where)), default=0.0)
+    best = material.best(*where)
     found = material.pick(settings.answer_sentences, *where, answering(bars.answers))
     if not found:
         return Answer(material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic)), supported=False, best=best)

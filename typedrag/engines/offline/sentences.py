@@ -23,6 +23,7 @@ from typedrag.text import split_sentences, terms
 
 QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM})
 
+
 @dataclass(frozen=True)
 class Sentence:
     """A sentence that may be quoted, where it came from, and what the reader made of it."""
@@ -41,24 +42,28 @@ class Sentence:
     def quote(self) -> Quote:
         return Quote(self.text, (self.source,), self.reading.role, self.answers, self.order)
 
+
 def lines_of(source: Source) -> list[tuple[str, LineKind]]:
     """A source's lines with their kinds; a passage whose reader gave no kinds is prose."""
     lines = source.text.split("\n")
     kinds = source.lines if len(source.lines) == len(lines) else (PROSE_LINE,) * len(lines)
     return list(zip(lines, kinds))
 
+
 def pieces_of(source: Source, settings: OfflineSettings) -> Iterable[tuple[str, int | None]]:
-    """(text, order in a list) of each quotable piece of a source: prose sentences and list items."""
+    """(text, order in a list) of each quotable piece of a source: prose sentences and list items, of
+    `min_words` to `max_words` words."""
     for line, kind in lines_of(source):
         if kind.kind not in QUOTED_KINDS or not line.strip():
             continue
         if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " and its text
             line = line.strip().removeprefix("- ")
-            if len(line.split()) <= settings.max_words:
-                yield " ".join(line.split()), kind.order
-                continue
-        for sentence in split_sentences(line):
-            yield " ".join(sentence.split()), kind.order
+        whole = kind.kind is BlockKind.ITEM and len(line.split()) <= settings.max_words  # an item is one piece
+        for piece in [line] if whole else split_sentences(line):
+            words = piece.split()
+            if settings.min_words <= len(words) <= settings.max_words:
+                yield " ".join(words), kind.order
+
 
 class Material:
     """Every quotable sentence of some sources, read against one question."""
@@ -70,7 +75,7 @@ class Material:
         seen: set[str] = set()
         for source in sources:
             for text, order in pieces_of(source, settings):
-                if settings.min_words <= len(text.split()) <= settings.max_words and text not in seen:
+                if text not in seen:
                     seen.add(text)
                     found.append((text, source.number, order, source.title))
         readings = reader.read(question, [(title, text) for text, _, _, title in found], asked)
@@ -101,9 +106,10 @@ class Material:
                 chosen.append(sentence)
         return chosen
 
-    def best(self) -> float:
-        """The highest chance of answering the reader gave any of these sentences (0 when there are none)."""
-        return max((s.answers for s in self.sentences), default=0.0)
+    def best(self, *keep: Filter) -> float:
+        """The highest chance of answering the reader gave any of these sentences every filter in `keep`
+        accepts (0 when there are none)."""
+        return max((s.answers for s in self.sentences if all(f(s) for f in keep)), default=0.0)
 
     def ordered_list(self, around: Sentence, limit: int) -> list[Sentence]:
         """The ordered list `around` is an item of, in its document's order (at most `limit` items)."""
@@ -111,33 +117,38 @@ class Material:
             return [around]
         items = [s for s in self.sentences if s.source == around.source and s.order is not None]
         start = next(i for i, s in enumerate(items) if s is around) - (around.order - 1)
-        run = [s for s in items[max(start, 0) :] if s.order is not None]
         listed: list[Sentence] = []
-        for sentence in run:  # consecutive numbers from 1: one list, not the next one in the passage
+        for sentence in items[max(start, 0) :]:  # consecutive numbers from 1: one list, not the next one in the passage
             if sentence.order != len(listed) + 1 or len(listed) == limit:
                 break
             listed.append(sentence)
         return listed if around in listed else [around]
 
+
 Filter = Callable[[Sentence], bool]
+
 
 def answering(bar: float) -> Filter:
     """The reader says the sentence answers the question."""
     return lambda s: s.answers >= bar
 
+
 def on_topic(bar: float) -> Filter:
     """The reader says the sentence is at least on the question's topic."""
     return lambda s: s.reading.on_topic >= bar
+
 
 def playing(*roles: Role) -> Filter:
     """The sentence does one of `roles` for the answer."""
     wanted = frozenset(roles)
     return lambda s: s.reading.role in wanted
 
+
 def from_sources(numbers: Iterable[int]) -> Filter:
     """The sentence comes from one of these passages."""
     wanted = frozenset(numbers)
     return lambda s: s.source in wanted
+
 
 def about(thing: str, others: Iterable[str], titles: dict[int, str]) -> Filter:
     """The sentence is about `thing` (its words, or its passage's title's when it names none of the things
@@ -155,10 +166,12 @@ def about(thing: str, others: Iterable[str], titles: dict[int, str]) -> Filter:
 
     return keep
 
+
 def naming_two(things: list[str]) -> Filter:
     """The sentence names at least two of the compared `things`."""
     sets = [terms(t) for t in things]
     return lambda s: sum(bool(words & s.words) for words in sets) >= min(2, len(sets))
+
 
 def repeats(sentence: Sentence, other: Sentence, overlap: float = 0.6) -> bool:
     """True when two sentences say the same: the same text, or most of the shorter one's words."""
