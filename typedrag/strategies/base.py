@@ -161,7 +161,6 @@ class StrategyOutput:
     answer: str
     plan: BaseModel | None = None
     aspects: list[Aspect] = field(default_factory=list)
-    supported: bool = True  # False when the engine found nothing in the sources that answers
     abstention: Abstention | None = None  # set (and `answer` empty) when its passages do not answer the question
 
 

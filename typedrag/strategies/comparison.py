@@ -117,4 +117,4 @@ class ComparisonStrategy:
             lead=len(by_question[: ctx.top_k]),
         )
         written = await ctx.write_answer(task)
-        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects, supported=written.supported)
+        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)

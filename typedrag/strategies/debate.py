@@ -93,4 +93,4 @@ class DebateStrategy:
         aspects = [Aspect(label=p.name, query=p.sub_query) for p in perspectives]
         ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
         written = await answer_and_combine(question, overview, aspects, self.name, MEDIATION, ctx, topic=plan.topic)
-        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects, supported=written.supported)
+        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)

@@ -317,4 +317,4 @@ class SubQueryStrategy:
         aspects = [Aspect(label=q, query=q) for q in queries]
         ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
         written = await answer_and_combine(question, overview, aspects, self.name, self.combination, ctx)
-        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects, supported=written.supported)
+        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)

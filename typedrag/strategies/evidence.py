@@ -34,7 +34,7 @@ class EvidenceStrategy:
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
         hits = await ctx.retrieve(question, ctx.top_k)
         written = await ctx.write_answer(grounded_answer(question, ctx.book.add(hits), f"answer:{self.name}"))
-        return StrategyOutput(answer=written.text, supported=written.supported)
+        return StrategyOutput(answer=written.text)
 
 
 class ClosedBookStrategy:
@@ -44,4 +44,4 @@ class ClosedBookStrategy:
 
     async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
         written = await ctx.write_answer(ClosedBook(role="answer:llm", prompt=CLOSED_BOOK, question=question))
-        return StrategyOutput(answer=written.text, supported=written.supported)
+        return StrategyOutput(answer=written.text)

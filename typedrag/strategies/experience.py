@@ -78,4 +78,4 @@ class ExperienceStrategy:
             lead=len(by_question[: ctx.top_k]),
         )
         written = await ctx.write_answer(task)
-        return StrategyOutput(answer=written.text, plan=plan, supported=written.supported)
+        return StrategyOutput(answer=written.text, plan=plan)
