@@ -18,6 +18,7 @@ rebuilds it from the labels and reports it leave-one-corpus-out.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import math
 import threading
@@ -125,6 +126,12 @@ def features(question: str, sentences: list[str], titles: list[str], q: np.ndarr
     return np.asarray(rows, dtype=np.float32)
 
 
+def answering(answers: np.ndarray, on_topic: np.ndarray) -> np.ndarray:
+    """The chance a sentence answers, never above the chance it is on topic (the two ensembles are fitted
+    apart, so the first can exceed the second)."""
+    return np.minimum(answers, on_topic)
+
+
 class Trees:
     """A gradient-boosted ensemble of binary decision trees, stored as arrays: the chance of a label."""
 
@@ -149,13 +156,15 @@ class Trees:
         return 1 / (1 + np.exp(-raw))
 
 
-def _verified(path: Path, sha256: str) -> Path:
+def _verified(path: Path, sha256: str) -> bytes:
+    """The bytes of `path`, read once and checked against `sha256`."""
     if not path.is_file():
         raise ReaderUnavailable(f"reader model file missing: {path}; reinstall typedrag")
-    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    data = path.read_bytes()
+    digest = hashlib.sha256(data).hexdigest()
     if digest != sha256:
         raise ReaderUnavailable(f"reader model {path} has sha256 {digest}, expected {sha256}; reinstall typedrag")
-    return path
+    return data
 
 
 class Reader:
@@ -166,7 +175,7 @@ class Reader:
         if not meta_path.is_file():
             raise ReaderUnavailable(f"reader model description missing: {meta_path}; reinstall typedrag")
         meta = json.loads(meta_path.read_text())
-        with np.load(_verified(model_dir / MODEL_FILE, meta["sha256"])) as arrays:
+        with np.load(io.BytesIO(_verified(model_dir / MODEL_FILE, meta["sha256"]))) as arrays:
             loaded = {name: arrays[name] for name in arrays.files}
         self.name = meta["name"]
         self.bars = Bars(**meta["bars"])
@@ -190,9 +199,10 @@ class Reader:
         vectors = self.embedder.embed([question, *texts, *titles])
         q, s, t = vectors[0], vectors[1 : 1 + len(texts)], vectors[1 + len(texts) :]
         x = features(question, texts, titles, q, s, t)
-        answers, on_topic = self._answers.chance(x), self._on_topic.chance(x)
+        on_topic = self._on_topic.chance(x)
+        answers = answering(self._answers.chance(x), on_topic)
         roles = (role_input(q, s, asked) @ self._role_weights + self._role_bias).argmax(axis=1)
-        return [Reading(float(min(a, o)), float(o), self.roles[r]) for a, o, r in zip(answers, on_topic, roles)]
+        return [Reading(float(a), float(o), self.roles[r]) for a, o, r in zip(answers, on_topic, roles)]
 
 
 _default_lock = threading.Lock()

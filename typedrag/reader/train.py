@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from typedrag.reader import FEATURES, META_FILE, MODEL_DIR, MODEL_FILE, Role, features, role_input
+from typedrag.reader import FEATURES, META_FILE, MODEL_DIR, MODEL_FILE, Role, answering, features, role_input
 
 ROLES = [role.value for role in Role]
 # The bars weigh precision above recall (F-beta, beta < 1), but not so far that most questions quote nothing.
@@ -135,7 +135,7 @@ def fit(rows: list[dict], x: np.ndarray, role_input: np.ndarray) -> dict:
 
 def predict(model: dict, x: np.ndarray, role_input: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
     on_topic = model["on_topic"].predict_proba(x)[:, 1]
-    answers = np.minimum(model["answers"].predict_proba(x)[:, 1], on_topic)
+    answers = answering(model["answers"].predict_proba(x)[:, 1], on_topic)
     return answers, on_topic, list(model["roles"].predict(role_input))
 
 
