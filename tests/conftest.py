@@ -71,3 +71,17 @@ def require_shared_data() -> Path:
 def plan_call_of(result):
     """The result's plan call: the overview of a decomposing type may finish, and so be traced, before it."""
     return next(call for call in result.llm_calls if call.role.startswith("plan:"))
+
+
+def raw_pdf(objects: list[bytes]) -> bytes:
+    """A PDF of these objects (1 is the catalog), with a correct cross-reference table."""
+    out = bytearray(b"%PDF-1.4\n")
+    offsets = []
+    for number, body in enumerate(objects, 1):
+        offsets.append(len(out))
+        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
+    xref = len(out)
+    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
+    return bytes(out)

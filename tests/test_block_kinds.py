@@ -20,6 +20,8 @@ from typedrag.index import build_index, open_retriever
 from typedrag.index.tantivy_index import sync_index
 from typedrag.records import Block, BlockKind, Document, LineKind, decode_lines, encode_lines, lines_of
 
+from conftest import raw_pdf
+
 PROSE, ITEM, CODE, TABLE = BlockKind.PROSE, BlockKind.ITEM, BlockKind.CODE, BlockKind.TABLE
 ADMONITION, CAPTION, NOTICE, HEADING = BlockKind.ADMONITION, BlockKind.CAPTION, BlockKind.NOTICE, BlockKind.HEADING
 PYTHON_TUTORIAL = Path("/usr/share/doc/python3.11/html/tutorial/controlflow.html")
@@ -327,16 +329,7 @@ def two_font_pdf(lines: list[tuple[str, float, str]]) -> bytes:
         b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 6 0 R /Resources << /Font << /F1 3 0 R /F2 4 0 R >> >> >>",
         b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
     ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
+    return raw_pdf(objects)
 
 
 def test_pdf_kinds_where_the_pdf_tells(tmp_path):

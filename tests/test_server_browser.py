@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -53,6 +54,31 @@ class SlowRetriever:
         return self.inner.search_many(queries, k)
 
 
+@contextmanager
+def browsing(url: str):
+    """A fresh headless Chromium page on `url`, closed after."""
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page()
+            page.goto(url)
+            yield page
+        finally:
+            browser.close()
+
+
+def ask(page, question: str, method: str) -> None:
+    """Ask `question` on the page by `method` (typed, rag, ...)."""
+    page.fill("#question", question)
+    page.select_option("#method", method)
+    page.click("#submit")
+
+
+def done(page, timeout: int = 30_000) -> None:
+    """Wait for the Done line that ends an answer's progress."""
+    sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=timeout)
+
+
 @pytest.fixture(scope="module")
 def page_url(offline_pipeline, small_index):
     p = offline_pipeline
@@ -76,13 +102,11 @@ def page(page_url):
 
 
 def test_ask_watch_progress_and_follow_a_citation(page, page_url, tmp_path):
-    page.fill("#question", "Why did the Western Roman Empire fall?")
-    page.select_option("#method", "typed")
-    page.click("#submit")
+    ask(page, "Why did the Western Roman Empire fall?", "typed")
 
     sync_api.expect(page.locator("#progress")).to_contain_text("Plan made", timeout=60_000)
     assert page.locator("#answer").inner_text() == "working…"  # progress shows live, before the answer
-    sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=60_000)
+    done(page, timeout=60_000)
     progress = page.locator("#progress li").all_inner_texts()
     steps = [line.split(" s", 1)[1].strip() for line in progress]
     assert steps[0] == "Question sent"
@@ -159,10 +183,8 @@ def test_a_conversation_follow_ups_the_history_shown_and_starting_over(page, pag
 
 
 def test_an_answer_the_documents_do_not_give_is_shown_as_such(page):
-    page.fill("#question", "Which band played music on the deck of the Titanic?")
-    page.select_option("#method", "rag")
-    page.click("#submit")
-    sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=60_000)
+    ask(page, "Which band played music on the deck of the Titanic?", "rag")
+    done(page, timeout=60_000)
     assert page.locator("#answer").inner_text().startswith("The documents do not answer this.")
     assert page.locator("#sources-title").text_content() == "Nearest passages, not an answer"
     assert page.locator("#meta .pill.none").text_content() == "the documents do not answer"
@@ -181,26 +203,19 @@ def test_the_answer_appears_word_by_word_before_the_result(page_url, small_index
     with OpenAIStubServer(lambda request: Reply(content=words), token_rate=8) as stub:
         chat = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=30)
         pipeline = Pipeline(LLMEngine(chat), open_retriever(small_index), classifier=classifier)
-        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url:
-            with sync_api.sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-                page = browser.new_page()
-                page.goto(url)
-                page.fill("#question", "How does photosynthesis work?")
-                page.select_option("#method", "rag")
-                page.click("#submit")
-                # part of the answer is on the page while the result event has not come yet
-                partial = page.wait_for_function(
-                    """() => {
-                        const text = document.getElementById('answer').textContent;
-                        const done = [...document.querySelectorAll('#progress li')].some(li => li.textContent.includes('Done'));
-                        return text.startsWith('Sunlight') && !done ? text : null;
-                    }""",
-                    timeout=30_000,
-                ).json_value()
-                sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=30_000)
-                final = page.locator("#answer").inner_text()
-                browser.close()
+        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url, browsing(url) as page:
+            ask(page, "How does photosynthesis work?", "rag")
+            # part of the answer is on the page while the result event has not come yet
+            partial = page.wait_for_function(
+                """() => {
+                    const text = document.getElementById('answer').textContent;
+                    const done = [...document.querySelectorAll('#progress li')].some(li => li.textContent.includes('Done'));
+                    return text.startsWith('Sunlight') && !done ? text : null;
+                }""",
+                timeout=30_000,
+            ).json_value()
+            done(page)
+            final = page.locator("#answer").inner_text()
     assert len(partial) < len(final) and final == words and final.startswith(partial)
 
 
@@ -224,19 +239,12 @@ def test_only_the_answers_citations_become_links(small_index, classifier):
     with OpenAIStubServer(lambda request: Reply(content=words)) as stub:
         chat = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=30)
         pipeline = Pipeline(LLMEngine(chat), FunctionRetriever(lambda query, k: texts), classifier=classifier)
-        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url:
-            with sync_api.sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-                page = browser.new_page()
-                page.goto(url)
-                page.fill("#question", "How does photosynthesis work?")
-                page.select_option("#method", "rag")
-                page.click("#submit")
-                sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=30_000)
-                links = page.locator("#answer a.cite").all_inner_texts()
-                answer = page.locator("#answer").inner_text()
-                sources = page.locator("#sources li").count()
-                browser.close()
+        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url, browsing(url) as page:
+            ask(page, "How does photosynthesis work?", "rag")
+            done(page)
+            links = page.locator("#answer a.cite").all_inner_texts()
+            answer = page.locator("#answer").inner_text()
+            sources = page.locator("#sources li").count()
     assert sources == 2  # source 2 exists: the glued "[2]" could have been linked to it
     assert links == ["[1]"] and answer == words
 
@@ -256,20 +264,13 @@ def test_bidi_overrides_and_controls_in_source_names_are_shown_escaped(small_ind
     )
     plain = Passage(passage_id="comet#0", doc_id="comet", title="Comet", text="A comet is an icy body that grows a tail near the Sun.")
     pipeline = Pipeline(OfflineEngine(), ListRetriever([hostile, plain]), classifier=classifier)
-    with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url:
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
-            page = browser.new_page()
-            page.goto(url)
-            page.fill("#question", "What is an asteroid?")
-            page.select_option("#method", "rag")
-            page.click("#submit")
-            sync_api.expect(page.locator("#progress li").last).to_contain_text("Done", timeout=30_000)
-            shown = page.locator("#output").inner_text()
-            titles = page.locator("#sources .title").all_inner_texts()
-            ids = page.locator("#sources .source-id").all_inner_texts()
-            link_titles = [page.locator("#answer a.cite").nth(i).get_attribute("title") for i in range(page.locator("#answer a.cite").count())]
-            browser.close()
+    with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url, browsing(url) as page:
+        ask(page, "What is an asteroid?", "rag")
+        done(page)
+        shown = page.locator("#output").inner_text()
+        titles = page.locator("#sources .title").all_inner_texts()
+        ids = page.locator("#sources .source-id").all_inner_texts()
+        link_titles = [page.locator("#answer a.cite").nth(i).get_attribute("title") for i in range(page.locator("#answer a.cite").count())]
     hidden = [c for c in shown + "".join(filter(None, link_titles)) if c in "\x1b\x07\u202c\u202e\u2066\u2069" or "\x80" <= c <= "\x9f"]
     assert not hidden, hidden
     assert "Asteroid \\u202eevil\\u202c" in titles

@@ -5,15 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-import threading
-import time
-from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 import pytest
-import uvicorn
 from opentelemetry.trace import SpanKind
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
@@ -22,7 +17,6 @@ from starlette.responses import PlainTextResponse
 from starlette.routing import Route
 
 from typedrag import OfflineEngine, Pipeline, telemetry
-from typedrag.classify import load_default_classifier
 from typedrag.config import Settings
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.index import open_retriever
@@ -33,37 +27,13 @@ from typedrag.server.metrics import RequestObserver, ServiceMetrics
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder
 
 from conftest import write_corpus
+from test_server import classifier, serving  # noqa: F401  (tests/ is on sys.path, as for conftest)
 from otel_fixtures import ancestors, by_name, no_provider, spans  # noqa: F401
 
 COMPARISON = "What is the difference between a crocodile and an alligator?"
 REASON = "Why did the Western Roman Empire fall?"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT_ID = "00f067aa0ba902b7"
-
-
-@contextmanager
-def serving(app):
-    """`app` on a real uvicorn server on a free loopback port; yields its base URL."""
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(app, log_config=None, access_log=False, timeout_graceful_shutdown=5))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 60
-    while not server.started:
-        assert thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
-        time.sleep(0.02)
-    try:
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(15)
-        sock.close()
-
-
-@pytest.fixture(scope="module")
-def classifier():
-    return load_default_classifier()
 
 
 def offline_app(index: Path, classifier):

@@ -30,6 +30,8 @@ import typedrag.index.tantivy_index as tantivy_index
 from typedrag.index import open_retriever
 from typedrag.index.tantivy_index import sync_index
 
+from conftest import raw_pdf
+
 from .conftest import run_cli
 
 
@@ -331,20 +333,6 @@ def test_docx_styles_are_looked_up_once_per_document_not_per_paragraph(tmp_path,
 
 
 # --- D4: a PDF whose pages cannot load, a reader out of memory -----------------------------------------------
-
-
-def raw_pdf(objects: list[bytes]) -> bytes:
-    """A PDF of these objects (1 is the catalog), with a correct cross-reference table."""
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, body in enumerate(objects, 1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, body)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
-    return bytes(out)
 
 
 def self_listing_pdf(with_a_good_page: bool) -> bytes:
