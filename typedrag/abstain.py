@@ -1,15 +1,21 @@
 """Abstention: telling a question its documents answer from one they do not.
 
-Two signals, one per kind of engine, so an answer never quotes passages as if they answered:
+The policy (`Policy`) is the one place that decides; typedrag.driver applies it to every writing step, and
+engines only report what it reads (`Written.best`, `Written.not_in_sources`), never a bar. The signals, one
+per kind of engine, so an answer never quotes passages as if they answered:
 
-- Offline, a relevance bar (`support`): the question against every sentence of its passages (MiniLM
-  cosine); below the bar, no sentence says what the question asks. It stands in for the reader model
-  until that lands: `support` is the one function to switch to the reader's scores. MiniLM reads
+- Offline, before a step is written, a relevance bar (`support`): the question against every sentence of
+  its passages (MiniLM cosine); below the bar, no sentence says what the question asks. MiniLM reads
   English: a question in another script is not judged (`readable`).
+- Offline, once the answer is written, the reader model's best chance that a sentence of its passages
+  answers (READER_BAR).
 - An LLM says so itself. The writing prompts let the model reply with only the JSON object
   `{"not_in_sources": "<what the sources lack>"}`; `said_not_in_sources` recognises that reply as a
   whole, validated against `NotInSourcesReply`: a structured signal, never words found inside prose
   (an answer that says "the sources do not mention X" is an answer).
+
+A final step its sources do not answer ends the answer as an `Abstention`; any other step (a planned
+aspect, the overview) is dropped with the reason, against a bar ASPECT_MARGIN lower.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from typedrag.citations import strip_markers
 from typedrag.embed import Embedder, default_embedder
+from typedrag.result import Abstention
 from typedrag.text import split_sentences
 
 # Below this cosine between the question and its passages' best sentence, typedrag abstains. Advice and
@@ -50,6 +57,75 @@ class Support:
     score: float
     bar: float
 
+    def __str__(self) -> str:
+        return f"relevance {self.score:.2f} {'at or above' if self.answered else 'below'} {self.bar:.2f}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The policy's finding that a writing step's sources do not answer: the answer's abstention when the
+    step is final, and why a partial answer (an aspect, the overview) is dropped otherwise."""
+
+    abstention: Abstention
+    dropped: str
+
+
+@dataclass(frozen=True)
+class Policy:
+    """When typedrag says its documents do not answer, for one question (`looked_for`, as searched).
+
+    `relevance_bar` (offline; None: passages are not judged) is checked before a step is written;
+    `reader_bar` (offline) after the final step is written, against the reader's best chance; a model's
+    own not-in-sources reply is always honoured.
+
+    >>> Policy("Why?").bar(final=True) is None
+    True
+    >>> Policy.offline("Why did Rome fall?", "REASON").bar(final=False)
+    0.4
+    """
+
+    looked_for: str = ""
+    relevance_bar: float | None = None
+    reader_bar: float | None = None
+
+    @classmethod
+    def offline(cls, looked_for: str, question_type: str | None) -> Policy:
+        """An extractive engine's policy: the relevance bar of the question's type and the reader's bar,
+        when the bar's model reads the question (`readable`); none otherwise."""
+        if not readable(looked_for):
+            return cls(looked_for)
+        return cls(looked_for, bar_for(question_type), READER_BAR)
+
+    @property
+    def holds_back(self) -> bool:
+        """Whether a final step's text may still be turned down once written (the reader's bar): a client
+        hears it only after it is judged."""
+        return self.reader_bar is not None
+
+    def bar(self, final: bool) -> float | None:
+        """The relevance bar a step's passages must reach before it is written (None: not judged)."""
+        if self.relevance_bar is None:
+            return None
+        return self.relevance_bar if final else self.relevance_bar - ASPECT_MARGIN
+
+    def below(self, judged: Support, numbered: bool) -> Verdict:
+        """The verdict on passages that fell below the relevance bar (`numbered`: the run has any passage)."""
+        why = "no sentence of the passages comes close enough to the question to answer it" if numbered else "no passage found"
+        abstention = Abstention(looked_for=self.looked_for, reason=why, by="relevance bar", score=judged.score, bar=judged.bar)
+        return Verdict(abstention, f"its passages do not answer it ({judged})")
+
+    def read(self, best: float | None, not_in_sources: str | None, by: str, final: bool) -> Verdict | None:
+        """The verdict on a written step: the model said its sources do not answer, or (the final step,
+        offline) the reader's best chance falls below its bar; None when the text stands."""
+        if not_in_sources is not None:
+            why = f"the model said its sources do not answer: {not_in_sources}"
+            return Verdict(Abstention(looked_for=self.looked_for, reason=why, by=by), f"its passages do not answer it: {not_in_sources}")
+        if final and self.reader_bar is not None and best is not None and best < self.reader_bar:
+            why = "the reader model reads no sentence of the passages as an answer to the question"
+            abstention = Abstention(looked_for=self.looked_for, reason=why, by="reader", score=round(best, 4), bar=self.reader_bar)
+            return Verdict(abstention, why)
+        return None
+
 
 def readable(question: str) -> bool:
     """Whether the bar's model can judge `question`: MiniLM reads English, so a question mostly in another
@@ -75,37 +151,12 @@ def support(question: str, texts: Sequence[str], embedder: Embedder | None = Non
     return Support(score >= bar, score, bar)
 
 
-class Unsupported(Exception):
-    """Offline: the passages a writing step was given fall below the relevance bar (`support` says how far)."""
-
-    def __init__(self, judged: Support) -> None:
-        super().__init__(f"relevance {judged.score:.2f} below {judged.bar:.2f}")
-        self.judged = judged
-
-
-class ReaderUnsupported(Exception):
-    """Offline: the reader model reads no sentence of a writing step's passages as an answer (`best` is the
-    highest chance it gave one, below `bar`)."""
-
-    def __init__(self, best: float, bar: float) -> None:
-        super().__init__(f"the reader's best chance {best:.2f} is below {bar:.2f}")
-        self.best, self.bar = best, bar
-
-
 class NotInSourcesReply(BaseModel):
     """A model's whole reply when its sources do not answer: what they lack, and nothing else."""
 
     model_config = ConfigDict(extra="forbid")
 
     not_in_sources: str = Field(max_length=MAX_SIGNAL_CHARS)
-
-
-class NotInSources(Exception):
-    """A writing step's model said its sources do not answer; `missing` is what it said they lack."""
-
-    def __init__(self, missing: str) -> None:
-        super().__init__(missing)
-        self.missing = missing
 
 
 def said_not_in_sources(reply: str) -> str | None:

@@ -18,7 +18,8 @@ from pydantic import BaseModel, Field, field_validator
 
 from typedrag.history import Turn
 from typedrag.records import ScoredPassage
-from typedrag.text import WORD, bare_question, content_words, key_phrases, terms
+from typedrag.questions import bare_question
+from typedrag.text import WORD, content_words, key_phrases, terms
 
 # Words that point back at something said before ("it", "the other one", "both").
 REFERRING = frozenset(

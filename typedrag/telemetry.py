@@ -217,13 +217,11 @@ def _ids(hit_lists: Sequence[Sequence[Any]]) -> list[str]:
     return list(dict.fromkeys(hit.passage_id for hits in hit_lists for hit in hits))
 
 
-def writing(task: Any, engine: str, aspect: str | None = None) -> Any:
-    """The span of one generation step, named by its role: `typedrag.aggregate` / `typedrag.mediate` for
-    combining aspects, else `typedrag.write` (an aspect's answer, the overview, a type's final answer)."""
+def writing(task: Any, engine: str, aspect: str | None = None, *, name: str = "write") -> Any:
+    """The span of one generation step, `typedrag.<name>`: `write` (an aspect's answer, the overview, a type's
+    final answer), or `aggregate` / `mediate` for combining aspects (typedrag.driver names it by the step)."""
     if not tracing():
         return _OFF
-    kind = task.role.split(":", 1)[0]
-    name = kind if kind in ("aggregate", "mediate") else "write"
     return step(
         name,
         role=task.role,
@@ -234,9 +232,9 @@ def writing(task: Any, engine: str, aspect: str | None = None) -> Any:
     )
 
 
-async def written(task: Any, engine: str, writes: Awaitable[W], aspect: str | None = None) -> W:
-    """`await writes` (a step's Written) inside its writing span."""
-    with writing(task, engine, aspect) as span_:
+async def written(task: Any, engine: str, writes: Awaitable[W], aspect: str | None = None, *, name: str = "write") -> W:
+    """`await writes` (a step's Written) inside its writing span, `typedrag.<name>`."""
+    with writing(task, engine, aspect, name=name) as span_:
         result = await writes
         text = result.text  # type: ignore[attr-defined]
         describe(span_, output_chars=len(text), output=text if content_recorded() else None)
