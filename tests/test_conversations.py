@@ -75,7 +75,7 @@ async def test_a_follow_up_that_stands_alone_is_not_rewritten_and_a_question_wit
     assert result.standalone_question == result.question and result.searched == [result.question]
     plain = await offline().answer("How does photosynthesis turn light into sugar?", "rag")
     assert plain.rewrite is None and plain.standalone_question is None and plain.searched == [plain.question]
-    assert [c.role for c in plain.llm_calls] == [c.role for c in result.llm_calls] == ["answer:rag"]  # no extra step
+    assert [s.role for s in plain.steps] == [s.role for s in result.steps] == ["answer:rag"]  # no extra step
 
 
 @pytest.mark.parametrize(
@@ -262,10 +262,12 @@ async def test_an_aspect_the_model_says_its_passages_do_not_answer_is_dropped_an
 @pytest.mark.parametrize(
     ("reply", "missing"),
     [('{"not_in_sources": "the score"}', "the score"), ('```json\n{"not_in_sources": "x"}\n```', "x"),
-     ('{"not_in_sources": "x", "answer": "y"}', None), ('{"answer": "the score"}', None), ("Not in the sources.", None),
-     ('The JSON {"not_in_sources": "x"} is what a model says.', None)],
+     ('{"not_in_sources": "x", "answer": "y"}', None), ('{"answer": "the score"}', None),
+     ('The JSON {"not_in_sources": "x"} is what a model says.', None),
+     # issue 42: a whole reply that only says the sources lack the answer is the signal in prose
+     ("Not in the sources.", "Not in the sources."), ('{"not_in_sources": null}', "the sources do not answer the question")],
 )
-def test_only_the_whole_reply_as_the_json_object_is_the_signal(reply, missing):
+def test_only_the_whole_reply_as_the_signal_is_the_signal(reply, missing):
     assert said_not_in_sources(reply) == missing
 
 

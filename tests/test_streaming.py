@@ -54,6 +54,7 @@ def comparable(result) -> dict:
         (c["role"], c["prompt_tokens"], c["completion_tokens"], c["requests"], c["cached"], c["structured"])
         for c in data["llm_calls"]
     )
+    data["steps"] = sorted((s["step"], s["role"], s["engine"], s["error"] or "") for s in data["steps"])
     return data
 
 

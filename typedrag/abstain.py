@@ -11,8 +11,10 @@ per kind of engine, so an answer never quotes passages as if they answered:
   answers (READER_BAR).
 - An LLM says so itself. The writing prompts let the model reply with only the JSON object
   `{"not_in_sources": "<what the sources lack>"}`; `said_not_in_sources` recognises that reply as a
-  whole, validated against `NotInSourcesReply`: a structured signal, never words found inside prose
-  (an answer that says "the sources do not mention X" is an answer).
+  whole, validated against `NotInSourcesReply`, and a short uncited reply every sentence of which says the
+  sources lack the answer (what a small model writes instead of the object). Words found inside an answer
+  are no signal (an answer that says "the sources do not mention X" beside what they do say is an answer),
+  but such a sentence is never given a citation (typedrag.attribution).
 
 A final step its sources do not answer ends the answer as an `Abstention`; any other step (a planned
 aspect, the overview) is dropped with the reason, against a bar ASPECT_MARGIN lower.
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from typedrag.citations import strip_markers
+from typedrag.citations import cited_numbers, strip_markers
 from typedrag.embed import Embedder, default_embedder
 from typedrag.result import Abstention
 from typedrag.text import split_sentences
@@ -152,26 +154,53 @@ def support(question: str, texts: Sequence[str], embedder: Embedder | None = Non
 
 
 class NotInSourcesReply(BaseModel):
-    """A model's whole reply when its sources do not answer: what they lack, and nothing else."""
+    """A model's whole reply when its sources do not answer: what they lack (null: unsaid), and nothing else."""
 
     model_config = ConfigDict(extra="forbid")
 
-    not_in_sources: str = Field(max_length=MAX_SIGNAL_CHARS)
+    not_in_sources: str | None = Field(max_length=MAX_SIGNAL_CHARS)
 
 
 def said_not_in_sources(reply: str) -> str | None:
-    """What the sources lack, when `reply` is the not-in-sources object (bare or in a code fence); else None."""
+    """What the sources lack, when `reply` says only that they do not answer: the not-in-sources object (bare
+    or in a code fence, its value null or empty when the model did not say what), or prose every sentence of
+    which denies the sources (`denies_sources`: a small model writes that instead of the object). None for
+    an answer, even one that says a source lacks something beside what it does say."""
     text = reply.strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
     if not (text.startswith("{") and text.endswith("}")):
-        return None
+        return _said_in_prose(text)
     try:
         said = NotInSourcesReply.model_validate(json.loads(text))
     except (ValueError, ValidationError):  # json.JSONDecodeError is a ValueError
         return None
-    return " ".join(said.not_in_sources.split()) or "the sources do not answer the question"
+    return " ".join((said.not_in_sources or "").split()) or NOT_SAID
+
+
+NOT_SAID = "the sources do not answer the question"
+# The sources a writing step was given, as a model names them ("the sources", "the provided passages").
+_THE_SOURCES = (
+    r"\b(?:the|these|those|my|your|its|provided|given|supplied|retrieved|available)\s+"
+    r"(?:(?:provided|given|supplied|retrieved|available)\s+)?(?:sources?|passages?|documents?|context|texts?|excerpts?)\b"
+)
+_DENIAL = re.compile(r"\b(?:not|no|none|nothing|neither|nor|cannot|unable)\b|n't\b", re.I)
+_NAMES_SOURCES = re.compile(_THE_SOURCES, re.I)
+
+
+def denies_sources(sentence: str) -> bool:
+    """Whether a sentence says the sources lack something ("The sources do not say why comets glow.", "I cannot
+    answer this from the provided passages."): a statement about the sources, never a claim one could cite."""
+    return bool(_NAMES_SOURCES.search(sentence) and _DENIAL.search(sentence))
+
+
+def _said_in_prose(text: str) -> str | None:
+    """The reply itself, when it is short, cites nothing and every sentence of it denies the sources."""
+    if not text or len(text) > MAX_SIGNAL_CHARS or cited_numbers(text):
+        return None
+    sentences = split_sentences(text)
+    return " ".join(text.split()) if all(denies_sources(s) for s in sentences) else None
 
 
 class HoldBack:

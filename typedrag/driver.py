@@ -18,9 +18,11 @@ thread) inside the step's span, named by the step's type (typedrag.telemetry). B
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -32,7 +34,7 @@ from typedrag.errors import LLMError, StrategyError
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
-from typedrag.result import Abstention, Aspect, Source, extract_citations
+from typedrag.result import Abstention, Aspect, EngineStep, Source, extract_citations
 from typedrag.steps import (
     Depths,
     Flow,
@@ -250,7 +252,21 @@ class Driver:
 
     async def plan(self, task: PlanTask[PlanT], question: str) -> PlanT:
         """The engine's plan for `task` (the pipeline's rewrite of a follow-up asks here too, inside its own span)."""
-        return await self.services.engine.plan(task, question, self.trace)
+        with self._step("plan", task.role):
+            return await self.services.engine.plan(task, question, self.trace)
+
+    @contextmanager
+    def _step(self, kind: Literal["plan", "write"], role: str) -> Iterator[None]:
+        """Record an engine step in the trace, with its time and, if it failed, why."""
+        started, error = time.perf_counter(), None
+        try:
+            yield
+        except Exception as raised:
+            error = f"{type(raised).__name__}: {raised}"[:300]
+            raise
+        finally:
+            latency = round((time.perf_counter() - started) * 1000, 1)
+            self.trace.steps.append(EngineStep(step=kind, role=role, engine=self.services.engine.name, latency_ms=latency, error=error))
 
     async def _search(self, step: Search) -> list[list[ScoredPassage]]:
         retriever = self.services.retriever
@@ -304,12 +320,14 @@ class Driver:
         engine = self.services.engine
         name = task.combine if isinstance(task, Combined) else "write"
         if not step.final or self.on_event is None:
-            return await telemetry.written(task, engine.name, engine.write(task, self.trace), step.aspect, name=name)
+            with self._step("write", task.role):
+                return await telemetry.written(task, engine.name, engine.write(task, self.trace), step.aspect, name=name)
         stream = AnswerStream(self.emit, run.book.sources)
         held: list[str] = []
         try:
             sink = held.append if self.policy.holds_back else stream
-            written = await telemetry.written(task, engine.name, engine.write(task, self.trace, on_text=sink), step.aspect, name=name)
+            with self._step("write", task.role):
+                written = await telemetry.written(task, engine.name, engine.write(task, self.trace, on_text=sink), step.aspect, name=name)
         finally:
             run.streamed += stream.sent
         if held and self.policy.read(written.best, written.not_in_sources, engine.name, final=True) is None:

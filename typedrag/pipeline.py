@@ -257,6 +257,7 @@ class Pipeline:
             fallbacks=asked.trace.fallbacks,
             llm_calls=asked.trace.calls,
             usage=Usage.of(asked.trace.calls),
+            steps=asked.trace.steps,
             timings_ms=timings,
             engines=Engines(
                 generator=self.engine.name,

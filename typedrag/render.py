@@ -124,6 +124,10 @@ def trace_tree(result: AnswerResult) -> Tree:
         extra = f" structured={c.structured}" if c.structured else ""
         extra += f" error={c.error}" if c.error else ""
         calls.add(Text(f"{c.role} · {c.engine} · {c.latency_ms:.0f} ms · {c.prompt_tokens}+{c.completion_tokens} tok{extra}"))
+    if result.steps:
+        steps = tree.add(Text(f"engine steps: {len(result.steps)}"))
+        for s in result.steps:
+            steps.add(Text(f"{s.role} · {s.engine} · {s.latency_ms:.0f} ms" + (f" error={s.error}" if s.error else "")))
     tree.add(Text(f"answer: {result.answer}"))
     tree.add(Text(f"timings (ms): {result.timings_ms} · prompts {result.prompt_version}"))
     return tree

@@ -11,14 +11,12 @@ too: with its own `PlanTask.offline` planner, and its writing step answered as p
 from __future__ import annotations
 
 import asyncio
-import time
 from pydantic import BaseModel
 
 from typedrag.engines.base import AspectAnswer, ClosedBook, Combined, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, sentence_pieces
 from typedrag.engines.offline.answers import NO_PASSAGES, answer
 from typedrag.engines.offline.settings import DEFAULT, OfflineSettings
 from typedrag.errors import PlanFailed
-from typedrag.llm.base import LLMCall, StructuredOutcome
 from typedrag.reader import Reader, default_reader
 
 __all__ = ["OfflineEngine", "OfflineSettings"]
@@ -51,28 +49,20 @@ class OfflineEngine:
             self._reader = default_reader()
         return self._reader
 
-    def _record(self, trace: Trace, role: str, started: float, **extra) -> None:
-        latency = round((time.perf_counter() - started) * 1000, 1)
-        trace.calls.append(LLMCall(role=role, engine=self.name, latency_ms=latency, requests=0, **extra))
-
     async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
-        started = time.perf_counter()
+        """The plan the task's offline planner reads from the question (no model is called, so none is
+        recorded among the LLM calls: the driver records the step)."""
         try:
             if task.offline is None:
                 raise ValueError(f"no offline planner for {task.role}; give the PlanTask an offline planner, or use an LLM")
             planned = task.offline(question)
-            plan = task.schema.model_validate(planned.model_dump() if isinstance(planned, BaseModel) else planned)
+            return task.schema.model_validate(planned.model_dump() if isinstance(planned, BaseModel) else planned)
         except ValueError as error:  # includes pydantic.ValidationError
-            self._record(trace, task.role, started, structured=StructuredOutcome.FAILED, error=str(error)[:300])
             raise PlanFailed(f"offline planner: {error}") from error
-        self._record(trace, task.role, started, structured=StructuredOutcome.OK)
-        return plan
 
     async def write(self, task: WriteTask, trace: Trace, on_text: TextSink | None = None) -> Written:
         """The quoted answer; `on_text` hears it a sentence (or line) at a time once it is chosen."""
-        started = time.perf_counter()
         written = await asyncio.to_thread(self._write, task)
-        self._record(trace, task.role, started)
         if on_text is not None:
             for piece in sentence_pieces(written.text):
                 on_text(piece)
