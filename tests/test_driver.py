@@ -103,6 +103,32 @@ async def test_together_runs_its_flows_at_once_and_gives_their_outcomes_in_order
     assert await guarded(driver(Waiting()).follow(flow(), Run())) == ("one", "two")
 
 
+async def test_the_trace_lists_what_flows_run_together_recorded_in_their_order_not_in_the_order_they_ended():
+    second_done = asyncio.Event()
+
+    class SecondFirst(Engine):
+        async def write(self, task, trace, on_text=None):
+            if task.role == "first":
+                await second_done.wait()
+            else:
+                second_done.set()
+            return Written(task.role, notes=(f"{task.role} left something out",))
+
+    def noted(role):
+        [hits] = yield Search(["Why did the Titanic sink?"], 2)
+        sources = yield Number(hits)
+        yield Write(grounded(role, sources))
+        yield Note(f"aspect:{role}", "dropped, for the test")
+
+    the_driver = driver(SecondFirst())
+    await guarded(the_driver.follow((lambda: (yield Together(noted("first"), noted("second"))))(), Run()))
+    assert [(f.step, f.reason) for f in the_driver.trace.fallbacks] == [
+        ("first", "first left something out"), ("aspect:first", "dropped, for the test"),
+        ("second", "second left something out"), ("aspect:second", "dropped, for the test"),
+    ]
+    assert [s.role for s in the_driver.trace.steps] == ["first", "second"]
+
+
 async def test_when_one_flow_of_together_fails_the_others_are_cancelled_and_nothing_is_left_running():
     """The overview begun beside the plan: a plan that fails stops it, and no answer of it is taken."""
     engine = Engine(plan_error=LLMError("the plan failed"), gate=asyncio.Event())

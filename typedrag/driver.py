@@ -10,7 +10,8 @@ thread) inside the step's span, named by the step's type (typedrag.telemetry). B
 - checks the citation markers of a model's partial answers against their passages (typedrag.attribution);
 - streams the final step's text to a listening client, with a citation event per finished cited sentence;
 - runs Together's flows at once, cancelling the others when one fails;
-- records Notes as fallbacks and Tells as events;
+- records Notes as fallbacks and Tells as events; fallbacks and engine steps are listed in the flow's order
+  (Together's flows in theirs), whatever order concurrent steps end in;
 - falls back: a typed run that fails (StrategyError, LLMError) is recorded, and a fresh run of plain RAG
   answers, with sources of its own.
 """
@@ -21,6 +22,7 @@ import asyncio
 import time
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
@@ -34,7 +36,7 @@ from typedrag.errors import LLMError, StrategyError
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
-from typedrag.result import Abstention, Aspect, EngineStep, Source, extract_citations
+from typedrag.result import Abstention, Aspect, EngineStep, Fallback, Source, extract_citations
 from typedrag.steps import (
     Depths,
     Flow,
@@ -54,6 +56,20 @@ from typedrag.steps import (
 from typedrag.text import split_sentences
 
 Listener = Callable[[str, dict[str, Any]], None]  # hears progress events: name, data
+
+
+@dataclass(frozen=True)
+class Record:
+    """Where the fallbacks and engine steps of the flow being performed are recorded."""
+
+    fallbacks: list[Fallback]
+    steps: list[EngineStep]
+
+
+# A flow run by Together records into a record of its own, added to its parent's in the order of Together's
+# flows once they are all done: a trace lists what happened in the flow's order, whatever order concurrent
+# steps ended in, so the same question gives the same trace every time.
+_branch: ContextVar[Record | None] = ContextVar("typedrag_branch", default=None)
 
 
 @dataclass(frozen=True)
@@ -182,7 +198,7 @@ class Driver:
             if fallback is None:
                 raise
             reason = f"{type(error).__name__}: {error}; answered with plain RAG"
-            self.trace.fallback(strategy.name, reason)
+            self._note(strategy.name, reason)
             if run.streamed:  # part of the typed answer went out
                 self.emit("restart", {"reason": reason})
             run = Run()  # cite only what the fallback answer was given
@@ -243,7 +259,7 @@ class Driver:
                 self.planned = step
                 self.emit("plan", {"plan": step.plan.model_dump()})
             case Note():
-                self.trace.fallback(step.step, step.reason)
+                self._note(step.step, step.reason)
             case Tell():
                 self.emit(step.event, step.data)
             case _:
@@ -266,7 +282,15 @@ class Driver:
             raise
         finally:
             latency = round((time.perf_counter() - started) * 1000, 1)
-            self.trace.steps.append(EngineStep(step=kind, role=role, engine=self.services.engine.name, latency_ms=latency, error=error))
+            self._record().steps.append(EngineStep(step=kind, role=role, engine=self.services.engine.name, latency_ms=latency, error=error))
+
+    def _record(self) -> Record:
+        return _branch.get() or Record(self.trace.fallbacks, self.trace.steps)
+
+    def _note(self, step: str, reason: str) -> None:
+        """Record a fallback: an event on the span it happened in at once, in the trace in the flow's order."""
+        telemetry.fallback(step, reason)
+        self._record().fallbacks.append(Fallback(step=step, reason=reason))
 
     async def _search(self, step: Search) -> list[list[ScoredPassage]]:
         retriever = self.services.retriever
@@ -304,7 +328,7 @@ class Driver:
         if verdict is not None:
             return self._declined(verdict, step, run)
         for note in written.notes:
-            self.trace.fallback(task.role, note)
+            self._note(task.role, note)
         if not step.final and self.services.engine.generative and task.sources:
             written = await self._settled(step, written)
         return written
@@ -344,12 +368,18 @@ class Driver:
         settled = await asyncio.to_thread(settle, written.text, sources)
         where, what = (f"aspect:{step.aspect}", f"aspect {step.aspect!r}") if step.aspect else (step.task.role, step.task.role)
         for note in settled.notes(what):
-            self.trace.fallback(where, note)
+            self._note(where, note)
         declined = None if settled.supported else "no sentence of its answer is supported by its passages"
         return replace(written, text=settled.text, declined=declined)
 
     async def _together(self, step: Together, run: Run) -> tuple[Any, ...]:
-        tasks = [asyncio.ensure_future(self.follow(flow, run)) for flow in step.flows]
+        records = [Record([], []) for _ in step.flows]
+
+        async def branch(flow: Flow[Any], record: Record) -> Any:
+            _branch.set(record)  # in this task's own context
+            return await self.follow(flow, run)
+
+        tasks = [asyncio.ensure_future(branch(flow, record)) for flow, record in zip(step.flows, records)]
         try:
             return tuple(await asyncio.gather(*tasks))
         except BaseException:
@@ -361,3 +391,8 @@ class Driver:
                 if not task.cancelled():
                     task.exception()
             raise
+        finally:
+            parent = self._record()
+            for record in records:
+                parent.fallbacks.extend(record.fallbacks)
+                parent.steps.extend(record.steps)
