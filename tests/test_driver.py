@@ -12,11 +12,10 @@ import pytest
 from typedrag.abstain import READER_BAR, Policy
 from typedrag.driver import Driver, Run, Services
 from typedrag.engines.base import AspectAnswer, Combined, Facet, Grounded, Part, PlanTask, Trace, Written
-from typedrag.errors import AspectsFailed, LLMError, PlanFailed
+from typedrag.errors import AspectsFailed, LLMError
 from typedrag.prompts import Prompt
-from typedrag.records import Passage, ScoredPassage
 from typedrag.rerank import EmbeddingReranker
-from typedrag.steps import Depths, Note, Number, Plan, Planned, Search, StrategyOutput, Tell, Together, Write
+from typedrag.steps import Depths, Note, Number, Plan, Planned, Search, StrategyOutput, Together, Write
 from typedrag.strategies import EvidenceStrategy
 from typedrag.strategies.decomposed import SubQueryPlan
 from typedrag.testing import ListRetriever

@@ -18,7 +18,7 @@ from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
 from typedrag.records import Passage, ScoredPassage
-from typedrag.steps import Depths, Number, Plan, Planned, Rank, Search, Tell, Together, Write
+from typedrag.steps import Depths, Number, Plan, Planned, Rank, Search, Together, Write
 from typedrag.strategies import INSTRUCTION, REASON, ClosedBookStrategy, ComparisonStrategy, DebateStrategy, EvidenceStrategy, ExperienceStrategy
 from typedrag.strategies.comparison import ComparisonPlan
 from typedrag.strategies.debate import DebatePlan

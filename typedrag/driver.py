@@ -5,8 +5,9 @@ For each step the driver awaits the engine, the retriever or the reranker (block
 thread) inside the step's span, named by the step's type (typedrag.telemetry). Besides, it:
 - numbers the passages of a run, so [n] means the same passage in every step of it;
 - writes every step with the reader's own instructions (a chat's system messages);
-- applies the abstention policy (typedrag.abstain) to every writing step: a final step its sources do not
-  answer ends the run as an abstention, any other comes back declined, with the reason;
+- applies the abstention policy (typedrag.abstain) to every writing step: when the sources of a final step
+  do not answer, the run's answer is an abstention (the flow is sent the step declined, and what it returns
+  is set aside but for its sources); any other comes back declined, with the reason, for the flow to drop;
 - checks the citation markers of a model's partial answers against their passages (typedrag.attribution);
 - streams the final step's text to a listening client, with a citation event per finished cited sentence;
 - runs Together's flows at once, cancelling the others when one fails;

@@ -2,7 +2,9 @@
 
 question -> type (classifier, or forced) -> the strategy routed to that type -> answer + trace.
 
-Routes are data: a mapping from type label to strategy, plus the fallback (plain RAG) for types
+`Pipeline._answer` is four calls: read the question (a follow-up read to stand alone, the conversation's
+instructions), route it, drive its strategy (typedrag.driver performs the strategy's flow of steps),
+assemble the result. Routes are data: a mapping from type label to strategy, plus the fallback (plain RAG) for types
 with no route, unsure classifications and strategies that fail. The two baselines run through the
 same object so every method yields the same result shape: `llm` (question -> answer) and `rag`
 (question -> top-k passages -> answer).

@@ -18,8 +18,9 @@ results into it (`typedrag.testing.flows`).
     Tell(event, data)           tells a streaming client                           None
 
 A `Write` marked `final` writes the answer: its text streams to a listening client, and when the abstention
-policy (typedrag.abstain) finds its sources do not answer, the run ends as an abstention. Any other `Write`
-comes back `declined` (with the reason) instead, for the flow to drop.
+policy (typedrag.abstain) finds its sources do not answer, the run's answer is an abstention (what the flow
+returns is set aside). Any other `Write` the policy turns down comes back `declined`, with the reason, for
+the flow to drop.
 """
 
 from __future__ import annotations
