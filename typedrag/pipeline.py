@@ -197,7 +197,7 @@ class Pipeline:
             decision = decision or await self.decide_type(asked.standalone.question, forced_type, asked.trace)
             telemetry.classified(span, decision)
         timings = {"classify": _ms(started)}
-        asked.emit("type", **_type_decision(decision).model_dump())
+        asked.emit("type", **_decided(decision).model_dump())
         strategy = self.routes.get(decision.label)
         if strategy is None:
             asked.trace.fallback("route", f"classified {decision.label}: no typed plan applies, answered with plain RAG")
@@ -230,7 +230,7 @@ class Pipeline:
         decision, sources, abstention = route.decision, drove.sources, drove.abstention
         if abstention is not None:
             telemetry.abstained(abstention.by, str(decision.label) if decision is not None else None)
-            answer, citations = abstention_text(abstention, sources), []
+            answer, citations = abstention_text(abstention, sources), list[Citation]()
             asked.emit("abstained", **abstention.model_dump())
             if drove.streamed:  # a client heard text that turned out not to answer: it starts over
                 asked.emit("restart", reason=f"not an answer: {abstention.reason}")
@@ -360,8 +360,10 @@ def _ms(started: float) -> float:
 
 
 def _type_decision(decision: TypePrediction | None) -> TypeDecision | None:
-    if decision is None:
-        return None
+    return _decided(decision) if decision is not None else None
+
+
+def _decided(decision: TypePrediction) -> TypeDecision:
     return TypeDecision(
         type=str(decision.label),
         confidence=round(decision.confidence, 4),

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from typing import Literal
 
 from typedrag.errors import QuestionError
 from typedrag.text import content_words
@@ -135,7 +136,10 @@ def says_compare(word: str) -> bool:
     return bool(_COMPARING_WORDS.match(word))
 
 
-def compared(question: str) -> tuple[str, list[str]]:
+Purpose = Literal["difference", "similarity", "superiority"]
+
+
+def compared(question: str) -> tuple[Purpose, list[str]]:
     """(purpose, items) of a comparison, from common phrasings ("X vs Y", "the difference between X and Y",
     "X or Y"); purpose is difference, similarity or superiority. ValueError when no two items are found."""
     text = bare_question(question)
@@ -159,7 +163,7 @@ def _clean_item(text: str) -> str:
     return text.strip(" ,.;:?!\"'-–—")
 
 
-def _purpose(text: str) -> str:
+def _purpose(text: str) -> Purpose:
     lowered = text.lower()
     if re.search(r"\b(similar\w*|in common|alike|same)\b", lowered):
         return "similarity"

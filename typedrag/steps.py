@@ -183,7 +183,8 @@ class StrategyOutput:
 class Strategy(Protocol):
     """Answers questions of one type. `name` appears in results as `strategy`."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def flow(self, question: str, depths: Depths) -> Flow[StrategyOutput]:
         """The steps that answer `question`; raise StrategyError (or let PlanFailed end it) to fall back to plain RAG."""
