@@ -274,10 +274,13 @@ class Driver:
 
     @contextmanager
     def _step(self, kind: Literal["plan", "write"], role: str) -> Iterator[None]:
-        """Record an engine step in the trace, with its time and, if it failed, why."""
+        """Record an engine step in the trace, with its time and, if it failed or was stopped, why."""
         started, error = time.perf_counter(), None
         try:
             yield
+        except asyncio.CancelledError:
+            error = "cancelled: a step run together with it failed, or the client left"
+            raise
         except Exception as raised:
             error = f"{type(raised).__name__}: {raised}"[:300]
             raise
