@@ -146,6 +146,7 @@ async def test_when_one_flow_of_together_fails_the_others_are_cancelled_and_noth
     assert engine.cancelled == ["overview:test"]  # stopped in flight, not waited for
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
     assert the_driver.trace.calls == [] and the_driver.trace.fallbacks == []
+    assert [(s.role, s.error.split(":")[0]) for s in the_driver.trace.steps] == [("overview:test", "cancelled"), ("plan:test", "LLMError")]
 
 
 class Typed:
