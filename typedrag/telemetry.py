@@ -654,6 +654,7 @@ _OTEL_LOGGERS = (
     "opentelemetry.sdk.trace.export",
 )
 _HEADER_VARIABLES = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+_ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 _MASK = "****"
 
 
@@ -691,9 +692,21 @@ class HeaderValueFilter(logging.Filter):
         return True
 
 
+def endpoint_secrets(url: str) -> list[str]:
+    """The password in an endpoint URL (`http://user:password@collector:4318`), or its one-part userinfo."""
+    try:
+        parts = urlsplit(url.strip())
+        secret = parts.password or (parts.username if "@" in parts.netloc else None)
+    except ValueError:
+        return []
+    return [secret] if secret and len(secret) >= 4 else []
+
+
 def _hide_header_values(env: Any) -> None:
-    """Mask the header values (from `env` and the process environment the SDK reads) in what the SDK logs."""
+    """Mask the header values, and any password in an endpoint URL (from `env` and the process environment the
+    SDK reads), in what the SDK logs."""
     secrets = [v for name in _HEADER_VARIABLES for source in (env, os.environ) for v in header_values(source.get(name, ""))]
+    secrets += [v for name in _ENDPOINT_VARIABLES for source in (env, os.environ) for v in endpoint_secrets(source.get(name, ""))]
     if not secrets:
         return
     for name in _OTEL_LOGGERS:

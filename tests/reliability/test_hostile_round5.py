@@ -170,9 +170,15 @@ def test_an_unhandled_error_logs_a_bounded_traceback(small_index, classifier, se
 
     with serving(offline_app(small_index, classifier, Recursing())) as url:
         response = httpx.post(f"{url}/v1/answer", json={"question": QUESTION, "method": "rag"}, timeout=60)
+        streamed = httpx.post(f"{url}/v1/answer/stream", json={"question": QUESTION, "method": "rag"}, timeout=60)
+        chat = httpx.post(f"{url}/v1/chat/completions", timeout=60,
+                          json={"model": "typedrag-rag", "stream": True, "messages": [{"role": "user", "content": QUESTION}]})  # fmt: skip
     assert response.status_code == 500 and "request id" in response.json()["error"]["message"]
-    (entry,) = [entry for entry in server_log() if "error" in entry]
-    assert "RecursionError" in entry["error"] and len(entry["error"]) <= 10_000
+    assert "event: error" in streamed.text and '"type": "server_error"' in chat.text
+    logged = [entry for entry in server_log() if "error" in entry]
+    assert len(logged) == 3
+    for entry in logged:
+        assert "RecursionError" in entry["error"] and len(entry["error"]) <= 10_000
 
 
 # --- D3: text in spans with content off -----------------------------------------------------------------------------
@@ -234,6 +240,18 @@ def test_an_otlp_header_secret_is_never_printed_by_a_command(small_index, tmp_pa
                            env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_HEADERS": headers})  # fmt: skip
             assert proc.returncode == 0, proc.stderr
             assert SECRET not in proc.stderr and SECRET not in proc.stdout, proc.stderr
+
+
+def test_what_the_otel_sdk_logs_shows_no_header_value_nor_endpoint_password(no_provider, caplog):
+    """However a header is written, and a password in the endpoint's URL: masked in every SDK logger typedrag
+    knows to quote its configuration or export failures."""
+    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://typedrag:pw-ENDPOINT-secret@127.0.0.1:9",
+           "OTEL_EXPORTER_OTLP_HEADERS": f"api-key=Bearer%20{SECRET},Authorization: Bearer {SECRET}"}  # fmt: skip
+    telemetry.configure_from_environment(env)
+    for name in ("opentelemetry.util.re", "opentelemetry.exporter.otlp.common.http", "opentelemetry.sdk._shared_internal"):
+        logging.getLogger(name).warning("failed for %s at %s", f"Bearer {SECRET}", env["OTEL_EXPORTER_OTLP_ENDPOINT"])
+    shown = "\n".join(record.getMessage() for record in caplog.records)
+    assert "failed for ****" in shown and SECRET not in shown and "pw-ENDPOINT-secret" not in shown
 
 
 def serve_with_otel(small_index: Path, port: int, endpoint: str, **env: str) -> subprocess.Popen:

@@ -38,6 +38,7 @@ from typedrag.server.service import (
     SlotStream,
     api_error,
     error_body,
+    errors_log,
     json_safe,
     log,
     request_id_var,
@@ -202,7 +203,7 @@ async def answer_stream(body: AnswerRequest, request: Request) -> StreamingRespo
         except HTTPException as error:
             yield sse("error", {"status": error.status_code, "message": error.detail})
         except Exception:
-            log.exception("stream failed")
+            errors_log.exception("stream failed")
             yield sse("error", {"status": 500, "message": f"internal error; request id {request_id_var.get()}"})
 
     return SlotStream(stream(), service.slots)

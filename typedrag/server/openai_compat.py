@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from typedrag.history import Turn
 from typedrag.questions import QuestionError
 from typedrag.result import AnswerResult
-from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, log, request_id_var, service_of
+from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, errors_log, request_id_var, service_of
 from typedrag.text import for_terminal
 
 MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
@@ -230,7 +230,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
         except HTTPException as error:
             yield f"data: {json.dumps(error_body(error.status_code, str(error.detail)))}\n\n"
         except Exception:
-            log.exception("stream failed")
+            errors_log.exception("stream failed")
             yield f"data: {json.dumps(error_body(500, f'internal error; request id {request_id_var.get()}'))}\n\n"
         yield "data: [DONE]\n\n"
 
