@@ -249,8 +249,9 @@ def _writes():
     except UserError:
         raise
     except OSError as error:
+        where = f": {error.filename}" if error.filename else ""
         full = error.errno in (errno.ENOSPC, errno.EDQUOT)
-        raise _CannotWrite("no space left on device" if full else f"{error.strerror or error}: {error.filename}") from error
+        raise _CannotWrite("no space left on device" if full else f"{error.strerror or error}{where}") from error
     except ValueError as error:
         raise _CannotWrite("no space left on device?") from error
 
