@@ -483,7 +483,13 @@ def test_serve_does_not_start_with_a_damaged_reader_model(small_index, tmp_path,
     monkeypatch.setattr(offline_engine, "default_reader", lambda: Reader(broken))
     started = []
     monkeypatch.setattr(uvicorn.Server, "run", lambda self, *a, **k: started.append(True))
-    result = CliRunner().invoke(app, ["serve", "--index", str(small_index), "--llm", "offline", "--port", str(free_port())])
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level  # serve points the root logger at the runner's stderr
+    try:
+        result = CliRunner().invoke(app, ["serve", "--index", str(small_index), "--llm", "offline", "--port", str(free_port())])
+    finally:
+        root.handlers[:] = handlers
+        root.setLevel(level)
     assert started == [] and result.exit_code == 2, result.output
     assert "reader model" in result.output and "damaged" in result.output
 
