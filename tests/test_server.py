@@ -234,11 +234,11 @@ def test_llm_failure_is_502_and_an_error_event(small_index, classifier):
 def test_health_and_readiness_offline(offline_url):
     assert httpx.get(f"{offline_url}/healthz").json() == {"status": "ok"}
     ready = httpx.get(f"{offline_url}/readyz")
-    assert ready.status_code == 200 and ready.json() == {"status": "ready", "checks": {"index": "ok", "llm": "offline"}}
+    assert ready.status_code == 200 and ready.json() == {"status": "ready", "checks": {"index": "ok", "llm": "offline", "models": "ok"}}
 
 
 def test_readiness_checks_the_llm_endpoint(stub_url, small_index, classifier):
-    assert httpx.get(f"{stub_url}/readyz").json()["checks"] == {"index": "ok", "llm": "ok"}
+    assert httpx.get(f"{stub_url}/readyz").json()["checks"] == {"index": "ok", "llm": "ok", "models": "ok"}
     with OpenAIStubServer() as gone:
         pipeline = stub_pipeline(gone, small_index, classifier)
     app = create_app(Settings(index=small_index, cache_dir=None), pipeline)  # its LLM endpoint is now closed
@@ -441,6 +441,25 @@ def test_openai_sdk_streaming(stub_url):
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert len({c.id for c in chunks}) == 1
+
+
+def test_langchain_chat_openai_gets_the_usage_of_a_stream_however_it_asks(stub_url):
+    """Issue 41 #12: LangChain's ChatOpenAI sends `stream_options.include_usage` only with stream_usage=True (for
+    a base URL of its own choosing); the usage comes either way, and once."""
+    from langchain_openai import ChatOpenAI
+
+    question = [("user", "Why did the Western Roman Empire fall?")]
+    usage = {}
+    for asks in (None, False, True):
+        model = ChatOpenAI(model="typedrag-rag", base_url=f"{stub_url}/v1", api_key="unused", max_retries=0, stream_usage=asks)
+        chunks = list(model.stream(question))
+        whole = chunks[0]
+        for chunk in chunks[1:]:
+            whole += chunk
+        usage[asks] = whole.usage_metadata
+        assert [c.usage_metadata for c in chunks].count(None) == len(chunks) - 1  # on one chunk only: never counted twice
+    assert usage[None] and usage[None]["input_tokens"] > 0 and usage[None]["output_tokens"] > 0
+    assert usage[None] == usage[False] == usage[True]
 
 
 @pytest.mark.parametrize(("model", "method"), [("typedrag-rag", "rag"), ("typedrag-llm", "llm")])

@@ -6,6 +6,7 @@ tantivy scores with BM25 at k1=1.2, b=0.75, the Elasticsearch defaults the Typed
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import secrets
@@ -228,26 +229,31 @@ def _sync_locked(
                 _swap_into_place(building, index_dir)
         finally:
             shutil.rmtree(building, ignore_errors=True)
-    except _CannotWrite:
+    except _CannotWrite as error:
         left = "the previous index is unchanged" if had_index else "nothing was written"
-        raise IndexBuildError(f"cannot write the index {index_dir} (no space left on device?); {left}") from None
+        raise IndexBuildError(f"cannot write the index {index_dir} ({error}); {left}") from None
     return summary
 
 
 class _CannotWrite(Exception):
-    """The file system or tantivy's writer refused a write: a full disk, most often."""
+    """The file system or tantivy's writer refused a write; the message says why, as far as it is known."""
 
 
 @contextlib.contextmanager
 def _writes():
-    """A failed write as `_CannotWrite`: the file system raises OSError, tantivy a ValueError (its writer thread
-    met an io::Error). Errors the user can fix otherwise (a missing source, no document) pass as they are."""
+    """A failed write as `_CannotWrite`: the file system raises OSError (its errno says why), tantivy a
+    ValueError (its writer thread met an io::Error it does not name: a full disk, most often). Errors the
+    user can fix otherwise (a missing source, no document) pass as they are."""
     try:
         yield
     except UserError:
         raise
-    except (OSError, ValueError) as error:
-        raise _CannotWrite(str(error)) from error
+    except OSError as error:
+        where = f": {error.filename}" if error.filename else ""
+        full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise _CannotWrite("no space left on device" if full else f"{error.strerror or error}{where}") from error
+    except ValueError as error:
+        raise _CannotWrite("no space left on device?") from error
 
 
 def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
@@ -302,7 +308,7 @@ def _adder(writer):
         try:
             writer.add_document(record)
         except ValueError as error:  # "An index writer was killed": a writer thread failed to write
-            raise _CannotWrite(str(error)) from error
+            raise _CannotWrite("no space left on device?") from error
 
     return add
 
