@@ -129,3 +129,26 @@ def test_version_prints_the_version_and_exits_0():
     out = runner.invoke(app, ["--version"])
     assert out.exit_code == 0, out.output
     assert out.stdout == f"typedrag {typedrag.__version__}\n"
+
+
+def test_an_offline_ask_does_not_import_the_openai_sdk(small_index, tmp_path):
+    """Issue 41 #7: `ask` imported the openai SDK (through typedrag/factory.py) even offline, where nothing uses
+    it; under load its import took longer than the answer. An offline ask, streamed or as JSON, leaves it out."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from typedrag.cli import app\n"
+        "try:\n"
+        "    app(sys.argv[1:])\n"
+        "except SystemExit as done:\n"
+        "    assert not done.code, done.code\n"
+        "print('openai SDK imported:', 'openai' in sys.modules, file=sys.stderr)\n"
+    )
+    for extra in ([], ["--json"]):
+        run = subprocess.run([sys.executable, "-c", script, "ask", "Why did the Western Roman Empire fall?", "--index", str(small_index), *extra],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        assert run.returncode == 0, run.stderr
+        assert "offline-extractive" in run.stdout
+        assert "openai SDK imported: False" in run.stderr
