@@ -152,3 +152,11 @@ def test_an_offline_ask_does_not_import_the_openai_sdk(small_index, tmp_path):
         assert run.returncode == 0, run.stderr
         assert "offline-extractive" in run.stdout
         assert "openai SDK imported: False" in run.stderr
+
+
+def test_ask_in_a_folder_without_an_index_says_how_to_build_one_not_rebuild_it(tmp_path):
+    """Issue 41 #15: a first-time user who never built an index was told to "re-run `typedrag index …` to rebuild it"."""
+    out = runner.invoke(app, ["ask", "Why did the Western Roman Empire fall?"])  # the default ./typedrag-index, which is not there
+    assert out.exit_code == 2, out.output
+    assert "no index at typedrag-index: build one first with `typedrag index SOURCE... --index typedrag-index`" in out.output
+    assert "rebuild" not in out.output and "re-run" not in out.output
