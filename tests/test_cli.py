@@ -160,3 +160,22 @@ def test_ask_in_a_folder_without_an_index_says_how_to_build_one_not_rebuild_it(t
     assert out.exit_code == 2, out.output
     assert "no index at typedrag-index: build one first with `typedrag index SOURCE... --index typedrag-index`" in out.output
     assert "rebuild" not in out.output and "re-run" not in out.output
+
+
+def test_ask_and_chat_keep_the_pipelines_notes_in_the_trace_not_under_every_answer(small_index):
+    """Issue 41 #5: `ask` and `chat` printed "fallback at ..." lines after every answer without --trace (and a
+    dropped aspect twice on a terminal); they are in --trace, /trace and the JSON, as recorded."""
+    question = "Why did the Western Roman Empire fall?"
+    recorded = json.loads(runner.invoke(app, ["ask", question, "--index", str(small_index), "--json"]).stdout)["fallbacks"]
+    assert recorded  # there is something the pipeline noted
+    plain = runner.invoke(app, ["ask", question, "--index", str(small_index)])
+    assert plain.exit_code == 0 and "Sources" in plain.stdout
+    assert "fallback" not in plain.output and not any(f["reason"][:30] in plain.output for f in recorded)
+    traced = runner.invoke(app, ["ask", question, "--index", str(small_index), "--trace"])
+    assert "fallback at" in traced.stdout and "steps: " in traced.stdout and "tokens 0+0" not in traced.stdout
+
+    chat = runner.invoke(app, ["chat", "--index", str(small_index)], input=f"{question}\nAnd why did it matter?\n")
+    assert chat.exit_code == 0 and chat.stdout.count("Sources") == 2, chat.output
+    assert "fallback" not in chat.output
+    chat = runner.invoke(app, ["chat", "--index", str(small_index)], input=f"{question}\n/trace\n")
+    assert "fallback at" in chat.stdout  # what /trace prints
