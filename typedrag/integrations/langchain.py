@@ -256,7 +256,7 @@ def tool_text(output: TypedRAGOutput) -> str:
     result = output["trace"]
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or (result.sources[:5] if result.abstained else [])
-    lines = [f"[{s.number}] {s.where or s.passage_id} ({s.passage_id})" for s in listed]
+    lines = [f"[{s.number}] {s.where} ({s.passage_id})" if s.where else f"[{s.number}] {s.passage_id}" for s in listed]
     heading = "Nearest passages, not an answer:" if result.abstained else "Sources:"
     return output["answer"] + (f"\n\n{heading}\n" + "\n".join(lines) if lines else "")
 
