@@ -112,6 +112,7 @@ def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: l
                         "recall_alone": found(turn["answers"], alone_trace["sources"][:TOP]) if turn["answers"] else None,
                         "abstained_whole": trace["abstained"], "abstained_alone": alone_trace["abstained"],
                         "standalone": trace.get("standalone_question"), "searched": trace.get("searched"),
+                        "rewritten": bool((trace.get("rewrite") or {}).get("rewritten")),
                         "sources": [s["passage_id"] for s in trace["sources"][:TOP]],
                         "type": (trace.get("type") or {}).get("type"), "strategy": trace["strategy"],
                         "seconds": trace["timings_ms"].get("total", 0) / 1000,
@@ -162,6 +163,11 @@ def report(rows: list[dict]) -> None:
             f"{mean([r['abstained_whole'] for r in answerable]):>12.2f} {mean([r['abstained_whole'] for r in unanswerable]):>6.2f} | "
             f"{mean([r['seconds'] for r in rs]):>6.2f}"
         )
+    follow_ups = [r for r in rows if r["turn"] > 0]
+    if follow_ups and "rewritten" in follow_ups[0]:
+        read = [r for r in follow_ups if r["rewritten"]]
+        print(f"follow-ups read with the conversation's subject: {len(read)} of {len(follow_ups)} "
+              f"(answerable {sum(r['answerable'] for r in read)}, unanswerable {sum(not r['answerable'] for r in read)})")
 
 
 def main() -> None:

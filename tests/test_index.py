@@ -228,7 +228,7 @@ def copy_of_index(built, tmp_path):
 
 
 def test_missing_dir_or_manifest(tmp_path, copy_of_index):
-    with pytest.raises(IndexUnusableError, match=r"no index at .*re-run `typedrag index"):
+    with pytest.raises(IndexUnusableError, match=r"no index at .*: build one first with `typedrag index SOURCE\.\.\. --index "):
         open_retriever(tmp_path / "nothing-here")
     (copy_of_index / MANIFEST).unlink()
     with pytest.raises(IndexUnusableError, match=r"manifest.json is missing.*re-run `typedrag index .*--index"):

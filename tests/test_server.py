@@ -184,18 +184,32 @@ def test_stream_events_come_in_the_documented_order(offline_url):
 
 
 def test_stream_delivers_progress_while_the_answer_is_being_made(small_index, classifier):
-    with OpenAIStubServer(delay=0.3) as slow:
-        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(slow, small_index, classifier))
+    """The type and the plan reach the client while the stub still holds the combined answer back: a buffered
+    stream would deliver them only with the result (an order of events, not a duration)."""
+    from typedrag.testing.openai_stub import default_content
+
+    release, released = threading.Event(), []
+
+    def responder(request):
+        if "Partial answers" in request.last_user:  # the aggregator waits until the client has seen the plan
+            released.append(release.wait(300))  # False: it waited in vain, the plan never came before it
+        return Reply(content=default_content(request))
+
+    with OpenAIStubServer(responder) as stub:
+        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(stub, small_index, classifier, timeout=300))
         with serving(app) as url:
             body = {"question": "Why did the Western Roman Empire fall?", "type": "reason"}
-            arrived = {}
-            with httpx.stream("POST", f"{url}/v1/answer/stream", json=body, timeout=30) as response:
-                started = time.monotonic()
-                for line in response.iter_lines():
-                    if line.startswith("event: "):
-                        arrived.setdefault(line[len("event: ") :], time.monotonic() - started)
-    # plan, aspects and the combined answer each wait 0.3 s for the LLM: a buffered stream would deliver all at once
-    assert arrived["result"] - arrived["type"] >= 0.5, arrived
+            held = []  # the events that arrived while the combined answer was still held back
+            try:
+                with httpx.stream("POST", f"{url}/v1/answer/stream", json=body, timeout=300) as response:
+                    for line in response.iter_lines():
+                        if line.startswith("event: ") and not release.is_set():
+                            held.append(line[len("event: ") :])
+                            if held[-1] == "plan":
+                                release.set()
+            finally:
+                release.set()
+    assert released == [True] and held[:2] == ["type", "plan"] and "result" not in held, (released, held)
 
 
 def test_stream_for_plain_rag_has_no_type_or_plan(offline_url):

@@ -113,8 +113,11 @@ def write_manifest(index_dir: Path, manifest: dict) -> None:
 
 def read_manifest(index_dir: Path, rebuild_hint: str) -> dict:
     """Load and check the manifest and the files it lists; `IndexUnusableError` naming the fix if anything is off."""
-    if not index_dir.is_dir():
-        raise IndexUnusableError(f"no index at {index_dir}: {rebuild_hint}")
+    if not index_dir.is_dir():  # nothing was ever built here: say how to build one, not how to rebuild it
+        raise IndexUnusableError(
+            f"no index at {index_dir}: build one first with `typedrag index SOURCE... --index {index_dir}`"
+            " (SOURCE: your documents, files or folders)"
+        )
     path = index_dir / MANIFEST
     if not path.is_file():
         raise IndexUnusableError(f"{path} is missing (unfinished or foreign index): {rebuild_hint}")
