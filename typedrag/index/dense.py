@@ -1,0 +1,177 @@
+"""One retrieval configuration for every backend: BM25, dense, or both fused (hybrid, the default).
+
+- `Wanted` is what a build writes: the retrieval mode it records, and the embedder of its vectors.
+- `write` makes the embedded index's vector files while a tantivy build or sync writes its new version
+  (`typedrag.index.vectors` has the files and the journal that makes an interrupted embedding resume).
+- `fuse` is the one fusion of a BM25 and a dense ranking, used by the tantivy index and by Milvus alike:
+  reciprocal-rank fusion (Cormack et al. 2009) over each leg's top `FUSION_DEPTH`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from typedrag.config import RETRIEVAL_MODES, ConfigError
+from typedrag.embed import DEFAULT_EMBEDDER, EMBEDDERS
+from typedrag.index.vectors import DenseVectors, PassageText, Table, Writer, disk_bytes, journal_path
+
+if TYPE_CHECKING:
+    import tantivy
+
+    from typedrag.index.ingest import FileRecord, Plan
+    from typedrag.records import IndexSummary
+
+DEFAULT_RETRIEVAL = "hybrid"
+FUSION_K = 60  # RRF's constant: the usual one
+FUSION_DEPTH = 100  # passages of each leg that the fusion reads (BENCHMARKS.md: "Hybrid retrieval")
+FETCH_BATCH = 512
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a build makes: `retrieval` recorded as the index's default search, vectors by `embedder` (None: no vectors)."""
+
+    retrieval: str
+    embedder: str | None
+
+
+def recorded_retrieval(manifest: dict | None) -> str | None:
+    """The retrieval an index was built for: its manifest's, "bm25" for an index from before vectors, None for no index."""
+    if manifest is None:
+        return None
+    return manifest.get("retrieval") or "bm25"
+
+
+def wanted(current: dict | None, retrieval: str | None, embedder: str | None) -> Wanted:
+    """What a build of an index whose manifest is `current` (None: no index yet) makes, given the options."""
+    if retrieval is not None and retrieval not in RETRIEVAL_MODES:
+        raise ConfigError(f"unknown retrieval {retrieval!r}; choose {', '.join(RETRIEVAL_MODES)}")
+    if embedder is not None and embedder not in EMBEDDERS:
+        raise ConfigError(f"unknown embedder {embedder!r}; choose {' or '.join(EMBEDDERS)}")
+    mode = retrieval or recorded_retrieval(current) or DEFAULT_RETRIEVAL
+    if mode == "bm25":
+        return Wanted("bm25", None)
+    table = Table.from_json((current or {}).get("vectors"))
+    return Wanted(mode, embedder or (table.embedder if table else None) or DEFAULT_EMBEDDER)
+
+
+def manifest_entries(want: Wanted, table: Table | None, folder: Path) -> dict:
+    entries: dict = {"retrieval": want.retrieval}
+    if table is not None:
+        entries["vectors"] = table.to_json(folder)
+    return entries
+
+
+def write(
+    building: Path,
+    index: "tantivy.Index",
+    records: dict[str, "FileRecord"],
+    work: "Plan",
+    previous: dict | None,
+    index_dir: Path,
+    want: Wanted,
+    summary: "IndexSummary",
+    show_progress: bool,
+) -> Table | None:
+    """The vector files of the index being built in `building`, one row per passage, file by file.
+
+    A file the sync keeps unchanged takes its rows from the previous version when that was made by the same
+    embedder; every other file's passages are read back from the new tantivy index and embedded (the journal
+    holds what an interrupted run already did).
+    """
+    summary.retrieval = want.retrieval
+    if want.embedder is None:
+        return None
+    index.reload()
+    searcher = index.searcher()
+    old = _previous_vectors(previous, index_dir)
+    identity_matches = old is not None
+    unchanged = {record.key for record in work.unchanged}
+    keys = sorted(records)
+    copied = {key for key in keys if identity_matches and key in unchanged and key in old.table.files}
+    to_embed = sum(records[key].passages for key in keys if key not in copied)
+    rows = sum(records[key].passages for key in keys)
+    progress, task = _progress(show_progress, to_embed, want.embedder)
+    writer = Writer(building, rows, want.embedder, journal_path(index_dir), lambda n: progress.update(task, advance=n))
+    if old is not None and old.table.identity != writer.table.identity:
+        copied, old = set(), None  # the embedder's model changed: embed everything again
+    started = time.perf_counter()
+    with progress:
+        for key in keys:
+            if key in copied:
+                first, count = old.table.files[key]
+                writer.copy(key, old, first, count)
+            elif records[key].passages:
+                writer.embed(key, _passages_of(searcher, index.schema, key, records[key].passages))
+    table = writer.finish()
+    summary.embedder = want.embedder
+    summary.embedded = writer.embedded
+    summary.embed_seconds = time.perf_counter() - started
+    summary.vector_bytes = disk_bytes(building)
+    return table
+
+
+def finished(index_dir: Path) -> None:
+    """The index with its vectors is in place: the journal of its embedding is not needed any more."""
+    journal_path(index_dir).unlink(missing_ok=True)
+
+
+def _previous_vectors(previous: dict | None, index_dir: Path) -> DenseVectors | None:
+    table = Table.from_json((previous or {}).get("vectors"))
+    if table is None:
+        return None
+    try:
+        return DenseVectors(index_dir, table)
+    except (OSError, ValueError):
+        return None  # damaged: embedded again
+
+
+def _passages_of(searcher, schema, key: str, count: int) -> Iterator[PassageText]:
+    """The passages of one source file in the new index, in the order tantivy stores them."""
+    import tantivy
+
+    hits = searcher.search(tantivy.Query.term_query(schema, "file", key), limit=max(count, 1), count=False).hits
+    addresses = sorted((address for _, address in hits), key=lambda a: (a.segment_ord, a.doc))
+    for start in range(0, len(addresses), FETCH_BATCH):
+        for address in addresses[start : start + FETCH_BATCH]:
+            doc = searcher.doc(address)
+            yield PassageText(doc.get_first("passage_id"), doc.get_first("title") or "", doc.get_first("text") or "")
+
+
+def _progress(show: bool, total: int, embedder: str):
+    """A bar with the passages embedded, their rate and the time left (rich estimates it from the recent rate)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task) -> Text:
+            return Text(f"{task.speed:,.0f} passages/s" if task.speed else "")
+
+    progress = Progress(
+        TextColumn(f"embedding ({embedder})"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        Rate(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        disable=not show or total == 0,
+    )
+    return progress, progress.add_task("embedding", total=total)
+
+
+def fuse(rankings: Sequence[Sequence[str]], k: int, depth: int = FUSION_DEPTH) -> list[tuple[str, float]]:
+    """The `k` ids ranked best over `rankings` (each best first, read to `depth`) by reciprocal-rank fusion:
+    (id, score), ties broken by the best single rank, then by the order of the rankings."""
+    scores: dict[str, float] = {}
+    best: dict[str, tuple[int, int]] = {}
+    for leg, ranking in enumerate(rankings):
+        for rank, passage_id in enumerate(ranking[:depth]):
+            scores[passage_id] = scores.get(passage_id, 0.0) + 1.0 / (FUSION_K + rank + 1)
+            best[passage_id] = min(best.get(passage_id, (rank, leg)), (rank, leg))
+    order = sorted(scores, key=lambda pid: (-scores[pid], best[pid]))[:k]
+    return [(pid, round(scores[pid], 6)) for pid in order]
