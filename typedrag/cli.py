@@ -151,7 +151,7 @@ def index(
     if summary.embedder:
         console.print(
             f"search: {summary.retrieval}; passage vectors by {summary.embedder}: {summary.embedded:,} embedded in "
-            f"{summary.embed_seconds:.1f} s, {summary.passages - summary.embedded:,} kept; "
+            f"{summary.embed_seconds:.1f} s, {summary.passages - summary.embedded:,} reused; "
             f"{summary.vector_bytes / 2**20:,.1f} MiB on disk",
             markup=False,
             soft_wrap=True,

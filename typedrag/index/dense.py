@@ -26,6 +26,10 @@ if TYPE_CHECKING:
     from typedrag.records import IndexSummary
 
 DEFAULT_RETRIEVAL = "hybrid"
+# A new index gets vectors by default up to this many passages: MiniLM embeds ~40 passages a second on two
+# idle cores (BENCHMARKS.md), so 50,000 take about 20 minutes; a bigger corpus is indexed for BM25 and told how
+# to add them (`--retrieval hybrid`, or `--embedder static` in seconds), never made to wait hours unasked.
+AUTO_VECTORS_MAX_PASSAGES = 50_000
 FUSION_K = 60  # RRF's constant: the usual one
 FUSION_DEPTH = 100  # passages of each leg that the fusion reads (BENCHMARKS.md: "Hybrid retrieval")
 FETCH_BATCH = 512
@@ -33,10 +37,12 @@ FETCH_BATCH = 512
 
 @dataclass(frozen=True)
 class Wanted:
-    """What a build makes: `retrieval` recorded as the index's default search, vectors by `embedder` (None: no vectors)."""
+    """What a build makes: `retrieval` recorded as the index's default search, vectors by `embedder` (None: no vectors).
+    `chosen`: the user or the index asked for it (else it is the default for a new index, bounded by size)."""
 
     retrieval: str
     embedder: str | None
+    chosen: bool = True
 
 
 def recorded_retrieval(manifest: dict | None) -> str | None:
@@ -52,14 +58,18 @@ def wanted(current: dict | None, retrieval: str | None, embedder: str | None) ->
         raise ConfigError(f"unknown retrieval {retrieval!r}; choose {', '.join(RETRIEVAL_MODES)}")
     if embedder is not None and embedder not in EMBEDDERS:
         raise ConfigError(f"unknown embedder {embedder!r}; choose {' or '.join(EMBEDDERS)}")
-    mode = retrieval or recorded_retrieval(current) or DEFAULT_RETRIEVAL
+    mode = retrieval or recorded_retrieval(current)
+    chosen = mode is not None or embedder is not None
+    mode = mode or DEFAULT_RETRIEVAL
     if mode == "bm25":
         return Wanted("bm25", None)
     table = Table.from_json((current or {}).get("vectors"))
-    return Wanted(mode, embedder or (table.embedder if table else None) or DEFAULT_EMBEDDER)
+    return Wanted(mode, embedder or (table.embedder if table else None) or DEFAULT_EMBEDDER, chosen)
 
 
 def manifest_entries(want: Wanted, table: Table | None, folder: Path) -> dict:
+    if want.embedder is not None and table is None:  # too big to embed unasked
+        return {"retrieval": "bm25", "vectors_skipped": True}
     entries: dict = {"retrieval": want.retrieval}
     if table is not None:
         entries["vectors"] = table.to_json(folder)
@@ -86,6 +96,15 @@ def write(
     summary.retrieval = want.retrieval
     if want.embedder is None:
         return None
+    rows = sum(record.passages for record in records.values())
+    if not want.chosen and rows > AUTO_VECTORS_MAX_PASSAGES:
+        summary.retrieval = "bm25"
+        summary.notes.append(
+            f"{rows:,} passages: more than {AUTO_VECTORS_MAX_PASSAGES:,}, so no passage vectors were made by default and the "
+            f"index is searched with BM25 ({want.embedder} would take about {rows / 40 / 3600:.1f} h on two cores); "
+            "add them with --retrieval hybrid (resumable), or --retrieval hybrid --embedder static (minutes, less exact)"
+        )
+        return None
     index.reload()
     searcher = index.searcher()
     old = _previous_vectors(previous, index_dir)
@@ -94,7 +113,6 @@ def write(
     keys = sorted(records)
     copied = {key for key in keys if identity_matches and key in unchanged and key in old.table.files}
     to_embed = sum(records[key].passages for key in keys if key not in copied)
-    rows = sum(records[key].passages for key in keys)
     progress, task = _progress(show_progress, to_embed, want.embedder)
     writer = Writer(building, rows, want.embedder, journal_path(index_dir), lambda n: progress.update(task, advance=n))
     if old is not None and old.table.identity != writer.table.identity:

@@ -46,6 +46,7 @@ from typedrag.records import IndexSummary, Passage, ScoredPassage, encode_lines,
 from typedrag.text import SNOWBALL_STOPWORDS
 from typedrag.embed import EMBEDDERS, embedder_for
 from typedrag.index import dense
+from typedrag.index.vectors import FILES as VECTOR_FILES
 from typedrag.index.vectors import DenseVectors, Table, identity_of
 
 ENGINE = "tantivy-bm25"
@@ -286,8 +287,10 @@ def _writes():
 def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
     """The current index's files in the new directory: segment files (written once, never changed) as hard
     links, the JSON files tantivy rewrites (meta.json, .managed.json) as copies, so nothing written to the
-    new index can reach the one readers use."""
+    new index can reach the one readers use. The vector files are not taken: every version writes its own."""
     for name in files:
+        if name in VECTOR_FILES:
+            continue
         source, target = index_dir / name, building / name
         if name.endswith(".json"):
             shutil.copy2(source, target)
@@ -671,9 +674,10 @@ class _View:
 def _search_mode(index_dir: Path, manifest: dict, asked: str | None) -> tuple[str, "DenseVectors | None", str | None]:
     """(mode, vectors, notice): how an index is searched, given the retrieval asked for (None: as it was built)."""
     mode = asked or dense.recorded_retrieval(manifest)
-    if mode == "bm25":
-        return "bm25", None, None
     add = f"`typedrag index SOURCE... --index {index_dir} --retrieval hybrid` adds them (each passage is embedded once)"
+    if mode == "bm25":  # chosen, or an index from before vectors (no `retrieval` recorded): that one is told
+        old = asked is None and ("retrieval" not in manifest or manifest.get("vectors_skipped"))
+        return "bm25", None, f"{index_dir} has no passage vectors, so it is searched with BM25 alone; {add}" if old else None
     table = Table.from_json(manifest.get("vectors"))
     if table is None:
         if asked:

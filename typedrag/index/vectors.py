@@ -174,9 +174,12 @@ class Writer:
         self.table = Table(embedder_key, identity_of(embedder_key), self.embedder.dim, rows, {}, PASSAGE_INPUT)
         self.journal = Journal(journal_file, self.table.identity, self.embedder.dim)
         self.progress = progress
+        for name in FILES:  # never write through a hard link into a file another version's readers map
+            (folder / name).unlink(missing_ok=True)
         self.vectors = open_memmap(folder / VECTORS, mode="w+", dtype=np.int8, shape=(rows, self.embedder.dim))
         self.scales = open_memmap(folder / SCALES, mode="w+", dtype=np.float32, shape=(rows,))
         self.ids: list[bytes] = []
+        self.pending: list[tuple[int, str]] = []  # (row, embedded text) waiting for a full batch
         self.embedded = 0  # passages embedded now (not copied, not from the journal)
         self.seconds = 0.0  # spent embedding
 
@@ -188,26 +191,34 @@ class Writer:
         self.table.files[key] = [at, count]
 
     def embed(self, key: str, passages: Iterator[PassageText]) -> None:
+        """Give the file's passages their rows; they are embedded in batches that run across files (a manual's
+        pages hold a few passages each, and MiniLM is fastest on full batches)."""
         start = len(self.ids)
-        while batch := [p for _, p in zip(range(EMBED_BATCH), passages)]:
-            inputs = [passage_input(p.title, p.text) for p in batch]
-            digests = [digest(text) for text in inputs]
-            missing = [i for i, d in enumerate(digests) if d not in self.journal.known]
-            if missing:
-                started = time.perf_counter()
-                rows, scales = quantize(self.embedder.encode([inputs[i] for i in missing]))
-                self.seconds += time.perf_counter() - started
-                self.journal.append([digests[i] for i in missing], rows, scales)
-                self.embedded += len(missing)
-            at = len(self.ids)
-            for offset, d in enumerate(digests):
-                self.vectors[at + offset], self.scales[at + offset] = self.journal.known[d]
-            self.ids.extend(p.passage_id.encode() for p in batch)
-            self.progress(len(batch))
+        for passage in passages:
+            self.pending.append((len(self.ids), passage_input(passage.title, passage.text)))
+            self.ids.append(passage.passage_id.encode())
+            if len(self.pending) >= EMBED_BATCH:
+                self._flush()
         self.table.files[key] = [start, len(self.ids) - start]
 
+    def _flush(self) -> None:
+        batch, self.pending = self.pending, []
+        digests = [digest(text) for _, text in batch]
+        missing = [i for i, d in enumerate(digests) if d not in self.journal.known]
+        if missing:
+            started = time.perf_counter()
+            rows, scales = quantize(self.embedder.encode([batch[i][1] for i in missing]))
+            self.seconds += time.perf_counter() - started
+            self.journal.append([digests[i] for i in missing], rows, scales)
+            self.embedded += len(missing)
+        for (row, _), d in zip(batch, digests):
+            self.vectors[row], self.scales[row] = self.journal.known[d]
+        self.progress(len(batch))
+
     def finish(self) -> Table:
-        """Flush the files; the row count must be what the caller announced."""
+        """Embed what is pending and flush the files; the row count must be what the caller announced."""
+        if self.pending:
+            self._flush()
         if len(self.ids) != self.table.rows:
             raise RuntimeError(f"vector rows written {len(self.ids)} != passages {self.table.rows}")
         self.vectors.flush()
