@@ -234,6 +234,7 @@ def ask(
         pipeline = build_pipeline(
             settings, resources, need_index=method != "llm", need_classifier=method == "typed" and type_ is None
         )
+        _note_retrieval(pipeline.retriever)
         forced = pipeline.route_label(type_) if type_ else None
         if file is not None:
             from typedrag.batch import answer_file
@@ -258,6 +259,13 @@ def ask(
         render_after_stream(console, result)
     else:
         show_result(result, as_json=as_json, trace=trace)
+
+
+def _note_retrieval(retriever) -> None:
+    """What the index says about how it is searched (an index without vectors: how to add them), on stderr."""
+    notice = getattr(retriever, "notice", None)
+    if notice:
+        errors.print(f"note: {for_terminal(notice)}", markup=False, style="dim")
 
 
 CHAT_HELP = "/reset starts over, /trace shows the last answer's trace, /quit (or end of input) leaves"
@@ -302,6 +310,7 @@ def chat(
         pipeline = build_pipeline(
             settings, resources, need_index=method != "llm", need_classifier=method == "typed" and type_ is None
         )
+        _note_retrieval(pipeline.retriever)
         forced = pipeline.route_label(type_) if type_ else None
         asyncio.run(resources.run(converse(pipeline, method, forced, system)))
     except USER_ERRORS as error:

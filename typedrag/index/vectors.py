@@ -23,6 +23,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -270,6 +271,12 @@ class DenseVectors:
         return results
 
     def _scores(self, queries: np.ndarray) -> np.ndarray:
+        # One BLAS thread: a product of a few query vectors is memory-bound, and OpenBLAS's threads spinning beside
+        # ONNX Runtime's (or other processes) made it 4x slower on a busy 2-core machine (BENCHMARKS.md).
+        with _blas().limit(limits=1, user_api="blas"):
+            return self._product(queries)
+
+    def _product(self, queries: np.ndarray) -> np.ndarray:
         if self._float is not None:
             return self._float @ queries.T
         out = np.empty((self.table.rows, len(queries)), dtype=np.float32)
@@ -278,6 +285,13 @@ class DenseVectors:
             chunk = np.asarray(self.rows[start:stop], dtype=np.float32)
             out[start:stop] = (chunk @ queries.T) * np.asarray(self.scales[start:stop])[:, None]
         return out
+
+
+@lru_cache(maxsize=1)
+def _blas():
+    from threadpoolctl import ThreadpoolController
+
+    return ThreadpoolController()
 
 
 def disk_bytes(folder: Path) -> int:
