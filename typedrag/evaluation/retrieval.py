@@ -157,15 +157,25 @@ def summarise(scored: list[Scored]) -> dict[str, Any]:
     }
 
 
-COLUMNS = {  # summary key -> heading (shown only when some row has a value)
+COLUMNS = {  # summary key -> heading (shown only when some row has a value); "k" is the cut-off
     "recall": "recall@k",
     "mrr": "MRR",
     "ndcg": "nDCG@k",
-    "key_terms": "key terms in top k",
-    "question_terms": "question's words in top k",
+    "key_terms": "key terms",
+    "question_terms": "own words",
     "judged_relevant": "judge: relevant",
     "judged_answering": "judge: answers",
 }
+EXPLAINED = (
+    "recall@k: the share of a question's relevant groups with a passage in the top k; MRR: 1 / the rank of the first; "
+    "nDCG@k: each group counted once, at its first passage; key terms: questions whose top k hold every key-term group; "
+    "own words: the share of the question's own words the top k hold; judge: the share of the top k an LLM graded "
+    "relevant (1 or 2) or answering (2)."
+)
+
+
+def _heading(key: str, k: int) -> str:
+    return COLUMNS[key].replace("@k", f"@{k}")
 
 
 def evaluate(
@@ -193,16 +203,21 @@ def _cell(value: float | None) -> str:
 
 
 def print_table(report: Report, console) -> None:
+    """One table per retrieval mode: a row per question type, "all" first."""
     from rich.table import Table
 
     rows = report.rows()
     shown = [key for key in COLUMNS if any(row[key] is not None for row in rows)]
-    table = Table(title=f"retrieval, top {report.k} · {report.index}", title_justify="left")
-    for heading in ["mode", "type", "questions", *(COLUMNS[key].replace("@k", f"@{report.k}").replace(" k", f" {report.k}") for key in shown)]:
-        table.add_column(heading, justify="left" if heading in ("mode", "type") else "right")
-    for row in rows:
-        table.add_row(row["mode"], row["type"], str(row["questions"]), *(_cell(row[key]) for key in shown), end_section=False)
-    console.print(table)
+    for mode in report.modes:
+        table = Table(title=f"{mode} · top {report.k}", title_justify="left")
+        table.add_column("type", no_wrap=True)
+        table.add_column("n", justify="right")
+        for key in shown:
+            table.add_column(_heading(key, report.k), justify="right")
+        for row in (r for r in rows if r["mode"] == mode):
+            table.add_row(row["type"], str(row["questions"]), *(_cell(row[key]) for key in shown))
+        console.print(table)
+    console.print(EXPLAINED, style="dim")
 
 
 def write_html(report: Report, path: Path) -> None:
@@ -210,7 +225,7 @@ def write_html(report: Report, path: Path) -> None:
     e = html.escape
     rows = report.rows()
     shown = [key for key in COLUMNS if any(row[key] is not None for row in rows)]
-    head = "".join(f"<th>{e(COLUMNS[key].replace('@k', f'@{report.k}').replace(' k', f' {report.k}'))}</th>" for key in shown)
+    head = "".join(f"<th>{e(_heading(key, report.k))}</th>" for key in shown)
     body = "".join(
         f"<tr class='{'all' if row['type'] == 'all' else ''}'><td>{e(row['mode'])}</td><td>{e(row['type'])}</td>"
         f"<td>{row['questions']}</td>" + "".join(f"<td>{_cell(row[key])}</td>" for key in shown) + "</tr>"
@@ -250,8 +265,7 @@ ol{{margin:0;padding-left:1.4em}}li{{margin-bottom:4px}}li.hit{{background:#e6f4
 small{{color:#777}}</style></head><body>
 <h1>Retrieval on {e(report.index)}</h1>
 <p>{len(next(iter(report.modes.values()), []))} questions, top {report.k} passages per question{judge}. Modes: {e(', '.join(modes))}.
-recall@k: the share of a question's relevant groups with a passage in the top {report.k}; MRR: 1 / the rank of the first;
-nDCG@k: each group counted once, at its first passage. Key terms: every group of the question's key terms in the top {report.k}'s text.</p>
+{e(EXPLAINED)}</p>
 <table><tr><th>mode</th><th>type</th><th>questions</th>{head}</tr>{body}</table>
 <h2>Questions</h2><p>Relevant passages are shaded.</p>
 <table><tr>{''.join(f'<th>{e(m)}</th>' for m in modes)}</tr>{''.join(details)}</table></body></html>"""
