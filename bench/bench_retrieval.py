@@ -165,7 +165,7 @@ def conversation_found(groups: list[list[dict]], hits) -> float:
     return sum(any(a["id"] in ids or any(a["quote"] in t for t in texts) for a in group) for group in groups) / len(groups)
 
 
-def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None) -> list[dict]:
+def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, weights=None) -> list[dict]:
     """One row per question set and mode: (set, n, score) for this corpus."""
     from typedrag.evaluation.retrieval import read_questions, score
     from typedrag.followup import FusingRetriever, offline_standalone
@@ -174,6 +174,8 @@ def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None) 
 
     if depth:
         dense.FUSION_DEPTH = depth
+    if weights:
+        dense.FUSION_WEIGHTS = weights
     rows = []
     retrievers = {mode: open_retriever(index, mode) for mode in modes}
     if corpus in KEYTERM_SETS:
@@ -212,7 +214,8 @@ def quality(args) -> None:
     print(f"\n| corpus | set | n | {' | '.join(modes)} |\n|---|---|---|{'---|' * len(modes)}")
     for item in args.index:
         corpus, path = item.split("=", 1)
-        rows = quality_rows(corpus, Path(path), modes, args.depth)
+        weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
+        rows = quality_rows(corpus, Path(path), modes, args.depth, weights)
         for set_name in dict.fromkeys(r["set"] for r in rows):
             values = {r["mode"]: r for r in rows if r["set"] == set_name}
             best = max(v["value"] for v in values.values())
@@ -226,6 +229,7 @@ def main() -> None:
         parser.add_argument("--index", action="append", default=[], metavar="CORPUS=PATH")
         parser.add_argument("--modes", default="bm25,dense,hybrid")
         parser.add_argument("--depth", type=int, help="passages of each leg the fusion reads (default: typedrag's)")
+        parser.add_argument("--weights", help="BM25,dense weights of the fusion (default: typedrag's, 1,1)")
         quality(parser.parse_args(sys.argv[2:]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

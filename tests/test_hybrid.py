@@ -252,3 +252,52 @@ def test_a_big_new_index_gets_no_vectors_unasked_and_is_told_how_to_add_them(tmp
     retriever = open_retriever(tmp_path / "big")
     assert retriever.retrieval == "bm25" and "--retrieval hybrid" in retriever.notice
     assert build_index([docs], tmp_path / "asked", show_progress=False, retrieval="hybrid", embedder="static").embedded == 5
+
+
+def test_a_query_that_is_a_title_puts_that_article_first():
+    def terms(text):
+        return set(text.lower().replace("'s", "").split())
+
+    bm25 = [("halley#0", "Halley's Comet"), ("herschel#0", "Caroline Herschel"), ("minor#0", "Minor planet"), ("comet#0", "Comet")]
+    near = [("halley#0", "Halley's Comet"), ("comet#0", "Comet"), ("comet#1", "Comet")]
+    ranked = [pid for pid, _ in dense.hybrid({"comet"}, bm25, near, 3, terms)]
+    assert ranked == ["comet#0", "halley#0", "comet#1"]  # "comet" is the article "Comet", not "Halley's Comet"
+    assert [pid for pid, _ in dense.hybrid({"comet", "tail"}, bm25, near, 1, terms)] == ["halley#0"]  # a title inside a query: no
+    assert [pid for pid, _ in dense.hybrid(set(), bm25, near, 1, terms)] == ["halley#0"]
+
+
+ASTRONOMY = {"Comet", "Halley's Comet", "Caroline Herschel", "Minor planet", "Asteroid", "Meteoroid", "Asteroid belt",
+             "Interplanetary medium", "Astronomy", "Meteor shower", "Meteorite", "Impact event", "Planetary system"}
+
+
+@pytest.fixture(scope="module")
+def astronomy_index(tmp_path_factory):
+    """The README's demo corpus cut down: its astronomy articles and every 40th other one (270 passages)."""
+    from typedrag.corpus import DEMO_SOURCE, iter_documents
+
+    root = tmp_path_factory.mktemp("astronomy")
+    docs = list(iter_documents([DEMO_SOURCE], problems=[]))
+    chosen = {d.doc_id: d for d in [d for d in docs if d.title in ASTRONOMY] + docs[::40]}
+    corpus = root / "vital.jsonl"
+    corpus.write_text("".join(json.dumps({"id": d.doc_id, "title": d.title, "text": d.text}) + "\n" for d in chosen.values()))
+    build_index([corpus], root / "index", show_progress=False)
+    return root / "index"
+
+
+def test_the_readme_comparison_cites_the_article_comet(astronomy_index):
+    """Issue 41 #3: the item query "comet" ranked Halley's Comet, Caroline Herschel and Minor planet above the
+    article "Comet", and the README's first answer cited Asteroid and Meteoroid only."""
+    import asyncio
+
+    from typedrag.classify import load_default_classifier
+    from typedrag.engines.offline import OfflineEngine
+    from typedrag.pipeline import Pipeline
+
+    retriever = open_retriever(astronomy_index)
+    assert retriever.search("comet", 1)[0].passage.title == "Comet"
+    pipeline = Pipeline(engine=OfflineEngine(), retriever=retriever, classifier=load_default_classifier())
+    result = asyncio.run(pipeline.answer("What is the difference between a comet and an asteroid?"))
+    assert result.strategy == "comparison" and result.engines.retriever == "tantivy-hybrid/minilm"
+    titles = {s.number: s.title for s in result.sources}
+    cited = {titles[n] for c in result.citations for n in c.source_numbers}
+    assert "Comet" in cited and "Asteroid" in cited

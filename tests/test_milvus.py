@@ -165,9 +165,11 @@ def test_a_passage_has_the_same_vector_and_hybrid_the_same_fusion_in_both_backen
     for row in rows:
         assert np.allclose(np.array(row["dense"], dtype=np.float32), in_tantivy[row["passage_id"]], atol=1e-6)
     legs = {mode: MilvusRetriever(server.uri, "small", mode=mode) for mode in ("bm25", "dense", "hybrid")}
+    analyze = milvus_index._QUERY_ANALYZER.analyze
     for question in ("crocodile snout", "Why did the Western Roman Empire fall?", "baking with yeast"):
         bm25, near = (legs[m].search(question, fusion.FUSION_DEPTH) for m in ("bm25", "dense"))
-        expected = fusion.fuse([[h.passage_id for h in bm25], [h.passage_id for h in near]], 5)
+        expected = fusion.hybrid(set(analyze(question)), [(h.passage_id, h.passage.title) for h in bm25],
+                                 [(h.passage_id, h.passage.title) for h in near], 5, lambda title: set(analyze(title)))
         assert [(h.passage_id, round(h.score, 6)) for h in legs["hybrid"].search(question, 5)] == expected
 
 

@@ -647,9 +647,15 @@ class MilvusRetriever:
             search_params=cosine, timeout=SEARCH_TIMEOUT,
         )
         results = []
-        for bm25_hits, dense_hits in zip(lexical, nearest):
+        for query, bm25_hits, dense_hits in zip(raw, lexical, nearest):
             by_id = {hit["entity"]["passage_id"]: hit for hit in [*dense_hits, *bm25_hits]}
-            fused = fusion.fuse([[h["entity"]["passage_id"] for h in bm25_hits], [h["entity"]["passage_id"] for h in dense_hits]], k)
+            fused = fusion.hybrid(
+                set(_QUERY_ANALYZER.analyze(query)),
+                [(h["entity"]["passage_id"], h["entity"]["title"]) for h in bm25_hits],
+                [(h["entity"]["passage_id"], h["entity"]["title"]) for h in dense_hits],
+                k,
+                lambda title: set(_QUERY_ANALYZER.analyze(title)),
+            )
             results.append([{**by_id[pid], "distance": score} for pid, score in fused])
         return results
 

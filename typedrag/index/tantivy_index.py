@@ -576,12 +576,22 @@ class TantivyRetriever:
             return [[ScoredPassage(_passage(docs[pid]), score) for pid, score in hits if pid in docs] for hits in nearest]
         lexical = list(self._threads().map(lambda q: self._bm25(view, q, depth), queries))
         known = {doc.get_first("passage_id"): doc for hits in lexical for _, doc in hits}
+        known.update(self._docs(view, {pid for hits in nearest for pid, _ in hits} - known.keys()))
         fused = [
-            dense.fuse([[doc.get_first("passage_id") for _, doc in bm25], [pid for pid, _ in near]], k)
-            for bm25, near in zip(lexical, nearest)
+            dense.hybrid(
+                set(self._analyzer.analyze(query)),
+                [(d.get_first("passage_id"), d.get_first("title") or "") for _, d in bm25],
+                [(pid, known[pid].get_first("title") or "") for pid, _ in near if pid in known],
+                k,
+                self._title_terms,
+            )
+            for query, bm25, near in zip(queries, lexical, nearest)
         ]
         known.update(self._docs(view, {pid for hits in fused for pid, _ in hits} - known.keys()))
         return [[ScoredPassage(_passage(known[pid]), score) for pid, score in hits if pid in known] for hits in fused]
+
+    def _title_terms(self, title: str) -> set[str]:
+        return set(self._analyzer.analyze(title))
 
     def _docs(self, view: "_View", passage_ids: set[str]) -> dict[str, tantivy.Document]:
         """The stored documents of these passages, by id (one term-set query)."""
