@@ -77,10 +77,11 @@ def test_hybrid_finds_what_bm25_misses_and_keeps_what_it_finds(hybrid_index):
 
 
 def test_fusion_is_reciprocal_rank_over_each_legs_top():
-    fused = dense.fuse([["a", "b", "c"], ["c", "d", "a"]], 3)
+    fused = dense.fuse([["a", "b", "c"], ["c", "d", "a"]], 3, weights=(1, 1))
     assert [pid for pid, _ in fused] == ["a", "c", "b"]
     assert fused[0][1] == pytest.approx(1 / 61 + 1 / 63, abs=1e-6)
-    assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2)] == ["a", "b"]  # a tie goes to the first leg's best
+    assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1))] == ["a", "b"]  # a tie: the first leg's best
+    assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2)] == ["b", "a"]  # by default dense weighs 1.5
     assert [pid for pid, _ in dense.fuse([["x"] + [f"p{i}" for i in range(200)], []], 500, depth=100)][-1] == "p98"
 
 
