@@ -38,9 +38,10 @@ FILES = (VECTORS, SCALES, ID_OFFSETS, ID_TEXT)
 EMBED_BATCH = 256  # passages per embedding call and per journal append
 DIGEST_BYTES = 16
 JOURNAL_MAGIC = b"typedrag vectors journal 1\n"
-# Above this many float32 values the vectors are not copied into memory as float32 (4 bytes each) but
-# scored from the int8 file in chunks: a 655k-passage index would hold 1 GB otherwise.
-IN_MEMORY_MAX_VALUES = 80_000_000
+# Up to this many values (800 MB as float32: 655k static or 500k MiniLM vectors) the rows are held in memory as
+# float32, one matrix product a search; beyond, they are scored from the int8 file in chunks, converting each
+# chunk per search (about a hundred times slower per row: BENCHMARKS.md, section 18).
+IN_MEMORY_MAX_VALUES = 200_000_000
 CHUNK_ROWS = 65_536
 
 
