@@ -302,3 +302,27 @@ def test_the_readme_comparison_cites_the_article_comet(astronomy_index):
     titles = {s.number: s.title for s in result.sources}
     cited = {titles[n] for c in result.citations for n in c.source_numbers}
     assert "Comet" in cited and "Asteroid" in cited
+
+
+def test_the_index_command_reports_its_vectors_and_ask_notes_an_index_without(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from typedrag.cli import app
+
+    monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
+    docs = write_docs(tmp_path / "docs", DOCS)
+    runner = CliRunner()
+    built = runner.invoke(app, ["index", str(docs), "--index", str(tmp_path / "index"), "--embedder", "static"])
+    assert built.exit_code == 0, built.output
+    assert "search: hybrid; passage vectors by static: 5 embedded" in built.output and "MiB on disk" in built.output
+    synced = runner.invoke(app, ["index", str(docs), "--index", str(tmp_path / "index")])
+    assert "0 embedded" in synced.output and "5 reused" in synced.output
+    runner.invoke(app, ["index", str(docs), "--index", str(tmp_path / "plain"), "--retrieval", "bm25"])
+    manifest = manifest_of(tmp_path / "plain")
+    del manifest["retrieval"]  # as written before vectors
+    (tmp_path / "plain" / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
+    asked = runner.invoke(app, ["ask", "How do bees make honey?", "--index", str(tmp_path / "plain"), "--method", "rag", "--json"])
+    assert asked.exit_code == 0, asked.output
+    assert "note:" in asked.output and "--retrieval hybrid" in asked.output
+    hybrid = runner.invoke(app, ["ask", "How do bees make honey?", "--index", str(tmp_path / "index"), "--method", "rag", "--json"])
+    assert json.loads(hybrid.stdout)["engines"]["retriever"] == "tantivy-hybrid/static"
