@@ -251,6 +251,7 @@ def main() -> None:
     parser.add_argument("--model", default="typedrag-typed", help="typedrag-typed (default) or typedrag-rag")
     parser.add_argument("--llm", help="serve with this --llm (default: the offline engine)")
     parser.add_argument("--base-url", help="serve with this --base-url")
+    parser.add_argument("--retrieval", help="serve with this --retrieval (bm25, dense, hybrid; default: as each index was built)")
     parser.add_argument("--out", type=Path, help="also write one JSON line per turn here")
     parser.add_argument("--answerable", action="append", default=[], metavar="CORPUS=FILE",
                         help="also ask each question of this key-term set alone and count abstentions")
@@ -274,7 +275,8 @@ def main() -> None:
     indexes = dict(item.split("=", 1) for item in args.index)
     conversations = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
     conversations = [c for c in conversations if args.split == "all" or c["split"] == args.split]
-    extra = [*(["--llm", args.llm] if args.llm else []), *(["--base-url", args.base_url] if args.base_url else [])]
+    extra = [*(["--llm", args.llm] if args.llm else []), *(["--base-url", args.base_url] if args.base_url else []),
+             *(["--retrieval", args.retrieval] if args.retrieval else [])]
     if args.answerable:
         abstentions_on_answerable({c: Path(f) for c, f in (item.split("=", 1) for item in args.answerable)}, indexes, args.model, extra)
     if args.skip_conversations:
