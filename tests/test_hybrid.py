@@ -81,7 +81,9 @@ def test_fusion_is_reciprocal_rank_over_each_legs_top():
     assert [pid for pid, _ in fused] == ["a", "c", "b"]
     assert fused[0][1] == pytest.approx(1 / 61 + 1 / 63, abs=1e-6)
     assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1))] == ["a", "b"]  # a tie: the first leg's best
-    assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2)] == ["b", "a"]  # by default dense weighs 1.5
+    assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1.5))] == ["b", "a"]
+    # BM25's only hit for a rare term and dense's nearest passage tie, and BM25's comes first
+    assert [pid for pid, _ in dense.fuse([["rare#9"], ["noise#1", "noise#2"]], 1)] == ["rare#9"]
     assert [pid for pid, _ in dense.fuse([["x"] + [f"p{i}" for i in range(200)], []], 500, depth=100)][-1] == "p98"
 
 
