@@ -549,10 +549,16 @@ class TantivyRetriever:
         q = bm25_query(view.schema, self._analyzer, query, self.fields)
         if q is None or k <= 0:
             return []
-        try:
+        with self._reading():
             hits = view.searcher.search(q, limit=k, count=False).hits
             return [(score, view.searcher.doc(address)) for score, address in hits]
-        except BaseException as e:  # damage in a file the manifest checks by size only surfaces here
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """Damage in a file the manifest checks by size only surfaces when it is read: one line naming the fix."""
+        try:
+            yield
+        except BaseException as e:  # tantivy panics (a BaseException) on bytes it trusted
             if not _is_damage(e):
                 raise
             raise IndexUnusableError(f"{self.index_dir} is damaged ({_one_line(e)}): {_rebuild_hint(self.index_dir)}") from None
@@ -598,8 +604,9 @@ class TantivyRetriever:
         if not passage_ids:
             return {}
         query = tantivy.Query.term_set_query(view.schema, "passage_id", sorted(passage_ids))
-        hits = view.searcher.search(query, limit=len(passage_ids), count=False).hits
-        docs = (view.searcher.doc(address) for _, address in hits)
+        with self._reading():
+            hits = view.searcher.search(query, limit=len(passage_ids), count=False).hits
+            docs = [view.searcher.doc(address) for _, address in hits]
         return {doc.get_first("passage_id"): doc for doc in docs}
 
     def _threads(self) -> ThreadPoolExecutor:
