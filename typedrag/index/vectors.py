@@ -156,6 +156,8 @@ class Table:
 
 @dataclass
 class PassageText:
+    """What of a stored passage its vector is made from, and the id that row is kept under."""
+
     passage_id: str
     title: str
     text: str
