@@ -94,7 +94,7 @@ def serve_command(
     ] = None,
     collection: Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")] = None,
     milvus_mode: Annotated[
-        Optional[str], typer.Option("--milvus-mode", help="Milvus search: bm25 (default), dense or hybrid.")
+        Optional[str], typer.Option("--retrieval", "--milvus-mode", help="Search with bm25, dense or hybrid (both fused); default: as the index was built.")
     ] = None,
     llm_timeout: LLMTimeoutOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
