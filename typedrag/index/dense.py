@@ -31,15 +31,15 @@ DEFAULT_RETRIEVAL = "hybrid"
 # to add them (`--retrieval hybrid`, or `--embedder static` in seconds), never made to wait hours unasked.
 AUTO_VECTORS_MAX_PASSAGES = 50_000
 FUSION_K = 60  # RRF's constant: the usual one
-FUSION_DEPTH = 100  # passages of each leg that the fusion reads (BENCHMARKS.md, section 18)
+FUSION_DEPTH = 100  # passages of each leg that the fusion reads (BENCHMARKS.md, section 20)
 # BM25's, dense's and the title leg's weights in the fused score. Dense at 1.5 found key terms for two more
 # questions a corpus, but let the dense leg's nearest passage outrank the one passage holding a rare exact term
 # (an identifier, an error code) that only BM25 found; with equal weights they tie and BM25's wins the tie
-# (BENCHMARKS.md, section 18).
+# (BENCHMARKS.md, section 20).
 FUSION_WEIGHTS = (1.0, 1.0, 1.0)
 # A third leg: among both legs' passages, those of a document whose title is the query (a comparison's item
 # "comet" is the article "Comet", not "Halley's Comet"). Titles merely inside the query lost follow-ups on the demo
-# set (BENCHMARKS.md, section 18); the exact title is neutral on every question set and fixed 4 of 27 item queries.
+# set (BENCHMARKS.md, section 20); the exact title is neutral on every question set and fixed 4 of 27 item queries.
 TITLE_LEG = True
 FETCH_BATCH = 512
 

@@ -40,7 +40,7 @@ DIGEST_BYTES = 16
 JOURNAL_MAGIC = b"typedrag vectors journal 1\n"
 # Up to this many values (800 MB as float32: 655k static or 500k MiniLM vectors) the rows are held in memory as
 # float32, one matrix product a search; beyond, they are scored from the int8 file in chunks, converting each
-# chunk per search (about a hundred times slower per row: BENCHMARKS.md, section 18).
+# chunk per search (about a hundred times slower per row: BENCHMARKS.md, section 20).
 IN_MEMORY_MAX_VALUES = 200_000_000
 CHUNK_ROWS = 65_536
 
