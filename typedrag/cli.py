@@ -393,10 +393,10 @@ def classify(
 
 def _register_lazy_commands() -> None:
     """Commands whose modules keep heavy imports (matplotlib, fastapi) inside the function bodies."""
-    from typedrag.evaluation.command import eval_command
+    from typedrag.evaluation.command import eval_app
     from typedrag.server.command import serve_command
 
-    app.command("eval", help=eval_command.__doc__)(eval_command)
+    app.add_typer(eval_app(), name="eval")
     app.command("serve", help=serve_command.__doc__)(serve_command)
 
 
