@@ -277,4 +277,53 @@ def eval_app() -> typer.Typer:
     group = typer.Typer(no_args_is_help=False, add_completion=False)
     group.callback(invoke_without_command=True, help=eval_command.__doc__)(eval_command)
     group.command("compare", help=compare_command.__doc__)(compare_command)
+    group.command("questions", help=questions_command.__doc__)(questions_command)
     return group
+
+
+def questions_command(
+    sources: Annotated[list[Path], typer.Argument(help="Your documents: files or folders (what you indexed).")],
+    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file the questions are added to; rerun to top it up.")] = DEFAULT_QUESTIONS,
+    per_type: Annotated[int, typer.Option(min=1, max=50, help="Questions of each type the file should hold.")] = 4,
+    types: Annotated[Optional[str], typer.Option(help="Only these types, comma-separated, e.g. reason,debate (default: the six non-factoid types).")] = None,
+    llm: Annotated[Optional[str], typer.Option("--llm", help="The model that writes: a model name at --base-url, or 'local:...'.")] = None,
+    base_url: Annotated[Optional[str], typer.Option("--base-url", help="Its OpenAI-compatible endpoint.")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the passages drawn from your documents.")] = 0,
+    llm_timeout: LLMTimeoutOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
+) -> None:
+    """Write questions of each type from your documents with an LLM (validated, near-duplicates dropped), to start
+    `typedrag eval compare` without a question set of your own. Read them before you rely on them."""
+    import asyncio
+
+    from typedrag.commands import USER_ERRORS, fail, llm_limits, settings_from
+    from typedrag.evaluation.question_writer import KINDS, write_questions
+    from typedrag.factory import Resources, build_chat_model
+    from typedrag.text import for_terminal
+
+    settings = settings_from(**{"llm.model": llm, "llm.base_url": base_url}, **llm_limits(llm_timeout, llm_concurrency))
+    if settings.llm.is_offline:
+        fail("writing questions needs an LLM: give --llm MODEL and --base-url URL (or set them in typedrag.toml)")
+    kinds = [t.strip().upper().replace("_", "-").replace(" ", "-") for t in types.split(",")] if types else list(KINDS)
+    if "EVIDENCE" in kinds:
+        kinds[kinds.index("EVIDENCE")] = "EVIDENCE-BASED"
+    resources = Resources()
+    try:
+        from typedrag.classify import load_default_classifier
+
+        model = build_chat_model(settings.llm, settings.cache_dir, resources)
+        run = write_questions(model, sources, out, kinds=kinds, per_type=per_type, seed=seed,
+                              classify=load_default_classifier().aclassify_many)
+        report = asyncio.run(resources.run(run))
+    except USER_ERRORS as error:
+        fail(str(error))
+    finally:
+        resources.close()
+    added = report.added
+    agree = sum(row.get("classified_as") == row["type"] for row in added)
+    typer.echo(for_terminal(f"{len(added)} questions added to {out} ({report.kept_before} were there)"
+                            + (f"; the shipped classifier gives {agree} of them the type they were written for" if added else "")))
+    for reason, count in report.dropped.items():
+        typer.echo(for_terminal(f"dropped {count}: {reason}"))
+    for error in report.errors:
+        typer.echo(for_terminal(f"not written: {error} (rerun to ask again)"), err=True)

@@ -9,6 +9,7 @@ then one whitespace-delimited token every 1/`token_rate` seconds, as a real serv
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import socket
@@ -135,8 +136,9 @@ def written_questions(prompt: str) -> str:
     kind = re.search(r"Kind: (\w[\w-]*)", prompt)
     opening = {"REASON": "Why does", "INSTRUCTION": "How do I use", "COMPARISON": "How does", "EXPERIENCE": "Any tips for",
                "DEBATE": "Is it a good idea to rely on", "EVIDENCE-BASED": "What is"}.get(kind.group(1) if kind else "", "What is")
-    rows = [{"question": f"{opening} {titles[i % len(titles)][1].strip()} (question {i + 1})?", "passage": int(titles[i % len(titles)][0])}
-            for i in range(count)]
+    tag = hashlib.sha256(prompt.encode()).hexdigest()[:6]  # another prompt, other questions
+    rows = [{"question": f"{opening} {titles[i % len(titles)][1].strip()} (question {i + 1} of {tag})?",
+             "passage": int(titles[i % len(titles)][0])} for i in range(count)]
     return json.dumps({"questions": rows})
 
 
