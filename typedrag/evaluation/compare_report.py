@@ -92,7 +92,7 @@ def terminal_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     if summary["judge"] is None:
         return header, rows
     keep = [0, 1, 2, 3, 4, 6, 7, 9]
-    short = ["type", "n", summary["a"], summary["b"], "ties", f"{summary['b']} share [95%]", "satisfied", "noise"]
+    short = ["type", "n", summary["a"], summary["b"], "ties", "share [95%]", "satisfied", "noise"]
     return short, [[row[i].split(" (")[0] if i == 4 else row[i] for i in keep] for row in rows]
 
 
