@@ -428,36 +428,11 @@ def classify(
 
 def _register_lazy_commands() -> None:
     """Commands whose modules keep heavy imports (matplotlib, fastapi) inside the function bodies."""
-    from typedrag.evaluation.command import eval_command
+    from typedrag.evaluation.command import eval_app
     from typedrag.server.command import serve_command
 
-    app.add_typer(_eval_group(eval_command), name="eval")
+    app.add_typer(eval_app(), name="eval")
     app.command("serve", help=serve_command.__doc__)(serve_command)
-
-
-def _eval_group(eval_command) -> typer.Typer:
-    """`typedrag eval [OPTIONS]` runs the answer evaluation as before; `typedrag eval retrieval` measures retrieval."""
-    import functools
-    import inspect
-    import typing
-
-    from typedrag.evaluation.retrieval_command import retrieval_command
-
-    group = typer.Typer(help=eval_command.__doc__, no_args_is_help=False, pretty_exceptions_enable=False)
-    hints = typing.get_type_hints(eval_command, include_extras=True)  # its annotations are strings of its own module
-    signature = inspect.signature(eval_command)
-    signature = signature.replace(parameters=[p.replace(annotation=hints[p.name]) for p in signature.parameters.values()])
-
-    @functools.wraps(eval_command)
-    def run(ctx: typer.Context, **options) -> None:
-        if ctx.invoked_subcommand is None:
-            eval_command(**options)
-
-    context = inspect.Parameter("ctx", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=typer.Context)
-    run.__signature__ = signature.replace(parameters=[context, *signature.parameters.values()])  # type: ignore[attr-defined]
-    group.callback(invoke_without_command=True)(run)
-    group.command("retrieval", help=retrieval_command.__doc__)(retrieval_command)
-    return group
 
 
 _register_lazy_commands()
