@@ -98,6 +98,17 @@ def index(
     collection: CollectionOpt = None,
     token: TokenOpt = None,
     dense: Annotated[bool, typer.Option("--dense", help="Milvus only: also store MiniLM vectors, for --milvus-mode dense/hybrid.")] = False,
+    ray_address: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ray",
+            flag_value="auto",
+            is_flag=False,
+            metavar="[ADDRESS]",
+            help="Milvus only: read, chunk and embed on a Ray cluster (RAY_ADDRESS or this machine's with no ADDRESS; "
+            "'local' starts one here). Needs the ray extra.",
+        ),
+    ] = None,
 ) -> None:
     """Index documents for search, or bring an existing index up to date (new, changed and removed files)."""
     from typedrag.index.open import build_configured_index
@@ -105,9 +116,18 @@ def index(
 
     settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token))
     try:
-        summary = build_configured_index(
-            settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild, remove_missing=not keep_missing
-        )
+        if ray_address is not None:
+            from typedrag.index.distributed import index_on_ray
+
+            summary = index_on_ray(
+                settings, sources, address=ray_address, passage_words=passage_words, strict=strict, dense=dense,
+                rebuild=rebuild, remove_missing=not keep_missing, report=lambda line: errors.print(line, markup=False),
+            )
+        else:
+            summary = build_configured_index(
+                settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild,
+                remove_missing=not keep_missing,
+            )
     except EmptyIndexError as error:
         _report_problems(error.summary)
         fail(str(error))

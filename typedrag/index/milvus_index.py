@@ -315,6 +315,11 @@ def _build_fresh(
         except Exception:
             pass
         raise
+    _publish(conn, building, collection, live, hint)
+
+
+def _publish(conn: _Connection, building: str, collection: str, live: str | None, hint: str) -> None:
+    """Point the alias `collection` at the finished build, then drop the collection it pointed at before."""
     with conn.errors("switching the alias", hint):
         if live is None:
             conn.client.create_alias(building, collection, timeout=CALL_TIMEOUT)
@@ -413,24 +418,7 @@ class _Inserter:
         self.rows: list[dict] = []
 
     def add(self, passage: Passage, file_key: str) -> None:
-        _check_sizes(passage)
-        self.rows.append(
-            {
-                "row_id": f"{passage.passage_id}@{self.generation}",
-                "passage_id": passage.passage_id,
-                "doc_id": passage.doc_id,
-                "file": file_key,
-                "title": passage.title,
-                "section": passage.section,
-                "text": passage.text,
-                "terms": " ".join(self.stemmer.analyze(passage.text)),
-                "position": int(passage.passage_id.rsplit("#", 1)[1]),
-                "page": passage.page or 0,
-                "page_end": passage.page_end or 0,
-                LINES: encode_lines(passage.lines),
-                "generation": self.generation,
-            }
-        )
+        self.rows.append(passage_row(passage, file_key, self.generation, self.stemmer))
         if len(self.rows) >= self.batch_size:
             self.send()
 
@@ -449,6 +437,27 @@ class _Inserter:
     def __exit__(self, kind, *rest) -> None:
         if kind is None:
             self.send()
+
+
+def passage_row(passage: Passage, file_key: str, generation: int, stemmer) -> dict:
+    """A passage as a row of the collection (without its vector); `stemmer` is `_index_analyzer()`. The one
+    home of the row's shape, for a build in this process and for one on a cluster (index.distributed)."""
+    _check_sizes(passage)
+    return {
+        "row_id": f"{passage.passage_id}@{generation}",
+        "passage_id": passage.passage_id,
+        "doc_id": passage.doc_id,
+        "file": file_key,
+        "title": passage.title,
+        "section": passage.section,
+        "text": passage.text,
+        "terms": " ".join(stemmer.analyze(passage.text)),
+        "position": int(passage.passage_id.rsplit("#", 1)[1]),
+        "page": passage.page or 0,
+        "page_end": passage.page_end or 0,
+        LINES: encode_lines(passage.lines),
+        "generation": generation,
+    }
 
 
 def _engine_params(pymilvus, passage_words: int, dense: bool) -> dict:
