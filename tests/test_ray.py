@@ -360,6 +360,6 @@ def test_spans_of_every_stage_reach_the_collector_in_one_trace(cluster, server, 
 
 def test_ray_needs_the_milvus_backend(env, tmp_path):
     (tmp_path / "a.txt").write_text("words", encoding="utf-8")
-    out = index([str(tmp_path / "a.txt"), "--index", str(tmp_path / "idx"), "--ray"], env, check=False)
+    out = index([str(tmp_path / "a.txt"), "--index", str(tmp_path / "idx"), "--ray", "auto"], env, check=False)
     assert out.returncode == 2
     assert " ".join(out.stderr.split()) == "error: --ray writes to Milvus: add --backend milvus --uri URI (or set TYPEDRAG_BACKEND=milvus)"

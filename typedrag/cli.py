@@ -102,11 +102,9 @@ def index(
         Optional[str],
         typer.Option(
             "--ray",
-            flag_value="auto",
-            is_flag=False,
-            metavar="[ADDRESS]",
-            help="Milvus only: read, chunk and embed on a Ray cluster (RAY_ADDRESS or this machine's with no ADDRESS; "
-            "'local' starts one here). Needs the ray extra.",
+            metavar="ADDRESS",
+            help="Milvus only: read, chunk and embed on the Ray cluster at ADDRESS ('auto': RAY_ADDRESS or this machine's "
+            "cluster; 'local': a Ray started here). Needs the ray extra.",
         ),
     ] = None,
 ) -> None:

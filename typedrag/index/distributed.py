@@ -46,6 +46,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -627,14 +628,18 @@ class _WorkerSpans:
 
                 self.context = propagate.extract(carrier)
 
-    def span(self, name: str, **attributes: Any):
+    @contextmanager
+    def span(self, name: str, **attributes: Any) -> Iterator[Any]:
         if self.context is None:
-            return telemetry.step(name, **attributes)
+            with telemetry.step(name, **attributes) as span:
+                yield span
+            return
         from opentelemetry import context as otel_context
 
         token = otel_context.attach(self.context)
         try:
-            return telemetry.step(name, **attributes)
+            with telemetry.step(name, **attributes) as span:
+                yield span
         finally:
             otel_context.detach(token)
 
