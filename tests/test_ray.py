@@ -327,6 +327,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, server, c
     if driver.returncode != 0:  # Ray gave up on the pipeline: a rerun resumes it
         assert "re-run `typedrag index --ray`" in output, output[-2000:]
         index(args, env)
+    print(f"\nembedding actor {victim} killed; the run {'recovered by itself' if driver.returncode == 0 else 'failed and was resumed'}")
     assert_same_index(client, "single", "survivor")
 
 
@@ -363,3 +364,17 @@ def test_ray_needs_the_milvus_backend(env, tmp_path):
     out = index([str(tmp_path / "a.txt"), "--index", str(tmp_path / "idx"), "--ray", "auto"], env, check=False)
     assert out.returncode == 2
     assert " ".join(out.stderr.split()) == "error: --ray writes to Milvus: add --backend milvus --uri URI (or set TYPEDRAG_BACKEND=milvus)"
+
+
+def test_without_the_ray_extra_the_error_names_it(monkeypatch, tmp_path):
+    from test_extras import hide, one_line
+    from typer.testing import CliRunner
+
+    from typedrag.cli import app
+
+    hide(monkeypatch, "ray", "ray.data")
+    (tmp_path / "a.txt").write_text("words", encoding="utf-8")
+    out = CliRunner().invoke(app, ["index", str(tmp_path / "a.txt"), "--backend", "milvus", "--uri", "http://127.0.0.1:1",
+                                   "--ray", "auto"])
+    assert out.exit_code == 2, out.output
+    assert "typedrag index --ray needs the 'ray' extra: pip install 'typedrag[ray]'" in one_line(out.output)

@@ -76,7 +76,6 @@ from typedrag.index.milvus_index import (
 )
 from typedrag.records import CappedList, CorpusProblem, IndexSummary
 
-RAY_EXTRA = "pip install 'typedrag[ray]'"
 LEDGER_PREFIX = "typedrag.ray."  # collection properties typedrag.ray.<generation>.<n>: the files done so far
 BUILD_MARK = "typedrag.ray.build"  # on a fresh build's collection: its parameters, so a rerun can resume it
 EMBED_BATCH = 256  # passages per embedding call: large enough to keep an actor busy, small enough to stream
@@ -92,11 +91,11 @@ PASSAGE, HEADER = "passage", "file"
 
 def _ray():
     """Import ray on first use; a one-line error naming the extra if it is missing."""
-    try:
-        import ray
-        import ray.data  # noqa: F401
-    except ImportError:
-        raise IndexUnusableError(f"--ray needs Ray: {RAY_EXTRA}") from None
+    from typedrag.extras import require
+
+    require("ray.data", "ray", "typedrag index --ray")
+    import ray
+
     return ray
 
 
@@ -184,6 +183,9 @@ def _connect(address: str | None, run: RayRun):
     """Join the cluster (or start a local Ray for "local"), quietly: the driver shows its own progress."""
     ray = _ray()
     if not ray.is_initialized():
+        # Ray Data's own actors log a warning at ERROR level about their constructor arguments on every run;
+        # RAY_BACKEND_LOG_LEVEL=info brings Ray's C++ logs back.
+        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
         env = {name: value for name, value in os.environ.items() if _forwarded(name)}
         try:
             ray.init(
@@ -200,7 +202,7 @@ def _connect(address: str | None, run: RayRun):
     context = ray.data.DataContext.get_current()
     context.enable_progress_bars = False  # the driver's own progress says files, passages and vectors
     context.print_on_execution_start = False
-    logging.getLogger("ray.data").setLevel(logging.WARNING)
+    logging.getLogger("ray.data").setLevel(logging.ERROR)  # its warnings speak of its own progress bars and tuning
     nodes = [node for node in ray.nodes() if node.get("Alive")]
     run.address = address or "local"
     run.nodes = len(nodes)
@@ -249,7 +251,7 @@ class _Job:
         with telemetry.step("ingest.plan"):
             self.live = conn.alias_target(collection)
             previous = None if rebuild or self.live is None else _reusable_manifest(conn, self.live, self.passage_words, self.dense)
-            self.fresh = previous is None
+            self.fresh, self.created = previous is None, False
             found = scan(self.sources, self.summary.problems, strict=self.strict)
             self.order = {scanned.file.key: n for n, scanned in enumerate(found)}
             if self.fresh:
@@ -270,7 +272,8 @@ class _Job:
             # and whatever an interrupted run wrote of files gone (or changed) since.
             stale = {s.file.key for s in self.todo} | (self.ledger.planned - set(self.resumed_headers))
             stale |= set(done) - set(self.resumed_headers)
-            self._delete_rows(sorted(stale), self.generation)
+            if not self.created:  # a collection made just now holds no rows
+                self._delete_rows(sorted(stale), self.generation)
             self.ledger.plan(s.file.key for s in self.todo)
 
     def _fresh_target(self) -> str:
@@ -294,6 +297,7 @@ class _Job:
         if resumable is not None:
             return resumable
         building = f"{collection}{BUILD_INFIX}{secrets.token_hex(4)}"
+        self.created = True
         with conn.errors("creating the collection", "start the server or check --uri, then re-run `typedrag index --ray`"):
             conn.client.create_collection(
                 building, schema=_schema(conn.pymilvus, self.dense), index_params=_index_params(conn.client, self.dense),
@@ -353,11 +357,10 @@ class _Job:
         ds = ds.flat_map(_read_chunk, fn_kwargs=dict(passage_words=self.passage_words, generation=self.generation,
                                                       taken=taken, carrier=carrier), num_cpus=1)
         if self.dense:
-            ds = ds.map_batches(_Embed, batch_size=EMBED_BATCH, batch_format="numpy", fn_constructor_kwargs={"carrier": carrier},
+            ds = ds.map_batches(_configured(_Embed, carrier=carrier), batch_size=EMBED_BATCH, batch_format="numpy",
                                 compute=ray.data.ActorPoolStrategy(min_size=1, max_size=self.embed_actors), num_cpus=1)
-        ds = ds.map_batches(_Write, batch_size=self.batch_size, batch_format="numpy",
-                            fn_constructor_kwargs=dict(uri=self.uri, token=self.token, collection=self.target,
-                                                       dense=self.dense, carrier=carrier),
+        writer = _configured(_Write, uri=self.uri, token=self.token, collection=self.target, dense=self.dense, carrier=carrier)
+        ds = ds.map_batches(writer, batch_size=self.batch_size, batch_format="numpy",
                             compute=ray.data.ActorPoolStrategy(size=self.writers), num_cpus=0)
         done: dict[str, dict] = {}
         progress = _Progress(self.show_progress, files, self.dense)
@@ -461,6 +464,12 @@ class _Job:
                     self.conn.client.drop_collection_properties(self.target, property_keys=[BUILD_MARK], timeout=CALL_TIMEOUT)
             if self.fresh:
                 _publish(self.conn, self.target, self.collection, self.live, hint)
+
+
+def _configured(cls: type, **settings: Any) -> type:
+    """`cls` with its settings as class attributes: Ray ships the class with the actor's definition instead of
+    keeping constructor arguments in the object store, which a restarted actor could find gone."""
+    return type(cls.__name__, (cls,), {"settings": settings})
 
 
 def _capped(items: list, dropped: int) -> CappedList:
@@ -737,11 +746,13 @@ def _header_row(order: int, key: str, header: dict) -> dict:
 class _Embed:
     """Ray Data callable (one per actor, one model load each): a `dense` vector for every passage row."""
 
-    def __init__(self, carrier: dict[str, str]) -> None:
+    settings: dict[str, Any] = {}
+
+    def __init__(self) -> None:
         from typedrag.embed import default_embedder
 
         self.embedder = default_embedder()
-        self.spans = _WorkerSpans(carrier)
+        self.spans = _WorkerSpans(self.settings["carrier"])
 
     def __call__(self, batch: dict) -> dict:
         import numpy as np
@@ -759,10 +770,13 @@ class _Embed:
 class _Write:
     """Ray Data callable (one Milvus connection per actor): upsert the passage rows, acknowledge every row."""
 
-    def __init__(self, uri: str, token: str | None, collection: str, dense: bool, carrier: dict[str, str]) -> None:
-        self.conn = _Connection(uri, token)
-        self.collection, self.dense = collection, dense
-        self.spans = _WorkerSpans(carrier)
+    settings: dict[str, Any] = {}
+
+    def __init__(self) -> None:
+        settings = self.settings
+        self.conn = _Connection(settings["uri"], settings["token"])
+        self.collection, self.dense = settings["collection"], settings["dense"]
+        self.spans = _WorkerSpans(settings["carrier"])
 
     def __call__(self, batch: dict) -> dict:
         passages = batch["kind"] == PASSAGE
