@@ -183,9 +183,6 @@ def _connect(address: str | None, run: RayRun):
     """Join the cluster (or start a local Ray for "local"), quietly: the driver shows its own progress."""
     ray = _ray()
     if not ray.is_initialized():
-        # Ray Data's own actors log a warning at ERROR level about their constructor arguments on every run;
-        # RAY_BACKEND_LOG_LEVEL=info brings Ray's C++ logs back.
-        os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
         env = {name: value for name, value in os.environ.items() if _forwarded(name)}
         try:
             ray.init(
