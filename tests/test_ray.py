@@ -19,6 +19,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from contextlib import closing
 from pathlib import Path
 
 import pytest
@@ -279,11 +280,18 @@ def build_collections(client, name: str) -> list[str]:
 
 
 def wait_for(condition, process: subprocess.Popen, log: Path, what: str) -> None:
-    """Until `condition()` holds; fails if the driver ends first (then there is nothing left to interrupt)."""
-    while not condition():
+    """Until `condition()` holds; fails if the driver ends first (then there is nothing left to interrupt).
+    A Milvus call that fails while polling counts as not yet: milvus-lite closes a client's channel now and then
+    ("too many pings" from gRPC keepalives), and the next poll opens a new one."""
+    while True:
+        try:
+            if condition():
+                return
+        except Exception:
+            pass
         if process.poll() is not None:
             pytest.fail(f"the run ended before {what}: {log.read_text(errors='replace')[-2000:]}")
-        time.sleep(0.1)
+        time.sleep(0.2)
 
 
 def test_a_driver_killed_mid_run_resumes_on_rerun_with_nothing_lost_or_duplicated(cluster, server, corpus, env, reference, tmp_path):
@@ -293,14 +301,17 @@ def test_a_driver_killed_mid_run_resumes_on_rerun_with_nothing_lost_or_duplicate
     driver = start_index(args, env, log)
 
     def files_recorded() -> bool:  # the ledger's first entry lists the files planned, the next ones those done
-        return any(f"typedrag.ray.1.1" in properties_of(client, name) for name in build_collections(client, "resumed"))
+        with closing(pymilvus.MilvusClient(uri=server.uri, dedicated=True)) as poll:
+            return any("typedrag.ray.1.1" in properties_of(poll, name) for name in build_collections(poll, "resumed"))
 
     wait_for(files_recorded, driver, log, "a file was recorded as written")
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
+    client = pymilvus.MilvusClient(uri=server.uri)
     assert "resumed" not in [a for n in client.list_collections() for a in client.list_aliases(n).get("aliases", [])]
 
     rerun = index(args, env)
+    client = pymilvus.MilvusClient(uri=server.uri)
     assert "already written by an interrupted run, kept" in rerun.stderr
     assert len(build_collections(client, "resumed")) == 1  # the interrupted build was resumed, not started again
     assert_same_index(client, "single", "resumed")
@@ -316,8 +327,9 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, server, c
         return next((pid for pid, command in cluster.processes().items() if "MapBatches(_Embed)" in command), None)
 
     def rows_written() -> bool:
-        names = build_collections(client, "survivor")
-        return bool(names) and client.query(names[0], filter="", output_fields=["count(*)"])[0]["count(*)"] > 0
+        with closing(pymilvus.MilvusClient(uri=server.uri, dedicated=True)) as poll:
+            names = build_collections(poll, "survivor")
+            return bool(names) and poll.query(names[0], filter="", output_fields=["count(*)"])[0]["count(*)"] > 0
 
     wait_for(lambda: rows_written() and embedding_actor() is not None, driver, log, "an embedding actor was at work")
     victim = embedding_actor()
@@ -328,7 +340,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, server, c
         assert "re-run `typedrag index --ray`" in output, output[-2000:]
         index(args, env)
     print(f"\nembedding actor {victim} killed; the run {'recovered by itself' if driver.returncode == 0 else 'failed and was resumed'}")
-    assert_same_index(client, "single", "survivor")
+    assert_same_index(pymilvus.MilvusClient(uri=server.uri), "single", "survivor")
 
 
 def test_spans_of_every_stage_reach_the_collector_in_one_trace(cluster, server, env, tmp_path):
@@ -357,6 +369,19 @@ def test_spans_of_every_stage_reach_the_collector_in_one_trace(cluster, server, 
     assert len(reads) == 3 and all(span.parent_span_id == by_name["typedrag.ingest.ray"].span_id for span in reads)
     assert sum(span.attributes["typedrag.passages"] for span in reads) == 3
     assert root.attributes["typedrag.passages"] == 3 and root.attributes["typedrag.vectors"] == 3
+
+
+def test_strict_stops_at_the_first_problem_in_one_line(cluster, server, env, tmp_path):
+    folder = tmp_path / "strict"
+    folder.mkdir()
+    (folder / "good.txt").write_text("A good note about herons.\n", encoding="utf-8")
+    write_jsonl(folder / "records.jsonl", [{"id": "r1", "title": "R", "text": "fine"}, "{not json"])
+    out = index([str(folder), "--backend", "milvus", "--uri", server.uri, "--collection", "strict", "--strict",
+                 "--ray", cluster.address], env, check=False)
+    assert out.returncode == 2, out.stdout + out.stderr
+    assert f"error: {folder / 'records.jsonl'}:2: bad JSON" in " ".join(out.stderr.split())  # rich may wrap a long line
+    client = pymilvus.MilvusClient(uri=server.uri)
+    assert "strict" not in [a for n in client.list_collections() for a in client.list_aliases(n).get("aliases", [])]
 
 
 def test_ray_needs_the_milvus_backend(env, tmp_path):
