@@ -75,7 +75,8 @@ class RayCluster:
                                                 stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True))
 
     def start(self) -> None:
-        self._start(["--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self.temp}"], "head.log")
+        self._start(["--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self.temp}",
+                     f"--ray-client-server-port={free_port()}"], "head.log")  # not 10001: another cluster may hold it
         self._wait(lambda: self._port_open(), "the head node")
         self._start([f"--address={self.address}"], "worker.log")
         self._wait(lambda: self.alive_nodes() >= 2, "the worker node")

@@ -371,7 +371,7 @@ class _Job:
                             progress.read(state.header)
                         else:
                             state.written.add(int(seq))
-                            progress.wrote(self.dense)
+                            progress.wrote()
                         if state.complete() and state.scanned.file.key not in done:
                             if self.strict and state.header["problems"]:
                                 location, reason = state.header["problems"][0]
@@ -590,9 +590,9 @@ class _Progress:
         self.bytes_read += header["record"]["size"]
         self.rows_read += header["rows"]
 
-    def wrote(self, dense: bool) -> None:
+    def wrote(self) -> None:
         self.passages += 1
-        self.vectors += dense
+        self.vectors += self.dense
 
     def done(self) -> None:
         self.bar.advance(self.task)
