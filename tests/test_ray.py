@@ -187,6 +187,12 @@ def milvus_args(server, collection: str) -> list[str]:
     return ["--backend", "milvus", "--uri", server.uri, "--collection", collection, "--dense"]
 
 
+def milvus(server):
+    """A client on its own channel, opened just before use: milvus-lite drops a channel left idle through a long
+    run ("too many pings", from gRPC keepalives), and pymilvus shares one channel per URI unless told not to."""
+    return closing(pymilvus.MilvusClient(uri=server.uri, dedicated=True))
+
+
 def rows_of(client, collection: str) -> dict[str, dict]:
     found: dict[str, dict] = {}
     iterator = client.query_iterator(collection, filter='passage_id != ""', output_fields=["*"], batch_size=1000)
@@ -241,9 +247,10 @@ def reference(server, corpus, env):
 
 
 def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_changes(cluster, server, corpus, env, reference):
-    client = pymilvus.MilvusClient(uri=server.uri)
     out = index([str(corpus), *milvus_args(server, "onray"), "--ray", cluster.address], env)
-    count = assert_same_index(client, "single", "onray")
+    with milvus(server) as client:
+        count = assert_same_index(client, "single", "onray")
+        shared = client.query("onray", filter='doc_id == "shared"', output_fields=["file", "title"])
     assert count > 300
     assert problems(out.stderr) == problems(reference.stderr)
     assert any("duplicate id 'shared'" in line and "b.jsonl:3" in line for line in problems(out.stderr))
@@ -254,7 +261,6 @@ def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_chan
     last = [text.strip().splitlines()[-1].split(" in ")[0] for text in (out.stdout, reference.stdout)]
     assert last[0] == last[1]  # "indexed N documents into M passages (K skipped)"
     # The one document id both record files give is the first file's, as in one process.
-    shared = client.query("onray", filter='doc_id == "shared"', output_fields=["file", "title"])
     assert {(row["file"], row["title"]) for row in shared} == {("notes/a.jsonl", "Shared (a)")}
 
     # Edit one page, delete another, add a new one: the sync reads only those two and removes the third.
@@ -268,10 +274,11 @@ def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_chan
     assert synced.stdout.strip().splitlines()[-1].startswith("added 1, updated 1, removed 1, unchanged ")
     assert "ray: 2 files read" in synced.stderr
     index([str(corpus), *milvus_args(server, "single")], env)
-    assert_same_index(client, "single", "onray")
-    assert client.query("onray", filter='text like "%Zygomorphic%"', output_fields=["file"])[0]["file"] == f"tutorial/{edited.name}"
-    assert not client.query("onray", filter=f'file == "tutorial/{deleted.name}"', output_fields=["row_id"])
-    generations = {row["generation"] for row in rows_of(client, "onray").values()}
+    with milvus(server) as client:
+        assert_same_index(client, "single", "onray")
+        assert client.query("onray", filter='text like "%Zygomorphic%"', output_fields=["file"])[0]["file"] == f"tutorial/{edited.name}"
+        assert not client.query("onray", filter=f'file == "tutorial/{deleted.name}"', output_fields=["row_id"])
+        generations = {row["generation"] for row in rows_of(client, "onray").values()}
     assert generations == {1, 2}  # the unchanged files' rows kept as they were, the changed ones rewritten
     index([str(corpus), *milvus_args(server, "single"), "--rebuild"], env)  # the reference for the next tests: a fresh build
 
@@ -296,30 +303,28 @@ def wait_for(condition, process: subprocess.Popen, log: Path, what: str) -> None
 
 
 def test_a_driver_killed_mid_run_resumes_on_rerun_with_nothing_lost_or_duplicated(cluster, server, corpus, env, reference, tmp_path):
-    client = pymilvus.MilvusClient(uri=server.uri)
     args = [str(corpus), *milvus_args(server, "resumed"), "--ray", cluster.address]
     log = tmp_path / "driver.log"
     driver = start_index(args, env, log)
 
     def files_recorded() -> bool:  # the ledger's first entry lists the files planned, the next ones those done
-        with closing(pymilvus.MilvusClient(uri=server.uri, dedicated=True)) as poll:
+        with milvus(server) as poll:
             return any("typedrag.ray.1.1" in properties_of(poll, name) for name in build_collections(poll, "resumed"))
 
     wait_for(files_recorded, driver, log, "a file was recorded as written")
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
-    client = pymilvus.MilvusClient(uri=server.uri)
-    assert "resumed" not in [a for n in client.list_collections() for a in client.list_aliases(n).get("aliases", [])]
+    with milvus(server) as client:
+        assert "resumed" not in [a for n in client.list_collections() for a in client.list_aliases(n).get("aliases", [])]
 
     rerun = index(args, env)
-    client = pymilvus.MilvusClient(uri=server.uri)
     assert "already written by an interrupted run, kept" in rerun.stderr
-    assert len(build_collections(client, "resumed")) == 1  # the interrupted build was resumed, not started again
-    assert_same_index(client, "single", "resumed")
+    with milvus(server) as client:
+        assert len(build_collections(client, "resumed")) == 1  # the interrupted build was resumed, not started again
+        assert_same_index(client, "single", "resumed")
 
 
 def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, server, corpus, env, reference, tmp_path):
-    client = pymilvus.MilvusClient(uri=server.uri)
     args = [str(corpus), *milvus_args(server, "survivor"), "--ray", cluster.address]
     log = tmp_path / "driver.log"
     driver = start_index(args, env, log)
@@ -328,7 +333,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, server, c
         return next((pid for pid, command in cluster.processes().items() if "MapBatches(_Embed)" in command), None)
 
     def rows_written() -> bool:
-        with closing(pymilvus.MilvusClient(uri=server.uri, dedicated=True)) as poll:
+        with milvus(server) as poll:
             names = build_collections(poll, "survivor")
             return bool(names) and poll.query(names[0], filter="", output_fields=["count(*)"])[0]["count(*)"] > 0
 
@@ -341,7 +346,8 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, server, c
         assert "re-run `typedrag index --ray`" in output, output[-2000:]
         index(args, env)
     print(f"\nembedding actor {victim} killed; the run {'recovered by itself' if driver.returncode == 0 else 'failed and was resumed'}")
-    assert_same_index(pymilvus.MilvusClient(uri=server.uri), "single", "survivor")
+    with milvus(server) as client:
+        assert_same_index(client, "single", "survivor")
 
 
 def test_spans_of_every_stage_reach_the_collector_in_one_trace(cluster, server, env, tmp_path):
@@ -381,8 +387,8 @@ def test_strict_stops_at_the_first_problem_in_one_line(cluster, server, env, tmp
                  "--ray", cluster.address], env, check=False)
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"error: {folder / 'records.jsonl'}:2: bad JSON" in " ".join(out.stderr.split())  # rich may wrap a long line
-    client = pymilvus.MilvusClient(uri=server.uri)
-    assert "strict" not in [a for n in client.list_collections() for a in client.list_aliases(n).get("aliases", [])]
+    with milvus(server) as client:
+        assert "strict" not in [a for n in client.list_collections() for a in client.list_aliases(n).get("aliases", [])]
 
 
 def test_ray_needs_the_milvus_backend(env, tmp_path):
