@@ -84,11 +84,11 @@ def main() -> None:
     texts, chunk_s, chunk_cpu = cpu_timed(lambda: chunk_all(documents, 100))
     sample = texts[: args.embed_passages]
     one = Embedder(threads=1)
-    one.embed(sample[:8])
-    _, embed1_s, embed1_cpu = cpu_timed(lambda: one.embed(sample))
+    one.encode(sample[:8])
+    _, embed1_s, embed1_cpu = cpu_timed(lambda: one.encode(sample))
     two = Embedder(threads=2)
-    two.embed(sample[:8])
-    _, embed2_s, embed2_cpu = cpu_timed(lambda: two.embed(sample))
+    two.encode(sample[:8])
+    _, embed2_s, embed2_cpu = cpu_timed(lambda: two.encode(sample))
     print(f"source: {args.source}: {len(files):,} files, {megabytes:,.1f} MB, {len(documents):,} documents, {len(texts):,} passages")
     print("single process: wall s, CPU s, rate per CPU-second")
     print(f"  reading   {read_s:7.1f} s {read_cpu:7.1f} cpu-s  {len(files) / read_cpu:8.1f} files  {megabytes / read_cpu:6.2f} MB")
@@ -111,8 +111,9 @@ def main() -> None:
         return ds.flat_map(_read_chunk, fn_kwargs=dict(passage_words=100, generation=1, taken={}, carrier={}), num_cpus=1).count()
 
     def embed_job():
-        ds = ray.data.from_items([{"kind": "passage", "text": t} for t in sample], override_num_blocks=max(1, len(sample) // EMBED_BATCH))
-        embedder = _configured(_Embed, carrier={})
+        ds = ray.data.from_items([{"kind": "passage", "title": "", "text": t} for t in sample],
+                                 override_num_blocks=max(1, len(sample) // EMBED_BATCH))
+        embedder = _configured(_Embed, embedder="minilm", carrier={})
         return ds.map_batches(embedder, batch_size=EMBED_BATCH, batch_format="numpy",
                               compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=1).count()
 
@@ -129,11 +130,11 @@ def main() -> None:
         from typedrag.index.milvus_index import build_milvus_index
 
         stamp = int(time.time())
-        single, single_s = timed(lambda: build_milvus_index([args.e2e_source], args.uri, f"bench_one_{stamp}", dense=True,
+        single, single_s = timed(lambda: build_milvus_index([args.e2e_source], args.uri, f"bench_one_{stamp}", retrieval="hybrid",
                                                             show_progress=False))
         on_ray = RayRun()
         _, ray_s = timed(lambda: sync_milvus_index_on_ray([args.e2e_source], args.uri, f"bench_ray_{stamp}", address=args.ray,
-                                                          dense=True, show_progress=False, embed_actors=actors, run=on_ray))
+                                                          retrieval="hybrid", show_progress=False, embed_actors=actors, run=on_ray))
         print(f"whole dense build of {args.e2e_source} ({single.passages:,} passages) into Milvus Lite:")
         print(f"  one process {single_s:7.1f} s  {single.passages / single_s:6.1f} passages/s")
         print(f"  ray         {ray_s:7.1f} s  {on_ray.passages / ray_s:6.1f} passages/s  ({on_ray.line()})")

@@ -183,8 +183,9 @@ def start_index(args: list[str], env: dict, log: Path) -> subprocess.Popen:
                                 env=env, cwd=ROOT, start_new_session=True)
 
 
-def milvus_args(server, collection: str) -> list[str]:
-    return ["--backend", "milvus", "--uri", server.uri, "--collection", collection, "--dense"]
+def milvus_args(server, collection: str, *options: str) -> list[str]:
+    """A collection of the test's Milvus; no `options`: the default retrieval (hybrid, MiniLM vectors)."""
+    return ["--backend", "milvus", "--uri", server.uri, "--collection", collection, *options]
 
 
 def milvus(server):
@@ -228,6 +229,12 @@ def problems(output: str) -> list[str]:
     return sorted(line for line in output.splitlines() if line.startswith(("skipped", "note:")))
 
 
+def said(output: str) -> list[str]:
+    """What `typedrag index` printed of the index, without its timings: "indexed N documents into M passages (K
+    skipped)" (or "added ..."), and "search: hybrid; passage vectors by minilm: N embedded" when it made vectors."""
+    return [line.split(" in ")[0] for line in output.splitlines() if line.startswith(("indexed ", "added ", "search: "))]
+
+
 @pytest.fixture(scope="module")
 def env(cluster):
     environment = dict(cluster.env)
@@ -258,8 +265,8 @@ def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_chan
     assert any("broken.pdf" in line for line in problems(out.stderr))
     summary = next(line for line in out.stderr.splitlines() if line.startswith("ray: "))
     assert f"passages, " in summary and "on 2 nodes" in summary and "read again for duplicate document ids" in summary
-    last = [text.strip().splitlines()[-1].split(" in ")[0] for text in (out.stdout, reference.stdout)]
-    assert last[0] == last[1]  # "indexed N documents into M passages (K skipped)"
+    assert said(out.stdout) == said(reference.stdout)
+    assert said(out.stdout)[1] == f"search: hybrid; passage vectors by minilm: {count} embedded"
     # The one document id both record files give is the first file's, as in one process.
     assert {(row["file"], row["title"]) for row in shared} == {("notes/a.jsonl", "Shared (a)")}
 
@@ -271,9 +278,10 @@ def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_chan
     deleted.unlink()
     (corpus / "notes" / "new.md").write_text("# Quokkas\n\nThe quokka of Rottnest Island smiles at tourists.\n", encoding="utf-8")
     synced = index([str(corpus), *milvus_args(server, "onray"), "--ray", cluster.address], env)
-    assert synced.stdout.strip().splitlines()[-1].startswith("added 1, updated 1, removed 1, unchanged ")
+    assert said(synced.stdout)[0].startswith("added 1, updated 1, removed 1, unchanged ")
     assert "ray: 2 files read" in synced.stderr
-    index([str(corpus), *milvus_args(server, "single")], env)
+    synced_reference = index([str(corpus), *milvus_args(server, "single")], env)
+    assert said(synced.stdout) == said(synced_reference.stdout)  # the vectors of the two files read, the others kept
     with milvus(server) as client:
         assert_same_index(client, "single", "onray")
         assert client.query("onray", filter='text like "%Zygomorphic%"', output_fields=["file"])[0]["file"] == f"tutorial/{edited.name}"
@@ -281,6 +289,32 @@ def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_chan
         generations = {row["generation"] for row in rows_of(client, "onray").values()}
     assert generations == {1, 2}  # the unchanged files' rows kept as they were, the changed ones rewritten
     index([str(corpus), *milvus_args(server, "single"), "--rebuild"], env)  # the reference for the next tests: a fresh build
+
+
+@pytest.mark.parametrize("options, retrieval", [(("--retrieval", "bm25"), "bm25"), (("--embedder", "static"), "hybrid")],
+                         ids=["bm25", "static"])
+def test_retrieval_and_embedder_options_give_the_build_of_one_process(cluster, server, corpus, env, options, retrieval):
+    """`--ray` with `--retrieval` and `--embedder` builds what a build in one process with the same options does: no
+    vectors for bm25, the static model's for `--embedder static`; and a sync keeps what the collection was built with."""
+    name = f"options_{retrieval}"
+    single = index([str(corpus), *milvus_args(server, name, *options)], env)
+    out = index([str(corpus), *milvus_args(server, name + "_ray", *options), "--ray", cluster.address], env)
+    with milvus(server) as client:
+        count = assert_same_index(client, name, name + "_ray")
+        manifest = json.loads(properties_of(client, name + "_ray")["typedrag.manifest"])
+        fields = {field["name"] for field in client.describe_collection(name + "_ray")["fields"]}
+    assert said(out.stdout) == said(single.stdout)
+    assert manifest["retrieval"] == retrieval
+    if retrieval == "bm25":
+        assert "dense" not in fields and not manifest["engine"]["dense"] and len(said(out.stdout)) == 1
+        assert ", 0 vectors" in next(line for line in out.stderr.splitlines() if line.startswith("ray: "))
+    else:
+        assert manifest["engine"]["embedder_key"] == "static"
+        assert said(out.stdout)[1] == f"search: hybrid; passage vectors by static: {count} embedded"
+    again = index([str(corpus), *milvus_args(server, name + "_ray"), "--ray", cluster.address], env)  # no options
+    assert said(again.stdout)[0].startswith("added 0, updated 0, removed 0, unchanged ")
+    with milvus(server) as client:
+        assert json.loads(properties_of(client, name + "_ray")["typedrag.manifest"])["retrieval"] == retrieval
 
 
 def build_collections(client, name: str) -> list[str]:

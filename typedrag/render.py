@@ -35,7 +35,8 @@ def _header(result: AnswerResult) -> str:
 
 
 def _notes(result: AnswerResult, show_sources: int = 5) -> list[Text]:
-    """What follows the answer text: the sources it cites (or the top few) and any fallback."""
+    """What follows the answer text: the sources it cites (or the top few). What the pipeline noted on the way
+    (fallbacks, dropped aspects) is for `--trace` and `/trace`, not for every answer."""
     notes = []
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or result.sources[:show_sources]
@@ -43,8 +44,6 @@ def _notes(result: AnswerResult, show_sources: int = 5) -> list[Text]:
         notes.append(Text("\nNearest passages, not an answer" if result.abstained else "\nSources", style="bold"))
         for s in listed:
             notes.append(Text(f"[{s.number}] {s.where} ({s.passage_id})", style="dim"))
-    for f in result.fallbacks:
-        notes.append(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
     return notes
 
 
@@ -54,7 +53,7 @@ def render_answer(console: Console, result: AnswerResult) -> None:
 
 
 def render_after_stream(console: Console, result: AnswerResult) -> None:
-    """The rest of an answer whose text was printed as it streamed: sources, fallbacks, who answered."""
+    """The rest of an answer whose text was printed as it streamed: the sources it cites and who answered."""
     console.print()
     for note in _notes(result):
         console.print(note)
@@ -116,10 +115,13 @@ def trace_tree(result: AnswerResult) -> Tree:
             cites.add(Text(f"{c.source_numbers} {c.text[:100]}"))
     for f in result.fallbacks:
         tree.add(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
-    calls = tree.add(Text(
-        f"LLM calls: {result.usage.calls} ({result.usage.cached_calls} cached, {result.usage.requests} requests), "
-        f"tokens {result.usage.prompt_tokens}+{result.usage.completion_tokens}"
-    ))
+    if result.usage.requests or result.usage.cached_calls:
+        calls = tree.add(Text(
+            f"LLM calls: {result.usage.calls} ({result.usage.cached_calls} cached, {result.usage.requests} requests), "
+            f"tokens {result.usage.prompt_tokens}+{result.usage.completion_tokens}"
+        ))
+    else:  # the offline engine records its steps as calls, and sends no request
+        calls = tree.add(Text(f"steps: {result.usage.calls}, by the offline engine (no LLM)"))
     for c in result.llm_calls:
         extra = f" structured={c.structured}" if c.structured else ""
         extra += f" error={c.error}" if c.error else ""

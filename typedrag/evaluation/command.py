@@ -43,7 +43,7 @@ def eval_command(
     backend: Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")] = None,
     uri: Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")] = None,
     collection: Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")] = None,
-    milvus_mode: Annotated[Optional[str], typer.Option("--milvus-mode", help="Milvus search: bm25 (default), dense or hybrid.")] = None,
+    milvus_mode: Annotated[Optional[str], typer.Option("--retrieval", "--milvus-mode", help="Search with bm25, dense or hybrid (both fused); default: as the index was built.")] = None,
     llm_timeout: LLMTimeoutOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
 ) -> None:

@@ -9,8 +9,11 @@ ingestion long before it does at serving. Ray Data spreads the work over a clust
 - **Read and chunk** run typedrag's own readers and chunker (`ingest.take_file`, the same code as a build in
   one process) in Ray tasks, one file per call; rows are `milvus_index.passage_row`s. Each file ends with a
   header row: its `FileRecord` (content hash, counts, passages hash), its problems and notes, its document ids.
-- **Embed** in an actor pool, one model load per actor, batches of `EMBED_BATCH` passages, through
-  `typedrag.embed`'s embedder; the vectors are the ones a build in one process computes (tests/test_ray.py).
+- **Embed** (when the build keeps vectors: `--retrieval` hybrid or dense, the default for a new collection) in an
+  actor pool, one model load per actor, batches of `EMBED_BATCH` passages, with the embedder the build names
+  (`--embedder`, or the collection's) through `milvus_index.passage_vectors`: the vectors are the ones a build
+  in one process computes (tests/test_ray.py). What a build makes (`milvus_index._wanted`), its manifest and its
+  file table are decided and written by `milvus_index`'s own functions.
 - **Write** in an actor pool: idempotent upserts keyed by the row id (`passage_id@generation`), so a task Ray
   retries after a worker died writes the same rows again, never twice.
 - **The driver** sees each batch's acknowledgements: a file is done when its header and every one of its
@@ -71,9 +74,12 @@ from typedrag.index.milvus_index import (
     _publish,
     _reusable_manifest,
     _schema,
+    _wanted,
     _write_manifest,
     passage_row,
+    passage_vectors,
 )
+from typedrag.index.vectors import identity_of
 from typedrag.records import CappedList, CorpusProblem, IndexSummary
 
 LEDGER_PREFIX = "typedrag.ray."  # collection properties typedrag.ray.<generation>.<n>: the files done so far
@@ -141,6 +147,8 @@ def sync_milvus_index_on_ray(
     dense: bool = False,
     rebuild: bool = False,
     remove_missing: bool = True,
+    retrieval: str | None = None,
+    embedder: str | None = None,
     embed_actors: int | None = None,
     writers: int = 1,
     report: Callable[[str], None] | None = None,
@@ -148,6 +156,9 @@ def sync_milvus_index_on_ray(
 ) -> IndexSummary:
     """Build or sync the collection `collection` from `sources` on the Ray cluster at `address`, as
     `milvus_index.sync_milvus_index` does in one process: same passages, ids, vectors and manifest.
+
+    `retrieval`, `embedder` and `dense` as for `sync_milvus_index` (None: as the collection has them, hybrid for
+    a new one): the same decision, by the same function.
 
     `address`: what `ray.init` takes ("auto": RAY_ADDRESS or the cluster this machine belongs to;
     "ray://host:10001": Ray Client), or "local" (a Ray started in this process, for one machine). The
@@ -159,15 +170,16 @@ def sync_milvus_index_on_ray(
     _check_name(collection)
     run = run if run is not None else RayRun()
     started = time.perf_counter()
-    with telemetry.step("ingest", backend="milvus", collection=collection, dense=dense) as span:
+    with telemetry.step("ingest", backend="milvus", collection=collection) as span:
         ray = _connect(address, run)
         conn = _Connection(uri, token)
         summary = IndexSummary(index_dir=f"milvus {conn.where}/{collection}")
         try:
             job = _Job(ray, conn, uri, token, collection, sources, summary, run, passage_words=passage_words,
-                       strict=strict, show_progress=show_progress, batch_size=batch_size, dense=dense,
+                       strict=strict, show_progress=show_progress, batch_size=batch_size,
                        embed_actors=embed_actors, writers=writers)
-            job.prepare(rebuild, remove_missing)
+            job.prepare(rebuild, remove_missing, retrieval or ("hybrid" if dense else None), embedder)
+            telemetry.describe(span, retrieval=summary.retrieval, embedder=summary.embedder)
             job.ingest()
             job.finish()
         finally:
@@ -232,22 +244,24 @@ class _Job:
 
     def __init__(self, ray, conn: _Connection, uri: str, token: str | None, collection: str, sources: list,
                  summary: IndexSummary, run: RayRun, *, passage_words: int, strict: bool, show_progress: bool,
-                 batch_size: int, dense: bool, embed_actors: int | None, writers: int) -> None:
+                 batch_size: int, embed_actors: int | None, writers: int) -> None:
         self.ray, self.conn, self.uri, self.token, self.collection = ray, conn, uri, token, collection
         self.sources, self.summary, self.run = sources, summary, run
         self.passage_words, self.strict, self.show_progress = passage_words, strict, show_progress
-        self.batch_size, self.dense, self.writers = batch_size, dense, writers
+        self.batch_size, self.writers = batch_size, writers
         self.embed_actors = embed_actors or max(1, run.cpus)
         self.headers: dict[str, dict] = {}  # file key -> its header (record, problems, notes, doc ids)
         self.resumed_headers: dict[str, dict] = {}  # from the ledger: files an interrupted run wrote
 
     # -- 1. what to do, and where
 
-    def prepare(self, rebuild: bool, remove_missing: bool) -> None:
+    def prepare(self, rebuild: bool, remove_missing: bool, retrieval: str | None, embedder: str | None) -> None:
         conn, collection = self.conn, self.collection
         with telemetry.step("ingest.plan"):
             self.live = conn.alias_target(collection)
-            previous = None if rebuild or self.live is None else _reusable_manifest(conn, self.live, self.passage_words, self.dense)
+            self.want = _wanted(conn, self.live, retrieval, embedder, self.summary)
+            self.embedder = self.want.embedder  # the key of the vectors' model, None: no vectors
+            previous = None if rebuild or self.live is None else _reusable_manifest(conn, self.live, self.passage_words, self.want)
             self.fresh, self.created = previous is None, False
             found = scan(self.sources, self.summary.problems, strict=self.strict)
             self.order = {scanned.file.key: n for n, scanned in enumerate(found)}
@@ -297,19 +311,17 @@ class _Job:
         self.created = True
         with conn.errors("creating the collection", "start the server or check --uri, then re-run `typedrag index --ray`"):
             conn.client.create_collection(
-                building, schema=_schema(conn.pymilvus, self.dense), index_params=_index_params(conn.client, self.dense),
+                building, schema=_schema(conn.pymilvus, self.embedder), index_params=_index_params(conn.client, self.embedder),
                 timeout=CALL_TIMEOUT,
             )
             conn.client.alter_collection_properties(building, properties={BUILD_MARK: mark}, timeout=CALL_TIMEOUT)
         return building
 
     def _build_params(self) -> dict:
-        params = {"format_version": FORMAT_VERSION, "passage_words": self.passage_words, "dense": self.dense,
-                  "chunker": CHUNKER_VERSION}
-        if self.dense:
-            from typedrag.embed import default_embedder
-
-            params["embedder"] = default_embedder().name
+        params = {"format_version": FORMAT_VERSION, "passage_words": self.passage_words, "chunker": CHUNKER_VERSION,
+                  "embedder": self.embedder}
+        if self.embedder is not None:
+            params["vector_identity"] = identity_of(self.embedder)
         return params
 
     def _delete_rows(self, keys: list[str], generation: int, *, other_generations: bool = False) -> None:
@@ -324,6 +336,13 @@ class _Job:
     # -- 2. the cluster's part
 
     def ingest(self) -> None:
+        started = time.perf_counter()
+        try:
+            self._ingest()
+        finally:
+            self.pipeline_seconds = time.perf_counter() - started
+
+    def _ingest(self) -> None:
         with telemetry.step("ingest.ray", files=len(self.todo), resumed=len(self.resumed_headers)):
             self.headers = self._run(self.todo, taken={})
         self.run.files_read = len(self.todo)
@@ -353,14 +372,16 @@ class _Job:
         ds = ray.data.from_items(items, override_num_blocks=min(len(items), MAX_READ_BLOCKS))
         ds = ds.flat_map(_read_chunk, fn_kwargs=dict(passage_words=self.passage_words, generation=self.generation,
                                                       taken=taken, carrier=carrier), num_cpus=1)
-        if self.dense:
-            ds = ds.map_batches(_configured(_Embed, carrier=carrier), batch_size=EMBED_BATCH, batch_format="numpy",
+        if self.embedder is not None:
+            embed = _configured(_Embed, embedder=self.embedder, carrier=carrier)
+            ds = ds.map_batches(embed, batch_size=EMBED_BATCH, batch_format="numpy",
                                 compute=ray.data.ActorPoolStrategy(min_size=1, max_size=self.embed_actors), num_cpus=1)
-        writer = _configured(_Write, uri=self.uri, token=self.token, collection=self.target, dense=self.dense, carrier=carrier)
+        writer = _configured(_Write, uri=self.uri, token=self.token, collection=self.target,
+                             dense=self.embedder is not None, carrier=carrier)
         ds = ds.map_batches(writer, batch_size=self.batch_size, batch_format="numpy",
                             compute=ray.data.ActorPoolStrategy(size=self.writers), num_cpus=0)
         done: dict[str, dict] = {}
-        progress = _Progress(self.show_progress, files, self.dense)
+        progress = _Progress(self.show_progress, files, self.embedder is not None)
         try:
             with progress:
                 for batch in ds.iter_batches(batch_size=None, batch_format="numpy"):
@@ -439,6 +460,9 @@ class _Job:
             records[scanned.file.key] = FileRecord.from_json(scanned.file.key, header["record"])
         records.update({record.key: record for record in work.unchanged})
         count(summary, work, records)
+        if self.embedder is not None:  # the vectors of this run's files (not those a resumed run or the last sync made)
+            summary.embedded = sum(header["rows"] for header in self.headers.values())
+            summary.embed_seconds = self.pipeline_seconds  # embedding overlaps reading and writing on a cluster
         hint = "start the server or check --uri, then re-run `typedrag index --ray`"
         with telemetry.step("ingest.publish", documents=summary.documents, passages=summary.passages):
             if summary.documents == 0:
@@ -454,7 +478,7 @@ class _Job:
                     replaced = work.to_delete + [scanned.file.key for scanned in work.added]
                     self._delete_rows(replaced, self.generation, other_generations=True)
                 self.conn.client.flush(self.target, timeout=CALL_TIMEOUT)
-                _write_manifest(self.conn, self.target, self.sources, records, summary, self.passage_words, self.dense,
+                _write_manifest(self.conn, self.target, self.sources, records, summary, self.passage_words, self.want,
                                 self.generation)
                 self.ledger.drop()
                 if self.fresh:
@@ -741,14 +765,15 @@ def _header_row(order: int, key: str, header: dict) -> dict:
 
 
 class _Embed:
-    """Ray Data callable (one per actor, one model load each): a `dense` vector for every passage row."""
+    """Ray Data callable (one per actor, one model load each): a `dense` vector for every passage row, by the
+    embedder the build names, exactly as a build in one process computes it (`milvus_index.passage_vectors`)."""
 
     settings: dict[str, Any] = {}
 
     def __init__(self) -> None:
-        from typedrag.embed import default_embedder
+        from typedrag.embed import embedder_for
 
-        self.embedder = default_embedder()
+        self.embedder = embedder_for(self.settings["embedder"])
         self.spans = _WorkerSpans(self.settings["carrier"])
 
     def __call__(self, batch: dict) -> dict:
@@ -758,7 +783,8 @@ class _Embed:
         with self.spans.span("ingest.embed", passages=int(passages.sum())):
             vectors = np.zeros((len(passages), self.embedder.dim), dtype=np.float32)
             if passages.any():
-                vectors[passages] = self.embedder.embed([str(text) for text in batch["text"][passages]])
+                vectors[passages] = passage_vectors(self.embedder, [str(title) for title in batch["title"][passages]],
+                                                    [str(text) for text in batch["text"][passages]])
         self.spans.flush()
         batch["dense"] = vectors
         return batch
@@ -790,8 +816,10 @@ class _Write:
 
 
 def index_on_ray(settings, sources: list[str], *, address: str, passage_words: int, strict: bool, dense: bool,
-                 rebuild: bool, remove_missing: bool, report: Callable[[str], None] | None = None) -> IndexSummary:
-    """`typedrag index --ray`: the settings' Milvus collection, built or synced on the Ray cluster at `address`."""
+                 rebuild: bool, remove_missing: bool, embedder: str | None = None,
+                 report: Callable[[str], None] | None = None) -> IndexSummary:
+    """`typedrag index --ray`: the settings' Milvus collection, built or synced on the Ray cluster at `address`,
+    with the retrieval the settings name (`--retrieval`) and `embedder`, as `build_configured_index` would."""
     from typedrag.config import ConfigError
     from typedrag.index.open import _milvus_token, _milvus_uri
 
@@ -800,5 +828,5 @@ def index_on_ray(settings, sources: list[str], *, address: str, passage_words: i
     return sync_milvus_index_on_ray(
         sources, _milvus_uri(settings), settings.milvus_collection, address=address, token=_milvus_token(settings),
         passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild, remove_missing=remove_missing,
-        show_progress=sys.stderr.isatty(), report=report,
+        retrieval=settings.search_mode, embedder=embedder, show_progress=sys.stderr.isatty(), report=report,
     )

@@ -67,6 +67,10 @@ class Reply:
     break_after: int | None = None  # streamed: drop the connection after this many tokens
     pieces: list[str] | None = None  # streamed: send exactly these deltas (default: the content word by word)
     finish_reason: str = "stop"  # "length": the reply was cut at max_tokens, as a server says it
+    # streamed: after `hold_after` pieces the stream waits until `hold` is set (a reply still being written, for
+    # as long as a test needs: what happens meanwhile is observed by events, never by timing)
+    hold: threading.Event | None = None
+    hold_after: int = 1
 
 
 Responder = Callable[[ChatRequest], Reply]
@@ -295,6 +299,8 @@ class OpenAIStubServer:
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
                     for n, data in enumerate(events):
+                        if reply.hold is not None and n == 1 + reply.hold_after:
+                            reply.hold.wait()
                         if 1 < n <= len(tokens) and stub.token_rate:
                             time.sleep(1 / stub.token_rate)
                         if reply.break_after is not None and n > reply.break_after:
