@@ -317,6 +317,42 @@ def test_retrieval_and_embedder_options_give_the_build_of_one_process(cluster, s
         assert json.loads(properties_of(client, name + "_ray")["typedrag.manifest"])["retrieval"] == retrieval
 
 
+def test_a_sync_killed_in_one_process_is_completed_on_the_cluster(cluster, server, env, tmp_path, monkeypatch):
+    """A sync in one process killed after it sent rows of its new generation, one of its files then put back as it
+    was (so the rerun does not read it): the rerun on the cluster drops every row the killed sync left."""
+    from typedrag.index import milvus_index
+
+    folder = tmp_path / "notes"
+    folder.mkdir()
+    for n in range(6):
+        (folder / f"note-{n}.txt").write_text(f"Note {n} about the weather in town. " * 5, encoding="utf-8")
+    original = (folder / "note-1.txt").read_text(encoding="utf-8")
+    index([str(folder), *milvus_args(server, "half_synced", "--retrieval", "bm25", "--passage-words", "20")], env)
+    (folder / "note-1.txt").write_text("Edited: herons wait at the edge of the pond. " * 15, encoding="utf-8")
+    (folder / "note-2.txt").write_text("Edited: egrets fish in the shallows. " * 15, encoding="utf-8")
+    real_send = milvus_index._Inserter.send
+
+    def send_then_die(inserter):
+        real_send(inserter)
+        raise KeyboardInterrupt  # as a kill after the first batch
+
+    monkeypatch.setattr(milvus_index._Inserter, "send", send_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        milvus_index.sync_milvus_index([folder], server.uri, "half_synced", passage_words=20, batch_size=3, show_progress=False)
+    monkeypatch.setattr(milvus_index._Inserter, "send", real_send)
+    (folder / "note-1.txt").write_text(original, encoding="utf-8")
+
+    out = index([str(folder), *milvus_args(server, "half_synced", "--passage-words", "20"), "--ray", cluster.address], env)
+    index([str(folder), *milvus_args(server, "half_synced_fresh", "--retrieval", "bm25", "--passage-words", "20")], env)
+    assert said(out.stdout)[0].startswith("added 0, updated 1, removed 0, unchanged 5")
+    with milvus(server) as client:
+        rows, fresh = rows_of(client, "half_synced"), rows_of(client, "half_synced_fresh")
+        count = client.query("half_synced", filter="", output_fields=["count(*)"])[0]["count(*)"]
+    passages = sorted((row["passage_id"], row["text"]) for row in rows.values())
+    assert passages == sorted((row["passage_id"], row["text"]) for row in fresh.values())  # each once, as now
+    assert count == len(fresh)
+
+
 def build_collections(client, name: str) -> list[str]:
     return [n for n in client.list_collections() if n.startswith(name + "__build_")]
 

@@ -18,9 +18,10 @@ ingestion long before it does at serving. Ray Data spreads the work over a clust
   retries after a worker died writes the same rows again, never twice.
 - **The driver** sees each batch's acknowledgements: a file is done when its header and every one of its
   passages are acknowledged. Done files go to a ledger kept beside the data (collection properties
-  `typedrag.ray.<generation>.<n>`, checkpointed every few seconds), so a rerun after the driver or the
-  cluster died resumes: it skips the files already written (same content hash), deletes the partial rows of
-  the others, and reads those again. Nothing is lost (a file is done only once all of it is written) and
+  `milvus_index.RESUME_PREFIX` + `<generation>.<n>`, checkpointed every few seconds), so a rerun after the
+  driver or the cluster died resumes: it skips the files already written (same content hash), deletes the
+  partial rows of the others, and reads those again (with nothing to resume, every row of the generation goes
+  first, whoever left it). Nothing is lost (a file is done only once all of it is written) and
   nothing is duplicated (upserts, and partial rows deleted before a file is written again).
 
 What a build in one process decides in listing order is decided the same way: a document id given by two
@@ -66,6 +67,7 @@ from typedrag.index.milvus_index import (
     CALL_TIMEOUT,
     FORMAT_VERSION,
     LINES,
+    RESUME_PREFIX,
     _check_name,
     _Connection,
     _delete,
@@ -82,7 +84,7 @@ from typedrag.index.milvus_index import (
 from typedrag.index.vectors import identity_of
 from typedrag.records import CappedList, CorpusProblem, IndexSummary
 
-LEDGER_PREFIX = "typedrag.ray."  # collection properties typedrag.ray.<generation>.<n>: the files done so far
+LEDGER_PREFIX = RESUME_PREFIX  # collection properties typedrag.ray.<generation>.<n>: the files done so far
 BUILD_MARK = "typedrag.ray.build"  # on a fresh build's collection: its parameters, so a rerun can resume it
 EMBED_BATCH = 256  # passages per embedding call: large enough to keep an actor busy, small enough to stream
 CHECKPOINT_SECONDS = 5.0  # how often the driver records the files done (and so how much a rerun reads again)
@@ -280,11 +282,17 @@ class _Job:
             self.todo = [s for s in to_read if s.file.key not in self.resumed_headers]
             self.run.resumed = len(self.resumed_headers)
             # Rows of this generation that no file of this run will own: partial writes of the files read again,
-            # and whatever an interrupted run wrote of files gone (or changed) since.
+            # and whatever an interrupted run wrote of files gone (or changed) since. With nothing to resume, that is
+            # every row of the generation, whoever left it (a sync in one process killed part way too).
             stale = {s.file.key for s in self.todo} | (self.ledger.planned - set(self.resumed_headers))
             stale |= set(done) - set(self.resumed_headers)
-            if not self.created:  # a collection made just now holds no rows
+            if self.created:  # a collection made just now holds no rows
+                pass
+            elif self.resumed_headers:
                 self._delete_rows(sorted(stale), self.generation)
+            else:
+                with conn.errors("deleting partial rows", "start the server or check --uri, then re-run `typedrag index --ray`"):
+                    _delete(conn, self.target, f"generation == {self.generation}")
             self.ledger.plan(s.file.key for s in self.todo)
 
     def _fresh_target(self) -> str:

@@ -59,6 +59,7 @@ ENGINE = "milvus"
 FORMAT_VERSION = 2  # of the collection's schema and manifest; bump when either changes
 MANIFEST_PROPERTY = "typedrag.manifest"  # collection property holding the manifest JSON, written last
 FILES_PROPERTY = "typedrag.files"  # the file table a sync compares against (gzipped JSON, base64)
+RESUME_PREFIX = "typedrag.ray."  # collection properties of a build or sync on a Ray cluster (index.distributed)
 K1, B = 1.2, 0.75
 ANALYZER: dict[str, Any] = {"tokenizer": "standard", "filter": ["lowercase"]}  # splits the pre-analyzed terms
 TERMS = "tantivy en_stem"  # how `terms` is made from `text` (queries: the same plus Snowball stopwords dropped)
@@ -249,7 +250,8 @@ def sync_milvus_index(
     changed files are inserted under a new generation, then the older generations of changed and removed
     files are deleted, then the manifest (with its file table) is updated. A sync killed part way leaves
     the collection searchable, at worst with a changed file's old and new passages both present, and the
-    old manifest, so a rerun re-reads those files and completes it. Sources that give no readable
+    old manifest, so a rerun deletes what it had inserted (`clear_generation`), re-reads those files and
+    completes it. Sources that give no readable
     document raise `EmptyIndexError` before anything is deleted.
     """
     sources = list(sources)
@@ -386,6 +388,7 @@ def _sync_in_place(
     replaced = work.to_delete + [scanned.file.key for scanned in work.added]
     hint = "start the server or check --uri, then re-run `typedrag index` to complete the sync"
     with conn.errors("syncing", hint):
+        clear_generation(conn, live, generation)
         kept = _kept_document_check(conn, live, set(replaced)) if work.unchanged else (lambda doc_id: False)
         with _Inserter(conn, live, batch_size, want.embedder, generation) as inserter:
             records = ingest(work.to_read, passage_words, strict, inserter.add, summary, known_document=kept, show_progress=show_progress)
@@ -400,6 +403,18 @@ def _sync_in_place(
             _delete(conn, live, f"file in {keys} and generation != {generation}")
         conn.client.flush(live, timeout=CALL_TIMEOUT)
         _write_manifest(conn, live, sources, records, summary, passage_words, want, generation)
+
+
+def clear_generation(conn: _Connection, collection: str, generation: int) -> None:
+    """Drop what a sync killed part way left in `generation` (the one the manifest does not list yet): its rows, which
+    the rerun writes again under the same row ids, and any resume records of a sync on a cluster (`RESUME_PREFIX`),
+    which would otherwise vouch for rows deleted here. Without it a rerun holds those passages twice, and the rows
+    of a file edited again since then too."""
+    _delete(conn, collection, f"generation == {generation}")
+    properties = conn.client.describe_collection(collection, timeout=CALL_TIMEOUT).get("properties") or {}
+    stale = [name for name in properties if name.startswith(RESUME_PREFIX)]
+    if stale:
+        conn.client.drop_collection_properties(collection, property_keys=stale, timeout=CALL_TIMEOUT)
 
 
 def _delete(conn: _Connection, collection: str, expression: str) -> None:
