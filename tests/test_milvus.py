@@ -105,6 +105,7 @@ def small(server, tmp_path_factory):
 def test_known_answers_round_trip_and_name(server, small, mode):
     _, summary, passages, _ = small
     assert summary.passages == len(passages) and summary.documents == len(DOCUMENTS) + 1
+    assert (summary.retrieval, summary.embedder, summary.embedded) == ("hybrid", "minilm", len(passages))
     retriever = MilvusRetriever(server.uri, "small", token=TOKEN, mode=mode)
     assert isinstance(retriever, Retriever)
     assert retriever.name == f"milvus-{mode}@127.0.0.1:{server.port}/small" and TOKEN not in retriever.name
@@ -332,6 +333,46 @@ def test_line_kinds_round_trip_and_a_collection_built_before_them_still_answers(
     monkeypatch.undo()
     hits = MilvusRetriever(server.uri, "kinds_old").search("tea water pot brew green warm", 50)
     assert {h.passage_id for h in hits} == set(expected) and all(h.passage.lines == () for h in hits)
+
+
+def test_a_sync_killed_part_way_then_rerun_holds_each_passage_once(server, tmp_path, monkeypatch):
+    """A sync killed after it sent some rows of its new generation: the rerun writes that generation again under the
+    same row ids, so it first deletes what the killed run left, the rows of a file edited again since included."""
+    from typedrag.index.milvus_index import sync_milvus_index
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for n in range(6):
+        (folder / f"note-{n}.txt").write_text(f"Note {n} about the weather in town. " * 5, encoding="utf-8")
+    sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, retrieval="bm25", show_progress=False)
+    (folder / "note-1.txt").write_text("Edited: herons wait at the edge of the pond. " * 15, encoding="utf-8")
+    (folder / "note-2.txt").write_text("Edited: egrets fish in the shallows. " * 15, encoding="utf-8")
+    real_send, sent = milvus_index._Inserter.send, []
+
+    def send_then_die(inserter):
+        real_send(inserter)
+        sent.append(len(inserter.rows))
+        if len(sent) == 2:
+            raise KeyboardInterrupt  # as a kill between two batches of the sync
+
+    monkeypatch.setattr(milvus_index._Inserter, "send", send_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, batch_size=3, show_progress=False)
+    monkeypatch.setattr(milvus_index._Inserter, "send", real_send)
+    (folder / "note-1.txt").write_text("Edited again: one heron.", encoding="utf-8")  # fewer passages than were sent
+
+    summary = sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, batch_size=3, show_progress=False)
+    build_milvus_index([folder], server.uri, "killed_sync_fresh", passage_words=20, retrieval="bm25", show_progress=False)
+
+    client = pymilvus.MilvusClient(uri=server.uri)
+
+    def passages(collection: str) -> list[tuple[str, str]]:
+        rows = client.query(collection, filter='passage_id != ""', output_fields=["passage_id", "text"], limit=1000)
+        return sorted((row["passage_id"], row["text"]) for row in rows)
+
+    assert (summary.added, summary.updated, summary.removed, summary.unchanged) == (0, 2, 0, 4)
+    assert passages("killed_sync") == passages("killed_sync_fresh")  # each passage once, none left of the killed run
+    assert client.query("killed_sync", filter="", output_fields=["count(*)"])[0]["count(*)"] == summary.passages
 
 
 def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, monkeypatch):

@@ -115,6 +115,15 @@ def index(
         typer.Option("--embedder", help="Model of the passage vectors: minilm (default, better) or static (far faster); see the README."),
     ] = None,
     dense: Annotated[bool, typer.Option("--dense", hidden=True, help="The older name of --retrieval hybrid.")] = False,
+    ray_address: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Milvus only: read, chunk and embed on the Ray cluster at ADDRESS ('auto': RAY_ADDRESS or this machine's "
+            "cluster; 'local': a Ray started here). Needs the ray extra.",
+        ),
+    ] = None,
 ) -> None:
     """Index documents for search, or bring an existing index up to date (new, changed and removed files)."""
     from typedrag.index.open import build_configured_index
@@ -122,10 +131,19 @@ def index(
 
     settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token, retrieval))
     try:
-        summary = build_configured_index(
-            settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild,
-            remove_missing=not keep_missing, embedder=embedder,
-        )
+        if ray_address is not None:
+            from typedrag.index.distributed import index_on_ray
+
+            summary = index_on_ray(
+                settings, sources, address=ray_address, passage_words=passage_words, strict=strict, dense=dense,
+                rebuild=rebuild, remove_missing=not keep_missing, embedder=embedder,
+                report=lambda line: errors.print(line, markup=False),
+            )
+        else:
+            summary = build_configured_index(
+                settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild,
+                remove_missing=not keep_missing, embedder=embedder,
+            )
     except EmptyIndexError as error:
         _report_problems(error.summary)
         fail(str(error))
@@ -149,10 +167,10 @@ def index(
             soft_wrap=True,
         )
     if summary.embedder:
+        on_disk = f"; {summary.vector_bytes / 2**20:,.1f} MiB on disk" if summary.vector_bytes else ""  # Milvus keeps its own
         console.print(
             f"search: {summary.retrieval}; passage vectors by {summary.embedder}: {summary.embedded:,} embedded in "
-            f"{summary.embed_seconds:.1f} s, {summary.passages - summary.embedded:,} reused; "
-            f"{summary.vector_bytes / 2**20:,.1f} MiB on disk",
+            f"{summary.embed_seconds:.1f} s, {summary.passages - summary.embedded:,} reused{on_disk}",
             markup=False,
             soft_wrap=True,
         )

@@ -59,6 +59,7 @@ ENGINE = "milvus"
 FORMAT_VERSION = 2  # of the collection's schema and manifest; bump when either changes
 MANIFEST_PROPERTY = "typedrag.manifest"  # collection property holding the manifest JSON, written last
 FILES_PROPERTY = "typedrag.files"  # the file table a sync compares against (gzipped JSON, base64)
+RESUME_PREFIX = "typedrag.ray."  # collection properties of a build or sync on a Ray cluster (index.distributed)
 K1, B = 1.2, 0.75
 ANALYZER: dict[str, Any] = {"tokenizer": "standard", "filter": ["lowercase"]}  # splits the pre-analyzed terms
 TERMS = "tantivy en_stem"  # how `terms` is made from `text` (queries: the same plus Snowball stopwords dropped)
@@ -249,7 +250,8 @@ def sync_milvus_index(
     changed files are inserted under a new generation, then the older generations of changed and removed
     files are deleted, then the manifest (with its file table) is updated. A sync killed part way leaves
     the collection searchable, at worst with a changed file's old and new passages both present, and the
-    old manifest, so a rerun re-reads those files and completes it. Sources that give no readable
+    old manifest, so a rerun deletes what it had inserted (`clear_generation`), re-reads those files and
+    completes it. Sources that give no readable
     document raise `EmptyIndexError` before anything is deleted.
     """
     sources = list(sources)
@@ -259,9 +261,7 @@ def sync_milvus_index(
     summary = IndexSummary(index_dir=f"milvus {conn.where}/{collection}")
     try:
         live = conn.alias_target(collection)
-        current = _live_manifest(conn, live) if live is not None else None
-        want = fusion.wanted(current, retrieval or ("hybrid" if dense else None), embedder)
-        summary.retrieval, summary.embedder = want.retrieval, want.embedder
+        want = _wanted(conn, live, retrieval or ("hybrid" if dense else None), embedder, summary)
         previous = None if rebuild or live is None else _reusable_manifest(conn, live, passage_words, want)
         if previous is None:
             _build_fresh(conn, sources, collection, live, summary, passage_words, strict, show_progress, batch_size, want)
@@ -272,6 +272,15 @@ def sync_milvus_index(
     finally:
         conn.close()
     return summary
+
+
+def _wanted(conn: _Connection, live: str | None, retrieval: str | None, embedder: str | None, summary: IndexSummary) -> "fusion.Wanted":
+    """What a build or sync of the collection whose live target is `live` makes (`fusion.wanted`), noted in `summary`:
+    the one decision for a build in this process and one on a cluster (index.distributed)."""
+    current = _live_manifest(conn, live) if live is not None else None
+    want = fusion.wanted(current, retrieval, embedder)
+    summary.retrieval, summary.embedder = want.retrieval, want.embedder
+    return want
 
 
 def _live_manifest(conn: _Connection, live: str) -> dict | None:
@@ -339,6 +348,7 @@ def _build_fresh(
         with conn.errors("indexing", hint):
             with _Inserter(conn, building, batch_size, want.embedder, generation=1) as inserter:
                 records = ingest(work.to_read, passage_words, strict, inserter.add, summary, show_progress=show_progress)
+            summary.embedded, summary.embed_seconds = inserter.embedded, inserter.embed_seconds
             count(summary, work, records)
             if summary.documents == 0:
                 raise empty_index_error(summary, f"the collection {collection!r}" if live else None)
@@ -352,6 +362,11 @@ def _build_fresh(
         except Exception:
             pass
         raise
+    _publish(conn, building, collection, live, hint)
+
+
+def _publish(conn: _Connection, building: str, collection: str, live: str | None, hint: str) -> None:
+    """Point the alias `collection` at the finished build, then drop the collection it pointed at before."""
     with conn.errors("switching the alias", hint):
         if live is None:
             conn.client.create_alias(building, collection, timeout=CALL_TIMEOUT)
@@ -373,9 +388,11 @@ def _sync_in_place(
     replaced = work.to_delete + [scanned.file.key for scanned in work.added]
     hint = "start the server or check --uri, then re-run `typedrag index` to complete the sync"
     with conn.errors("syncing", hint):
+        clear_generation(conn, live, generation)
         kept = _kept_document_check(conn, live, set(replaced)) if work.unchanged else (lambda doc_id: False)
         with _Inserter(conn, live, batch_size, want.embedder, generation) as inserter:
             records = ingest(work.to_read, passage_words, strict, inserter.add, summary, known_document=kept, show_progress=show_progress)
+        summary.embedded, summary.embed_seconds = inserter.embedded, inserter.embed_seconds
         records.update({record.key: record for record in work.unchanged})
         count(summary, work, records)
         if summary.documents == 0:
@@ -386,6 +403,18 @@ def _sync_in_place(
             _delete(conn, live, f"file in {keys} and generation != {generation}")
         conn.client.flush(live, timeout=CALL_TIMEOUT)
         _write_manifest(conn, live, sources, records, summary, passage_words, want, generation)
+
+
+def clear_generation(conn: _Connection, collection: str, generation: int) -> None:
+    """Drop what a sync killed part way left in `generation` (the one the manifest does not list yet): its rows, which
+    the rerun writes again under the same row ids, and any resume records of a sync on a cluster (`RESUME_PREFIX`),
+    which would otherwise vouch for rows deleted here. Without it a rerun holds those passages twice, and the rows
+    of a file edited again since then too."""
+    _delete(conn, collection, f"generation == {generation}")
+    properties = conn.client.describe_collection(collection, timeout=CALL_TIMEOUT).get("properties") or {}
+    stale = [name for name in properties if name.startswith(RESUME_PREFIX)]
+    if stale:
+        conn.client.drop_collection_properties(collection, property_keys=stale, timeout=CALL_TIMEOUT)
 
 
 def _delete(conn: _Connection, collection: str, expression: str) -> None:
@@ -449,36 +478,23 @@ class _Inserter:
             self.embedder = embedder_for(embedder)
         self.stemmer = _index_analyzer()
         self.rows: list[dict] = []
+        self.embedded, self.embed_seconds = 0, 0.0
 
     def add(self, passage: Passage, file_key: str) -> None:
-        _check_sizes(passage)
-        self.rows.append(
-            {
-                "row_id": f"{passage.passage_id}@{self.generation}",
-                "passage_id": passage.passage_id,
-                "doc_id": passage.doc_id,
-                "file": file_key,
-                "title": passage.title,
-                "section": passage.section,
-                "text": passage.text,
-                "terms": " ".join(self.stemmer.analyze(passage.text)),
-                "position": int(passage.passage_id.rsplit("#", 1)[1]),
-                "page": passage.page or 0,
-                "page_end": passage.page_end or 0,
-                LINES: encode_lines(passage.lines),
-                "generation": self.generation,
-            }
-        )
+        self.rows.append(passage_row(passage, file_key, self.generation, self.stemmer))
         if len(self.rows) >= self.batch_size:
             self.send()
 
     def send(self) -> None:
         if not self.rows:
             return
-        if self.embedder is not None:  # the embedded index's vector of each passage, exactly
-            rows, scales = quantize(self.embedder.encode([passage_input(r["title"], r["text"]) for r in self.rows]))
-            for row, vector in zip(self.rows, rows.astype(np.float32) * scales[:, None]):
+        if self.embedder is not None:
+            started = time.perf_counter()
+            vectors = passage_vectors(self.embedder, [r["title"] for r in self.rows], [r["text"] for r in self.rows])
+            for row, vector in zip(self.rows, vectors):
                 row["dense"] = vector.tolist()
+            self.embedded += len(self.rows)
+            self.embed_seconds += time.perf_counter() - started
         self.conn.client.insert(self.collection, self.rows, timeout=CALL_TIMEOUT)
         self.rows = []
 
@@ -488,6 +504,35 @@ class _Inserter:
     def __exit__(self, kind, *rest) -> None:
         if kind is None:
             self.send()
+
+
+def passage_vectors(embedder, titles: list[str], texts: list[str]) -> np.ndarray:
+    """The `dense` field of passages (their titles and texts): the embedded index's vector of each, exactly (the
+    embedder's vector of `passage_input`, quantized to int8 and back as `typedrag.index.vectors` keeps it). The one
+    home of a row's vector, for a build in this process and for one on a cluster (index.distributed)."""
+    rows, scales = quantize(embedder.encode([passage_input(title, text) for title, text in zip(titles, texts)]))
+    return rows.astype(np.float32) * scales[:, None]
+
+
+def passage_row(passage: Passage, file_key: str, generation: int, stemmer) -> dict:
+    """A passage as a row of the collection (without its vector); `stemmer` is `_index_analyzer()`. The one
+    home of the row's shape, for a build in this process and for one on a cluster (index.distributed)."""
+    _check_sizes(passage)
+    return {
+        "row_id": f"{passage.passage_id}@{generation}",
+        "passage_id": passage.passage_id,
+        "doc_id": passage.doc_id,
+        "file": file_key,
+        "title": passage.title,
+        "section": passage.section,
+        "text": passage.text,
+        "terms": " ".join(stemmer.analyze(passage.text)),
+        "position": int(passage.passage_id.rsplit("#", 1)[1]),
+        "page": passage.page or 0,
+        "page_end": passage.page_end or 0,
+        LINES: encode_lines(passage.lines),
+        "generation": generation,
+    }
 
 
 def _engine_params(pymilvus, passage_words: int, embedder: str | None) -> dict:
