@@ -1,6 +1,11 @@
 """Benchmark the shipped question-type classifier: cold load, per-question latency, batch throughput.
 
     python bench/bench_classifier.py [--data-dir ../shared/data] [--repeats 3]
+    python bench/bench_classifier.py --agreement [--data-dir ../shared/data]
+
+`--agreement` instead reports what the shipped model routes on (model + phrasing rules): NF-CATS valid
+macro-F1, and agreement with the labels of the technical question sets in bench/data (the leave-one-manual-out
+figures need refits: `python -m typedrag.classify.train ... --loco`, see the model card).
 
 Questions come from NF-CATS valid (single-question latency) and Wiki-NFQA (batch), each used once,
 because the embedder caches texts it has seen. Load time is measured in fresh processes.
@@ -66,7 +71,10 @@ def main() -> None:
     parser.add_argument("--data-dir", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--single", type=int, default=300, help="questions timed one at a time")
+    parser.add_argument("--agreement", action="store_true", help="agreement with labels instead of speed")
     args = parser.parse_args()
+    if args.agreement:
+        return agreement(args.data_dir)
     if not (args.data_dir / "nfcats" / "valid.csv").exists():
         raise SystemExit(f"needs NF-CATS and Wiki-NFQA under {args.data_dir}")
 
@@ -98,6 +106,27 @@ def main() -> None:
         batch = time.perf_counter() - t0
         print(f"{threads} thread(s): one question {percentiles(total)}; of which TF-IDF features {percentiles(features)}")
         print(f"{threads} thread(s): batch of {len(wiki)} Wiki-NFQA questions {batch:.2f} s = {len(wiki) / batch:.0f} questions/s")
+
+
+def agreement(data_dir: Path) -> None:
+    """Valid macro-F1 with the rules, and agreement on each labelled set in bench/data."""
+    from collections import Counter
+
+    from typedrag.classify.shipped import load_default_classifier
+    from typedrag.classify.train import read_external, read_split, read_technical, scores
+
+    classifier = load_default_classifier()
+    classes = [c.value for c in classifier.classes]
+    questions, labels = read_split(data_dir / "nfcats" / "valid.csv")
+    routed = [str(p.label) for p in classifier.classify_many(questions)]
+    print(f"{classifier.name}: NF-CATS valid macro-F1 with the rules {scores(routed, classes, labels)['macro_f1']:.4f} (n={len(labels)})")
+    sets = {"question-types (trained on)": read_technical(ROOT / "bench" / "data" / "question-types.jsonl")}
+    sets.update({path.stem: read_external(path) for path in sorted((ROOT / "bench" / "data").glob("keyterms*.jsonl"))})
+    for name, rows in sets.items():
+        predicted = [str(p.label) for p in classifier.classify_many([r.question for r in rows])]
+        right = [p == r.label for p, r in zip(predicted, rows)]
+        misses = Counter((r.label, p) for p, r in zip(predicted, rows) if p != r.label).most_common(3)
+        print(f"{name:30s} agreement {sum(right) / len(rows):.3f} (n={len(rows)}); most confused: {misses}")
 
 
 if __name__ == "__main__":

@@ -112,6 +112,7 @@ def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: l
                         "recall_alone": found(turn["answers"], alone_trace["sources"][:TOP]) if turn["answers"] else None,
                         "abstained_whole": trace["abstained"], "abstained_alone": alone_trace["abstained"],
                         "standalone": trace.get("standalone_question"), "searched": trace.get("searched"),
+                        "rewritten": bool((trace.get("rewrite") or {}).get("rewritten")),
                         "sources": [s["passage_id"] for s in trace["sources"][:TOP]],
                         "type": (trace.get("type") or {}).get("type"), "strategy": trace["strategy"],
                         "seconds": trace["timings_ms"].get("total", 0) / 1000,
@@ -134,6 +135,85 @@ def abstentions_on_answerable(sets: dict[str, Path], indexes: dict[str, str], mo
             abstained = [ask(client, url, model, [{"role": "user", "content": q}])["typedrag"]["abstained"] for q in questions]
         print(f"answerable single questions, {path.name} ({corpus}): abstained on {sum(abstained)} of {len(abstained)} "
               f"({mean(abstained):.2f})")
+
+
+def calibrate(conversations: list[dict], indexes: dict[str, str], sets: dict[str, Path], out: Path) -> None:
+    """The bars' inputs, in process, with every bar off: for each turn of the conversations (each with the
+    conversation before it, as the chat endpoint reads it) and each key-term question (asked alone), the final
+    writing step's best-sentence relevance and the reader's best chance. `--choose` then picks the bars."""
+    import asyncio
+
+    import typedrag.abstain as abstain
+    import typedrag.strategies.base as base
+    from typedrag.classify import load_default_classifier
+    from typedrag.conversation import Conversation
+    from typedrag.engines.offline import OfflineEngine
+    from typedrag.engines.offline import answers as offline_answers
+    from typedrag.index import open_retriever
+    from typedrag.pipeline import Pipeline
+
+    seen: dict[str, float] = {}
+    real_support, real_answer = abstain.support, offline_answers.answer
+
+    def support(question, texts, embedder=None, bar=abstain.SUPPORT_BAR):
+        judged = real_support(question, texts, embedder, bar)
+        seen["relevance"] = judged.score  # the last call is the final writing step's
+        return judged
+
+    def answer(task, reader, settings):
+        written = real_answer(task, reader, settings)
+        seen["reader"] = written.best
+        return written
+
+    base.support = support
+    import typedrag.engines.offline as offline_engine
+
+    offline_engine.answer = answer
+    abstain.SUPPORT_BAR, abstain.TYPE_BARS = -1.0, {}
+    base.READER_BAR = -1.0
+    classifier = load_default_classifier()
+    with out.open("w", encoding="utf-8") as sink:
+        for corpus, index in indexes.items():
+            pipeline = Pipeline(engine=OfflineEngine(), retriever=open_retriever(index), classifier=classifier)
+            print(f"{corpus}: {pipeline.retriever.name}", file=sys.stderr)
+
+            async def run_corpus() -> None:
+                for conversation in (c for c in conversations if c["corpus"] == corpus):
+                    chat = Conversation(pipeline)
+                    for number, turn in enumerate(conversation["turns"]):
+                        seen.clear()
+                        result = await chat.ask(turn["user"])
+                        row = {"set": "conversation", "split": conversation["split"], "corpus": corpus,
+                               "id": f"{conversation['id']}[{number}]", "answerable": bool(turn["answers"]),
+                               "type": (result.type.type if result.type else None), **seen}
+                        sink.write(json.dumps(row) + "\n")
+                if corpus in sets:
+                    for line in sets[corpus].read_text(encoding="utf-8").splitlines():
+                        if line.strip():
+                            item = json.loads(line)
+                            seen.clear()
+                            result = await pipeline.answer(item["question"])
+                            row = {"set": "keyterms", "corpus": corpus, "id": item["id"], "answerable": True,
+                                   "type": (result.type.type if result.type else None), **seen}
+                            sink.write(json.dumps(row) + "\n")
+
+            asyncio.run(run_corpus())
+
+
+def choose(path: Path) -> None:
+    """Abstention on tune-half turns and key-term questions for candidate bars, as section 15 chose them."""
+    rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+    tune = [r for r in rows if r["set"] == "keyterms" or r.get("split") == "tune"]
+    print(f"{len(tune)} rows: {sum(r['answerable'] for r in tune)} answerable, {sum(not r['answerable'] for r in tune)} not")
+    for support_bar in (0.40, 0.44, 0.46, 0.48, 0.50, 0.52, 0.55):
+        for reader_bar in (0.10, 0.13, 0.15, 0.17, 0.20):
+            def abstains(r):
+                bar = {"EXPERIENCE": support_bar - 0.14, "DEBATE": support_bar - 0.06}.get(r["type"], support_bar)
+                return r.get("relevance", 1) < bar or r.get("reader", 1) < reader_bar
+            answerable = [abstains(r) for r in tune if r["answerable"]]
+            unanswerable = [abstains(r) for r in tune if not r["answerable"]]
+            print(f"support {support_bar:.2f} reader {reader_bar:.2f}: abstains on {mean(answerable):.3f} of answerable, "
+                  f"{mean(unanswerable):.3f} of unanswerable")
 
 
 def mean(values: list[float]) -> float:
@@ -162,6 +242,11 @@ def report(rows: list[dict]) -> None:
             f"{mean([r['abstained_whole'] for r in answerable]):>12.2f} {mean([r['abstained_whole'] for r in unanswerable]):>6.2f} | "
             f"{mean([r['seconds'] for r in rs]):>6.2f}"
         )
+    follow_ups = [r for r in rows if r["turn"] > 0]
+    if follow_ups and "rewritten" in follow_ups[0]:
+        read = [r for r in follow_ups if r["rewritten"]]
+        print(f"follow-ups read with the conversation's subject: {len(read)} of {len(follow_ups)} "
+              f"(answerable {sum(r['answerable'] for r in read)}, unanswerable {sum(not r['answerable'] for r in read)})")
 
 
 def main() -> None:
@@ -172,20 +257,32 @@ def main() -> None:
     parser.add_argument("--model", default="typedrag-typed", help="typedrag-typed (default) or typedrag-rag")
     parser.add_argument("--llm", help="serve with this --llm (default: the offline engine)")
     parser.add_argument("--base-url", help="serve with this --base-url")
+    parser.add_argument("--retrieval", help="serve with this --retrieval (bm25, dense, hybrid; default: as each index was built)")
     parser.add_argument("--out", type=Path, help="also write one JSON line per turn here")
     parser.add_argument("--answerable", action="append", default=[], metavar="CORPUS=FILE",
                         help="also ask each question of this key-term set alone and count abstentions")
     parser.add_argument("--skip-conversations", action="store_true", help="with --answerable: only that")
     parser.add_argument("--report", type=Path, help="only print the table of an earlier --out file")
+    parser.add_argument("--calibrate", type=Path, help="in process, bars off: write each turn's bar inputs here (JSONL)")
+    parser.add_argument("--choose", type=Path, help="print abstention for candidate bars from a --calibrate file")
     args = parser.parse_args()
     print(machine_line())
+    if args.choose is not None:
+        choose(args.choose)
+        return
+    if args.calibrate is not None:
+        conversations = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
+        sets = {c: Path(f) for c, f in (item.split("=", 1) for item in args.answerable)}
+        calibrate(conversations, dict(item.split("=", 1) for item in args.index), sets, args.calibrate)
+        return
     if args.report is not None:
         report([json.loads(line) for line in args.report.read_text(encoding="utf-8").splitlines() if line.strip()])
         return
     indexes = dict(item.split("=", 1) for item in args.index)
     conversations = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
     conversations = [c for c in conversations if args.split == "all" or c["split"] == args.split]
-    extra = [*(["--llm", args.llm] if args.llm else []), *(["--base-url", args.base_url] if args.base_url else [])]
+    extra = [*(["--llm", args.llm] if args.llm else []), *(["--base-url", args.base_url] if args.base_url else []),
+             *(["--retrieval", args.retrieval] if args.retrieval else [])]
     if args.answerable:
         abstentions_on_answerable({c: Path(f) for c, f in (item.split("=", 1) for item in args.answerable)}, indexes, args.model, extra)
     if args.skip_conversations:

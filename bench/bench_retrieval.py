@@ -1,4 +1,5 @@
-"""Benchmark the default tantivy BM25 index: build time, size, memory, query latency and throughput.
+"""Benchmark the default tantivy index: build time, size, memory, query latency and throughput; and, with
+`quality`, what each retrieval mode finds on the project's question sets.
 
 Also compares per-query speed with the pure-Python `rank-bm25` on a 100k-passage subset, the
 obvious do-it-yourself alternative (rank-bm25, the 'bench' extra: pip install 'typedrag[bench]').
@@ -6,6 +7,13 @@ obvious do-it-yourself alternative (rank-bm25, the 'bench' extra: pip install 't
     python bench/bench_retrieval.py                      # shared Wikipedia corpus, fresh index
     python bench/bench_retrieval.py --reuse              # reuse the index from a previous run
     python bench/bench_retrieval.py --corpus demo:vital-articles
+    python bench/bench_retrieval.py quality --index demo=DIR --index python=DIR --index handbook=DIR \
+        --index postgres=DIR --index r=DIR                # bm25 / dense / hybrid on every set, per corpus
+
+`quality` reads each corpus's index (built with vectors: `typedrag index SOURCE --index DIR`) and reports, per
+retrieval mode: the key-term sets (bench/data/keyterms*.jsonl: the share of questions whose top 5 passages hold
+a term of every group) and the conversational set (bench/data/conversations.jsonl: recall@5 of the answering
+passages, the turn searched alone and as the offline follow-up reading searches it, fused), split tune / test.
 """
 
 from __future__ import annotations
@@ -26,6 +34,8 @@ from pathlib import Path
 
 import numpy
 import tantivy
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import typedrag
 from typedrag.corpus import chunk_document, iter_documents
@@ -138,7 +148,90 @@ def bench_rank_bm25(corpus: str, subset: int, queries: list[str], k: int, n_quer
     )
 
 
+KEYTERM_SETS = {
+    "demo": "keyterms.jsonl",
+    "python": "keyterms-python-docs.jsonl",
+    "handbook": "keyterms-debian-handbook.jsonl",
+    "r": "keyterms-r-manuals.jsonl",
+}
+DATA = Path(__file__).resolve().parent / "data"
+TOP = 5
+
+
+def conversation_found(groups: list[list[dict]], hits) -> float:
+    """The share of answer groups with a passage among `hits` (by id, or by the opening it was written with)."""
+    ids = {h.passage_id for h in hits}
+    texts = [" ".join(h.passage.text.split()) for h in hits]
+    return sum(any(a["id"] in ids or any(a["quote"] in t for t in texts) for a in group) for group in groups) / len(groups)
+
+
+def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, weights=None) -> list[dict]:
+    """One row per question set and mode: (set, n, score) for this corpus."""
+    from typedrag.evaluation.retrieval import read_questions, score
+    from typedrag.followup import FusingRetriever, offline_standalone
+    from typedrag.history import Turn
+    from typedrag.index import dense
+
+    if depth:
+        dense.FUSION_DEPTH = depth
+    if weights:
+        dense.FUSION_WEIGHTS = weights
+    rows = []
+    retrievers = {mode: open_retriever(index, mode) for mode in modes}
+    if corpus in KEYTERM_SETS:
+        questions = read_questions(DATA / KEYTERM_SETS[corpus])
+        for mode, retriever in retrievers.items():
+            found = retriever.search_many([q.question for q in questions], TOP)
+            held = [score(q, "", hits, TOP).key_terms for q, hits in zip(questions, found)]
+            rows.append({"set": f"key terms ({KEYTERM_SETS[corpus]})", "n": len(held), "mode": mode, "value": sum(held) / len(held)})
+    conversations = [json.loads(line) for line in (DATA / "conversations.jsonl").read_text().splitlines() if line.strip()]
+    conversations = [c for c in conversations if c["corpus"] == corpus]
+    for split in ("tune", "test"):
+        turns = []  # (question searched alone, standalone, answers)
+        for conversation in (c for c in conversations if c["split"] == split):
+            dialogue: list[Turn] = []
+            for turn in conversation["turns"]:
+                if turn["answers"]:
+                    turns.append((turn["user"], offline_standalone(turn["user"], dialogue), turn["answers"]))
+                dialogue.append(Turn(role="user", content=turn["user"]))
+        if not turns:
+            continue
+        for mode, retriever in retrievers.items():
+            alone = retriever.search_many([t[0] for t in turns], TOP)
+            fusing = FusingRetriever(retriever, {s.question: s.searches for _, s, _ in turns})
+            read = fusing.search_many([s.question for _, s, _ in turns], TOP)
+            for name, found in (("last turn alone", alone), ("offline follow-up reading", read)):
+                values = [conversation_found(answers, hits) for (_, _, answers), hits in zip(turns, found)]
+                rows.append({"set": f"conversations {split}, {name}", "n": len(values), "mode": mode, "value": sum(values) / len(values)})
+    return rows
+
+
+def quality(args) -> None:
+    from _machine import machine_line
+
+    print(machine_line())
+    modes = args.modes.split(",")
+    print(f"\n| corpus | set | n | {' | '.join(modes)} |\n|---|---|---|{'---|' * len(modes)}")
+    for item in args.index:
+        corpus, path = item.split("=", 1)
+        weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
+        rows = quality_rows(corpus, Path(path), modes, args.depth, weights)
+        for set_name in dict.fromkeys(r["set"] for r in rows):
+            values = {r["mode"]: r for r in rows if r["set"] == set_name}
+            best = max(v["value"] for v in values.values())
+            cells = [f"**{values[m]['value']:.3f}**" if values[m]["value"] == best else f"{values[m]['value']:.3f}" for m in modes]
+            print(f"| {corpus} | {set_name} | {values[modes[0]]['n']} | {' | '.join(cells)} |", flush=True)
+
+
 def main() -> None:
+    if len(sys.argv) > 1 and sys.argv[1] == "quality":
+        parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+        parser.add_argument("--index", action="append", default=[], metavar="CORPUS=PATH")
+        parser.add_argument("--modes", default="bm25,dense,hybrid")
+        parser.add_argument("--depth", type=int, help="passages of each leg the fusion reads (default: typedrag's)")
+        parser.add_argument("--weights", help="BM25,dense weights of the fusion (default: typedrag's, 1,1)")
+        quality(parser.parse_args(sys.argv[2:]))
+        return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", default=str(SHARED / "corpora" / "enwiki-2015-core.jsonl.gz"))
     parser.add_argument("--index", type=Path, default=Path(tempfile.gettempdir()) / "typedrag-bench-index")

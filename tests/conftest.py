@@ -57,9 +57,11 @@ def small_index(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def retriever(small_index):
+    """The small index searched with BM25 alone: the strategy tests' expectations are BM25 rankings (hybrid
+    search has tests of its own, tests/test_hybrid.py, the README's comparison among them)."""
     from typedrag.index import open_retriever
 
-    return open_retriever(small_index)
+    return open_retriever(small_index, "bm25")
 
 
 @pytest.fixture(scope="session")

@@ -445,7 +445,7 @@ def require(path: Path, package: str) -> None:
 
 def test_python_tutorial_passages_have_item_and_code_lines(tmp_path):
     require(PYTHON_TUTORIAL, "python3.11-doc")
-    build_index([PYTHON_TUTORIAL], tmp_path / "index", show_progress=False)
+    build_index([PYTHON_TUTORIAL], tmp_path / "index", show_progress=False, retrieval="bm25")  # the searches below are BM25's
     retriever = open_retriever(tmp_path / "index")
     range_hits = retriever.search("range function sequence of numbers for loop", 5)
     code_lines = [line for hit in range_hits for text, line in zip(hit.passage.text.split("\n"), hit.passage.lines) if line.kind is CODE]

@@ -113,7 +113,13 @@ def _sklearn_from_shipped(model_dir: Path, embedder):
     lr = LogisticRegression()
     lr.coef_, lr.intercept_, lr.classes_ = weights["coef"], weights["intercept"], np.array(meta["classes"])
     config = {"word": w, "char": c, "embedding_scale": meta["embedding"]["scale"]}
-    return Fitted(word, char, lr, config, embedder)
+    technical = domain = None
+    if "coef_technical" in weights.files:  # a model trained with technical questions: two regressions and the mix
+        technical, domain = LogisticRegression(), LogisticRegression()
+        technical.coef_, technical.intercept_, technical.classes_ = weights["coef_technical"], weights["intercept_technical"], lr.classes_
+        domain.coef_, domain.intercept_ = weights["domain_coef"][None, :], weights["domain_intercept"]
+        domain.classes_ = np.array([0, 1])
+    return Fitted(word, char, lr, config, embedder, technical, domain)
 
 
 def test_numpy_predictor_equals_sklearn_on_valid_and_meets_acceptance(classifier):
@@ -202,3 +208,103 @@ def test_a_how_to_question_about_a_difference_is_an_instruction(classifier):
 )
 def test_the_comparison_rule_leaves_other_questions_alone(classifier, question):
     assert classifier.classify(question).label != NFQType.COMPARISON
+
+
+# --- technical questions (issue 44): none of these is in bench/data/question-types.jsonl -----------
+
+TECHNICAL_SET = Path(__file__).resolve().parents[1] / "bench" / "data" / "question-types.jsonl"
+
+
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What are good practices for backing up a PostgreSQL database?",  # EVIDENCE-BASED 0.52 before
+        "good practices for naming git branches?",  # DEBATE 0.75 before
+        "What are some best practices for writing Dockerfiles?",  # DEBATE 0.47 before
+        "Any tips for keeping a Makefile readable?",  # INSTRUCTION 0.42 before
+    ],
+)
+def test_good_practice_questions_are_experience(classifier, question):
+    assert classifier.classify(question).label is NFQType.EXPERIENCE
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["And which of the two is more likely to corrupt data?", "And which of the two is more likely to be faster?"],
+)
+def test_an_elliptical_choice_between_two_is_a_comparison(classifier, question):
+    assert classifier.classify(question).label is NFQType.COMPARISON
+
+
+@pytest.mark.parametrize(
+    ("earlier", "follow_up", "expected"),
+    [
+        ("What is the difference between a crocodile and an alligator?", "And which of the two is more likely to attack people?",
+         NFQType.COMPARISON),
+        ("What's the difference between VACUUM and VACUUM FULL?", "And which of the two is more likely to lock the table?",
+         NFQType.COMPARISON),
+        ("How do I bake bread at home?", "Any good practices for that?", NFQType.EXPERIENCE),
+    ],
+)
+def test_a_follow_up_is_typed_after_the_offline_rewrite(retriever, earlier, follow_up, expected):
+    """What the pipeline classifies offline is the follow-up read alone with the conversation's terms ("... (crocodile,
+    alligator)"): it was DEBATE below the routing threshold, and NOT-A-QUESTION for some."""
+    import asyncio
+
+    from typedrag import OfflineEngine, Pipeline
+
+    history = [{"role": "user", "content": earlier}, {"role": "assistant", "content": "They differ in several ways."}]
+    result = asyncio.run(Pipeline(OfflineEngine(), retriever).answer(follow_up, "typed", history=history))
+    assert result.standalone_question != follow_up  # read alone with the terms carried in
+    assert result.type.type == expected, result.type
+
+
+def test_the_technical_set_covers_every_type_in_every_manual():
+    rows = [json.loads(line) for line in TECHNICAL_SET.read_text(encoding="utf-8").splitlines()]
+    assert len(rows) >= 300 and len({r["question"] for r in rows}) == len(rows) and len({r["id"] for r in rows}) == len(rows)
+    corpora = {r["corpus"] for r in rows}
+    assert len(corpora) >= 4
+    for corpus in corpora:
+        mine = [r for r in rows if r["corpus"] == corpus]
+        assert {r["type"] for r in mine} == {t.value for t in NFQType}, corpus
+        assert sum("follows" in r for r in mine) >= 5, corpus
+    good_practices = [r for r in rows if "good practices" in r["question"].lower() and "follows" not in r]
+    assert good_practices and all(r["type"] == "EXPERIENCE" for r in good_practices)
+
+
+def test_card_reports_manuals_left_out_and_sets_labelled_by_others():
+    checks = json.loads((MODEL_DIR / "technical_metrics.json").read_text())
+    held = checks["held_out"]
+    assert len(held) >= 4
+    pooled = sum(r["agreement"] * r["questions"] for r in held.values()) / sum(r["questions"] for r in held.values())
+    assert pooled >= 0.92, pooled
+    for corpus, result in held.items():  # PostgreSQL is at 0.912 (MODEL_CARD.md): a floor, not the target
+        assert result["agreement"] >= 0.9, (corpus, result["agreement"], result["disagreements"])
+        assert result["valid_macro_f1_with_rules"] >= 0.87
+        follow_ups = [d for d in result["disagreements"] if d[2].startswith("And ") or d[2].endswith(")")]
+        assert not [d for d in follow_ups if d[1] == "NOT-A-QUESTION"], follow_ups
+    card = (MODEL_DIR / "MODEL_CARD.md").read_text(encoding="utf-8")
+    for corpus, result in held.items():
+        assert re.search(rf"\| {re.escape(corpus)} \| {result['questions']} \| \*\*{result['agreement']:.3f}\*\*", card), corpus
+    assert checks["external"] and all(name.startswith("keyterms") for name in checks["external"])
+
+
+@pytest.mark.parametrize(
+    ("question", "comparison"),
+    [
+        ("tabs or spaces for a Python project?", True),  # named options for a purpose
+        ("Xfce versus LXQt", True),  # a fragment
+        ("How do Btrfs and ZFS compare?", True),
+        ("gzip or xz: what do I gain with the slower one?", True),
+        ("Inflation or Deflation?", False),  # NF-CATS labels it a debate
+        ("Free Will or Determinism: Do We Have Free Will?", False),
+        ("Should I stay or go for the summer?", False),  # opens with a verb: the model decides
+        ("Compared with last year, how did sales do?", False),
+        ("The 1998 match versus Brazil was won 3-0.", False),
+        ("Is it worth converting our columns then? (vs jsonb, payloads)", False),  # "vs" came with the carried terms
+    ],
+)
+def test_comparison_phrasings_of_technical_questions(question, comparison):
+    from typedrag.classify.rules import comparison_phrasing
+
+    assert comparison_phrasing(question) is comparison

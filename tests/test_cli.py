@@ -129,3 +129,53 @@ def test_version_prints_the_version_and_exits_0():
     out = runner.invoke(app, ["--version"])
     assert out.exit_code == 0, out.output
     assert out.stdout == f"typedrag {typedrag.__version__}\n"
+
+
+def test_an_offline_ask_does_not_import_the_openai_sdk(small_index, tmp_path):
+    """Issue 41 #7: `ask` imported the openai SDK (through typedrag/factory.py) even offline, where nothing uses
+    it; under load its import took longer than the answer. An offline ask, streamed or as JSON, leaves it out."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from typedrag.cli import app\n"
+        "try:\n"
+        "    app(sys.argv[1:])\n"
+        "except SystemExit as done:\n"
+        "    assert not done.code, done.code\n"
+        "print('openai SDK imported:', 'openai' in sys.modules, file=sys.stderr)\n"
+    )
+    for extra in ([], ["--json"]):
+        run = subprocess.run([sys.executable, "-c", script, "ask", "Why did the Western Roman Empire fall?", "--index", str(small_index), *extra],
+                             capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        assert run.returncode == 0, run.stderr
+        assert "offline-extractive" in run.stdout
+        assert "openai SDK imported: False" in run.stderr
+
+
+def test_ask_in_a_folder_without_an_index_says_how_to_build_one_not_rebuild_it(tmp_path):
+    """Issue 41 #15: a first-time user who never built an index was told to "re-run `typedrag index …` to rebuild it"."""
+    out = runner.invoke(app, ["ask", "Why did the Western Roman Empire fall?"])  # the default ./typedrag-index, which is not there
+    assert out.exit_code == 2, out.output
+    assert "no index at typedrag-index: build one first with `typedrag index SOURCE... --index typedrag-index`" in out.output
+    assert "rebuild" not in out.output and "re-run" not in out.output
+
+
+def test_ask_and_chat_keep_the_pipelines_notes_in_the_trace_not_under_every_answer(small_index):
+    """Issue 41 #5: `ask` and `chat` printed "fallback at ..." lines after every answer without --trace (and a
+    dropped aspect twice on a terminal); they are in --trace, /trace and the JSON, as recorded."""
+    question = "Why did the Western Roman Empire fall?"
+    recorded = json.loads(runner.invoke(app, ["ask", question, "--index", str(small_index), "--json"]).stdout)["fallbacks"]
+    assert recorded  # there is something the pipeline noted
+    plain = runner.invoke(app, ["ask", question, "--index", str(small_index)])
+    assert plain.exit_code == 0 and "Sources" in plain.stdout
+    assert "fallback" not in plain.output and not any(f["reason"][:30] in plain.output for f in recorded)
+    traced = runner.invoke(app, ["ask", question, "--index", str(small_index), "--trace"])
+    assert "fallback at" in traced.stdout and "steps: " in traced.stdout and "tokens 0+0" not in traced.stdout
+
+    chat = runner.invoke(app, ["chat", "--index", str(small_index)], input=f"{question}\nAnd why did it matter?\n")
+    assert chat.exit_code == 0 and chat.stdout.count("Sources") == 2, chat.output
+    assert "fallback" not in chat.output
+    chat = runner.invoke(app, ["chat", "--index", str(small_index)], input=f"{question}\n/trace\n")
+    assert "fallback at" in chat.stdout  # what /trace prints

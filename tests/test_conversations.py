@@ -12,13 +12,15 @@ from typedrag import Conversation, ListRetriever, OfflineEngine, Pipeline
 from typedrag.abstain import HoldBack, said_not_in_sources
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.errors import QuestionError
-from typedrag.followup import leans_on_history, offline_standalone
+from typedrag.followup import CARRIED_TERMS, MAX_TERM_CHARS, leans_on_history, offline_standalone
 from typedrag.history import MAX_TURNS, Turn, clean_history
 from typedrag.llm.base import StructuredOutcome
 from typedrag.llm.cache import ResponseCache
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.pipeline import PipelineSettings
 from typedrag.prompts import PROMPT_VERSION
+from typedrag.questions import DEFAULT_MAX_CHARS
+from typedrag.records import Passage
 from typedrag.testing.openai_stub import Reply, default_content
 
 SHIPS = [
@@ -91,6 +93,111 @@ def test_words_that_say_what_is_asked_are_not_carried_in():
     dialogue = [Turn(role="user", content="What is the difference between a comet and an asteroid?")]
     standalone = offline_standalone("Which of the two is more likely to hit Earth?", dialogue)
     assert standalone.carried == ("comet", "asteroid") and "difference" not in standalone.question
+
+
+# A small encyclopedia for follow-ups that change the subject or lean on it without a pronoun (issue 41 #4).
+SKY = [
+    Passage("comet#0", "comet", "Comet", "A comet is an icy, small Solar System body that warms and releases gases near the Sun, "
+            "showing a visible coma and often a tail."),
+    Passage("asteroid#0", "asteroid", "Asteroid", "An asteroid is a minor planet, a rocky or metallic body of the inner Solar "
+            "System that shows no coma."),
+    Passage("impact#0", "impact", "Impact event", "An impact event is a collision between astronomical objects; asteroids hit "
+            "the Earth far more often than comets do."),
+    Passage("dinosaur#0", "dinosaur", "Dinosaur", "Dinosaurs died out 66 million years ago: the non-avian dinosaurs became "
+            "extinct in the Cretaceous–Paleogene extinction event, after the impact of a large asteroid at Chicxulub."),
+    Passage("rome#0", "rome", "Fall of the Western Roman Empire", "The Western Roman Empire fell in 476, when Odoacer deposed "
+            "Romulus Augustulus; invasions, civil wars and a weakened economy had eroded central control."),
+    Passage("byzantium#0", "byzantium", "Byzantine Empire", "The Eastern Roman Empire, the eastern half of the Roman Empire, "
+            "lasted until the fall of Constantinople to the Ottomans in 1453."),
+    Passage("kangxi#0", "kangxi", "Kangxi Emperor", "The Kangxi Emperor, third of the Qing dynasty, is one of the "
+            "longest-reigning emperors in history."),
+    Passage("japan#0", "japan", "Emperor of Japan", "The Emperor of Japan is the monarch and head of the Imperial Family; "
+            "emperors are named after their era."),
+    Passage("zambezi#0", "zambezi", "Zambezi", "The Zambezi is a river whose eastern half falls over the Victoria Falls."),
+    Passage("langs#0", "langs", "Programming languages", "In performance benchmarks C++ and Rust are usually fastest, Go and Java "
+            "follow, and Python is the slowest of the five."),
+]
+
+
+def asked(*questions: str) -> list[dict]:
+    """A conversation of these user questions, each with a placeholder answer."""
+    return [turn for q in questions for turn in ({"role": "user", "content": q}, {"role": "assistant", "content": "(an answer)"})]
+
+
+async def test_a_follow_up_on_a_new_subject_is_left_alone_and_carries_nothing():
+    """Issue 41 #4: after a comet/asteroid exchange, "Why did the dinosaurs die out?" was searched with "hit Earth,
+    two, likely, comet, asteroid"; it names its own subject, and the index finds it without the conversation."""
+    history = asked("What is the difference between a comet and an asteroid?", "Which of the two is more likely to hit Earth?")
+    result = await Pipeline(OfflineEngine(), ListRetriever(SKY)).answer("Why did the dinosaurs die out?", "rag", history=history)
+    assert not result.rewrite.rewritten and result.rewrite.carried == []
+    assert result.standalone_question == result.question and result.searched == [result.question]
+    assert result.sources[0].passage_id == "dinosaur#0"
+
+
+@pytest.mark.parametrize(("follow_up", "answering"), [("When did the eastern half fall?", "byzantium#0"),
+                                                       ("Which emperors were involved?", "rome#0")])
+async def test_a_follow_up_that_leans_without_a_pronoun_carries_the_subject(follow_up, answering):
+    """Issue 41 #4: after "Why did the Western Roman Empire fall?" these were searched as if alone (an abstention;
+    the Kangxi Emperor). No word points back, but what the index finds with the subject comes far closer."""
+    history = asked("Why did the Western Roman Empire fall?")
+    result = await Pipeline(OfflineEngine(), ListRetriever(SKY)).answer(follow_up, "rag", history=history)
+    assert result.rewrite.rewritten and "Western Roman Empire" in " ".join(result.rewrite.carried)
+    alone = await Pipeline(OfflineEngine(), ListRetriever(SKY)).answer(follow_up, "rag")
+    assert alone.sources[0].passage_id in ("kangxi#0", "japan#0", "zambezi#0")  # what its own words find first
+
+    def rank(answer) -> int:
+        found = [s.passage_id for s in answer.sources]
+        return found.index(answering) if answering in found else len(SKY)
+
+    assert rank(result) < rank(alone)  # the answering passage comes up with the subject
+
+
+def test_the_subject_is_carried_from_the_question_before_not_an_older_one_and_without_function_words():
+    """Issue 41 #4: in `typedrag chat` turn 4 carried turn 2's terms, not turn 3's; and "two", "likely" were
+    carried as if they named a subject. Each question is read as it was: after a change of subject, the new one."""
+    retriever = ListRetriever(SKY)
+    comets = asked("What is the difference between a comet and an asteroid?")
+    second = offline_standalone("Which of the two is more likely to hit Earth?", [Turn(**t) for t in comets], retriever)
+    assert set(second.carried) == {"comet", "asteroid"}
+    turns = [Turn(**t) for t in asked("What is the difference between a comet and an asteroid?",
+                                      "Which of the two is more likely to hit Earth?", "Why did the dinosaurs die out?")]
+    fourth = offline_standalone("When did that happen?", turns, retriever)
+    carried = " ".join(fourth.carried).split()
+    assert "dinosaurs" in carried and not {"comet", "asteroid", "two", "likely"} & set(carried)
+
+
+async def test_the_conversation_object_reads_turn_four_with_turn_three():
+    chat = Conversation(Pipeline(OfflineEngine(), ListRetriever(SKY)), method="rag")
+    for question in ("What is the difference between a comet and an asteroid?", "Which of the two is more likely to hit Earth?",
+                     "Why did the dinosaurs die out?"):
+        await chat.ask(question)
+    fourth = await chat.ask("When did that happen?")
+    carried = set(" ".join(fourth.rewrite.carried).split())
+    assert "dinosaurs" in carried and not {"comet", "asteroid", "hit", "Earth", "two", "likely"} & carried  # turn 3's subject only
+
+
+def test_a_long_run_of_content_words_is_carried_up_to_the_limit_not_dropped():
+    """Issue 42 #10: "Compare Python Java Rust Go C++ performance benchmarks" (7 content words in a row, over the
+    6 carried at most) left "And which is fastest?" with nothing carried; it abstained."""
+    turns = [Turn(**t) for t in asked("Compare Python Java Rust Go C++ performance benchmarks")]
+    standalone = offline_standalone("And which is fastest?", turns, ListRetriever(SKY))
+    words = " ".join(standalone.carried).split()
+    assert standalone.rewritten and 3 <= len(words) <= CARRIED_TERMS and {"Rust", "Java"} & set(words)
+
+
+async def test_a_follow_ups_carried_terms_keep_the_question_within_its_limit():
+    """Issue 42 #9: carried terms had no length limit: 6 "words" of 2,000 characters made the question answered
+    14,003 characters long against the 2,000 limit. Blobs are never carried, and the question as read stays
+    within the limit the pipeline was given."""
+    blob = "x" * 1990
+    earlier = asked(" ".join([f"{blob}{i}" for i in range(1)]), f"Why did the Western Roman Empire {blob}?")
+    result = await Pipeline(OfflineEngine(), ListRetriever(SKY)).answer("And why?", "rag", history=earlier)
+    assert len(result.standalone_question) <= DEFAULT_MAX_CHARS and blob not in result.standalone_question
+    assert all(len(word) <= MAX_TERM_CHARS for term in result.rewrite.carried for word in term.split())
+    near_limit = "Why " + "did the western empire fall " * 70  # about 1,950 characters of its own
+    tight = Pipeline(OfflineEngine(), ListRetriever(SKY), settings=PipelineSettings(max_question_chars=len(near_limit) + 10))
+    result = await tight.answer(near_limit, "rag", history=asked("Tell me about Byzantium and Constantinople"))
+    assert len(result.standalone_question) <= len(near_limit) + 10
 
 
 def test_history_is_checked_and_bounded():
@@ -370,7 +477,9 @@ def test_typedrag_chat_holds_a_conversation_on_stdin(small_index, tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
     first_trace, second_trace = out.split("conversation cleared")
-    assert "conversation: 2 earlier turns; rewritten by offline" in first_trace and "read as: Which of the two lives in fresh water? (crocodile, alligator)" in first_trace
+    assert "conversation: 2 earlier turns; rewritten by offline" in first_trace
+    read_as = first_trace.split("read as: Which of the two lives in fresh water? (", 1)[1].split(")", 1)[0]
+    assert sorted(read_as.split(", ")) == ["alligator", "crocodile"]
     assert "conversation:" not in second_trace  # after /reset the same follow-up has no conversation to read it with
     assert "unknown command /nonsense" in out and out.count("\nSources\n") + out.count("\nNearest passages, not an answer\n") == 3
 

@@ -381,3 +381,58 @@ def test_offline_run_uses_the_labelled_proxy_and_skips_llm(tmp_path, small_index
     # The run directory refuses answers from a different set-up instead of mixing them in.
     other = CliRunner().invoke(eval_app(), [*args[:1], str(dataset / "mine.jsonl"), *args[2:]])
     assert other.exit_code == 2 and "different set-up" in other.output
+
+
+# --- what a user meets first (issue 41 #14) ------------------------------------------------------
+
+
+def test_eval_without_a_dataset_says_what_to_give_not_a_developer_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(eval_app(), ["--no-progress"])
+    assert result.exit_code == 2
+    message = " ".join(result.output.split())
+    assert "shared" not in message  # the developer checkout's ../shared/data was the default
+    assert "no dataset at typedrag-questions.jsonl" in message
+    assert "--dataset" in message and "typedrag eval compare" in message and "references" in message
+
+
+def test_one_reference_per_question_is_said_in_the_report(tmp_path, small_index, monkeypatch):
+    monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
+    rows = [{"id": f"q{i}", "question": q, "references": [{"text": f"{topic} reference", "grade": 1}]}
+            for i, (q, topic) in enumerate(QUESTIONS)]
+    dataset = _write_jsonl(tmp_path / "single.jsonl", rows)
+    args = ["--dataset", str(dataset), "--index", str(small_index), "--out", str(tmp_path / "run"), "--llm", "offline", "--no-progress"]
+    result = CliRunner().invoke(eval_app(), args)
+    assert result.exit_code == 0, result.output
+    markdown = " ".join((tmp_path / "run" / "results-proxy.md").read_text().split())
+    assert "3 of 3 questions have one reference grade" in markdown
+    assert "every method gets the same score" in markdown and "typedrag eval compare" in markdown
+
+
+def test_chart_title_stays_inside_the_figure_when_the_chart_is_narrow(tmp_path, monkeypatch):
+    """One type and a long judge name: the title used to run off both edges of the 6-inch chart."""
+    import matplotlib.figure
+
+    from typedrag.evaluation.report import _Table, draw_chart
+
+    judge = "openai-compatible:a-rather-long-judge-model-name-v2@judge.internal.example.com:8443"
+    cells = [{"method": m, "source": s, "type": t, "scored": 3, "failures": 0, "mrr": 0.5, "mpr": 60.0}
+             for m in ("rag", "typed") for s in ("mine", ALL) for t in ("REASON", ALL)]
+    summary = {
+        "configuration": {"requested_methods": ["rag", "typed"], "methods": ["rag", "typed"], "classifier": "classifier:x",
+                          "judge": {"kind": "llm", "name": judge, "temperature": 0.7}, "rank_convention": "linkage",
+                          "questions_selected": 3},
+        "cells": cells, "notes": [], "errors_this_run": [],
+    }
+    seen = []
+    save = matplotlib.figure.Figure.savefig
+
+    def measure(figure, *args, **kwargs):
+        figure.canvas.draw()
+        seen.append((figure.axes[0].title.get_window_extent(), figure.bbox))
+        return save(figure, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", measure)
+    assert draw_chart(_Table(summary, proxy=False), tmp_path / "chart.png") is None
+    (title, frame), = seen
+    assert frame.x0 <= title.x0 and title.x1 <= frame.x1 and title.y1 <= frame.y1, (title, frame)

@@ -105,6 +105,7 @@ def small(server, tmp_path_factory):
 def test_known_answers_round_trip_and_name(server, small, mode):
     _, summary, passages, _ = small
     assert summary.passages == len(passages) and summary.documents == len(DOCUMENTS) + 1
+    assert (summary.retrieval, summary.embedder, summary.embedded) == ("hybrid", "minilm", len(passages))
     retriever = MilvusRetriever(server.uri, "small", token=TOKEN, mode=mode)
     assert isinstance(retriever, Retriever)
     assert retriever.name == f"milvus-{mode}@127.0.0.1:{server.port}/small" and TOKEN not in retriever.name
@@ -132,7 +133,9 @@ def test_manifest_matches_tantivy_and_mismatches_are_refused(server, small):
     assert retriever.manifest["engine"] | {"pymilvus": None} == {
         "name": "milvus", "pymilvus": None, "analyzer": milvus_index.ANALYZER, "terms": "tantivy en_stem", "k1": 1.2, "b": 0.75,
         "passage_words": 40, "dense": True, "embedder": "all-MiniLM-L6-v2 (onnx int8)", "chunker": 6,
+        "embedder_key": "minilm", "vector_identity": tantivy_manifest["vectors"]["identity"],
     }
+    assert retriever.manifest["retrieval"] == tantivy_manifest["retrieval"] == "hybrid" and retriever.retrieval == "hybrid"
     # A collection whose manifest says other BM25 parameters is refused, naming the fix.
     client = pymilvus.MilvusClient(uri=server.uri)
     target = client.describe_alias("small")["collection_name"]
@@ -147,13 +150,37 @@ def test_manifest_matches_tantivy_and_mismatches_are_refused(server, small):
         MilvusRetriever(server.uri, "absent")
 
 
+def test_a_passage_has_the_same_vector_and_hybrid_the_same_fusion_in_both_backends(server, small):
+    """One embedding of a passage (a pure function of its text and the model) and one fusion, whichever the backend."""
+    import numpy as np
+
+    from typedrag.index import dense as fusion
+    from typedrag.index.vectors import DenseVectors, Table
+
+    _, _, passages, tantivy_dir = small
+    stored = DenseVectors(tantivy_dir, Table.from_json(json.loads((tantivy_dir / "manifest.json").read_text())["vectors"]))
+    in_tantivy = {stored.passage_id(i): stored.rows[i].astype(np.float32) * stored.scales[i] for i in range(stored.table.rows)}
+    client = pymilvus.MilvusClient(uri=server.uri)
+    rows = client.query("small", filter='passage_id != ""', output_fields=["passage_id", "dense"], limit=1000)
+    assert len(rows) == len(passages) == len(in_tantivy)
+    for row in rows:
+        assert np.allclose(np.array(row["dense"], dtype=np.float32), in_tantivy[row["passage_id"]], atol=1e-6)
+    legs = {mode: MilvusRetriever(server.uri, "small", mode=mode) for mode in ("bm25", "dense", "hybrid")}
+    analyze = milvus_index._QUERY_ANALYZER.analyze
+    for question in ("crocodile snout", "Why did the Western Roman Empire fall?", "baking with yeast"):
+        bm25, near = (legs[m].search(question, fusion.FUSION_DEPTH) for m in ("bm25", "dense"))
+        expected = fusion.hybrid(set(analyze(question)), [(h.passage_id, h.passage.title) for h in bm25],
+                                 [(h.passage_id, h.passage.title) for h in near], 5, lambda title: set(analyze(title)))
+        assert [(h.passage_id, round(h.score, 6)) for h in legs["hybrid"].search(question, 5)] == expected
+
+
 def test_top10_overlap_with_tantivy(server, tmp_path):
     """Same passages, terms (tantivy's en_stem) and k1/b, so the rankings nearly agree; the gap is ties and
     Lite's per-segment BM25 statistics. Measured 0.96 here; Milvus's own analyzer without stemming gave 0.54."""
     docs = itertools.islice(iter_documents([DEMO_SOURCE], problems=[]), 0, None, 10)  # 1,000 of the 10,000 articles
     corpus = write_jsonl(tmp_path / "vital.jsonl", [{"id": d.doc_id, "title": d.title, "text": d.text} for d in docs])
-    build_milvus_index([corpus], server.uri, "vital", show_progress=False)
-    build_index([corpus], tmp_path / "tantivy", show_progress=False)
+    build_milvus_index([corpus], server.uri, "vital", show_progress=False, retrieval="bm25")
+    build_index([corpus], tmp_path / "tantivy", show_progress=False, retrieval="bm25")
     questions = [
         "Why did the Roman Empire fall?", "How do vaccines protect against disease?", "What causes earthquakes?",
         "How does photosynthesis work in plants?", "Why is the sky blue?", "What are the causes of World War I?",
@@ -183,7 +210,7 @@ def test_typed_pipeline_answers_over_milvus(server, small):
 
     pipeline = Pipeline(engine=OfflineEngine(), retriever=MilvusRetriever(server.uri, "small"), classifier=load_default_classifier())
     result = asyncio.run(pipeline.answer("Why did the Western Roman Empire fall?"))
-    assert result.engines.retriever == f"milvus-bm25@127.0.0.1:{server.port}/small"
+    assert result.engines.retriever == f"milvus-hybrid@127.0.0.1:{server.port}/small"  # as the collection was built
     assert result.strategy == "reason"
     assert result.citations and all(pid.startswith("rome#") for c in result.citations for pid in c.passage_ids)
 
@@ -211,7 +238,7 @@ def test_cli_index_then_ask_json(server, small, clean_env, monkeypatch):
     out = runner.invoke(app, ["ask", "What is the difference between a crocodile and an alligator?", "--json"])
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)
-    assert result["engines"]["retriever"] == f"milvus-bm25@127.0.0.1:{server.port}/cli"
+    assert result["engines"]["retriever"] == f"milvus-hybrid@127.0.0.1:{server.port}/cli"  # a new index is hybrid
     assert result["citations"] and {"croc#0", "gator#0"} <= {s["passage_id"] for s in result["sources"]}
     assert TOKEN not in out.output
 
@@ -306,6 +333,46 @@ def test_line_kinds_round_trip_and_a_collection_built_before_them_still_answers(
     monkeypatch.undo()
     hits = MilvusRetriever(server.uri, "kinds_old").search("tea water pot brew green warm", 50)
     assert {h.passage_id for h in hits} == set(expected) and all(h.passage.lines == () for h in hits)
+
+
+def test_a_sync_killed_part_way_then_rerun_holds_each_passage_once(server, tmp_path, monkeypatch):
+    """A sync killed after it sent some rows of its new generation: the rerun writes that generation again under the
+    same row ids, so it first deletes what the killed run left, the rows of a file edited again since included."""
+    from typedrag.index.milvus_index import sync_milvus_index
+
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    for n in range(6):
+        (folder / f"note-{n}.txt").write_text(f"Note {n} about the weather in town. " * 5, encoding="utf-8")
+    sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, retrieval="bm25", show_progress=False)
+    (folder / "note-1.txt").write_text("Edited: herons wait at the edge of the pond. " * 15, encoding="utf-8")
+    (folder / "note-2.txt").write_text("Edited: egrets fish in the shallows. " * 15, encoding="utf-8")
+    real_send, sent = milvus_index._Inserter.send, []
+
+    def send_then_die(inserter):
+        real_send(inserter)
+        sent.append(len(inserter.rows))
+        if len(sent) == 2:
+            raise KeyboardInterrupt  # as a kill between two batches of the sync
+
+    monkeypatch.setattr(milvus_index._Inserter, "send", send_then_die)
+    with pytest.raises(KeyboardInterrupt):
+        sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, batch_size=3, show_progress=False)
+    monkeypatch.setattr(milvus_index._Inserter, "send", real_send)
+    (folder / "note-1.txt").write_text("Edited again: one heron.", encoding="utf-8")  # fewer passages than were sent
+
+    summary = sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, batch_size=3, show_progress=False)
+    build_milvus_index([folder], server.uri, "killed_sync_fresh", passage_words=20, retrieval="bm25", show_progress=False)
+
+    client = pymilvus.MilvusClient(uri=server.uri)
+
+    def passages(collection: str) -> list[tuple[str, str]]:
+        rows = client.query(collection, filter='passage_id != ""', output_fields=["passage_id", "text"], limit=1000)
+        return sorted((row["passage_id"], row["text"]) for row in rows)
+
+    assert (summary.added, summary.updated, summary.removed, summary.unchanged) == (0, 2, 0, 4)
+    assert passages("killed_sync") == passages("killed_sync_fresh")  # each passage once, none left of the killed run
+    assert client.query("killed_sync", filter="", output_fields=["count(*)"])[0]["count(*)"] == summary.passages
 
 
 def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, monkeypatch):

@@ -184,18 +184,32 @@ def test_stream_events_come_in_the_documented_order(offline_url):
 
 
 def test_stream_delivers_progress_while_the_answer_is_being_made(small_index, classifier):
-    with OpenAIStubServer(delay=0.3) as slow:
-        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(slow, small_index, classifier))
+    """The type and the plan reach the client while the stub still holds the combined answer back: a buffered
+    stream would deliver them only with the result (an order of events, not a duration)."""
+    from typedrag.testing.openai_stub import default_content
+
+    release, released = threading.Event(), []
+
+    def responder(request):
+        if "Partial answers" in request.last_user:  # the aggregator waits until the client has seen the plan
+            released.append(release.wait(300))  # False: it waited in vain, the plan never came before it
+        return Reply(content=default_content(request))
+
+    with OpenAIStubServer(responder) as stub:
+        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(stub, small_index, classifier, timeout=300))
         with serving(app) as url:
             body = {"question": "Why did the Western Roman Empire fall?", "type": "reason"}
-            arrived = {}
-            with httpx.stream("POST", f"{url}/v1/answer/stream", json=body, timeout=30) as response:
-                started = time.monotonic()
-                for line in response.iter_lines():
-                    if line.startswith("event: "):
-                        arrived.setdefault(line[len("event: ") :], time.monotonic() - started)
-    # plan, aspects and the combined answer each wait 0.3 s for the LLM: a buffered stream would deliver all at once
-    assert arrived["result"] - arrived["type"] >= 0.5, arrived
+            held = []  # the events that arrived while the combined answer was still held back
+            try:
+                with httpx.stream("POST", f"{url}/v1/answer/stream", json=body, timeout=300) as response:
+                    for line in response.iter_lines():
+                        if line.startswith("event: ") and not release.is_set():
+                            held.append(line[len("event: ") :])
+                            if held[-1] == "plan":
+                                release.set()
+            finally:
+                release.set()
+    assert released == [True] and held[:2] == ["type", "plan"] and "result" not in held, (released, held)
 
 
 def test_stream_for_plain_rag_has_no_type_or_plan(offline_url):
@@ -234,11 +248,11 @@ def test_llm_failure_is_502_and_an_error_event(small_index, classifier):
 def test_health_and_readiness_offline(offline_url):
     assert httpx.get(f"{offline_url}/healthz").json() == {"status": "ok"}
     ready = httpx.get(f"{offline_url}/readyz")
-    assert ready.status_code == 200 and ready.json() == {"status": "ready", "checks": {"index": "ok", "llm": "offline"}}
+    assert ready.status_code == 200 and ready.json() == {"status": "ready", "checks": {"index": "ok", "llm": "offline", "models": "ok"}}
 
 
 def test_readiness_checks_the_llm_endpoint(stub_url, small_index, classifier):
-    assert httpx.get(f"{stub_url}/readyz").json()["checks"] == {"index": "ok", "llm": "ok"}
+    assert httpx.get(f"{stub_url}/readyz").json()["checks"] == {"index": "ok", "llm": "ok", "models": "ok"}
     with OpenAIStubServer() as gone:
         pipeline = stub_pipeline(gone, small_index, classifier)
     app = create_app(Settings(index=small_index, cache_dir=None), pipeline)  # its LLM endpoint is now closed
@@ -441,6 +455,25 @@ def test_openai_sdk_streaming(stub_url):
     assert chunks[0].choices[0].delta.role == "assistant"
     assert chunks[-1].choices == [] and chunks[-1].usage is not None
     assert len({c.id for c in chunks}) == 1
+
+
+def test_langchain_chat_openai_gets_the_usage_of_a_stream_however_it_asks(stub_url):
+    """Issue 41 #12: LangChain's ChatOpenAI sends `stream_options.include_usage` only with stream_usage=True (for
+    a base URL of its own choosing); the usage comes either way, and once."""
+    from langchain_openai import ChatOpenAI
+
+    question = [("user", "Why did the Western Roman Empire fall?")]
+    usage = {}
+    for asks in (None, False, True):
+        model = ChatOpenAI(model="typedrag-rag", base_url=f"{stub_url}/v1", api_key="unused", max_retries=0, stream_usage=asks)
+        chunks = list(model.stream(question))
+        whole = chunks[0]
+        for chunk in chunks[1:]:
+            whole += chunk
+        usage[asks] = whole.usage_metadata
+        assert [c.usage_metadata for c in chunks].count(None) == len(chunks) - 1  # on one chunk only: never counted twice
+    assert usage[None] and usage[None]["input_tokens"] > 0 and usage[None]["output_tokens"] > 0
+    assert usage[None] == usage[False] == usage[True]
 
 
 @pytest.mark.parametrize(("model", "method"), [("typedrag-rag", "rag"), ("typedrag-llm", "llm")])

@@ -129,6 +129,7 @@ def test_ask_watch_progress_and_follow_a_citation(page, page_url, tmp_path):
         "n => { const r = document.getElementById('source-' + n).getBoundingClientRect(); return r.top >= 0 && r.bottom <= innerHeight; }",
         arg=number,
     )
+    page.click("#details-summary")  # the trace is in the details view, folded until asked for
     trace = page.locator("#trace").inner_text()
     assert "REASON" in trace and "plan" in trace and "aspects" in trace
 
@@ -165,6 +166,7 @@ def test_a_conversation_follow_ups_the_history_shown_and_starting_over(page, pag
     read_as = page.locator("#meta .read-as-line").inner_text()
     assert read_as.startswith("Read as: Which of those causes came from outside its borders?") and "Roman Empire" in read_as
     assert any(line.split(" s", 1)[1].strip().startswith("Read as:") for line in page.locator("#progress li").all_inner_texts())
+    page.click("#details-summary")
     assert "conversation" in page.locator("#trace").inner_text() and "read as" in page.locator("#trace").inner_text()
 
     shot = tmp_path / "screenshot-web.png"
@@ -244,8 +246,11 @@ def test_only_the_answers_citations_become_links(small_index, classifier):
             done(page)
             links = page.locator("#answer a.cite").all_inner_texts()
             answer = page.locator("#answer").inner_text()
-            sources = page.locator("#sources li").count()
-    assert sources == 2  # source 2 exists: the glued "[2]" could have been linked to it
+            sources = page.locator("#sources li").all_inner_texts()
+            page.click("#details-summary")
+            trace = page.locator("#trace").inner_text()
+    assert len(sources) == 1 and sources[0].startswith("[1]")  # the cited source is listed...
+    assert "passages not cited" in trace and "[2]" in trace  # ...source 2 exists: the glued "[2]" could have been linked to it
     assert links == ["[1]"] and answer == words
 
 
@@ -280,3 +285,103 @@ def test_bidi_overrides_and_controls_in_source_names_are_shown_escaped(small_ind
 
 def page_text_of(text: str) -> str:
     return " ".join(text.split())
+
+
+# --- issue 41 #5, #6 and issue 42 #11: what a reader sees, and a conversation's history bounded ----------------
+
+
+def results_of(page) -> list[dict]:
+    """Every result event the page receives from now on (the answer's whole trace, as the page got it)."""
+    found = []
+
+    def read(response):
+        if response.url.endswith("/v1/answer/stream"):
+            for block in response.text().split("\n\n"):
+                if block.startswith("event: result\n"):
+                    found.append(json.loads(block.split("data: ", 1)[1]))
+
+    page.on("response", read)
+    return found
+
+
+def test_an_offline_answer_shows_no_diagnostics_and_keeps_them_in_the_details_view(page):
+    """Issue 41 #5: the page showed "fallback" pills and "LLM calls 2 · tokens 0+0" for offline answers."""
+    results = results_of(page)
+    ask(page, "Why did the Western Roman Empire fall?", "typed")
+    done(page, timeout=60_000)
+    page.wait_for_function("() => true")  # let the response handler run
+    result = results[-1]
+    assert result["engines"]["generator"] == "offline-extractive" and result["fallbacks"]  # there is something to keep
+    meta = page.locator("#meta").inner_text()
+    assert "fallback" not in meta.lower() and page.locator("#meta .pill.warn").count() == 0
+    assert page.locator("#progress li").last.inner_text().endswith("Done")  # no "· 5 LLM calls" for an offline answer
+    assert page.locator("#trace").is_hidden()  # folded: the details are there when asked for
+    assert f"{len(result['fallbacks'])} note" in page.locator("#details-summary").inner_text()
+    page.click("#details-summary")
+    trace = page.locator("#trace").inner_text()
+    assert all(f["reason"] in trace for f in result["fallbacks"])
+    assert "LLM calls" not in trace and "tokens" not in trace and "by the offline engine (no LLM)" in trace
+
+
+def test_sources_are_the_cited_ones_and_an_earlier_turn_keeps_its_own_with_their_links(small_index, classifier):
+    """Issue 41 #6: every retrieved passage was listed as a source (Baseball and Venus under a comet answer citing
+    only [3]), and a turn moved into the thread lost its sources and its citation links."""
+    from typedrag.engines.llm_engine import LLMEngine
+    from typedrag.index import FunctionRetriever
+    from typedrag.llm.openai_chat import OpenAIChatModel
+    from typedrag.testing.openai_stub import OpenAIStubServer, Reply
+
+    texts = ["Baseball is played by two teams of nine.", "Venus is the second planet from the Sun.",
+             "A comet is an icy body that grows a glowing coma and tail near the Sun."]
+    with OpenAIStubServer(lambda request: Reply(content="A comet is an icy body that grows a tail [3].")) as stub:
+        chat = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=30)
+        pipeline = Pipeline(LLMEngine(chat), FunctionRetriever(lambda query, k: texts), classifier=classifier)
+        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url, browsing(url) as page:
+            ask(page, "What is a comet?", "rag")
+            done(page)
+            listed = [li.get_attribute("id") for li in page.locator("#sources li").all()]
+            assert listed == ["source-3"]  # the one it cites, not Baseball and Venus
+            ask(page, "Why does its tail glow?", "rag")
+            done(page)
+            turn = page.locator("#thread .turn").first
+            link = turn.locator(".said a.cite")
+            assert link.count() == 1 and link.get_attribute("data-source") == "3"
+            assert [li.get_attribute("id") for li in turn.locator(".sources li").all()] == ["t0-source-3"]  # its own, folded under it
+            link.click()
+            target = turn.locator("#t0-source-3")
+            sync_api.expect(target).to_be_visible()
+            sync_api.expect(target).to_have_class("highlight")
+            assert "icy body" in target.inner_text() and page.locator("#source-3").count() == 1  # the new answer's list is its own
+
+
+def test_a_long_conversation_sends_a_bounded_window_and_says_so(page):
+    """Issue 42 #11: the page sent its whole history, so after a few hundred turns every question got 413."""
+    from typedrag.history import MAX_TURN_CHARS, MAX_TURNS
+
+    bodies, statuses = [], []
+    page.on("request", lambda request: request.method == "POST" and bodies.append(request.post_data))
+    page.on("response", lambda response: response.url.endswith("/v1/answer/stream") and statuses.append(response.status))
+    # Six hundred earlier turns of 6,000 characters (what a few hundred long answers add up to): 3.6 MB.
+    page.evaluate("""() => { history = Array.from({length: 600}, (_, i) =>
+        ({role: i % 2 ? "assistant" : "user", content: (i % 2 ? "answer " : "question ") + "x".repeat(6000)})); }""")
+    ask(page, "How do I bake bread?", "rag")
+    done(page, timeout=60_000)
+    sent = json.loads(bodies[-1])["history"]
+    assert statuses == [200] and page.locator("#error").is_hidden()
+    assert 0 < len(sent) <= MAX_TURNS and sent[0]["role"] == "user"
+    assert all(len(turn["content"]) <= MAX_TURN_CHARS for turn in sent) and len(bodies[-1]) < 128 * 1024
+    note = page.locator("#window-note")
+    assert note.is_visible() and "no longer sent" in note.inner_text()
+    page.click("#start-over")
+    assert note.is_hidden()
+
+
+def test_the_pages_window_is_the_servers_bound():
+    """The page's constants are typedrag.history's (one is JavaScript, so a test keeps them equal)."""
+    import re
+
+    from typedrag.history import MAX_TURN_CHARS, MAX_TURNS
+
+    script = (Path(__file__).resolve().parents[1] / "typedrag" / "server" / "static" / "app.js").read_text(encoding="utf-8")
+    assert re.search(r"const WINDOW_TURNS = (\d+);", script).group(1) == str(MAX_TURNS)
+    assert re.search(r"const TURN_CHARS = (\d+);", script).group(1) == str(MAX_TURN_CHARS)

@@ -141,6 +141,51 @@ def test_metrics_speak_openmetrics_to_a_scraper_that_asks(small_index, classifie
     assert {"typedrag_http_requests", "typedrag_answer_slots_in_use"} <= names
 
 
+def test_static_files_count_under_their_mount_not_as_unmatched(small_index, classifier):
+    """Issue 41 #9: the page's assets are served by the /static mount, and counted so."""
+    with serving(offline_app(small_index, classifier)) as url:
+        assert httpx.get(f"{url}/static/app.js").status_code == 200
+        assert httpx.get(f"{url}/static/no-such-file.js").status_code == 404
+        assert httpx.get(f"{url}/").status_code == 200
+        families = scrape(url)
+    requests = families["typedrag_http_requests"]
+    assert value(requests, route="/static", method="GET", status="200") == 1
+    assert value(requests, route="/static", method="GET", status="404") == 1
+    assert value(requests, route="/", method="GET", status="200") == 1
+    assert not [s for s in requests.samples if s.labels.get("route") == "unmatched"]
+
+
+def test_every_label_takes_its_values_from_a_known_set():
+    """Issue 41 #9: a fallback's step is its kind (an aspect's label is the question's words), and a step, a
+    type or a strategy nobody listed counts as "other"; labels with no fixed list (model names) stop growing."""
+    from typedrag.result import AnswerResult
+
+    metrics = ServiceMetrics()
+    result = AnswerResult.model_validate({
+        "question": "q", "method": "typed", "strategy": "made-up-strategy", "answer": "a",
+        "type": {"type": "MADE-UP-TYPE", "confidence": 1.0, "source": "forced"},
+        "fallbacks": [{"step": "aspect:What the asker typed", "reason": "r"}, {"step": "route", "reason": "r"},
+                      {"step": "reason", "reason": "r"}, {"step": "brand-new-step", "reason": "r"}],
+        "engines": {"generator": "offline-extractive"}, "prompt_version": "v",
+    })  # fmt: skip
+    metrics.answered(result, 0.1)
+    steps = {s.labels["step"]: s.value for s in metrics.fallbacks.collect()[0].samples if s.name.endswith("_total")}
+    assert steps == {"aspect": 1, "route": 1, "reason": 1, "other": 1}
+    (answer,) = [s.labels for s in metrics.answers.collect()[0].samples if s.name.endswith("_total")]
+    assert answer == {"method": "typed", "type": "other", "strategy": "other"}
+
+    class Call:
+        prompt_tokens = completion_tokens = requests = 1
+        latency_ms = queued_ms = 1.0
+
+    for n in range(200):
+        metrics.llm_call(role=f"plan:custom{n}", model=f"model-{n}", call=Call(), error=f"Error{n}")
+    metrics.llm_call(role="not a role at all", model="model-0", call=Call(), error=None)
+    samples = [s.labels for s in metrics.llm_calls.collect()[0].samples if s.name.endswith("_total")]
+    assert len({s["model"] for s in samples}) <= 33 and len({s["role"] for s in samples}) <= 129
+    assert {"role": "other", "model": "model-0"} in samples and {"role": "other", "model": "other"} in samples
+
+
 # ---------------------------------------------------------------- the caller's trace continues
 
 

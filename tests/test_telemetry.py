@@ -136,6 +136,45 @@ def test_every_model_call_is_a_genai_client_span_inside_its_step(spans, small_in
     assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in calls) == result.usage.completion_tokens
 
 
+def test_a_model_call_span_names_the_response_and_the_model_that_wrote_it(spans):
+    """Issue 41 #10: gen_ai.response.id and gen_ai.response.model, as the endpoint sent them (a model alias is
+    answered by a dated model), for a whole reply and a streamed one."""
+
+    def dated(request):
+        if request.body.get("stream"):
+            return default_responder(request)
+        completion = {"id": "chatcmpl-round5", "object": "chat.completion", "created": 0, "model": "stub-2025-01-01",
+                      "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": "Rome fell [1]."}}],
+                      "usage": {"prompt_tokens": 3, "completion_tokens": 4, "total_tokens": 7}}  # fmt: skip
+        return Reply(raw=json.dumps(completion).encode(), headers={"Content-Type": "application/json"})
+
+    with OpenAIStubServer(dated) as stub:
+        model = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=20)
+        asyncio.run(model.complete([{"role": "user", "content": "Why?"}], role="answer:rag"))
+        asyncio.run(model.complete([{"role": "user", "content": "Why?"}], role="answer:rag", on_text=lambda piece: None))
+    whole, streamed = by_name(spans.get_finished_spans())["chat stub"]
+    assert (whole.attributes["gen_ai.response.id"], whole.attributes["gen_ai.response.model"]) == ("chatcmpl-round5", "stub-2025-01-01")
+    assert streamed.attributes["gen_ai.response.id"].startswith("chatcmpl-stub-") and streamed.attributes["gen_ai.response.model"] == "stub"
+
+
+def test_a_retrieval_step_is_a_genai_retrieval_span(spans, offline):
+    """Issue 41 #10: the GenAI conventions' retrieval operation (semantic-conventions-genai, retrieval span):
+    gen_ai.operation.name "retrieval" and gen_ai.retrieval.top_k; the query text and documents only on opt-in."""
+    asyncio.run(offline.answer(REASON, method="rag"))
+    (retrieval,) = by_name(spans.get_finished_spans())["typedrag.retrieve"]
+    a = retrieval.attributes
+    assert a["gen_ai.operation.name"] == "retrieval" and a["gen_ai.retrieval.top_k"] == a["typedrag.k"] > 0
+    assert "gen_ai.retrieval.query.text" not in a and "gen_ai.retrieval.documents" not in a
+
+    spans.clear()
+    telemetry.record_content(True)
+    asyncio.run(offline.answer(REASON, method="rag"))
+    (retrieval,) = by_name(spans.get_finished_spans())["typedrag.retrieve"]
+    assert retrieval.attributes["gen_ai.retrieval.query.text"] == REASON
+    documents = json.loads(retrieval.attributes["gen_ai.retrieval.documents"])
+    assert documents and {"id", "score"} == set(documents[0]) and documents[0]["id"] in retrieval.attributes["typedrag.passage_ids"]
+
+
 def test_a_failed_model_call_carries_its_error_type(spans, small_index, classifier):
     with OpenAIStubServer(lambda request: Reply(status=500, content="down")) as stub:
         with pytest.raises(Exception):

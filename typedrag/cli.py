@@ -76,7 +76,13 @@ TokenOpt = Annotated[
     Optional[str],
     typer.Option("--token", help="Milvus token, 'user:password' or an API key; prefer TYPEDRAG_MILVUS_TOKEN (never printed).", show_default=False),
 ]
-MilvusModeOpt = Annotated[Optional[str], typer.Option("--milvus-mode", help="Milvus search: bm25 (default), dense or hybrid.")]
+MilvusModeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--retrieval", "--milvus-mode",
+        help="Search with bm25, dense vectors or hybrid (both fused); default: as the index was built (or TYPEDRAG_RETRIEVAL).",
+    ),
+]
 
 
 @app.command()
@@ -97,17 +103,47 @@ def index(
     uri: UriOpt = None,
     collection: CollectionOpt = None,
     token: TokenOpt = None,
-    dense: Annotated[bool, typer.Option("--dense", help="Milvus only: also store MiniLM vectors, for --milvus-mode dense/hybrid.")] = False,
+    retrieval: Annotated[
+        Optional[str],
+        typer.Option(
+            "--retrieval",
+            help="hybrid (BM25 and passage vectors, default for a new index), dense, or bm25 (no vectors); a sync keeps the index's.",
+        ),
+    ] = None,
+    embedder: Annotated[
+        Optional[str],
+        typer.Option("--embedder", help="Model of the passage vectors: minilm (default, better) or static (far faster); see the README."),
+    ] = None,
+    dense: Annotated[bool, typer.Option("--dense", hidden=True, help="The older name of --retrieval hybrid.")] = False,
+    ray_address: Annotated[
+        Optional[str],
+        typer.Option(
+            "--ray",
+            metavar="ADDRESS",
+            help="Milvus only: read, chunk and embed on the Ray cluster at ADDRESS ('auto': RAY_ADDRESS or this machine's "
+            "cluster; 'local': a Ray started here). Needs the ray extra.",
+        ),
+    ] = None,
 ) -> None:
     """Index documents for search, or bring an existing index up to date (new, changed and removed files)."""
     from typedrag.index.open import build_configured_index
     from typedrag.index.base import EmptyIndexError
 
-    settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token))
+    settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token, retrieval))
     try:
-        summary = build_configured_index(
-            settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild, remove_missing=not keep_missing
-        )
+        if ray_address is not None:
+            from typedrag.index.distributed import index_on_ray
+
+            summary = index_on_ray(
+                settings, sources, address=ray_address, passage_words=passage_words, strict=strict, dense=dense,
+                rebuild=rebuild, remove_missing=not keep_missing, embedder=embedder,
+                report=lambda line: errors.print(line, markup=False),
+            )
+        else:
+            summary = build_configured_index(
+                settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild,
+                remove_missing=not keep_missing, embedder=embedder,
+            )
     except EmptyIndexError as error:
         _report_problems(error.summary)
         fail(str(error))
@@ -127,6 +163,14 @@ def index(
         console.print(
             f"indexed {summary.documents:,} documents into {summary.passages:,} passages "
             f"({summary.skipped:,} skipped) in {summary.seconds:.1f} s -> {where}",
+            markup=False,
+            soft_wrap=True,
+        )
+    if summary.embedder:
+        on_disk = f"; {summary.vector_bytes / 2**20:,.1f} MiB on disk" if summary.vector_bytes else ""  # Milvus keeps its own
+        console.print(
+            f"search: {summary.retrieval}; passage vectors by {summary.embedder}: {summary.embedded:,} embedded in "
+            f"{summary.embed_seconds:.1f} s, {summary.passages - summary.embedded:,} reused{on_disk}",
             markup=False,
             soft_wrap=True,
         )
@@ -208,6 +252,7 @@ def ask(
         pipeline = build_pipeline(
             settings, resources, need_index=method != "llm", need_classifier=method == "typed" and type_ is None
         )
+        _note_retrieval(pipeline.retriever)
         forced = pipeline.route_label(type_) if type_ else None
         if file is not None:
             from typedrag.batch import answer_file
@@ -232,6 +277,13 @@ def ask(
         render_after_stream(console, result)
     else:
         show_result(result, as_json=as_json, trace=trace)
+
+
+def _note_retrieval(retriever) -> None:
+    """What the index says about how it is searched (an index without vectors: how to add them), on stderr."""
+    notice = getattr(retriever, "notice", None)
+    if notice:
+        errors.print(f"note: {for_terminal(notice)}", markup=False, style="dim")
 
 
 CHAT_HELP = "/reset starts over, /trace shows the last answer's trace, /quit (or end of input) leaves"
@@ -276,6 +328,7 @@ def chat(
         pipeline = build_pipeline(
             settings, resources, need_index=method != "llm", need_classifier=method == "typed" and type_ is None
         )
+        _note_retrieval(pipeline.retriever)
         forced = pipeline.route_label(type_) if type_ else None
         asyncio.run(resources.run(converse(pipeline, method, forced, system)))
     except USER_ERRORS as error:
@@ -393,10 +446,10 @@ def classify(
 
 def _register_lazy_commands() -> None:
     """Commands whose modules keep heavy imports (matplotlib, fastapi) inside the function bodies."""
-    from typedrag.evaluation.command import eval_command
+    from typedrag.evaluation.command import eval_app
     from typedrag.server.command import serve_command
 
-    app.command("eval", help=eval_command.__doc__)(eval_command)
+    app.add_typer(eval_app(), name="eval")
     app.command("serve", help=serve_command.__doc__)(serve_command)
 
 

@@ -61,4 +61,4 @@ def settings_from(**overrides) -> Settings:
 
 def backend_overrides(backend=None, uri=None, collection=None, token=None, mode=None) -> dict:
     """The index-backend options as settings overrides (None = keep the config file's or environment's value)."""
-    return {"backend": backend, "milvus_uri": uri, "milvus_collection": collection, "milvus_token": token, "milvus_mode": mode}
+    return {"backend": backend, "milvus_uri": uri, "milvus_collection": collection, "milvus_token": token, "retrieval": mode}

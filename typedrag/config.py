@@ -22,6 +22,7 @@ from typedrag.errors import ConfigError
 from typedrag.redact import redact_url, url_problem
 
 OFFLINE = "offline"
+RETRIEVAL_MODES = ("bm25", "dense", "hybrid")
 
 
 class LLMConfig(BaseModel):
@@ -62,7 +63,10 @@ class Settings(BaseModel):
     milvus_uri: str | None = None
     milvus_collection: str = "typedrag"
     milvus_token: SecretStr | None = None
-    milvus_mode: Literal["bm25", "dense", "hybrid"] = "bm25"
+    # How passages are searched, on every backend: BM25, dense vectors, or both fused (hybrid). None: as the
+    # index was built (hybrid when it has vectors). `milvus_mode` is the older name of the same setting.
+    retrieval: Literal["bm25", "dense", "hybrid"] | None = None
+    milvus_mode: Literal["bm25", "dense", "hybrid"] | None = None
     # shipped: the NF-CATS model in the package; llm: zero-shot by the configured LLM;
     # auto: shipped, asking the LLM only when the shipped model is below its confidence threshold.
     classifier: Literal["shipped", "llm", "auto"] = "shipped"
@@ -75,6 +79,11 @@ class Settings(BaseModel):
     max_question_chars: int = Field(2000, ge=10)
     # Question, passage and answer text in OpenTelemetry spans: off, so traces hold ids, counts and timings only.
     trace_content: bool = False
+
+    @property
+    def search_mode(self) -> str | None:
+        """The retrieval asked for (None: the index's own)."""
+        return self.retrieval or self.milvus_mode
 
     @field_validator("milvus_uri")
     @classmethod
@@ -94,6 +103,7 @@ _ENV = {
     "TYPEDRAG_MILVUS_COLLECTION": ("milvus_collection",),
     "TYPEDRAG_MILVUS_TOKEN": ("milvus_token",),
     "TYPEDRAG_MILVUS_MODE": ("milvus_mode",),
+    "TYPEDRAG_RETRIEVAL": ("retrieval",),
     "TYPEDRAG_CLASSIFIER": ("classifier",),
     "TYPEDRAG_ASSUME_NON_FACTOID": ("assume_non_factoid",),
     "TYPEDRAG_LLM": ("llm", "model"),

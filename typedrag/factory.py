@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from typedrag.classify.base import TypeClassifier
 from typedrag.config import ConfigError, LLMConfig, Settings
@@ -15,9 +16,11 @@ from typedrag.llm.base import ChatModel
 from typedrag.llm.cache import ResponseCache
 from typedrag.extras import require
 from typedrag.llm.local_server import LOCAL_FEATURE, LocalLlamaServer, LocalServerError
-from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.pipeline import Pipeline, PipelineSettings
 from typedrag.prompts import PROMPT_VERSION
+
+if TYPE_CHECKING:  # the openai SDK takes longer to import than an offline answer takes: loaded only for an LLM
+    from typedrag.llm.openai_chat import OpenAIChatModel
 
 LOCAL_PREFIX = "local:"
 
@@ -65,6 +68,8 @@ def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resou
     more at once, so the time a call waits shows as queued, not as time in flight. Its replies are cached
     under the model file's path and content hash, not the server's port, which changes every run.
     """
+    from typedrag.llm.openai_chat import OpenAIChatModel
+
     base_url, model, concurrency, identity = config.base_url, config.model, config.concurrency, None
     cache = ResponseCache(cache_dir, namespace=PROMPT_VERSION) if cache_dir is not None else None
     if model.startswith(LOCAL_PREFIX):

@@ -307,7 +307,10 @@ class Pipeline:
                 changed = rewritten.casefold() != question.casefold()
                 standalone = Standalone(question=rewritten if changed else question, searches=(rewritten if changed else question,), rewritten=changed)
                 return standalone, Rewrite(by=self.engine.name, rewritten=changed, history_turns=len(dialogue))
-        standalone = offline_standalone(question, dialogue)
+        # offline: the index is asked whether the follow-up leans on the conversation (searches: a worker thread)
+        standalone = await asyncio.to_thread(
+            offline_standalone, question, dialogue, self.retriever, max_chars=self.settings.max_question_chars
+        )
         return standalone, Rewrite(by="offline", rewritten=standalone.rewritten, carried=list(standalone.carried), history_turns=len(dialogue))
 
     def route_label(self, name: str) -> str:

@@ -207,5 +207,10 @@ class IndexSummary:
     removed: int = 0
     unchanged: int = 0
     seconds: float = 0.0
+    retrieval: str = "bm25"  # what the index records as its search: bm25, dense or hybrid
+    embedder: str | None = None  # the model of its passage vectors (None: no vectors)
+    embedded: int = 0  # passages embedded by this run (not copied from the previous version or a journal)
+    embed_seconds: float = 0.0
+    vector_bytes: int = 0  # the vector files' size on disk
     problems: CappedList = field(default_factory=CappedList)  # `skipped` counts them all, kept or not
     notes: CappedList = field(default_factory=CappedList)  # what was indexed but changed on the way (an over-long run cut)

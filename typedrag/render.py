@@ -35,7 +35,8 @@ def _header(result: AnswerResult) -> str:
 
 
 def _notes(result: AnswerResult, show_sources: int = 5) -> list[Text]:
-    """What follows the answer text: the sources it cites (or the top few) and any fallback."""
+    """What follows the answer text: the sources it cites (or the top few). What the pipeline noted on the way
+    (fallbacks, dropped aspects) is for `--trace` and `/trace`, not for every answer."""
     notes = []
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or result.sources[:show_sources]
@@ -43,8 +44,6 @@ def _notes(result: AnswerResult, show_sources: int = 5) -> list[Text]:
         notes.append(Text("\nNearest passages, not an answer" if result.abstained else "\nSources", style="bold"))
         for s in listed:
             notes.append(Text(f"[{s.number}] {s.where} ({s.passage_id})", style="dim"))
-    for f in result.fallbacks:
-        notes.append(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
     return notes
 
 
@@ -54,7 +53,7 @@ def render_answer(console: Console, result: AnswerResult) -> None:
 
 
 def render_after_stream(console: Console, result: AnswerResult) -> None:
-    """The rest of an answer whose text was printed as it streamed: sources, fallbacks, who answered."""
+    """The rest of an answer whose text was printed as it streamed: the sources it cites and who answered."""
     console.print()
     for note in _notes(result):
         console.print(note)
@@ -116,16 +115,18 @@ def trace_tree(result: AnswerResult) -> Tree:
             cites.add(Text(f"{c.source_numbers} {c.text[:100]}"))
     for f in result.fallbacks:
         tree.add(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
-    calls = tree.add(Text(
-        f"LLM calls: {result.usage.calls} ({result.usage.cached_calls} cached, {result.usage.requests} requests), "
-        f"tokens {result.usage.prompt_tokens}+{result.usage.completion_tokens}"
-    ))
-    for c in result.llm_calls:
-        extra = f" structured={c.structured}" if c.structured else ""
-        extra += f" error={c.error}" if c.error else ""
-        calls.add(Text(f"{c.role} · {c.engine} · {c.latency_ms:.0f} ms · {c.prompt_tokens}+{c.completion_tokens} tok{extra}"))
-    if result.steps:
-        steps = tree.add(Text(f"engine steps: {len(result.steps)}"))
+    if result.llm_calls:
+        calls = tree.add(Text(
+            f"LLM calls: {result.usage.calls} ({result.usage.cached_calls} cached, {result.usage.requests} requests), "
+            f"tokens {result.usage.prompt_tokens}+{result.usage.completion_tokens}"
+        ))
+        for c in result.llm_calls:
+            extra = f" structured={c.structured}" if c.structured else ""
+            extra += f" error={c.error}" if c.error else ""
+            calls.add(Text(f"{c.role} · {c.engine} · {c.latency_ms:.0f} ms · {c.prompt_tokens}+{c.completion_tokens} tok{extra}"))
+    if result.steps:  # the offline engine's steps are its own: it calls no LLM
+        by = "engine steps: {}" if result.llm_calls else "steps: {}, by the offline engine (no LLM)"
+        steps = tree.add(Text(by.format(len(result.steps))))
         for s in result.steps:
             steps.add(Text(f"{s.role} · {s.engine} · {s.latency_ms:.0f} ms" + (f" error={s.error}" if s.error else "")))
     tree.add(Text(f"answer: {result.answer}"))

@@ -11,7 +11,12 @@ Off costs nothing measurable: without opentelemetry, or with no TracerProvider s
 back one shared do-nothing context whose span is None, and the describing helpers return at once.
 
 Question, passage and answer text go into spans only when the user opts in (`trace_content = true` in the
-config, or TYPEDRAG_TRACE_CONTENT=1): ids, counts, types and timings are recorded either way.
+config, or TYPEDRAG_TRACE_CONTENT=1): ids, counts, types and timings are recorded either way. An exception's
+message is text too (an endpoint's error body, a model's words): without the opt-in a failed span names the
+exception's class only.
+
+On the command line the provider sends what is left when the process ends, waiting EXIT_FLUSH_SECONDS at
+most; `serve` calls `flush` when it shuts down, as a SIGTERM ends it without exit handlers.
 
 This module imports nothing else of typedrag, so every layer may call it.
 """
@@ -19,12 +24,15 @@ This module imports nothing else of typedrag, so every layer may call it.
 from __future__ import annotations
 
 import asyncio
+import atexit
 import functools
 import importlib.metadata
 import inspect
 import json
+import logging
 import os
 import sys
+import threading
 import weakref
 from collections.abc import Awaitable, Callable, Iterator, Sequence
 from contextlib import contextmanager, nullcontext
@@ -33,7 +41,7 @@ from urllib.parse import urlsplit
 
 try:
     from opentelemetry import trace as _trace
-    from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, SpanKind
+    from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, SpanKind, Status, StatusCode
 except ImportError:  # opentelemetry-api is absent: every span helper is a no-op
     _trace = None
 
@@ -44,6 +52,7 @@ TRACER_NAME = "typedrag"
 CONTENT_ENV = "TYPEDRAG_TRACE_CONTENT"
 PREFIX = "typedrag."
 OTEL_FEATURE = "OpenTelemetry tracing"
+RETRIEVAL = "retrieval"  # the GenAI conventions' gen_ai.operation.name of a retrieval
 _OFF = nullcontext(None)  # what every span helper returns while tracing is off: `as span` gives None
 _TRUE = ("1", "true", "yes", "on")
 
@@ -95,9 +104,38 @@ def span(name: str, attributes: dict[str, Any] | None = None, *, kind: Any = Non
     """A context manager for a span made current while it runs; `as span` gives the span, or None when off."""
     if not tracing():
         return _OFF
-    return _tracer().start_as_current_span(
-        name, kind=kind if kind is not None else SpanKind.INTERNAL, attributes=_clean(attributes or {})
-    )
+    return _current(name, kind if kind is not None else SpanKind.INTERNAL, _clean(attributes or {}))
+
+
+@contextmanager
+def _current(name: str, kind: Any, attributes: dict[str, Any], context: Any = None) -> Iterator[Any]:
+    """The SDK's current span, with an error recorded by `failed` rather than by the SDK, which would copy the
+    exception's message (a model's words, an endpoint's error body) into an event and the status."""
+    with _tracer().start_as_current_span(
+        name, context=context, kind=kind, attributes=attributes, record_exception=False, set_status_on_exception=False
+    ) as span_:
+        try:
+            yield span_
+        except Exception as error:  # a cancelled answer (the client left) is not a failure
+            failed(span_, error)
+            raise
+
+
+def failed(span_: Any, error: BaseException) -> None:
+    """Mark a span failed: its status, `error.type` and an `exception` event naming the class. The message and
+    stack trace (whose last line repeats the message) only with text recorded: an LLMError quotes the endpoint's
+    reply, a PlanFailed what the model wrote."""
+    if not recording(span_):
+        return
+    kind = type(error).__name__
+    if not (getattr(span_, "attributes", None) or {}).get("error.type"):
+        span_.set_attribute("error.type", kind)
+    if content_recorded():
+        span_.record_exception(error)
+        span_.set_status(Status(StatusCode.ERROR, f"{kind}: {error}"))
+    else:
+        span_.add_event("exception", {"exception.type": f"{type(error).__module__}.{type(error).__qualname__}"})
+        span_.set_status(Status(StatusCode.ERROR))
 
 
 def step(name: str, **attributes: Any) -> Any:
@@ -190,17 +228,32 @@ def rewritten(span_: Any, question: str, *, by: str | None = None, changed: bool
 
 
 def retrieving(queries: Sequence[str], k: int) -> Any:
-    """The span of one retrieval step: one or several queries (searched side by side), k passages each."""
+    """The span of one retrieval step: one or several queries (searched side by side), k passages each. It is
+    a GenAI retrieval span (`gen_ai.operation.name` "retrieval", `gen_ai.retrieval.top_k`; the query text
+    only on opt-in), named as typedrag's other steps are."""
     if not tracing():
         return _OFF
     texts = list(queries) if content_recorded() else None
-    return step("retrieve", queries=len(queries), k=k, query_texts=texts)
+    attributes: dict[str, Any] = {
+        "gen_ai.operation.name": RETRIEVAL,
+        "gen_ai.retrieval.top_k": k,
+        PREFIX + "queries": len(queries),
+        PREFIX + "k": k,
+        PREFIX + "query_texts": texts,
+    }
+    if texts is not None and len(texts) == 1:
+        attributes["gen_ai.retrieval.query.text"] = texts[0]
+    return span(PREFIX + "retrieve", attributes)
 
 
 def found(span_: Any, hit_lists: Sequence[Sequence[Any]]) -> None:
-    """The passages a retrieval step found: their ids (each once, in order) and how many per query."""
+    """The passages a retrieval step found: their ids (each once, in order) and how many per query; with text
+    recorded also `gen_ai.retrieval.documents` (id and score of each, the conventions' opt-in attribute)."""
     if recording(span_):
         describe(span_, hits=[len(hits) for hits in hit_lists], passage_ids=_ids(hit_lists))
+        if content_recorded():
+            documents = [{"id": hit.passage_id, "score": float(hit.score)} for hits in hit_lists for hit in hits]
+            span_.set_attribute("gen_ai.retrieval.documents", json.dumps(documents))
 
 
 def reranking(reranker: str, queries: int, candidates: int, k: int) -> Any:
@@ -283,12 +336,20 @@ def abstained(reason: str, question_type: str | None = None) -> None:
 
 
 class ModelCall:
-    """What `llm_call` hands its caller: `reply(text)` once the model's text is in."""
+    """What `llm_call` hands its caller: `responded(id, model)` as each response arrives (the completion's id
+    and the model that wrote it, as the endpoint names them), `reply(text)` once the model's text is in."""
 
-    __slots__ = ("span", "text")
+    __slots__ = ("span", "text", "response_id", "response_model")
 
     def __init__(self, span_: Any) -> None:
         self.span, self.text = span_, None
+        self.response_id: str | None = None
+        self.response_model: str | None = None
+
+    def responded(self, response_id: Any, model: Any) -> None:
+        """The last response's id and model (a repair round's reply is the one the call ends with)."""
+        self.response_id = response_id if isinstance(response_id, str) and response_id else self.response_id
+        self.response_model = model if isinstance(model, str) and model else self.response_model
 
     def reply(self, text: str) -> None:
         self.text = text
@@ -340,7 +401,7 @@ def llm_call(
                     span_.set_attribute("error.type", type(raised).__name__)
                 raise
             finally:
-                _describe_call(span_, call, model_call.text)
+                _describe_call(span_, call, model_call)
     except BaseException as raised:
         error = error or raised
         raise
@@ -348,13 +409,16 @@ def llm_call(
         _tell("llm_call", role=call.role, model=model, call=call, error=_error_type(error, call))
 
 
-def _describe_call(span_: Any, call: Any, text: str | None) -> None:
+def _describe_call(span_: Any, call: Any, model_call: ModelCall) -> None:
     if not recording(span_):
         return
+    text = model_call.text
     attributes = {
         "gen_ai.usage.input_tokens": call.prompt_tokens,
         "gen_ai.usage.output_tokens": call.completion_tokens,
         "gen_ai.response.finish_reasons": [call.finish_reason] if call.finish_reason else None,
+        "gen_ai.response.id": _short(model_call.response_id),
+        "gen_ai.response.model": _short(model_call.response_model),
         "typedrag.llm.cached": call.cached,
         "typedrag.llm.requests": call.requests,
         "typedrag.llm.queued_ms": call.queued_ms,
@@ -368,6 +432,11 @@ def _describe_call(span_: Any, call: Any, text: str | None) -> None:
             ensure_ascii=False,
         )
     span_.set_attributes(_clean(attributes))
+
+
+def _short(value: str | None, limit: int = 256) -> str | None:
+    """An identifier an endpoint sent, bounded: it is the endpoint's to choose."""
+    return value[:limit] if value else None
 
 
 def _error_type(error: BaseException | None, call: Any) -> str | None:
@@ -391,6 +460,17 @@ def _server(url: str | None) -> dict[str, Any]:
 # ---------------------------------------------------------------- the HTTP service's request span
 
 
+# The methods of RFC 9110 and PATCH (RFC 5789): what the HTTP conventions call known. Any other method a
+# client sends is "_OTHER" (its span named "HTTP"), so no client can mint span names or metric labels.
+HTTP_METHODS = frozenset({"CONNECT", "DELETE", "GET", "HEAD", "OPTIONS", "PATCH", "POST", "PUT", "TRACE"})
+OTHER_METHOD = "_OTHER"
+
+
+def http_method(method: str) -> str:
+    """`method` if it is a known HTTP method, else "_OTHER"."""
+    return method if method in HTTP_METHODS else OTHER_METHOD
+
+
 def serving_request(method: str, path: str, headers: Sequence[tuple[bytes, bytes]], client: str | None = None) -> Any:
     """The server span of one HTTP request, continuing the caller's trace (W3C `traceparent`, or whatever
     OTEL_PROPAGATORS names); the answer's span is its child. The caller names it by route once routed."""
@@ -402,10 +482,11 @@ def serving_request(method: str, path: str, headers: Sequence[tuple[bytes, bytes
     for name, value in headers:
         key = name.decode("latin-1").lower()
         carrier[key] = f"{carrier[key]},{value.decode('latin-1')}" if key in carrier else value.decode("latin-1")
-    attributes = {"http.request.method": method, "url.path": path, "client.address": client}
-    return _tracer().start_as_current_span(
-        method, context=propagate.extract(carrier), kind=SpanKind.SERVER, attributes=_clean(attributes)
-    )
+    known = http_method(method)
+    attributes = {"http.request.method": known, "url.path": path, "client.address": client}
+    if known != method:
+        attributes["http.request.method_original"] = method[:32]
+    return _current("HTTP" if known == OTHER_METHOD else known, SpanKind.SERVER, _clean(attributes), propagate.extract(carrier))
 
 
 def served(span_: Any, method: str, route: str | None, status: int) -> None:
@@ -413,12 +494,11 @@ def served(span_: Any, method: str, route: str | None, status: int) -> None:
     if not recording(span_):
         return
     if route:
-        span_.update_name(f"{method} {route}")
+        known = http_method(method)
+        span_.update_name(f"{'HTTP' if known == OTHER_METHOD else known} {route}")
         span_.set_attribute("http.route", route)
     span_.set_attribute("http.response.status_code", status)
     if status >= 500:
-        from opentelemetry.trace import Status, StatusCode
-
         span_.set_attribute("error.type", str(status))
         span_.set_status(Status(StatusCode.ERROR))
 
@@ -490,6 +570,7 @@ def configure_from_environment(environ: dict[str, str] | None = None) -> str | N
         return missing
     if tracing():
         return None
+    _hide_header_values(env)  # before any exporter reads (and may complain about) them
     processors, problems = [], []
     for name in dict.fromkeys(exporters):
         exporter, problem = _exporter(name, env)
@@ -501,11 +582,138 @@ def configure_from_environment(environ: dict[str, str] | None = None) -> str | N
         resource = Resource.create({"service.version": _version()})
         if str(resource.attributes.get("service.name", "")).startswith("unknown_service"):
             resource = resource.merge(Resource({"service.name": "typedrag"}))
-        provider = TracerProvider(resource=resource)  # shuts down, and so sends what is left, at exit
+        provider = TracerProvider(resource=resource, shutdown_on_exit=False)  # _ExitFlush sends what is left
         for processor in processors:
             provider.add_span_processor(processor)
         _trace.set_tracer_provider(provider)
+        _ExitFlush(provider, EXIT_FLUSH_SECONDS)
     return "; ".join(problems) or None
+
+
+# At exit a command waits this long at most for its last spans to be sent: the SDK alone would wait out the
+# exporter's timeout and retries (10 s and more) when the collector is down, after every short command.
+EXIT_FLUSH_SECONDS = 3.0
+# `serve` flushes at shutdown (its lifespan ends), waiting this long at most: a SIGTERM ends the process
+# without the exit handlers, so spans of the last export interval would otherwise be lost.
+SHUTDOWN_FLUSH_SECONDS = 5.0
+
+
+class _ExitFlush:
+    """Shuts the provider down at exit (its span processors send what is left), waiting `seconds` at most.
+    The shutdown runs in a thread started now: threads cannot be started from exit handlers (Python 3.12+),
+    and only a thread can be left behind when the collector does not answer."""
+
+    def __init__(self, provider: Any, seconds: float) -> None:
+        self.provider, self.seconds = provider, seconds
+        self.asked, self.done = threading.Event(), threading.Event()
+        threading.Thread(target=self._shut_down, name="typedrag-trace-exit", daemon=True).start()
+        atexit.register(self.at_exit)
+
+    def _shut_down(self) -> None:
+        self.asked.wait()
+        try:
+            self.provider.shutdown()
+        finally:
+            self.done.set()
+
+    def at_exit(self) -> None:
+        self.asked.set()
+        if not self.done.wait(self.seconds):
+            sys.stderr.write(f"warning: traces not sent: the trace collector did not take them within {self.seconds:g} s\n")
+
+
+def flush(seconds: float = SHUTDOWN_FLUSH_SECONDS) -> bool:
+    """Send the spans the global provider still holds, waiting `seconds` at most; False if they were not all
+    sent by then (a collector down or slow). Nothing to do without an SDK provider."""
+    if not tracing():
+        return True
+    provider = _trace.get_tracer_provider()
+    force_flush = getattr(provider, "force_flush", None)
+    if force_flush is None:
+        return True
+    outcome: list[bool] = []
+    worker = threading.Thread(target=lambda: outcome.append(bool(force_flush())), name="typedrag-trace-flush", daemon=True)
+    worker.start()
+    worker.join(seconds)
+    return bool(outcome and outcome[0])
+
+
+# ---------------------------------------------------------------- secrets in OTEL_* headers
+
+# Loggers of the SDK and its exporters that quote configuration or export failures (the header parser quotes a
+# malformed header whole: `Authorization: Bearer <token>`).
+_OTEL_LOGGERS = (
+    "opentelemetry.util.re",
+    "opentelemetry.exporter.otlp.common.http",
+    "opentelemetry.exporter.otlp.proto.http._common",
+    "opentelemetry.exporter.otlp.proto.http.trace_exporter",
+    "opentelemetry.exporter.otlp.proto.grpc.exporter",
+    "opentelemetry.sdk._shared_internal",
+    "opentelemetry.sdk.trace.export",
+)
+_HEADER_VARIABLES = ("OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS")
+_ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+_MASK = "****"
+
+
+def header_values(raw: str) -> list[str]:
+    """The secret parts of an OTEL_EXPORTER_OTLP_HEADERS value (`name=value,...`), read as leniently as anyone
+    might write it: each value after `=` or `:`, percent-decoded too, its last word (a bearer token), and an
+    item with no separator whole."""
+    from urllib.parse import unquote
+
+    found: list[str] = []
+    for item in raw.split(","):
+        item = item.strip()
+        cut = min((i for i in (item.find("="), item.find(":")) if i >= 0), default=-1)
+        value = item[cut + 1 :].strip() if cut >= 0 else item
+        for candidate in (value, unquote(value), *value.split()[-1:], *unquote(value).split()[-1:]):
+            if len(candidate) >= 4 and candidate not in found:
+                found.append(candidate)
+    return sorted(found, key=len, reverse=True)  # the longest first, so a part never leaves its whole half-shown
+
+
+class HeaderValueFilter(logging.Filter):
+    """Masks the OTEL header values in a log record: they hold API keys for hosted trace backends."""
+
+    def __init__(self, secrets: list[str]) -> None:
+        super().__init__()
+        self.secrets = secrets
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = message
+        for secret in self.secrets:
+            masked = masked.replace(secret, _MASK)
+        if masked != message:
+            record.msg, record.args = masked, None
+        return True
+
+
+def endpoint_secrets(url: str) -> list[str]:
+    """The password in an endpoint URL (`http://user:password@collector:4318`), or its one-part userinfo."""
+    try:
+        parts = urlsplit(url.strip())
+        secret = parts.password or (parts.username if "@" in parts.netloc else None)
+    except ValueError:
+        return []
+    return [secret] if secret and len(secret) >= 4 else []
+
+
+def _hide_header_values(env: Any) -> None:
+    """Mask the header values, and any password in an endpoint URL (from `env` and the process environment the
+    SDK reads), in what the SDK logs."""
+    secrets = [v for name in _HEADER_VARIABLES for source in (env, os.environ) for v in header_values(source.get(name, ""))]
+    secrets += [v for name in _ENDPOINT_VARIABLES for source in (env, os.environ) for v in endpoint_secrets(source.get(name, ""))]
+    if not secrets:
+        return
+    for name in _OTEL_LOGGERS:
+        logger = logging.getLogger(name)
+        present = next((f for f in logger.filters if isinstance(f, HeaderValueFilter)), None)
+        if present is None:
+            logger.addFilter(HeaderValueFilter(sorted(set(secrets), key=len, reverse=True)))
+        else:
+            present.secrets = sorted(set(present.secrets) | set(secrets), key=len, reverse=True)
 
 
 def _exporter(name: str, env: dict[str, str]) -> tuple[Any, str | None]:

@@ -29,7 +29,21 @@ from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_respon
 
 from conftest import plan_call_of  # noqa: E402
 
-from .conftest import FIRST, FOLLOW_UP, PLAN, QUESTION, SHIPS, TITANIC, is_repair, read_with_history, replies_by_kind  # noqa: E402
+from .conftest import (  # noqa: E402
+    FIRST,
+    FOLLOW_UP,
+    LONG_ANSWER,
+    LONG_QUESTION,
+    MOST_WORDS,
+    PLAN,
+    QUESTION,
+    SHIPS,
+    TITANIC,
+    is_repair,
+    long_document,
+    read_with_history,
+    replies_by_kind,
+)
 
 TRUSTED = ["typedrag.integrations.haystack"]  # Haystack deserialises only modules it is told to trust
 
@@ -113,6 +127,21 @@ def test_with_a_retriever_of_its_own_it_streams_and_serialises_to_yaml_and_back(
     assert len(heard) > 1 and "".join(c.content for c in heard) == outputs["answers"][0].data
     assert heard[0].component_info.name == "typedrag"
     assert len(outputs["documents"]) >= 1 and all(d.id.startswith("titanic-") for d in outputs["documents"])
+
+
+def test_a_long_document_handed_in_is_read_a_passage_at_a_time():
+    """Issue 41 #18: one long document through `TypedRAG.run(documents=...)` took minutes (every sentence of it
+    embedded); it is cut as typedrag's index cuts documents, and the plans search its windows."""
+    document = Document(id="news", content=long_document(), meta={"file_path": "/usr/share/doc/valgrind/NEWS"})
+    outputs = TypedRAG().run(query=LONG_QUESTION, documents=[document])
+    sources = outputs["documents"]
+    assert sources and all(len(d.content.split()) <= MOST_WORDS for d in sources)
+    assert all(d.id.startswith("news#") and d.meta["doc_id"] == "news" for d in sources)
+    assert any(LONG_ANSWER in d.content for d in sources)
+    store = InMemoryDocumentStore(index="long")
+    store.write_documents([document])
+    hits = HaystackRetriever(InMemoryBM25Retriever(store)).search(LONG_QUESTION, 3)
+    assert 1 <= len(hits) <= 3 and LONG_ANSWER in hits[0].passage.text and all(len(h.passage.text.split()) <= MOST_WORDS for h in hits)
 
 
 def test_the_readme_names_the_trusted_module_for_each_way_of_loading_a_pipeline():

@@ -20,7 +20,8 @@ from langchain_core.messages import AIMessage, HumanMessage, SystemMessage  # no
 from langchain_core.prompts import ChatPromptTemplate, MessagesPlaceholder  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
 from langchain_core.vectorstores import InMemoryVectorStore  # noqa: E402
-from langchain_tests.integration_tests import RetrieversIntegrationTests  # noqa: E402
+from langchain_tests.integration_tests import RetrieversIntegrationTests, ToolsIntegrationTests  # noqa: E402
+from langchain_tests.unit_tests import ToolsUnitTests  # noqa: E402
 
 from typedrag import ListRetriever, OfflineEngine, Pipeline  # noqa: E402
 from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
@@ -40,7 +41,21 @@ from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_respon
 
 from conftest import plan_call_of  # noqa: E402
 
-from .conftest import FIRST, FOLLOW_UP, PLAN, QUESTION, SHIPS, TITANIC, is_repair, read_with_history, replies_by_kind  # noqa: E402
+from .conftest import (  # noqa: E402
+    FIRST,
+    FOLLOW_UP,
+    LONG_ANSWER,
+    LONG_QUESTION,
+    MOST_WORDS,
+    PLAN,
+    QUESTION,
+    SHIPS,
+    TITANIC,
+    is_repair,
+    long_document,
+    read_with_history,
+    replies_by_kind,
+)
 
 
 def vector_store() -> InMemoryVectorStore:
@@ -222,6 +237,128 @@ class TestTypedRAGRetrieverStandard(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return QUESTION
+
+
+# ---------------------------------------------------------------- as LangChain users write it (issue 41 #11, #17, #18)
+
+
+def test_as_tool_with_a_name_and_a_description_is_a_question_tool():
+    """Issue 41 #11: `as_tool(name=..., description=...)` raised unless `arg_types` was given. A model calls it
+    with a question; it gets the answer and its cited sources as text, the application the whole output."""
+    from langchain_core.messages import ToolMessage
+
+    tool = offline_chain().as_tool(name="manuals", description="Answers questions about the Titanic from the manuals.")
+    assert tool.name == "manuals" and tool.description.startswith("Answers questions about the Titanic")
+    assert set(tool.args) == {"question"} and tool.args["question"]["type"] == "string"
+    message = tool.invoke({"type": "tool_call", "id": "call-1", "name": "manuals", "args": {"question": QUESTION}})
+    assert isinstance(message, ToolMessage) and message.tool_call_id == "call-1"
+    output = message.artifact
+    assert message.content.startswith(output["answer"]) and "\nSources:\n[" in message.content
+    assert all(f"({d.id})" in message.content for d in output["sources"] if d.metadata["source_number"] in
+               {n for c in output["trace"].citations for n in c.source_numbers})
+    assert asyncio.run(tool.ainvoke({"question": QUESTION})).startswith(output["answer"])
+    typed = offline_chain().as_tool(arg_types={"question": str})  # LangChain's own way still works
+    assert typed.invoke({"question": QUESTION})["answer"] == output["answer"]
+
+
+class TestTypedRAGToolStandard(ToolsUnitTests):
+    """LangChain's own contract for tools (unit part), on `TypedRAGRunnable.as_tool(name=..., description=...)`."""
+
+    @property
+    def tool_constructor(self):
+        return offline_chain().as_tool(name="titanic_manuals", description="Answers questions from the Titanic manuals.")
+
+    @property
+    def tool_invoke_params_example(self) -> dict:
+        return {"question": QUESTION}
+
+
+class TestTypedRAGToolIntegrationStandard(ToolsIntegrationTests):
+    """LangChain's own contract for tools (integration part): a ToolCall gives a ToolMessage, sync and async."""
+
+    @property
+    def tool_constructor(self):
+        return offline_chain().as_tool(name="titanic_manuals", description="Answers questions from the Titanic manuals.")
+
+    @property
+    def tool_invoke_params_example(self) -> dict:
+        return {"question": QUESTION}
+
+
+def test_an_output_parser_after_the_runnable_reads_the_answer():
+    """Issue 41 #11: `typed | StrOutputParser()` raised a ValidationError (the output is a dict)."""
+    from langchain_core.output_parsers import StrOutputParser
+
+    chain = offline_chain()
+    answer = chain.invoke(QUESTION)["answer"]
+    text = chain | StrOutputParser()
+    assert text.invoke(QUESTION) == answer
+    assert "".join(text.stream(QUESTION)) == answer
+    assert asyncio.run(text.ainvoke({"question": QUESTION})) == answer
+    assert (chain.pick("answer") | StrOutputParser()).invoke(QUESTION) == answer  # in a longer chain
+
+
+class RetrieverRuns(BaseCallbackHandler):
+    """Every retriever run: its name, its parent run, the documents it ended with."""
+
+    def __init__(self) -> None:
+        self.chains: set[Any] = set()
+        self.started: dict[Any, tuple[str, Any]] = {}
+        self.ended: dict[Any, int] = {}
+
+    def on_chain_start(self, serialized, inputs, *, run_id, parent_run_id=None, name=None, **kwargs):
+        if name == "TypedRAG":
+            self.chains.add(run_id)
+
+    def on_retriever_start(self, serialized, query, *, run_id, parent_run_id=None, name=None, **kwargs):
+        self.started[run_id] = (name, parent_run_id)
+
+    def on_retriever_end(self, documents, *, run_id, **kwargs):
+        self.ended[run_id] = len(documents)
+
+
+@pytest.mark.parametrize("how", ["invoke", "stream", "ainvoke"])
+@pytest.mark.parametrize(("make", "name"), [(lambda s: s.as_retriever(), "VectorStoreRetriever"), (lambda s: s, "InMemoryVectorStore")],
+                         ids=["as_retriever", "vector-store"])
+def test_searches_of_a_vector_store_show_as_retriever_runs_under_the_chain(make, name, how):
+    """Issue 41 #17: typedrag asks the store directly (for its scores), so LangChain callbacks and LangSmith saw no
+    retrieval at all; each search is now a retriever run, under the chain's run, with the documents it found."""
+    runs = RetrieverRuns()
+    chain = TypedRAGRunnable.from_components(make(vector_store()), forced_type="comparison")
+    config = {"callbacks": [runs]}
+    question = "What is the difference between the Titanic and an iceberg?"
+    if how == "invoke":
+        chain.invoke(question, config)
+    elif how == "stream":
+        list(chain.stream(question, config))
+    else:
+        asyncio.run(chain.ainvoke(question, config))
+    assert len(runs.started) >= 3  # the question and each compared item
+    assert {n for n, _ in runs.started.values()} == {name}
+    assert all(parent in runs.chains for _, parent in runs.started.values())
+    assert runs.ended.keys() == runs.started.keys() and all(count > 0 for count in runs.ended.values())
+
+
+class WholeFile(BaseRetriever):
+    """A retriever that returns a long file whole, as a loader without a text splitter gives it."""
+
+    text: str
+
+    def _get_relevant_documents(self, query: str, *, run_manager: Any, **kwargs: Any) -> list[Document]:
+        return [Document(id="news", page_content=self.text, metadata={"source": "/usr/share/doc/valgrind/NEWS"})]
+
+
+def test_a_long_document_from_the_framework_is_read_a_passage_at_a_time():
+    """Issue 41 #18: a 212 KB document was used whole, every sentence of it embedded for one answer (minutes). It
+    is cut as typedrag's index cuts documents, and a search gives only its best windows."""
+    retriever = LangChainRetriever(WholeFile(text=long_document()))
+    hits = retriever.search(LONG_QUESTION, 5)
+    assert 1 <= len(hits) <= 5 and all(len(h.passage.text.split()) <= MOST_WORDS for h in hits)
+    assert LONG_ANSWER in hits[0].passage.text and hits[0].passage_id.startswith("news#")
+    assert hits[0].passage.doc_id == "/usr/share/doc/valgrind/NEWS" and hits[0].passage.title == "NEWS"
+    output = TypedRAGRunnable.from_components(WholeFile(text=long_document())).invoke(LONG_QUESTION)
+    assert output["sources"] and all(len(d.page_content.split()) <= MOST_WORDS for d in output["sources"])
+    assert any(LONG_ANSWER in d.page_content for d in output["sources"])  # the window that answers is read
 
 
 # ---------------------------------------------------------------- their chat model inside typedrag

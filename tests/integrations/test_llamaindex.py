@@ -45,7 +45,21 @@ from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_respon
 from . import network_guard  # noqa: E402
 from conftest import plan_call_of  # noqa: E402
 
-from .conftest import FIRST, FOLLOW_UP, PLAN, QUESTION, SHIPS, TITANIC, is_repair, read_with_history, replies_by_kind  # noqa: E402
+from .conftest import (  # noqa: E402
+    FIRST,
+    FOLLOW_UP,
+    LONG_ANSWER,
+    LONG_QUESTION,
+    MOST_WORDS,
+    PLAN,
+    QUESTION,
+    SHIPS,
+    TITANIC,
+    is_repair,
+    long_document,
+    read_with_history,
+    replies_by_kind,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -159,6 +173,37 @@ async def test_aquery_and_async_streaming():
     streamed = await TypedRAGQueryEngine.from_components(index(), streaming=True).aquery(QUESTION)
     tokens = [t async for t in streamed.async_response_gen()]
     assert len(tokens) > 1 and "".join(tokens) == answer and streamed.source_nodes
+
+
+def test_retrieve_gives_the_typed_evidence_pool_as_nodes():
+    """Issue 41 #13: `TypedRAGQueryEngine.retrieve()` raised NotImplementedError (LlamaIndex's base); it gives the
+    nodes a query answers from, as retriever query engines do, for a QueryBundle or a string, sync or async."""
+    from llama_index.core.schema import QueryBundle
+
+    engine = TypedRAGQueryEngine.from_components(index())
+    nodes = engine.retrieve(QueryBundle(QUESTION))
+    response = engine.query(QUESTION)
+    assert nodes and [n.node_id for n in nodes] == [n.node_id for n in response.source_nodes]
+    assert all(isinstance(n, NodeWithScore) and n.node_id.startswith("titanic-") and n.score is not None for n in nodes)
+    assert [n.node_id for n in engine.retrieve(QUESTION)] == [n.node_id for n in nodes]
+    assert [n.node_id for n in asyncio.run(engine.aretrieve(QUESTION))] == [n.node_id for n in nodes]
+
+
+class WholeFile(BaseRetriever):
+    """A retriever that returns a long file as one node, as a reader without a node parser gives it."""
+
+    def _retrieve(self, query_bundle) -> list[NodeWithScore]:
+        return [NodeWithScore(node=TextNode(id_="news", text=long_document(), metadata={"file_name": "NEWS"}), score=0.9)]
+
+
+def test_a_long_document_from_the_framework_is_read_a_passage_at_a_time():
+    """Issue 41 #18: a long node was used whole (every sentence of it embedded for one answer); it is cut as
+    typedrag's index cuts documents, and a search gives its best windows."""
+    hits = LlamaIndexRetriever(WholeFile()).search(LONG_QUESTION, 4)
+    assert 1 <= len(hits) <= 4 and all(len(h.passage.text.split()) <= MOST_WORDS for h in hits)
+    assert LONG_ANSWER in hits[0].passage.text and hits[0].passage_id.startswith("news#") and hits[0].passage.title == "NEWS"
+    nodes = TypedRAGQueryEngine.from_components(WholeFile()).query(LONG_QUESTION).source_nodes
+    assert nodes and all(len(n.node.get_content().split()) <= MOST_WORDS for n in nodes)
 
 
 def test_from_components_takes_the_method_and_a_forced_type():

@@ -564,9 +564,11 @@ def test_a_full_disk_is_one_line_exit_2_and_the_previous_index_unchanged(tmp_pat
     assert seen["built"] == 0
     code, stderr = seen["synced"]  # was: two chained tracebacks, exit 1
     assert code == 2 and "Traceback" not in stderr, stderr
-    assert stderr.strip().splitlines()[-1] == (
-        f"error: cannot write the index {mount}/index (no space left on device?); the previous index is unchanged"
-    )
+    # "(no space left on device)" when the file system says so, with "?" when tantivy's writer does not say why
+    assert re.fullmatch(
+        rf"error: cannot write the index {re.escape(str(mount))}/index \(no space left on device\??\); the previous index is unchanged",
+        stderr.strip().splitlines()[-1],
+    ), stderr
     code, stderr = seen["fresh"]
-    assert code == 2 and stderr.strip().splitlines()[-1].endswith("(no space left on device?); nothing was written"), stderr
+    assert code == 2 and re.search(r"\(no space left on device\??\); nothing was written$", stderr.strip().splitlines()[-1]), stderr
     assert seen["manifest_kept"] and "okapi lives in the rainforest" in seen["answer"]

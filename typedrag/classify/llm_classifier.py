@@ -97,7 +97,7 @@ class AutoClassifier:
     >>> from typedrag.classify import load_default_classifier
     >>> from typedrag.testing import ScriptedChatModel
     >>> AutoClassifier(load_default_classifier(), LLMTypeClassifier(ScriptedChatModel())).name
-    'auto(nfcats-tfidf-minilm-lr-1, llm:scripted)'
+    'auto(nfcats-technical-tfidf-minilm-lr-2, llm:scripted)'
     """
 
     def __init__(self, shipped: TypeClassifier, llm: LLMTypeClassifier) -> None:

@@ -1,10 +1,12 @@
 """The NF-CATS classifier shipped in the package, predicted with plain numpy.
 
 Features: word 1-3-grams and char_wb 2-5-grams (TF-IDF, sublinear tf, l2 per block), plus the
-MiniLM sentence embedding; one multinomial logistic regression on top. The weights are stored
-as JSON and .npz (never pickle: loading a pickle runs code), and the few lines of scikit-learn's
-TfidfVectorizer/LogisticRegression that prediction needs are reimplemented here, so scikit-learn
-is only needed for training (tests check the two agree).
+MiniLM sentence embedding; a multinomial logistic regression on top. A model trained with technical
+questions (questions about manuals) holds two such regressions, NF-CATS's and one fitted with the
+technical questions too, and a binary one that says how technical a question reads; their logits are
+mixed by that share. The weights are stored as JSON and .npz (never pickle: loading a pickle runs
+code), and the few lines of scikit-learn's TfidfVectorizer/LogisticRegression that prediction needs
+are reimplemented here, so scikit-learn is only needed for training (tests check the two agree).
 """
 
 from __future__ import annotations
@@ -93,6 +95,12 @@ class ShippedClassifier:
             self._idf_char = weights["idf_char"].astype(np.float64)
             coef = weights["coef"].astype(np.float64)
             self._intercept = weights["intercept"].astype(np.float64)
+            self.technical = "coef_technical" in weights.files
+            if self.technical:
+                # Stacked: general classes, then technical classes, then the domain score (one regression).
+                coef = np.vstack([coef, weights["coef_technical"].astype(np.float64), weights["domain_coef"].astype(np.float64)[None, :]])
+                self._intercept = np.concatenate([self._intercept, weights["intercept_technical"].astype(np.float64),
+                                                  weights["domain_intercept"].astype(np.float64)])
         self.name = meta["name"]
         self.classes = [NFQType(c) for c in meta["classes"]]
         self._word_vocab = {term: i for i, term in enumerate(vocab["word"])}
@@ -130,6 +138,10 @@ class ShippedClassifier:
             (wc, wv), (cc, cv) = self.features(question)
             logits[i] += wv @ self._w_word[wc] + cv @ self._w_char[cc]
         logits += (self.embedder.embed(questions).astype(np.float64) * self._embedding_scale) @ self._w_embed
+        if self.technical:  # mix NF-CATS's logits and the technical fit's by how technical each question reads
+            n = len(self.classes)
+            share = 1.0 / (1.0 + np.exp(-np.clip(logits[:, 2 * n : 2 * n + 1], -60.0, 60.0)))
+            logits = (1 - share) * logits[:, :n] + share * logits[:, n : 2 * n]
         logits -= logits.max(axis=1, keepdims=True)
         exp = np.exp(logits)
         return exp / exp.sum(axis=1, keepdims=True)

@@ -6,7 +6,10 @@
 - metrics: MRR / MPR per system x type x source
 - runner: `evaluate(dataset, pipeline or systems, judge=...)`, concurrent, resumable and crash-safe
 - report: Markdown/CSV tables, the MPR chart, summary.json
-- command: `typedrag eval`, a thin wrapper around `evaluate`
+- pairwise, compare, compare_report: `eval compare`, two systems on the user's questions judged blind pairwise
+  (`from typedrag.evaluation.compare import compare, Side`)
+- question_writer: `eval questions`, questions of each type written by an LLM from the user's documents
+- command: `typedrag eval` and its subcommands, thin wrappers around `evaluate` and `compare`
 
 Names are imported on first use, so `import typedrag.evaluation.command` stays light.
 """
@@ -24,6 +27,10 @@ _EXPORTS = {
     "LLMJudge": "judges",
     "ProxyJudge": "judges",
     "RankConvention": "linkage",
+    "CompareOptions": "compare",
+    "CompareOutcome": "compare",
+    "PairwiseJudge": "pairwise",
+    "Side": "compare",
     "EvalOptions": "runner",
     "EvalOutcome": "runner",
     "System": "runner",

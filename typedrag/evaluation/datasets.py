@@ -4,6 +4,9 @@ Wiki-NFQA rows: `question_id`, `question_text`, `answer_list`, `answer_label` (3
 Generic rows: `question`, optional `id`, optional `type`, `references`: [{"text", "grade"}] with
 any integer grades, higher = better. In both, the source dataset is the file's stem, and
 references with empty text are dropped (a row must keep at least one).
+
+`load_questions` reads the same files for `eval compare`, where references are optional, and also a
+.txt file of one question per line (ids as `typedrag ask --file` gives them).
 """
 
 from __future__ import annotations
@@ -59,23 +62,62 @@ def load_dataset(path: Path) -> list[EvalQuestion]:
     return questions
 
 
-def _parse(row: dict, source: str, number: int) -> EvalQuestion:
+def load_questions(path: Path) -> list[EvalQuestion]:
+    """Questions to compare, from one file: JSONL rows as `load_dataset` reads them but with references
+    optional (ids default to the content id `typedrag ask --file` uses), or a .txt file, one per line."""
+    from typedrag.batch import content_id
+
+    path = Path(path)
+    if not path.is_file():
+        raise DatasetError(f"no question file at {path}: give a .jsonl file ({{question, id?, type?, references?}} per line) or a .txt file with one question per line")
+    questions: list[EvalQuestion] = []
+    seen: set[str] = set()
+    with path.open(encoding="utf-8") as lines:
+        for number, line in enumerate(lines, 1):
+            if not line.strip():
+                continue
+            if path.suffix != ".jsonl":
+                text = " ".join(line.split())
+                question = EvalQuestion(content_id(text), text, path.stem, ())
+            else:
+                try:
+                    row = json.loads(line)
+                    if not isinstance(row, dict):
+                        raise ValueError("expected a JSON object with a `question` field")
+                    if "question" in row and row.get("id") is None:
+                        row = {**row, "id": content_id(str(row["question"]))}
+                    question = _parse(row, path.stem, number, need_references=False)
+                except (ValueError, KeyError, TypeError) as error:
+                    raise DatasetError(f"{path}:{number}: {error}") from None
+            if not question.text.strip():
+                raise DatasetError(f"{path}:{number}: the question is empty")
+            if question.id in seen:
+                raise DatasetError(f"{path}:{number}: duplicate question id {question.id!r}")
+            seen.add(question.id)
+            questions.append(question)
+    return questions
+
+
+def _parse(row: dict, source: str, number: int, need_references: bool = True) -> EvalQuestion:
     if "question_text" in row:  # Wiki-NFQA
         texts, grades = row["answer_list"], row["answer_label"]
         if len(texts) != len(grades):
             raise ValueError("answer_list and answer_label differ in length")
-        return EvalQuestion(str(row["question_id"]), row["question_text"], source, _references(zip(texts, grades)))
+        return EvalQuestion(str(row["question_id"]), row["question_text"], source, _references(zip(texts, grades), need_references))
     if "question" in row:
         pairs = [(r["text"], r["grade"]) for r in row.get("references") or []]
         question_id = str(row.get("id") or f"{source}-{number}")
-        return EvalQuestion(question_id, row["question"], source, _references(pairs), row.get("type"))
+        return EvalQuestion(question_id, str(row["question"]), source, _references(pairs, need_references), row.get("type"))
     raise ValueError("row has neither `question_text` (Wiki-NFQA) nor `question` (generic format)")
 
 
-def _references(pairs) -> tuple[Reference, ...]:
+def _references(pairs, needed: bool = True) -> tuple[Reference, ...]:
     references = tuple(Reference(str(text), int(grade)) for text, grade in pairs if str(text).strip())
-    if not references:
-        raise ValueError("no reference answer with text (generic rows need `references`: [{text, grade}, ...])")
+    if not references and needed:
+        raise ValueError(
+            "no reference answer with text (generic rows need `references`: [{text, grade}, ...]; "
+            "to compare two methods on questions without references, use `typedrag eval compare`)"
+        )
     return references
 
 

@@ -179,6 +179,18 @@ def draw_chart(table: _Table, path: Path) -> str | None:
 
 def _chart(table: _Table, path: Path) -> None:
     """Grouped bars: MPR per predicted type (and all), one bar per method that ran."""
+    import matplotlib.pyplot as plt
+
+    figure = chart_figure(table)
+    figure.savefig(path, bbox_inches="tight")  # measured at saving: nothing drawn outside the figure is cut off
+    plt.close(figure)
+
+
+def chart_figure(table: _Table):
+    """The chart as a matplotlib figure, its title wrapped to the figure's width (a long judge name or a
+    narrow chart of one or two types used to run the title off both edges)."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
@@ -187,7 +199,8 @@ def _chart(table: _Table, path: Path) -> None:
     groups = table.types + [ALL]
     methods = [m for m in table.methods if m in table.run_methods]
     width = 0.8 / max(len(methods), 1)
-    figure, axes = plt.subplots(figsize=(max(6.0, 1.3 * len(groups) + 2), 4.5), dpi=120)
+    figure_width = max(6.0, 1.3 * len(groups) + 2)
+    figure, axes = plt.subplots(figsize=(figure_width, 4.5), dpi=120, layout="constrained")
     for i, method in enumerate(methods):
         xs, heights, labels = [], [], []
         for g, group in enumerate(groups):
@@ -200,19 +213,18 @@ def _chart(table: _Table, path: Path) -> None:
         axes.bar_label(bars, labels=labels, fontsize=7, padding=2)
     metric = table.metrics[1]
     axes.set_xticks(range(len(groups)), [g.lower() for g in groups], rotation=20, ha="right")
-    axes.set_xlabel(table.type_header)
+    axes.set_xlabel("\n".join(textwrap.wrap(table.type_header, int(figure_width * 13))))
     axes.set_ylabel(metric)
     axes.set_ylim(0, 115)
     config = table.config
-    axes.set_title(
-        f"{metric} by question type and method\njudge: {config['judge']['name']}; "
-        f"rank convention: {config['rank_convention']}; {config['questions_selected']} questions",
-        fontsize=9,
+    title = (
+        f"{metric} by question type and method. Judge: {config['judge']['name']}; "
+        f"rank convention: {config['rank_convention']}; {config['questions_selected']} questions"
     )
+    # About 13 characters of 9-point text per inch, less the margins.
+    axes.set_title("\n".join(textwrap.wrap(title, int((figure_width - 0.8) * 12))), fontsize=9)
     axes.legend(fontsize=8, loc="upper right")
     skipped = [METHOD_NAMES[m] for m in table.methods if m not in table.run_methods]
     if skipped:
-        figure.text(0.01, 0.01, f"not run: {', '.join(skipped)} (see notes)", fontsize=7)
-    figure.tight_layout()
-    figure.savefig(path)
-    plt.close(figure)
+        figure.supxlabel(f"not run: {', '.join(skipped)} (see notes)", fontsize=7, x=0.01, ha="left")
+    return figure

@@ -135,6 +135,7 @@ async def aevaluate(
         notes.append("the proxy judge is deterministic, so it runs one round whatever --rounds says")
 
     questions, predictions, unclassified = await _select(questions_all, options, _decider(systems))
+    notes += _single_reference_notes(questions, judge)
     classifier = ", ".join(sorted({p.source for p in predictions.values()})) or "none"
     identity = _identity(dataset, systems, classifier)
     _claim(out, identity)
@@ -177,6 +178,23 @@ async def aevaluate(
     from typedrag.evaluation.report import write_report
 
     return EvalOutcome(summary, write_report(out, summary))
+
+
+def _single_reference_notes(questions: list[EvalQuestion], judge: Judge) -> list[str]:
+    """Say so when questions have one reference grade: LINKAGE can only place an answer above or below it, and
+    the proxy places every answer below it, so every method gets the same score there."""
+    single = sum(len(select_references(q)) == 1 for q in questions)
+    if not single:
+        return []
+    what = (
+        "the proxy judge places every answer below a lone reference, so every method gets the same score on them"
+        if judge.is_proxy
+        else "LINKAGE can only place an answer above or below a lone reference, so it separates methods little there"
+    )
+    return [
+        f"{single} of {len(questions)} questions have one reference grade: {what}. To compare methods on questions "
+        "without graded references, use `typedrag eval compare` (a blind pairwise judge)"
+    ]
 
 
 def _systems(systems: Pipeline | Sequence[System], methods: Sequence[str], notes: list[str]) -> tuple[list[System], list[str]]:

@@ -1,4 +1,5 @@
-"""Retrieval indexes behind the one `Retriever` interface; tantivy BM25 is the embedded default, Milvus the server option.
+"""Retrieval indexes behind the one `Retriever` interface: the embedded tantivy index (BM25 and passage vectors, fused)
+is the default, Milvus the server option.
 
 The tantivy-backed names are imported on first use, so the interface (and everything that only
 needs it, like the pipeline) imports without the engine.

@@ -211,43 +211,63 @@ def ingest(
     """
     records: dict[str, FileRecord] = {}
     seen: set[str] = set()  # ~60 bytes per id: fine for millions of documents
+
+    def claim(doc_id: str) -> bool:
+        if doc_id in seen or known_document(doc_id):
+            return False
+        seen.add(doc_id)
+        return True
+
     progress = _progress(show_progress)
     task = progress.add_task("reading", total=len(files), pages=0, files_rate=0.0, pages_rate=0.0)
     started, pages_read = time.perf_counter(), 0
     with progress:
         for result in _read_in_order(files, passage_words, strict):
-            key = result.scanned.file.key
-            documents = passages = pages = 0
-            hasher = hashlib.sha256()
-            for doc in result.documents:
-                if doc.doc_id in seen or known_document(doc.doc_id):
-                    _report(summary, strict, doc.source, f"duplicate id {doc.doc_id!r}")
-                    continue
-                seen.add(doc.doc_id)
-                doc_pages, count = set(), 0
-                for passage in doc.passages:
-                    add(passage, key)
-                    hash_passage(hasher, passage)
-                    doc_pages.add(passage.page)
-                    count += 1
-                if count == 0:
-                    _report(summary, strict, doc.source, "empty text")
-                    continue
-                documents, passages, pages = documents + 1, passages + count, pages + len(doc_pages)
-            summary.problems.extend(result.problems)
-            summary.notes.extend(result.notes)
-            sha256 = result.sha256()
-            if sha256 == UNREAD and result.reading.opened is not None:
-                summary.notes.append(
-                    f"{result.scanned.file.label}: changed while it was being indexed; what was read is indexed, "
-                    "and the next sync reads it again"
-                )
-            records[key] = FileRecord(key, sha256, result.scanned.size, documents, passages, hasher.hexdigest())
+            record, pages = take_file(result, claim, add, summary, strict)
+            records[record.key] = record
             pages_read += pages
             elapsed = max(time.perf_counter() - started, 1e-6)
             done = len(records)
             progress.update(task, completed=done, pages=pages_read, files_rate=done / elapsed, pages_rate=pages_read / elapsed)
     return records
+
+
+def take_file(
+    result: FilePassages,
+    claim: Callable[[str], bool],
+    add: Callable[[Passage, str], None],
+    summary: IndexSummary,
+    strict: bool,
+) -> tuple[FileRecord, int]:
+    """Hand one file's passages to `add` and return its record and its pages read. A document whose id
+    `claim` refuses (another file has it) is skipped and reported; problems and notes go into `summary`.
+    One home for what a file gives, whether it is read here or in a worker of a cluster (index.distributed)."""
+    key = result.scanned.file.key
+    documents = passages = pages = 0
+    hasher = hashlib.sha256()
+    for doc in result.documents:
+        if not claim(doc.doc_id):
+            _report(summary, strict, doc.source, f"duplicate id {doc.doc_id!r}")
+            continue
+        doc_pages, count = set(), 0
+        for passage in doc.passages:
+            add(passage, key)
+            hash_passage(hasher, passage)
+            doc_pages.add(passage.page)
+            count += 1
+        if count == 0:
+            _report(summary, strict, doc.source, "empty text")
+            continue
+        documents, passages, pages = documents + 1, passages + count, pages + len(doc_pages)
+    summary.problems.extend(result.problems)
+    summary.notes.extend(result.notes)
+    sha256 = result.sha256()
+    if sha256 == UNREAD and result.reading.opened is not None:
+        summary.notes.append(
+            f"{result.scanned.file.label}: changed while it was being indexed; what was read is indexed, "
+            "and the next sync reads it again"
+        )
+    return FileRecord(key, sha256, result.scanned.size, documents, passages, hasher.hexdigest()), pages
 
 
 def count(summary: IndexSummary, work: Plan, records: dict[str, FileRecord]) -> None:

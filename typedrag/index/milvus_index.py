@@ -14,8 +14,11 @@ stemming "crocodile" does not find "Crocodiles" (top-10 overlap with tantivy in 
 0.54 without, 0.96 with). Milvus Lite scores BM25 with per-segment statistics, so its ranking is close
 to, not equal to, tantivy's.
 
-Optional dense search embeds passages with the shipped MiniLM at build time (`dense=True`); "hybrid"
-fuses BM25 and dense with reciprocal rank fusion (RRF) inside Milvus.
+Dense vectors (`retrieval` "dense" or "hybrid" at build time) are the embedded index's: the same embedder
+and passage input (`typedrag.embed.passage_input`), quantized the same way, so a passage has the same vector
+in both backends. "hybrid" searches each leg and fuses them with `typedrag.index.dense.fuse`, the tantivy
+index's reciprocal-rank fusion over each leg's top 100, rather than Milvus's RRF ranker over 2k per leg
+(which kept about half of the fusion's gain: BENCHMARKS.md).
 
 pymilvus is imported lazily so the rest of typedrag works without the `milvus` extra.
 """
@@ -37,12 +40,17 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+import numpy as np
+
 import typedrag
 from typedrag.corpus.chunker import CHUNKER_VERSION
+from typedrag.embed import embedder_for, passage_input
+from typedrag.index import dense as fusion
 from typedrag.index.base import IndexUnusableError, empty_index_error
 from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
 from typedrag.index.manifest import source_fingerprint
 from typedrag.index.tantivy_index import _query_analyzer
+from typedrag.index.vectors import identity_of, quantize
 from typedrag.records import IndexSummary, Passage, ScoredPassage, encode_lines, lines_of
 
 Mode = Literal["bm25", "dense", "hybrid"]
@@ -51,6 +59,7 @@ ENGINE = "milvus"
 FORMAT_VERSION = 2  # of the collection's schema and manifest; bump when either changes
 MANIFEST_PROPERTY = "typedrag.manifest"  # collection property holding the manifest JSON, written last
 FILES_PROPERTY = "typedrag.files"  # the file table a sync compares against (gzipped JSON, base64)
+RESUME_PREFIX = "typedrag.ray."  # collection properties of a build or sync on a Ray cluster (index.distributed)
 K1, B = 1.2, 0.75
 ANALYZER: dict[str, Any] = {"tokenizer": "standard", "filter": ["lowercase"]}  # splits the pre-analyzed terms
 TERMS = "tantivy en_stem"  # how `terms` is made from `text` (queries: the same plus Snowball stopwords dropped)
@@ -61,7 +70,6 @@ CALL_TIMEOUT = 15.0  # seconds per call: pymilvus retries a brief failover until
 # Searches get longer: Milvus Lite builds each segment's BM25 index on the first search after a start,
 # which took over 15 s at 100k passages on a loaded 2-core machine.
 SEARCH_TIMEOUT = 60.0
-RRF_K = 60  # the usual RRF constant
 MAX_VARCHAR = 65535  # Milvus's VARCHAR limit, in UTF-8 bytes
 FIELDS = ["passage_id", "doc_id", "title", "section", "text", "page", "page_end"]
 LINES = "lines"  # the kind of each line of `text` (records.encode_lines); absent from collections built before it
@@ -151,7 +159,7 @@ class _Connection:
             pass
 
 
-def _schema(pymilvus, dense: bool):
+def _schema(pymilvus, embedder: str | None):
     """Rows keyed by passage id and generation: Milvus deletes by primary key, so a sync can insert a changed
     file's new passages (same ids, new generation) before it deletes the old ones."""
     DataType, Function, FunctionType = pymilvus.DataType, pymilvus.Function, pymilvus.FunctionType
@@ -173,19 +181,19 @@ def _schema(pymilvus, dense: bool):
     schema.add_function(
         Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"], output_field_names=["sparse"])
     )
-    if dense:
-        from typedrag.embed import Embedder
+    if embedder is not None:
+        from typedrag.embed import embedder_for
 
-        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=Embedder.dim)
+        schema.add_field("dense", DataType.FLOAT_VECTOR, dim=embedder_for(embedder).dim)
     return schema
 
 
-def _index_params(client, dense: bool):
+def _index_params(client, embedder: str | None):
     params = client.prepare_index_params()
     params.add_index(
         field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", params={"bm25_k1": K1, "bm25_b": B}
     )
-    if dense:
+    if embedder is not None:
         params.add_index(field_name="dense", index_type="AUTOINDEX", metric_type="COSINE")
     return params
 
@@ -201,11 +209,13 @@ def build_milvus_index(
     show_progress: bool = True,
     batch_size: int = BATCH_SIZE,
     dense: bool = False,
+    retrieval: str | None = None,
+    embedder: str | None = None,
 ) -> IndexSummary:
     """A fresh Milvus collection of `sources`, every file read (see `sync_milvus_index`)."""
     return sync_milvus_index(
         sources, uri, collection, token=token, passage_words=passage_words, strict=strict,
-        show_progress=show_progress, batch_size=batch_size, dense=dense, rebuild=True,
+        show_progress=show_progress, batch_size=batch_size, dense=dense, rebuild=True, retrieval=retrieval, embedder=embedder,
     )
 
 
@@ -222,8 +232,13 @@ def sync_milvus_index(
     dense: bool = False,
     rebuild: bool = False,
     remove_missing: bool = True,
+    retrieval: str | None = None,
+    embedder: str | None = None,
 ) -> IndexSummary:
     """Bring the collection `collection` in line with `sources`, as `sync_index` does for tantivy.
+
+    `retrieval` and `embedder` as for `sync_index` (None: as the collection has them, hybrid for a new one);
+    `dense=True` is the older way to ask for vectors.
 
     A fresh build (no collection yet, `rebuild`, or other build parameters) is atomic: the passages go
     into a new collection `<collection>__build_<hex>` and the manifest is written last; only then is the
@@ -235,7 +250,8 @@ def sync_milvus_index(
     changed files are inserted under a new generation, then the older generations of changed and removed
     files are deleted, then the manifest (with its file table) is updated. A sync killed part way leaves
     the collection searchable, at worst with a changed file's old and new passages both present, and the
-    old manifest, so a rerun re-reads those files and completes it. Sources that give no readable
+    old manifest, so a rerun deletes what it had inserted (`clear_generation`), re-reads those files and
+    completes it. Sources that give no readable
     document raise `EmptyIndexError` before anything is deleted.
     """
     sources = list(sources)
@@ -245,19 +261,46 @@ def sync_milvus_index(
     summary = IndexSummary(index_dir=f"milvus {conn.where}/{collection}")
     try:
         live = conn.alias_target(collection)
-        previous = None if rebuild or live is None else _reusable_manifest(conn, live, passage_words, dense)
+        want = _wanted(conn, live, retrieval or ("hybrid" if dense else None), embedder, summary)
+        previous = None if rebuild or live is None else _reusable_manifest(conn, live, passage_words, want)
         if previous is None:
-            _build_fresh(conn, sources, collection, live, summary, passage_words, strict, show_progress, batch_size, dense)
+            _build_fresh(conn, sources, collection, live, summary, passage_words, strict, show_progress, batch_size, want)
         else:
             summary.synced = True
-            _sync_in_place(conn, live, previous, sources, summary, passage_words, strict, show_progress, batch_size, dense, remove_missing)
+            _sync_in_place(conn, live, previous, sources, summary, passage_words, strict, show_progress, batch_size, want, remove_missing)
         summary.seconds = time.perf_counter() - started
     finally:
         conn.close()
     return summary
 
 
-def _reusable_manifest(conn: _Connection, live: str, passage_words: int, dense: bool) -> dict | None:
+def _wanted(conn: _Connection, live: str | None, retrieval: str | None, embedder: str | None, summary: IndexSummary) -> "fusion.Wanted":
+    """What a build or sync of the collection whose live target is `live` makes (`fusion.wanted`), noted in `summary`:
+    the one decision for a build in this process and one on a cluster (index.distributed)."""
+    current = _live_manifest(conn, live) if live is not None else None
+    want = fusion.wanted(current, retrieval, embedder)
+    summary.retrieval, summary.embedder = want.retrieval, want.embedder
+    return want
+
+
+def _live_manifest(conn: _Connection, live: str) -> dict | None:
+    """The live collection's manifest, as `fusion.wanted` reads it (retrieval, vectors' embedder), or None."""
+    with conn.errors("reading the manifest"):
+        properties = conn.client.describe_collection(live, timeout=CALL_TIMEOUT).get("properties") or {}
+    try:
+        manifest = json.loads(properties.get(MANIFEST_PROPERTY, ""))
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(manifest, dict):
+        return None
+    engine = manifest.get("engine", {})
+    manifest.setdefault("retrieval", "hybrid" if engine.get("dense") else "bm25")
+    if engine.get("dense"):
+        manifest.setdefault("vectors", {"embedder": engine.get("embedder_key", "minilm"), "identity": "", "dim": 0, "rows": 0, "files": {}})
+    return manifest
+
+
+def _reusable_manifest(conn: _Connection, live: str, passage_words: int, want: "fusion.Wanted") -> dict | None:
     """The live collection's manifest if a sync can build on it: same format and build parameters."""
     with conn.errors("reading the manifest"):
         properties = conn.client.describe_collection(live, timeout=CALL_TIMEOUT).get("properties") or {}
@@ -268,7 +311,9 @@ def _reusable_manifest(conn: _Connection, live: str, passage_words: int, dense: 
         return None
     engine = manifest.get("engine", {}) if isinstance(manifest, dict) else {}
     same = {"name": ENGINE, "analyzer": ANALYZER, "terms": TERMS, "k1": K1, "b": B, "passage_words": passage_words,
-            "dense": dense, "chunker": CHUNKER_VERSION}
+            "dense": want.embedder is not None, "chunker": CHUNKER_VERSION}
+    if want.embedder is not None:
+        same["vector_identity"] = identity_of(want.embedder)
     if manifest.get("format_version") != FORMAT_VERSION or any(engine.get(k) != v for k, v in same.items()):
         return None
     if files is None or manifest.get("files_sha256") != hashlib.sha256(properties[FILES_PROPERTY].encode()).hexdigest():
@@ -279,7 +324,7 @@ def _reusable_manifest(conn: _Connection, live: str, passage_words: int, dense: 
 
 def _build_fresh(
     conn: _Connection, sources, collection: str, live: str | None, summary: IndexSummary,
-    passage_words: int, strict: bool, show_progress: bool, batch_size: int, dense: bool,
+    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "fusion.Wanted",
 ) -> None:
     with conn.errors("checking collections"):
         names = conn.client.list_collections(timeout=CALL_TIMEOUT)
@@ -296,17 +341,19 @@ def _build_fresh(
     hint = "start the server or check --uri, then re-run `typedrag index` (the partial build is dropped then)"
     with conn.errors("creating the collection", hint):
         conn.client.create_collection(
-            building, schema=_schema(conn.pymilvus, dense), index_params=_index_params(conn.client, dense), timeout=CALL_TIMEOUT
+            building, schema=_schema(conn.pymilvus, want.embedder), index_params=_index_params(conn.client, want.embedder),
+            timeout=CALL_TIMEOUT,
         )
     try:
         with conn.errors("indexing", hint):
-            with _Inserter(conn, building, batch_size, dense, generation=1) as inserter:
+            with _Inserter(conn, building, batch_size, want.embedder, generation=1) as inserter:
                 records = ingest(work.to_read, passage_words, strict, inserter.add, summary, show_progress=show_progress)
+            summary.embedded, summary.embed_seconds = inserter.embedded, inserter.embed_seconds
             count(summary, work, records)
             if summary.documents == 0:
                 raise empty_index_error(summary, f"the collection {collection!r}" if live else None)
             conn.client.flush(building, timeout=CALL_TIMEOUT)
-            _write_manifest(conn, building, sources, records, summary, passage_words, dense)
+            _write_manifest(conn, building, sources, records, summary, passage_words, want)
     except IndexUnusableError:
         raise  # Milvus is unreachable, so it cannot drop the partial build either: the next build does
     except BaseException:  # a corpus error, an oversized passage, no document, Ctrl-C: Milvus is fine, tidy up now
@@ -315,6 +362,11 @@ def _build_fresh(
         except Exception:
             pass
         raise
+    _publish(conn, building, collection, live, hint)
+
+
+def _publish(conn: _Connection, building: str, collection: str, live: str | None, hint: str) -> None:
+    """Point the alias `collection` at the finished build, then drop the collection it pointed at before."""
     with conn.errors("switching the alias", hint):
         if live is None:
             conn.client.create_alias(building, collection, timeout=CALL_TIMEOUT)
@@ -327,7 +379,7 @@ def _build_fresh(
 
 def _sync_in_place(
     conn: _Connection, live: str, previous: dict, sources, summary: IndexSummary,
-    passage_words: int, strict: bool, show_progress: bool, batch_size: int, dense: bool, remove_missing: bool,
+    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "fusion.Wanted", remove_missing: bool,
 ) -> None:
     held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()}
     work = plan(scan(sources, summary.problems, strict=strict), held, remove_missing=remove_missing)
@@ -336,9 +388,11 @@ def _sync_in_place(
     replaced = work.to_delete + [scanned.file.key for scanned in work.added]
     hint = "start the server or check --uri, then re-run `typedrag index` to complete the sync"
     with conn.errors("syncing", hint):
+        clear_generation(conn, live, generation)
         kept = _kept_document_check(conn, live, set(replaced)) if work.unchanged else (lambda doc_id: False)
-        with _Inserter(conn, live, batch_size, dense, generation) as inserter:
+        with _Inserter(conn, live, batch_size, want.embedder, generation) as inserter:
             records = ingest(work.to_read, passage_words, strict, inserter.add, summary, known_document=kept, show_progress=show_progress)
+        summary.embedded, summary.embed_seconds = inserter.embedded, inserter.embed_seconds
         records.update({record.key: record for record in work.unchanged})
         count(summary, work, records)
         if summary.documents == 0:
@@ -348,7 +402,19 @@ def _sync_in_place(
             keys = json.dumps(replaced[start : start + 100], ensure_ascii=False)
             _delete(conn, live, f"file in {keys} and generation != {generation}")
         conn.client.flush(live, timeout=CALL_TIMEOUT)
-        _write_manifest(conn, live, sources, records, summary, passage_words, dense, generation)
+        _write_manifest(conn, live, sources, records, summary, passage_words, want, generation)
+
+
+def clear_generation(conn: _Connection, collection: str, generation: int) -> None:
+    """Drop what a sync killed part way left in `generation` (the one the manifest does not list yet): its rows, which
+    the rerun writes again under the same row ids, and any resume records of a sync on a cluster (`RESUME_PREFIX`),
+    which would otherwise vouch for rows deleted here. Without it a rerun holds those passages twice, and the rows
+    of a file edited again since then too."""
+    _delete(conn, collection, f"generation == {generation}")
+    properties = conn.client.describe_collection(collection, timeout=CALL_TIMEOUT).get("properties") or {}
+    stale = [name for name in properties if name.startswith(RESUME_PREFIX)]
+    if stale:
+        conn.client.drop_collection_properties(collection, property_keys=stale, timeout=CALL_TIMEOUT)
 
 
 def _delete(conn: _Connection, collection: str, expression: str) -> None:
@@ -367,14 +433,15 @@ def _kept_document_check(conn: _Connection, collection: str, leaving: set[str]):
 
 def _write_manifest(
     conn: _Connection, collection: str, sources, records: dict[str, FileRecord], summary: IndexSummary,
-    passage_words: int, dense: bool, generation: int = 1,
+    passage_words: int, want: "fusion.Wanted", generation: int = 1,
 ) -> None:
     """The file table and the manifest, written last: their presence means the build or sync finished."""
     files = _pack_files(records)
     manifest = {
         "format_version": FORMAT_VERSION,
         "typedrag_version": typedrag.__version__,
-        "engine": _engine_params(conn.pymilvus, passage_words, dense),
+        "engine": _engine_params(conn.pymilvus, passage_words, want.embedder),
+        "retrieval": want.retrieval,
         "corpus": {"sources": [source_fingerprint(s) for s in sources], "passages_sha256": corpus_sha256(records.values())},
         "counts": {"documents": summary.documents, "passages": summary.passages, "skipped": summary.skipped},
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
@@ -402,35 +469,19 @@ def _unpack_files(packed: str) -> dict | None:
 class _Inserter:
     """Passages to rows, sent in batches (with MiniLM vectors when the collection is dense)."""
 
-    def __init__(self, conn: _Connection, collection: str, batch_size: int, dense: bool, generation: int) -> None:
+    def __init__(self, conn: _Connection, collection: str, batch_size: int, embedder: str | None, generation: int) -> None:
         self.conn, self.collection, self.batch_size, self.generation = conn, collection, batch_size, generation
         self.embedder = None
-        if dense:
-            from typedrag.embed import default_embedder
+        if embedder is not None:
+            from typedrag.embed import embedder_for
 
-            self.embedder = default_embedder()
+            self.embedder = embedder_for(embedder)
         self.stemmer = _index_analyzer()
         self.rows: list[dict] = []
+        self.embedded, self.embed_seconds = 0, 0.0
 
     def add(self, passage: Passage, file_key: str) -> None:
-        _check_sizes(passage)
-        self.rows.append(
-            {
-                "row_id": f"{passage.passage_id}@{self.generation}",
-                "passage_id": passage.passage_id,
-                "doc_id": passage.doc_id,
-                "file": file_key,
-                "title": passage.title,
-                "section": passage.section,
-                "text": passage.text,
-                "terms": " ".join(self.stemmer.analyze(passage.text)),
-                "position": int(passage.passage_id.rsplit("#", 1)[1]),
-                "page": passage.page or 0,
-                "page_end": passage.page_end or 0,
-                LINES: encode_lines(passage.lines),
-                "generation": self.generation,
-            }
-        )
+        self.rows.append(passage_row(passage, file_key, self.generation, self.stemmer))
         if len(self.rows) >= self.batch_size:
             self.send()
 
@@ -438,8 +489,12 @@ class _Inserter:
         if not self.rows:
             return
         if self.embedder is not None:
-            for row, vector in zip(self.rows, self.embedder.embed([r["text"] for r in self.rows])):
+            started = time.perf_counter()
+            vectors = passage_vectors(self.embedder, [r["title"] for r in self.rows], [r["text"] for r in self.rows])
+            for row, vector in zip(self.rows, vectors):
                 row["dense"] = vector.tolist()
+            self.embedded += len(self.rows)
+            self.embed_seconds += time.perf_counter() - started
         self.conn.client.insert(self.collection, self.rows, timeout=CALL_TIMEOUT)
         self.rows = []
 
@@ -451,7 +506,36 @@ class _Inserter:
             self.send()
 
 
-def _engine_params(pymilvus, passage_words: int, dense: bool) -> dict:
+def passage_vectors(embedder, titles: list[str], texts: list[str]) -> np.ndarray:
+    """The `dense` field of passages (their titles and texts): the embedded index's vector of each, exactly (the
+    embedder's vector of `passage_input`, quantized to int8 and back as `typedrag.index.vectors` keeps it). The one
+    home of a row's vector, for a build in this process and for one on a cluster (index.distributed)."""
+    rows, scales = quantize(embedder.encode([passage_input(title, text) for title, text in zip(titles, texts)]))
+    return rows.astype(np.float32) * scales[:, None]
+
+
+def passage_row(passage: Passage, file_key: str, generation: int, stemmer) -> dict:
+    """A passage as a row of the collection (without its vector); `stemmer` is `_index_analyzer()`. The one
+    home of the row's shape, for a build in this process and for one on a cluster (index.distributed)."""
+    _check_sizes(passage)
+    return {
+        "row_id": f"{passage.passage_id}@{generation}",
+        "passage_id": passage.passage_id,
+        "doc_id": passage.doc_id,
+        "file": file_key,
+        "title": passage.title,
+        "section": passage.section,
+        "text": passage.text,
+        "terms": " ".join(stemmer.analyze(passage.text)),
+        "position": int(passage.passage_id.rsplit("#", 1)[1]),
+        "page": passage.page or 0,
+        "page_end": passage.page_end or 0,
+        LINES: encode_lines(passage.lines),
+        "generation": generation,
+    }
+
+
+def _engine_params(pymilvus, passage_words: int, embedder: str | None) -> dict:
     """What the collection was built with; `MilvusRetriever` refuses a collection whose values differ."""
     params = {
         "name": ENGINE,
@@ -461,13 +545,13 @@ def _engine_params(pymilvus, passage_words: int, dense: bool) -> dict:
         "k1": K1,
         "b": B,
         "passage_words": passage_words,
-        "dense": dense,
+        "dense": embedder is not None,
         "chunker": CHUNKER_VERSION,
     }
-    if dense:
-        from typedrag.embed import MODEL_NAME
-
-        params["embedder"] = MODEL_NAME
+    if embedder is not None:
+        params["embedder"] = embedder_for(embedder).name
+        params["embedder_key"] = embedder
+        params["vector_identity"] = identity_of(embedder)
     return params
 
 
@@ -501,24 +585,28 @@ def query_text(query: str) -> str:
 class MilvusRetriever:
     """Search a collection built by `build_milvus_index`. Thread-safe (one gRPC channel shared by all calls)."""
 
-    def __init__(self, uri: str, collection: str = "typedrag", *, token: str | None = None, mode: Mode = "bm25"):
-        if mode not in MODES:
+    def __init__(self, uri: str, collection: str = "typedrag", *, token: str | None = None, mode: Mode | None = None):
+        """`mode` None searches as the collection was built (hybrid when it has vectors)."""
+        if mode is not None and mode not in MODES:
             raise ValueError(f"unknown Milvus search mode {mode!r}; choose bm25, dense or hybrid")
         _check_name(collection)
-        self.mode = mode
+        self.asked = mode
         self.collection = collection
         self._conn = _Connection(uri, token)
-        self.name = f"milvus-{mode}@{self._conn.where}/{collection}"
         try:
             self.manifest = self._check(uri)
         except BaseException:
             self._conn.close()
             raise
+        self.name = f"milvus-{self.mode}@{self._conn.where}/{collection}"
+        self.notice = None
         self._embedder = None
-        if mode != "bm25":
-            from typedrag.embed import default_embedder
+        if self.mode != "bm25":
+            self._embedder = embedder_for(self.manifest["engine"].get("embedder_key", "minilm"))
 
-            self._embedder = default_embedder()
+    @property
+    def retrieval(self) -> str:
+        return self.mode
 
     def _check(self, uri: str) -> dict:
         """The collection's manifest, checked against this code; `IndexUnusableError` naming the fix otherwise."""
@@ -547,10 +635,11 @@ class MilvusRetriever:
             raise IndexUnusableError(
                 f"Milvus collection {collection!r} was built with other {', '.join(wrong)} than this typedrag uses: {hint}"
             )
+        self.mode = self.asked or manifest.get("retrieval") or ("hybrid" if engine.get("dense") else "bm25")
         if self.mode != "bm25" and not engine.get("dense"):
             raise IndexUnusableError(
-                f"Milvus collection {collection!r} has no dense vectors for --milvus-mode {self.mode}: "
-                f"{_rebuild_hint(uri, collection, ' --dense')}, or use --milvus-mode bm25"
+                f"Milvus collection {collection!r} has no dense vectors for --retrieval {self.mode}: "
+                f"{_rebuild_hint(uri, collection, ' --retrieval hybrid')}, or use --retrieval bm25"
             )
         with conn.errors("opening the collection"):
             conn.client.load_collection(collection, timeout=CALL_TIMEOUT)  # a no-op when loaded; needed after a release
@@ -567,8 +656,8 @@ class MilvusRetriever:
         if k <= 0:
             return results
         terms = [query_text(q) for q in queries]
-        # BM25 needs a term left after stopwords (tantivy returns nothing then too); dense needs any text.
-        todo = [i for i, q in enumerate(queries) if (terms[i] if self.mode == "bm25" else q.strip())]
+        # BM25 and hybrid need a term left after stopwords (tantivy returns nothing then too); dense needs any text.
+        todo = [i for i, q in enumerate(queries) if (q.strip() if self.mode == "dense" else terms[i])]
         for start in range(0, len(todo), QUERY_BATCH):
             chunk = todo[start : start + QUERY_BATCH]
             with self._conn.errors("searching"):
@@ -578,7 +667,7 @@ class MilvusRetriever:
         return results
 
     def _search(self, raw: list[str], terms: list[str], k: int) -> list[list[dict]]:
-        client, pymilvus = self._conn.client, self._conn.pymilvus
+        client = self._conn.client
         bm25 = {"metric_type": "BM25"}
         cosine = {"metric_type": "COSINE"}
         if self.mode == "bm25":
@@ -592,15 +681,28 @@ class MilvusRetriever:
                 self.collection, data=vectors, anns_field="dense", limit=k, output_fields=self._fields,
                 search_params=cosine, timeout=SEARCH_TIMEOUT,
             )
-        # RRF over 2k candidates from each side: a passage ranked just below k by both can still win.
-        requests = [
-            pymilvus.AnnSearchRequest(data=terms, anns_field="sparse", param=bm25, limit=2 * k),
-            pymilvus.AnnSearchRequest(data=vectors, anns_field="dense", param=cosine, limit=2 * k),
-        ]
-        return client.hybrid_search(
-            self.collection, reqs=requests, ranker=pymilvus.RRFRanker(RRF_K), limit=k, output_fields=self._fields,
-            timeout=SEARCH_TIMEOUT,
+        # Each leg's top FUSION_DEPTH, fused here exactly as the embedded index fuses them.
+        depth = max(k, fusion.FUSION_DEPTH)
+        lexical = client.search(
+            self.collection, data=terms, anns_field="sparse", limit=depth, output_fields=self._fields,
+            search_params=bm25, timeout=SEARCH_TIMEOUT,
         )
+        nearest = client.search(
+            self.collection, data=vectors, anns_field="dense", limit=depth, output_fields=self._fields,
+            search_params=cosine, timeout=SEARCH_TIMEOUT,
+        )
+        results = []
+        for query, bm25_hits, dense_hits in zip(raw, lexical, nearest):
+            by_id = {hit["entity"]["passage_id"]: hit for hit in [*dense_hits, *bm25_hits]}
+            fused = fusion.hybrid(
+                set(_QUERY_ANALYZER.analyze(query)),
+                [(h["entity"]["passage_id"], h["entity"]["title"]) for h in bm25_hits],
+                [(h["entity"]["passage_id"], h["entity"]["title"]) for h in dense_hits],
+                k,
+                lambda title: set(_QUERY_ANALYZER.analyze(title)),
+            )
+            results.append([{**by_id[pid], "distance": score} for pid, score in fused])
+        return results
 
     def _scored(self, hit: dict) -> ScoredPassage:
         entity = hit["entity"]
@@ -617,6 +719,6 @@ class MilvusRetriever:
         self._conn.close()
 
 
-def open_milvus_retriever(uri: str, collection: str = "typedrag", *, token: str | None = None, mode: Mode = "bm25") -> MilvusRetriever:
+def open_milvus_retriever(uri: str, collection: str = "typedrag", *, token: str | None = None, mode: Mode | None = None) -> MilvusRetriever:
     """Open a built collection for search; `IndexUnusableError` (naming the fix) if it cannot be used."""
     return MilvusRetriever(uri, collection, token=token, mode=mode)

@@ -13,11 +13,11 @@ def open_configured_retriever(settings: Settings) -> Retriever:
         from typedrag.index.milvus_index import open_milvus_retriever
 
         return open_milvus_retriever(
-            _milvus_uri(settings), settings.milvus_collection, token=_milvus_token(settings), mode=settings.milvus_mode
+            _milvus_uri(settings), settings.milvus_collection, token=_milvus_token(settings), mode=settings.search_mode
         )
     from typedrag.index.tantivy_index import open_retriever
 
-    return open_retriever(settings.index)
+    return open_retriever(settings.index, settings.search_mode)
 
 
 def build_configured_index(
@@ -29,8 +29,14 @@ def build_configured_index(
     dense: bool = False,
     rebuild: bool = False,
     remove_missing: bool = True,
+    embedder: str | None = None,
+    show_progress: bool = True,
 ) -> IndexSummary:
-    """Build, or sync, the index the settings name, from the same passages whichever the backend."""
+    """Build, or sync, the index the settings name, from the same passages whichever the backend.
+
+    `settings.retrieval` (None: as the index has it, hybrid for a new one) says whether passage vectors are
+    kept, and `embedder` which model makes them; `dense` is the older Milvus flag for "with vectors"."""
+    retrieval = settings.search_mode or ("hybrid" if dense else None)
     if settings.backend == "milvus":
         from typedrag.index.milvus_index import sync_milvus_index
 
@@ -41,16 +47,17 @@ def build_configured_index(
             token=_milvus_token(settings),
             passage_words=passage_words,
             strict=strict,
-            dense=dense,
+            retrieval=retrieval,
+            embedder=embedder,
             rebuild=rebuild,
             remove_missing=remove_missing,
+            show_progress=show_progress,
         )
-    if dense:
-        raise ConfigError("--dense needs --backend milvus (the tantivy index is BM25 only)")
     from typedrag.index.tantivy_index import sync_index
 
     return sync_index(
-        sources, settings.index, passage_words=passage_words, strict=strict, rebuild=rebuild, remove_missing=remove_missing
+        sources, settings.index, passage_words=passage_words, strict=strict, rebuild=rebuild, remove_missing=remove_missing,
+        retrieval=retrieval, embedder=embedder, show_progress=show_progress,
     )
 
 

@@ -6,6 +6,7 @@ tantivy scores with BM25 at k1=1.2, b=0.75, the Elasticsearch defaults the Typed
 from __future__ import annotations
 
 import contextlib
+import errno
 import glob
 import os
 import secrets
@@ -44,6 +45,10 @@ except ImportError:  # Windows: no flock; builds there are not guarded against e
     fcntl = None
 from typedrag.records import IndexSummary, Passage, ScoredPassage, encode_lines, lines_of
 from typedrag.text import SNOWBALL_STOPWORDS
+from typedrag.embed import EMBEDDERS, embedder_for
+from typedrag.index import dense
+from typedrag.index.vectors import FILES as VECTOR_FILES
+from typedrag.index.vectors import DenseVectors, Table, identity_of
 
 ENGINE = "tantivy-bm25"
 # tantivy built-in: split on non-alphanumerics, drop tokens > 40 chars, lowercase, English Snowball stemmer.
@@ -124,9 +129,14 @@ def build_index(
     passage_words: int = 100,
     strict: bool = False,
     show_progress: bool = True,
+    retrieval: str | None = None,
+    embedder: str | None = None,
 ) -> IndexSummary:
     """A fresh tantivy index of `sources` at `index_dir`, every file read (see `sync_index`)."""
-    return sync_index(sources, index_dir, passage_words=passage_words, strict=strict, show_progress=show_progress, rebuild=True)
+    return sync_index(
+        sources, index_dir, passage_words=passage_words, strict=strict, show_progress=show_progress, rebuild=True,
+        retrieval=retrieval, embedder=embedder,
+    )
 
 
 def sync_index(
@@ -138,9 +148,17 @@ def sync_index(
     show_progress: bool = True,
     remove_missing: bool = True,
     rebuild: bool = False,
+    retrieval: str | None = None,
+    embedder: str | None = None,
 ) -> IndexSummary:
     """Bring the tantivy index at `index_dir` in line with `sources`: add new files, re-index changed ones
     (by content hash), drop files gone from the sources (unless `remove_missing` is False), keep the rest.
+
+    `retrieval` ("bm25", "dense" or "hybrid") says whether the index keeps a vector per passage (the
+    dense leg, `typedrag.index.dense`) and how it is searched by default; None keeps what the index has
+    (a new index: hybrid). `embedder` names the model of the vectors (None: the index's, else the default).
+    The vectors are written and swapped in with the rest: unchanged files keep theirs, new text is
+    embedded, and an embedding interrupted part way resumes where it stopped.
 
     With no usable index there (or `rebuild`, or other passage words) every file is read. Copy on
     write: the new index is made in a temporary sibling directory, from hard links to the current
@@ -162,7 +180,18 @@ def sync_index(
         _recover_interrupted_swap(index_dir)
         _check_target(index_dir)  # again under the lock: another build may have just finished
         previous = None if rebuild else _reusable_manifest(index_dir, passage_words)
-        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing)
+        wanted = dense.wanted(_current_manifest(index_dir), retrieval, embedder)
+        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted)
+
+
+def _current_manifest(index_dir: Path) -> dict | None:
+    """The manifest of the index in place, checked, or None (no index, or an unusable one)."""
+    if not (index_dir / MANIFEST).is_file():
+        return None
+    try:
+        return read_manifest(index_dir, _rebuild_hint(index_dir))
+    except IndexUnusableError:
+        return None
 
 
 def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
@@ -183,7 +212,8 @@ def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
 
 
 def _sync_locked(
-    sources, index_dir: Path, previous: dict | None, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool
+    sources, index_dir: Path, previous: dict | None, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool,
+    wanted: "dense.Wanted",
 ) -> IndexSummary:
     started = time.perf_counter()
     summary = IndexSummary(index_dir=str(index_dir), synced=previous is not None)
@@ -220,41 +250,53 @@ def _sync_locked(
                 raise
             with _writes():
                 writer.wait_merging_threads()  # joins the writer's threads before the files are touched
+            vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress)
+            with _writes():
                 file_mode = building.stat().st_mode & 0o666  # tantivy writes meta.json 0600; follow the umask instead
                 for path in building.iterdir():
                     path.chmod(file_mode)
                 summary.seconds = time.perf_counter() - started
-                write_manifest(building, _manifest(building, sources, records, summary, passage_words))
+                manifest = _manifest(building, sources, records, summary, passage_words)
+                manifest.update(dense.manifest_entries(wanted, vectors, building))
+                write_manifest(building, manifest)
                 _swap_into_place(building, index_dir)
+            dense.finished(index_dir)
         finally:
             shutil.rmtree(building, ignore_errors=True)
-    except _CannotWrite:
+    except _CannotWrite as error:
         left = "the previous index is unchanged" if had_index else "nothing was written"
-        raise IndexBuildError(f"cannot write the index {index_dir} (no space left on device?); {left}") from None
+        raise IndexBuildError(f"cannot write the index {index_dir} ({error}); {left}") from None
     return summary
 
 
 class _CannotWrite(Exception):
-    """The file system or tantivy's writer refused a write: a full disk, most often."""
+    """The file system or tantivy's writer refused a write; the message says why, as far as it is known."""
 
 
 @contextlib.contextmanager
 def _writes():
-    """A failed write as `_CannotWrite`: the file system raises OSError, tantivy a ValueError (its writer thread
-    met an io::Error). Errors the user can fix otherwise (a missing source, no document) pass as they are."""
+    """A failed write as `_CannotWrite`: the file system raises OSError (its errno says why), tantivy a
+    ValueError (its writer thread met an io::Error it does not name: a full disk, most often). Errors the
+    user can fix otherwise (a missing source, no document) pass as they are."""
     try:
         yield
     except UserError:
         raise
-    except (OSError, ValueError) as error:
-        raise _CannotWrite(str(error)) from error
+    except OSError as error:
+        where = f": {error.filename}" if error.filename else ""
+        full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+        raise _CannotWrite("no space left on device" if full else f"{error.strerror or error}{where}") from error
+    except ValueError as error:
+        raise _CannotWrite("no space left on device?") from error
 
 
 def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
     """The current index's files in the new directory: segment files (written once, never changed) as hard
     links, the JSON files tantivy rewrites (meta.json, .managed.json) as copies, so nothing written to the
-    new index can reach the one readers use."""
+    new index can reach the one readers use. The vector files are not taken: every version writes its own."""
     for name in files:
+        if name in VECTOR_FILES:
+            continue
         source, target = index_dir / name, building / name
         if name.endswith(".json"):
             shutil.copy2(source, target)
@@ -302,7 +344,7 @@ def _adder(writer):
         try:
             writer.add_document(record)
         except ValueError as error:  # "An index writer was killed": a writer thread failed to write
-            raise _CannotWrite(str(error)) from error
+            raise _CannotWrite("no space left on device?") from error
 
     return add
 
@@ -437,21 +479,23 @@ def _swap_into_place(building: Path, index_dir: Path) -> None:
 
 
 class TantivyRetriever:
-    """BM25 search over a built index. Read-only and safe to share between threads.
+    """Search over a built index: BM25, dense vectors, or both fused (hybrid). Read-only and safe to share
+    between threads.
 
-    A sync swaps a new index folder in while this one is open: each search first checks (one `stat`)
-    whether the manifest changed, and if so opens the new index, so a running server sees the new
-    documents without a restart; searches under way finish on the index they started on.
+    `retrieval` None searches as the index was built (hybrid when it has vectors); an index built before
+    vectors is searched with BM25 and says how to add them (`notice`). A sync swaps a new index folder in
+    while this one is open: each search first checks (one `stat`) whether the manifest changed, and if so
+    opens the new index, so a running server sees the new documents without a restart; searches under
+    way finish on the index they started on.
     """
 
-    name = ENGINE
-
-    def __init__(self, index_dir: Path | str, fields: dict[str, float] | None = None):
+    def __init__(self, index_dir: Path | str, fields: dict[str, float] | None = None, retrieval: str | None = None):
         self.index_dir = Path(index_dir)
         self.fields = dict(fields or SEARCH_FIELDS)
+        self.asked = retrieval
         self._analyzer = _query_analyzer()
         self._reopening = threading.Lock()
-        self._view = _View.open(self.index_dir)
+        self._view = _View.open(self.index_dir, retrieval)
         self.reloads = 0  # times a sync's new version was opened (the service's typedrag_index_reloads_total)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_pid = 0
@@ -460,6 +504,22 @@ class TantivyRetriever:
     @property
     def manifest(self) -> dict:
         return self._current().manifest
+
+    @property
+    def retrieval(self) -> str:
+        """How this retriever searches now: bm25, dense or hybrid."""
+        return self._current().mode
+
+    @property
+    def name(self) -> str:
+        """The engine as traces show it: "tantivy-bm25", "tantivy-hybrid/minilm" (the embedder after the slash)."""
+        view = self._current()
+        return ENGINE if view.mode == "bm25" else f"tantivy-{view.mode}/{view.vectors.table.embedder}"
+
+    @property
+    def notice(self) -> str | None:
+        """What a user should know about how this index is searched (an index without vectors), or None."""
+        return self._current().notice
 
     def _current(self) -> "_View":
         """The open index, reopened first if a sync has replaced it since."""
@@ -470,7 +530,7 @@ class TantivyRetriever:
             stamp = _stamp(self.index_dir)
             if stamp is not None and stamp != self._view.stamp:
                 try:
-                    self._view = _View.open(self.index_dir)
+                    self._view = _View.open(self.index_dir, self.asked)
                     self.reloads += 1
                 except IndexUnusableError:
                     pass  # caught mid-swap, or the new index is damaged: keep answering from the open one
@@ -480,21 +540,80 @@ class TantivyRetriever:
 
     def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
         view = self._current()
-        q = bm25_query(view.schema, self._analyzer, query, self.fields)
-        if q is None or k <= 0:
-            return []
-        try:
-            hits = view.searcher.search(q, limit=k, count=False).hits
-            docs = [(score, view.searcher.doc(address)) for score, address in hits]
-        except BaseException as e:  # damage in a file the manifest checks by size only surfaces here
-            if not _is_damage(e):
-                raise
-            raise IndexUnusableError(f"{self.index_dir} is damaged ({_one_line(e)}): {_rebuild_hint(self.index_dir)}") from None
-        return [ScoredPassage(_passage(doc), score) for score, doc in docs]
+        if view.mode == "bm25":
+            return [ScoredPassage(_passage(doc), score) for score, doc in self._bm25(view, query, k)]
+        return self._fused(view, [query], k)[0]
 
     def search_many(self, queries: list[str], k: int = 10) -> list[list[ScoredPassage]]:
         """Two threads: tantivy releases the GIL while it searches (checked: other threads keep running)."""
-        return list(self._threads().map(lambda q: self.search(q, k), queries))
+        view = self._current()
+        if view.mode == "bm25":
+            return list(self._threads().map(lambda q: self.search(q, k), queries))
+        return self._fused(view, queries, k)
+
+    def _bm25(self, view: "_View", query: str, k: int) -> list[tuple[float, tantivy.Document]]:
+        q = bm25_query(view.schema, self._analyzer, query, self.fields)
+        if q is None or k <= 0:
+            return []
+        with self._reading():
+            hits = view.searcher.search(q, limit=k, count=False).hits
+            return [(score, view.searcher.doc(address)) for score, address in hits]
+
+    @contextlib.contextmanager
+    def _reading(self):
+        """Damage in a file the manifest checks by size only surfaces when it is read: one line naming the fix."""
+        try:
+            yield
+        except BaseException as e:  # tantivy panics (a BaseException) on bytes it trusted
+            if not _is_damage(e):
+                raise
+            raise IndexUnusableError(f"{self.index_dir} is damaged ({_one_line(e)}): {_rebuild_hint(self.index_dir)}") from None
+
+    def _fused(self, view: "_View", queries: list[str], k: int) -> list[list[ScoredPassage]]:
+        """Dense (and, for hybrid, BM25) rankings of every query, fused by reciprocal rank."""
+        if k <= 0:
+            return [[] for _ in queries]
+        if view.mode == "hybrid":  # as BM25 does, hybrid finds nothing for a query of stopwords and punctuation alone
+            searchable = [i for i, q in enumerate(queries) if bm25_query(view.schema, self._analyzer, q, self.fields) is not None]
+            if len(searchable) < len(queries):
+                found = self._fused(view, [queries[i] for i in searchable], k) if searchable else []
+                results: list[list[ScoredPassage]] = [[] for _ in queries]
+                for i, hits in zip(searchable, found):
+                    results[i] = hits
+                return results
+        depth = max(k, dense.FUSION_DEPTH)
+        nearest = view.vectors.search(view.embedder().embed(queries), depth if view.mode == "hybrid" else k)
+        if view.mode == "dense":
+            docs = self._docs(view, {pid for hits in nearest for pid, _ in hits})
+            return [[ScoredPassage(_passage(docs[pid]), score) for pid, score in hits if pid in docs] for hits in nearest]
+        lexical = list(self._threads().map(lambda q: self._bm25(view, q, depth), queries))
+        known = {doc.get_first("passage_id"): doc for hits in lexical for _, doc in hits}
+        known.update(self._docs(view, {pid for hits in nearest for pid, _ in hits} - known.keys()))
+        fused = [
+            dense.hybrid(
+                set(self._analyzer.analyze(query)),
+                [(d.get_first("passage_id"), d.get_first("title") or "") for _, d in bm25],
+                [(pid, known[pid].get_first("title") or "") for pid, _ in near if pid in known],
+                k,
+                self._title_terms,
+            )
+            for query, bm25, near in zip(queries, lexical, nearest)
+        ]
+        known.update(self._docs(view, {pid for hits in fused for pid, _ in hits} - known.keys()))
+        return [[ScoredPassage(_passage(known[pid]), score) for pid, score in hits if pid in known] for hits in fused]
+
+    def _title_terms(self, title: str) -> set[str]:
+        return set(self._analyzer.analyze(title))
+
+    def _docs(self, view: "_View", passage_ids: set[str]) -> dict[str, tantivy.Document]:
+        """The stored documents of these passages, by id (one term-set query)."""
+        if not passage_ids:
+            return {}
+        query = tantivy.Query.term_set_query(view.schema, "passage_id", sorted(passage_ids))
+        with self._reading():
+            hits = view.searcher.search(query, limit=len(passage_ids), count=False).hits
+            docs = [view.searcher.doc(address) for _, address in hits]
+        return {doc.get_first("passage_id"): doc for doc in docs}
 
     def _threads(self) -> ThreadPoolExecutor:
         """The search threads, started once (starting them per call cost more than six searches of a small
@@ -532,21 +651,28 @@ def _stamp(index_dir: Path) -> tuple[int, int, int] | None:
 
 @dataclass
 class _View:
-    """One opened version of an index: its manifest, searcher and schema."""
+    """One opened version of an index: its manifest, searcher and schema, and its vectors if it is searched with them."""
 
     stamp: tuple[int, int, int] | None
     manifest: dict
     searcher: tantivy.Searcher
     schema: tantivy.Schema
     mirror: tempfile.TemporaryDirectory | None  # kept alive as long as the searcher reads through it
+    mode: str = "bm25"
+    vectors: "DenseVectors | None" = None
+    notice: str | None = None
+
+    def embedder(self):
+        return embedder_for(self.vectors.table.embedder)
 
     @classmethod
-    def open(cls, index_dir: Path) -> "_View":
+    def open(cls, index_dir: Path, asked: str | None = None) -> "_View":
         hint = _rebuild_hint(index_dir)
         stamp = _stamp(index_dir)
         manifest = read_manifest(index_dir, hint)
         if manifest.get("engine", {}).get("name") != ENGINE:
             raise IndexUnusableError(f"{index_dir} was not built by the {ENGINE} engine: {hint}")
+        mode, vectors, notice = _search_mode(index_dir, manifest, asked)
         # tantivy takes a lock file in the folder it opens, so opening in place needs write access
         # (and a read-only mount fails). Readers open a private folder of symlinks to the files the
         # manifest lists instead: the index folder is never written, and read-only ones open.
@@ -565,7 +691,31 @@ class _View:
                     "fine: give this process write access to the folder, or a writable TMPDIR for a read-only index"
                 ) from None
             raise IndexUnusableError(f"tantivy cannot open {index_dir} ({_one_line(e)}): {hint}") from None
-        return cls(stamp, manifest, searcher, index.schema, mirror)
+        return cls(stamp, manifest, searcher, index.schema, mirror, mode, vectors, notice)
+
+
+def _search_mode(index_dir: Path, manifest: dict, asked: str | None) -> tuple[str, "DenseVectors | None", str | None]:
+    """(mode, vectors, notice): how an index is searched, given the retrieval asked for (None: as it was built)."""
+    mode = asked or dense.recorded_retrieval(manifest)
+    add = f"`typedrag index SOURCE... --index {index_dir} --retrieval hybrid` adds them (each passage is embedded once)"
+    if mode == "bm25":  # chosen, or an index from before vectors (no `retrieval` recorded): that one is told
+        old = asked is None and ("retrieval" not in manifest or manifest.get("vectors_skipped"))
+        return "bm25", None, f"{index_dir} has no passage vectors, so it is searched with BM25 alone; {add}" if old else None
+    table = Table.from_json(manifest.get("vectors"))
+    if table is None:
+        if asked:
+            raise IndexUnusableError(f"{index_dir} has no passage vectors for --retrieval {asked}: {add}, or use --retrieval bm25")
+        return "bm25", None, f"{index_dir} has no passage vectors, so it is searched with BM25 alone; {add}"
+    if table.embedder not in EMBEDDERS or table.identity != identity_of(table.embedder):
+        hint = f"`typedrag index SOURCE... --index {index_dir}` embeds them again with this typedrag's model"
+        if asked:
+            raise IndexUnusableError(f"{index_dir}'s vectors were made by another model ({table.identity}): {hint}")
+        return "bm25", None, f"{index_dir}'s vectors were made by another model, so it is searched with BM25 alone; {hint}"
+    try:
+        vectors = DenseVectors(index_dir, table)
+    except (OSError, ValueError) as error:
+        raise IndexUnusableError(f"{index_dir}'s vector files are damaged ({_one_line(error)}): {_rebuild_hint(index_dir)}") from None
+    return mode, vectors, None
 
 
 def _symlink_mirror(index_dir: Path, files: dict) -> tempfile.TemporaryDirectory | None:
@@ -614,6 +764,7 @@ def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())[:200]
 
 
-def open_retriever(index_dir: Path | str) -> TantivyRetriever:
-    """Open a built index for search; `IndexUnusableError` (naming the fix) if it cannot be used."""
-    return TantivyRetriever(index_dir)
+def open_retriever(index_dir: Path | str, retrieval: str | None = None) -> TantivyRetriever:
+    """Open a built index for search; `IndexUnusableError` (naming the fix) if it cannot be used.
+    `retrieval` (bm25, dense, hybrid) overrides the index's own (None)."""
+    return TantivyRetriever(index_dir, retrieval=retrieval)

@@ -22,7 +22,8 @@ import threading
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import lru_cache
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
@@ -32,6 +33,7 @@ from typedrag import telemetry
 from typedrag.errors import LLMError
 from typedrag.history import Turn
 from typedrag.index.base import Retriever
+from typedrag.index.memory import ListRetriever
 from typedrag.llm.base import ChatModel, Completion, LLMCall, Message
 from typedrag.llm.openai_chat import response_format
 from typedrag.llm.structured import Checked, validated, validator
@@ -186,6 +188,53 @@ def page_number(value: Any, *, zero_based: bool = False) -> int | None:
 def scored(passages: Sequence[tuple[Passage, float | None]]) -> list[ScoredPassage]:
     """Passages best first with their scores; a passage the framework gave no score ranks by position."""
     return [ScoredPassage(p, float(s) if isinstance(s, (int, float)) else 1.0 / (rank + 1)) for rank, (p, s) in enumerate(passages)]
+
+
+# ---------------------------------------------------------------- a framework's long documents as typedrag passages
+
+WINDOW_WORDS = 100  # typedrag's own passage size (`typedrag index --passage-words`), which its steps are built for
+
+
+def windows_of(passage: Passage) -> tuple[Passage, ...]:
+    """A framework document longer than one of typedrag's passages, cut as typedrag's index cuts a document
+    (`typedrag.corpus.chunker`): ~100-word windows ending at sentence ends, ids `<id>#<n>`, each with the
+    document's title, section and page. A document that fits one passage is itself."""
+    if len(passage.text.split()) <= WINDOW_WORDS * 3 // 2:  # the chunker's longest passage
+        return (passage,)
+    return _window_index(passage)[0]
+
+
+@lru_cache(maxsize=32)
+def _window_index(passage: Passage) -> tuple[tuple[Passage, ...], ListRetriever]:
+    """The document's windows and a BM25 index over them, kept for the next search (a typed plan searches
+    several times, and a framework returns the same document to each search)."""
+    from typedrag.corpus.chunker import iter_passages
+    from typedrag.records import Document
+
+    cut = iter_passages(Document(doc_id=passage.passage_id, title=passage.title, text=passage.text), WINDOW_WORDS)
+    windows = tuple(replace(w, doc_id=passage.doc_id, section=passage.section, page=passage.page, page_end=passage.page_end)
+                    for w in cut)
+    return windows, ListRetriever(windows)
+
+
+def best_windows(query: str, found: Sequence[tuple[Passage, float | None]], k: int) -> list[ScoredPassage]:
+    """The framework's documents for `query` (best first, with their scores) as at most `k` passages: a long
+    document gives its windows that BM25 ranks best for the query (its share of `k`, in the document's place),
+    so an answer reads passages of typedrag's size, never a whole long document (valgrind's 212 KB NEWS made
+    the offline engine embed 4,568 sentences for one answer)."""
+    found = list(found)
+    if all(len(windows_of(p)) == 1 for p, _ in found):
+        return scored(found[:k])
+    share = -(-k // max(1, len(found)))  # ceil: a single long document gives all k
+    picked: list[tuple[Passage, float | None]] = []
+    for passage, score in found:
+        windows = windows_of(passage)
+        if len(windows) > 1:
+            best = [hit.passage for hit in _window_index(passage)[1].search(query, share)] or list(windows[:1])
+            picked += [(window, None if score is None else score) for window in best]
+        else:
+            picked.append((passage, score))
+    return scored(picked[:k])
 
 
 def source_metadata(source: Source) -> dict[str, Any]:

@@ -38,15 +38,16 @@ from typedrag.integrations.common import (  # noqa: E402
     Reply,
     ThreadedSearch,
     answer_stream,
+    best_windows,
     count,
     is_openai_endpoint,
     iterate_sync,
     page_number,
     passage_of,
     pipeline_for,
-    scored,
     source_metadata,
     sync_or_async,
+    windows_of,
 )
 from typedrag.history import Turn  # noqa: E402
 from typedrag.index.base import Retriever  # noqa: E402
@@ -103,7 +104,7 @@ class HaystackRetriever(ThreadedSearch):
         run_async = getattr(self.retriever, "run_async", None)
         found = sync_or_async(lambda: self.retriever.run(**inputs), (lambda: run_async(**inputs)) if run_async else None)
         documents: list[Document] = found["documents"]
-        return scored([(passage_of_document(d), d.score) for d in documents[:k]])
+        return best_windows(query, [(passage_of_document(d), d.score) for d in documents[:k]], k)
 
 
 # ---------------------------------------------------------------- their chat generator inside typedrag
@@ -259,7 +260,8 @@ class TypedRAG:
             if base.retriever is None:
                 raise ValueError("TypedRAG needs documents (connect a retriever's output) or a retriever of its own")
             return base
-        retriever: Retriever = ListRetriever([passage_of_document(d) for d in documents])
+        # BM25 over the documents cut as typedrag's index cuts them: a long document is read a window at a time
+        retriever: Retriever = ListRetriever([w for d in documents for w in windows_of(passage_of_document(d))])
         return Pipeline(base.engine, retriever, classifier=base.classifier, reranker=base.reranker, settings=base.settings,
                         routes=base.routes, fallback=base.fallback)
 

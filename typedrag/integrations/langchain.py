@@ -21,6 +21,7 @@ PDF loaders write it (`page` 0-based, `page_label` the printed number).
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from typing_extensions import TypedDict  # pydantic builds schemas from it on Python < 3.12, typing's it refuses
@@ -29,22 +30,27 @@ from typedrag.extras import require
 
 require("langchain_core", "langchain", "the LangChain integration")
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun  # noqa: E402
+from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManager, CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.language_models import BaseChatModel, LanguageModelInput  # noqa: E402
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, convert_to_messages  # noqa: E402
+from langchain_core.output_parsers import BaseOutputParser  # noqa: E402
 from langchain_core.prompt_values import PromptValue  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
+from langchain_core.callbacks import Callbacks  # noqa: E402
 from langchain_core.runnables import Runnable, RunnableConfig  # noqa: E402
+from langchain_core.runnables.config import ensure_config  # noqa: E402
 from langchain_core.runnables.utils import AddableDict  # noqa: E402
+from langchain_core.tools import BaseTool, StructuredTool  # noqa: E402
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever  # noqa: E402
-from pydantic import ConfigDict  # noqa: E402
+from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 
 from typedrag.integrations.common import (  # noqa: E402
     FrameworkChatModel,
     Reply,
     ThreadedSearch,
     answer_stream,
+    best_windows,
     count,
     is_openai_endpoint,
     iterate_sync,
@@ -52,7 +58,6 @@ from typedrag.integrations.common import (  # noqa: E402
     passage_of,
     pipeline_for,
     run_sync,
-    scored,
     source_metadata,
     sync_or_async,
 )
@@ -64,6 +69,7 @@ from typedrag.result import AnswerResult, Source  # noqa: E402
 
 __all__ = [
     "LangChainChatModel",
+    "TypedRAGQuestion",
     "LangChainRetriever",
     "TypedRAGOutput",
     "TypedRAGRetriever",
@@ -115,11 +121,42 @@ class LangChainRetriever(ThreadedSearch):
         store = _store_of(self.retriever)
         if store is not None:
             extra = self.retriever.search_kwargs if isinstance(self.retriever, VectorStoreRetriever) else {}
-            found = store.similarity_search_with_score(query, k=k, **{key: v for key, v in extra.items() if key != "k"})
-            return scored([(passage_of_document(doc), score) for doc, score in found[:k]])
+            with _retriever_run(self.retriever, store, query) as run:
+                found = store.similarity_search_with_score(query, k=k, **{key: v for key, v in extra.items() if key != "k"})
+                run.documents = [doc for doc, _ in found[:k]]
+            return best_windows(query, [(passage_of_document(doc), score) for doc, score in found[:k]], k)
         retriever = self.retriever
         documents = sync_or_async(lambda: retriever.invoke(query, k=k), lambda: retriever.ainvoke(query, k=k))
-        return scored([(passage_of_document(doc), (doc.metadata or {}).get("score")) for doc in documents[:k]])
+        return best_windows(query, [(passage_of_document(doc), (doc.metadata or {}).get("score")) for doc in documents[:k]], k)
+
+
+class _Run:
+    documents: list[Document]
+
+
+@contextmanager
+def _retriever_run(retriever: BaseRetriever | VectorStore, store: VectorStore, query: str) -> Iterator[_Run]:
+    """A search typedrag makes on the store itself (for its scores) as the retriever run LangChain would have
+    made of `retriever.invoke`: callbacks and LangSmith see it, under the run it belongs to (the current one,
+    which typedrag carries into its worker threads), with the retriever's name, tags and metadata."""
+    config = ensure_config()
+    if isinstance(retriever, BaseRetriever):
+        name, tags, metadata = retriever.get_name(), retriever.tags, {**(retriever.metadata or {}), **retriever._get_ls_params()}
+    else:
+        name, tags, metadata = type(store).__name__, None, {"ls_retriever_name": "vectorstore", "ls_vector_store_provider": type(store).__name__}
+    manager = CallbackManager.configure(
+        config.get("callbacks"), None, inheritable_tags=config.get("tags"), local_tags=tags,
+        inheritable_metadata=config.get("metadata"), local_metadata=metadata,
+    )
+    run_manager = manager.on_retriever_start(None, query, name=config.get("run_name") or name)
+    run = _Run()
+    run.documents = []
+    try:
+        yield run
+    except BaseException as error:
+        run_manager.on_retriever_error(error)
+        raise
+    run_manager.on_retriever_end(run.documents)
 
 
 def _store_of(retriever: BaseRetriever | VectorStore) -> VectorStore | None:
@@ -201,6 +238,29 @@ class TypedRAGOutput(TypedDict, total=False):
     trace: AnswerResult
 
 
+class TypedRAGQuestion(BaseModel):
+    """What a model passes when it calls typedrag as a tool (`TypedRAGRunnable.as_tool`)."""
+
+    question: str = Field(description="The question to answer from the documents, worded to stand alone")
+
+
+TOOL_DESCRIPTION = (
+    "Answers a question from the documents, with the sources it cites. Suited to questions without a one-fact "
+    "answer: comparisons, reasons, how-tos, advice, debates. Says so when the documents do not answer."
+)
+
+
+def tool_text(output: TypedRAGOutput) -> str:
+    """What a tool call returns to the model: the answer, then the sources it cites as `[n] title (passage id)`
+    (the nearest passages, so marked, when the documents do not answer)."""
+    result = output["trace"]
+    cited = {n for c in result.citations for n in c.source_numbers}
+    listed = [s for s in result.sources if s.number in cited] or (result.sources[:5] if result.abstained else [])
+    lines = [f"[{s.number}] {s.where} ({s.passage_id})" if s.where else f"[{s.number}] {s.passage_id}" for s in listed]
+    heading = "Nearest passages, not an answer:" if result.abstained else "Sources:"
+    return output["answer"] + (f"\n\n{heading}\n" + "\n".join(lines) if lines else "")
+
+
 class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput]):
     """typedrag's pipeline as a LangChain `Runnable`. The input is the question, or a dict holding it as
     `question`, `input` or `query` (so it drops into chains built for `create_retrieval_chain`), with the
@@ -230,6 +290,34 @@ class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput]):
 
     def invoke(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
         return self._call_with_config(lambda value: run_sync(self._answer(value)), input, config, run_type="chain")
+
+    def as_tool(self, args_schema: type[BaseModel] | None = None, *, name: str | None = None, description: str | None = None,
+                arg_types: dict[str, type] | None = None) -> BaseTool:
+        """typedrag as a tool an agent calls with `{"question": ...}`: the model gets the answer and the sources it
+        cites as text (`tool_text`), the application the whole output as the tool message's `artifact`.
+        `args_schema` or `arg_types` given: LangChain's own `Runnable.as_tool`, which passes the arguments as a dict."""
+        if args_schema is not None or arg_types is not None:
+            return super().as_tool(args_schema, name=name, description=description, arg_types=arg_types)
+
+        def answer(question: str, callbacks: Callbacks = None) -> tuple[str, TypedRAGOutput]:
+            output = self.invoke(question, config={"callbacks": callbacks})
+            return tool_text(output), output
+
+        async def aanswer(question: str, callbacks: Callbacks = None) -> tuple[str, TypedRAGOutput]:
+            output = await self.ainvoke(question, config={"callbacks": callbacks})
+            return tool_text(output), output
+
+        return StructuredTool.from_function(
+            func=answer, coroutine=aanswer, name=name or self.get_name(), description=description or TOOL_DESCRIPTION,
+            args_schema=TypedRAGQuestion, response_format="content_and_artifact",
+        )
+
+    def __or__(self, other: Any) -> Runnable:
+        """`typed | StrOutputParser()`: an output parser reads the answer's text (the output is a dict; other steps
+        get it whole). In a longer chain, pick it yourself: `prompt | typed.pick("answer") | StrOutputParser()`."""
+        if isinstance(other, BaseOutputParser):
+            return self.pick("answer") | other
+        return super().__or__(other)
 
     async def ainvoke(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
         return await self._acall_with_config(self._answer, input, config, run_type="chain")

@@ -8,7 +8,8 @@ Their parts inside typedrag:
 typedrag inside their apps:
 - `TypedRAGQueryEngine`: a query engine with `query`/`aquery` (and `streaming=True` for a
   `StreamingResponse`/`AsyncStreamingResponse`); its `source_nodes` are the answer's sources with their
-  scores, in citation order, and `metadata` holds the type, strategy, plan, aspects, fallbacks and the trace.
+  scores, in citation order, and `metadata` holds the type, strategy, plan, aspects, fallbacks and the trace;
+  `retrieve`/`aretrieve` give those nodes alone.
 - `TypedRAGChatEngine`: a chat engine (`chat`/`achat`, `stream_chat`/`astream_chat`, `chat_history`, `reset`):
   each message is answered with the conversation before it (a follow-up is read with the earlier turns).
 
@@ -44,6 +45,7 @@ from typedrag.integrations.common import (  # noqa: E402
     Reply,
     ThreadedSearch,
     answer_stream,
+    best_windows,
     count,
     is_openai_endpoint,
     iterate_sync,
@@ -51,7 +53,6 @@ from typedrag.integrations.common import (  # noqa: E402
     passage_of,
     pipeline_for,
     run_sync,
-    scored,
     source_metadata,
     sync_or_async,
 )
@@ -108,7 +109,7 @@ class LlamaIndexRetriever(ThreadedSearch):
             return []
         retriever = self.retriever.as_retriever(similarity_top_k=k) if isinstance(self.retriever, BaseIndex) else self.retriever
         nodes = sync_or_async(lambda: retriever.retrieve(query), lambda: retriever.aretrieve(query))
-        return scored([(passage_of_node(n), n.score) for n in nodes[:k]])
+        return best_windows(query, [(passage_of_node(n), n.score) for n in nodes[:k]], k)
 
 
 # ---------------------------------------------------------------- their LLM inside typedrag
@@ -233,6 +234,16 @@ class TypedRAGQueryEngine(BaseQueryEngine):
     async def _answer(self, question: str) -> AnswerResult:
         return await self.pipeline.answer(question, method=self.method, forced_type=self.forced_type)
 
+    def retrieve(self, query_bundle: QueryBundle | str) -> list[NodeWithScore]:
+        """The typed evidence pool for the question: the passages the plan for its type gathered (the sources
+        `query` answers from, in citation order), as LlamaIndex's retriever query engines return their nodes.
+        The plan is typedrag's whole pipeline: with an LLM engine its plan and answer calls are made too."""
+        return _nodes(run_sync(self._answer(_query_str(query_bundle))))
+
+    async def aretrieve(self, query_bundle: QueryBundle | str) -> list[NodeWithScore]:
+        """`retrieve` for async code."""
+        return _nodes(await self._answer(_query_str(query_bundle)))
+
     def _stream(self, question: str, context: contextvars.Context | None = None) -> AsyncIterator[str | AnswerResult]:
         return answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, context=context)
 
@@ -330,6 +341,14 @@ def turns_of(messages: list[ChatMessage]) -> list[Turn]:
     """LlamaIndex chat messages as conversation turns: user, assistant and system ones (tool calls are left out)."""
     roles = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.SYSTEM: "system"}
     return [Turn(role=roles[m.role], content=m.content) for m in messages if m.role in roles and (m.content or "").strip()]
+
+
+def _query_str(query: QueryBundle | str) -> str:
+    return query if isinstance(query, str) else query.query_str
+
+
+def _nodes(result: AnswerResult) -> list[NodeWithScore]:
+    return [node_of(s) for s in result.sources]
 
 
 def _response(result: AnswerResult) -> Response:

@@ -118,9 +118,9 @@ class OpenAIChatModel:
             structured=schema is not None, streaming=on_text is not None, server_url=self.base_url,
         ) as traced:
             if schema is None:
-                text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept), on_text)
+                text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept), on_text, traced)
             else:
-                parsed, text = await self._validated(messages, schema, max_tokens, temperature, call)
+                parsed, text = await self._validated(messages, schema, max_tokens, temperature, call, traced)
             traced.reply(text)
         return Completion(text=text, parsed=parsed, call=call)
 
@@ -131,11 +131,12 @@ class OpenAIChatModel:
         max_tokens: int,
         temperature: float,
         call: LLMCall,
+        traced: telemetry.ModelCall | None = None,
     ) -> tuple[BaseModel | None, str]:
         check = validator(schema)
 
         async def ask(turns: list[Message]) -> tuple[str, Checked]:
-            return await self._ask(turns, schema, max_tokens, temperature, call, check)
+            return await self._ask(turns, schema, max_tokens, temperature, call, check, traced=traced)
 
         return await validated(ask, messages, schema, max_tokens, call)
 
@@ -148,13 +149,14 @@ class OpenAIChatModel:
         call: LLMCall,
         usable: Callable[[str], tuple[bool, Any]],
         on_text: Callable[[str], None] | None = None,
+        traced: telemetry.ModelCall | None = None,
     ) -> tuple[str, tuple[bool, Any]]:
         """One request through the cache; the reply is stored only if `usable` approves it. A cached
         reply it rejects (stored by an older typedrag, which cached everything) is asked for afresh."""
-        text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, on_text=on_text)
+        text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, on_text=on_text, traced=traced)
         outcome = usable(text)
         if hit and not outcome[0]:
-            text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, False, on_text)
+            text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, False, on_text, traced)
             outcome = usable(text)
         if hit and on_text is not None:  # a cached reply streams too, so clients behave the same either way
             for piece in replay_chunks(text):
@@ -172,9 +174,12 @@ class OpenAIChatModel:
         call: LLMCall,
         use_cache: bool = True,
         on_text: Callable[[str], None] | None = None,
+        traced: telemetry.ModelCall | None = None,
     ) -> tuple[str, str | None, bool]:
         """(reply, cache key or None, whether it came from the cache); storing is the caller's choice.
-        With `on_text` (plain replies) the request streams and `on_text` hears each piece."""
+        With `on_text` (plain replies) the request streams and `on_text` hears each piece; `traced` hears
+        the response's id and model, for the call's span."""
+        traced = traced or telemetry.ModelCall(None)
         while True:
             mode = _FORMAT_LADDER[self._format_mode] if schema is not None else "none"
             params: dict[str, Any] = {
@@ -206,10 +211,11 @@ class OpenAIChatModel:
                     try:
                         async with asyncio.timeout(self.deadline), _Turn(self._sending):
                             if on_text is not None and schema is None:
-                                text, usage, finish = await self._streamed(client, params, on_text)
+                                text, usage, finish = await self._streamed(client, params, on_text, traced)
                             else:
                                 response = await client.post(_CHAT, body=self._body(params), cast_to=ChatCompletion)
                                 text, usage, finish = self._clean(_content(response)), _usage(response), _finish(response)
+                                traced.responded(getattr(response, "id", None), getattr(response, "model", None))
                     finally:
                         call.latency_ms = round(call.latency_ms + (time.perf_counter() - started) * 1000, 1)
             except openai.BadRequestError as error:
@@ -255,7 +261,7 @@ class OpenAIChatModel:
         return text
 
     async def _streamed(
-        self, client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None]
+        self, client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None], traced: telemetry.ModelCall
     ) -> tuple[str, tuple[int, int], str | None]:
         """A streamed reply: each cleaned piece goes to `on_text` as it arrives. Leaving the `async with`
         (done, error or cancellation) closes the HTTP response, so a cancelled answer stops the server's work."""
@@ -269,6 +275,7 @@ class OpenAIChatModel:
         async with stream:
             try:
                 async for chunk in stream:
+                    traced.responded(getattr(chunk, "id", None), getattr(chunk, "model", None))
                     if getattr(chunk, "usage", None) is not None:
                         usage = _usage(chunk)
                     for choice in getattr(chunk, "choices", None) or []:

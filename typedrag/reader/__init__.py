@@ -22,6 +22,7 @@ import io
 import json
 import math
 import threading
+import zipfile
 from collections import Counter
 from dataclasses import dataclass
 from enum import StrEnum
@@ -133,15 +134,20 @@ def answering(answers: np.ndarray, on_topic: np.ndarray) -> np.ndarray:
 
 
 class Trees:
-    """A gradient-boosted ensemble of binary decision trees, stored as arrays: the chance of a label."""
+    """A gradient-boosted ensemble of binary decision trees, stored as arrays: the chance of a label.
+
+    The arrays are checked as they are loaded (`_check`): a damaged or tampered file that still matches its
+    checksum must not give NaN chances, read past an array's end or loop forever on a cycle of nodes."""
 
     def __init__(self, arrays: dict[str, np.ndarray], prefix: str) -> None:
-        self.baseline = float(arrays[f"{prefix}.baseline"].reshape(-1)[0])
-        self.feature = arrays[f"{prefix}.feature"]  # (trees, nodes): the feature a node splits on
-        self.threshold = arrays[f"{prefix}.threshold"]
-        self.left, self.right = arrays[f"{prefix}.left"], arrays[f"{prefix}.right"]
-        self.value, self.leaf = arrays[f"{prefix}.value"], arrays[f"{prefix}.leaf"]
-        self.missing_left = arrays[f"{prefix}.missing_left"]
+        parts = {name: _array(arrays, f"{prefix}.{name}") for name in _TREE_ARRAYS}
+        _check_trees(prefix, parts)
+        self.baseline = float(parts["baseline"].reshape(-1)[0])
+        self.feature = parts["feature"]  # (trees, nodes): the feature a node splits on
+        self.threshold = parts["threshold"]
+        self.left, self.right = parts["left"], parts["right"]
+        self.value, self.leaf = parts["value"], parts["leaf"]
+        self.missing_left = parts["missing_left"]
 
     def chance(self, x: np.ndarray) -> np.ndarray:
         raw = np.full(len(x), self.baseline)
@@ -154,6 +160,85 @@ class Trees:
                 node = np.where(self.leaf[tree, node], node, np.where(go_left, self.left[tree, node], self.right[tree, node]))
             raw += self.value[tree, node]
         return 1 / (1 + np.exp(-raw))
+
+
+_TREE_ARRAYS = ("baseline", "feature", "threshold", "left", "right", "value", "leaf", "missing_left")
+
+
+class _Damaged(ValueError):
+    """What is wrong with the model's content, in words for the message."""
+
+
+def _array(arrays: dict[str, np.ndarray], name: str) -> np.ndarray:
+    if name not in arrays:
+        raise _Damaged(f"it has no array {name!r}")
+    return arrays[name]
+
+
+def _check_trees(prefix: str, parts: dict[str, np.ndarray]) -> None:
+    """Every node array of one shape (trees, nodes), of its kind (integers, numbers, booleans), finite where it is
+    read; each split reads a known feature, and sends a row to two nodes after its own (the order the trees
+    were exported in), so every walk from the root ends at a leaf within `nodes` steps."""
+    shape = parts["feature"].shape
+    if len(shape) != 2 or 0 in shape:
+        raise _Damaged(f"{prefix}.feature has shape {shape}, not (trees, nodes)")
+    for name in _TREE_ARRAYS[1:]:
+        if parts[name].shape != shape:
+            raise _Damaged(f"{prefix}.{name} has shape {parts[name].shape}, not {shape}")
+    kinds = {"feature": "i", "left": "i", "right": "i", "threshold": "f", "value": "f", "baseline": "f", "leaf": "b", "missing_left": "b"}
+    for name, kind in kinds.items():
+        if parts[name].dtype.kind != kind:
+            raise _Damaged(f"{prefix}.{name} holds {parts[name].dtype}, not the kind of values it should")
+    if parts["baseline"].size != 1 or not np.isfinite(parts["baseline"]).all():
+        raise _Damaged(f"{prefix}.baseline is not one finite number")
+    leaf, split = parts["leaf"], ~parts["leaf"]
+    if not np.isfinite(parts["value"][leaf]).all():
+        raise _Damaged(f"{prefix}.value holds a NaN or an infinity at a leaf")
+    if not np.isfinite(parts["threshold"][split]).all():
+        raise _Damaged(f"{prefix}.threshold holds a NaN or an infinity at a split")
+    feature = parts["feature"][split]
+    if feature.size and (feature.min() < 0 or feature.max() >= len(FEATURES)):
+        raise _Damaged(f"{prefix}.feature names a feature outside the {len(FEATURES)} the reader computes")
+    node = np.broadcast_to(np.arange(shape[1]), shape)[split]
+    for side in ("left", "right"):
+        child = parts[side][split]
+        if child.size and ((child <= node).any() or child.max() >= shape[1]):
+            raise _Damaged(f"{prefix}.{side} sends a node to itself, to an earlier node or past the last one (a cycle or a broken tree)")
+
+
+def _check_roles(weights: np.ndarray, bias: np.ndarray, roles: int) -> None:
+    """The role regression reads `role_input` (three copies of the embedding, and the type) into one score per role."""
+    if weights.ndim != 2 or bias.shape != (roles,) or weights.shape[1] != roles:
+        raise _Damaged(f"the role regression has shapes {weights.shape} and {bias.shape}, not (inputs, {roles}) and ({roles},)")
+    inputs = weights.shape[0] - len(ROLE_TYPES)
+    if inputs <= 0 or inputs % 3:
+        raise _Damaged(f"the role regression reads {weights.shape[0]} inputs, which no embedding size gives")
+    if weights.dtype.kind != "f" or not (np.isfinite(weights).all() and np.isfinite(bias).all()):
+        raise _Damaged("the role regression holds a NaN or an infinity")
+
+
+def _meta(path: Path) -> dict:
+    """The model's description, checked: its checksum, name, bars (chances, from 0 to 1), roles and features."""
+    if not path.is_file():
+        raise ReaderUnavailable(f"reader model description missing: {path}; reinstall typedrag")
+    try:
+        meta = json.loads(path.read_text(encoding="utf-8"))
+        if not isinstance(meta, dict):
+            raise _Damaged("it is not a JSON object")
+        bars = meta.get("bars")
+        if not (isinstance(bars, dict) and set(bars) == {"answers", "on_topic"}):
+            raise _Damaged("its bars are not the answers and on_topic chances")
+        if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= 1 for v in bars.values()):
+            raise _Damaged("a bar is not a chance from 0 to 1")
+        if not isinstance(meta.get("sha256"), str) or not isinstance(meta.get("name"), str):
+            raise _Damaged("it names no model file checksum or no model name")
+        if not isinstance(meta.get("roles"), list) or not meta["roles"] or not all(r in set(Role) for r in meta["roles"]):
+            raise _Damaged("its roles are not the reader's roles")
+        if meta.get("features", list(FEATURES)) != list(FEATURES):
+            raise _Damaged("it was trained on other features than this typedrag computes")
+    except (ValueError, UnicodeDecodeError) as error:  # json.JSONDecodeError and _Damaged are ValueErrors
+        raise ReaderUnavailable(f"reader model description {path} is damaged ({error}); reinstall typedrag") from None
+    return meta
 
 
 def _verified(path: Path, sha256: str) -> bytes:
@@ -171,17 +256,21 @@ class Reader:
     """Reads the sentences an answer may quote against a question. Thread-safe (the embedder caches)."""
 
     def __init__(self, model_dir: Path = MODEL_DIR, embedder: Embedder | None = None) -> None:
-        meta_path = model_dir / META_FILE
-        if not meta_path.is_file():
-            raise ReaderUnavailable(f"reader model description missing: {meta_path}; reinstall typedrag")
-        meta = json.loads(meta_path.read_text())
-        with np.load(io.BytesIO(_verified(model_dir / MODEL_FILE, meta["sha256"]))) as arrays:
-            loaded = {name: arrays[name] for name in arrays.files}
+        """Load and check the model; `ReaderUnavailable` names what is missing or damaged."""
+        meta = _meta(model_dir / META_FILE)
+        path = model_dir / MODEL_FILE
+        data = _verified(path, meta["sha256"])
+        try:
+            with np.load(io.BytesIO(data), allow_pickle=False) as arrays:
+                loaded = {name: arrays[name] for name in arrays.files}
+            self._answers, self._on_topic = Trees(loaded, "answers"), Trees(loaded, "on_topic")
+            self._role_weights, self._role_bias = _array(loaded, "roles.weights"), _array(loaded, "roles.bias")
+            _check_roles(self._role_weights, self._role_bias, len(meta["roles"]))
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile) as error:  # np.load's errors, and _Damaged
+            raise ReaderUnavailable(f"reader model {path} is damaged ({error}); reinstall typedrag") from None
         self.name = meta["name"]
         self.bars = Bars(**meta["bars"])
         self.roles = [Role(role) for role in meta["roles"]]
-        self._answers, self._on_topic = Trees(loaded, "answers"), Trees(loaded, "on_topic")
-        self._role_weights, self._role_bias = loaded["roles.weights"], loaded["roles.bias"]
         self._embedder = embedder
 
     @property

@@ -23,6 +23,7 @@ from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
+from typedrag import telemetry
 from typedrag.config import Settings
 from typedrag.history import Turn
 from typedrag.pipeline import Pipeline
@@ -37,6 +38,7 @@ from typedrag.server.service import (
     SlotStream,
     api_error,
     error_body,
+    errors_log,
     json_safe,
     log,
     request_id_var,
@@ -88,10 +90,37 @@ async def http_error(request: Request, error: StarletteHTTPException) -> JSONRes
 
 
 async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-    """A 422 naming each invalid field (NaN and infinities made JSON-safe)."""
-    problems = error.errors()
+    """A 422 naming each invalid field, as FastAPI's own does, but bounded: the first MAX_PROBLEMS problems,
+    each input shown in brief (whatever a client sends is echoed in a few hundred characters at most)."""
+    problems = [bounded_problem(problem) for problem in error.errors()[:MAX_PROBLEMS]]
     message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in problems)
-    return JSONResponse(error_body(422, message, json_safe(json.loads(json.dumps(problems, default=str)))), 422)
+    return JSONResponse(error_body(422, message, problems), 422)
+
+
+MAX_PROBLEMS = 20
+
+
+def bounded_problem(problem: dict[str, Any]) -> dict[str, Any]:
+    """One validation problem, JSON-safe, with its input (and any context) in brief."""
+    shown = {key: value for key, value in problem.items() if key not in ("input", "ctx", "url")}
+    shown["loc"] = [str(part)[:100] for part in problem.get("loc", ())]
+    shown["msg"] = str(problem.get("msg", ""))[:300]
+    if "input" in problem:
+        shown["input"] = brief(problem["input"])
+    return json_safe(shown)
+
+
+def brief(value: Any, depth: int = 2) -> Any:
+    """`value` cut short: strings to 200 characters, lists and objects to 10 items and 2 levels."""
+    if isinstance(value, str):
+        return value if len(value) <= 200 else value[:200] + "…"
+    if isinstance(value, (bool, int, float)) or value is None:
+        return value
+    if isinstance(value, dict):
+        return {str(k)[:100]: brief(v, depth - 1) for k, v in list(value.items())[:10]} if depth > 0 else "{…}"
+    if isinstance(value, (list, tuple)):
+        return [brief(v, depth - 1) for v in list(value)[:10]] if depth > 0 else "[…]"
+    return brief(str(value), depth)
 
 
 @router.get("/", include_in_schema=False)
@@ -116,7 +145,7 @@ async def metrics(request: Request) -> Response:
 async def readyz(request: Request) -> JSONResponse:
     """Ready to answer: the index is readable and the LLM endpoint (if any) answers GET /models."""
     checks = await service_of(request).readiness()
-    ready = checks["index"] == "ok" and checks["llm"] in ("ok", "offline")
+    ready = checks["index"] == "ok" and checks["llm"] in ("ok", "offline") and checks["models"] == "ok"
     return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
 
 
@@ -174,7 +203,7 @@ async def answer_stream(body: AnswerRequest, request: Request) -> StreamingRespo
         except HTTPException as error:
             yield sse("error", {"status": error.status_code, "message": error.detail})
         except Exception:
-            log.exception("stream failed")
+            errors_log.exception("stream failed")
             yield sse("error", {"status": 500, "message": f"internal error; request id {request_id_var.get()}"})
 
     return SlotStream(stream(), service.slots)
@@ -187,24 +216,26 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        if pipeline is not None:
-            app.state.service = Service(pipeline, settings, options, metrics)
-            metrics.watch(app.state.service)
-            try:
-                yield
-            finally:
-                metrics.close()
-            return
-        from typedrag.factory import Resources, build_pipeline
-
-        resources = Resources()
+        resources = None
         try:
-            app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options, metrics)
+            if pipeline is not None:
+                app.state.service = Service(pipeline, settings, options, metrics)
+            else:
+                from typedrag.factory import Resources, build_pipeline
+
+                resources = Resources()
+                app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options, metrics)
+            await asyncio.to_thread(app.state.service.load_models)
             metrics.watch(app.state.service)
             yield
         finally:
             metrics.close()
-            resources.close()
+            if resources is not None:
+                resources.close()
+            # Every request has ended: send their spans now. After a SIGTERM the server re-raises the signal
+            # and the process ends without running its exit handlers.
+            if not await asyncio.to_thread(telemetry.flush):
+                log.warning("traces not sent at shutdown: the trace collector did not take them in time")
 
     app = FastAPI(
         title="typedrag",

@@ -94,7 +94,7 @@ def serve_command(
     ] = None,
     collection: Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")] = None,
     milvus_mode: Annotated[
-        Optional[str], typer.Option("--milvus-mode", help="Milvus search: bm25 (default), dense or hybrid.")
+        Optional[str], typer.Option("--retrieval", "--milvus-mode", help="Search with bm25, dense or hybrid (both fused); default: as the index was built.")
     ] = None,
     llm_timeout: LLMTimeoutOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
@@ -108,7 +108,7 @@ def serve_command(
     from typedrag.commands import USER_ERRORS, backend_overrides, fail, llm_limits, settings_from
     from typedrag.factory import Resources, build_pipeline
     from typedrag.server.app import create_app
-    from typedrag.server.service import ServerOptions, configure_logging
+    from typedrag.server.service import ServerOptions, configure_logging, load_models
 
     configure_logging(log_level)
     settings = settings_from(
@@ -121,6 +121,7 @@ def serve_command(
     resources = Resources()
     try:
         pipeline = build_pipeline(settings, resources)
+        load_models(pipeline)  # a missing or damaged model stops the start, not every answer after it
     except USER_ERRORS as error:
         resources.close()
         fail(str(error))

@@ -4,7 +4,9 @@ Each app keeps its own registry: requests by route, method and status with their
 method, question type and strategy with their latency; recorded fallbacks by step; abstentions; LLM
 calls, tokens, errors, time in flight and time queued for a slot, by role and model; answer slots in use;
 index reloads; and the process's own CPU, memory and garbage collection. Labels hold route templates and
-type names, never a path, a question or a model's words, so the series stay few.
+type names, never a path, a question or a model's words, and each label takes its values from a known set
+(`Label`): anything else, an HTTP method a client made up for one, counts as "other", so no client can
+grow the number of series (docs/deployment.md lists every label's values).
 
 `RequestObserver` is the outermost middleware: it times and counts every request (a 413 refused before
 routing too). When tracing is on, each request has a server span that continues the caller's trace from its
@@ -17,9 +19,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import threading
 import time
 import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
 from typing import Any
 
@@ -29,6 +32,7 @@ from prometheus_client.metrics_core import CounterMetricFamily, GaugeMetricFamil
 from starlette.routing import Match
 
 from typedrag import telemetry
+from typedrag.nfq import NFQType
 from typedrag.result import AnswerResult
 
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
@@ -36,6 +40,40 @@ ANSWER_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 1
 LLM_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
 UNMATCHED = "unmatched"  # the route label of a path no route serves (404s): never the path itself
 NO_TYPE = "none"  # the type label of a baseline answer (rag, llm), which is not routed by type
+OTHER = "other"  # any label value outside its known set
+STATUSES = frozenset(str(code) for code in range(100, 600))
+METHODS = ("typed", "rag", "llm")
+# The strategies of the default routes and the baselines; `watch` adds those of the service's own routes.
+STRATEGIES = ("evidence-based", "comparison", "experience", "reason", "instruction", "debate", "rag", "llm")
+# What a model call does, before the colon of its role ("plan:reason", "aspect:debate", "classify").
+ROLE_KINDS = ("plan", "answer", "overview", "aspect", "aggregate", "mediate", "classify", "rewrite", "judge")
+# The steps a fallback is recorded at (the part before a colon, which may name an aspect by the question's
+# words): the pipeline's own steps, the roles above, and a strategy whose plan failed.
+FALLBACK_STEPS = ("route", "classify", "rewrite", "instructions", "citations", *ROLE_KINDS)
+CAP = 32  # values a label with no fixed set (a model name, an error type) keeps before the rest count as other
+
+
+class Label:
+    """The values one label may take: `known` ones, then (for labels the code names but cannot list in
+    advance, such as model names) the first `cap` others seen; anything beyond counts as "other"."""
+
+    def __init__(self, known: Iterable[str] = (), cap: int = 0) -> None:
+        self.known, self.cap = set(known), cap
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()
+
+    def __call__(self, value: object) -> str:
+        text = str(value)
+        if text in self.known or text in self._seen:
+            return text
+        with self._lock:
+            if len(self._seen) < self.cap and len(text) <= 100:
+                self._seen.add(text)
+                return text
+        return OTHER
+
+    def add(self, values: Iterable[str]) -> None:
+        self.known.update(values)
 
 
 class ServiceMetrics:
@@ -69,10 +107,29 @@ class ServiceMetrics:
         self._state = _ServiceState()
         r.register(self._state)
         self._stops: list[Callable[[], None]] = []
+        self.label = {
+            "http_method": Label(telemetry.HTTP_METHODS),
+            "status": Label(STATUSES),
+            "method": Label(METHODS),
+            "type": Label([NO_TYPE, *(t.value for t in NFQType)]),
+            "strategy": Label(STRATEGIES),
+            "step": Label([*FALLBACK_STEPS, *STRATEGIES]),
+            "role": Label(cap=4 * CAP),
+            "model": Label(cap=CAP),
+            "error_type": Label(["invalid_reply"], cap=CAP),
+        }
 
     def watch(self, service: Any) -> None:
-        """Read `service`'s slots and index at each scrape, and count the model calls and abstentions of this process."""
+        """Read `service`'s slots and index at each scrape, count the model calls and abstentions of this
+        process, and know the type and strategy names of its routes (a route added from outside too)."""
         self._state.service = weakref.ref(service)
+        pipeline = getattr(service, "pipeline", None)
+        routes = getattr(pipeline, "routes", None) or {}
+        strategies = [getattr(s, "name", None) for s in [*routes.values(), getattr(pipeline, "fallback", None)]]
+        strategies = [name for name in strategies if isinstance(name, str)]
+        self.label["type"].add(str(kind) for kind in routes)
+        self.label["strategy"].add(strategies)
+        self.label["step"].add(strategies)
         self._stops = [telemetry.listen("llm_call", self.llm_call), telemetry.listen("abstention", self.abstained)]
 
     def close(self) -> None:
@@ -88,25 +145,30 @@ class ServiceMetrics:
     # ------------------------------------------------------------ what is counted
 
     def request(self, route: str, method: str, status: int, seconds: float) -> None:
-        self.requests.labels(route, method, str(status)).inc()
+        """`route` is a template of the app's own routes or `unmatched` (see route_of): bounded by the app."""
+        method, status_ = self.label["http_method"](method), self.label["status"](status)
+        self.requests.labels(route, method, status_).inc()
         self.request_seconds.labels(route, method).observe(seconds)
 
     def answered(self, result: AnswerResult, seconds: float) -> None:
-        kind = result.type.type if result.type is not None else NO_TYPE
-        self.answers.labels(result.method, kind, result.strategy).inc()
-        self.answer_seconds.labels(result.method, kind).observe(seconds)
+        method = self.label["method"](result.method)
+        kind = self.label["type"](result.type.type if result.type is not None else NO_TYPE)
+        self.answers.labels(method, kind, self.label["strategy"](result.strategy)).inc()
+        self.answer_seconds.labels(method, kind).observe(seconds)
         for fallback in result.fallbacks:
-            self.fallbacks.labels(telemetry.step_kind(fallback.step)).inc()
+            self.fallbacks.labels(self.label["step"](telemetry.step_kind(fallback.step))).inc()
 
     def abstained(self, *, reason: str, question_type: str | None) -> None:
-        self.abstentions.labels(question_type or NO_TYPE).inc()
+        self.abstentions.labels(self.label["type"](question_type or NO_TYPE)).inc()
 
     def llm_call(self, *, role: str, model: str, call: Any, error: str | None) -> None:
+        role = self.label["role"](role) if role.split(":", 1)[0] in ROLE_KINDS else OTHER
+        model = self.label["model"](model)
         self.llm_calls.labels(role, model).inc()
         self.llm_tokens.labels(role, model, "input").inc(call.prompt_tokens)
         self.llm_tokens.labels(role, model, "output").inc(call.completion_tokens)
         if error is not None:
-            self.llm_errors.labels(role, model, error).inc()
+            self.llm_errors.labels(role, model, self.label["error_type"](error)).inc()
         if call.requests:  # a cache hit sent nothing and waited for nothing
             self.llm_seconds.labels(role, model).observe(call.latency_ms / 1000)
             self.llm_queue_seconds.labels(model).observe(call.queued_ms / 1000)
@@ -151,6 +213,7 @@ class RequestObserver:
             await self.app(scope, receive, send)
             return
         method, started, status = scope["method"], time.perf_counter(), 0
+        before_routing = dict(scope)  # a mount (/static) rewrites the scope's path and root_path as it routes
 
         async def send_and_note(message: dict) -> None:
             nonlocal status
@@ -170,19 +233,20 @@ class RequestObserver:
                 status = status or 499  # the server was stopped mid-request, or the client went away
                 raise
             finally:
-                route = route_of(scope)
+                route = route_of(scope, before_routing)
                 telemetry.served(span, method, route if route != UNMATCHED else None, status or 500)
                 self.metrics.request(route, method, status or 500, time.perf_counter() - started)
 
 
-def route_of(scope: dict) -> str:
+def route_of(scope: dict, before_routing: dict | None = None) -> str:
     """The path template of the route that served the request ("/v1/answer", "/static"), also for a request
-    refused before routing (a 413); `unmatched` when no route serves the path."""
+    refused before routing (a 413); `unmatched` when no route serves the path. The routes are matched
+    against the scope as it came in (`before_routing`), since a mount rewrites the path it passes on."""
     route = scope.get("route")
     if route is None:
         app = scope.get("app")
         for candidate in getattr(getattr(app, "router", None), "routes", []):
-            match, _ = candidate.matches(scope)
+            match, _ = candidate.matches(before_routing or scope)
             if match is not Match.NONE:
                 route = candidate
                 break

@@ -13,7 +13,10 @@ often print to a terminal: the text's control characters and bidi overrides are 
 AnswerResult (type, plan, aspects, sources, citations, LLM calls) travels in the extension field
 `typedrag` of the response, or of the final chunk when streaming. While streaming, the answer's
 text arrives as content deltas as it is written, and progress events travel as
-`typedrag_event: {"event", "data"}` on chunks with an empty delta.
+`typedrag_event: {"event", "data"}` on chunks with an empty delta. A stream always carries the answer's
+token usage, once: with `stream_options: {"include_usage": true}` in a last chunk with no choices, as
+OpenAI sends it; without, on the chunk that says `finish_reason: "stop"` (LangChain's ChatOpenAI asks
+only when `stream_usage=True`, yet reads usage from any chunk).
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from typedrag.history import Turn
 from typedrag.questions import QuestionError
 from typedrag.result import AnswerResult
-from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, log, request_id_var, service_of
+from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, errors_log, request_id_var, service_of
 from typedrag.text import for_terminal
 
 MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
@@ -199,6 +202,8 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
         }
         return f"data: {json.dumps(data, ensure_ascii=False)}\n\n"
 
+    asked_for_usage = bool((body.stream_options or {}).get("include_usage"))
+
     async def stream() -> AsyncIterator[str]:
         yield chunk({"role": "assistant", "content": ""})
         streamed = False
@@ -217,13 +222,15 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
                     rest = sources_list(data) if streamed else with_sources(data)
                     if rest:
                         yield chunk({"content": rest})
-                    yield chunk({}, "stop", typedrag=data.model_dump(mode="json"))
-                    if (body.stream_options or {}).get("include_usage"):
+                    if asked_for_usage:  # OpenAI's way: one more chunk, with no choices, holding the usage
+                        yield chunk({}, "stop", typedrag=data.model_dump(mode="json"))
                         yield f"data: {json.dumps({**base, 'object': 'chat.completion.chunk', 'choices': [], 'usage': usage(data)})}\n\n"
+                    else:  # not asked (LangChain's ChatOpenAI asks only with stream_usage=True): on the last chunk
+                        yield chunk({}, "stop", typedrag=data.model_dump(mode="json"), usage=usage(data))
         except HTTPException as error:
             yield f"data: {json.dumps(error_body(error.status_code, str(error.detail)))}\n\n"
         except Exception:
-            log.exception("stream failed")
+            errors_log.exception("stream failed")
             yield f"data: {json.dumps(error_body(500, f'internal error; request id {request_id_var.get()}'))}\n\n"
         yield "data: [DONE]\n\n"
 

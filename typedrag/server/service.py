@@ -12,17 +12,20 @@ import json
 import logging
 import re
 import time
+import traceback
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
+import numpy as np
 from fastapi import HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from starlette.datastructures import Headers, MutableHeaders
 
 from typedrag.config import Settings
+from typedrag.errors import ModelUnavailable
 from typedrag.history import Turn, clean_history
 from typedrag.index.base import IndexUnusableError
 from typedrag.llm.base import LLMError
@@ -37,6 +40,10 @@ _REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 log = logging.getLogger("typedrag.server")
 client_log = logging.getLogger("typedrag.server.client")  # misbehaving clients: rate-limited (RateLimitFilter)
+errors_log = logging.getLogger("typedrag.server.errors")  # unhandled errors: rate-limited, tracebacks cut short
+MAX_JSON_DEPTH = 32  # nesting of a request's JSON; typedrag's own bodies need 5 (a message's content parts)
+TRACEBACK_FRAMES = 12  # the innermost frames of a logged traceback (a RecursionError has a thousand)
+TRACEBACK_CHARS = 8000
 
 
 @dataclass
@@ -65,8 +72,17 @@ class JsonFormatter(logging.Formatter):
             **getattr(record, "fields", {}),
         }
         if record.exc_info:
-            entry["error"] = self.formatException(record.exc_info)
+            entry["error"] = short_traceback(record.exc_info)
         return json.dumps(entry, default=str)
+
+
+def short_traceback(exc_info: Any) -> str:
+    """The innermost frames of a traceback, at most TRACEBACK_CHARS: where it failed, never a log line that
+    grows with the request (a RecursionError from deep input lists a thousand frames)."""
+    kind, error, trace = exc_info
+    lines = traceback.format_exception(kind, error, trace, limit=-TRACEBACK_FRAMES, chain=False)
+    text = "".join(lines)
+    return text if len(text) <= TRACEBACK_CHARS else "...\n" + text[-TRACEBACK_CHARS:]
 
 
 class RateLimitFilter(logging.Filter):
@@ -75,7 +91,7 @@ class RateLimitFilter(logging.Filter):
     few lines and a count, not 300 MB. The count of what was dropped is logged when the window rolls over.
     (journald's RateLimitIntervalSec/RateLimitBurst, per message instead of per service.)"""
 
-    NOISY = ("uvicorn", "asyncio", "h11", "typedrag.server.client")
+    NOISY = ("uvicorn", "asyncio", "h11", "typedrag.server.client", "typedrag.server.errors")
 
     def __init__(self, burst: int = 20, window: float = 10.0) -> None:
         super().__init__()
@@ -175,7 +191,7 @@ class RequestContext:
             elif replay is not None:
                 await self.app(scope, replay, send_with_id)
         except Exception:
-            log.exception("unhandled error")
+            errors_log.exception("unhandled error")
             if not status:  # nothing sent yet: answer with the id the log line carries
                 crashed = JSONResponse(error_body(500, f"internal error; request id {request_id}"), 500)
                 await crashed(scope, receive, send_with_id)
@@ -220,6 +236,9 @@ class RequestContext:
                 status_code=408,
                 headers={"Connection": "close"},
             )
+        if json_depth(body) > MAX_JSON_DEPTH:
+            message = f"the request's JSON is nested more than {MAX_JSON_DEPTH} levels deep"
+            return JSONResponse(error_body(422, message, [{"loc": ["body"], "msg": message, "type": "json_too_deep"}]), 422)
         sent = False
 
         async def replay() -> dict:
@@ -230,6 +249,22 @@ class RequestContext:
             return {"type": "http.request", "body": body, "more_body": False}
 
         return replay
+
+
+_JSON_ESCAPE = re.compile(rb"(?s)\\.")  # a backslash and what it escapes, taken left to right
+_JSON_STRING = re.compile(rb'"[^"]*"')  # once escapes are gone, a string ends at the next quote
+_NOT_BRACKETS = bytes(set(range(256)) - set(b"[]{}"))
+
+
+def json_depth(body: bytes) -> int:
+    """How deep `body`'s arrays and objects nest, if it is JSON (brackets inside strings do not count); a
+    bound checked before any parser or validator recurses into the body, in time linear in its size."""
+    unquoted = _JSON_STRING.sub(b"", _JSON_ESCAPE.sub(b"", body))  # neither pattern can backtrack far: linear
+    brackets = np.frombuffer(unquoted.translate(None, _NOT_BRACKETS), dtype=np.uint8)
+    if not brackets.size:
+        return 0
+    steps = np.where((brackets == ord("[")) | (brackets == ord("{")), 1, -1)
+    return int(np.cumsum(steps).max())
 
 
 class Slots:
@@ -277,6 +312,16 @@ class Service:
         self.pipeline, self.settings, self.options = pipeline, settings, options
         self.slots = Slots(options.max_concurrency, options.retry_after_seconds)
         self.metrics = metrics or ServiceMetrics()
+        self.model_problem: str | None = None  # why a model the engine needs cannot be loaded (see load_models)
+
+    def load_models(self) -> None:
+        """Load the engine's models now (startup), so a missing or damaged one makes the replica not ready,
+        with the reason, instead of failing every answer."""
+        try:
+            load_models(self.pipeline)
+        except ModelUnavailable as error:
+            self.model_problem = str(error)
+            log.error("a model cannot be loaded: not ready", extra={"fields": {"error": self.model_problem}})
 
     def check(self, question: str, type_: str | None, status: int = 422) -> tuple[str, str | None]:
         """Reject bad input with a 4xx before a slot or a stream is spent on it."""
@@ -306,6 +351,8 @@ class Service:
             raise api_error(502, f"the LLM endpoint failed; see the server log for request id {request_id_var.get()}") from error
         except IndexUnusableError as error:
             raise api_error(503, f"the index is unusable: {error}") from error
+        except ModelUnavailable as error:
+            raise api_error(503, f"a model the engine needs cannot be loaded: {error}") from error
         seconds = time.perf_counter() - started
         self.metrics.answered(result, seconds)
         fields = {
@@ -362,7 +409,8 @@ class Service:
             task.cancel()  # the client left: stop spending LLM calls on it
 
     async def readiness(self) -> dict[str, str]:
-        return {"index": await self._index_check(), "llm": await self._llm_check()}
+        models = "ok" if self.model_problem is None else f"error: {self.model_problem}"
+        return {"index": await self._index_check(), "llm": await self._llm_check(), "models": models}
 
     async def _index_check(self) -> str:
         retriever = self.pipeline.retriever
@@ -386,6 +434,12 @@ class Service:
         except httpx.HTTPError as error:
             return f"unreachable: {type(error).__name__}"
         return "ok" if response.status_code == 200 else f"HTTP {response.status_code}"
+
+
+def load_models(pipeline: Pipeline) -> None:
+    """Load the models the pipeline's engine answers with (the offline engine's reader), each checked as it
+    loads; `ModelUnavailable` says which is missing or damaged. Engines without such models load nothing."""
+    getattr(getattr(pipeline, "engine", None), "reader", None)
 
 
 async def _disconnected(request: Request) -> None:

@@ -9,6 +9,7 @@ then one whitespace-delimited token every 1/`token_rate` seconds, as a real serv
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import socket
@@ -67,6 +68,10 @@ class Reply:
     break_after: int | None = None  # streamed: drop the connection after this many tokens
     pieces: list[str] | None = None  # streamed: send exactly these deltas (default: the content word by word)
     finish_reason: str = "stop"  # "length": the reply was cut at max_tokens, as a server says it
+    # streamed: after `hold_after` pieces the stream waits until `hold` is set (a reply still being written, for
+    # as long as a test needs: what happens meanwhile is observed by events, never by timing)
+    hold: threading.Event | None = None
+    hold_after: int = 1
 
 
 Responder = Callable[[ChatRequest], Reply]
@@ -105,9 +110,49 @@ def plan_for(schema_name: str, prompt: str) -> str:
     return json.dumps(_FALLBACK_PLANS[schema_name](question))
 
 
+def candidates(prompt: str) -> dict[str, str]:
+    """The answers a pairwise judge prompt shows, by label: {"A": ..., "B": ...}."""
+    return dict(re.findall(r'<candidate label="(\w)">\n(.*?)\n</candidate>', prompt, re.S))
+
+
+def reading(answer: str) -> dict[str, Any]:
+    """The stub judge's reading of one answer: its cited sentences answer, its uncited ones are noise."""
+    sentences = [s for s in re.split(r"(?<=[.!?])\s+(?=[A-Z])", answer.strip()) if s]
+    cited = sum(bool(re.search(r"\[\d+\]", s)) for s in sentences)
+    return {"satisfies": cited > 0, "answering": cited, "noise": len(sentences) - cited}
+
+
+def pair_verdict(prompt: str) -> str:
+    """A schema-valid pairwise verdict: the answer with more cited sentences wins, an even count ties."""
+    shown = candidates(prompt)
+    readings = {label: reading(shown.get(label, "")) for label in "AB"}
+    a, b = readings["A"]["answering"], readings["B"]["answering"]
+    winner = "A" if a > b else "B" if b > a else "tie"
+    return json.dumps({"answer_a": readings["A"], "answer_b": readings["B"], "reason": f"cited sentences {a} vs {b}", "winner": winner})
+
+
+def written_questions(prompt: str) -> str:
+    """Schema-valid questions for `eval questions`: one per asked type, about the first passage's title."""
+    asked = re.search(r"Write (\d+) questions? of this kind", prompt)
+    count = int(asked.group(1)) if asked else 1
+    titles = re.findall(r"^\[(\d+)\] ([^:\n]+)", prompt, re.M) or [("1", "the documents")]
+    kind = re.search(r"Kind: (\w[\w-]*)", prompt)
+    opening = {"REASON": "Why does", "INSTRUCTION": "How do I use", "COMPARISON": "How does", "EXPERIENCE": "Any tips for",
+               "DEBATE": "Is it a good idea to rely on", "EVIDENCE-BASED": "What is"}.get(kind.group(1) if kind else "", "What is")
+    tag = hashlib.sha256(prompt.encode()).hexdigest()[:6]  # another prompt, other questions
+    rows = [{"question": f"{opening} {titles[i % len(titles)][1].strip()} (question {i + 1} of {tag})?",
+             "passage": int(titles[i % len(titles)][0])} for i in range(count)]
+    return json.dumps({"questions": rows})
+
+
+_JUDGE_REPLIES = {"PairVerdict": pair_verdict, "WrittenQuestions": written_questions}
+
+
 def default_content(request: ChatRequest) -> str:
     """A plausible, schema-valid reply for any typedrag prompt."""
     name = request.schema_name or _schema_from_prompt(request.prompt)
+    if name in _JUDGE_REPLIES:
+        return _JUDGE_REPLIES[name](request.last_user)
     if name in _FALLBACK_PLANS:
         return plan_for(name, request.last_user)
     question = request.question
@@ -122,7 +167,7 @@ def default_content(request: ChatRequest) -> str:
 
 
 def _schema_from_prompt(prompt: str) -> str | None:
-    markers = (('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"),
+    markers = (('"winner"', "PairVerdict"), ('"questions": [', "WrittenQuestions"), ('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"),
                ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"), ("Last question:", "StandaloneQuestion"))
     for marker, name in markers:
         if marker in prompt:
@@ -319,6 +364,8 @@ class OpenAIStubServer:
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
                     for n, data in enumerate(events):
+                        if reply.hold is not None and n == 1 + reply.hold_after:
+                            reply.hold.wait()
                         if 1 < n <= len(tokens) and stub.token_rate:
                             stub._over.wait(1 / stub.token_rate)
                         if reply.break_after is not None and n > reply.break_after:

@@ -1,6 +1,7 @@
-// The typedrag web page, a conversation: POST /v1/answer/stream with the turns so far as `history`, read its
-// Server-Sent Events, render progress, the answer as its tokens arrive, then with clickable [n] citations, the
-// sources and the type/plan/aspects trace. Earlier turns stay above the question box; "Start over" forgets them.
+// The typedrag web page, a conversation: POST /v1/answer/stream with the latest turns as `history` (a bounded
+// window, said on the page), read its Server-Sent Events, render progress, the answer as its tokens arrive, then
+// with clickable [n] citations and the sources it cites, and the trace (type, plan, aspects, notes) in a details
+// view. Earlier turns stay above the question box with their own cited sources; "Start over" forgets them.
 // Plain DOM (textContent only, never innerHTML with server text) and no dependencies, so it works air-gapped.
 "use strict";
 
@@ -31,11 +32,50 @@ function el(tag, attrs = {}, ...children) {
   return node;
 }
 
+// What goes with each question: the latest turns, as many as the server reads (typedrag.history.MAX_TURNS and
+// MAX_TURN_CHARS), and never more bytes than WINDOW_BYTES, far under the server's request limit (256 KB): a long
+// conversation is never refused for its length. The page says when older turns are left out.
+const WINDOW_TURNS = 20;
+const TURN_CHARS = 4000;
+const WINDOW_BYTES = 96 * 1024;
+const LISTED = 5; // sources listed for an answer that cites none (an abstention's nearest passages), as the CLI lists them
+
 let started = 0;
 let history = []; // the conversation so far, as the API takes it: {role: "user" | "assistant", content}
 let current = null; // the answered turn shown in full below: {question, result}
-let known = new Set(); // source numbers that exist, so only real citations become links
-let sourcesByNumber = new Map(); // number -> source, for the name a citation link shows
+let turnsKept = 0; // answered turns moved up into the thread
+let book = { prefix: "", byNumber: new Map() }; // the shown answer's listed sources: only these become links
+
+// The turns sent with the next question: the latest ones within the bounds above, starting with a question.
+function windowOf(turns) {
+  const sent = [];
+  let bytes = 2;
+  const size = (turn) => new TextEncoder().encode(JSON.stringify(turn)).length + 1;
+  for (let i = turns.length - 1; i >= 0 && sent.length < WINDOW_TURNS; i--) {
+    const turn = { role: turns[i].role, content: turns[i].content.slice(0, TURN_CHARS) };
+    if (bytes + size(turn) > WINDOW_BYTES) break;
+    bytes += size(turn);
+    sent.unshift(turn);
+  }
+  while (sent.length && sent[0].role !== "user") sent.shift();
+  return sent;
+}
+
+// Says on the page which turns go with the next question, once some are left out.
+function showWindow() {
+  const sent = windowOf(history).length;
+  const firstSent = history.length - sent; // index of the first turn sent
+  document.querySelectorAll("#thread .turn").forEach((turn) => {
+    turn.classList.toggle("outside", Number(turn.dataset.turn) * 2 < firstSent);
+  });
+  const note = $("window-note");
+  note.hidden = firstSent === 0;
+  if (!note.hidden) {
+    const questions = Math.ceil(sent / 2);
+    note.textContent = `Follow-ups are read with the last ${questions} question${questions === 1 ? "" : "s"} and answers; ` +
+      "the earlier turns (dimmed) stay on the page but are no longer sent.";
+  }
+}
 
 function progress(text) {
   const seconds = ((performance.now() - started) / 1000).toFixed(2);
@@ -51,16 +91,17 @@ function showError(message) {
 // ("pipes[2]", "a[0]") is text, not a citation.
 const MARKER_RUN = /(?<![\p{L}\p{N}_\]])[ \t]?\[\d{1,3}\](?:[ \t]?\[\d{1,3}\])*/gu;
 
-// Text with its [n] citations of the sources in `numbers` turned into links to source n; any other [n] stays text.
-function cited(text, numbers) {
+// Text with its [n] citations of the sources in `numbers` turned into links to source n of `sources` (a turn's
+// listed sources); any other [n] stays text.
+function cited(text, numbers, sources = book) {
   const frag = document.createDocumentFragment();
   let last = 0;
   for (const run of text.matchAll(MARKER_RUN)) {
     for (const marker of run[0].matchAll(/\[(\d{1,3})\]/g)) {
       const n = Number(marker[1]);
-      if (!numbers.has(n) || !known.has(n)) continue;
+      if (!numbers.has(n) || !sources.byNumber.has(n)) continue;
       const at = run.index + marker.index;
-      frag.append(shown(text.slice(last, at)), citeLink(n));
+      frag.append(shown(text.slice(last, at)), citeLink(n, sources));
       last = at + marker[0].length;
     }
   }
@@ -68,12 +109,15 @@ function cited(text, numbers) {
   return frag;
 }
 
-function citeLink(n) {
-  const named = sourcesByNumber.get(n);
-  const link = el("a", { class: "cite", href: `#source-${n}`, "data-source": String(n), title: named ? sourceName(named) : `source ${n}` }, `[${n}]`);
+function citeLink(n, sources = book) {
+  const named = sources.byNumber.get(n);
+  const id = `${sources.prefix}source-${n}`;
+  const link = el("a", { class: "cite", href: `#${id}`, "data-source": String(n), title: named ? sourceName(named) : `source ${n}` }, `[${n}]`);
   link.addEventListener("click", (event) => {
     event.preventDefault();
-    const target = $(`source-${n}`);
+    const target = $(id);
+    const folded = target.closest("details");
+    if (folded) folded.open = true; // an earlier turn's sources are folded under it
     document.querySelectorAll(".sources li.highlight").forEach((li) => li.classList.remove("highlight"));
     target.classList.add("highlight");
     // After the browser's own scroll to the link's #anchor and any layout change settle.
@@ -98,20 +142,35 @@ function sourceName(s) {
   return name;
 }
 
-function renderSources(sources, abstained = false) {
-  $("sources-title").textContent = abstained ? "Nearest passages, not an answer" : "Sources";
-  known = new Set(sources.map((s) => s.number));
-  sourcesByNumber = new Map(sources.map((s) => [s.number, s]));
-  $("sources").replaceChildren(
-    ...sources.map((s) =>
-      el("li", { id: `source-${s.number}` },
-        el("div", { class: "source-head" },
-          el("span", { class: "num" }, `[${s.number}]`),
-          el("span", { class: "title" }, sourceName(s)),
-          el("span", { class: "source-id" }, s.passage_id)),
-        el("p", { class: "source-text" }, s.text)))
-  );
+// The sources an answer lists: those it cites; when it cites none (an abstention's nearest passages), the first
+// few. The other passages it was given are in the details view, as `typedrag ask` lists them under --trace.
+function listed(r) {
+  const numbers = new Set(r.citations.flatMap((c) => c.source_numbers));
+  const chosen = r.sources.filter((s) => numbers.has(s.number));
+  return chosen.length ? chosen : r.sources.slice(0, LISTED);
+}
+
+function sourceItems(sources, prefix) {
+  return sources.map((s) =>
+    el("li", { id: `${prefix}source-${s.number}` },
+      el("div", { class: "source-head" },
+        el("span", { class: "num" }, `[${s.number}]`),
+        el("span", { class: "title" }, sourceName(s)),
+        el("span", { class: "source-id" }, s.passage_id)),
+      el("p", { class: "source-text" }, s.text)));
+}
+
+function renderSources(r) {
+  const sources = listed(r);
+  book = { prefix: "", byNumber: new Map(sources.map((s) => [s.number, s])) };
+  $("sources-title").textContent = r.abstained ? "Nearest passages, not an answer" : "Sources";
+  $("sources").replaceChildren(...sourceItems(sources, ""));
   if (!sources.length) $("sources").append(el("li", { class: "muted" }, "no passages were used"));
+}
+
+// Whether an LLM wrote any of it: the offline engine's steps are recorded as steps, never as LLM calls.
+function usedLLM(r) {
+  return r.llm_calls.length > 0;
 }
 
 function item(key, ...value) {
@@ -144,30 +203,44 @@ function renderTrace(r) {
   }
   if (r.aspects.length) {
     root.append(item("aspects", el("ul", {}, ...r.aspects.map((a) => {
-      const refs = a.source_numbers.filter((n) => known.has(n)).map(citeLink);
+      const refs = a.source_numbers.filter((n) => book.byNumber.has(n)).map((n) => citeLink(n));
       const query = a.query === a.label ? "" : el("span", { class: "muted" }, `query: ${a.query} `);
       const body = a.error ? el("div", { class: "bad" }, `dropped: ${a.error}`)
         : el("div", { class: "aspect-answer" }, cited(a.answer, new Set(a.source_numbers)));
       return item(a.label, query, ...refs, a.answer || a.error ? body : "");
     }))));
   }
-  for (const f of r.fallbacks) root.append(item("fallback", el("span", { class: "bad" }, `${f.step}: ${f.reason}`)));
+  const cites = new Set(listed(r).map((s) => s.number));
+  const others = r.sources.filter((s) => !cites.has(s.number));
+  if (others.length) {
+    root.append(item("passages not cited", el("ul", {}, ...others.map((s) =>
+      el("li", {}, el("span", { class: "muted" }, `[${s.number}] `), sourceName(s) || s.passage_id)))));
+  }
+  if (r.fallbacks.length) {
+    root.append(item("notes", el("ul", {}, ...r.fallbacks.map((f) => el("li", { class: "note" }, `${f.step}: ${f.reason}`)))));
+  }
   const e = r.engines;
   root.append(item("engines", [e.generator, e.retriever, e.classifier, e.reranker].filter(Boolean).join(" · ")));
-  root.append(item("LLM calls", `${r.usage.calls} (${r.usage.cached_calls} cached) · tokens ${r.usage.prompt_tokens}+${r.usage.completion_tokens}`));
+  if (usedLLM(r)) {
+    root.append(item("LLM calls", `${r.usage.calls} (${r.usage.cached_calls} cached) · tokens ${r.usage.prompt_tokens}+${r.usage.completion_tokens}`));
+  } else {
+    root.append(item("steps", `${r.steps.length}, by the offline engine (no LLM)`));
+  }
   $("trace").replaceChildren(root);
+  $("details-summary").textContent = r.fallbacks.length
+    ? `Details: type, plan, trace and ${r.fallbacks.length} note${r.fallbacks.length === 1 ? "" : "s"}`
+    : "Details: type, plan and trace";
 }
 
 function renderResult(r) {
-  renderSources(r.sources, r.abstained);
+  renderSources(r);
   $("answer").replaceChildren(cited(r.answer, new Set(r.citations.flatMap((c) => c.source_numbers))));
   const readAs = r.rewrite && r.rewrite.rewritten ? [el("p", { class: "read-as-line" }, `Read as: ${r.standalone_question}`)] : [];
   const pills = [`method ${r.method}`];
   if (r.type) pills.push(`type ${r.type.type.toLowerCase()}`);
   if (!r.type || r.strategy !== r.type.type.toLowerCase()) pills.push(`strategy ${r.strategy}`);
   $("meta").replaceChildren(...pills.map((p) => el("span", { class: "pill" }, p)),
-    ...(r.abstained ? [el("span", { class: "pill none" }, "the documents do not answer")] : []),
-    ...r.fallbacks.map((f) => el("span", { class: "pill warn" }, `fallback: ${f.step}`)), ...readAs);
+    ...(r.abstained ? [el("span", { class: "pill none" }, "the documents do not answer")] : []), ...readAs);
   renderTrace(r);
 }
 
@@ -203,7 +276,8 @@ const handlers = {
     current = { question: r.question, result: r };
     $("start-over").hidden = false;
     $("question").placeholder = "Ask a follow-up question, or start over";
-    progress(`Done · ${r.usage.calls} LLM call${r.usage.calls === 1 ? "" : "s"}`);
+    progress(usedLLM(r) ? `Done · ${r.usage.calls} LLM call${r.usage.calls === 1 ? "" : "s"}` : "Done");
+    showWindow();
   },
   error: (d) => showError(`Error ${d.status}: ${d.message}`),
 };
@@ -218,14 +292,26 @@ function dispatch(block) {
   if (data.length && handlers[event]) handlers[event](JSON.parse(data.join("\n")));
 }
 
-// The answered turn shown in full moves up into the thread: its question, how it was read, its answer's text.
+// The answered turn shown in full moves up into the thread: its question, how it was read, its answer with its
+// citations still linked to its own sources, listed under it (ids of their own: turn k's source n is tk-source-n).
 function keepInThread() {
   if (current === null) return;
   const r = current.result;
+  const number = turnsKept++;
+  const sources = listed(r);
+  const own = { prefix: `t${number}-`, byNumber: new Map(sources.map((s) => [s.number, s])) };
   const readAs = r.rewrite && r.rewrite.rewritten ? [el("p", { class: "read-as" }, `read as: ${r.standalone_question}`)] : [];
   const badge = r.abstained ? [el("span", { class: "pill none" }, "the documents do not answer")] : [];
-  $("thread").append(el("article", { class: "turn" },
-    el("p", { class: "asked" }, current.question), ...readAs, ...badge, el("p", { class: "said" }, r.answer)));
+  const said = el("p", { class: "said" });
+  said.append(cited(r.answer, new Set(r.citations.flatMap((c) => c.source_numbers)), own));
+  const listing = sources.length
+    ? [el("details", { class: "turn-sources" },
+        el("summary", {}, `${r.abstained ? "Nearest passages" : "Sources"} (${sources.length})`),
+        el("ol", { class: "sources" }, ...sourceItems(sources, own.prefix)))]
+    : [];
+  const turn = el("article", { class: "turn" }, el("p", { class: "asked" }, current.question), ...readAs, ...badge, said, ...listing);
+  turn.dataset.turn = String(number);
+  $("thread").append(turn);
   $("thread").hidden = false;
   current = null;
 }
@@ -233,8 +319,10 @@ function keepInThread() {
 function startOver() {
   history = [];
   current = null;
+  turnsKept = 0;
   $("thread").replaceChildren();
   $("thread").hidden = true;
+  $("window-note").hidden = true;
   $("output").hidden = true;
   $("error").hidden = true;
   $("start-over").hidden = true;
@@ -260,7 +348,7 @@ async function ask(event) {
   started = performance.now();
   const headers = { "Content-Type": "application/json" };
   if (keyInput.value.trim()) headers.Authorization = `Bearer ${keyInput.value.trim()}`;
-  const body = { question, method: $("method").value, type: $("type").value || null, history };
+  const body = { question, method: $("method").value, type: $("type").value || null, history: windowOf(history) };
   try {
     const response = await fetch("/v1/answer/stream", { method: "POST", headers, body: JSON.stringify(body) });
     if (!response.ok) {

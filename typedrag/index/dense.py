@@ -1,0 +1,225 @@
+"""One retrieval configuration for every backend: BM25, dense, or both fused (hybrid, the default).
+
+- `Wanted` is what a build writes: the retrieval mode it records, and the embedder of its vectors.
+- `write` makes the embedded index's vector files while a tantivy build or sync writes its new version
+  (`typedrag.index.vectors` has the files and the journal that makes an interrupted embedding resume).
+- `fuse` is the one fusion of a BM25 and a dense ranking, used by the tantivy index and by Milvus alike:
+  reciprocal-rank fusion (Cormack et al. 2009) over each leg's top `FUSION_DEPTH`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from typedrag.config import RETRIEVAL_MODES, ConfigError
+from typedrag.embed import DEFAULT_EMBEDDER, EMBEDDERS
+from typedrag.index.vectors import DenseVectors, PassageText, Table, Writer, disk_bytes, journal_path
+
+if TYPE_CHECKING:
+    import tantivy
+
+    from typedrag.index.ingest import FileRecord, Plan
+    from typedrag.records import IndexSummary
+
+DEFAULT_RETRIEVAL = "hybrid"
+# A new index gets vectors by default up to this many passages: MiniLM embeds ~40 passages a second on two
+# idle cores (BENCHMARKS.md), so 50,000 take about 20 minutes; a bigger corpus is indexed for BM25 and told how
+# to add them (`--retrieval hybrid`, or `--embedder static` in seconds), never made to wait hours unasked.
+AUTO_VECTORS_MAX_PASSAGES = 50_000
+FUSION_K = 60  # RRF's constant: the usual one
+FUSION_DEPTH = 100  # passages of each leg that the fusion reads (BENCHMARKS.md, section 20)
+# BM25's, dense's and the title leg's weights in the fused score. Dense at 1.5 found key terms for two more
+# questions a corpus, but let the dense leg's nearest passage outrank the one passage holding a rare exact term
+# (an identifier, an error code) that only BM25 found; with equal weights they tie and BM25's wins the tie
+# (BENCHMARKS.md, section 20).
+FUSION_WEIGHTS = (1.0, 1.0, 1.0)
+# A third leg: among both legs' passages, those of a document whose title is the query (a comparison's item
+# "comet" is the article "Comet", not "Halley's Comet"). Titles merely inside the query lost follow-ups on the demo
+# set (BENCHMARKS.md, section 20); the exact title is neutral on every question set and fixed 4 of 27 item queries.
+TITLE_LEG = True
+FETCH_BATCH = 512
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """What a build makes: `retrieval` recorded as the index's default search, vectors by `embedder` (None: no vectors).
+    `chosen`: the user or the index asked for it (else it is the default for a new index, bounded by size)."""
+
+    retrieval: str
+    embedder: str | None
+    chosen: bool = True
+
+
+def recorded_retrieval(manifest: dict | None) -> str | None:
+    """The retrieval an index was built for: its manifest's, "bm25" for an index from before vectors, None for no index."""
+    if manifest is None:
+        return None
+    return manifest.get("retrieval") or "bm25"
+
+
+def wanted(current: dict | None, retrieval: str | None, embedder: str | None) -> Wanted:
+    """What a build of an index whose manifest is `current` (None: no index yet) makes, given the options."""
+    if retrieval is not None and retrieval not in RETRIEVAL_MODES:
+        raise ConfigError(f"unknown retrieval {retrieval!r}; choose {', '.join(RETRIEVAL_MODES)}")
+    if embedder is not None and embedder not in EMBEDDERS:
+        raise ConfigError(f"unknown embedder {embedder!r}; choose {' or '.join(EMBEDDERS)}")
+    mode = retrieval or recorded_retrieval(current)
+    chosen = mode is not None or embedder is not None
+    mode = mode or DEFAULT_RETRIEVAL
+    if mode == "bm25":
+        return Wanted("bm25", None)
+    table = Table.from_json((current or {}).get("vectors"))
+    return Wanted(mode, embedder or (table.embedder if table else None) or DEFAULT_EMBEDDER, chosen)
+
+
+def manifest_entries(want: Wanted, table: Table | None, folder: Path) -> dict:
+    if want.embedder is not None and table is None:  # too big to embed unasked
+        return {"retrieval": "bm25", "vectors_skipped": True}
+    entries: dict = {"retrieval": want.retrieval}
+    if table is not None:
+        entries["vectors"] = table.to_json(folder)
+    return entries
+
+
+def write(
+    building: Path,
+    index: "tantivy.Index",
+    records: dict[str, "FileRecord"],
+    work: "Plan",
+    previous: dict | None,
+    index_dir: Path,
+    want: Wanted,
+    summary: "IndexSummary",
+    show_progress: bool,
+) -> Table | None:
+    """The vector files of the index being built in `building`, one row per passage, file by file.
+
+    A file the sync keeps unchanged takes its rows from the previous version when that was made by the same
+    embedder; every other file's passages are read back from the new tantivy index and embedded (the journal
+    holds what an interrupted run already did).
+    """
+    summary.retrieval = want.retrieval
+    if want.embedder is None:
+        return None
+    rows = sum(record.passages for record in records.values())
+    if not want.chosen and rows > AUTO_VECTORS_MAX_PASSAGES:
+        summary.retrieval = "bm25"
+        summary.notes.append(
+            f"{rows:,} passages: more than {AUTO_VECTORS_MAX_PASSAGES:,}, so no passage vectors were made by default and the "
+            f"index is searched with BM25 ({want.embedder} would take about {rows / 40 / 3600:.1f} h on two cores); "
+            "add them with --retrieval hybrid (resumable), or --retrieval hybrid --embedder static (minutes, less exact)"
+        )
+        return None
+    index.reload()
+    searcher = index.searcher()
+    old = _previous_vectors(previous, index_dir)
+    identity_matches = old is not None
+    unchanged = {record.key for record in work.unchanged}
+    keys = sorted(records)
+    copied = {key for key in keys if identity_matches and key in unchanged and key in old.table.files}
+    to_embed = sum(records[key].passages for key in keys if key not in copied)
+    progress, task = _progress(show_progress, to_embed, want.embedder)
+    writer = Writer(building, rows, want.embedder, journal_path(index_dir), lambda n: progress.update(task, advance=n))
+    if old is not None and old.table.identity != writer.table.identity:
+        copied, old = set(), None  # the embedder's model changed: embed everything again
+    started = time.perf_counter()
+    with progress:
+        for key in keys:
+            if key in copied:
+                first, count = old.table.files[key]
+                writer.copy(key, old, first, count)
+            elif records[key].passages:
+                writer.embed(key, _passages_of(searcher, index.schema, key, records[key].passages))
+    table = writer.finish()
+    summary.embedder = want.embedder
+    summary.embedded = writer.embedded
+    summary.embed_seconds = time.perf_counter() - started
+    summary.vector_bytes = disk_bytes(building)
+    return table
+
+
+def finished(index_dir: Path) -> None:
+    """The index with its vectors is in place: the journal of its embedding is not needed any more."""
+    journal_path(index_dir).unlink(missing_ok=True)
+
+
+def _previous_vectors(previous: dict | None, index_dir: Path) -> DenseVectors | None:
+    table = Table.from_json((previous or {}).get("vectors"))
+    if table is None:
+        return None
+    try:
+        return DenseVectors(index_dir, table)
+    except (OSError, ValueError):
+        return None  # damaged: embedded again
+
+
+def _passages_of(searcher, schema, key: str, count: int) -> Iterator[PassageText]:
+    """The passages of one source file in the new index, in the order tantivy stores them."""
+    import tantivy
+
+    hits = searcher.search(tantivy.Query.term_query(schema, "file", key), limit=max(count, 1), count=False).hits
+    addresses = sorted((address for _, address in hits), key=lambda a: (a.segment_ord, a.doc))
+    for start in range(0, len(addresses), FETCH_BATCH):
+        for address in addresses[start : start + FETCH_BATCH]:
+            doc = searcher.doc(address)
+            yield PassageText(doc.get_first("passage_id"), doc.get_first("title") or "", doc.get_first("text") or "")
+
+
+def _progress(show: bool, total: int, embedder: str):
+    """A bar with the passages embedded, their rate and the time left (rich estimates it from the recent rate)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.text import Text
+
+    class Rate(ProgressColumn):
+        def render(self, task) -> Text:
+            return Text(f"{task.speed:,.0f} passages/s" if task.speed else "")
+
+    progress = Progress(
+        TextColumn(f"embedding ({embedder})"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        Rate(),
+        TimeElapsedColumn(),
+        TextColumn("left"),
+        TimeRemainingColumn(),
+        disable=not show or total == 0,
+    )
+    return progress, progress.add_task("embedding", total=total)
+
+
+def fuse(
+    rankings: Sequence[Sequence[str]], k: int, depth: int | None = None, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
+    """The `k` ids ranked best over `rankings` (each best first, read to `depth`) by reciprocal-rank fusion,
+    each leg's terms times its weight (`FUSION_WEIGHTS`: BM25's, then dense's): (id, score), ties broken by the
+    best single rank, then by the order of the rankings."""
+    depth = FUSION_DEPTH if depth is None else depth
+    weights = FUSION_WEIGHTS if weights is None else weights
+    scores: dict[str, float] = {}
+    best: dict[str, tuple[int, int]] = {}
+    for leg, ranking in enumerate(rankings):
+        weight = weights[leg] if leg < len(weights) else 1.0
+        for rank, passage_id in enumerate(ranking[:depth]):
+            scores[passage_id] = scores.get(passage_id, 0.0) + weight / (FUSION_K + rank + 1)
+            best[passage_id] = min(best.get(passage_id, (rank, leg)), (rank, leg))
+    order = sorted(scores, key=lambda pid: (-scores[pid], best[pid]))[:k]
+    return [(pid, round(scores[pid], 6)) for pid in order]
+
+
+def hybrid(query_terms: set[str], bm25: Sequence[tuple[str, str]], near: Sequence[tuple[str, str]], k: int, title_terms) -> list[tuple[str, float]]:
+    """The hybrid ranking of one query from its BM25 and dense rankings ((passage id, title), best first): their
+    fusion, with the passages titled as the query is asked as a third leg when `TITLE_LEG` (`title_terms(title)`
+    analyses a title as the query was). A pure function of the two rankings, so tantivy and Milvus rank alike."""
+    legs = [[pid for pid, _ in bm25[:FUSION_DEPTH]], [pid for pid, _ in near[:FUSION_DEPTH]]]
+    if TITLE_LEG and query_terms:
+        best: dict[str, int] = {}
+        for leg in (bm25[:FUSION_DEPTH], near[:FUSION_DEPTH]):
+            for rank, (pid, title) in enumerate(leg):
+                if title and title_terms(title) == query_terms:
+                    best[pid] = min(best.get(pid, rank), rank)
+        legs.append(sorted(best, key=best.__getitem__))
+    return fuse(legs, k)
