@@ -298,6 +298,29 @@ def open_index(path):
     return open_retriever(path)
 
 
+def test_a_reply_held_for_a_test_that_is_over_ends_when_the_shared_stub_is_reset(stub):
+    """The session's one stub is reset before each test. A streamed reply held for a test that never let it go
+    (it failed first) is ended by the reset, so no stream of that test is still open in the next."""
+    server = stub(lambda r: Reply(content="one two three", hold=threading.Event(), hold_after=1))
+    heard: list[str] = []
+
+    def listen() -> None:
+        body = {"model": "stub", "messages": MESSAGES, "stream": True}
+        try:
+            with httpx.stream("POST", f"{server.base_url}/chat/completions", json=body, timeout=HANG) as response:
+                heard.extend(line for line in response.iter_lines() if line.startswith("data: {"))
+        except httpx.HTTPError:  # the stub ends the stream unfinished
+            pass
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    wait_until(lambda: server.open_streams == 1 and len(server.requests) == 1, "the reply held")
+    stub()  # the next test's reset
+    assert server.open_streams == 0 and server.requests == []
+    listener.join(HANG)
+    assert not listener.is_alive() and not any('"three"' in line for line in heard)  # never let go
+
+
 # --- the command line --------------------------------------------------------------------------
 
 

@@ -230,8 +230,8 @@ class OpenAIStubServer:
         self, responder: Responder | None = None, *, delay: float = 0.0, first_token_delay: float | None = None, token_rate: float = 0.0
     ) -> "OpenAIStubServer":
         """Serve the next test afresh on the same port: a new responder and latency, no request or stream
-        remembered. A reply still waiting out the last test's latency, drip or token rate is cut short
-        (its client has gone), so nothing of that test reaches this one."""
+        remembered. A reply still waiting out the last test's latency, drip, token rate or `hold` is cut
+        short (its client has gone), so nothing of that test reaches this one."""
         self._over.set()
         for _ in range(3000):  # until the last test's handlers are done: at most 30 s, each cut short at once
             with self._lock:
@@ -248,6 +248,13 @@ class OpenAIStubServer:
             self.abandoned_streams = 0
             self.most_waiting = self.waiting
         return self
+
+    def _released(self, hold: threading.Event) -> bool:
+        """Wait until the test lets a held reply go on (True), or is over (False: reset() moved on without it)."""
+        while not hold.wait(0.05):
+            if self._over.is_set():
+                return False
+        return True
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -364,8 +371,9 @@ class OpenAIStubServer:
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
                     for n, data in enumerate(events):
-                        if reply.hold is not None and n == 1 + reply.hold_after:
-                            reply.hold.wait()
+                        if reply.hold is not None and n == 1 + reply.hold_after and not stub._released(reply.hold):
+                            self.close_connection = True  # the test is over and never let it go: left unfinished
+                            return
                         if 1 < n <= len(tokens) and stub.token_rate:
                             stub._over.wait(1 / stub.token_rate)
                         if reply.break_after is not None and n > reply.break_after:
