@@ -127,8 +127,8 @@ def trace_tree(result: AnswerResult) -> Tree:
     if result.steps:  # the offline engine's steps are its own: it calls no LLM
         by = "engine steps: {}" if result.llm_calls else "steps: {}, by the offline engine (no LLM)"
         steps = tree.add(Text(by.format(len(result.steps))))
-        for s in result.steps:
-            steps.add(Text(f"{s.role} · {s.engine} · {s.latency_ms:.0f} ms" + (f" error={s.error}" if s.error else "")))
+        for step in result.steps:
+            steps.add(Text(f"{step.role} · {step.engine} · {step.latency_ms:.0f} ms" + (f" error={step.error}" if step.error else "")))
     tree.add(Text(f"answer: {result.answer}"))
     tree.add(Text(f"timings (ms): {result.timings_ms} · prompts {result.prompt_version}"))
     return tree
