@@ -69,7 +69,8 @@ class Record:
 
 # A flow run by Together records into a record of its own, added to its parent's in the order of Together's
 # flows once they are all done: a trace lists what happened in the flow's order, whatever order concurrent
-# steps ended in, so the same question gives the same trace every time.
+# steps ended in, so the same question gives the same trace every time (but for whether a step stopped by a
+# failing sibling had reached its engine: that is timing).
 _branch: ContextVar[Record | None] = ContextVar("typedrag_branch", default=None)
 
 
