@@ -64,6 +64,24 @@ def retriever(small_index):
     return open_retriever(small_index, "bm25")
 
 
+@pytest.fixture(scope="session")
+def stub_server():
+    """One loopback OpenAI-protocol server for the whole session: starting one per test was most of the
+    LLM path's test time. Tests take it through `stub`."""
+    from typedrag.testing.openai_stub import OpenAIStubServer
+
+    with OpenAIStubServer() as server:
+        yield server
+
+
+@pytest.fixture
+def stub(stub_server):
+    """The session's stub, afresh for this test: `stub(responder, delay=..., token_rate=...)` serves it
+    (called bare, the default replies), nothing of an earlier test remembered."""
+    stub_server.reset()
+    return stub_server.reset
+
+
 def require_shared_data() -> Path:
     if not SHARED_DATA.is_dir():
         pytest.skip(f"shared data folder not found at {SHARED_DATA} (CI has it; a fresh clone does not)")

@@ -21,7 +21,7 @@ from typedrag.pipeline import PipelineSettings
 from typedrag.prompts import PROMPT_VERSION
 from typedrag.questions import DEFAULT_MAX_CHARS
 from typedrag.records import Passage
-from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content
+from typedrag.testing.openai_stub import Reply, default_content
 
 SHIPS = [
     "The Lusitania carried lifeboats, and more lifeboats were added after 1912, enough for all on board.",
@@ -38,8 +38,8 @@ def offline() -> Pipeline:
     return Pipeline(OfflineEngine(), ListRetriever(SHIPS))
 
 
-def stub_pipeline(stub, **model) -> Pipeline:
-    return Pipeline(LLMEngine(OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=20, **model)), ListRetriever(SHIPS))
+def stub_pipeline(server, **model) -> Pipeline:
+    return Pipeline(LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20, **model)), ListRetriever(SHIPS))
 
 
 def rewriting(rewrite: str = REWRITTEN, answer=None):
@@ -77,7 +77,7 @@ async def test_a_follow_up_that_stands_alone_is_not_rewritten_and_a_question_wit
     assert result.standalone_question == result.question and result.searched == [result.question]
     plain = await offline().answer("How does photosynthesis turn light into sugar?", "rag")
     assert plain.rewrite is None and plain.standalone_question is None and plain.searched == [plain.question]
-    assert [c.role for c in plain.llm_calls] == [c.role for c in result.llm_calls] == ["answer:rag"]  # no extra step
+    assert [s.role for s in plain.steps] == [s.role for s in result.steps] == ["answer:rag"]  # no extra step
 
 
 @pytest.mark.parametrize(
@@ -273,51 +273,51 @@ async def test_a_misrouted_typed_question_keeps_its_retrieval_when_it_abstains()
 # ---------------------------------------------------------------- the LLM path, on the loopback stub
 
 
-async def test_the_rewrite_step_is_a_validated_cached_call_in_the_trace_and_its_question_is_answered(tmp_path):
-    with OpenAIStubServer(rewriting()) as stub:
-        cache = ResponseCache(tmp_path, namespace=PROMPT_VERSION)
-        result = await stub_pipeline(stub, cache=cache).answer(FOLLOW_UP, "rag", history=HISTORY)
-        rewrite_requests = [r for r in stub.requests if r.schema_name == "StandaloneQuestion"]
-        assert len(rewrite_requests) == 1
-        prompt = rewrite_requests[0].last_user
-        assert FIRST in prompt and "assistant: It was a British ocean liner [2]." in prompt and f"Last question: {FOLLOW_UP}" in prompt
-        call = result.llm_calls[0]
-        assert call.role == "rewrite" and call.structured is StructuredOutcome.OK and not call.cached
-        assert result.standalone_question == REWRITTEN and result.searched == [REWRITTEN]
-        assert result.rewrite.by.startswith("openai-compatible:stub") and result.rewrite.rewritten
-        answer_request = next(r for r in stub.requests if r.schema_name is None)
-        assert f"Question: {REWRITTEN}" in answer_request.last_user and "twenty lifeboats" in answer_request.last_user
-        again = await stub_pipeline(stub, cache=cache).answer(FOLLOW_UP, "rag", history=HISTORY)
-        assert again.llm_calls[0].role == "rewrite" and again.llm_calls[0].cached  # cached like every call
+async def test_the_rewrite_step_is_a_validated_cached_call_in_the_trace_and_its_question_is_answered(stub, tmp_path):
+    server = stub(rewriting())
+    cache = ResponseCache(tmp_path, namespace=PROMPT_VERSION)
+    result = await stub_pipeline(server, cache=cache).answer(FOLLOW_UP, "rag", history=HISTORY)
+    rewrite_requests = [r for r in server.requests if r.schema_name == "StandaloneQuestion"]
+    assert len(rewrite_requests) == 1
+    prompt = rewrite_requests[0].last_user
+    assert FIRST in prompt and "assistant: It was a British ocean liner [2]." in prompt and f"Last question: {FOLLOW_UP}" in prompt
+    call = result.llm_calls[0]
+    assert call.role == "rewrite" and call.structured is StructuredOutcome.OK and not call.cached
+    assert result.standalone_question == REWRITTEN and result.searched == [REWRITTEN]
+    assert result.rewrite.by.startswith("openai-compatible:stub") and result.rewrite.rewritten
+    answer_request = next(r for r in server.requests if r.schema_name is None)
+    assert f"Question: {REWRITTEN}" in answer_request.last_user and "twenty lifeboats" in answer_request.last_user
+    again = await stub_pipeline(server, cache=cache).answer(FOLLOW_UP, "rag", history=HISTORY)
+    assert again.llm_calls[0].role == "rewrite" and again.llm_calls[0].cached  # cached like every call
 
 
-async def test_without_history_there_is_no_rewrite_call_and_a_follow_up_the_model_keeps_is_not_rewritten():
-    with OpenAIStubServer(rewriting(rewrite="how many lifeboats did it carry?")) as stub:
-        plain = await stub_pipeline(stub).answer(FOLLOW_UP, "rag")
-        assert [c.role for c in plain.llm_calls] == ["answer:rag"] and plain.rewrite is None
-        kept = await stub_pipeline(stub).answer(FOLLOW_UP, "rag", history=HISTORY)
-        assert not kept.rewrite.rewritten and kept.standalone_question == FOLLOW_UP
+async def test_without_history_there_is_no_rewrite_call_and_a_follow_up_the_model_keeps_is_not_rewritten(stub):
+    server = stub(rewriting(rewrite="how many lifeboats did it carry?"))
+    plain = await stub_pipeline(server).answer(FOLLOW_UP, "rag")
+    assert [c.role for c in plain.llm_calls] == ["answer:rag"] and plain.rewrite is None
+    kept = await stub_pipeline(server).answer(FOLLOW_UP, "rag", history=HISTORY)
+    assert not kept.rewrite.rewritten and kept.standalone_question == FOLLOW_UP
 
 
-async def test_a_rewrite_that_never_validates_falls_back_to_the_offline_reading_recorded():
+async def test_a_rewrite_that_never_validates_falls_back_to_the_offline_reading_recorded(stub):
     def responder(request):
         if request.schema_name == "StandaloneQuestion":
             return Reply(content='{"question": ""}')  # invalid twice: the repair round too
         return Reply(content=default_content(request))
 
-    with OpenAIStubServer(responder) as stub:
-        result = await stub_pipeline(stub).answer(FOLLOW_UP, "rag", history=HISTORY)
+    server = stub(responder)
+    result = await stub_pipeline(server).answer(FOLLOW_UP, "rag", history=HISTORY)
     assert result.llm_calls[0].structured is StructuredOutcome.FAILED
     assert result.rewrite.by == "offline" and "Titanic" in result.standalone_question
     assert any(f.step == "rewrite" and "offline" in f.reason for f in result.fallbacks)
 
 
-async def test_a_system_message_reaches_every_writing_prompt_and_no_plan_prompt():
+async def test_a_system_message_reaches_every_writing_prompt_and_no_plan_prompt(stub):
     history = [{"role": "system", "content": "Answer in French, in two sentences."}, *HISTORY]
-    with OpenAIStubServer(rewriting()) as stub:
-        result = await stub_pipeline(stub).answer(FOLLOW_UP, "typed", "reason", history=history)
-    writes = [r for r in stub.requests if r.schema_name is None]
-    plans = [r for r in stub.requests if r.schema_name is not None]
+    server = stub(rewriting())
+    result = await stub_pipeline(server).answer(FOLLOW_UP, "typed", "reason", history=history)
+    writes = [r for r in server.requests if r.schema_name is None]
+    plans = [r for r in server.requests if r.schema_name is not None]
     assert len(writes) >= 2 and plans  # the overview, the aspects and the aggregator; the rewrite and the plan
     for request in writes:
         system = request.messages[0]["content"]
@@ -326,27 +326,27 @@ async def test_a_system_message_reaches_every_writing_prompt_and_no_plan_prompt(
     assert result.instructions == "Answer in French, in two sentences." and not any(f.step == "instructions" for f in result.fallbacks)
 
 
-async def test_the_models_not_in_the_sources_reply_is_an_abstention_never_streamed_as_text():
+async def test_the_models_not_in_the_sources_reply_is_an_abstention_never_streamed_as_text(stub):
     said = '{"not_in_sources": "which band played"}'
-    with OpenAIStubServer(rewriting(answer=lambda request: said), token_rate=200) as stub:
-        tokens = []
-        result = await stub_pipeline(stub).answer(
-            "Which band played music on deck of the Titanic?", "rag", on_event=lambda name, data: name == "token" and tokens.append(data["text"])
-        )
+    server = stub(rewriting(answer=lambda request: said), token_rate=200)
+    tokens = []
+    result = await stub_pipeline(server).answer(
+        "Which band played music on deck of the Titanic?", "rag", on_event=lambda name, data: name == "token" and tokens.append(data["text"])
+    )
     assert result.abstained and result.abstention.by.startswith("openai-compatible:stub")
     assert "which band played" in result.abstention.reason
     assert result.answer.startswith("The documents do not answer this.") and result.sources and result.citations == []
     assert "".join(tokens) == result.answer and "not_in_sources" not in "".join(tokens)
 
 
-async def test_prose_that_says_the_sources_lack_something_is_an_answer_not_an_abstention():
+async def test_prose_that_says_the_sources_lack_something_is_an_answer_not_an_abstention(stub):
     prose = "The sources do not name the band; they only say she carried twenty lifeboats [2]."
-    with OpenAIStubServer(rewriting(answer=lambda request: prose)) as stub:
-        result = await stub_pipeline(stub).answer("Which band played music on deck of the Titanic?", "rag")
+    server = stub(rewriting(answer=lambda request: prose))
+    result = await stub_pipeline(server).answer("Which band played music on deck of the Titanic?", "rag")
     assert not result.abstained and result.answer.startswith("The sources do not name the band")
 
 
-async def test_an_aspect_the_model_says_its_passages_do_not_answer_is_dropped_and_recorded():
+async def test_an_aspect_the_model_says_its_passages_do_not_answer_is_dropped_and_recorded(stub):
     def answer(request):
         if "Answer only this part of it" in request.last_user and "lifeboats" in request.last_user.split("Answer only this part of it")[1]:
             return '{"not_in_sources": "how many lifeboats"}'
@@ -358,8 +358,8 @@ async def test_an_aspect_the_model_says_its_passages_do_not_answer_is_dropped_an
             return Reply(content=json.dumps({"sub_queries": ["Titanic lifeboats", "iceberg collision"]}))
         return Reply(content=answer(request)) if request.schema_name is None else Reply(content=default_content(request))
 
-    with OpenAIStubServer(responder) as stub:
-        result = await stub_pipeline(stub).answer("Why did the Titanic sink?", "typed", "reason")
+    server = stub(responder)
+    result = await stub_pipeline(server).answer("Why did the Titanic sink?", "typed", "reason")
     dropped = [a for a in result.aspects if a.label == "Titanic lifeboats"]
     assert dropped and "do not answer it: how many lifeboats" in dropped[0].error
     assert any(f.step == "aspect:Titanic lifeboats" for f in result.fallbacks)
@@ -369,10 +369,12 @@ async def test_an_aspect_the_model_says_its_passages_do_not_answer_is_dropped_an
 @pytest.mark.parametrize(
     ("reply", "missing"),
     [('{"not_in_sources": "the score"}', "the score"), ('```json\n{"not_in_sources": "x"}\n```', "x"),
-     ('{"not_in_sources": "x", "answer": "y"}', None), ('{"answer": "the score"}', None), ("Not in the sources.", None),
-     ('The JSON {"not_in_sources": "x"} is what a model says.', None)],
+     ('{"not_in_sources": "x", "answer": "y"}', None), ('{"answer": "the score"}', None),
+     ('The JSON {"not_in_sources": "x"} is what a model says.', None),
+     # issue 42: a whole reply that only says the sources lack the answer is the signal in prose
+     ("Not in the sources.", "Not in the sources."), ('{"not_in_sources": null}', "the sources do not answer the question")],
 )
-def test_only_the_whole_reply_as_the_json_object_is_the_signal(reply, missing):
+def test_only_the_whole_reply_as_the_signal_is_the_signal(reply, missing):
     assert said_not_in_sources(reply) == missing
 
 

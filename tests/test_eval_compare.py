@@ -149,14 +149,14 @@ def test_bad_side_spec_is_one_line_on_the_command_line(tmp_path, monkeypatch):
 # --- end to end against the loopback server -----------------------------------------------------
 
 
-def test_end_to_end_typed_against_rag_judged_blind_in_both_orders(tmp_path, small_index, monkeypatch):
+def test_end_to_end_typed_against_rag_judged_blind_in_both_orders(stub, tmp_path, small_index, monkeypatch):
     questions, out = write_questions(tmp_path / "mine.jsonl"), tmp_path / "run"
-    with OpenAIStubServer(typed_cites_more) as server:
-        args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url,
-                "--judge", "judge", "--judge-base-url", server.base_url, "--no-progress"]
-        result = run_compare(args, tmp_path / "cache", monkeypatch)
-        assert result.exit_code == 0, result.output
-        judged = judge_requests(server)
+    server = stub(typed_cites_more)
+    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url,
+            "--judge", "judge", "--judge-base-url", server.base_url, "--no-progress"]
+    result = run_compare(args, tmp_path / "cache", monkeypatch)
+    assert result.exit_code == 0, result.output
+    judged = judge_requests(server)
 
     summary = json.loads((out / "summary.json").read_text())
     items = {item["id"]: item for item in summary["items"]}
@@ -196,7 +196,7 @@ def test_end_to_end_typed_against_rag_judged_blind_in_both_orders(tmp_path, smal
     assert "| all |" in (out / "report.md").read_text()
 
 
-def test_a_judge_that_always_prefers_the_first_answer_decides_nothing(tmp_path, small_index, monkeypatch):
+def test_a_judge_that_always_prefers_the_first_answer_decides_nothing(stub, tmp_path, small_index, monkeypatch):
     """Position bias cancels: each order names a different system, so every judged item is a tie."""
 
     def first_is_best(request: ChatRequest) -> Reply:
@@ -206,38 +206,38 @@ def test_a_judge_that_always_prefers_the_first_answer_decides_nothing(tmp_path, 
         return typed_cites_more(request)
 
     questions, out = write_questions(tmp_path / "q.jsonl"), tmp_path / "run"
-    with OpenAIStubServer(first_is_best) as server:
-        args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
-        result = run_compare(args, tmp_path / "cache", monkeypatch)
+    server = stub(first_is_best)
+    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
+    result = run_compare(args, tmp_path / "cache", monkeypatch)
     assert result.exit_code == 0, result.output
     overall = json.loads((out / "summary.json").read_text())["overall"]
     assert overall["wins_a"] == overall["wins_b"] == 0 and overall["ties"] == overall["items"]
     assert overall["consistent_orders"] == 0
 
 
-def test_an_invalid_verdict_is_repaired_once_then_recorded_as_a_failure_and_asked_again(tmp_path, small_index, monkeypatch):
+def test_an_invalid_verdict_is_repaired_once_then_recorded_as_a_failure_and_asked_again(stub, tmp_path, small_index, monkeypatch):
     questions, out = write_questions(tmp_path / "q.jsonl", QUESTIONS[:1]), tmp_path / "run"
-    with OpenAIStubServer(lambda r: Reply(content="I like both.") if r.schema_name == "PairVerdict" else typed_cites_more(r)) as server:
-        args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
-        result = run_compare(args, tmp_path / "cache", monkeypatch)
-        assert result.exit_code == 0, result.output
-        assert len(judge_requests(server)) == 4  # two orders, each asked and repaired once
-        repair = judge_requests(server)[-1].messages
-        assert repair[-2]["content"] == "I like both." and "could not be used" in repair[-1]["content"]
+    server = stub(lambda r: Reply(content="I like both.") if r.schema_name == "PairVerdict" else typed_cites_more(r))
+    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
+    result = run_compare(args, tmp_path / "cache", monkeypatch)
+    assert result.exit_code == 0, result.output
+    assert len(judge_requests(server)) == 4  # two orders, each asked and repaired once
+    repair = judge_requests(server)[-1].messages
+    assert repair[-2]["content"] == "I like both." and "could not be used" in repair[-1]["content"]
     summary = json.loads((out / "summary.json").read_text())
     assert summary["items"][0]["outcome"] == "judge failed" and summary["overall"]["failures"] == 1
     assert any("invalid structured output" in e for e in summary["errors_this_run"])
     failed = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
     assert [f["structured"] for f in failed] == ["failed", "failed"] and all(f["reply"] == "I like both." for f in failed)
 
-    with OpenAIStubServer(typed_cites_more) as server:  # a judge that now answers: only the judgment is asked again
-        args[args.index("--base-url") + 1] = server.base_url
-        monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
-        result = CliRunner().invoke(eval_app(), ["compare", *args, "--out", str(tmp_path / "run2")])
-        assert result.exit_code == 0, result.output
+    server = stub(typed_cites_more)  # a judge that now answers: only the judgment is asked again
+    args[args.index("--base-url") + 1] = server.base_url
+    monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
+    result = CliRunner().invoke(eval_app(), ["compare", *args, "--out", str(tmp_path / "run2")])
+    assert result.exit_code == 0, result.output
 
 
-def test_rerun_asks_nothing_already_answered_or_judged(tmp_path, small_index, monkeypatch):
+def test_rerun_asks_nothing_already_answered_or_judged(stub, tmp_path, small_index, monkeypatch):
     questions, out = write_questions(tmp_path / "q.jsonl"), tmp_path / "run"
     judge_down = {"on": True}
 
@@ -246,29 +246,29 @@ def test_rerun_asks_nothing_already_answered_or_judged(tmp_path, small_index, mo
             return Reply(content="overloaded", status=503)
         return typed_cites_more(request)
 
-    with OpenAIStubServer(responder) as server:
-        args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url,
-                "--no-progress", "--llm-timeout", "5"]
-        monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
-        monkeypatch.setenv("TYPEDRAG_API_KEY", "test")
-        first = CliRunner().invoke(eval_app(), ["compare", *args])
-        assert first.exit_code == 0, first.output
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["overall"]["failures"] > 0 and any("judge" in e for e in summary["errors_this_run"])
+    server = stub(responder)
+    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url,
+            "--no-progress", "--llm-timeout", "5"]
+    monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("TYPEDRAG_API_KEY", "test")
+    first = CliRunner().invoke(eval_app(), ["compare", *args])
+    assert first.exit_code == 0, first.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"]["failures"] > 0 and any("judge" in e for e in summary["errors_this_run"])
 
-        judge_down["on"] = False
-        (tmp_path / "cache").rename(tmp_path / "old-cache")  # no response cache: only the run's own logs can skip work
-        before = len(server.requests)
-        second = CliRunner().invoke(eval_app(), ["compare", *args])
-        assert second.exit_code == 0, second.output
-        asked = server.requests[before:]
-        assert asked and all(r.schema_name == "PairVerdict" for r in asked)  # answers came from the log
-        summary = json.loads((out / "summary.json").read_text())
-        assert summary["overall"]["failures"] == 0
+    judge_down["on"] = False
+    (tmp_path / "cache").rename(tmp_path / "old-cache")  # no response cache: only the run's own logs can skip work
+    before = len(server.requests)
+    second = CliRunner().invoke(eval_app(), ["compare", *args])
+    assert second.exit_code == 0, second.output
+    asked = server.requests[before:]
+    assert asked and all(r.schema_name == "PairVerdict" for r in asked)  # answers came from the log
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["overall"]["failures"] == 0
 
-        before = len(server.requests)
-        third = CliRunner().invoke(eval_app(), ["compare", *args])
-        assert third.exit_code == 0 and len(server.requests) == before
+    before = len(server.requests)
+    third = CliRunner().invoke(eval_app(), ["compare", *args])
+    assert third.exit_code == 0 and len(server.requests) == before
     assert json.loads((out / "summary.json").read_text())["overall"] == summary["overall"]
 
 
@@ -294,7 +294,7 @@ def test_offline_answers_both_and_says_in_one_line_what_it_cannot_do(tmp_path, s
     assert "where their answers differ" in (out / "report.md").read_text() or "identical" in (out / "report.md").read_text()
 
 
-def test_references_add_linkage_for_both_systems(tmp_path, small_index, monkeypatch):
+def test_references_add_linkage_for_both_systems(stub, tmp_path, small_index, monkeypatch):
     def responder(request: ChatRequest) -> Reply:
         candidate = re.search(r"<candidate>\n(.*?)\n</candidate>", request.last_user, re.S)
         if candidate:  # a LINKAGE judge: an answer citing a second source ranks first, else second
@@ -302,9 +302,9 @@ def test_references_add_linkage_for_both_systems(tmp_path, small_index, monkeypa
         return typed_cites_more(request)
 
     questions, out = write_questions(tmp_path / "q.jsonl", QUESTIONS[:2], references=True), tmp_path / "run"
-    with OpenAIStubServer(responder) as server:
-        args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
-        result = run_compare(args, tmp_path / "cache", monkeypatch)
+    server = stub(responder)
+    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
+    result = run_compare(args, tmp_path / "cache", monkeypatch)
     assert result.exit_code == 0, result.output
     linkage = json.loads((out / "summary.json").read_text())["linkage"]
     overall = {c["method"]: c for c in linkage["cells"] if c["type"] == "all"}
@@ -312,21 +312,21 @@ def test_references_add_linkage_for_both_systems(tmp_path, small_index, monkeypa
     assert "LINKAGE against your references" in (out / "report.html").read_text()
 
 
-def test_hostile_answers_are_text_in_the_html_report(tmp_path, small_index, monkeypatch):
+def test_hostile_answers_are_text_in_the_html_report(stub, tmp_path, small_index, monkeypatch):
     def responder(request: ChatRequest) -> Reply:
         if request.schema_name is None and "Question:" in request.last_user and not merging(request):
             return Reply(content="<script>alert(1)</script> Read this [1].")
         return typed_cites_more(request)
 
     questions, out = write_questions(tmp_path / "q.jsonl", QUESTIONS[:1]), tmp_path / "run"
-    with OpenAIStubServer(responder) as server:
-        args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
-        assert run_compare(args, tmp_path / "cache", monkeypatch).exit_code == 0
+    server = stub(responder)
+    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
+    assert run_compare(args, tmp_path / "cache", monkeypatch).exit_code == 0
     html = (out / "report.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
 
 
-def test_killed_compare_resumes_without_losing_or_repeating(tmp_path, small_index):
+def test_killed_compare_resumes_without_losing_or_repeating(stub, tmp_path, small_index):
     """SIGKILL half-way, then a torn last line: the rerun keeps every record and asks for none of them again."""
     many = [(f"q{i}", f"{text} (case {i})", type_) for i, (_, text, type_) in enumerate(QUESTIONS * 2)]
     questions, out, cache = write_questions(tmp_path / "q.jsonl", many), tmp_path / "run", tmp_path / "cache"
@@ -342,27 +342,27 @@ def test_killed_compare_resumes_without_losing_or_repeating(tmp_path, small_inde
         path = out / name
         return path.read_text(encoding="utf-8").split("\n")[:-1] if path.exists() else []
 
-    with OpenAIStubServer(slow) as server:
-        command = [sys.executable, "-m", "typedrag.cli", "eval", "compare", str(questions), "--index", str(small_index),
-                   "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--concurrency", "2", "--no-progress"]
-        process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        deadline = time.monotonic() + 180
-        while len(lines("judgments.jsonl")) < 2:
-            assert process.poll() is None, process.stderr.read().decode()
-            assert time.monotonic() < deadline, "the first run judged nothing in time"
-            time.sleep(0.05)
-        process.send_signal(signal.SIGKILL)
-        process.wait()
-        process.stderr.close()
-        before = {name: lines(name) for name in ("answers.jsonl", "judgments.jsonl")}
-        with (out / "answers.jsonl").open("a", encoding="utf-8") as f:
-            f.write('{"question_id": "q0", "system": "rag", "ans')  # torn
+    server = stub(slow)
+    command = [sys.executable, "-m", "typedrag.cli", "eval", "compare", str(questions), "--index", str(small_index),
+               "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--concurrency", "2", "--no-progress"]
+    process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 180
+    while len(lines("judgments.jsonl")) < 2:
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() < deadline, "the first run judged nothing in time"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    process.stderr.close()
+    before = {name: lines(name) for name in ("answers.jsonl", "judgments.jsonl")}
+    with (out / "answers.jsonl").open("a", encoding="utf-8") as f:
+        f.write('{"question_id": "q0", "system": "rag", "ans')  # torn
 
-        (cache).rename(tmp_path / "old-cache")  # only the run's logs may spare the second run its work
-        sent = len(server.requests)
-        rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-        assert rerun.returncode == 0, rerun.stderr
-        asked = server.requests[sent:]
+    (cache).rename(tmp_path / "old-cache")  # only the run's logs may spare the second run its work
+    sent = len(server.requests)
+    rerun = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    asked = server.requests[sent:]
 
     answers = [json.loads(line) for line in lines("answers.jsonl")]
     assert Counter((a["question_id"], a["system"]) for a in answers) == Counter((q, s) for q, _, _ in many for s in ("rag", "typed"))

@@ -24,29 +24,29 @@ def writing(server: OpenAIStubServer) -> list[ChatRequest]:
     return [r for r in server.requests if r.schema_name == "WrittenQuestions"]
 
 
-def test_questions_of_every_type_then_a_rerun_asks_nothing(tmp_path, monkeypatch):
+def test_questions_of_every_type_then_a_rerun_asks_nothing(stub, tmp_path, monkeypatch):
     corpus, out = write_corpus(tmp_path / "corpus.jsonl"), tmp_path / "questions.jsonl"
-    with OpenAIStubServer() as server:
-        args = [str(corpus), "--out", str(out), "--llm", "writer", "--base-url", server.base_url, "--per-type", "2"]
-        result = invoke(args, tmp_path, monkeypatch)
-        assert result.exit_code == 0, result.output
-        rows = [json.loads(line) for line in out.read_text().splitlines()]
-        assert Counter(r["type"] for r in rows) == {kind: 2 for kind in KINDS}
-        assert len({r["id"] for r in rows}) == len(rows) and len({r["question"] for r in rows}) == len(rows)
-        assert all(r["question"].endswith("?") and r["about"] and r["classified_as"] for r in rows)
-        prompts = writing(server)
-        assert all("Kind: " in p.last_user and "[1] " in p.last_user for p in prompts)
-        sent = len(server.requests)
-        again = invoke(args, tmp_path, monkeypatch)
-        assert again.exit_code == 0 and len(server.requests) == sent and "0 questions added" in again.output
-        more = invoke([*args[:-1], "3", "--types", "reason,debate"], tmp_path, monkeypatch)
-        assert more.exit_code == 0, more.output
+    server = stub()
+    args = [str(corpus), "--out", str(out), "--llm", "writer", "--base-url", server.base_url, "--per-type", "2"]
+    result = invoke(args, tmp_path, monkeypatch)
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert Counter(r["type"] for r in rows) == {kind: 2 for kind in KINDS}
+    assert len({r["id"] for r in rows}) == len(rows) and len({r["question"] for r in rows}) == len(rows)
+    assert all(r["question"].endswith("?") and r["about"] and r["classified_as"] for r in rows)
+    prompts = writing(server)
+    assert all("Kind: " in p.last_user and "[1] " in p.last_user for p in prompts)
+    sent = len(server.requests)
+    again = invoke(args, tmp_path, monkeypatch)
+    assert again.exit_code == 0 and len(server.requests) == sent and "0 questions added" in again.output
+    more = invoke([*args[:-1], "3", "--types", "reason,debate"], tmp_path, monkeypatch)
+    assert more.exit_code == 0, more.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     counts = Counter(r["type"] for r in rows)
     assert counts["REASON"] == counts["DEBATE"] == 3 and counts["COMPARISON"] == 2
 
 
-def test_repeats_are_dropped_and_the_model_is_asked_once_more(tmp_path, monkeypatch):
+def test_repeats_are_dropped_and_the_model_is_asked_once_more(stub, tmp_path, monkeypatch):
     def repeating(request: ChatRequest) -> Reply:
         if request.schema_name != "WrittenQuestions":
             return Reply(content=default_content(request))
@@ -56,10 +56,10 @@ def test_repeats_are_dropped_and_the_model_is_asked_once_more(tmp_path, monkeypa
         return Reply(content=json.dumps({"questions": same}))
 
     corpus, out = write_corpus(tmp_path / "corpus.jsonl"), tmp_path / "q.jsonl"
-    with OpenAIStubServer(repeating) as server:
-        args = [str(corpus), "--out", str(out), "--llm", "writer", "--base-url", server.base_url, "--per-type", "2", "--types", "reason"]
-        result = invoke(args, tmp_path, monkeypatch)
-        asked = writing(server)
+    server = stub(repeating)
+    args = [str(corpus), "--out", str(out), "--llm", "writer", "--base-url", server.base_url, "--per-type", "2", "--types", "reason"]
+    result = invoke(args, tmp_path, monkeypatch)
+    asked = writing(server)
     assert result.exit_code == 0, result.output
     # The invalid question fails validation: one repair per request, and the repair's reply is the same, so nothing
     # validates; both attempts for the type end as recorded failures, nothing is written.
@@ -68,7 +68,7 @@ def test_repeats_are_dropped_and_the_model_is_asked_once_more(tmp_path, monkeypa
     assert "not written: REASON" in result.output
 
 
-def test_near_duplicates_are_dropped(tmp_path, monkeypatch):
+def test_near_duplicates_are_dropped(stub, tmp_path, monkeypatch):
     def repeating(request: ChatRequest) -> Reply:
         if request.schema_name != "WrittenQuestions":
             return Reply(content=default_content(request))
@@ -79,10 +79,10 @@ def test_near_duplicates_are_dropped(tmp_path, monkeypatch):
         ]}))
 
     corpus, out = write_corpus(tmp_path / "corpus.jsonl"), tmp_path / "q.jsonl"
-    with OpenAIStubServer(repeating) as server:
-        args = [str(corpus), "--out", str(out), "--llm", "writer", "--base-url", server.base_url, "--per-type", "3", "--types", "reason"]
-        result = invoke(args, tmp_path, monkeypatch)
-        asked = writing(server)
+    server = stub(repeating)
+    args = [str(corpus), "--out", str(out), "--llm", "writer", "--base-url", server.base_url, "--per-type", "3", "--types", "reason"]
+    result = invoke(args, tmp_path, monkeypatch)
+    asked = writing(server)
     assert result.exit_code == 0, result.output
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert [r["question"] for r in rows] == ["Why did the Western Roman Empire fall?"]

@@ -1,8 +1,9 @@
-"""The offline engine's planners on common phrasings, the comparison's item queries, and the sentence splitter."""
+"""The offline plans each strategy reads from common phrasings (typedrag.questions), the comparison's item
+queries, and the sentence splitter."""
 
 import pytest
 
-from typedrag.engines.offline import planners
+from typedrag.strategies import comparison, debate, experience, instruction, reason
 from typedrag.strategies.comparison import item_query
 from typedrag.text import split_sentences, terms
 
@@ -41,7 +42,7 @@ from typedrag.text import split_sentences, terms
     ],
 )
 def test_comparison_items_and_purpose(question, purpose, items):
-    plan = planners.comparison(question)
+    plan = comparison.offline_plan(question)
     assert (plan.purpose, plan.items) == (purpose, items)
 
 
@@ -63,25 +64,25 @@ def test_comparison_item_queries_carry_the_question_context_but_no_other_item(qu
 
 def test_comparison_without_items_fails_instead_of_guessing():
     with pytest.raises(ValueError):
-        planners.comparison("How does it compare?")
+        comparison.offline_plan("How does it compare?")
 
 
 def test_reason_and_instruction_sub_queries_keep_the_subject():
-    plan = planners.reason("Why did the Western Roman Empire fall?")
+    plan = reason.offline_plan("Why did the Western Roman Empire fall?")
     assert 2 <= len(plan.sub_queries) <= 5
     assert all("Western Roman Empire" in q for q in plan.sub_queries)
-    steps = planners.instruction("How do I bake sourdough bread?")
+    steps = instruction.offline_plan("How do I bake sourdough bread?")
     assert all("sourdough bread" in q for q in steps.sub_queries)
 
 
 def test_debate_has_for_and_against_perspectives():
-    plan = planners.debate("Should we build more nuclear power plants?")
+    plan = debate.offline_plan("Should we build more nuclear power plants?")
     assert [p.name for p in plan.perspectives] == ["in favour", "against"]
     assert all("nuclear power plants" in p.sub_query for p in plan.perspectives)
 
 
 def test_experience_keywords():
-    plan = planners.experience("Any advice for a beginner learning guitar?")
+    plan = experience.offline_plan("Any advice for a beginner learning guitar?")
     assert "guitar" in plan.keywords and "guitar" in plan.topic
 
 

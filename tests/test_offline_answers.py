@@ -58,20 +58,19 @@ def test_one_answering_sentence_is_followed_by_on_topic_ones_up_to_the_lead_size
     """The reader misses answers more often than it takes noise on topic (BENCHMARKS.md section 17)."""
     engine = OfflineEngine(reads({"iceberg": Reading(0.9, 0.95, Role.CAUSE), "funnels": Reading(0.1, 0.8, Role.FACT)}))
     text = "The Titanic struck an iceberg at night. The ship had four funnels. Tickets cost up to 870 pounds."
-    trace = Trace()
-    written = run(engine.write(Grounded(role="answer:rag", prompt=PROMPT, question="Why did the Titanic sink?", sources=[source(1, text)]), trace))
+    written = run(engine.write(Grounded(role="answer:rag", prompt=PROMPT, question="Why did the Titanic sink?", sources=[source(1, text)]), Trace()))
     assert written.text == "The Titanic struck an iceberg at night. [1] The ship had four funnels. [1]" and written.supported
-    assert trace.fallbacks == []
+    assert written.notes == () and written.best == 0.9
 
 
 def test_with_nothing_answering_plain_rag_shows_the_nearest_and_says_it_does_not_answer():
     engine = OfflineEngine(reads({"funnels": Reading(0.2, 0.8, Role.FACT)}))
     task = Grounded(role="answer:rag", prompt=PROMPT, question="Why did the Titanic sink?",
                     sources=[source(1, "The ship had four funnels and was painted black. Tickets cost up to 870 pounds.")])
-    trace = Trace()
-    written = run(engine.write(task, trace))
+    written = run(engine.write(task, Trace()))
     assert written.text == "The ship had four funnels and was painted black. [1]" and not written.supported
-    assert [f.reason for f in trace.fallbacks] == ["the reader found no sentence that answers; the nearest on-topic ones are quoted"]
+    # said as a note the driver records when the answer is used (an abstention drops it with the text)
+    assert written.notes == ("the reader found no sentence that answers; the nearest on-topic ones are quoted",)
     nothing = run(OfflineEngine(reads({})).write(task, Trace()))
     assert nothing.text == NOTHING_RELEVANT and not nothing.supported and nothing.quotes == ()
 

@@ -11,6 +11,7 @@ from pydantic import BaseModel, Field
 
 import typedrag
 from typedrag import ListRetriever, OfflineEngine, Pipeline, PlanTask, Prompt, WriteTask, default_routes
+from typedrag.steps import Number, Plan, Search, Write
 from typedrag.testing import ScriptedChatModel
 from typedrag.engines.llm_engine import LLMEngine
 
@@ -39,16 +40,18 @@ WRITE_HAIKU = Prompt("write_haiku", "You write haiku from sources.", "Sources:\n
 
 
 class HaikuStrategy:
-    """A route defined entirely outside the package: its own schema, prompts, offline planner and run()."""
+    """A route defined entirely outside the package: its own schema, prompts, offline planner and flow()."""
 
     name = "haiku"
     plan = PlanTask("plan:haiku", PLAN_HAIKU, Haiku, offline=lambda q: Haiku(images=q.split()[:3]))
 
-    async def run(self, question, ctx):
-        plan = await ctx.engine.plan(self.plan, question, ctx.trace)
-        sources = ctx.book.add(await ctx.retrieve(question, 2))
+    def flow(self, question, depths):
+        plan = yield Plan(self.plan, question)
+        [hits] = yield Search([question], 2)
+        sources = yield Number(hits)
         task = WriteTask(role="answer:haiku", prompt=WRITE_HAIKU, question=question, extra={"images": ", ".join(plan.images)}, sources=sources)
-        return typedrag.StrategyOutput(answer=(await ctx.engine.write(task, ctx.trace)).text, plan=plan)
+        written = yield Write(task, final=True)
+        return typedrag.StrategyOutput(answer=written.text, plan=plan)
 
 
 def test_a_route_added_from_outside_answers_with_its_own_schema_and_prompts():
@@ -112,11 +115,13 @@ def test_a_route_without_an_offline_recipe_is_written_offline_by_the_generic_one
         name = "plain"
         plan = PlanTask("plan:plain", PLAN_HAIKU, Haiku, offline=lambda q: Haiku(images=q.split()[:3]))
 
-        async def run(self, question, ctx):
-            await ctx.engine.plan(self.plan, question, ctx.trace)
-            sources = ctx.book.add(await ctx.retrieve(question, 2))
+        def flow(self, question, depths):
+            yield Plan(self.plan, question)
+            [hits] = yield Search([question], 2)
+            sources = yield Number(hits)
             task = WriteTask(role="answer:plain", prompt=WRITE_HAIKU, question=question, extra={"images": ""}, sources=sources)
-            return typedrag.StrategyOutput(answer=(await ctx.engine.write(task, ctx.trace)).text)
+            written = yield Write(task, final=True)
+            return typedrag.StrategyOutput(answer=written.text)
 
     texts = ["Autumn leaves fall slowly over the quiet pond.", "Tax law changed in 1986."]
     pipeline = Pipeline(OfflineEngine(), ListRetriever(texts), routes={**default_routes(), "PLAIN": Plain()})

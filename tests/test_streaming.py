@@ -54,6 +54,7 @@ def comparable(result) -> dict:
         (c["role"], c["prompt_tokens"], c["completion_tokens"], c["requests"], c["cached"], c["structured"])
         for c in data["llm_calls"]
     )
+    data["steps"] = sorted((s["step"], s["role"], s["engine"], s["error"] or "") for s in data["steps"])
     return data
 
 
@@ -83,67 +84,67 @@ def test_sentence_pieces_cut_after_sentences_and_their_citations():
 # --- the chat model ----------------------------------------------------------------------------
 
 
-async def test_a_streamed_reply_arrives_in_pieces_with_its_usage():
-    with OpenAIStubServer(lambda r: Reply(content="Leaves lose chlorophyll in autumn [1].")) as stub:
-        heard: list[str] = []
-        completion = await model(stub).complete(MESSAGES, role="answer", on_text=heard.append)
-    assert stub.requests[0].body["stream"] is True
+async def test_a_streamed_reply_arrives_in_pieces_with_its_usage(stub):
+    server = stub(lambda r: Reply(content="Leaves lose chlorophyll in autumn [1]."))
+    heard: list[str] = []
+    completion = await model(server).complete(MESSAGES, role="answer", on_text=heard.append)
+    assert server.requests[0].body["stream"] is True
     assert heard == ["Leaves ", "lose ", "chlorophyll ", "in ", "autumn ", "[1]."]
     assert completion.text == "".join(heard) and completion.call.completion_tokens == 6
     assert completion.call.prompt_tokens > 0
 
 
-async def test_a_cached_reply_streams_in_chunks_without_a_request(tmp_path):
+async def test_a_cached_reply_streams_in_chunks_without_a_request(stub, tmp_path):
     content = "Leaves lose their green chlorophyll, and yellow carotenoids show through [1]."
-    with OpenAIStubServer(lambda r: Reply(content=content)) as stub:
-        chat = model(stub, cache=ResponseCache(tmp_path))
-        first = await chat.complete(MESSAGES, role="answer", on_text=lambda piece: None)
-        heard: list[str] = []
-        again = await chat.complete(MESSAGES, role="answer", on_text=heard.append)
-    assert len(stub.requests) == 1 and again.call.cached and again.call.requests == 0
+    server = stub(lambda r: Reply(content=content))
+    chat = model(server, cache=ResponseCache(tmp_path))
+    first = await chat.complete(MESSAGES, role="answer", on_text=lambda piece: None)
+    heard: list[str] = []
+    again = await chat.complete(MESSAGES, role="answer", on_text=heard.append)
+    assert len(server.requests) == 1 and again.call.cached and again.call.requests == 0
     assert len(heard) > 1 and "".join(heard) == first.text == again.text == content
 
 
-async def test_an_api_key_split_across_pieces_is_masked_in_the_stream():
+async def test_an_api_key_split_across_pieces_is_masked_in_the_stream(stub):
     key = "sk-secret-0123456789"
     pieces = ["The key is sk-sec", "ret-0123", "456789 and", " that is all."]
-    with OpenAIStubServer(lambda r: Reply(pieces=pieces)) as stub:
-        heard: list[str] = []
-        completion = await model(stub, api_key=key).complete(MESSAGES, role="answer", on_text=heard.append)
+    server = stub(lambda r: Reply(pieces=pieces))
+    heard: list[str] = []
+    completion = await model(server, api_key=key).complete(MESSAGES, role="answer", on_text=heard.append)
     assert "".join(heard) == completion.text == "The key is *** and that is all."
     assert not any("sk-" in piece for piece in heard)
 
 
-async def test_an_endpoint_that_refuses_stream_options_streams_without_them():
+async def test_an_endpoint_that_refuses_stream_options_streams_without_them(stub):
     def responder(request):
         if "stream_options" in request.body:
             return Reply(status=400, content="Unrecognized request argument supplied: stream_options")
         return Reply(content="Chlorophyll breaks down [1].")
 
-    with OpenAIStubServer(responder) as stub:
-        heard: list[str] = []
-        completion = await model(stub).complete(MESSAGES, role="answer", on_text=heard.append)
-    assert "".join(heard) == completion.text == "Chlorophyll breaks down [1]." and len(stub.requests) == 2
+    server = stub(responder)
+    heard: list[str] = []
+    completion = await model(server).complete(MESSAGES, role="answer", on_text=heard.append)
+    assert "".join(heard) == completion.text == "Chlorophyll breaks down [1]." and len(server.requests) == 2
 
 
-async def test_a_stream_that_breaks_off_is_an_llm_error_saying_so():
+async def test_a_stream_that_breaks_off_is_an_llm_error_saying_so(stub):
     from typedrag.llm.base import LLMError
 
-    with OpenAIStubServer(lambda r: Reply(content="one two three four five", break_after=2)) as stub:
-        heard: list[str] = []
-        with pytest.raises(LLMError, match="stream broke off after 8 characters"):
-            await model(stub).complete(MESSAGES, role="answer", on_text=heard.append)
+    server = stub(lambda r: Reply(content="one two three four five", break_after=2))
+    heard: list[str] = []
+    with pytest.raises(LLMError, match="stream broke off after 8 characters"):
+        await model(server).complete(MESSAGES, role="answer", on_text=heard.append)
     assert heard == ["one ", "two "]
 
 
-async def test_plans_are_never_streamed():
+async def test_plans_are_never_streamed(stub):
     from typedrag.strategies.decomposed import SubQueryPlan
 
-    with OpenAIStubServer() as stub:
-        completion = await model(stub).complete(
-            [{"role": "user", "content": 'Question: Why? Reply with {"sub_queries": [...]}'}], role="plan", schema=SubQueryPlan
-        )
-    assert completion.parsed is not None and "stream" not in stub.requests[0].body
+    server = stub()
+    completion = await model(server).complete(
+        [{"role": "user", "content": 'Question: Why? Reply with {"sub_queries": [...]}'}], role="plan", schema=SubQueryPlan
+    )
+    assert completion.parsed is not None and "stream" not in server.requests[0].body
 
 
 # --- the pipeline ------------------------------------------------------------------------------
@@ -158,14 +159,14 @@ async def both_ways(pipeline: Pipeline, type_: str):
 
 
 @pytest.mark.parametrize("type_", list(QUESTIONS))
-async def test_streamed_answer_and_trace_equal_the_unstreamed_ones(type_, retriever):
-    with OpenAIStubServer(token_rate=0) as stub:
-        plain, streamed, events = await both_ways(Pipeline(LLMEngine(model(stub)), retriever), type_)
+async def test_streamed_answer_and_trace_equal_the_unstreamed_ones(stub, type_, retriever):
+    server = stub(token_rate=0)
+    plain, streamed, events = await both_ways(Pipeline(LLMEngine(model(server)), retriever), type_)
     tokens = [d["text"] for n, d in events if n == "token"]
     assert len(tokens) >= 3 and "".join(tokens) == streamed.answer == plain.answer
     assert comparable(streamed) == comparable(plain)
     assert [d for n, d in events if n == "citation"] == [c.model_dump() for c in streamed.citations]
-    final_requests = [r for r in stub.requests if r.body.get("stream")]
+    final_requests = [r for r in server.requests if r.body.get("stream")]
     assert len(final_requests) == 1  # only the last step streams; plans and aspects do not
 
 
@@ -177,7 +178,7 @@ async def test_the_offline_engine_streams_a_sentence_at_a_time(type_, retriever)
     assert comparable(streamed) == comparable(plain)
 
 
-async def test_a_typed_answer_that_breaks_mid_stream_restarts_visibly_as_plain_rag(retriever):
+async def test_a_typed_answer_that_breaks_mid_stream_restarts_visibly_as_plain_rag(stub, retriever):
     streams = []
 
     def responder(request):
@@ -187,11 +188,11 @@ async def test_a_typed_answer_that_breaks_mid_stream_restarts_visibly_as_plain_r
                 return Reply(content="Taxes rose [1] and then the", break_after=3)
         return Reply(content=default_content(request))
 
-    with OpenAIStubServer(responder) as stub:
-        events: list[tuple[str, dict]] = []
-        result = await Pipeline(LLMEngine(model(stub)), retriever).answer(
-            QUESTIONS["reason"], "typed", "reason", on_event=lambda n, d: events.append((n, d))
-        )
+    server = stub(responder)
+    events: list[tuple[str, dict]] = []
+    result = await Pipeline(LLMEngine(model(server)), retriever).answer(
+        QUESTIONS["reason"], "typed", "reason", on_event=lambda n, d: events.append((n, d))
+    )
     names = [n for n, _ in events]
     restart = names.index("restart")
     assert "token" in names[:restart] and "broke off" in events[restart][1]["reason"]
@@ -252,7 +253,7 @@ def wait_until(condition, what: str) -> None:
 
 
 @pytest.mark.parametrize("leave_after", ["plan", "token"])
-def test_a_client_that_leaves_cancels_every_llm_call(small_index, classifier, leave_after):
+def test_a_client_that_leaves_cancels_every_llm_call(stub, small_index, classifier, leave_after):
     """Leaving after the plan cancels the aspects' calls in flight; leaving mid-answer closes the stream. The stub
     holds the calls in flight until the server has given up the answer (its slot freed), so what is asserted is
     the order of events, not how fast a loaded machine gets there."""
@@ -265,30 +266,30 @@ def test_a_client_that_leaves_cancels_every_llm_call(small_index, classifier, le
             release.wait(HANG)  # in flight as the client leaves, until the server has given the answer up
         return Reply(content=default_content(request))
 
-    with OpenAIStubServer(responder, token_rate=20) as stub:
-        pipeline = Pipeline(LLMEngine(model(stub, timeout=HANG)), open_index(small_index), classifier=classifier)
-        app = create_app(Settings(index=small_index, cache_dir=None), pipeline)
-        try:
-            with serving(app) as url:
-                body = {"question": QUESTIONS["reason"], "type": "reason"}
-                with httpx.stream("POST", f"{url}/v1/answer/stream", json=body, timeout=HANG) as response:
-                    for line in response.iter_lines():
-                        if line == f"event: {leave_after}":
-                            break
-                seen = len(stub.requests)
-                wait_until(lambda: app.state.service.slots.used == 0, "the server gave up the answer")
-                release.set()  # the calls held in flight may now end: the answer they belonged to is gone
-                wait_until(lambda: stub.waiting == 0 and stub.open_streams == 0, "the stub done with every call")
-                # A request cancelled between its headers and its body reaches the stub with no body: it never left whole.
-                late = [r for r in stub.requests[seen:] if r.body]
-                if leave_after == "plan":  # calls on their way as the client left (aspects, the overview) may still land
-                    assert not any("Partial answers" in r.last_user for r in stub.requests)  # never combined
-                    assert not any(r.body.get("stream") for r in stub.requests)  # no final answer begun
-                else:
-                    assert late == []
-                    assert stub.abandoned_streams == 1  # the held answer's stream was closed by the server, not finished
-        finally:
-            release.set()
+    server = stub(responder, token_rate=20)
+    pipeline = Pipeline(LLMEngine(model(server, timeout=HANG)), open_index(small_index), classifier=classifier)
+    app = create_app(Settings(index=small_index, cache_dir=None), pipeline)
+    try:
+        with serving(app) as url:
+            body = {"question": QUESTIONS["reason"], "type": "reason"}
+            with httpx.stream("POST", f"{url}/v1/answer/stream", json=body, timeout=HANG) as response:
+                for line in response.iter_lines():
+                    if line == f"event: {leave_after}":
+                        break
+            seen = len(server.requests)
+            wait_until(lambda: app.state.service.slots.used == 0, "the server gave up the answer")
+            release.set()  # the calls held in flight may now end: the answer they belonged to is gone
+            wait_until(lambda: server.waiting == 0 and server.open_streams == 0, "the stub done with every call")
+            # A request cancelled between its headers and its body reaches the stub with no body: it never left whole.
+            late = [r for r in server.requests[seen:] if r.body]
+            if leave_after == "plan":  # calls on their way as the client left (aspects, the overview) may still land
+                assert not any("Partial answers" in r.last_user for r in server.requests)  # never combined
+                assert not any(r.body.get("stream") for r in server.requests)  # no final answer begun
+            else:
+                assert late == []
+                assert server.abandoned_streams == 1  # the held answer's stream was closed by the server, not finished
+    finally:
+        release.set()
 
 
 def open_index(path):
@@ -297,38 +298,61 @@ def open_index(path):
     return open_retriever(path)
 
 
+def test_a_reply_held_for_a_test_that_is_over_ends_when_the_shared_stub_is_reset(stub):
+    """The session's one stub is reset before each test. A streamed reply held for a test that never let it go
+    (it failed first) is ended by the reset, so no stream of that test is still open in the next."""
+    server = stub(lambda r: Reply(content="one two three", hold=threading.Event(), hold_after=1))
+    heard: list[str] = []
+
+    def listen() -> None:
+        body = {"model": "stub", "messages": MESSAGES, "stream": True}
+        try:
+            with httpx.stream("POST", f"{server.base_url}/chat/completions", json=body, timeout=HANG) as response:
+                heard.extend(line for line in response.iter_lines() if line.startswith("data: {"))
+        except httpx.HTTPError:  # the stub ends the stream unfinished
+            pass
+
+    listener = threading.Thread(target=listen)
+    listener.start()
+    wait_until(lambda: server.open_streams == 1 and len(server.requests) == 1, "the reply held")
+    stub()  # the next test's reset
+    assert server.open_streams == 0 and server.requests == []
+    listener.join(HANG)
+    assert not listener.is_alive() and not any('"three"' in line for line in heard)  # never let go
+
+
 # --- the command line --------------------------------------------------------------------------
 
 
-def test_ask_prints_the_answer_while_it_is_written(small_index, tmp_path):
+def test_ask_prints_the_answer_while_it_is_written(stub, small_index, tmp_path):
     """The first words are on the terminal while the stub still holds the rest of the reply back: printed as
     they came, not at the end (an order of events, not a duration)."""
     words = " ".join(f"word{i}" for i in range(20)) + " [1]."
     release = threading.Event()
-    with OpenAIStubServer(lambda r: Reply(content=words, hold=release, hold_after=5)) as stub:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
-        process = subprocess.Popen(
-            [sys.executable, "-m", "typedrag.cli", "ask", "How does photosynthesis work?", "--method", "rag",
-             "--index", str(small_index), "--llm", "stub", "--base-url", stub.base_url],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**env, "TYPEDRAG_CACHE_DIR": str(tmp_path)},
-        )
-        printed: list[bytes] = []
-        shown_while_held = threading.Event()
+    server = stub(lambda r: Reply(content=words, hold=release, hold_after=5))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "typedrag.cli", "ask", "How does photosynthesis work?", "--method", "rag",
+         "--index", str(small_index), "--llm", "stub", "--base-url", server.base_url],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**env, "TYPEDRAG_CACHE_DIR": str(tmp_path)},
+    )
+    printed: list[bytes] = []
+    shown_while_held = threading.Event()
 
-        def read() -> None:
-            while chunk := os.read(process.stdout.fileno(), 64):
-                printed.append(chunk)
-                if b"word0" in b"".join(printed) and not release.is_set():
-                    shown_while_held.set()
+    def read() -> None:
+        while chunk := os.read(process.stdout.fileno(), 64):
+            printed.append(chunk)
+            if b"word0" in b"".join(printed) and not release.is_set():
+                shown_while_held.set()
 
-        reader = threading.Thread(target=read)
-        reader.start()
-        try:
-            assert shown_while_held.wait(HANG), "the first words were not printed while the rest of the reply was held"
-        finally:
-            release.set()
-            process.wait(HANG)
-            reader.join(HANG)
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        assert shown_while_held.wait(HANG), "the first words were not printed while the rest of the reply was held"
+    finally:
+        release.set()
+        process.wait(HANG)
+        reader.join(HANG)
     output = b"".join(printed).decode()
     assert process.returncode == 0, process.stderr.read().decode()
     assert output.startswith("How does photosynthesis work?\n" + words)

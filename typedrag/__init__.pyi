@@ -52,11 +52,7 @@ from typedrag.result import (
     Trace as Trace,
     TypeDecision as TypeDecision,
 )
+from typedrag.steps import Depths as Depths, Strategy as Strategy, StrategyOutput as StrategyOutput
 from typedrag.strategies import default_routes as default_routes
-from typedrag.strategies.base import (
-    Strategy as Strategy,
-    StrategyContext as StrategyContext,
-    StrategyOutput as StrategyOutput,
-)
 
 __version__: str

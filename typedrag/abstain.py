@@ -1,15 +1,23 @@
 """Abstention: telling a question its documents answer from one they do not.
 
-Two signals, one per kind of engine, so an answer never quotes passages as if they answered:
+The policy (`Policy`) is the one place that decides; typedrag.driver applies it to every writing step, and
+engines only report what it reads (`Written.best`, `Written.not_in_sources`), never a bar. The signals, one
+per kind of engine, so an answer never quotes passages as if they answered:
 
-- Offline, a relevance bar (`support`): the question against every sentence of its passages (MiniLM
-  cosine); below the bar, no sentence says what the question asks. It stands in for the reader model
-  until that lands: `support` is the one function to switch to the reader's scores. MiniLM reads
+- Offline, before a step is written, a relevance bar (`support`): the question against every sentence of
+  its passages (MiniLM cosine); below the bar, no sentence says what the question asks. MiniLM reads
   English: a question in another script is not judged (`readable`).
+- Offline, once the answer is written, the reader model's best chance that a sentence of its passages
+  answers (READER_BAR).
 - An LLM says so itself. The writing prompts let the model reply with only the JSON object
   `{"not_in_sources": "<what the sources lack>"}`; `said_not_in_sources` recognises that reply as a
-  whole, validated against `NotInSourcesReply`: a structured signal, never words found inside prose
-  (an answer that says "the sources do not mention X" is an answer).
+  whole, validated against `NotInSourcesReply`, and a short uncited reply every sentence of which says the
+  sources lack the answer (what a small model writes instead of the object). Words found inside an answer
+  are no signal (an answer that says "the sources do not mention X" beside what they do say is an answer),
+  but such a sentence is never given a citation (typedrag.attribution).
+
+A final step its sources do not answer ends the answer as an `Abstention`; any other step (a planned
+aspect, the overview) is dropped with the reason, against a bar ASPECT_MARGIN lower.
 """
 
 from __future__ import annotations
@@ -21,8 +29,9 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from typedrag.citations import strip_markers
+from typedrag.citations import cited_numbers, strip_markers
 from typedrag.embed import Embedder, default_embedder
+from typedrag.result import Abstention
 from typedrag.text import split_sentences
 
 # Below this cosine between the question and its passages' best sentence, typedrag abstains. Advice and
@@ -50,6 +59,75 @@ class Support:
     score: float
     bar: float
 
+    def __str__(self) -> str:
+        return f"relevance {self.score:.2f} {'at or above' if self.answered else 'below'} {self.bar:.2f}"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The policy's finding that a writing step's sources do not answer: the answer's abstention when the
+    step is final, and why a partial answer (an aspect, the overview) is dropped otherwise."""
+
+    abstention: Abstention
+    dropped: str
+
+
+@dataclass(frozen=True)
+class Policy:
+    """When typedrag says its documents do not answer, for one question (`looked_for`, as searched).
+
+    `relevance_bar` (offline; None: passages are not judged) is checked before a step is written;
+    `reader_bar` (offline) after the final step is written, against the reader's best chance; a model's
+    own not-in-sources reply is always honoured.
+
+    >>> Policy("Why?").bar(final=True) is None
+    True
+    >>> Policy.offline("Why did Rome fall?", "REASON").bar(final=False)
+    0.4
+    """
+
+    looked_for: str = ""
+    relevance_bar: float | None = None
+    reader_bar: float | None = None
+
+    @classmethod
+    def offline(cls, looked_for: str, question_type: str | None) -> Policy:
+        """An extractive engine's policy: the relevance bar of the question's type and the reader's bar,
+        when the bar's model reads the question (`readable`); none otherwise."""
+        if not readable(looked_for):
+            return cls(looked_for)
+        return cls(looked_for, bar_for(question_type), READER_BAR)
+
+    @property
+    def holds_back(self) -> bool:
+        """Whether a final step's text may still be turned down once written (the reader's bar): a client
+        hears it only after it is judged."""
+        return self.reader_bar is not None
+
+    def bar(self, final: bool) -> float | None:
+        """The relevance bar a step's passages must reach before it is written (None: not judged)."""
+        if self.relevance_bar is None:
+            return None
+        return self.relevance_bar if final else self.relevance_bar - ASPECT_MARGIN
+
+    def below(self, judged: Support, numbered: bool) -> Verdict:
+        """The verdict on passages that fell below the relevance bar (`numbered`: the run has any passage)."""
+        why = "no sentence of the passages comes close enough to the question to answer it" if numbered else "no passage found"
+        abstention = Abstention(looked_for=self.looked_for, reason=why, by="relevance bar", score=judged.score, bar=judged.bar)
+        return Verdict(abstention, f"its passages do not answer it ({judged})")
+
+    def read(self, best: float | None, not_in_sources: str | None, by: str, final: bool) -> Verdict | None:
+        """The verdict on a written step: the model said its sources do not answer, or (the final step,
+        offline) the reader's best chance falls below its bar; None when the text stands."""
+        if not_in_sources is not None:
+            why = f"the model said its sources do not answer: {not_in_sources}"
+            return Verdict(Abstention(looked_for=self.looked_for, reason=why, by=by), f"its passages do not answer it: {not_in_sources}")
+        if final and self.reader_bar is not None and best is not None and best < self.reader_bar:
+            why = "the reader model reads no sentence of the passages as an answer to the question"
+            abstention = Abstention(looked_for=self.looked_for, reason=why, by="reader", score=round(best, 4), bar=self.reader_bar)
+            return Verdict(abstention, why)
+        return None
+
 
 def readable(question: str) -> bool:
     """Whether the bar's model can judge `question`: MiniLM reads English, so a question mostly in another
@@ -75,52 +153,54 @@ def support(question: str, texts: Sequence[str], embedder: Embedder | None = Non
     return Support(score >= bar, score, bar)
 
 
-class Unsupported(Exception):
-    """Offline: the passages a writing step was given fall below the relevance bar (`support` says how far)."""
-
-    def __init__(self, judged: Support) -> None:
-        super().__init__(f"relevance {judged.score:.2f} below {judged.bar:.2f}")
-        self.judged = judged
-
-
-class ReaderUnsupported(Exception):
-    """Offline: the reader model reads no sentence of a writing step's passages as an answer (`best` is the
-    highest chance it gave one, below `bar`)."""
-
-    def __init__(self, best: float, bar: float) -> None:
-        super().__init__(f"the reader's best chance {best:.2f} is below {bar:.2f}")
-        self.best, self.bar = best, bar
-
-
 class NotInSourcesReply(BaseModel):
-    """A model's whole reply when its sources do not answer: what they lack, and nothing else."""
+    """A model's whole reply when its sources do not answer: what they lack (null: unsaid), and nothing else."""
 
     model_config = ConfigDict(extra="forbid")
 
-    not_in_sources: str = Field(max_length=MAX_SIGNAL_CHARS)
-
-
-class NotInSources(Exception):
-    """A writing step's model said its sources do not answer; `missing` is what it said they lack."""
-
-    def __init__(self, missing: str) -> None:
-        super().__init__(missing)
-        self.missing = missing
+    not_in_sources: str | None = Field(max_length=MAX_SIGNAL_CHARS)
 
 
 def said_not_in_sources(reply: str) -> str | None:
-    """What the sources lack, when `reply` is the not-in-sources object (bare or in a code fence); else None."""
+    """What the sources lack, when `reply` says only that they do not answer: the not-in-sources object (bare
+    or in a code fence, its value null or empty when the model did not say what), or prose every sentence of
+    which denies the sources (`denies_sources`: a small model writes that instead of the object). None for
+    an answer, even one that says a source lacks something beside what it does say."""
     text = reply.strip()
     fenced = _FENCE.match(text)
     if fenced:
         text = fenced.group(1)
     if not (text.startswith("{") and text.endswith("}")):
-        return None
+        return _said_in_prose(text)
     try:
         said = NotInSourcesReply.model_validate(json.loads(text))
     except (ValueError, ValidationError):  # json.JSONDecodeError is a ValueError
         return None
-    return " ".join(said.not_in_sources.split()) or "the sources do not answer the question"
+    return " ".join((said.not_in_sources or "").split()) or NOT_SAID
+
+
+NOT_SAID = "the sources do not answer the question"
+# The sources a writing step was given, as a model names them ("the sources", "the provided passages").
+_THE_SOURCES = (
+    r"\b(?:the|these|those|my|your|its|provided|given|supplied|retrieved|available)\s+"
+    r"(?:(?:provided|given|supplied|retrieved|available)\s+)?(?:sources?|passages?|documents?|context|texts?|excerpts?)\b"
+)
+_DENIAL = re.compile(r"\b(?:not|no|none|nothing|neither|nor|cannot|unable)\b|n't\b", re.I)
+_NAMES_SOURCES = re.compile(_THE_SOURCES, re.I)
+
+
+def denies_sources(sentence: str) -> bool:
+    """Whether a sentence says the sources lack something ("The sources do not say why comets glow.", "I cannot
+    answer this from the provided passages."): a statement about the sources, never a claim one could cite."""
+    return bool(_NAMES_SOURCES.search(sentence) and _DENIAL.search(sentence))
+
+
+def _said_in_prose(text: str) -> str | None:
+    """The reply itself, when it is short, cites nothing and every sentence of it denies the sources."""
+    if not text or len(text) > MAX_SIGNAL_CHARS or cited_numbers(text):
+        return None
+    sentences = split_sentences(text)
+    return " ".join(text.split()) if all(denies_sources(s) for s in sentences) else None
 
 
 class HoldBack:

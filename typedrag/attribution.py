@@ -4,8 +4,9 @@
    removed, and the caller records the numbers.
 2. An answer with no marker left (small models often cite nothing) is attributed sentence by
    sentence: each sentence gets the marker of the passage it reads closest to, by MiniLM cosine,
-   when that is at least SUPPORT. A sentence no passage supports stays uncited; an answer no passage
-   supports at all is the caller's to drop.
+   when that is at least SUPPORT. A sentence no passage supports stays uncited, and so does one that
+   says the sources lack something (it reads close to the passages it talks about, and claims nothing
+   they say); an answer no passage supports at all is the caller's to drop.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from typedrag.abstain import denies_sources
 from typedrag.citations import cited_numbers, keep_known
 from typedrag.embed import Embedder, default_embedder
 from typedrag.result import Source
@@ -58,7 +60,7 @@ def settle(text: str, sources: list[Source], embedder: Embedder | None = None) -
     cleaned, removed = keep_known(text, {source.number for source in sources})
     if cited_numbers(cleaned) or not sources:
         return Settled(cleaned, tuple(removed))
-    claims = [s for s in split_sentences(cleaned) if len(s.split()) >= MIN_WORDS]
+    claims = [s for s in split_sentences(cleaned) if len(s.split()) >= MIN_WORDS and not denies_sources(s)]
     if not claims:
         return Settled(cleaned, tuple(removed))
     embedder = embedder or default_embedder()

@@ -17,6 +17,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, Field, SecretStr, ValidationError, field_validator
 
+from typedrag.depths import Depths
 from typedrag.errors import ConfigError
 from typedrag.redact import redact_url, url_problem
 
@@ -73,8 +74,8 @@ class Settings(BaseModel):
     llm: LLMConfig = LLMConfig()
     judge: LLMConfig = LLMConfig()
     cache_dir: Path | None = Path("~/.cache/typedrag").expanduser()
-    top_k: int = Field(5, ge=1, le=50)
-    aspect_k: int = Field(3, ge=1, le=20)
+    top_k: int = Field(Depths.top_k, ge=1, le=50)
+    aspect_k: int = Field(Depths.aspect_k, ge=1, le=20)
     max_question_chars: int = Field(2000, ge=10)
     # Question, passage and answer text in OpenTelemetry spans: off, so traces hold ids, counts and timings only.
     trace_content: bool = False

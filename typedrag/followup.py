@@ -27,9 +27,9 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.history import Turn
-from typedrag.questions import DEFAULT_MAX_CHARS
+from typedrag.questions import DEFAULT_MAX_CHARS, bare_question
 from typedrag.records import ScoredPassage
-from typedrag.text import WORD, bare_question, content_words, key_phrases, terms
+from typedrag.text import WORD, content_words, key_phrases, terms
 
 # Words that point back at something said before ("it", "the other one", "both").
 REFERRING = frozenset(

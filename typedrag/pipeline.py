@@ -2,7 +2,9 @@
 
 question -> type (classifier, or forced) -> the strategy routed to that type -> answer + trace.
 
-Routes are data: a mapping from type label to strategy, plus the fallback (plain RAG) for types
+`Pipeline._answer` is four calls: read the question (a follow-up read to stand alone, the conversation's
+instructions), route it, drive its strategy (typedrag.driver performs the strategy's flow of steps),
+assemble the result. Routes are data: a mapping from type label to strategy, plus the fallback (plain RAG) for types
 with no route, unsure classifications and strategies that fail. The two baselines run through the
 same object so every method yields the same result shape: `llm` (question -> answer) and `rag`
 (question -> top-k passages -> answer).
@@ -13,16 +15,17 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
 from typedrag import telemetry
-from typedrag.abstain import NotInSources, ReaderUnsupported, Unsupported, bar_for, readable
+from typedrag.abstain import Policy
 from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
+from typedrag.driver import Drive, Driver, Listener, Services
 from typedrag.engines.base import Engine, PlanTask, Trace
-from typedrag.errors import LLMError, PlanFailed, QuestionError, StrategyError
+from typedrag.errors import LLMError, PlanFailed, QuestionError
 from typedrag.followup import FusingRetriever, Standalone, StandaloneQuestion, conversation_text, offline_standalone
 from typedrag.history import Turn, clean_history, dialogue_of, instructions_of
 from typedrag.index.base import Retriever
@@ -30,8 +33,8 @@ from typedrag.prompts import PROMPT_VERSION, REWRITE_QUESTION
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
 from typedrag.rerank import EmbeddingReranker, Reranker
 from typedrag.result import Abstention, AnswerResult, Citation, Engines, Rewrite, Source, TypeDecision, Usage, extract_citations
-from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, Strategy, default_routes
-from typedrag.strategies.base import SourceBook, StrategyContext, StrategyOutput
+from typedrag.steps import Depths, Strategy
+from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, default_routes
 
 
 class Method(StrEnum):
@@ -46,9 +49,9 @@ class Method(StrEnum):
 class PipelineSettings:
     """Retrieval depths and question limits; the defaults are the ones the benchmarks were measured with."""
 
-    top_k: int = 5
-    aspect_k: int = 3
-    candidates_k: int = 12
+    top_k: int = Depths.top_k
+    aspect_k: int = Depths.aspect_k
+    candidates_k: int = Depths.candidates_k
     max_question_chars: int = DEFAULT_MAX_CHARS
     # For data known to be non-factoid (Wiki-NFQA): route every question to the likeliest routed
     # type, as the paper's labelling did, instead of sending FACTOID/NOT-A-QUESTION or
@@ -57,6 +60,41 @@ class PipelineSettings:
     # Offline, say "the documents do not answer" when no passage sentence comes near the question
     # (typedrag.abstain's relevance bar). An LLM's own "not in the sources" is always honoured.
     abstain_offline: bool = True
+
+    @property
+    def depths(self) -> Depths:
+        """The retrieval depths these settings ask for, built once per answer (they may be changed between answers)."""
+        return Depths(self.top_k, self.aspect_k, self.candidates_k)
+
+
+@dataclass(frozen=True)
+class Asked:
+    """A question read for answering: as asked, as it stands alone (with how it was read), the reader's
+    instructions, and the trace and listener of its answer."""
+
+    question: str  # as asked (cleaned)
+    standalone: Standalone  # as classified, searched and answered
+    rewrite: Rewrite | None  # how a follow-up was read (None without earlier questions)
+    conversation: bool  # it came with history
+    instructions: str
+    trace: Trace
+    on_event: Listener | None
+
+    def emit(self, event: str, **data: Any) -> None:
+        if self.on_event is not None:
+            self.on_event(event, data)
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a question goes: the strategy, the one it falls back to should it fail (None: none), the method,
+    and the type decision it was routed on (None for the baselines)."""
+
+    method: Method
+    strategy: Strategy
+    fallback: Strategy | None = None
+    decision: TypePrediction | None = None
+    timings_ms: dict[str, float] = field(default_factory=dict)
 
 
 class Pipeline:
@@ -87,6 +125,12 @@ class Pipeline:
         self.routes: dict[str, Strategy] = {str(k): v for k, v in (routes if routes is not None else default_routes()).items()}
         self.fallback = fallback or EvidenceStrategy("rag")
         self.baselines: dict[Method, Strategy] = {Method.LLM: ClosedBookStrategy(), Method.RAG: EvidenceStrategy("rag")}
+        for label, strategy in [*self.routes.items(), ("fallback", self.fallback)]:
+            if not callable(getattr(strategy, "flow", None)):
+                raise TypeError(
+                    f"route {label!r}: a strategy is a `name` and a `flow(question, depths)` that yields steps "
+                    "(typedrag.steps; docs/architecture.md), and this one has no flow"
+                )
 
     async def answer(
         self,
@@ -119,80 +163,109 @@ class Pipeline:
         question: str,
         method: Method | str,
         forced_type: str | None,
-        on_event: Callable[[str, dict[str, Any]], None] | None,
+        on_event: Listener | None,
         decision: TypePrediction | None,
         history: Iterable[Turn | Mapping[str, Any]] | None,
     ) -> AnswerResult:
+        """Read the question, route it, drive its strategy, assemble the result."""
         started = time.perf_counter()
+        asked = await self._read(question, history, on_event)
+        route = await self._route(asked, Method(method), forced_type, decision, started)
+        drove = await self._drive(asked, route)
+        return await self._assemble(asked, route, drove, started)
+
+    async def _read(self, question: str, history: Iterable[Turn | Mapping[str, Any]] | None, on_event: Listener | None) -> Asked:
+        """The question checked, a follow-up read to stand alone (said in a `rewrite` event), and the
+        conversation's instructions (recorded as not followed by an engine that cannot)."""
         question = clean_question(question, self.settings.max_question_chars)
         turns = clean_history(history)
-        method = Method(method)
         trace = Trace()
-        instructions = instructions_of(turns)
         standalone, rewrite = await self._standalone(question, dialogue_of(turns), trace)
-        asked = standalone.question
-        ctx = self._context(trace, on_event, standalone)
-        ctx.instructions = instructions
+        asked = Asked(question, standalone, rewrite, bool(turns), instructions_of(turns), trace, on_event)
         if rewrite is not None:
-            ctx.emit("rewrite", question=question, standalone_question=asked, **rewrite.model_dump())
-        if instructions and not self.engine.generative:
+            asked.emit("rewrite", question=question, standalone_question=standalone.question, **rewrite.model_dump())
+        if asked.instructions and not self.engine.generative:
             trace.fallback("instructions", "the offline engine quotes passages and cannot follow the conversation's instructions; configure an LLM (--llm) for that")
-        timings: dict[str, float] = {}
-        if method is Method.TYPED:
-            with telemetry.step("classify") as span:
-                decision = decision or await self.decide_type(asked, forced_type, ctx.trace)
-                telemetry.classified(span, decision)
-            timings["classify"] = _ms(started)
-            ctx.emit("type", **_type_decision(decision).model_dump())
-        else:
-            decision = None  # baselines do not route by type
-        if self.settings.abstain_offline and not self.engine.generative and method is not Method.LLM and readable(asked):
-            ctx.relevance_bar = bar_for(decision.label if decision is not None else None)
-        if method is Method.TYPED:
-            strategy_name, output = await self._run_typed(asked, decision, ctx)
-        else:
-            strategy_name, output = method.value, await self._run(self.baselines[method], asked, ctx)
-        abstention = output.abstention
-        sources = ctx.book.sources
-        answer = output.answer
+        return asked
+
+    async def _route(self, asked: Asked, method: Method, forced_type: str | None, decision: TypePrediction | None, started: float) -> Route:
+        """A baseline, or the strategy of the question's type (classified, told in a `type` event); plain RAG,
+        recorded, for a type with no route or a classification below its threshold."""
+        if method is not Method.TYPED:
+            return Route(method, self.baselines[method])
+        with telemetry.step("classify") as span:
+            decision = decision or await self.decide_type(asked.standalone.question, forced_type, asked.trace)
+            telemetry.classified(span, decision)
+        timings = {"classify": _ms(started)}
+        asked.emit("type", **_decided(decision).model_dump())
+        strategy = self.routes.get(decision.label)
+        if strategy is None:
+            asked.trace.fallback("route", f"classified {decision.label}: no typed plan applies, answered with plain RAG")
+            return Route(method, self.fallback, None, decision, timings)
+        if decision.source != "forced" and not self.settings.assume_non_factoid and needs_fallback(decision):
+            asked.trace.fallback("route", f"type {decision.label} confidence {decision.confidence:.2f} below threshold: plain RAG")
+            return Route(method, self.fallback, None, decision, timings)
+        return Route(method, strategy, self.fallback, decision, timings)
+
+    async def _drive(self, asked: Asked, route: Route) -> Drive:
+        """The routed strategy driven with this pipeline's services (a follow-up's searches fused), its
+        depths and the abstention policy for the question."""
+        retriever, searches = self.retriever, asked.standalone.searches
+        if retriever is not None and len(searches) > 1:
+            retriever = FusingRetriever(retriever, {asked.standalone.question: searches})
+        services = Services(self.engine, retriever, self.reranker)
+        driver = Driver(services, asked.trace, policy=self._policy(asked, route), instructions=asked.instructions, on_event=asked.on_event)
+        return await driver.drive(route.strategy, asked.standalone.question, self.settings.depths, route.fallback)
+
+    def _policy(self, asked: Asked, route: Route) -> Policy:
+        """Offline, passages are judged before an answer quotes them (unless the settings say not to); an
+        LLM's own "not in the sources" is always honoured."""
+        looked_for = asked.standalone.question
+        if self.settings.abstain_offline and not self.engine.generative and route.method is not Method.LLM:
+            return Policy.offline(looked_for, route.decision.label if route.decision is not None else None)
+        return Policy(looked_for)
+
+    async def _assemble(self, asked: Asked, route: Route, drove: Drive, started: float) -> AnswerResult:
+        """The result: the answer with its citations settled, or what an abstention says, and the whole trace."""
+        decision, sources, abstention = route.decision, drove.sources, drove.abstention
         if abstention is not None:
             telemetry.abstained(abstention.by, str(decision.label) if decision is not None else None)
-            answer, citations = abstention_text(abstention, sources), []
-            ctx.emit("abstained", **abstention.model_dump())
-            if not ctx.streamed:
-                ctx.emit("token", text=answer)
+            answer, citations = abstention_text(abstention, sources), list[Citation]()
+            asked.emit("abstained", **abstention.model_dump())
+            if drove.streamed:  # a client heard text that turned out not to answer: it starts over
+                asked.emit("restart", reason=f"not an answer: {abstention.reason}")
+            asked.emit("token", text=answer)
         else:
-            answer, citations = await self._cite(answer, sources, ctx.trace)
-        timings["total"] = _ms(started)
-        ctx.emit("sources", count=len(sources))
-        typed = output if output.plan is not None or ctx.attempt is None else ctx.attempt
+            answer, citations = await self._cite(drove.answer, sources, asked.trace)
+        timings = {**route.timings_ms, "total": _ms(started)}
+        asked.emit("sources", count=len(sources))
         return AnswerResult(
-            question=question,
-            method=method.value,
+            question=asked.question,
+            method=route.method.value,
             answer=answer,
-            standalone_question=asked if turns else None,
-            searched=list(standalone.searches) if method is not Method.LLM else [],
-            rewrite=rewrite,
+            standalone_question=asked.standalone.question if asked.conversation else None,
+            searched=list(asked.standalone.searches) if route.method is not Method.LLM else [],
+            rewrite=asked.rewrite,
             abstained=abstention is not None,
             abstention=abstention,
-            instructions=instructions or None,
-            strategy=strategy_name,
+            instructions=asked.instructions or None,
+            strategy=drove.strategy,
             type=_type_decision(decision),
-            plan=typed.plan.model_dump() if typed.plan is not None else None,
-            plan_used=typed is output and abstention is None,
-            # unused aspects keep their answers; their passage numbers belonged to sources the fallback dropped
-            aspects=typed.aspects if typed is output else [a.model_copy(update={"used": False, "source_numbers": []}) for a in typed.aspects],
+            plan=drove.plan.model_dump() if drove.plan is not None else None,
+            plan_used=drove.plan_used,
+            aspects=drove.aspects,
             sources=sources,
             citations=citations,
-            fallbacks=ctx.trace.fallbacks,
-            llm_calls=ctx.trace.calls,
-            usage=Usage.of(ctx.trace.calls),
+            fallbacks=asked.trace.fallbacks,
+            llm_calls=asked.trace.calls,
+            usage=Usage.of(asked.trace.calls),
+            steps=asked.trace.steps,
             timings_ms=timings,
             engines=Engines(
                 generator=self.engine.name,
-                retriever=self.retriever.name if self.retriever is not None and method is not Method.LLM else None,
+                retriever=self.retriever.name if self.retriever is not None and route.method is not Method.LLM else None,
                 classifier=decision.source if decision is not None else None,
-                reranker=self.reranker.name if ctx.reranked else None,
+                reranker=self.reranker.name if drove.reranked else None,
             ),
             prompt_version=PROMPT_VERSION,
         )
@@ -225,8 +298,9 @@ class Pipeline:
         (also when the model's rewrite fails)."""
         if self.engine.generative:
             task = PlanTask(role="rewrite", prompt=REWRITE_QUESTION.filled(conversation=conversation_text(dialogue)), schema=StandaloneQuestion)
+            driver = Driver(Services(self.engine, self.retriever, self.reranker), trace)
             try:
-                rewritten = (await self.engine.plan(task, question, trace)).question
+                rewritten = (await driver.plan(task, question)).question
             except (PlanFailed, LLMError) as error:
                 trace.fallback("rewrite", f"{type(error).__name__}: {error}; the follow-up was read offline from the conversation's own words")
             else:
@@ -238,41 +312,6 @@ class Pipeline:
             offline_standalone, question, dialogue, self.retriever, max_chars=self.settings.max_question_chars
         )
         return standalone, Rewrite(by="offline", rewritten=standalone.rewritten, carried=list(standalone.carried), history_turns=len(dialogue))
-
-    async def _run(self, strategy: Strategy, question: str, ctx: StrategyContext) -> StrategyOutput:
-        """The strategy's output; when its passages do not answer (the model says so, or offline they fall
-        below the relevance bar) an empty one that says why, its passages kept as the nearest ones."""
-        try:
-            return await strategy.run(question, ctx)
-        except NotInSources as said:
-            why = f"the model said its sources do not answer: {said.missing}"
-            return StrategyOutput(answer="", abstention=Abstention(looked_for=question, reason=why, by=self.engine.name))
-        except Unsupported as below:
-            judged = below.judged
-            why = "no passage found" if not ctx.book.sources else "no sentence of the passages comes close enough to the question to answer it"
-            abstention = Abstention(looked_for=question, reason=why, by="relevance bar", score=judged.score, bar=judged.bar)
-            return StrategyOutput(answer="", abstention=abstention)
-        except ReaderUnsupported as unread:
-            why = "the reader model reads no sentence of the passages as an answer to the question"
-            return StrategyOutput(answer="", abstention=Abstention(looked_for=question, reason=why, by="reader", score=unread.best, bar=unread.bar))
-
-    def _context(
-        self, trace: Trace, on_event: Callable[[str, dict[str, Any]], None] | None, standalone: Standalone | None = None
-    ) -> StrategyContext:
-        s = self.settings
-        retriever = self.retriever
-        if retriever is not None and standalone is not None and len(standalone.searches) > 1:
-            retriever = FusingRetriever(retriever, {standalone.question: standalone.searches})
-        return StrategyContext(
-            engine=self.engine,
-            retriever=retriever,  # type: ignore[arg-type]  # None only for the LLM-only method
-            reranker=self.reranker,
-            trace=trace,
-            top_k=s.top_k,
-            aspect_k=s.aspect_k,
-            candidates_k=s.candidates_k,
-            on_event=on_event,
-        )
 
     def route_label(self, name: str) -> str:
         """The route a user-given type name means ("debate", "Evidence based", "my-type"); QuestionError if none."""
@@ -296,26 +335,6 @@ class Pipeline:
         if self.settings.assume_non_factoid:
             prediction = self._most_likely_routed(prediction)
         return prediction
-
-    async def _run_typed(self, question: str, decision: TypePrediction, ctx: StrategyContext) -> tuple[str, StrategyOutput]:
-        label = decision.label
-        strategy = self.routes.get(label)
-        if strategy is None:
-            ctx.trace.fallback("route", f"classified {label}: no typed plan applies, answered with plain RAG")
-            return self.fallback.name, await self._run(self.fallback, question, ctx)
-        if decision.source != "forced" and not self.settings.assume_non_factoid and needs_fallback(decision):
-            ctx.trace.fallback("route", f"type {label} confidence {decision.confidence:.2f} below threshold: plain RAG")
-            return self.fallback.name, await self._run(self.fallback, question, ctx)
-        try:
-            return strategy.name, await self._run(strategy, question, ctx)
-        except (StrategyError, LLMError) as error:
-            reason = f"{type(error).__name__}: {error}; answered with plain RAG"
-            ctx.trace.fallback(strategy.name, reason)
-            if ctx.streamed:  # part of the typed answer went out: a streaming client starts its text over
-                ctx.emit("restart", reason=reason)
-                ctx.streamed = 0
-            ctx.book = SourceBook()  # cite only what the fallback answer was given
-            return self.fallback.name, await self._run(self.fallback, question, ctx)
 
     def _most_likely_routed(self, prediction: TypePrediction) -> TypePrediction:
         """Renormalise over the routed types; a label without probabilities becomes the first route."""
@@ -344,8 +363,10 @@ def _ms(started: float) -> float:
 
 
 def _type_decision(decision: TypePrediction | None) -> TypeDecision | None:
-    if decision is None:
-        return None
+    return _decided(decision) if decision is not None else None
+
+
+def _decided(decision: TypePrediction) -> TypeDecision:
     return TypeDecision(
         type=str(decision.label),
         confidence=round(decision.confidence, 4),

@@ -115,17 +115,20 @@ def trace_tree(result: AnswerResult) -> Tree:
             cites.add(Text(f"{c.source_numbers} {c.text[:100]}"))
     for f in result.fallbacks:
         tree.add(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
-    if result.usage.requests or result.usage.cached_calls:
+    if result.llm_calls:
         calls = tree.add(Text(
             f"LLM calls: {result.usage.calls} ({result.usage.cached_calls} cached, {result.usage.requests} requests), "
             f"tokens {result.usage.prompt_tokens}+{result.usage.completion_tokens}"
         ))
-    else:  # the offline engine records its steps as calls, and sends no request
-        calls = tree.add(Text(f"steps: {result.usage.calls}, by the offline engine (no LLM)"))
-    for c in result.llm_calls:
-        extra = f" structured={c.structured}" if c.structured else ""
-        extra += f" error={c.error}" if c.error else ""
-        calls.add(Text(f"{c.role} · {c.engine} · {c.latency_ms:.0f} ms · {c.prompt_tokens}+{c.completion_tokens} tok{extra}"))
+        for c in result.llm_calls:
+            extra = f" structured={c.structured}" if c.structured else ""
+            extra += f" error={c.error}" if c.error else ""
+            calls.add(Text(f"{c.role} · {c.engine} · {c.latency_ms:.0f} ms · {c.prompt_tokens}+{c.completion_tokens} tok{extra}"))
+    if result.steps:  # the offline engine's steps are its own: it calls no LLM
+        by = "engine steps: {}" if result.llm_calls else "steps: {}, by the offline engine (no LLM)"
+        steps = tree.add(Text(by.format(len(result.steps))))
+        for step in result.steps:
+            steps.add(Text(f"{step.role} · {step.engine} · {step.latency_ms:.0f} ms" + (f" error={step.error}" if step.error else "")))
     tree.add(Text(f"answer: {result.answer}"))
     tree.add(Text(f"timings (ms): {result.timings_ms} · prompts {result.prompt_version}"))
     return tree

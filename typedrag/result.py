@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -86,12 +86,24 @@ class Fallback(BaseModel):
     reason: str
 
 
+class EngineStep(BaseModel):
+    """A plan or a writing step an engine performed, and the time it took. The offline engine's steps call no
+    model: they are here, not among the LLM calls."""
+
+    step: Literal["plan", "write"]
+    role: str = Field(description="which step, e.g. plan:comparison, aspect:reason, aggregate:reason")
+    engine: str
+    latency_ms: float = 0.0
+    error: str | None = Field(None, description="why it gave nothing usable (a plan that failed, an endpoint that did)")
+
+
 @dataclass
 class Trace:
-    """What a question's steps did: model calls and recorded degradations. Shared by concurrent steps."""
+    """What a question's steps did: model calls, engine steps and recorded degradations. Shared by concurrent steps."""
 
     calls: list[LLMCall] = field(default_factory=list)
     fallbacks: list[Fallback] = field(default_factory=list)
+    steps: list[EngineStep] = field(default_factory=list)
 
     def fallback(self, step: str, reason: str) -> None:
         """Record a degradation (a fallback, a dropped aspect) so the result says what happened."""
@@ -169,6 +181,7 @@ class AnswerResult(BaseModel):
     fallbacks: list[Fallback] = []
     llm_calls: list[LLMCall] = []
     usage: Usage = Usage()
+    steps: list[EngineStep] = Field([], description="every plan and writing step an engine performed, in the order they ended")
     timings_ms: dict[str, float] = {}
     engines: Engines
     prompt_version: str

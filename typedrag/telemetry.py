@@ -124,7 +124,7 @@ def _current(name: str, kind: Any, attributes: dict[str, Any], context: Any = No
 def failed(span_: Any, error: BaseException) -> None:
     """Mark a span failed: its status, `error.type` and an `exception` event naming the class. The message and
     stack trace (whose last line repeats the message) only with text recorded: an LLMError quotes the endpoint's
-    reply, a NotInSources the model's restatement of the question."""
+    reply, a PlanFailed what the model wrote."""
     if not recording(span_):
         return
     kind = type(error).__name__
@@ -270,13 +270,11 @@ def _ids(hit_lists: Sequence[Sequence[Any]]) -> list[str]:
     return list(dict.fromkeys(hit.passage_id for hits in hit_lists for hit in hits))
 
 
-def writing(task: Any, engine: str, aspect: str | None = None) -> Any:
-    """The span of one generation step, named by its role: `typedrag.aggregate` / `typedrag.mediate` for
-    combining aspects, else `typedrag.write` (an aspect's answer, the overview, a type's final answer)."""
+def writing(task: Any, engine: str, aspect: str | None = None, *, name: str = "write") -> Any:
+    """The span of one generation step, `typedrag.<name>`: `write` (an aspect's answer, the overview, a type's
+    final answer), or `aggregate` / `mediate` for combining aspects (typedrag.driver names it by the step)."""
     if not tracing():
         return _OFF
-    kind = task.role.split(":", 1)[0]
-    name = kind if kind in ("aggregate", "mediate") else "write"
     return step(
         name,
         role=task.role,
@@ -287,9 +285,9 @@ def writing(task: Any, engine: str, aspect: str | None = None) -> Any:
     )
 
 
-async def written(task: Any, engine: str, writes: Awaitable[W], aspect: str | None = None) -> W:
-    """`await writes` (a step's Written) inside its writing span."""
-    with writing(task, engine, aspect) as span_:
+async def written(task: Any, engine: str, writes: Awaitable[W], aspect: str | None = None, *, name: str = "write") -> W:
+    """`await writes` (a step's Written) inside its writing span, `typedrag.<name>`."""
+    with writing(task, engine, aspect, name=name) as span_:
         result = await writes
         text = result.text  # type: ignore[attr-defined]
         describe(span_, output_chars=len(text), output=text if content_recorded() else None)

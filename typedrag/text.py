@@ -1,4 +1,5 @@
-"""Text helpers shared by retrieval, planning and extraction: one stopword list, one sentence splitter."""
+"""Text helpers shared by retrieval, planning and extraction: one stopword list, one sentence splitter.
+(How a question is phrased is typedrag.questions'.)"""
 
 from __future__ import annotations
 
@@ -25,18 +26,6 @@ STOPWORDS = SNOWBALL_STOPWORDS | PLANNING_NOISE
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\sA-Za-z0-9]")
 _WORD_PIECE = re.compile(r"\s*\S+\s*|\s+")
-
-
-_PLEASANTRIES = re.compile(
-    r"^(?:so|and|but|well|ok|okay|please|hi|hey)[, ]+|"
-    r"^(?:can|could|would) (?:you|someone|anyone) (?:please )?(?:tell me|explain|say)\s*",
-    re.I,
-)
-
-
-def bare_question(question: str) -> str:
-    """The question on one line, without pleasantries ("so", "can you tell me") or the closing question mark."""
-    return _PLEASANTRIES.sub("", " ".join(question.split()).strip()).rstrip(" ?!.")
 
 
 def word_pieces(text: str) -> list[str]:

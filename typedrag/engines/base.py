@@ -87,11 +87,21 @@ class Quote:
 class Written:
     """An engine's text for a step. `quotes` holds what an extractive engine quoted, in the order written
     (an LLM's text has none); `supported` is False when the sources do not answer the question, so the
-    text says so or shows only the nearest passages."""
+    text says so or shows only the nearest passages.
+
+    What the abstention policy (typedrag.abstain) reads is data here, never an exception: `best`, an
+    extractive engine's reader's highest chance that a sentence of the step's passages answers, and
+    `not_in_sources`, what a model said its sources lack when it replied that they do not answer. Engines
+    know no bars: the driver applies them, and sets `declined` on a partial answer the policy (or a check of
+    its citations) turns down, with the reason."""
 
     text: str
     quotes: tuple[Quote, ...] = ()
     supported: bool = True
+    best: float | None = None
+    not_in_sources: str | None = None
+    notes: tuple[str, ...] = ()  # what the engine left out and why, recorded in the trace when the text is used
+    declined: str | None = None
 
 
 @dataclass(frozen=True)
@@ -116,7 +126,6 @@ class WriteTask:
     extra: dict[str, str] = field(default_factory=dict)
     max_tokens: int = 400
     instructions: str = ""  # the reader's own instructions (a chat's system messages): language, tone, length
-    reader_bar: float | None = None  # offline: abstain when the reader model reads nothing answering at this chance
 
     def values(self) -> dict[str, str]:
         """The prompt's placeholders other than the sources and parts."""
@@ -173,11 +182,13 @@ class AspectAnswer(WriteTask):
 
 @dataclass(frozen=True, kw_only=True)
 class Combined(WriteTask):
-    """The aspects' answers merged into one: aggregated (causes, steps) or mediated (views). `sources`
-    are every source numbered so far (the prompt does not show them)."""
+    """The aspects' answers merged into one: aggregated (causes, steps) or mediated (views), as `combine`
+    says (the step's span is named after it). `sources` are every source numbered so far (the prompt does
+    not show them)."""
 
     parts: tuple[Part, ...]
     facet: Facet
+    combine: Literal["aggregate", "mediate"] = "aggregate"
     topic: str = ""  # a debate's topic
 
     def values(self) -> dict[str, str]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel
 
-from typedrag.abstain import HoldBack, NotInSources, said_not_in_sources
+from typedrag.abstain import HoldBack, said_not_in_sources
 from typedrag.engines.base import Combined, Part, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, trimmed
 from typedrag.errors import PlanFailed
 from typedrag.llm.base import ChatModel
@@ -68,8 +68,8 @@ class LLMEngine:
         completion = await self.model.complete(messages, role=task.role, max_tokens=max_tokens, **streaming)
         trace.calls.append(completion.call)
         missing = said_not_in_sources(completion.text)
-        if missing is not None:
-            raise NotInSources(missing)
+        if missing is not None:  # the signal, not an answer: never streamed, and no text
+            return Written("", supported=False, not_in_sources=missing)
         if held is not None:
             held.release()
         return Written(completion.text.strip())

@@ -1,7 +1,7 @@
-"""One strategy per question type, all behind `Strategy.run(question, ctx)`, and the default routes."""
+"""One strategy per question type, each a flow of steps (`Strategy.flow(question, depths)`), and the default routes."""
 
 from typedrag.nfq import NFQType
-from typedrag.strategies.base import Strategy, StrategyContext, StrategyOutput
+from typedrag.steps import Depths, Strategy, StrategyOutput
 from typedrag.strategies.comparison import ComparisonStrategy
 from typedrag.strategies.debate import DebateStrategy
 from typedrag.strategies.decomposed import SubQueryStrategy
@@ -29,10 +29,10 @@ __all__ = [
     "ClosedBookStrategy",
     "ComparisonStrategy",
     "DebateStrategy",
+    "Depths",
     "EvidenceStrategy",
     "ExperienceStrategy",
     "Strategy",
-    "StrategyContext",
     "StrategyOutput",
     "SubQueryStrategy",
     "default_routes",

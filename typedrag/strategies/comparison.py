@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any, Literal
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag import telemetry
 from typedrag.engines.base import Compared, PlanTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
+from typedrag.questions import compared, says_compare
 from typedrag.result import Aspect
-from typedrag.strategies.base import StrategyContext, StrategyOutput, union
+from typedrag.steps import Depths, Flow, Number, Plan, Planned, Rank, Search, StrategyOutput, Write
+from typedrag.strategies.base import union
 from typedrag.strategies.plans import MAX_ASPECTS, Name, aspect_list, clean_phrases, keep_at_most
 from typedrag.text import content_words
 
@@ -56,28 +56,22 @@ PURPOSE_INSTRUCTIONS = {
     "similarity": "Set out what they have in common, and note any important difference.",
     "superiority": "Weigh their strengths and weaknesses, then say which is better for what, and why.",
 }
-_COMPARATIVE = (
-    r"better|worse|best|worst|faster|slower|cheaper|safer|healthier|stronger|easier|harder|bigger|smaller|"
-    r"preferable|superior|(?:more|less) \w+"
-)
-
-
-# Words that say "compare" rather than what is compared: they would pull in passages about differences in general.
-_COMPARING_WORDS = re.compile(
-    rf"^(?:differ\w*|compar\w*|similar\w*|contrast\w*|distinguish\w*|versus|vs|key|main|core|essential|{_COMPARATIVE})$", re.I
-)
-
-
 def item_query(item: str, question: str, items: list[str]) -> str:
     """The item, then the question's other content words: "Forgotten Pills film came first" finds the film,
     where "Forgotten Pills" alone finds contraceptive tablets. The item's own words come first and stay the
     majority for a short question; words of the other items and of comparing itself are left out."""
     named = {w.lower() for other in items for w in content_words(other)}
-    context = [w for w in content_words(question) if w.lower() not in named and not _COMPARING_WORDS.match(w)]
+    context = [w for w in content_words(question) if w.lower() not in named and not says_compare(w)]
     return " ".join([item, *dict.fromkeys(context)])
 
 
-PLAN = PlanTask(role="plan:comparison", prompt=PLAN_COMPARISON, schema=ComparisonPlan)
+def offline_plan(question: str) -> ComparisonPlan:
+    """The items and purpose read from the question's phrasing ("X vs Y", "difference between X and Y", "X or Y")."""
+    purpose, items = compared(question)
+    return ComparisonPlan(purpose=purpose, items=items)
+
+
+PLAN = PlanTask(role="plan:comparison", prompt=PLAN_COMPARISON, schema=ComparisonPlan, offline=offline_plan)
 
 
 class ComparisonStrategy:
@@ -90,17 +84,16 @@ class ComparisonStrategy:
     name = "comparison"
     plan = PLAN
 
-    async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan = await telemetry.traced("plan", ctx.engine.plan(self.plan, question, ctx.trace), role=self.plan.role, engine=ctx.engine.name)
-        items = keep_at_most(plan.items, MAX_ASPECTS, "items", "plan:comparison", ctx.trace)
-        ctx.emit("plan", plan=plan.model_dump())
-        ctx.attempt = StrategyOutput(answer="", plan=plan)  # kept in the result if this falls back
+    def flow(self, question: str, depths: Depths) -> Flow[StrategyOutput]:
+        plan = yield Plan(self.plan, question)
+        items = yield from keep_at_most(plan.items, MAX_ASPECTS, "items", "plan:comparison")
+        yield Planned(plan)
         queries = [item_query(item, question, items) for item in items]
-        by_question, *per_item = await ctx.retrieve_many([question, *queries], max(ctx.top_k, ctx.candidates_k // 2))
-        best = await ctx.rerank(question, union(per_item), len(items))
+        by_question, *per_item = yield Search([question, *queries], depths.item_search)
+        [best] = yield Rank([question], union(per_item), len(items))
         # The question's own top passages (never less evidence than plain RAG), every item's best passage
         # (no item goes unanswered because the others rank higher), and the item passages closest to the question.
-        sources = ctx.book.add(union([by_question[: ctx.top_k], [hits[0] for hits in per_item if hits], best]))
+        sources = yield Number(union([by_question[: depths.top_k], [hits[0] for hits in per_item if hits], best]))
         numbers = {s.passage_id: s.number for s in sources}
         aspects = [
             Aspect(label=item, query=query, source_numbers=[numbers[h.passage_id] for h in hits if h.passage_id in numbers])
@@ -114,7 +107,7 @@ class ComparisonStrategy:
             items=tuple(items),
             instruction=PURPOSE_INSTRUCTIONS[plan.purpose],
             sources=sources,
-            lead=len(by_question[: ctx.top_k]),
+            lead=len(by_question[: depths.top_k]),
         )
-        written = await ctx.write_answer(task)
+        written = yield Write(task, final=True)
         return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)

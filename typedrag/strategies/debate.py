@@ -6,12 +6,12 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag import telemetry
 from typedrag.engines.base import Facet, PlanTask
 from typedrag.prompts import CITE, DATA_RULE, GROUNDED, PLANNER, Prompt
+from typedrag.questions import SHOULD, subject
 from typedrag.result import Aspect
-from typedrag.strategies.base import StrategyContext, StrategyOutput
-from typedrag.strategies.decomposed import Combination, answer_and_combine, plan_beside_overview
+from typedrag.steps import Depths, Flow, Plan, Planned, StrategyOutput
+from typedrag.strategies.decomposed import Combination, Planning, answer_and_combine
 from typedrag.strategies.plans import MAX_ASPECTS, Name, Query, aspect_list, keep_at_most
 
 
@@ -71,7 +71,19 @@ MEDIATE_DEBATE = Prompt(
     "agree, and close with what the disagreement turns on. At most eight sentences.",
 )
 
-PLAN = PlanTask(role="plan:debate", prompt=PLAN_DEBATE, schema=DebatePlan)
+def offline_plan(question: str) -> DebatePlan:
+    """The case for and the case against, each searched around the topic the question names."""
+    core, phrase = subject(question, SHOULD, "debated topic")
+    return DebatePlan(
+        topic=core or phrase,
+        perspectives=[
+            Perspective(name="in favour", sub_query=f"{phrase} benefits"),
+            Perspective(name="against", sub_query=f"{phrase} criticism"),
+        ],
+    )
+
+
+PLAN = PlanTask(role="plan:debate", prompt=PLAN_DEBATE, schema=DebatePlan, offline=offline_plan)
 MEDIATION = Combination(PERSPECTIVE_ANSWER, MEDIATE_DEBATE, Facet.VIEWS, combine="mediate")
 
 
@@ -85,12 +97,13 @@ class DebateStrategy:
     name = "debate"
     plan = PLAN
 
-    async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        planned = telemetry.traced("plan", ctx.engine.plan(self.plan, question, ctx.trace), role=self.plan.role, engine=ctx.engine.name)
-        plan, overview = await plan_beside_overview(planned, question, self.name, ctx)
-        ctx.emit("plan", plan=plan.model_dump())
-        perspectives = keep_at_most(plan.perspectives, MAX_ASPECTS, "perspectives", PLAN.role, ctx.trace)
+    def flow(self, question: str, depths: Depths) -> Flow[StrategyOutput]:
+        return answer_and_combine(question, depths, self.name, MEDIATION, self.planning(question))
+
+    def planning(self, question: str) -> Flow[Planning]:
+        """The plan, and an aspect for each perspective (at most MAX_ASPECTS, the drop recorded)."""
+        plan = yield Plan(self.plan, question)
+        perspectives = yield from keep_at_most(plan.perspectives, MAX_ASPECTS, "perspectives", PLAN.role)
         aspects = [Aspect(label=p.name, query=p.sub_query) for p in perspectives]
-        ctx.attempt = StrategyOutput(answer="", plan=plan, aspects=aspects)  # kept in the result if this falls back
-        written = await answer_and_combine(question, overview, aspects, self.name, MEDIATION, ctx, topic=plan.topic)
-        return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)
+        yield Planned(plan, aspects)
+        return plan, aspects, plan.topic

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typedrag.engines.base import ClosedBook, Grounded
 from typedrag.prompts import CITE, CLOSED_BOOK, GROUNDED, Prompt
 from typedrag.result import Source
-from typedrag.strategies.base import StrategyContext, StrategyOutput
+from typedrag.steps import Depths, Flow, Number, Search, StrategyOutput, Write
 
 GROUNDED_ANSWER = Prompt(
     "grounded_answer",
@@ -31,9 +31,10 @@ class EvidenceStrategy:
     def __init__(self, name: str = "evidence-based") -> None:
         self.name = name
 
-    async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        hits = await ctx.retrieve(question, ctx.top_k)
-        written = await ctx.write_answer(grounded_answer(question, ctx.book.add(hits), f"answer:{self.name}"))
+    def flow(self, question: str, depths: Depths) -> Flow[StrategyOutput]:
+        [hits] = yield Search([question], depths.top_k)
+        sources = yield Number(hits)
+        written = yield Write(grounded_answer(question, sources, f"answer:{self.name}"), final=True)
         return StrategyOutput(answer=written.text)
 
 
@@ -42,6 +43,6 @@ class ClosedBookStrategy:
 
     name = "llm"
 
-    async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        written = await ctx.write_answer(ClosedBook(role="answer:llm", prompt=CLOSED_BOOK, question=question))
+    def flow(self, question: str, depths: Depths) -> Flow[StrategyOutput]:
+        written = yield Write(ClosedBook(role="answer:llm", prompt=CLOSED_BOOK, question=question), final=True)
         return StrategyOutput(answer=written.text)

@@ -6,11 +6,13 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag import telemetry
 from typedrag.engines.base import Advised, PlanTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
-from typedrag.strategies.base import StrategyContext, StrategyOutput, union
+from typedrag.questions import advice_topic
+from typedrag.steps import Depths, Flow, Number, Plan, Planned, Rank, Search, StrategyOutput, Write
+from typedrag.strategies.base import union
 from typedrag.strategies.plans import Name, Query, aspect_list, clean_phrases
+from typedrag.text import content_words, key_phrases
 
 MAX_KEYWORDS = 8
 
@@ -47,7 +49,17 @@ EXPERIENCE_ANSWER = Prompt(
     "different experiences and facts in the sources, and mention trade-offs. At most six sentences. " + CITE,
 )
 
-PLAN = PlanTask(role="plan:experience", prompt=PLAN_EXPERIENCE, schema=ExperiencePlan)
+def offline_plan(question: str) -> ExperiencePlan:
+    """The question's content words as the topic, its noun phrases and words as keywords."""
+    text = advice_topic(question)
+    phrases = key_phrases(text)
+    if not phrases:
+        raise ValueError("no keywords found in the question")
+    keywords = list(dict.fromkeys(phrases + content_words(text)))
+    return ExperiencePlan(topic=" ".join(content_words(text)), keywords=keywords)
+
+
+PLAN = PlanTask(role="plan:experience", prompt=PLAN_EXPERIENCE, schema=ExperiencePlan, offline=offline_plan)
 
 
 class ExperienceStrategy:
@@ -60,22 +72,21 @@ class ExperienceStrategy:
     name = "experience"
     plan = PLAN
 
-    async def run(self, question: str, ctx: StrategyContext) -> StrategyOutput:
-        plan = await telemetry.traced("plan", ctx.engine.plan(self.plan, question, ctx.trace), role=self.plan.role, engine=ctx.engine.name)
-        ctx.emit("plan", plan=plan.model_dump())
-        ctx.attempt = StrategyOutput(answer="", plan=plan)  # kept in the result if this falls back
+    def flow(self, question: str, depths: Depths) -> Flow[StrategyOutput]:
+        plan = yield Plan(self.plan, question)
+        yield Planned(plan)
         keywords = " ".join(plan.keywords)
-        by_question, by_keywords = await ctx.retrieve_many([question, keywords], ctx.candidates_k)
-        best = await ctx.rerank(keywords, union([by_question, by_keywords]), ctx.top_k)
+        by_question, by_keywords = yield Search([question, keywords], depths.candidates_k)
+        [best] = yield Rank([keywords], union([by_question, by_keywords]), depths.top_k)
         # The question's own top passages stay in: never less evidence than plain RAG.
-        sources = ctx.book.add(union([by_question[: ctx.top_k], best]))
+        sources = yield Number(union([by_question[: depths.top_k], best]))
         task = Advised(
             role="answer:experience",
             prompt=EXPERIENCE_ANSWER,
             question=question,
             topic=plan.topic,
             sources=sources,
-            lead=len(by_question[: ctx.top_k]),
+            lead=len(by_question[: depths.top_k]),
         )
-        written = await ctx.write_answer(task)
+        written = yield Write(task, final=True)
         return StrategyOutput(answer=written.text, plan=plan)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typedrag.engines.base import Facet, PlanTask
 from typedrag.prompts import DATA_RULE, PLANNER, Prompt
+from typedrag.questions import HOW_TO, subject
 from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy
 
 PLAN_INSTRUCTION = Prompt(
@@ -24,5 +25,11 @@ AGGREGATE_INSTRUCTION = Prompt(
     "sentences, with requirements first. Drop repetition. At most eight steps.",
 )
 
-PLAN = PlanTask(role="plan:instruction", prompt=PLAN_INSTRUCTION, schema=SubQueryPlan)
+def offline_plan(question: str) -> SubQueryPlan:
+    """What the task needs first, then its steps, searched around its words as the question names it."""
+    _, phrase = subject(question, HOW_TO, "task")
+    return SubQueryPlan(sub_queries=[f"{phrase} requirements", f"{phrase} steps"])
+
+
+PLAN = PlanTask(role="plan:instruction", prompt=PLAN_INSTRUCTION, schema=SubQueryPlan, offline=offline_plan)
 INSTRUCTION = SubQueryStrategy("instruction", PLAN, Combination(ASPECT_ANSWER, AGGREGATE_INSTRUCTION, Facet.STEPS))

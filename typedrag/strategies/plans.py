@@ -18,7 +18,7 @@ from typing import Annotated, Any
 
 from pydantic import AfterValidator, Field
 
-from typedrag.engines.base import Trace
+from typedrag.steps import Flow, Note
 
 MAX_ASPECTS = 5
 QUERY_CHARS = 100  # a search query: a short phrase
@@ -83,9 +83,9 @@ def clean_phrases(values: Any) -> Any:
     return kept
 
 
-def keep_at_most(values: list, cap: int, what: str, step: str, trace: Trace) -> list:
+def keep_at_most(values: list, cap: int, what: str, step: str) -> Flow[list]:
     """The first `cap` values; any beyond are dropped and the drop is recorded in the trace."""
     if len(values) > cap:
         dropped = ", ".join(str(getattr(v, "name", v)) for v in values[cap:])
-        trace.fallback(step, f"{len(values)} {what} planned, the first {cap} kept; dropped: {dropped}")
+        yield Note(step, f"{len(values)} {what} planned, the first {cap} kept; dropped: {dropped}")
     return values[:cap]

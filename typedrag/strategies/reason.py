@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typedrag.engines.base import Facet, PlanTask
 from typedrag.prompts import DATA_RULE, PLANNER, Prompt
+from typedrag.questions import WHY, subject
 from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy
 
 PLAN_REASON = Prompt(
@@ -24,5 +25,11 @@ AGGREGATE_REASON = Prompt(
     "At most eight sentences.",
 )
 
-PLAN = PlanTask(role="plan:reason", prompt=PLAN_REASON, schema=SubQueryPlan)
+def offline_plan(question: str) -> SubQueryPlan:
+    """Two searches for the subject's causes, read from the question: its causes, and the factors behind it."""
+    _, phrase = subject(question, WHY, "subject")
+    return SubQueryPlan(sub_queries=[f"{phrase} causes", f"{phrase} factors"])
+
+
+PLAN = PlanTask(role="plan:reason", prompt=PLAN_REASON, schema=SubQueryPlan, offline=offline_plan)
 REASON = SubQueryStrategy("reason", PLAN, Combination(ASPECT_ANSWER, AGGREGATE_REASON, Facet.CAUSES))

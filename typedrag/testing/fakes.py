@@ -27,6 +27,15 @@ class ScriptedCall:
     def user(self) -> str:
         return self.messages[-1]["content"]
 
+    def as_request(self):
+        """The call as the loopback stub server would receive it, so a stub's responder scripts it too."""
+        from typedrag.testing.openai_stub import ChatRequest
+
+        body: dict = {"messages": self.messages}
+        if self.schema is not None:
+            body["response_format"] = {"type": "json_schema", "json_schema": {"name": self.schema.__name__}}
+        return ChatRequest(body=body, headers={})
+
 
 Script = Callable[[ScriptedCall], str]
 

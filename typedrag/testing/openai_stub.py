@@ -91,9 +91,8 @@ _FALLBACK_PLANS = {
 
 
 def plan_for(schema_name: str, prompt: str) -> str:
-    """A schema-valid plan for the question in `prompt`: the offline engine's planner for the default
-    strategy with that schema (Reason's for SubQueryPlan), else a generic plan of the right shape."""
-    from typedrag.engines.offline import PLANNERS
+    """A schema-valid plan for the question in `prompt`: the offline planner of the default strategy with
+    that schema (Reason's for SubQueryPlan), else a generic plan of the right shape."""
     from typedrag.strategies import default_routes
 
     match = re.search(r"(?:Debated question|Last question|Question|The reader's question is): (.+)", prompt)
@@ -101,8 +100,8 @@ def plan_for(schema_name: str, prompt: str) -> str:
     planners = {}
     for strategy in reversed(list(default_routes().values())):
         task = getattr(strategy, "plan", None)
-        if task is not None:
-            planners[task.schema.__name__] = PLANNERS[task]
+        if task is not None and task.offline is not None:
+            planners[task.schema.__name__] = task.offline
     if schema_name in planners:
         try:
             return planners[schema_name](question).model_dump_json()
@@ -210,6 +209,7 @@ class OpenAIStubServer:
         self.waiting = 0  # requests waiting out their latency right now
         self.most_waiting = 0  # the most that ever waited at once: how many calls the client had in flight together
         self._lock = threading.Lock()
+        self._over = threading.Event()  # set by reset(): replies of the test that is over stop waiting
         self._server = _Server(("127.0.0.1", 0), self._handler())
         self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
 
@@ -225,6 +225,36 @@ class OpenAIStubServer:
     def __exit__(self, *exc: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def reset(
+        self, responder: Responder | None = None, *, delay: float = 0.0, first_token_delay: float | None = None, token_rate: float = 0.0
+    ) -> "OpenAIStubServer":
+        """Serve the next test afresh on the same port: a new responder and latency, no request or stream
+        remembered. A reply still waiting out the last test's latency, drip, token rate or `hold` is cut
+        short (its client has gone), so nothing of that test reaches this one."""
+        self._over.set()
+        for _ in range(3000):  # until the last test's handlers are done: at most 30 s, each cut short at once
+            with self._lock:
+                if self.waiting == 0 and self.open_streams == 0:
+                    break
+            time.sleep(0.01)
+        self._over.clear()
+        self.responder = responder or default_responder
+        self.delay = delay
+        self.first_token_delay = delay if first_token_delay is None else first_token_delay
+        self.token_rate = token_rate
+        with self._lock:
+            self.requests.clear()
+            self.abandoned_streams = 0
+            self.most_waiting = self.waiting
+        return self
+
+    def _released(self, hold: threading.Event) -> bool:
+        """Wait until the test lets a held reply go on (True), or is over (False: reset() moved on without it)."""
+        while not hold.wait(0.05):
+            if self._over.is_set():
+                return False
+        return True
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         stub = self
@@ -250,7 +280,8 @@ class OpenAIStubServer:
                     self.end_headers()
                     for chunk in [body[i : i + 1] for i in range(len(body))] if drip else [body]:
                         self.wfile.write(chunk)
-                        time.sleep(drip)
+                        if stub._over.wait(drip):
+                            break
                 except OSError:  # the client gave up (timed out) before the reply was written
                     self.close_connection = True
 
@@ -278,7 +309,7 @@ class OpenAIStubServer:
                     streamed = bool(body.get("stream")) and reply.status == 200 and reply.raw is None and not reply.drop
                     wait = (stub.first_token_delay if streamed else stub.delay) + reply.delay
                     if wait:
-                        time.sleep(wait)
+                        stub._over.wait(wait)
                 finally:
                     with stub._lock:
                         stub.waiting -= 1
@@ -340,10 +371,11 @@ class OpenAIStubServer:
                     self.send_header("Transfer-Encoding", "chunked")
                     self.end_headers()
                     for n, data in enumerate(events):
-                        if reply.hold is not None and n == 1 + reply.hold_after:
-                            reply.hold.wait()
+                        if reply.hold is not None and n == 1 + reply.hold_after and not stub._released(reply.hold):
+                            self.close_connection = True  # the test is over and never let it go: left unfinished
+                            return
                         if 1 < n <= len(tokens) and stub.token_rate:
-                            time.sleep(1 / stub.token_rate)
+                            stub._over.wait(1 / stub.token_rate)
                         if reply.break_after is not None and n > reply.break_after:
                             self.close_connection = True
                             self.connection.shutdown(socket.SHUT_RDWR)

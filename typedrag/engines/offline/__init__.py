@@ -1,30 +1,23 @@
 """The built-in engine for machines with no LLM: plans read from the question, answers quoted from passages.
 
-It plans with a planner per question type (typedrag/engines/offline/planners.py) and writes each step
-by its kind (typedrag/engines/offline/answers.py): the reader model (typedrag/reader) reads every
-quotable sentence against the question, and an answer quotes those it says answer, by the role each
-plays. Every result names this engine, and nothing is invented: each sentence is quoted with the
-number of the passage it came from. A route added from outside typedrag works too: with its own
-`PlanTask.offline` planner, and its writing step answered as plain RAG answers.
+It plans with the planner each plan names (`PlanTask.offline`: every strategy reads its plan from the
+question's phrasing, typedrag.questions) and writes each step by its kind (typedrag/engines/offline/answers.py):
+the reader model (typedrag/reader) reads every quotable sentence against the question, and an answer quotes
+those it says answer, by the role each plays. Every result names this engine, and nothing is invented: each
+sentence is quoted with the number of the passage it came from. A route added from outside typedrag works
+too: with its own `PlanTask.offline` planner, and its writing step answered as plain RAG answers.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Callable
-
 from pydantic import BaseModel
 
-from typedrag.abstain import ReaderUnsupported
 from typedrag.engines.base import AspectAnswer, ClosedBook, Combined, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, sentence_pieces
-from typedrag.engines.offline import planners
 from typedrag.engines.offline.answers import NO_PASSAGES, answer
 from typedrag.engines.offline.settings import DEFAULT, OfflineSettings
 from typedrag.errors import PlanFailed
-from typedrag.llm.base import LLMCall, StructuredOutcome
 from typedrag.reader import Reader, default_reader
-from typedrag.strategies import comparison, debate, experience, instruction, reason
 
 __all__ = ["OfflineEngine", "OfflineSettings"]
 
@@ -33,13 +26,6 @@ CLOSED_BOOK = (
     "The offline engine answers only from retrieved passages, so it has no closed-book answer; "
     "configure an LLM endpoint (--llm) for the LLM-only baseline."
 )
-PLANNERS: dict[PlanTask, Callable[[str], BaseModel]] = {
-    comparison.PLAN: planners.comparison,
-    experience.PLAN: planners.experience,
-    reason.PLAN: planners.reason,
-    instruction.PLAN: planners.instruction,
-    debate.PLAN: planners.debate,
-}
 
 
 class OfflineEngine:
@@ -63,43 +49,34 @@ class OfflineEngine:
             self._reader = default_reader()
         return self._reader
 
-    def _record(self, trace: Trace, role: str, started: float, **extra) -> None:
-        latency = round((time.perf_counter() - started) * 1000, 1)
-        trace.calls.append(LLMCall(role=role, engine=self.name, latency_ms=latency, requests=0, **extra))
-
     async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
-        started = time.perf_counter()
-        planner = task.offline or PLANNERS.get(task)
+        """The plan the task's offline planner reads from the question (no model is called, so none is
+        recorded among the LLM calls: the driver records the step)."""
         try:
-            if planner is None:
+            if task.offline is None:
                 raise ValueError(f"no offline planner for {task.role}; give the PlanTask an offline planner, or use an LLM")
-            plan = task.schema.model_validate(planner(question).model_dump())
+            planned = task.offline(question)
+            return task.schema.model_validate(planned.model_dump() if isinstance(planned, BaseModel) else planned)
         except ValueError as error:  # includes pydantic.ValidationError
-            self._record(trace, task.role, started, structured=StructuredOutcome.FAILED, error=str(error)[:300])
             raise PlanFailed(f"offline planner: {error}") from error
-        self._record(trace, task.role, started, structured=StructuredOutcome.OK)
-        return plan
 
     async def write(self, task: WriteTask, trace: Trace, on_text: TextSink | None = None) -> Written:
         """The quoted answer; `on_text` hears it a sentence (or line) at a time once it is chosen."""
-        started = time.perf_counter()
-        written = await asyncio.to_thread(self._write, task, trace)
-        self._record(trace, task.role, started)
+        written = await asyncio.to_thread(self._write, task)
         if on_text is not None:
             for piece in sentence_pieces(written.text):
                 on_text(piece)
         return written
 
-    def _write(self, task: WriteTask, trace: Trace) -> Written:
+    def _write(self, task: WriteTask) -> Written:
+        """The answer with the reader's best chance (which the abstention policy reads) and notes on what
+        it left out (which the trace records if the answer is used)."""
         if isinstance(task, ClosedBook):
             return Written(CLOSED_BOOK, supported=False)
         if not task.sources and not (isinstance(task, Combined) and task.parts):
             return Written(NO_PASSAGES, supported=False)
         written = answer(task, self.reader, self.settings)
-        if task.reader_bar is not None and written.best < task.reader_bar:
-            raise ReaderUnsupported(round(written.best, 4), task.reader_bar)
-        for reason_left_out in written.dropped:
-            trace.fallback(task.role, f"left out: {reason_left_out} (the reader found none in the passages)")
+        notes = [f"left out: {reason_left_out} (the reader found none in the passages)" for reason_left_out in written.dropped]
         if not written.supported and written.lead and not isinstance(task, AspectAnswer | Combined):  # said of the parts
-            trace.fallback(task.role, "the reader found no sentence that answers; the nearest on-topic ones are quoted")
-        return Written(written.text(), written.quotes(), written.supported)
+            notes.append("the reader found no sentence that answers; the nearest on-topic ones are quoted")
+        return Written(written.text(), written.quotes(), written.supported, best=written.best, notes=tuple(notes))

@@ -168,9 +168,9 @@ function renderSources(r) {
   if (!sources.length) $("sources").append(el("li", { class: "muted" }, "no passages were used"));
 }
 
-// Whether an LLM wrote any of it: the offline engine's steps are recorded as calls, but it sends no request.
+// Whether an LLM wrote any of it: the offline engine's steps are recorded as steps, never as LLM calls.
 function usedLLM(r) {
-  return r.usage.requests > 0 || r.usage.cached_calls > 0;
+  return r.llm_calls.length > 0;
 }
 
 function item(key, ...value) {
@@ -224,7 +224,7 @@ function renderTrace(r) {
   if (usedLLM(r)) {
     root.append(item("LLM calls", `${r.usage.calls} (${r.usage.cached_calls} cached) · tokens ${r.usage.prompt_tokens}+${r.usage.completion_tokens}`));
   } else {
-    root.append(item("steps", `${r.usage.calls}, by the offline engine (no LLM)`));
+    root.append(item("steps", `${r.steps.length}, by the offline engine (no LLM)`));
   }
   $("trace").replaceChildren(root);
   $("details-summary").textContent = r.fallbacks.length

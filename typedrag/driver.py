@@ -1,0 +1,403 @@
+"""The one place typedrag's steps are performed: a strategy's flow says what to do (typedrag.steps), the
+driver does it and sends the outcome back.
+
+For each step the driver awaits the engine, the retriever or the reranker (blocking ones in a worker
+thread) inside the step's span, named by the step's type (typedrag.telemetry). Besides, it:
+- numbers the passages of a run, so [n] means the same passage in every step of it;
+- writes every step with the reader's own instructions (a chat's system messages);
+- applies the abstention policy (typedrag.abstain) to every writing step: when the sources of a final step
+  do not answer, the run's answer is an abstention (the flow is sent the step declined, and what it returns
+  is set aside but for its sources); any other comes back declined, with the reason, for the flow to drop;
+- checks the citation markers of a model's partial answers against their passages (typedrag.attribution);
+- streams the final step's text to a listening client, with a citation event per finished cited sentence;
+- runs Together's flows at once, cancelling the others when one fails;
+- records Notes as fallbacks and Tells as events; fallbacks and engine steps are listed in the flow's order
+  (Together's flows in theirs), whatever order concurrent steps end in;
+- falls back: a typed run that fails (StrategyError, LLMError) is recorded, and a fresh run of plain RAG
+  answers, with sources of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from typedrag import telemetry
+from typedrag.abstain import Policy, Verdict, support
+from typedrag.attribution import settle
+from typedrag.engines.base import Combined, Engine, PlanT, PlanTask, Trace, Written
+from typedrag.errors import LLMError, StrategyError
+from typedrag.index.base import Retriever
+from typedrag.records import ScoredPassage
+from typedrag.rerank import Reranker
+from typedrag.result import Abstention, Aspect, EngineStep, Fallback, Source, extract_citations
+from typedrag.steps import (
+    Depths,
+    Flow,
+    Note,
+    Number,
+    Plan,
+    Planned,
+    Rank,
+    Search,
+    Step,
+    Strategy,
+    StrategyOutput,
+    Tell,
+    Together,
+    Write,
+)
+from typedrag.text import split_sentences
+
+Listener = Callable[[str, dict[str, Any]], None]  # hears progress events: name, data
+
+
+@dataclass(frozen=True)
+class Record:
+    """Where the fallbacks and engine steps of the flow being performed are recorded."""
+
+    fallbacks: list[Fallback]
+    steps: list[EngineStep]
+
+
+# A flow run by Together records into a record of its own, added to its parent's in the order of Together's
+# flows once they are all done: a trace lists what happened in the flow's order, whatever order concurrent
+# steps ended in, so the same question gives the same trace every time (but for whether a step stopped by a
+# failing sibling had reached its engine: that is timing).
+_branch: ContextVar[Record | None] = ContextVar("typedrag_branch", default=None)
+
+
+@dataclass(frozen=True)
+class Services:
+    """What performs the steps: the engine, the retriever (None for the LLM-only baseline) and the reranker."""
+
+    engine: Engine
+    retriever: Retriever | None
+    reranker: Reranker
+
+
+class SourceBook:
+    """Numbers passages the first time any step sees them, so [n] means the same passage everywhere."""
+
+    def __init__(self) -> None:
+        self._by_id: dict[str, Source] = {}
+
+    def add(self, hits: tuple[ScoredPassage, ...] | list[ScoredPassage]) -> list[Source]:
+        """The sources for `hits`, numbering the ones not seen before."""
+        sources = []
+        for hit in hits:
+            source = self._by_id.get(hit.passage_id)
+            if source is None:
+                source = Source.of(len(self._by_id) + 1, hit)
+                self._by_id[hit.passage_id] = source
+            sources.append(source)
+        return sources
+
+    @property
+    def sources(self) -> list[Source]:
+        """Every source numbered so far, in number order."""
+        return list(self._by_id.values())
+
+
+class AnswerStream:
+    """The final answer as it is written: a `token` event for each piece, and a `citation` event for
+    each finished sentence that cites passages (resolved to their ids), so a client can link it at once."""
+
+    def __init__(self, emit: Callable[[str, dict[str, Any]], None], sources: list[Source]) -> None:
+        self.emit, self.sources = emit, sources
+        self.pending = ""  # text of the sentence not known to be finished yet
+        self.sent = 0  # characters streamed
+
+    def __call__(self, piece: str) -> None:
+        self.emit("token", {"text": piece})
+        self.sent += len(piece)
+        self.pending += piece
+        sentences = split_sentences(self.pending)
+        if len(sentences) > 1:  # all but the last are finished: the next one has begun
+            self._cite(sentences[:-1])
+            self.pending = self.pending[self.pending.rfind(sentences[-1]) :]
+
+    def close(self) -> None:
+        self._cite(split_sentences(self.pending))
+        self.pending = ""
+
+    def _cite(self, sentences: list[str]) -> None:
+        for sentence in sentences:
+            for citation in extract_citations(sentence, self.sources):
+                self.emit("citation", citation.model_dump())
+
+
+@dataclass
+class Run:
+    """One strategy's run: the numbers of its sources, characters streamed, and its abstention, if any."""
+
+    book: SourceBook = field(default_factory=SourceBook)
+    streamed: int = 0
+    abstention: Abstention | None = None
+
+
+@dataclass(frozen=True)
+class Drive:
+    """What driving a question's strategy gave: the answer (empty when it abstained) and the strategy that
+    wrote it, its numbered sources, the plan and aspects to show (`plan_used` False when the answer did not
+    draw on them: its run fell back, or abstained), and what the pipeline reports about the run."""
+
+    strategy: str
+    answer: str
+    sources: list[Source]
+    plan: BaseModel | None = None
+    aspects: list[Aspect] = field(default_factory=list)
+    plan_used: bool = True
+    abstention: Abstention | None = None
+    reranked: bool = False  # some step reranked: the result names the reranker
+    streamed: int = 0  # characters of the final run's text a client heard
+
+
+class Driver:
+    """Performs the steps of a question's flows with `services`, recording into `trace`.
+
+    >>> from typedrag import OfflineEngine, ListRetriever, EmbeddingReranker
+    >>> from typedrag.steps import Number, Search
+    >>> def flow():
+    ...     hits, = yield Search(["cats"], 1)
+    ...     sources = yield Number(hits)
+    ...     return [s.number for s in sources]
+    >>> driver = Driver(Services(OfflineEngine(), ListRetriever(["Cats purr."]), EmbeddingReranker()), Trace())
+    >>> asyncio.run(driver.follow(flow(), Run()))
+    [1]
+    """
+
+    def __init__(
+        self, services: Services, trace: Trace, *, policy: Policy | None = None, instructions: str = "", on_event: Listener | None = None
+    ) -> None:
+        self.services, self.trace = services, trace
+        self.policy = policy or Policy()
+        self.instructions = instructions
+        self.on_event = on_event
+        self.reranked = False
+        self.planned: Planned | None = None  # the typed work last told: kept in the result if its run falls back
+
+    def emit(self, event: str, data: Mapping[str, Any]) -> None:
+        """Tell a listening client about progress."""
+        if self.on_event is not None:
+            self.on_event(event, dict(data))
+
+    async def drive(self, strategy: Strategy, question: str, depths: Depths, fallback: Strategy | None = None) -> Drive:
+        """`strategy`'s answer to `question`; with a `fallback`, a run that fails is recorded and the
+        fallback answers in a fresh run (a streaming client is told to start its text over)."""
+        run = Run()
+        try:
+            output = await self.follow(strategy.flow(question, depths), run)
+            name = strategy.name
+        except (StrategyError, LLMError) as error:
+            if fallback is None:
+                raise
+            reason = f"{type(error).__name__}: {error}; answered with plain RAG"
+            self._note(strategy.name, reason)
+            if run.streamed:  # part of the typed answer went out
+                self.emit("restart", {"reason": reason})
+            run = Run()  # cite only what the fallback answer was given
+            output = await self.follow(fallback.flow(question, depths), run)
+            name = fallback.name
+        return self._drove(name, output, run)
+
+    def _drove(self, name: str, output: StrategyOutput, run: Run) -> Drive:
+        """The drive's result: the plan and aspects shown are the answer's own, or, when the answer does not
+        draw on them, the typed work last planned (aspects marked unused, their passage numbers dropped)."""
+        if run.abstention is not None:
+            output = StrategyOutput(answer="")
+        if output.plan is not None or self.planned is None:
+            plan, aspects, used = output.plan, output.aspects, run.abstention is None
+        else:
+            plan, used = self.planned.plan, False
+            aspects = [a.model_copy(update={"used": False, "source_numbers": []}) for a in self.planned.aspects]
+        return Drive(
+            strategy=name, answer=output.answer, sources=run.book.sources, plan=plan, aspects=aspects, plan_used=used,
+            abstention=run.abstention, reranked=self.reranked, streamed=run.streamed,
+        )
+
+    async def follow(self, flow: Flow[Any], run: Run) -> Any:
+        """Perform `flow`'s steps until it returns; a step's error is thrown into the flow, which may live
+        with it (an aspect dropped) or let it end the run."""
+        sent: Any = None
+        thrown: Exception | None = None
+        try:
+            while True:
+                try:
+                    step = flow.throw(thrown) if thrown is not None else flow.send(sent)
+                except StopIteration as done:
+                    return done.value
+                sent, thrown = None, None
+                try:
+                    sent = await self._perform(step, run)
+                except Exception as error:
+                    thrown = error
+        finally:
+            flow.close()
+
+    async def _perform(self, step: Step, run: Run) -> Any:
+        match step:
+            case Plan():
+                with telemetry.step("plan", role=step.task.role, engine=self.services.engine.name):
+                    return await self.plan(step.task, step.question)
+            case Search():
+                return await self._search(step)
+            case Rank():
+                return await self._rank(step)
+            case Number():
+                return run.book.add(step.hits)
+            case Write():
+                return await self._write(step, run)
+            case Together():
+                return await self._together(step, run)
+            case Planned():
+                self.planned = step
+                self.emit("plan", {"plan": step.plan.model_dump()})
+            case Note():
+                self._note(step.step, step.reason)
+            case Tell():
+                self.emit(step.event, step.data)
+            case _:
+                raise TypeError(f"a flow yielded {step!r}, which is not a step (typedrag.steps)")
+        return None
+
+    async def plan(self, task: PlanTask[PlanT], question: str) -> PlanT:
+        """The engine's plan for `task` (the pipeline's rewrite of a follow-up asks here too, inside its own span)."""
+        with self._step("plan", task.role):
+            return await self.services.engine.plan(task, question, self.trace)
+
+    @contextmanager
+    def _step(self, kind: Literal["plan", "write"], role: str) -> Iterator[None]:
+        """Record an engine step in the trace, with its time and, if it failed or was stopped, why."""
+        started, error = time.perf_counter(), None
+        try:
+            yield
+        except asyncio.CancelledError:
+            error = "cancelled: a step run together with it failed, or the client left"
+            raise
+        except Exception as raised:
+            error = f"{type(raised).__name__}: {raised}"[:300]
+            raise
+        finally:
+            latency = round((time.perf_counter() - started) * 1000, 1)
+            self._record().steps.append(EngineStep(step=kind, role=role, engine=self.services.engine.name, latency_ms=latency, error=error))
+
+    def _record(self) -> Record:
+        return _branch.get() or Record(self.trace.fallbacks, self.trace.steps)
+
+    def _note(self, step: str, reason: str) -> None:
+        """Record a fallback: an event on the span it happened in at once, in the trace in the flow's order."""
+        telemetry.fallback(step, reason)
+        self._record().fallbacks.append(Fallback(step=step, reason=reason))
+
+    async def _search(self, step: Search) -> list[list[ScoredPassage]]:
+        retriever = self.services.retriever
+        if retriever is None:
+            raise TypeError("a flow searched, but this pipeline has no retriever")
+        queries = list(step.queries)
+        with telemetry.retrieving(queries, step.k) as span:
+            if len(queries) == 1:
+                hit_lists = [await asyncio.to_thread(retriever.search, queries[0], step.k)]
+            else:  # in one call, so the retriever can run them in parallel
+                hit_lists = await asyncio.to_thread(retriever.search_many, queries, step.k)
+            telemetry.found(span, hit_lists)
+            return hit_lists
+
+    async def _rank(self, step: Rank) -> list[list[ScoredPassage]]:
+        self.reranked = True
+        reranker, hits = self.services.reranker, list(step.hits)
+        k = len(hits) if step.k is None else step.k
+        with telemetry.reranking(reranker.name, len(step.queries), len(hits), k) as span:
+            ranked = await asyncio.to_thread(lambda: [reranker.rerank(query, hits, k) for query in step.queries])
+            telemetry.kept(span, ranked)
+            return ranked
+
+    async def _write(self, step: Write, run: Run) -> Written:
+        """The step written with the reader's instructions, judged by the abstention policy before (its
+        passages) and after (what the engine reports); a model's partial answer has its markers checked."""
+        task = replace(step.task, instructions=self.instructions)
+        bar = self.policy.bar(final=step.final)
+        if bar is not None:
+            judged = await asyncio.to_thread(support, task.question, [source.text for source in task.sources], bar=bar)
+            if not judged.answered:
+                return self._declined(self.policy.below(judged, numbered=bool(run.book.sources)), step, run)
+        written = await self._written(step, task, run)
+        verdict = self.policy.read(written.best, written.not_in_sources, self.services.engine.name, final=step.final)
+        if verdict is not None:
+            return self._declined(verdict, step, run)
+        for note in written.notes:
+            self._note(task.role, note)
+        if not step.final and self.services.engine.generative and task.sources:
+            written = await self._settled(step, written)
+        return written
+
+    def _declined(self, verdict: Verdict, step: Write, run: Run) -> Written:
+        if step.final:
+            run.abstention = verdict.abstention
+        return Written("", supported=False, declined=verdict.dropped)
+
+    async def _written(self, step: Write, task: Any, run: Run) -> Written:
+        """The engine's text inside the step's span; the final step's streams to a listening client (once the
+        policy has judged it, when it may still be turned down)."""
+        engine = self.services.engine
+        name = task.combine if isinstance(task, Combined) else "write"
+        if not step.final or self.on_event is None:
+            with self._step("write", task.role):
+                return await telemetry.written(task, engine.name, engine.write(task, self.trace), step.aspect, name=name)
+        stream = AnswerStream(self.emit, run.book.sources)
+        held: list[str] = []
+        try:
+            sink = held.append if self.policy.holds_back else stream
+            with self._step("write", task.role):
+                written = await telemetry.written(task, engine.name, engine.write(task, self.trace, on_text=sink), step.aspect, name=name)
+        finally:
+            run.streamed += stream.sent
+        if held and self.policy.read(written.best, written.not_in_sources, engine.name, final=True) is None:
+            for piece in held:
+                stream(piece)
+            run.streamed += stream.sent
+        stream.close()
+        return written
+
+    async def _settled(self, step: Write, written: Written) -> Written:
+        """A model's partial answer with only markers of its passages, attributed if it cited none; declined
+        when no passage supports it."""
+        sources = step.task.sources
+        settled = await asyncio.to_thread(settle, written.text, sources)
+        where, what = (f"aspect:{step.aspect}", f"aspect {step.aspect!r}") if step.aspect else (step.task.role, step.task.role)
+        for note in settled.notes(what):
+            self._note(where, note)
+        declined = None if settled.supported else "no sentence of its answer is supported by its passages"
+        return replace(written, text=settled.text, declined=declined)
+
+    async def _together(self, step: Together, run: Run) -> tuple[Any, ...]:
+        records = [Record([], []) for _ in step.flows]
+
+        async def branch(flow: Flow[Any], record: Record) -> Any:
+            _branch.set(record)  # in this task's own context
+            return await self.follow(flow, run)
+
+        tasks = [asyncio.ensure_future(branch(flow, record)) for flow, record in zip(step.flows, records)]
+        try:
+            return tuple(await asyncio.gather(*tasks))
+        except BaseException:
+            for task in tasks:
+                task.cancel()
+            if tasks:
+                await asyncio.wait(tasks)
+            for task in tasks:  # taken, so none is logged as lost: only the first error is news
+                if not task.cancelled():
+                    task.exception()
+            raise
+        finally:
+            parent = self._record()
+            for record in records:
+                parent.fallbacks.extend(record.fallbacks)
+                parent.steps.extend(record.steps)
