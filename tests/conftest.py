@@ -9,6 +9,26 @@ import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+# The README's test command runs the suite in worker processes (pytest-xdist, `--dist loadgroup`): a test
+# goes to whichever worker is free, but the tests of each file below run whole in one worker, because their
+# module- or session-scoped fixture is dear and would otherwise be set up again in every worker that drew
+# one of its tests. Groups are handed out first (largest first), the single tests fill in behind them.
+ONE_WORKER = {
+    "test_ray.py": "a two-node Ray cluster and a Milvus server for the session",
+    "test_milvus.py": "a milvus-lite server for the module",
+    "test_llamacpp.py": "a llama.cpp server with SmolLM2",
+    "test_install.py": "a fresh venv with typedrag installed in it",
+    "test_server_browser.py": "Chromium and a served page",
+    "test_hybrid.py": "two indexes with MiniLM vectors",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.path.name in ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
 DOCUMENTS = [
     ("croc", "Crocodile", "Crocodiles have a V-shaped, pointed snout, while alligators have a wider U-shaped snout. "
      "When a crocodile closes its mouth, the fourth tooth of the lower jaw stays visible. Crocodiles tolerate salt "
