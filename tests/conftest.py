@@ -9,25 +9,11 @@ import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
-# The README's test command runs the suite in worker processes (pytest-xdist, `--dist loadgroup`): a test
-# goes to whichever worker is free, but the tests of each file below run whole in one worker, because their
-# module- or session-scoped fixture is dear and would otherwise be set up again in every worker that drew
-# one of its tests. Groups are handed out first (largest first), the single tests fill in behind them.
-ONE_WORKER = {
-    "test_ray.py": "a two-node Ray cluster and a Milvus server for the session",
-    "test_milvus.py": "a milvus-lite server for the module",
-    "test_llamacpp.py": "a llama.cpp server with SmolLM2",
-    "test_install.py": "a fresh venv with typedrag installed in it",
-    "test_server_browser.py": "Chromium and a served page",
-    "test_hybrid.py": "two indexes with MiniLM vectors",
-}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist's own hook reads the groups
-def pytest_collection_modifyitems(items):
-    for item in items:
-        if item.path.name in ONE_WORKER:
-            item.add_marker(pytest.mark.xdist_group(item.path.stem))
+# The README's test command runs the suite in three worker processes (pytest-xdist, `--dist loadfile`): each
+# file runs whole in one worker, so a module- or session-scoped fixture (a Ray cluster, a Milvus server,
+# llama.cpp, a fresh venv, Chromium, an index) is set up once, not once in every worker that drew one of its
+# tests. (`--dist loadgroup` would let single tests spread, but xdist 3.8 marks groups through a node id
+# attribute pytest 9 no longer reads, so its groups fall apart: three Ray clusters at once.)
 
 DOCUMENTS = [
     ("croc", "Crocodile", "Crocodiles have a V-shaped, pointed snout, while alligators have a wider U-shaped snout. "
