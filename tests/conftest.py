@@ -9,6 +9,12 @@ import pytest
 
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
+# The README's test command runs the suite in three worker processes (pytest-xdist, `--dist loadfile`): each
+# file runs whole in one worker, so a module- or session-scoped fixture (a Ray cluster, a Milvus server,
+# llama.cpp, a fresh venv, Chromium, an index) is set up once, not once in every worker that drew one of its
+# tests. (`--dist loadgroup` would let single tests spread, but xdist 3.8 marks groups through a node id
+# attribute pytest 9 no longer reads, so its groups fall apart: three Ray clusters at once.)
+
 DOCUMENTS = [
     ("croc", "Crocodile", "Crocodiles have a V-shaped, pointed snout, while alligators have a wider U-shaped snout. "
      "When a crocodile closes its mouth, the fourth tooth of the lower jaw stays visible. Crocodiles tolerate salt "

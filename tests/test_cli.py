@@ -179,3 +179,28 @@ def test_ask_and_chat_keep_the_pipelines_notes_in_the_trace_not_under_every_answ
     assert "fallback" not in chat.output
     chat = runner.invoke(app, ["chat", "--index", str(small_index)], input=f"{question}\n/trace\n")
     assert "fallback at" in chat.stdout  # what /trace prints
+
+
+# --- one table of the options several commands take (typedrag.commands) ---------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("command", "options"),
+    [
+        (["index"], ("IndexOpt", "BackendOpt", "UriOpt", "CollectionOpt", "TokenOpt")),
+        (["ask"], ("IndexOpt", "LLMOpt", "BaseUrlOpt", "ClassifierOpt", "BackendOpt", "UriOpt", "CollectionOpt", "RetrievalOpt")),
+        (["eval"], ("IndexOpt", "ClassifierOpt", "BackendOpt", "UriOpt", "CollectionOpt", "RetrievalOpt")),
+        (["eval", "compare"], ("ClassifierOpt",)),
+        (["eval", "retrieval"], ("IndexOpt", "BackendOpt", "UriOpt", "CollectionOpt")),
+        (["serve"], ("IndexOpt", "LLMOpt", "BaseUrlOpt", "BackendOpt", "UriOpt", "CollectionOpt", "RetrievalOpt")),
+    ],
+)
+def test_an_option_several_commands_take_reads_the_same_in_each(command, options):
+    import typing
+
+    from typedrag import commands
+
+    shown = "".join(runner.invoke(app, [*command, "--help"], env={"COLUMNS": "250"}).output.split())
+    for name in options:
+        declared = typing.get_args(getattr(commands, name))[1]
+        assert "".join(declared.help.split()) in shown, (command, name)

@@ -326,7 +326,7 @@ def test_without_a_provider_every_span_helper_is_the_shared_no_op(no_provider, o
 def test_without_opentelemetry_installed_answers_work_untraced(no_provider, offline, monkeypatch):
     monkeypatch.setitem(sys.modules, "opentelemetry", None)
     try:
-        importlib.reload(telemetry)  # as imported where opentelemetry is absent
+        reload_telemetry()  # as imported where opentelemetry is absent
         assert telemetry._trace is None and not telemetry.tracing()
         assert telemetry.configure_from_environment({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"}).endswith(
             "needs the 'otel' extra: pip install 'typedrag[otel]'; answering without traces"
@@ -335,8 +335,15 @@ def test_without_opentelemetry_installed_answers_work_untraced(no_provider, offl
         assert result.strategy == "reason"
     finally:
         monkeypatch.undo()
-        importlib.reload(telemetry)
+        reload_telemetry()
     assert telemetry._trace is not None
+
+
+def reload_telemetry() -> None:
+    """typedrag.telemetry imported afresh: each of its modules, those it builds on first, then the package."""
+    for name in ("base", "events", "answer", "calls", "http", "export"):
+        importlib.reload(sys.modules[f"typedrag.telemetry.{name}"])
+    importlib.reload(telemetry)
 
 
 # ---------------------------------------------------------------- configuration by OTEL_* variables

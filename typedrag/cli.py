@@ -14,9 +14,18 @@ from rich.markup import escape
 from typedrag import __version__
 from typedrag.commands import (
     USER_ERRORS,
-    errors,
+    BackendOpt,
+    BaseUrlOpt,
+    ClassifierOpt,
+    CollectionOpt,
+    IndexOpt,
     LLMConcurrencyOpt,
+    LLMOpt,
     LLMTimeoutOpt,
+    RetrievalOpt,
+    TokenOpt,
+    UriOpt,
+    errors,
     backend_overrides,
     fail,
     llm_limits,
@@ -57,32 +66,6 @@ def _options(
     problem = configure_from_environment()
     if problem:
         errors.print(f"warning: {for_terminal(problem)}", markup=False)
-
-
-IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
-LLMOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--llm",
-        help="'offline' (built-in, default), 'local:PATH.gguf' / 'local:smollm2' (llama.cpp), or a model name at --base-url.",
-    ),
-]
-BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1.")]
-# Index backend options, shared by index/ask/eval/serve (settings keys backend and milvus_*).
-BackendOpt = Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")]
-UriOpt = Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")]
-CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")]
-TokenOpt = Annotated[
-    Optional[str],
-    typer.Option("--token", help="Milvus token, 'user:password' or an API key; prefer TYPEDRAG_MILVUS_TOKEN (never printed).", show_default=False),
-]
-MilvusModeOpt = Annotated[
-    Optional[str],
-    typer.Option(
-        "--retrieval", "--milvus-mode",
-        help="Search with bm25, dense vectors or hybrid (both fused); default: as the index was built (or TYPEDRAG_RETRIEVAL).",
-    ),
-]
 
 
 @app.command()
@@ -201,12 +184,6 @@ def _report_problems(summary) -> None:
         errors.print(f"... and {more:,} more notes")
 
 
-ClassifierOpt = Annotated[
-    Optional[str],
-    typer.Option("--classifier", help="shipped (default), llm (zero-shot by --llm), or auto (llm only when shipped is unsure)."),
-]
-
-
 @app.command()
 def ask(
     question: Annotated[Optional[str], typer.Argument(help="The question to answer (or use --file).")] = None,
@@ -228,7 +205,7 @@ def ask(
     uri: UriOpt = None,
     collection: CollectionOpt = None,
     token: TokenOpt = None,
-    milvus_mode: MilvusModeOpt = None,
+    milvus_mode: RetrievalOpt = None,
 ) -> None:
     """Answer a question (or a file of them) over an index, with citations and the engine that answered."""
     from typedrag.factory import Resources, build_pipeline
@@ -307,7 +284,7 @@ def chat(
     uri: UriOpt = None,
     collection: CollectionOpt = None,
     token: TokenOpt = None,
-    milvus_mode: MilvusModeOpt = None,
+    milvus_mode: RetrievalOpt = None,
 ) -> None:
     """A conversation over an index: each question is read with the ones before it, each answer streams as it
     is written. /reset starts over, /trace shows the last answer's trace, /quit (or end of input) leaves."""

@@ -1,11 +1,13 @@
-"""What every command-line command shares: loading settings and turning errors into one line.
+"""What every command-line command shares: the options several commands take, loading settings and
+turning errors into one line.
 
-`typedrag` commands live in cli.py, evaluation/command.py and server/command.py; all three use
-these, so none of them imports another.
+`typedrag` commands live in cli.py, evaluation/ and server/command.py; all of them use these, so none
+of them imports another, and an option several commands take is declared once, here.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, NoReturn, Optional
 
 import typer
@@ -19,6 +21,36 @@ from typedrag.text import for_terminal
 
 errors = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever the terminal width
 
+# ---------------------------------------------------------------- options several commands take
+
+IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
+LLMOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--llm",
+        help="'offline' (built-in, default), 'local:PATH.gguf' / 'local:smollm2' (llama.cpp), or a model name at --base-url.",
+    ),
+]
+BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8001/v1.")]
+ClassifierOpt = Annotated[
+    Optional[str],
+    typer.Option("--classifier", help="shipped (default), llm (zero-shot by --llm), or auto (llm only when shipped is unsure)."),
+]
+# The index backend (settings keys backend, milvus_* and retrieval).
+BackendOpt = Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")]
+UriOpt = Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")]
+CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")]
+TokenOpt = Annotated[
+    Optional[str],
+    typer.Option("--token", help="Milvus token, 'user:password' or an API key; prefer TYPEDRAG_MILVUS_TOKEN (never printed).", show_default=False),
+]
+RetrievalOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--retrieval", "--milvus-mode",
+        help="Search with bm25, dense vectors or hybrid (both fused); default: as the index was built (or TYPEDRAG_RETRIEVAL).",
+    ),
+]
 # The LLM endpoint's limits, on every command that talks to one (beside TYPEDRAG_TIMEOUT / TYPEDRAG_CONCURRENCY).
 LLMTimeoutOpt = Annotated[
     Optional[float],

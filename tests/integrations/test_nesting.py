@@ -1,6 +1,6 @@
 """typedrag's inner runs stay nested under the host framework's run, whichever thread they run in: LangChain's
 callbacks and LlamaIndex's instrumentation keep the current run in contextvars, which a worker thread does
-not inherit unless typedrag carries them over (integrations/common.py)."""
+not inherit unless typedrag carries them over (typedrag/integrations/threads.py)."""
 
 from __future__ import annotations
 
@@ -167,3 +167,39 @@ def test_llamaindex_sees_a_chat_messages_retrievals_inside_the_chat_engines_span
 
         assert asyncio.run(astream_chat())
     assert retrievals_under_the_query(llama_spans, "TypedRAGChatEngine.") == (SEARCHES, SEARCHES)
+
+
+def test_leaving_a_synchronous_stream_early_stops_its_producer_even_while_it_waits():
+    """A framework's sync stream (`iterate_sync`) left after its first piece: the producer is cancelled where it
+    stands, here waiting for a model that has not answered yet, so no more model calls are spent on it."""
+    import threading
+
+    from typedrag.integrations.threads import iterate_sync
+
+    stopped = threading.Event()
+
+    async def pieces():
+        try:
+            yield "first"
+            await asyncio.sleep(3600)  # a model that takes its time over the next piece
+            yield "second"
+        finally:
+            stopped.set()
+
+    stream = iterate_sync(pieces)
+    assert next(stream) == "first"
+    stream.close()
+    assert stopped.wait(60), "the producer went on after the stream was left"
+
+
+def test_a_synchronous_stream_hands_its_producers_error_to_the_reader():
+    from typedrag.integrations.threads import iterate_sync
+
+    async def pieces():
+        yield "first"
+        raise ValueError("the endpoint broke")
+
+    stream = iterate_sync(pieces)
+    assert next(stream) == "first"
+    with pytest.raises(ValueError, match="the endpoint broke"):
+        next(stream)

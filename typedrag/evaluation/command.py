@@ -14,7 +14,16 @@ from typing import Annotated, Optional
 
 import typer
 
-from typedrag.commands import LLMConcurrencyOpt, LLMTimeoutOpt
+from typedrag.commands import (
+    BackendOpt,
+    ClassifierOpt,
+    CollectionOpt,
+    IndexOpt,
+    LLMConcurrencyOpt,
+    LLMTimeoutOpt,
+    RetrievalOpt,
+    UriOpt,
+)
 
 from typedrag.evaluation.linkage import RankConvention
 
@@ -36,7 +45,7 @@ def eval_command(
     ] = DEFAULT_QUESTIONS,
     methods: Annotated[str, typer.Option(help="Comma-separated methods: llm (LLM only), rag, typed (Typed-RAG).")] = "llm,rag,typed",
     out: Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerun the same command to resume.")] = Path("typedrag-eval"),
-    index_dir: Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")] = None,
+    index_dir: IndexOpt = None,
     llm: Annotated[Optional[str], typer.Option("--llm", help="Generator: 'offline', 'local:...', or a model name at --base-url.")] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Generator's OpenAI-compatible endpoint.")] = None,
     judge: Annotated[Optional[str], typer.Option("--judge", help="Judge model; 'offline' (default) uses the embedding-similarity proxy.")] = None,
@@ -52,11 +61,11 @@ def eval_command(
         bool,
         typer.Option(help="Route every question to the likeliest non-factoid type (Wiki-NFQA is non-factoid by construction, as the paper assumed)."),
     ] = True,
-    classifier: Annotated[Optional[str], typer.Option("--classifier", help="shipped (default), llm or auto.")] = None,
-    backend: Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")] = None,
-    uri: Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")] = None,
-    collection: Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")] = None,
-    milvus_mode: Annotated[Optional[str], typer.Option("--retrieval", "--milvus-mode", help="Search with bm25, dense or hybrid (both fused); default: as the index was built.")] = None,
+    classifier: ClassifierOpt = None,
+    backend: BackendOpt = None,
+    uri: UriOpt = None,
+    collection: CollectionOpt = None,
+    milvus_mode: RetrievalOpt = None,
     llm_timeout: LLMTimeoutOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
 ) -> None:
@@ -182,7 +191,7 @@ def compare_command(
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="Questions in flight at once.")] = 4,
     seed: Annotated[int, typer.Option(help="Seed of which system each question shows the judge first.")] = 0,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
-    classifier: Annotated[Optional[str], typer.Option("--classifier", help="shipped (default), llm or auto.")] = None,
+    classifier: ClassifierOpt = None,
     top_k: Annotated[Optional[int], typer.Option(help="Passages per generation, both systems.")] = None,
     llm_timeout: LLMTimeoutOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,

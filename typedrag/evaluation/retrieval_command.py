@@ -7,10 +7,12 @@ from typing import Annotated, Optional
 
 import typer
 
+from typedrag.commands import BackendOpt, CollectionOpt, IndexOpt, UriOpt
+
 
 def retrieval_command(
     questions: Annotated[Path, typer.Option("--questions", "-q", help="JSONL: {question, id?, type?, relevant?: ids or groups of ids, key_terms?: groups of terms}.")],
-    index_dir: Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")] = None,
+    index_dir: IndexOpt = None,
     retrieval: Annotated[
         Optional[str], typer.Option("--retrieval", help="Modes to compare, comma-separated: bm25,dense,hybrid (default: every one the index supports).")
     ] = None,
@@ -18,9 +20,9 @@ def retrieval_command(
     out: Annotated[Path, typer.Option("--out", "-o", help="The HTML report (a .json beside it holds every figure).")] = Path("retrieval-report.html"),
     judge: Annotated[Optional[str], typer.Option("--judge", help="An LLM grading each passage (model name at --judge-base-url).")] = None,
     judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="The judge's OpenAI-compatible endpoint.")] = None,
-    backend: Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")] = None,
-    uri: Annotated[Optional[str], typer.Option("--uri", help="Milvus URI (or TYPEDRAG_MILVUS_URI).")] = None,
-    collection: Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")] = None,
+    backend: BackendOpt = None,
+    uri: UriOpt = None,
+    collection: CollectionOpt = None,
 ) -> None:
     """Measure retrieval on your own questions: recall@k, MRR and nDCG with relevant ids, key terms found without,
     per retrieval mode and question type; a table here and an HTML report."""

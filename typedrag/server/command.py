@@ -4,12 +4,21 @@ so the rest of the command line starts fast and works without the `serve` extra.
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
 
-from typedrag.commands import LLMConcurrencyOpt, LLMTimeoutOpt
+from typedrag.commands import (
+    BackendOpt,
+    BaseUrlOpt,
+    CollectionOpt,
+    IndexOpt,
+    LLMConcurrencyOpt,
+    LLMOpt,
+    LLMTimeoutOpt,
+    RetrievalOpt,
+    UriOpt,
+)
 
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
 LOOPBACK_HOST_HEADERS = ["localhost", "127.0.0.1", "[::1]"]
@@ -46,19 +55,9 @@ def serve_command(
         str, typer.Option(help="Address to listen on; loopback by default. Use 0.0.0.0 in a container.")
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
-    index: Annotated[
-        Optional[Path],
-        typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX)."),
-    ] = None,
-    llm: Annotated[
-        Optional[str],
-        typer.Option(
-            help="'offline' (built-in, default), 'local:PATH.gguf' / 'local:smollm2' (llama.cpp), or a model name at --base-url."
-        ),
-    ] = None,
-    base_url: Annotated[
-        Optional[str], typer.Option(help="OpenAI-compatible LLM endpoint, e.g. http://127.0.0.1:8001/v1.")
-    ] = None,
+    index: IndexOpt = None,
+    llm: LLMOpt = None,
+    base_url: BaseUrlOpt = None,
     api_key_env: Annotated[
         str,
         typer.Option(
@@ -86,16 +85,10 @@ def serve_command(
         float, typer.Option(min=0.1, help="Seconds a client has to send a request's headers.")
     ] = HEADER_TIMEOUT,
     body_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a client has to send a request's body.")] = BODY_TIMEOUT,
-    backend: Annotated[
-        Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")
-    ] = None,
-    uri: Annotated[
-        Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://milvus:19530 (or TYPEDRAG_MILVUS_URI).")
-    ] = None,
-    collection: Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")] = None,
-    milvus_mode: Annotated[
-        Optional[str], typer.Option("--retrieval", "--milvus-mode", help="Search with bm25, dense or hybrid (both fused); default: as the index was built.")
-    ] = None,
+    backend: BackendOpt = None,
+    uri: UriOpt = None,
+    collection: CollectionOpt = None,
+    milvus_mode: RetrievalOpt = None,
     llm_timeout: LLMTimeoutOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
 ) -> None:

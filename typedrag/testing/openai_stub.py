@@ -22,6 +22,8 @@ from typing import Any
 
 from typedrag.text import word_pieces
 
+POLL_SECONDS = 0.02  # how often a server's loop looks for shutdown()
+
 
 @dataclass
 class ChatRequest:
@@ -211,7 +213,9 @@ class OpenAIStubServer:
         self._lock = threading.Lock()
         self._over = threading.Event()  # set by reset(): replies of the test that is over stop waiting
         self._server = _Server(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # serve_forever looks for shutdown() every poll interval: the default half second was most of what
+        # starting and stopping one cost (0.5 s a server, a test run starts a hundred)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_SECONDS,), daemon=True)
 
     @property
     def base_url(self) -> str:

@@ -17,6 +17,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from typedrag.extras import require
+from typedrag.testing.openai_stub import POLL_SECONDS
 
 
 @dataclass
@@ -45,7 +46,9 @@ class OTLPReceiver:
         self.requests = 0
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        # serve_forever looks for shutdown() every poll interval: the default half second was most of what
+        # starting and stopping one cost (0.5 s a server, a test run starts a hundred)
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(POLL_SECONDS,), daemon=True)
 
     @property
     def endpoint(self) -> str:
