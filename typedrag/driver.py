@@ -32,7 +32,7 @@ from pydantic import BaseModel
 from typedrag import telemetry
 from typedrag.abstain import Policy, Verdict, support
 from typedrag.attribution import settle
-from typedrag.engines.base import Combined, Engine, PlanT, PlanTask, Trace, Written
+from typedrag.engines.base import Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, StrategyError
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
@@ -76,11 +76,14 @@ _branch: ContextVar[Record | None] = ContextVar("typedrag_branch", default=None)
 
 @dataclass(frozen=True)
 class Services:
-    """What performs the steps: the engine, the retriever (None for the LLM-only baseline) and the reranker."""
+    """What performs the steps: the engine, the retriever (None for the LLM-only baseline) and the reranker.
+    `checker`, an extractive engine beside a model, checks the model's "not in the sources" for a partial
+    answer against what its reader finds in the passages (None: the model's word is taken)."""
 
     engine: Engine
     retriever: Retriever | None
     reranker: Reranker
+    checker: Engine | None = None
 
 
 class SourceBook:
@@ -274,8 +277,9 @@ class Driver:
             return await self.services.engine.plan(task, question, self.trace)
 
     @contextmanager
-    def _step(self, kind: Literal["plan", "write"], role: str) -> Iterator[None]:
-        """Record an engine step in the trace, with its time and, if it failed or was stopped, why."""
+    def _step(self, kind: Literal["plan", "write"], role: str, engine: str | None = None) -> Iterator[None]:
+        """Record an engine step (of the services' engine, unless another is named) in the trace, with its
+        time and, if it failed or was stopped, why."""
         started, error = time.perf_counter(), None
         try:
             yield
@@ -287,7 +291,8 @@ class Driver:
             raise
         finally:
             latency = round((time.perf_counter() - started) * 1000, 1)
-            self._record().steps.append(EngineStep(step=kind, role=role, engine=self.services.engine.name, latency_ms=latency, error=error))
+            name = engine or self.services.engine.name
+            self._record().steps.append(EngineStep(step=kind, role=role, engine=name, latency_ms=latency, error=error))
 
     def _record(self) -> Record:
         return _branch.get() or Record(self.trace.fallbacks, self.trace.steps)
@@ -329,6 +334,8 @@ class Driver:
             if not judged.answered:
                 return self._declined(self.policy.below(judged, numbered=bool(run.book.sources)), step, run)
         written = await self._written(step, task, run)
+        if written.not_in_sources is not None and not step.final:
+            written = await self._checked(step, task, written)
         verdict = self.policy.read(written.best, written.not_in_sources, self.services.engine.name, final=step.final)
         if verdict is not None:
             return self._declined(verdict, step, run)
@@ -337,6 +344,28 @@ class Driver:
         if not step.final and self.services.engine.generative and task.sources:
             written = await self._settled(step, written)
         return written
+
+    async def _checked(self, step: Write, task: WriteTask, written: Written) -> Written:
+        """A model's "not in the sources" for a partial answer (an aspect, the overview), checked by the
+        checker's reader over the step's own passages: when it finds a sentence that answers the question
+        above its bar, the step is answered with the sentences it quotes, and the override is recorded; else
+        the model's word stands. Small models say "not in the sources" of passages that do answer."""
+        checker = self.services.checker
+        if checker is None or not task.sources:
+            return written
+        grounded = Grounded(role=f"check:{task.role}", prompt=task.prompt, question=task.question, sources=task.sources)
+        with self._step("write", grounded.role, engine=checker.name):
+            checked = await checker.write(grounded, self.trace)
+        if not checked.supported:
+            return written
+        where = f"aspect:{step.aspect}" if step.aspect else task.role
+        chance = f" (chance {checked.best:.2f})" if checked.best is not None else ""
+        self._note(
+            where,
+            f"the model said its passages do not answer it ({written.not_in_sources}), but the reader finds a "
+            f"sentence of them that does{chance}: answered with the sentences {checker.name} quotes from them",
+        )
+        return replace(checked, notes=())
 
     def _declined(self, verdict: Verdict, step: Write, run: Run) -> Written:
         if step.final:
