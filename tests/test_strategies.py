@@ -450,14 +450,15 @@ def pipeline_for(server, retriever) -> Pipeline:
         (NFQType.EXPERIENCE, "ExperiencePlan", "Any advice for a beginner learning guitar?"),
         (NFQType.REASON, "SubQueryPlan", "Why did the Western Roman Empire fall?"),
         (NFQType.INSTRUCTION, "SubQueryPlan", "How do I bake bread at home?"),
-        (NFQType.DEBATE, "DebatePlan", "Should countries build more nuclear power plants?"),
+        (NFQType.DEBATE, "DebatePlan,Weighing", "Should countries build more nuclear power plants?"),
     ],
 )
 async def test_each_type_requests_its_plan_schema_and_answers(stub, retriever, nfq_type, schema, question):
     server = stub()
     result = await pipeline_for(server, retriever).answer(question, "typed", nfq_type)
-    # the type's plan is its one structured request (the overview, begun beside it, may reach the server first)
-    assert [r.schema_name for r in server.requests if r.schema_name] == [schema]
+    # the type's plan is its one structured request (the overview, begun beside it, may reach the server first),
+    # but for a debate's weighing of its perspectives before they are mediated
+    assert [r.schema_name for r in server.requests if r.schema_name] == schema.split(",")
     assert result.strategy == nfq_type.value.lower()
     assert [f for f in result.fallbacks if not f.step.startswith("aspect:")] == []
     assert result.plan is not None and result.answer.startswith("Stub answer")

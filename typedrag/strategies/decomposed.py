@@ -21,7 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, field_validator
 
-from typedrag.engines.base import AspectAnswer, Combined, Facet, Part, PlanTask, WriteTask
+from typedrag.engines.base import AspectAnswer, Combined, Facet, Mediated, Part, PlanTask, Weighing, WriteTask
 from typedrag.errors import AspectsFailed, LLMError
 from typedrag.prompts import CITE, GROUNDED, Prompt
 from typedrag.records import ScoredPassage
@@ -72,6 +72,9 @@ class Combination:
     prompt: Prompt
     facet: Facet
     combine: Literal["aggregate", "mediate"] = "aggregate"
+    # A mediation's weighing: the task that fills `Weighing`, and the prompt's stance when the sources favour
+    # one side (with {side} and {reason}) and when they are balanced.
+    weigh: tuple[PlanTask[Weighing], str, str] | None = None
 
 
 def retrieval_query(aspect_query: str, question: str) -> str:
@@ -118,7 +121,7 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
     if not parts:
         raise AspectsFailed(why_none(aspects))
     numbered = {s.number: s for s in [*sources, *(s for _, aspect_sources, _ in working for s in aspect_sources)]}
-    task = Combined(
+    combining = dict(
         role=f"{how.combine}:{name}",
         prompt=how.prompt,
         question=question,
@@ -129,6 +132,11 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
         sources=[numbered[n] for n in sorted(numbered)],  # every source numbered; the prompt does not show them
         max_tokens=600,
     )
+    if how.weigh is not None:
+        weigh, conclude, balance = how.weigh
+        task: Combined = Mediated(**combining, weigh=weigh, conclude=conclude, balance=balance)
+    else:
+        task = Combined(**combining)
     written = yield Write(task, final=True)
     return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)
 

@@ -87,6 +87,7 @@ _FALLBACK_PLANS = {
     },
     "TypeVerdict": lambda q: {"type": "EVIDENCE-BASED"},
     "StandaloneQuestion": lambda q: {"question": q},  # the last question, unchanged
+    "Weighing": lambda q: {"leaning": "balanced", "side": "", "reason": ""},  # a debate's sources leave it open
 }
 
 
@@ -168,7 +169,7 @@ def default_content(request: ChatRequest) -> str:
 
 def _schema_from_prompt(prompt: str) -> str | None:
     markers = (('"winner"', "PairVerdict"), ('"questions": [', "WrittenQuestions"), ('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"),
-               ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"), ("Last question:", "StandaloneQuestion"))
+               ('"leaning"', "Weighing"), ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"), ("Last question:", "StandaloneQuestion"))
     for marker, name in markers:
         if marker in prompt:
             return name
