@@ -158,3 +158,71 @@ async def test_a_weighing_that_fails_is_recorded_and_the_answer_is_balanced(stub
     assert result.strategy == "debate"
     assert "The documents leave this open" in mediation_request(server).last_user
     assert any(f.step == "mediate:debate" and "weighing the perspectives failed" in f.reason for f in result.fallbacks)
+
+
+# ---------------------------------------------------------------- query expansion (issue 43 #3)
+
+SHIP_PASSAGES = [
+    "RMS Titanic was a British ocean liner that sank in the North Atlantic in April 1912.",
+    "Davits are cranes that lower boats over a ship's side; Welin davits could each handle several boats.",
+    "Photosynthesis turns light, water and carbon dioxide into sugar and oxygen in the chloroplasts of plants.",
+]
+SHIP_QUESTION = "How did the Titanic get its lifeboats into the water?"
+
+
+def expanding(expansion: str | None):
+    def responder(request):
+        if request.schema_name == "Expansion" and expansion is not None:
+            return Reply(content=expansion)
+        return Reply(content=default_content(request))
+
+    return responder
+
+
+def ship_pipeline(server, tmp_path=None, **settings) -> Pipeline:
+    from typedrag.llm.cache import ResponseCache
+    from typedrag.prompts import PROMPT_VERSION
+
+    cache = ResponseCache(tmp_path, PROMPT_VERSION) if tmp_path is not None else None
+    model = OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20, cache=cache)
+    return Pipeline(LLMEngine(model), ListRetriever(SHIP_PASSAGES), settings=PipelineSettings(top_k=1, **settings))
+
+
+async def test_expansion_searches_the_models_queries_beside_the_question_fused_recorded_and_cached(stub, tmp_path):
+    expansion = {"rewrite": "Titanic lifeboats lowered davits", "passage": "Welin davits lowered the boats over the ship's side."}
+    server = stub(expanding(json.dumps(expansion)))
+    first = await ship_pipeline(server, tmp_path, expand_queries=True).answer(SHIP_QUESTION, "rag")
+    [call] = [c for c in first.llm_calls if c.role == "expand:query"]
+    assert call.structured == "ok" and not call.cached
+    assert [s.role for s in first.steps if s.step == "plan"] == ["expand:query"]
+    # the question alone finds the Titanic passage (top 1); the fused ranking brings the davits passage in
+    assert any("davits" in s.text for s in first.sources)
+    answer_request = next(r for r in server.requests if r.schema_name is None)
+    assert "Welin davits" in answer_request.last_user
+    again = await ship_pipeline(server, tmp_path, expand_queries=True).answer(SHIP_QUESTION, "rag")
+    assert [c.cached for c in again.llm_calls if c.role == "expand:query"] == [True]
+    assert again.sources == first.sources
+
+
+async def test_expansion_is_off_by_default_and_the_question_is_searched_alone(stub):
+    server = stub(expanding(None))
+    result = await ship_pipeline(server).answer(SHIP_QUESTION, "rag")
+    assert not any(r.schema_name == "Expansion" for r in server.requests)
+    assert [s.text for s in result.sources] == [SHIP_PASSAGES[0]]
+
+
+async def test_a_failed_expansion_is_recorded_and_the_question_searched_alone(stub):
+    server = stub(expanding("no JSON here"))
+    result = await ship_pipeline(server, expand_queries=True).answer(SHIP_QUESTION, "rag")
+    assert any(f.step == "expand:query" and "searched with the question alone" in f.reason for f in result.fallbacks)
+    assert [s.text for s in result.sources] == [SHIP_PASSAGES[0]] and not result.abstained
+
+
+async def test_offline_expansion_asks_nothing_and_changes_nothing():
+    from typedrag import OfflineEngine
+
+    plain = Pipeline(OfflineEngine(), ListRetriever(SHIP_PASSAGES), settings=PipelineSettings(top_k=1))
+    expanding_offline = Pipeline(OfflineEngine(), ListRetriever(SHIP_PASSAGES), settings=PipelineSettings(top_k=1, expand_queries=True))
+    a, b = await plain.answer(SHIP_QUESTION, "rag"), await expanding_offline.answer(SHIP_QUESTION, "rag")
+    assert a.answer == b.answer and a.sources == b.sources and [s.role for s in a.steps] == [s.role for s in b.steps]
+    assert not any(s.role == "expand:query" for s in b.steps)

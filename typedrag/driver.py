@@ -3,6 +3,7 @@ driver does it and sends the outcome back.
 
 For each step the driver awaits the engine, the retriever or the reranker (blocking ones in a worker
 thread) inside the step's span, named by the step's type (typedrag.telemetry). Besides, it:
+- asks the engine's model for more queries when the pipeline expands them (Expand; never offline);
 - numbers the passages of a run, so [n] means the same passage in every step of it;
 - writes every step with the reader's own instructions (a chat's system messages);
 - applies the abstention policy (typedrag.abstain) to every writing step: when the sources of a final step
@@ -33,13 +34,14 @@ from typedrag import telemetry
 from typedrag.abstain import Policy, Verdict, support
 from typedrag.attribution import settle
 from typedrag.engines.base import Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
-from typedrag.errors import LLMError, StrategyError
+from typedrag.errors import LLMError, PlanFailed, StrategyError
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
 from typedrag.result import Abstention, Aspect, EngineStep, Fallback, Source, extract_citations
 from typedrag.steps import (
     Depths,
+    Expand,
     Flow,
     Note,
     Number,
@@ -84,6 +86,7 @@ class Services:
     retriever: Retriever | None
     reranker: Reranker
     checker: Engine | None = None
+    expand: bool = False  # Expand steps ask the engine's model for more queries (off: the question alone)
 
 
 class SourceBook:
@@ -250,6 +253,8 @@ class Driver:
             case Plan():
                 with telemetry.step("plan", role=step.task.role, engine=self.services.engine.name):
                     return await self.plan(step.task, step.question)
+            case Expand():
+                return await self._expand(step)
             case Search():
                 return await self._search(step)
             case Rank():
@@ -301,6 +306,26 @@ class Driver:
         """Record a fallback: an event on the span it happened in at once, in the trace in the flow's order."""
         telemetry.fallback(step, reason)
         self._record().fallbacks.append(Fallback(step=step, reason=reason))
+
+    async def _expand(self, step: Expand) -> list[str]:
+        """The queries the engine's model adds to the question's search, each new; none when expansion is
+        off or the engine is extractive, and none, recorded, when the model fails."""
+        if not self.services.expand or not self.services.engine.generative:
+            return []
+        with telemetry.step("plan", role=step.task.role, engine=self.services.engine.name):
+            try:
+                expansion = await self.plan(step.task, step.question)
+            except (PlanFailed, LLMError) as error:
+                self._note(step.task.role, f"{type(error).__name__}: {error}; searched with the question alone")
+                return []
+        seen = {" ".join(step.question.split()).casefold()}
+        queries = []
+        for query in expansion.queries():
+            key = " ".join(query.split()).casefold()
+            if key and key not in seen:
+                seen.add(key)
+                queries.append(" ".join(query.split()))
+        return queries
 
     async def _search(self, step: Search) -> list[list[ScoredPassage]]:
         retriever = self.services.retriever

@@ -64,6 +64,9 @@ class PipelineSettings:
     # With an LLM, a model's "not in the sources" for an aspect or the overview is checked against what the
     # offline reader finds in that step's passages before the step is dropped (the override recorded).
     check_not_in_sources: bool = True
+    # With an LLM, the question's own search is widened by queries its model writes (a rewrite and a
+    # hypothetical answer passage, fused by reciprocal rank). Off: unmeasured with a capable model (BENCHMARKS.md).
+    expand_queries: bool = False
 
     @property
     def depths(self) -> Depths:
@@ -218,7 +221,7 @@ class Pipeline:
         retriever, searches = self.retriever, asked.standalone.searches
         if retriever is not None and len(searches) > 1:
             retriever = FusingRetriever(retriever, {asked.standalone.question: searches})
-        services = Services(self.engine, retriever, self.reranker, checker=self._checker())
+        services = Services(self.engine, retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries)
         driver = Driver(services, asked.trace, policy=self._policy(asked, route), instructions=asked.instructions, on_event=asked.on_event)
         return await driver.drive(route.strategy, asked.standalone.question, self.settings.depths, route.fallback)
 

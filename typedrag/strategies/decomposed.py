@@ -28,7 +28,7 @@ from typedrag.records import ScoredPassage
 from typedrag.result import Aspect, Source
 from typedrag.steps import Depths, Flow, Note, Number, Plan, Planned, Search, StrategyOutput, Tell, Together, Write
 from typedrag.strategies.base import assign, on_topic, union
-from typedrag.strategies.evidence import grounded_answer
+from typedrag.strategies.evidence import grounded_answer, question_hits
 from typedrag.strategies.plans import MAX_ASPECTS, Query, aspect_list, clean_phrases, keep_at_most
 from typedrag.questions import bare_question
 from typedrag.text import content_words
@@ -103,7 +103,7 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
     than plain RAG's; it is written beside the plan and the planned aspects, which add what its passages
     lack, each from passages of its own. A plan that fails stops the overview too.
     """
-    [hits] = yield Search([question], depths.top_k)
+    hits = yield from question_hits(question, depths.top_k)
     flows: list[Flow[Any]] = [plan_and_answer(question, hits, depths, name, how, planning)]
     overview, sources = None, []
     if hits:
