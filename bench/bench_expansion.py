@@ -54,8 +54,10 @@ async def top(pipeline, question: str, k: int, expand: bool):
     return hits, trace
 
 
-async def run(pipeline, items, k) -> list[dict]:
+async def run(pipeline, items, k, dump: Path | None) -> list[dict]:
     rows = []
+    if dump is not None:
+        dump.write_text("", encoding="utf-8")
     for number, item in enumerate(items, 1):
         started = time.perf_counter()
         alone, _ = await top(pipeline, item["question"], k, False)
@@ -65,6 +67,9 @@ async def run(pipeline, items, k) -> list[dict]:
                "failed": [f.reason for f in trace.fallbacks], "seconds": round(time.perf_counter() - started, 1),
                "cached": sum(c.cached for c in trace.calls)}
         rows.append(row)
+        if dump is not None:  # as it goes: a run stopped early keeps what it measured
+            with dump.open("a", encoding="utf-8") as out:
+                out.write(json.dumps(row) + "\n")
         print(f"  {number}/{len(items)} terms {row['alone'][0]:d}->{row['expanded'][0]:d} article {row['alone'][1]:d}->{row['expanded'][1]:d} "
               f"{row['seconds']} s {item['question']}", file=sys.stderr, flush=True)
     return rows
@@ -79,7 +84,7 @@ async def main() -> None:
     resources = Resources()
     try:
         pipeline = build_pipeline(settings, resources, need_classifier=False)
-        rows = await resources.run(run(pipeline, items, args.k))
+        rows = await resources.run(run(pipeline, items, args.k, args.dump))
     finally:
         resources.close()
     n = len(rows)
@@ -90,8 +95,6 @@ async def main() -> None:
         losses = sum(r["alone"][i] and not r["expanded"][i] for r in rows)
         print(f"{name}: question alone {alone}/{n}, expanded {expanded}/{n} ({wins} wins, {losses} losses)")
     print(f"expansions failed (recorded, question searched alone): {sum(bool(r['failed']) for r in rows)}")
-    if args.dump:
-        args.dump.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 
 
 if __name__ == "__main__":
