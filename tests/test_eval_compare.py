@@ -50,7 +50,7 @@ def write_questions(path: Path, rows=QUESTIONS, references: bool = False) -> Pat
 def merging(request: ChatRequest) -> bool:
     """A typed plan's last step (the aggregator of partial answers, or the debate's mediator)."""
     system = request.messages[0]["content"] if request.messages else ""
-    return request.schema_name is None and ("partial answers" in system or "mediator" in system)
+    return request.schema_name is None and ("partial answers" in system or "The case made from each perspective" in request.last_user)
 
 
 def typed_cites_more(request: ChatRequest) -> Reply:

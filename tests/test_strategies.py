@@ -18,7 +18,7 @@ from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
 from typedrag.records import Passage, ScoredPassage
-from typedrag.steps import Depths, Number, Plan, Planned, Rank, Search, Together, Write
+from typedrag.steps import Depths, Expand, Number, Plan, Planned, Rank, Search, Together, Write
 from typedrag.strategies import INSTRUCTION, REASON, ClosedBookStrategy, ComparisonStrategy, DebateStrategy, EvidenceStrategy, ExperienceStrategy
 from typedrag.strategies.comparison import ComparisonPlan
 from typedrag.strategies.debate import DebatePlan
@@ -139,7 +139,8 @@ class Reasoning:
 
 def test_reason_answers_the_overview_beside_the_plan_then_each_aspect_together_and_aggregates():
     played = play(REASON.flow("Why did Rome fall?", DEPTHS), Reasoning())
-    first, together = played.steps[:3], played.of(Together)
+    expand, first, together = played.steps[0], played.steps[1:4], played.of(Together)
+    assert isinstance(expand, Expand) and expand.question == "Why did Rome fall?"  # more queries only with an LLM that expands
     # the overview's passages first; its answer is written beside the plan and the planned aspects
     assert isinstance(first[0], Search) and first[0].queries == ("Why did Rome fall?",) and isinstance(first[1], Number)
     assert isinstance(first[2], Together) and len(together[0].flows) == 2
@@ -450,14 +451,15 @@ def pipeline_for(server, retriever) -> Pipeline:
         (NFQType.EXPERIENCE, "ExperiencePlan", "Any advice for a beginner learning guitar?"),
         (NFQType.REASON, "SubQueryPlan", "Why did the Western Roman Empire fall?"),
         (NFQType.INSTRUCTION, "SubQueryPlan", "How do I bake bread at home?"),
-        (NFQType.DEBATE, "DebatePlan", "Should countries build more nuclear power plants?"),
+        (NFQType.DEBATE, "DebatePlan,Weighing", "Should countries build more nuclear power plants?"),
     ],
 )
 async def test_each_type_requests_its_plan_schema_and_answers(stub, retriever, nfq_type, schema, question):
     server = stub()
     result = await pipeline_for(server, retriever).answer(question, "typed", nfq_type)
-    # the type's plan is its one structured request (the overview, begun beside it, may reach the server first)
-    assert [r.schema_name for r in server.requests if r.schema_name] == [schema]
+    # the type's plan is its one structured request (the overview, begun beside it, may reach the server first),
+    # but for a debate's weighing of its perspectives before they are mediated
+    assert [r.schema_name for r in server.requests if r.schema_name] == schema.split(",")
     assert result.strategy == nfq_type.value.lower()
     assert [f for f in result.fallbacks if not f.step.startswith("aspect:")] == []
     assert result.plan is not None and result.answer.startswith("Stub answer")

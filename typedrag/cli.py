@@ -184,6 +184,12 @@ def _report_problems(summary) -> None:
         errors.print(f"... and {more:,} more notes")
 
 
+ExpandOpt = Annotated[
+    Optional[bool],
+    typer.Option("--expand/--no-expand", help="With --llm: widen the question's search with queries the model writes (off by default)."),
+]
+
+
 @app.command()
 def ask(
     question: Annotated[Optional[str], typer.Argument(help="The question to answer (or use --file).")] = None,
@@ -206,6 +212,7 @@ def ask(
     collection: CollectionOpt = None,
     token: TokenOpt = None,
     milvus_mode: RetrievalOpt = None,
+    expand: ExpandOpt = None,
 ) -> None:
     """Answer a question (or a file of them) over an index, with citations and the engine that answered."""
     from typedrag.factory import Resources, build_pipeline
@@ -214,6 +221,7 @@ def ask(
         index=index_dir,
         classifier=classifier,
         top_k=top_k,
+        expand_queries=expand,
         **{"llm.model": llm, "llm.base_url": base_url},
         **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, token, milvus_mode),
@@ -285,6 +293,7 @@ def chat(
     collection: CollectionOpt = None,
     token: TokenOpt = None,
     milvus_mode: RetrievalOpt = None,
+    expand: ExpandOpt = None,
 ) -> None:
     """A conversation over an index: each question is read with the ones before it, each answer streams as it
     is written. /reset starts over, /trace shows the last answer's trace, /quit (or end of input) leaves."""
@@ -294,6 +303,7 @@ def chat(
         index=index_dir,
         classifier=classifier,
         top_k=top_k,
+        expand_queries=expand,
         **{"llm.model": llm, "llm.base_url": base_url},
         **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, token, milvus_mode),

@@ -77,6 +77,9 @@ class Settings(BaseModel):
     top_k: int = Field(Depths.top_k, ge=1, le=50)
     aspect_k: int = Field(Depths.aspect_k, ge=1, le=20)
     max_question_chars: int = Field(2000, ge=10)
+    # With an LLM: widen the question's own search with a rewrite and a hypothetical answer passage the model
+    # writes (one more call, cached). Off by default: not measured to help with a capable model yet.
+    expand_queries: bool = False
     # Question, passage and answer text in OpenTelemetry spans: off, so traces hold ids, counts and timings only.
     trace_content: bool = False
 

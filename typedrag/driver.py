@@ -3,6 +3,7 @@ driver does it and sends the outcome back.
 
 For each step the driver awaits the engine, the retriever or the reranker (blocking ones in a worker
 thread) inside the step's span, named by the step's type (typedrag.telemetry). Besides, it:
+- asks the engine's model for more queries when the pipeline expands them (Expand; never offline);
 - numbers the passages of a run, so [n] means the same passage in every step of it;
 - writes every step with the reader's own instructions (a chat's system messages);
 - applies the abstention policy (typedrag.abstain) to every writing step: when the sources of a final step
@@ -32,14 +33,15 @@ from pydantic import BaseModel
 from typedrag import telemetry
 from typedrag.abstain import Policy, Verdict, support
 from typedrag.attribution import settle
-from typedrag.engines.base import Combined, Engine, PlanT, PlanTask, Trace, Written
-from typedrag.errors import LLMError, StrategyError
+from typedrag.engines.base import Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
+from typedrag.errors import LLMError, PlanFailed, StrategyError
 from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
 from typedrag.result import Abstention, Aspect, EngineStep, Fallback, Source, extract_citations
 from typedrag.steps import (
     Depths,
+    Expand,
     Flow,
     Note,
     Number,
@@ -76,11 +78,15 @@ _branch: ContextVar[Record | None] = ContextVar("typedrag_branch", default=None)
 
 @dataclass(frozen=True)
 class Services:
-    """What performs the steps: the engine, the retriever (None for the LLM-only baseline) and the reranker."""
+    """What performs the steps: the engine, the retriever (None for the LLM-only baseline) and the reranker.
+    `checker`, an extractive engine beside a model, checks the model's "not in the sources" for a partial
+    answer against what its reader finds in the passages (None: the model's word is taken)."""
 
     engine: Engine
     retriever: Retriever | None
     reranker: Reranker
+    checker: Engine | None = None
+    expand: bool = False  # Expand steps ask the engine's model for more queries (off: the question alone)
 
 
 class SourceBook:
@@ -247,6 +253,8 @@ class Driver:
             case Plan():
                 with telemetry.step("plan", role=step.task.role, engine=self.services.engine.name):
                     return await self.plan(step.task, step.question)
+            case Expand():
+                return await self._expand(step)
             case Search():
                 return await self._search(step)
             case Rank():
@@ -274,8 +282,9 @@ class Driver:
             return await self.services.engine.plan(task, question, self.trace)
 
     @contextmanager
-    def _step(self, kind: Literal["plan", "write"], role: str) -> Iterator[None]:
-        """Record an engine step in the trace, with its time and, if it failed or was stopped, why."""
+    def _step(self, kind: Literal["plan", "write"], role: str, engine: str | None = None) -> Iterator[None]:
+        """Record an engine step (of the services' engine, unless another is named) in the trace, with its
+        time and, if it failed or was stopped, why."""
         started, error = time.perf_counter(), None
         try:
             yield
@@ -287,7 +296,8 @@ class Driver:
             raise
         finally:
             latency = round((time.perf_counter() - started) * 1000, 1)
-            self._record().steps.append(EngineStep(step=kind, role=role, engine=self.services.engine.name, latency_ms=latency, error=error))
+            name = engine or self.services.engine.name
+            self._record().steps.append(EngineStep(step=kind, role=role, engine=name, latency_ms=latency, error=error))
 
     def _record(self) -> Record:
         return _branch.get() or Record(self.trace.fallbacks, self.trace.steps)
@@ -296,6 +306,26 @@ class Driver:
         """Record a fallback: an event on the span it happened in at once, in the trace in the flow's order."""
         telemetry.fallback(step, reason)
         self._record().fallbacks.append(Fallback(step=step, reason=reason))
+
+    async def _expand(self, step: Expand) -> list[str]:
+        """The queries the engine's model adds to the question's search, each new; none when expansion is
+        off or the engine is extractive, and none, recorded, when the model fails."""
+        if not self.services.expand or not self.services.engine.generative:
+            return []
+        with telemetry.step("plan", role=step.task.role, engine=self.services.engine.name):
+            try:
+                expansion = await self.plan(step.task, step.question)
+            except (PlanFailed, LLMError) as error:
+                self._note(step.task.role, f"{type(error).__name__}: {error}; searched with the question alone")
+                return []
+        seen = {" ".join(step.question.split()).casefold()}
+        queries = []
+        for query in expansion.queries():
+            key = " ".join(query.split()).casefold()
+            if key and key not in seen:
+                seen.add(key)
+                queries.append(" ".join(query.split()))
+        return queries
 
     async def _search(self, step: Search) -> list[list[ScoredPassage]]:
         retriever = self.services.retriever
@@ -329,6 +359,8 @@ class Driver:
             if not judged.answered:
                 return self._declined(self.policy.below(judged, numbered=bool(run.book.sources)), step, run)
         written = await self._written(step, task, run)
+        if written.not_in_sources is not None and not step.final:
+            written = await self._checked(step, task, written)
         verdict = self.policy.read(written.best, written.not_in_sources, self.services.engine.name, final=step.final)
         if verdict is not None:
             return self._declined(verdict, step, run)
@@ -337,6 +369,28 @@ class Driver:
         if not step.final and self.services.engine.generative and task.sources:
             written = await self._settled(step, written)
         return written
+
+    async def _checked(self, step: Write, task: WriteTask, written: Written) -> Written:
+        """A model's "not in the sources" for a partial answer (an aspect, the overview), checked by the
+        checker's reader over the step's own passages: when it finds a sentence that answers the question
+        above its bar, the step is answered with the sentences it quotes, and the override is recorded; else
+        the model's word stands. Small models say "not in the sources" of passages that do answer."""
+        checker = self.services.checker
+        if checker is None or not task.sources:
+            return written
+        grounded = Grounded(role=f"check:{task.role}", prompt=task.prompt, question=task.question, sources=task.sources)
+        with self._step("write", grounded.role, engine=checker.name):
+            checked = await checker.write(grounded, self.trace)
+        if not checked.supported:
+            return written
+        where = f"aspect:{step.aspect}" if step.aspect else task.role
+        chance = f" (chance {checked.best:.2f})" if checked.best is not None else ""
+        self._note(
+            where,
+            f"the model said its passages do not answer it ({written.not_in_sources}), but the reader finds a "
+            f"sentence of them that does{chance}: answered with the sentences {checker.name} quotes from them",
+        )
+        return replace(checked, notes=())
 
     def _declined(self, verdict: Verdict, step: Write, run: Run) -> Written:
         if step.final:

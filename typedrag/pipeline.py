@@ -25,6 +25,7 @@ from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
 from typedrag.driver import Drive, Driver, Listener, Services
 from typedrag.engines.base import Engine, PlanTask, Trace
+from typedrag.engines.offline import OfflineEngine
 from typedrag.errors import LLMError, PlanFailed, QuestionError
 from typedrag.followup import FusingRetriever, Standalone, StandaloneQuestion, conversation_text, offline_standalone
 from typedrag.history import Turn, clean_history, dialogue_of, instructions_of
@@ -60,6 +61,12 @@ class PipelineSettings:
     # Offline, say "the documents do not answer" when no passage sentence comes near the question
     # (typedrag.abstain's relevance bar). An LLM's own "not in the sources" is always honoured.
     abstain_offline: bool = True
+    # With an LLM, a model's "not in the sources" for an aspect or the overview is checked against what the
+    # offline reader finds in that step's passages before the step is dropped (the override recorded).
+    check_not_in_sources: bool = True
+    # With an LLM, the question's own search is widened by queries its model writes (a rewrite and a
+    # hypothetical answer passage, fused by reciprocal rank). Off: unmeasured with a capable model (BENCHMARKS.md).
+    expand_queries: bool = False
 
     @property
     def depths(self) -> Depths:
@@ -118,6 +125,7 @@ class Pipeline:
         fallback: Strategy | None = None,
     ) -> None:
         self.engine = engine
+        self._offline: OfflineEngine | None = None
         self.retriever = retriever
         self.classifier = classifier
         self.reranker = reranker or EmbeddingReranker()
@@ -213,9 +221,18 @@ class Pipeline:
         retriever, searches = self.retriever, asked.standalone.searches
         if retriever is not None and len(searches) > 1:
             retriever = FusingRetriever(retriever, {asked.standalone.question: searches})
-        services = Services(self.engine, retriever, self.reranker)
+        services = Services(self.engine, retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries)
         driver = Driver(services, asked.trace, policy=self._policy(asked, route), instructions=asked.instructions, on_event=asked.on_event)
         return await driver.drive(route.strategy, asked.standalone.question, self.settings.depths, route.fallback)
+
+    def _checker(self) -> Engine | None:
+        """The extractive engine that checks a model's "not in the sources" (None offline, or when the
+        settings say not to check); one per pipeline, its reader loaded when first needed."""
+        if not self.engine.generative or not self.settings.check_not_in_sources:
+            return None
+        if self._offline is None:
+            self._offline = OfflineEngine()
+        return self._offline
 
     def _policy(self, asked: Asked, route: Route) -> Policy:
         """Offline, passages are judged before an answer quotes them (unless the settings say not to); an

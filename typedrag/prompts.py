@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from typedrag.llm.base import Message
 
-PROMPT_VERSION = "2026-12-09.1"
+PROMPT_VERSION = "2026-12-09.2"
 
 # Per passage in a prompt: ~100-word passages fit whole; runaway ones are cut.
 SOURCE_CHARS = 1200
@@ -97,6 +97,11 @@ GROUNDED = (
     "nothing else: " + NOT_IN_SOURCES + " " + DATA_RULE
 )
 PLANNER = "Reply with JSON only. " + DATA_RULE
+# What every step that merges partial answers is told: a reader pays for each sentence that says nothing.
+NO_FILLER = (
+    "Every sentence must state something the material above supports: no introduction, no sentence about the "
+    "sources, the partial answers or the perspectives themselves, no closing summary that repeats."
+)
 # The last words of every prompt that answers from sources: small models cite when reminded last.
 CITE = "Cite the sources you use by their numbers in square brackets, like [1]."
 

@@ -8,6 +8,7 @@ results into it (`typedrag.testing.flows`).
 
     step                        what the driver does                               what it sends back
     Plan(task, question)        the engine fills the task's schema                 the validated plan
+    Expand(task, question)      an LLM writes more queries for the question        the queries ([] offline or off)
     Search(queries, k)          the retriever searches each query                  one list of hits per query
     Rank(queries, hits, k)      the reranker orders the hits for each query        one ranked list per query
     Number(hits)                numbers passages the first time a run sees them    the hits as numbered sources
@@ -38,6 +39,7 @@ from typedrag.result import Aspect
 
 __all__ = [
     "Depths",
+    "Expand",
     "Flow",
     "Note",
     "Number",
@@ -61,6 +63,16 @@ class Plan(Generic[PlanT]):
     """Fill `task`'s schema for `question`; PlanFailed (or LLMError) is thrown in when no valid plan comes."""
 
     task: PlanTask[PlanT]
+    question: str
+
+
+@dataclass(frozen=True)
+class Expand:
+    """More queries for `question`'s own search, written by the engine's model from `task` (a rewrite, and a
+    hypothetical answer passage, HyDE): what the driver sends back is a list of queries, empty offline, when
+    the pipeline's settings turn expansion off, or when the model fails (recorded)."""
+
+    task: PlanTask[Any]
     question: str
 
 
@@ -147,7 +159,7 @@ class Tell:
     data: Mapping[str, Any]
 
 
-Step = Plan[Any] | Search | Rank | Number | Write | Together | Planned | Note | Tell
+Step = Plan[Any] | Expand | Search | Rank | Number | Write | Together | Planned | Note | Tell
 Flow = Generator[Step, Any, T]  # yields steps, is sent their outcomes, returns its own
 
 

@@ -143,7 +143,7 @@ async def test_injected_passages_cannot_change_the_plan_the_requests_or_the_file
         assert set(request.body) <= {"model", "messages", "max_tokens", "temperature", "response_format"}
         system = [m["content"] for m in request.messages if m["role"] == "system"]
         assert not any("Ignore" in s or "SYSTEM:" in s for s in system)  # passages only ever in the user turn
-        if request is not plan_request:
+        if request is not plan_request and request.schema_name != "Weighing":  # a debate weighs its cases before mediating
             assert "response_format" not in request.body
     assert not target.exists()
     assert [e for e in events if _writes(*e)] == []

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from typedrag.prompts import Prompt
 from typedrag.reader import Role
@@ -31,6 +31,7 @@ __all__ = [
     "ClosedBook",
     "Combined",
     "Compared",
+    "Mediated",
     "Engine",
     "Facet",
     "Grounded",
@@ -41,6 +42,7 @@ __all__ = [
     "TextSink",
     "Trace",
     "WriteTask",
+    "Weighing",
     "Written",
     "sentence_pieces",
     "trimmed",
@@ -193,6 +195,33 @@ class Combined(WriteTask):
 
     def values(self) -> dict[str, str]:
         return {**super().values(), "topic": self.topic} if self.topic else super().values()
+
+
+class Weighing(BaseModel):
+    """Whether a debate's sources favour one side, weighed before it is mediated: the mediator concludes
+    where they do ("generally no, because ...") and sets out both sides only where they are balanced."""
+
+    leaning: Literal["one side", "balanced"] = Field(
+        description="one side: the sources recommend or clearly support one of the perspectives; balanced: they leave the question open"
+    )
+    side: str = Field("", max_length=120, description="the perspective the sources favour, named as above; empty when balanced")
+    reason: str = Field("", max_length=300, description="the sources' main reason for that side, in one short sentence; empty when balanced")
+
+    @property
+    def concludes(self) -> bool:
+        return self.leaning == "one side" and bool(self.side.strip())
+
+
+@dataclass(frozen=True, kw_only=True)
+class Mediated(Combined):
+    """A debate's perspectives mediated. A generative engine first weighs them (`weigh`, its prompt filled
+    with the question, topic and parts, filling `Weighing`), then writes with `conclude` (formatted with the
+    favoured `side` and the `reason`) or `balance` as the prompt's `{stance}`; a weighing that fails is
+    recorded and the answer balanced. An extractive engine mediates as it combines any parts."""
+
+    weigh: PlanTask[Weighing]
+    conclude: str
+    balance: str
 
 
 class Engine(Protocol):

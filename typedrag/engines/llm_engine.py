@@ -5,8 +5,8 @@ from __future__ import annotations
 from pydantic import BaseModel
 
 from typedrag.abstain import HoldBack, said_not_in_sources
-from typedrag.engines.base import Combined, Part, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, trimmed
-from typedrag.errors import PlanFailed
+from typedrag.engines.base import Combined, Mediated, Part, PlanT, PlanTask, TextSink, Trace, Weighing, WriteTask, Written, trimmed
+from typedrag.errors import LLMError, PlanFailed
 from typedrag.llm.base import ChatModel
 from typedrag.prompts import delimit, format_sources, reply_format
 
@@ -59,6 +59,9 @@ class LLMEngine:
             values["sources"] = format_sources(task.sources)
         if "parts" in fields:
             values["parts"] = format_parts(task.parts if isinstance(task, Combined) else ())
+        notes: tuple[str, ...] = ()
+        if isinstance(task, Mediated):
+            values["stance"], notes = await self.stance(task, values, trace)
         max_tokens = min(task.max_tokens, self.answer_tokens or task.max_tokens)
         messages = task.prompt.messages(**values)
         if task.instructions:
@@ -72,4 +75,20 @@ class LLMEngine:
             return Written("", supported=False, not_in_sources=missing)
         if held is not None:
             held.release()
-        return Written(completion.text.strip())
+        return Written(completion.text.strip(), notes=notes)
+
+    async def weigh(self, task: Mediated, values: dict[str, str], trace: Trace) -> Weighing:
+        """Whether the sources favour one side: the model fills `Weighing` from the perspectives' cases."""
+        prompt = task.weigh.prompt.filled(**{k: v for k, v in values.items() if k != "question"})
+        return await self.plan(PlanTask(task.weigh.role, prompt, Weighing), task.question, trace)
+
+    async def stance(self, task: Mediated, values: dict[str, str], trace: Trace) -> tuple[str, tuple[str, ...]]:
+        """How the mediator is to write, by the weighing: conclude for the favoured side, or set out both;
+        a weighing that fails gives the balanced form, with a note saying why."""
+        try:
+            weighing = await self.weigh(task, values, trace)
+        except (PlanFailed, LLMError) as error:
+            return task.balance, (f"weighing the perspectives failed ({type(error).__name__}: {error}); mediated as balanced",)
+        if weighing.concludes:
+            return task.conclude.format(side=" ".join(weighing.side.split()), reason=" ".join(weighing.reason.split())), ()
+        return task.balance, ()

@@ -6,8 +6,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field, field_validator
 
-from typedrag.engines.base import Facet, PlanTask
-from typedrag.prompts import CITE, DATA_RULE, GROUNDED, PLANNER, Prompt
+from typedrag.engines.base import Facet, PlanTask, Weighing
+from typedrag.prompts import CITE, DATA_RULE, GROUNDED, NO_FILLER, PLANNER, Prompt
 from typedrag.questions import SHOULD, subject
 from typedrag.result import Aspect
 from typedrag.steps import Depths, Flow, Plan, Planned, StrategyOutput
@@ -61,14 +61,32 @@ PERSPECTIVE_ANSWER = Prompt(
     "Present the strongest case as seen by {focus}, using the sources. At most three sentences. " + CITE,
 )
 
+WEIGH_DEBATE = Prompt(
+    "weigh_debate",
+    "You weigh what documents say on a debated question. " + PLANNER,
+    "Question: {question}\nTopic: {topic}\n\nThe case made from each perspective, from the documents:\n{parts}\n\n"
+    "Do the documents recommend or clearly support one side (for example a manual that advises against "
+    "something, or evidence that points one way), or do they leave the question open? Say one side only when "
+    "the documents themselves say so, not from your own opinion.\n{reply_format}",
+)
+
 MEDIATE_DEBATE = Prompt(
     "mediate_debate",
-    "You are a neutral mediator who writes balanced answers to debated questions. Keep the citation "
-    "markers like [3] attached to the claims they support. " + DATA_RULE,
-    "Question: {question}\nTopic: {topic}\n\nThe case made from each perspective:\n{parts}\n\n"
-    "Write one balanced answer: state the position for and the position against, each with its strongest "
-    "reasons, in your own voice (never 'the participants said' or 'perspective 1 argues'), note where they "
-    "agree, and close with what the disagreement turns on. At most eight sentences.",
+    "You write the answer to a debated question from the cases made for each perspective, as a fair expert "
+    "would. Keep the citation markers like [3] attached to the claims they support. " + DATA_RULE,
+    "Question: {question}\nTopic: {topic}\n\nThe case made from each perspective:\n{parts}\n\n{stance}\n\n"
+    "Write in your own voice (never 'the participants said' or 'perspective 1 argues'). " + NO_FILLER + " "
+    "At most six sentences.",
+)
+# The mediator's {stance}, by the weighing (typedrag.engines.base.Weighing).
+CONCLUDE = (
+    "The documents favour one side: {side} ({reason}). Open with that conclusion as a direct answer to the "
+    "question (for example \"Generally no, because ...\"), give its main reasons, then the strongest point "
+    "on the other side and when it applies."
+)
+BALANCE = (
+    "The documents leave this open. State the strongest reasons for and against, each with its sources, "
+    "then what the choice turns on."
 )
 
 def offline_plan(question: str) -> DebatePlan:
@@ -84,7 +102,8 @@ def offline_plan(question: str) -> DebatePlan:
 
 
 PLAN = PlanTask(role="plan:debate", prompt=PLAN_DEBATE, schema=DebatePlan, offline=offline_plan)
-MEDIATION = Combination(PERSPECTIVE_ANSWER, MEDIATE_DEBATE, Facet.VIEWS, combine="mediate")
+WEIGH = PlanTask(role="weigh:debate", prompt=WEIGH_DEBATE, schema=Weighing)
+MEDIATION = Combination(PERSPECTIVE_ANSWER, MEDIATE_DEBATE, Facet.VIEWS, combine="mediate", weigh=(WEIGH, CONCLUDE, BALANCE))
 
 
 class DebateStrategy:

@@ -21,14 +21,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, field_validator
 
-from typedrag.engines.base import AspectAnswer, Combined, Facet, Part, PlanTask, WriteTask
+from typedrag.engines.base import AspectAnswer, Combined, Facet, Mediated, Part, PlanTask, Weighing, WriteTask
 from typedrag.errors import AspectsFailed, LLMError
 from typedrag.prompts import CITE, GROUNDED, Prompt
 from typedrag.records import ScoredPassage
 from typedrag.result import Aspect, Source
 from typedrag.steps import Depths, Flow, Note, Number, Plan, Planned, Search, StrategyOutput, Tell, Together, Write
 from typedrag.strategies.base import assign, on_topic, union
-from typedrag.strategies.evidence import grounded_answer
+from typedrag.strategies.evidence import grounded_answer, question_hits
 from typedrag.strategies.plans import MAX_ASPECTS, Query, aspect_list, clean_phrases, keep_at_most
 from typedrag.questions import bare_question
 from typedrag.text import content_words
@@ -72,6 +72,9 @@ class Combination:
     prompt: Prompt
     facet: Facet
     combine: Literal["aggregate", "mediate"] = "aggregate"
+    # A mediation's weighing: the task that fills `Weighing`, and the prompt's stance when the sources favour
+    # one side (with {side} and {reason}) and when they are balanced.
+    weigh: tuple[PlanTask[Weighing], str, str] | None = None
 
 
 def retrieval_query(aspect_query: str, question: str) -> str:
@@ -100,7 +103,7 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
     than plain RAG's; it is written beside the plan and the planned aspects, which add what its passages
     lack, each from passages of its own. A plan that fails stops the overview too.
     """
-    [hits] = yield Search([question], depths.top_k)
+    hits = yield from question_hits(question, depths.top_k)
     flows: list[Flow[Any]] = [plan_and_answer(question, hits, depths, name, how, planning)]
     overview, sources = None, []
     if hits:
@@ -118,7 +121,7 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
     if not parts:
         raise AspectsFailed(why_none(aspects))
     numbered = {s.number: s for s in [*sources, *(s for _, aspect_sources, _ in working for s in aspect_sources)]}
-    task = Combined(
+    combining = dict(
         role=f"{how.combine}:{name}",
         prompt=how.prompt,
         question=question,
@@ -129,6 +132,11 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
         sources=[numbered[n] for n in sorted(numbered)],  # every source numbered; the prompt does not show them
         max_tokens=600,
     )
+    if how.weigh is not None:
+        weigh, conclude, balance = how.weigh
+        task: Combined = Mediated(**combining, weigh=weigh, conclude=conclude, balance=balance)
+    else:
+        task = Combined(**combining)
     written = yield Write(task, final=True)
     return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)
 

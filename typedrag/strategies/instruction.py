@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typedrag.engines.base import Facet, PlanTask
-from typedrag.prompts import DATA_RULE, PLANNER, Prompt
+from typedrag.prompts import DATA_RULE, NO_FILLER, PLANNER, Prompt
 from typedrag.questions import HOW_TO, subject
 from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy
 
@@ -22,7 +22,7 @@ AGGREGATE_INSTRUCTION = Prompt(
     "partial answers carry, attached to the steps they support. " + DATA_RULE,
     "Question: {question}\n\nPartial answers, one per aspect:\n{parts}\n\n"
     "Write the answer as numbered steps in the order a person would follow them, each step one or two "
-    "sentences, with requirements first. Drop repetition. At most eight steps.",
+    "sentences, with requirements first. Drop repetition. " + NO_FILLER + " At most eight steps.",
 )
 
 def offline_plan(question: str) -> SubQueryPlan:

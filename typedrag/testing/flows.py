@@ -1,7 +1,7 @@
 """Running a strategy's flow with no engine, retriever or server: a test answers its steps.
 
 `play(flow, answer)` drives a flow to its end as typedrag.driver would, without I/O: numbering, notes,
-events and the plan are handled here as the driver handles them, and every other step (Plan, Search, Rank,
+events, the plan and query expansion (none, as offline) are handled here as the driver handles them, and every other step (Plan, Search, Rank,
 Write) gets the outcome `answer(step)` returns. An exception `answer` raises is thrown into the flow, as a
 failing step's is. Together's flows are played one after another, in order, so a test is deterministic.
 
@@ -24,7 +24,7 @@ from pydantic import BaseModel
 
 from typedrag.driver import SourceBook
 from typedrag.result import Fallback, Source
-from typedrag.steps import Flow, Note, Number, Planned, Step, Tell, Together
+from typedrag.steps import Expand, Flow, Note, Number, Planned, Step, Tell, Together
 
 __all__ = ["Played", "play"]
 
@@ -86,6 +86,8 @@ def _outcome(step: Step, answer: Callable[[Step], Any], played: Played) -> Any:
             played.events.append(("plan", {"plan": step.plan.model_dump()}))
         case Together():
             return tuple(_follow(sub, answer, played) for sub in step.flows)
+        case Expand():  # as offline: the question is searched as it is
+            return []
         case _:
             return answer(step)
     return None

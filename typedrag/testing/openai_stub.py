@@ -89,6 +89,8 @@ _FALLBACK_PLANS = {
     },
     "TypeVerdict": lambda q: {"type": "EVIDENCE-BASED"},
     "StandaloneQuestion": lambda q: {"question": q},  # the last question, unchanged
+    "Weighing": lambda q: {"leaning": "balanced", "side": "", "reason": ""},  # a debate's sources leave it open
+    "Expansion": lambda q: {"rewrite": q[:200], "passage": q[:700]},  # searches what the question does
 }
 
 
@@ -170,7 +172,7 @@ def default_content(request: ChatRequest) -> str:
 
 def _schema_from_prompt(prompt: str) -> str | None:
     markers = (('"winner"', "PairVerdict"), ('"questions": [', "WrittenQuestions"), ('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"),
-               ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"), ("Last question:", "StandaloneQuestion"))
+               ('"leaning"', "Weighing"), ('"rewrite"', "Expansion"), ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"), ("Last question:", "StandaloneQuestion"))
     for marker, name in markers:
         if marker in prompt:
             return name

@@ -1,0 +1,228 @@
+"""The LLM path's own checks, against the loopback OpenAI stub: a model's "not in the sources" for a part of
+the answer is checked by the offline reader before the part is dropped."""
+
+from __future__ import annotations
+
+import json
+import re
+
+from typedrag.engines.llm_engine import LLMEngine
+from typedrag.llm.openai_chat import OpenAIChatModel
+from typedrag.pipeline import Pipeline, PipelineSettings
+from typedrag.testing import ListRetriever
+from typedrag.testing.openai_stub import Reply, default_content
+
+ROME = [
+    "Historians list many causes for the fall of the Western Roman Empire.",
+    "Economic troubles, including heavy taxation and inflation, weakened the Western Roman Empire and led to its fall.",
+    "Repeated invasions by Germanic tribes and the Huns put pressure on the frontiers of the Western Roman Empire until it fell.",
+    "Political instability, with frequent civil wars and short reigns, undermined central authority in Rome.",
+    "Photosynthesis turns light, water and carbon dioxide into sugar and oxygen in the chloroplasts of plants.",
+]
+QUESTION = "Why did the Western Roman Empire fall?"
+
+
+def pipeline(server, **settings) -> Pipeline:
+    model = OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)
+    return Pipeline(LLMEngine(model), ListRetriever(ROME), settings=PipelineSettings(top_k=2, **settings))
+
+
+def abstaining(request):
+    """A small model's habit: every part of the answer is "not in the sources"; the aggregator merges what it gets."""
+    if request.schema_name == "SubQueryPlan":
+        return Reply(content=json.dumps({"sub_queries": ["invasions by Germanic tribes", "political instability civil wars"]}))
+    if request.schema_name is not None:
+        return Reply(content=default_content(request))
+    if "Partial answers" in request.last_user:
+        numbers = re.findall(r"\[(\d+)\]", request.last_user)
+        return Reply(content=f"Rome fell for several reasons [{numbers[0] if numbers else 1}].")
+    return Reply(content='{"not_in_sources": "why the empire fell"}')
+
+
+async def test_a_parts_not_in_sources_is_overridden_when_the_reader_finds_an_answer_in_its_passages(stub):
+    result = await pipeline(stub(abstaining)).answer(QUESTION, "typed", "reason")
+    assert result.strategy == "reason" and not result.abstained
+    kept = [a for a in result.aspects if a.error is None]
+    assert kept, [a.error for a in result.aspects]
+    overrides = [f for f in result.fallbacks if "the reader finds a sentence of them that does" in f.reason]
+    assert overrides and all("why the empire fell" in f.reason for f in overrides)
+    checks = [s for s in result.steps if s.role.startswith("check:")]
+    assert checks and {s.engine for s in checks} == {"offline-extractive"}
+    for aspect in kept:  # answered with quotes of its own passages, cited
+        assert re.search(r"\[\d+\]", aspect.answer) and any(s in aspect.answer for s in ROME)
+
+
+async def test_with_the_check_off_the_models_word_is_taken_and_the_typed_plan_falls_back(stub):
+    result = await pipeline(stub(abstaining), check_not_in_sources=False).answer(QUESTION, "typed", "reason")
+    assert result.strategy == "rag" and result.abstained
+    assert not any(s.role.startswith("check:") for s in result.steps)
+
+
+async def test_the_models_word_stands_where_the_reader_finds_no_answer_either(stub):
+    def off_topic(request):
+        if request.schema_name == "SubQueryPlan":
+            return Reply(content=json.dumps({"sub_queries": ["chloroplasts sugar", "light water"]}))
+        return abstaining(request)
+
+    server = stub(off_topic)
+    model = OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)
+    photo = Pipeline(LLMEngine(model), ListRetriever(ROME[-1:]), settings=PipelineSettings(top_k=1))
+    result = await photo.answer(QUESTION, "typed", "reason")
+    assert result.abstained  # the final step too: the model's word stands for a final step, never checked
+    assert not any("the reader finds a sentence" in f.reason for f in result.fallbacks)
+    assert any(s.role.startswith("check:") for s in result.steps)  # checked, and found nothing
+
+
+# ---------------------------------------------------------------- a debate that may conclude
+
+FSYNC = [
+    "Turning off fsync can result in unrecoverable data corruption in the event of a power failure or system crash.",
+    "It is only advisable to turn off fsync if you can easily recreate your entire database from external data.",
+    "Turning fsync off is often a performance benefit, since the server does not wait for writes to reach disk.",
+    "Photosynthesis turns light, water and carbon dioxide into sugar and oxygen in the chloroplasts of plants.",
+]
+DEBATED = "Is it a good idea to turn off fsync?"
+
+
+def debating(weighing: str | None):
+    """Two perspectives, each answered with its first passage; the weighing replies `weighing` (None: the stub's)."""
+
+    def responder(request):
+        if request.schema_name == "DebatePlan":
+            return Reply(content=json.dumps({"topic": "turning off fsync", "perspectives": [
+                {"name": "for turning it off", "sub_query": "fsync off performance benefit"},
+                {"name": "against turning it off", "sub_query": "fsync off data corruption crash"}]}))
+        if request.schema_name == "Weighing" and weighing is not None:
+            return Reply(content=weighing)
+        return Reply(content=default_content(request))
+
+    return responder
+
+
+def debate_pipeline(server) -> Pipeline:
+    model = OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)
+    return Pipeline(LLMEngine(model), ListRetriever(FSYNC), settings=PipelineSettings(top_k=1))
+
+
+def mediation_request(server):
+    [request] = [r for r in server.requests if r.body.get("messages") and "The case made from each perspective" in r.last_user
+                 and r.schema_name is None]
+    return request
+
+
+async def test_the_mediator_concludes_when_the_weighing_finds_the_sources_favour_one_side(stub):
+    verdict = {"leaning": "one side", "side": "against turning it off", "reason": "it risks unrecoverable data corruption"}
+    server = stub(debating(json.dumps(verdict)))
+    result = await debate_pipeline(server).answer(DEBATED, "typed", "debate")
+    assert result.strategy == "debate" and not result.abstained
+    weighed = [c for c in result.llm_calls if c.role == "weigh:debate"]
+    assert len(weighed) == 1 and weighed[0].structured == "ok"
+    asked = mediation_request(server).last_user
+    assert "The documents favour one side: against turning it off (it risks unrecoverable data corruption)." in asked
+    assert "Generally no, because" in asked and "The documents leave this open" not in asked
+    [weigh] = [r for r in server.requests if r.schema_name == "Weighing"]
+    assert 'aspect="for turning it off"' in weigh.last_user and DEBATED in weigh.last_user  # it read the perspectives' cases
+
+
+async def test_the_weighing_is_parsed_into_the_decision_the_mediator_is_given(stub):
+    from typedrag.engines.base import Part, Trace
+    from typedrag.strategies.debate import MEDIATION
+
+    verdict = {"leaning": "one side", "side": "against turning it off", "reason": "data corruption"}
+    server = stub(debating(json.dumps(verdict)))
+    engine = LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20))
+    weigh, conclude, balance = MEDIATION.weigh
+    from typedrag.engines.base import Facet, Mediated
+
+    task = Mediated(role="mediate:debate", prompt=MEDIATION.prompt, question=DEBATED, topic="fsync", facet=Facet.VIEWS, combine="mediate",
+                    parts=(Part("against", "Turning it off risks corruption [1]."),), weigh=weigh, conclude=conclude, balance=balance)
+    trace = Trace()
+    weighing = await engine.weigh(task, {"topic": "fsync", "parts": "<partial>Turning it off risks corruption [1].</partial>"}, trace)
+    assert weighing.concludes and weighing.side == "against turning it off"
+    stance, notes = await engine.stance(task, {"topic": "fsync", "parts": "x"}, trace)
+    assert stance.startswith("The documents favour one side: against turning it off (data corruption).") and notes == ()
+
+
+async def test_a_balanced_weighing_keeps_the_for_and_against_form(stub):
+    server = stub(debating(None))  # the stub's weighing: balanced
+    result = await debate_pipeline(server).answer(DEBATED, "typed", "debate")
+    asked = mediation_request(server).last_user
+    assert "The documents leave this open. State the strongest reasons for and against" in asked
+    assert "favour one side" not in asked
+    assert [c.role for c in result.llm_calls].count("weigh:debate") == 1
+
+
+async def test_a_weighing_that_fails_is_recorded_and_the_answer_is_balanced(stub):
+    server = stub(debating("this is not JSON at all"))
+    result = await debate_pipeline(server).answer(DEBATED, "typed", "debate")
+    assert result.strategy == "debate"
+    assert "The documents leave this open" in mediation_request(server).last_user
+    assert any(f.step == "mediate:debate" and "weighing the perspectives failed" in f.reason for f in result.fallbacks)
+
+
+# ---------------------------------------------------------------- query expansion (issue 43 #3)
+
+SHIP_PASSAGES = [
+    "RMS Titanic was a British ocean liner that sank in the North Atlantic in April 1912.",
+    "Davits are cranes that lower boats over a ship's side; Welin davits could each handle several boats.",
+    "Photosynthesis turns light, water and carbon dioxide into sugar and oxygen in the chloroplasts of plants.",
+]
+SHIP_QUESTION = "How did the Titanic get its lifeboats into the water?"
+
+
+def expanding(expansion: str | None):
+    def responder(request):
+        if request.schema_name == "Expansion" and expansion is not None:
+            return Reply(content=expansion)
+        return Reply(content=default_content(request))
+
+    return responder
+
+
+def ship_pipeline(server, tmp_path=None, **settings) -> Pipeline:
+    from typedrag.llm.cache import ResponseCache
+    from typedrag.prompts import PROMPT_VERSION
+
+    cache = ResponseCache(tmp_path, PROMPT_VERSION) if tmp_path is not None else None
+    model = OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20, cache=cache)
+    return Pipeline(LLMEngine(model), ListRetriever(SHIP_PASSAGES), settings=PipelineSettings(top_k=1, **settings))
+
+
+async def test_expansion_searches_the_models_queries_beside_the_question_fused_recorded_and_cached(stub, tmp_path):
+    expansion = {"rewrite": "Titanic lifeboats lowered davits", "passage": "Welin davits lowered the boats over the ship's side."}
+    server = stub(expanding(json.dumps(expansion)))
+    first = await ship_pipeline(server, tmp_path, expand_queries=True).answer(SHIP_QUESTION, "rag")
+    [call] = [c for c in first.llm_calls if c.role == "expand:query"]
+    assert call.structured == "ok" and not call.cached
+    assert [s.role for s in first.steps if s.step == "plan"] == ["expand:query"]
+    # the question alone finds the Titanic passage (top 1); the fused ranking brings the davits passage in
+    assert any("davits" in s.text for s in first.sources)
+    answer_request = next(r for r in server.requests if r.schema_name is None)
+    assert "Welin davits" in answer_request.last_user
+    again = await ship_pipeline(server, tmp_path, expand_queries=True).answer(SHIP_QUESTION, "rag")
+    assert [c.cached for c in again.llm_calls if c.role == "expand:query"] == [True]
+    assert again.sources == first.sources
+
+
+async def test_expansion_is_off_by_default_and_the_question_is_searched_alone(stub):
+    server = stub(expanding(None))
+    result = await ship_pipeline(server).answer(SHIP_QUESTION, "rag")
+    assert not any(r.schema_name == "Expansion" for r in server.requests)
+    assert [s.text for s in result.sources] == [SHIP_PASSAGES[0]]
+
+
+async def test_a_failed_expansion_is_recorded_and_the_question_searched_alone(stub):
+    server = stub(expanding("no JSON here"))
+    result = await ship_pipeline(server, expand_queries=True).answer(SHIP_QUESTION, "rag")
+    assert any(f.step == "expand:query" and "searched with the question alone" in f.reason for f in result.fallbacks)
+    assert [s.text for s in result.sources] == [SHIP_PASSAGES[0]] and not result.abstained
+
+
+async def test_offline_expansion_asks_nothing_and_changes_nothing():
+    from typedrag import OfflineEngine
+
+    plain = Pipeline(OfflineEngine(), ListRetriever(SHIP_PASSAGES), settings=PipelineSettings(top_k=1))
+    expanding_offline = Pipeline(OfflineEngine(), ListRetriever(SHIP_PASSAGES), settings=PipelineSettings(top_k=1, expand_queries=True))
+    a, b = await plain.answer(SHIP_QUESTION, "rag"), await expanding_offline.answer(SHIP_QUESTION, "rag")
+    assert a.answer == b.answer and a.sources == b.sources and [s.role for s in a.steps] == [s.role for s in b.steps]
+    assert not any(s.role == "expand:query" for s in b.steps)
