@@ -95,7 +95,7 @@ def test_a_typed_addition_needs_its_role_not_a_cue_word():
         "iceberg": Reading(0.9, 0.9, Role.CAUSE),
     }))
     sources = [source(1, "The Titanic sank in 1912."), source(2, "Logging causes a millisecond of overhead per call."),
-               source(3, "She struck an iceberg that opened six compartments.")]
+               source(3, "The Titanic struck an iceberg that opened six compartments.")]
     cause = AspectAnswer(role="aspect:reason", prompt=PROMPT, question="Why did the Titanic sink?", focus="causes",
                          facet=Facet.CAUSES, sources=sources[1:2])
     assert not run(engine.write(cause, Trace())).supported
@@ -220,3 +220,35 @@ def test_a_procedure_the_document_numbered_is_the_answers_steps():
         "3. Run make in the new folder. [2]",
         "4. Copy the binary to /usr/local/bin. [2]",
     ]
+
+
+# --- issue 41 #16: a quoted sentence whose subject is in a sentence the answer does not quote -------------
+
+
+def test_a_sentence_that_leans_on_the_one_before_is_quoted_after_it():
+    """"This makes Memcheck run more slowly" quoted alone says nothing: the sentence it speaks of comes first."""
+    engine = OfflineEngine(reads({"This makes": Reading(0.6, 0.9, Role.CAUSE), "Memcheck checks": Reading(0.5, 0.9, Role.FACT)}))
+    text = ("Memcheck checks every read of memory. To see where uninitialised values come from, use --track-origins=yes. "
+            "This makes Memcheck run more slowly, but finds the root cause. Tickets cost up to 870 pounds.")
+    answer, _ = write(engine, Grounded(role="answer:rag", prompt=PROMPT, question="Why is Memcheck slow?", sources=[source(1, text)]))
+    assert answer == (  # best first, the sentence leaned on brought in before the one leaning on it
+        "To see where uninitialised values come from, use --track-origins=yes. [1] "
+        "This makes Memcheck run more slowly, but finds the root cause. [1] Memcheck checks every read of memory. [1]"
+    )
+
+
+def test_a_sentence_whose_subject_opens_no_passage_here_is_left_out():
+    """"Many are fragments of comets" opening a passage: what "many" stands for was cut off with the passage before."""
+    engine = OfflineEngine(reads({"Many are": Reading(0.9, 0.9, Role.FACT), "small body": Reading(0.5, 0.9, Role.DEFINITION)}))
+    sources = [source(1, "Many are fragments from comets or asteroids."), source(2, "A meteoroid is a small body in outer space.")]
+    answer, _ = write(engine, Grounded(role="answer:rag", prompt=PROMPT, question="What are meteoroids?", sources=sources))
+    assert answer == "A meteoroid is a small body in outer space. [2]"
+
+
+def test_a_typed_addition_never_leans_on_a_sentence_it_does_not_show():
+    """A bullet under "Causes:" stands alone: "These may not manifest ..." has nothing before it to lean on."""
+    engine = OfflineEngine(reads({"These may": Reading(0.9, 0.9, Role.CAUSE)}))
+    text = "Alternatively, if your program has data races, they may hide. These may not manifest under Valgrind at all."
+    cause = AspectAnswer(role="aspect:reason", prompt=PROMPT, question="Why is my program slow under Valgrind?", focus="causes",
+                         facet=Facet.CAUSES, sources=[source(1, text)])
+    assert not run(engine.write(cause, Trace())).supported

@@ -23,6 +23,7 @@ from typedrag.engines.offline.sentences import (
     naming_two,
     on_topic,
     playing,
+    standing_alone,
 )
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
@@ -107,14 +108,18 @@ def asked_type(task: WriteTask) -> NFQType | None:
 
 def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: list[int] | None = None) -> Answer:
     """Plain RAG: the sentences that answer, best first, with on-topic ones after them up to
-    `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering."""
+    `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering. A sentence whose
+    subject is in the sentence before it comes with that sentence (`Material.with_antecedents`)."""
     where = [from_sources(sources)] if sources is not None else []
     best = material.best(*where)
     found = material.pick(settings.answer_sentences, *where, answering(bars.answers))
     if not found:
-        return Answer(material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic)), supported=False, best=best)
+        nearest = material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic))
+        return Answer(material.with_antecedents(nearest, settings.nearest_sentences), supported=False, best=best)
+    found = material.with_antecedents(found, settings.lead_sentences)
     if len(found) < settings.lead_sentences:  # the reader misses answers more often than it takes noise on topic
-        found += material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
+        more = material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
+        found = material.with_antecedents(found + more, settings.lead_sentences)
     return Answer(found, best=best)
 
 
@@ -156,7 +161,7 @@ def experience(task: Advised, material: Material, bars: Bars, settings: OfflineS
 def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """A planned aspect: its passages' sentences of its facet's role that answer; a procedure the document
     numbered itself is quoted as its list."""
-    found = material.pick(settings.added_sentences, answering(bars.answers), playing(*FACET_ROLES[task.facet]))
+    found = material.pick(settings.added_sentences, answering(bars.answers), playing(*FACET_ROLES[task.facet]), standing_alone)
     if task.facet is Facet.STEPS and found and found[0].order is not None:
         found = material.ordered_list(found[0], settings.list_steps)
     return Answer(found, supported=bool(found))
