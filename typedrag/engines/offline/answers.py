@@ -4,9 +4,9 @@ question type is answered without a model.
 Every answer begins with plain RAG's: the sentences of the question's own passages that the reader
 says answer the question, best first (at most `answer_sentences`), or, when none does, the nearest
 on-topic ones, marked as not answering. A typed answer adds to that lead only sentences the reader
-says answer the question *and* play its type's role (a cause, a step of the procedure, an argument
-for or against, a sentence that relates the compared items, one about a single item, advice), and
-that do not repeat the lead; an addition with none is left out, and the step says so in the trace.
+says answer the question, past a higher bar than the lead's (`added_bar`), *and* play its type's role
+(a cause, a step of the procedure, an argument for or against, a sentence that relates the compared items,
+one about a single item, advice), and that do not repeat the lead; an addition with none is left out, and the step says so in the trace.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from typedrag.engines.base import Advised, AspectAnswer, Combined, Compared, Facet, Quote, WriteTask
 from typedrag.engines.offline.sentences import (
+    Filter,
     Material,
     Sentence,
     about,
@@ -106,6 +107,13 @@ def asked_type(task: WriteTask) -> NFQType | None:
     return None
 
 
+def adding(bars: Bars, settings: OfflineSettings) -> Filter:
+    """A typed addition is held to a higher bar than the lead: shown under its role's label ("Causes:",
+    "Steps:"), a wrong one misleads more than a lead sentence on topic, and where the reader is in doubt the
+    typed answer is plain RAG's (`OfflineSettings.added_bar`)."""
+    return answering(max(bars.answers, settings.added_bar))
+
+
 def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: list[int] | None = None) -> Answer:
     """Plain RAG: the sentences that answer, best first, with on-topic ones after them up to
     `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering. A sentence whose
@@ -126,7 +134,7 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: li
 def comparison(task: Compared, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG's lead, then a sentence that relates two of the items, then one point about each item."""
     lead = plain(material, bars, settings, own_sources(task, task.lead))
-    relation = material.pick(1, answering(bars.answers), playing(Role.RELATES), naming_two(list(task.items)), beside=lead.lead)
+    relation = material.pick(1, adding(bars, settings), playing(Role.RELATES), naming_two(list(task.items)), beside=lead.lead)
     result = Answer(lead.lead + relation, supported=lead.supported or bool(relation), best=material.best())
     if not relation:
         result.dropped.append("no sentence relates the items")
@@ -135,7 +143,7 @@ def comparison(task: Compared, material: Material, bars: Bars, settings: Offline
         others = [other for other in task.items if other != item]
         taken = [*result.lead, *(s for g in result.groups for s in g.sentences)]
         point = material.pick(
-            1, answering(bars.answers), playing(Role.ITEM, Role.RELATES), about(item, others, titles), beside=taken
+            1, adding(bars, settings), playing(Role.ITEM, Role.RELATES), about(item, others, titles), beside=taken
         )
         if point:
             result.groups.append(Group(item, point, "inline"))
@@ -149,7 +157,7 @@ def experience(task: Advised, material: Material, bars: Bars, settings: OfflineS
     """Plain RAG's lead, then advice the passages give."""
     result = plain(material, bars, settings, own_sources(task, task.lead))
     result.best = material.best()
-    advice = material.pick(settings.added_sentences, answering(bars.answers), playing(Role.ADVICE), beside=result.lead)
+    advice = material.pick(settings.added_sentences, adding(bars, settings), playing(Role.ADVICE), beside=result.lead)
     if advice:
         result.groups.append(Group("Advice", advice))
         result.supported = True
@@ -161,7 +169,7 @@ def experience(task: Advised, material: Material, bars: Bars, settings: OfflineS
 def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """A planned aspect: its passages' sentences of its facet's role that answer; a procedure the document
     numbered itself is quoted as its list."""
-    found = material.pick(settings.added_sentences, answering(bars.answers), playing(*FACET_ROLES[task.facet]), standing_alone)
+    found = material.pick(settings.added_sentences, adding(bars, settings), playing(*FACET_ROLES[task.facet]), standing_alone)
     if task.facet is Facet.STEPS and found and found[0].order is not None:
         found = material.ordered_list(found[0], settings.list_steps)
     return Answer(found, supported=bool(found))
@@ -175,7 +183,7 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     added = Material.of_quotes(q for part in task.parts if not part.lead for q in part.quotes)
     every_quote = [q for part in task.parts for q in part.quotes]
     result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max((q.answers for q in every_quote), default=0.0))
-    ok = answering(bars.answers)
+    ok = adding(bars, settings)
     if task.facet is Facet.VIEWS:
         for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):
             taken = [*lead, *(s for g in result.groups for s in g.sentences)]
