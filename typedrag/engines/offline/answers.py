@@ -91,6 +91,8 @@ def answer(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer
             return experience(task, material, reader.bars, settings)
         case AspectAnswer():
             return aspect(task, material, reader.bars, settings)
+        case _ if task.filed_under is not None:
+            return entry(material, settings)
         case _:
             return plain(material, reader.bars, settings)
 
@@ -129,6 +131,12 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: li
         more = material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
         found = material.with_antecedents(found + more, settings.lead_sentences)
     return Answer(found, best=best)
+
+
+def entry(material: Material, settings: OfflineSettings) -> Answer:
+    """The entry of a FAQ filed under the question asked: its own sentences, in its order (at most
+    `lead_sentences`), whatever the reader makes of their wording: the heading already asks the question."""
+    return Answer(material.sentences[: settings.lead_sentences], best=material.best())
 
 
 def comparison(task: Compared, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
