@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 
 from typedrag import FunctionRetriever, ListRetriever, OfflineEngine, Pipeline
-from typedrag.engines.base import AspectAnswer, Facet, Grounded
+from typedrag.engines.base import AspectAnswer, Compared, Facet, Grounded
 from typedrag.engines.offline.answers import NOTHING_RELEVANT
 from typedrag.prompts import Prompt
 from typedrag.reader import Reading, Role
@@ -274,3 +274,20 @@ def test_a_cause_the_reader_doubts_is_not_added_and_the_typed_answer_is_plain_ra
     sure = AspectAnswer(role="aspect:reason", prompt=PROMPT, question="Why does my program run slower under Valgrind?",
                         focus="causes", facet=Facet.CAUSES, sources=[source(1, "Valgrind must instrument every instruction it runs.")])
     assert run(engine.write(sure, Trace())).supported
+
+
+def test_a_comparison_point_never_leans_on_a_sentence_it_does_not_show():
+    """"- Callgrind: This is because there are no explicit call instructions ..." (valgrind manual): the point
+    stands on its own line, so "This" points at nothing; a point that names its subject is taken instead."""
+    engine = OfflineEngine(reads({
+        "This is because": Reading(0.9, 0.9, Role.ITEM),
+        "Callgrind records": Reading(0.7, 0.9, Role.ITEM),
+        "both Valgrind tools": Reading(0.8, 0.9, Role.RELATES),
+    }))
+    sources = [source(1, "Cachegrind and Callgrind are both Valgrind tools."),
+               source(2, "This is because Callgrind has no call instructions to read there."),
+               source(3, "Callgrind records the call graph of a program.")]
+    task = Compared(role="answer:comparison", prompt=PROMPT, question="How does Callgrind differ from Cachegrind?",
+                    sources=sources, items=("Callgrind", "Cachegrind"), purpose="difference", instruction="", lead=1)
+    answer, _ = write(engine, task)
+    assert "- Callgrind: Callgrind records the call graph of a program. [3]" in answer.splitlines()

@@ -142,7 +142,7 @@ def entry(material: Material, settings: OfflineSettings) -> Answer:
 def comparison(task: Compared, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG's lead, then a sentence that relates two of the items, then one point about each item."""
     lead = plain(material, bars, settings, own_sources(task, task.lead))
-    relation = material.pick(1, adding(bars, settings), playing(Role.RELATES), naming_two(list(task.items)), beside=lead.lead)
+    relation = material.pick(1, adding(bars, settings), playing(Role.RELATES), naming_two(list(task.items)), standing_alone, beside=lead.lead)
     result = Answer(lead.lead + relation, supported=lead.supported or bool(relation), best=material.best())
     if not relation:
         result.dropped.append("no sentence relates the items")
@@ -151,7 +151,7 @@ def comparison(task: Compared, material: Material, bars: Bars, settings: Offline
         others = [other for other in task.items if other != item]
         taken = [*result.lead, *(s for g in result.groups for s in g.sentences)]
         point = material.pick(
-            1, adding(bars, settings), playing(Role.ITEM, Role.RELATES), about(item, others, titles), beside=taken
+            1, adding(bars, settings), playing(Role.ITEM, Role.RELATES), about(item, others, titles), standing_alone, beside=taken
         )
         if point:
             result.groups.append(Group(item, point, "inline"))
@@ -165,7 +165,7 @@ def experience(task: Advised, material: Material, bars: Bars, settings: OfflineS
     """Plain RAG's lead, then advice the passages give."""
     result = plain(material, bars, settings, own_sources(task, task.lead))
     result.best = material.best()
-    advice = material.pick(settings.added_sentences, adding(bars, settings), playing(Role.ADVICE), beside=result.lead)
+    advice = material.pick(settings.added_sentences, adding(bars, settings), playing(Role.ADVICE), standing_alone, beside=result.lead)
     if advice:
         result.groups.append(Group("Advice", advice))
         result.supported = True
