@@ -227,7 +227,10 @@ def test_a_procedure_the_document_numbered_is_the_answers_steps():
 
 def test_a_sentence_that_leans_on_the_one_before_is_quoted_after_it():
     """"This makes Memcheck run more slowly" quoted alone says nothing: the sentence it speaks of comes first."""
-    engine = OfflineEngine(reads({"This makes": Reading(0.6, 0.9, Role.CAUSE), "Memcheck checks": Reading(0.5, 0.9, Role.FACT)}))
+    engine = OfflineEngine(reads({
+        "This makes": Reading(0.6, 0.9, Role.CAUSE), "Memcheck checks": Reading(0.5, 0.9, Role.FACT),
+        "To see where": Reading(0.1, 0.8, Role.STEP),  # on topic, not answering: brought in for the one after it
+    }))
     text = ("Memcheck checks every read of memory. To see where uninitialised values come from, use --track-origins=yes. "
             "This makes Memcheck run more slowly, but finds the root cause. Tickets cost up to 870 pounds.")
     answer, _ = write(engine, Grounded(role="answer:rag", prompt=PROMPT, question="Why is Memcheck slow?", sources=[source(1, text)]))
@@ -235,6 +238,17 @@ def test_a_sentence_that_leans_on_the_one_before_is_quoted_after_it():
         "To see where uninitialised values come from, use --track-origins=yes. [1] "
         "This makes Memcheck run more slowly, but finds the root cause. [1] Memcheck checks every read of memory. [1]"
     )
+
+
+def test_a_sentence_leaning_on_an_off_topic_one_is_left_out_not_quoted_with_it():
+    """"What does inflation mean?": "It can be measured as the increase in the inflation-adjusted output ..."
+    speaks of economic growth, the sentence before it: neither is quoted."""
+    engine = OfflineEngine(reads({"It can be measured": Reading(0.5, 0.9, Role.FACT), "In economics, inflation": Reading(0.9, 0.9, Role.DEFINITION)}))
+    sources = [source(1, "In economics, inflation is an increase in the average price of goods and services."),
+               source(2, "In economics, economic growth is an increase in the goods a society produces. "
+                         "It can be measured as the increase in the inflation-adjusted output of an economy.")]
+    answer, _ = write(engine, Grounded(role="answer:rag", prompt=PROMPT, question="What does inflation mean?", sources=sources))
+    assert answer == "In economics, inflation is an increase in the average price of goods and services. [1]"
 
 
 def test_a_sentence_whose_subject_opens_no_passage_here_is_left_out():

@@ -125,11 +125,11 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: li
     found = material.pick(settings.answer_sentences, *where, answering(bars.answers))
     if not found:
         nearest = material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic))
-        return Answer(material.with_antecedents(nearest, settings.nearest_sentences), supported=False, best=best)
-    found = material.with_antecedents(found, settings.lead_sentences)
+        return Answer(material.with_antecedents(nearest, settings.nearest_sentences, bars.on_topic), supported=False, best=best)
+    found = material.with_antecedents(found, settings.lead_sentences, bars.on_topic)
     if len(found) < settings.lead_sentences:  # the reader misses answers more often than it takes noise on topic
         more = material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
-        found = material.with_antecedents(found + more, settings.lead_sentences)
+        found = material.with_antecedents(found + more, settings.lead_sentences, bars.on_topic)
     return Answer(found, best=best)
 
 

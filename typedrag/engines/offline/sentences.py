@@ -131,11 +131,13 @@ class Material:
             return self.sentences[index]
         return None
 
-    def with_antecedents(self, chosen: list[Sentence], limit: int) -> list[Sentence]:
+    def with_antecedents(self, chosen: list[Sentence], limit: int, on_topic_bar: float) -> list[Sentence]:
         """`chosen`, each sentence whose subject is in the sentence before it (`refers_back`) quoted right after
-        that sentence, which is brought in when it was not chosen; one whose sentence before is not in this
-        material (it opens a passage) or refers back itself is left out. At most `limit` sentences, cut at the
-        end, never leaving a sentence brought in only for one that was cut."""
+        that sentence, which is brought in when it was not chosen and the reader reads it as on topic
+        (`on_topic_bar`); otherwise (the sentence before is off topic, refers back itself, or is not in this
+        material: it opens a passage) the sentence is left out: "It can be measured as ..." after a sentence on
+        economic growth is not about inflation. At most `limit` sentences, cut at the end, never leaving a
+        sentence brought in only for one that was cut."""
         placed: list[Sentence] = []
         brought: list[Sentence] = []
         for sentence in chosen:
@@ -145,7 +147,9 @@ class Material:
                 placed.append(sentence)
                 continue
             antecedent = self.before(sentence)
-            if antecedent is None or (antecedent not in placed and refers_back(antecedent.text)):
+            if antecedent is None or (
+                antecedent not in placed and (refers_back(antecedent.text) or antecedent.reading.on_topic < on_topic_bar)
+            ):
                 continue
             if antecedent not in placed:
                 placed.append(antecedent)
