@@ -305,3 +305,17 @@ def test_a_comparison_point_never_leans_on_a_sentence_it_does_not_show():
                     sources=sources, items=("Callgrind", "Cachegrind"), purpose="difference", instruction="", lead=1)
     answer, _ = write(engine, task)
     assert "- Callgrind: Callgrind records the call graph of a program. [3]" in answer.splitlines()
+
+
+def test_an_it_that_stands_for_nothing_is_no_reference_and_the_rule_never_empties_an_answer():
+    """"It is very important to distinguish Lst[[1]] from Lst[1]" opens its passage (the R manual): its "it" stands
+    for nothing, so it is quoted; and an answer whose every answering sentence leans on one out of reach keeps them
+    rather than saying the passages do not speak to the question."""
+    engine = OfflineEngine(reads({"very important": Reading(0.8, 0.9, Role.FACT)}))
+    task = Grounded(role="answer:rag", prompt=PROMPT, question="When should I use [[ instead of [ on a list?",
+                    sources=[source(1, "It is very important to distinguish Lst[[1]] from Lst[1]. Tickets cost 870 pounds.")])
+    assert write(engine, task)[0] == "It is very important to distinguish Lst[[1]] from Lst[1]. [1]"
+    engine = OfflineEngine(reads({"They are": Reading(0.8, 0.9, Role.FACT)}))
+    task = Grounded(role="answer:rag", prompt=PROMPT, question="What are lists in R?",
+                    sources=[source(1, "They are ordered collections of objects of any type.")])
+    assert write(engine, task)[0] == "They are ordered collections of objects of any type. [1]"

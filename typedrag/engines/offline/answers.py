@@ -126,7 +126,10 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: li
     if not found:
         nearest = material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic))
         return Answer(material.with_antecedents(nearest, settings.nearest_sentences, bars.on_topic), supported=False, best=best)
-    found = material.with_antecedents(found, settings.lead_sentences, bars.on_topic)
+    resolved = material.with_antecedents(found, settings.lead_sentences, bars.on_topic)
+    if not resolved:  # every answering sentence leans on one out of reach: quoted as they are rather than nothing
+        return Answer(found, best=best)
+    found = resolved
     if len(found) < settings.lead_sentences:  # the reader misses answers more often than it takes noise on topic
         more = material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
         found = material.with_antecedents(found + more, settings.lead_sentences, bars.on_topic)

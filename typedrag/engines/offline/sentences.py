@@ -53,9 +53,11 @@ class Sentence:
 def refers_back(text: str) -> bool:
     """Whether a sentence's subject is in the sentence before it: it opens with a pronoun or a demonstrative,
     or with a quantifier standing for a noun ("Many are ...")."""
-    words = [w.strip(",;:()\"'").lower() for w in text.split()[:2]]
+    words = [w.strip(",;:()\"'").lower() for w in text.split()[:8]]
     if not words:
         return False
+    if words[0] == "it" and len(words) > 1 and words[1] in _VERBS_AFTER and ({"to", "that"} & set(words[2:])):
+        return False  # "It is very important to distinguish ...", "It may happen that ...": "it" stands for nothing
     if words[0] in _REFERRING:
         return True
     return words[0] in _STANDING_IN and len(words) > 1 and words[1] in _VERBS_AFTER
