@@ -92,7 +92,7 @@ def answer(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer
         case AspectAnswer():
             return aspect(task, material, reader.bars, settings)
         case _ if task.filed_under is not None:
-            return entry(material, settings)
+            return entry(task, material, settings)
         case _:
             return plain(material, reader.bars, settings)
 
@@ -136,10 +136,19 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: li
     return Answer(found, best=best)
 
 
-def entry(material: Material, settings: OfflineSettings) -> Answer:
-    """The entry of a FAQ filed under the question asked: its own sentences, in its order (at most
-    `lead_sentences`), whatever the reader makes of their wording: the heading already asks the question."""
-    return Answer(material.sentences[: settings.lead_sentences], best=material.best())
+def entry(task: WriteTask, material: Material, settings: OfflineSettings) -> Answer:
+    """The entry of a FAQ filed under the question asked: its opening sentences, in its document's order (at
+    most `lead_sentences`), whatever the reader makes of their wording: the heading already asks the question,
+    and an entry opens with its answer ("Yes, instead of just running it in a console, definitely.")."""
+    place = {source.number: passage_place(source.passage_id) for source in task.sources}
+    opening = sorted(material.sentences, key=lambda s: (place.get(s.source, 0), s.position))
+    return Answer(opening[: settings.lead_sentences], best=material.best())
+
+
+def passage_place(passage_id: str) -> int:
+    """A passage's place in its document (ids end in "#<n>"; 0 when they do not)."""
+    tail = passage_id.rsplit("#", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def comparison(task: Compared, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
