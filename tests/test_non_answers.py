@@ -3,12 +3,15 @@ whatever form it takes; and an offline answer counts no model call it never made
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from typedrag import ListRetriever, OfflineEngine, Pipeline
 from typedrag.abstain import said_not_in_sources
 from typedrag.attribution import settle
 from typedrag.engines.llm_engine import LLMEngine
+from typedrag.records import Passage
 from typedrag.result import Source
 from typedrag.testing import ScriptedChatModel
 
@@ -70,3 +73,47 @@ async def test_an_offline_answer_counts_no_model_call_and_shows_its_steps():
     assert result.llm_calls == [] and result.usage.calls == 0 and result.usage.requests == 0
     assert [step.role for step in result.steps if step.step == "plan"] == ["plan:reason"]
     assert result.steps[-1].role == "aggregate:reason" and all(s.engine == "offline-extractive" for s in result.steps)
+
+
+# --- issue 42 #7: a small FAQ's entry answers the question it is filed under ------------------------------
+
+FAQ = [  # (heading, answer): entries of a library's FAQ, each one short answer under its question
+    ("How many books can I borrow at once?", "Each card holder may have up to 30 items on loan at a time."),
+    ("Why was my account blocked?", "Accounts are blocked automatically when unpaid fines exceed ten dollars."),
+    ("Is there Wi-Fi in the library?", "Free Wi-Fi is available in every branch; the network name is GreenfieldGuest and no password is needed."),
+    ("Where can I park?", "Visitors can use the free car park behind the main branch for up to three hours."),
+    ("How do I donate books?", "Donations in good condition can be dropped off at the main branch on Saturday mornings."),
+    ("How long can I keep a book?", "The loan period is three weeks for books and one week for DVDs."),
+    ("Can I print documents at the library?", "Black-and-white printing costs 10 cents per page and colour printing 50 cents per page."),
+]
+
+
+def faq_pipeline() -> Pipeline:
+    passages = [
+        Passage(f"faq#{i}", "faq", "Library: frequently asked questions", answer, section=f"Frequently asked questions › {heading}")
+        for i, (heading, answer) in enumerate(FAQ)
+    ]
+    return Pipeline(OfflineEngine(), ListRetriever(passages))
+
+
+@pytest.mark.parametrize("question, entry", [
+    ("How many items can I borrow?", 0),  # the reader's best chance 0.13, under its bar: abstained before
+    ("Why is my account blocked?", 1),  # its sentence 0.49 from the question, under the relevance bar of 0.50
+    ("Does the library have Wi-Fi?", 2),
+    ("Where do I park my car?", 3),
+    ("How can I donate my old books?", 4),  # the reader liked another entry's sentence better
+])
+def test_a_faqs_entry_answers_the_question_it_is_filed_under(question, entry):
+    result = asyncio.run(faq_pipeline().answer(question, "rag"))
+    assert result.abstention is None, result.abstention
+    assert result.answer == f"{FAQ[entry][1]} [{next(s.number for s in result.sources if s.passage_id == f'faq#{entry}')}]"
+
+
+@pytest.mark.parametrize("question", [
+    "Can I buy old books from the library's sale?",  # near "How do I donate books?", asking something else
+    "How do I become a library volunteer?",
+    "Can I bring my dog into the library?",
+])
+def test_a_question_no_entry_is_filed_under_is_still_abstained_on(question):
+    result = asyncio.run(faq_pipeline().answer(question, "rag"))
+    assert result.abstention is not None, result.answer

@@ -46,6 +46,13 @@ ASPECT_MARGIN = 0.10
 # Offline, past the bar: abstain when no sentence the answer could quote reaches this chance of answering by
 # the reader model (typedrag.reader). Chosen on the conversational set's tune half (BENCHMARKS.md section 15).
 READER_BAR = 0.15
+# A passage filed under a heading that is itself a question (a FAQ's entry) is that question's answer, however its
+# sentences are worded ("Each card holder may have up to 30 items on loan" under "How many books can I borrow at
+# once?"): when the best-ranked passage's heading reads as the question asked (MiniLM cosine at or above this),
+# that entry answers it and neither bar above turns it down. MiniLM alone puts other questions of one domain as
+# close ("How is R different from S?" and "Is there Emacs support for R?": 0.78), so the search must agree: only
+# the top passage's heading counts. Measured in BENCHMARKS.md section 26.
+HEADING_BAR = 0.75
 MIN_SENTENCE_WORDS = 4  # shorter pieces (a heading, "See also") say nothing a question asks
 MAX_SIGNAL_CHARS = 400  # a reply still open after this much text is an answer, not the signal
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*(.*?)\s*```$", re.DOTALL)
@@ -58,8 +65,11 @@ class Support:
     answered: bool
     score: float
     bar: float
+    heading: str | None = None  # the question heading the passages are filed under that reads as the question
 
     def __str__(self) -> str:
+        if self.heading is not None:
+            return f"filed under the question {self.heading!r}"
         return f"relevance {self.score:.2f} {'at or above' if self.answered else 'below'} {self.bar:.2f}"
 
 
@@ -118,7 +128,8 @@ class Policy:
 
     def read(self, best: float | None, not_in_sources: str | None, by: str, final: bool) -> Verdict | None:
         """The verdict on a written step: the model said its sources do not answer, or (the final step,
-        offline) the reader's best chance falls below its bar; None when the text stands."""
+        offline) the reader's best chance falls below its bar; None when the text stands (`best` None: the
+        reader's bar is not read, as for passages filed under the question asked)."""
         if not_in_sources is not None:
             why = f"the model said its sources do not answer: {not_in_sources}"
             return Verdict(Abstention(looked_for=self.looked_for, reason=why, by=by), f"its passages do not answer it: {not_in_sources}")
@@ -141,16 +152,29 @@ def bar_for(question_type: str | None) -> float:
     return TYPE_BARS.get(str(question_type), SUPPORT_BAR) if question_type is not None else SUPPORT_BAR
 
 
-def support(question: str, texts: Sequence[str], embedder: Embedder | None = None, bar: float = SUPPORT_BAR) -> Support:
-    """Whether any sentence of `texts` comes close enough to `question` to answer it (no text: it does not)."""
+def support(
+    question: str, texts: Sequence[str], embedder: Embedder | None = None, bar: float = SUPPORT_BAR, top_section: str = ""
+) -> Support:
+    """Whether any sentence of `texts` comes close enough to `question` to answer it (no text: it does not), or
+    the best-ranked passage is filed under a question heading (the last heading of `top_section`, its heading
+    path, ending in "?") that reads as `question` (HEADING_BAR): the search and the heading agree."""
     sentences = [
         " ".join(s.split()) for text in texts for s in split_sentences(strip_markers(text)) if len(s.split()) >= MIN_SENTENCE_WORDS
     ]
+    heading = question_heading(top_section)
     if not sentences:
         return Support(False, 0.0, bar)
-    vectors = (embedder or default_embedder()).embed([question, *sentences])
-    score = round(float((vectors[1:] @ vectors[0]).max()), 4)
+    vectors = (embedder or default_embedder()).embed([question, *sentences, *([heading] if heading else [])])
+    score = round(float((vectors[1 : 1 + len(sentences)] @ vectors[0]).max()), 4)
+    if heading and float(vectors[-1] @ vectors[0]) >= HEADING_BAR:
+        return Support(True, score, bar, heading=heading)
     return Support(score >= bar, score, bar)
+
+
+def question_heading(section: str) -> str | None:
+    """The last heading of a passage's heading path when it is a question ("Can I renew a loan?"), else None."""
+    last = section.rsplit("›", 1)[-1].strip()
+    return last if last.endswith("?") and len(last.split()) >= 3 else None
 
 
 class NotInSourcesReply(BaseModel):

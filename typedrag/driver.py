@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from typedrag import telemetry
-from typedrag.abstain import Policy, Verdict, support
+from typedrag.abstain import Policy, Verdict, question_heading, support
 from typedrag.attribution import settle
 from typedrag.engines.base import Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, PlanFailed, StrategyError
@@ -354,14 +354,21 @@ class Driver:
         passages) and after (what the engine reports); a model's partial answer has its markers checked."""
         task = replace(step.task, instructions=self.instructions)
         bar = self.policy.bar(final=step.final)
+        filed_under = None
         if bar is not None:
-            judged = await asyncio.to_thread(support, task.question, [source.text for source in task.sources], bar=bar)
+            texts, top = [source.text for source in task.sources], task.sources[0].section if task.sources else ""
+            judged = await asyncio.to_thread(support, task.question, texts, bar=bar, top_section=top)
             if not judged.answered:
                 return self._declined(self.policy.below(judged, numbered=bool(run.book.sources)), step, run)
+            filed_under = judged.heading
+            if filed_under is not None and not isinstance(task, Combined):  # the entry is the answer: read it alone
+                entry = [source for source in task.sources if question_heading(source.section) == filed_under]
+                task = replace(task, sources=entry, filed_under=filed_under)
         written = await self._written(step, task, run)
         if written.not_in_sources is not None and not step.final:
             written = await self._checked(step, task, written)
-        verdict = self.policy.read(written.best, written.not_in_sources, self.services.engine.name, final=step.final)
+        best = None if filed_under is not None else written.best  # a FAQ's entry answers the question it is filed under
+        verdict = self.policy.read(best, written.not_in_sources, self.services.engine.name, final=step.final)
         if verdict is not None:
             return self._declined(verdict, step, run)
         for note in written.notes:

@@ -128,6 +128,9 @@ class WriteTask:
     extra: dict[str, str] = field(default_factory=dict)
     max_tokens: int = 400
     instructions: str = ""  # the reader's own instructions (a chat's system messages): language, tone, length
+    # The question heading `sources` are filed under when it reads as the question (a FAQ's entry): the sources
+    # are that entry, and the entry is the answer (typedrag.abstain.HEADING_BAR).
+    filed_under: str | None = None
 
     def values(self) -> dict[str, str]:
         """The prompt's placeholders other than the sources and parts."""

@@ -4,9 +4,9 @@ question type is answered without a model.
 Every answer begins with plain RAG's: the sentences of the question's own passages that the reader
 says answer the question, best first (at most `answer_sentences`), or, when none does, the nearest
 on-topic ones, marked as not answering. A typed answer adds to that lead only sentences the reader
-says answer the question *and* play its type's role (a cause, a step of the procedure, an argument
-for or against, a sentence that relates the compared items, one about a single item, advice), and
-that do not repeat the lead; an addition with none is left out, and the step says so in the trace.
+says answer the question, past a higher bar than the lead's (`added_bar`), *and* play its type's role
+(a cause, a step of the procedure, an argument for or against, a sentence that relates the compared items,
+one about a single item, advice), and that do not repeat the lead; an addition with none is left out, and the step says so in the trace.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from typedrag.engines.base import Advised, AspectAnswer, Combined, Compared, Facet, Quote, WriteTask
 from typedrag.engines.offline.sentences import (
+    Filter,
     Material,
     Sentence,
     about,
@@ -23,6 +24,7 @@ from typedrag.engines.offline.sentences import (
     naming_two,
     on_topic,
     playing,
+    standing_alone,
 )
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
@@ -89,6 +91,8 @@ def answer(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer
             return experience(task, material, reader.bars, settings)
         case AspectAnswer():
             return aspect(task, material, reader.bars, settings)
+        case _ if task.filed_under is not None:
+            return entry(task, material, settings)
         case _:
             return plain(material, reader.bars, settings)
 
@@ -105,23 +109,52 @@ def asked_type(task: WriteTask) -> NFQType | None:
     return None
 
 
+def adding(bars: Bars, settings: OfflineSettings) -> Filter:
+    """A typed addition is held to a higher bar than the lead: shown under its role's label ("Causes:",
+    "Steps:"), a wrong one misleads more than a lead sentence on topic, and where the reader is in doubt the
+    typed answer is plain RAG's (`OfflineSettings.added_bar`)."""
+    return answering(max(bars.answers, settings.added_bar))
+
+
 def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: list[int] | None = None) -> Answer:
     """Plain RAG: the sentences that answer, best first, with on-topic ones after them up to
-    `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering."""
+    `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering. A sentence whose
+    subject is in the sentence before it comes with that sentence (`Material.with_antecedents`)."""
     where = [from_sources(sources)] if sources is not None else []
     best = material.best(*where)
     found = material.pick(settings.answer_sentences, *where, answering(bars.answers))
     if not found:
-        return Answer(material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic)), supported=False, best=best)
+        nearest = material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic))
+        return Answer(material.with_antecedents(nearest, settings.nearest_sentences, bars.on_topic), supported=False, best=best)
+    resolved = material.with_antecedents(found, settings.lead_sentences, bars.on_topic)
+    if not resolved:  # every answering sentence leans on one out of reach: quoted as they are rather than nothing
+        return Answer(found, best=best)
+    found = resolved
     if len(found) < settings.lead_sentences:  # the reader misses answers more often than it takes noise on topic
-        found += material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
+        more = material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
+        found = material.with_antecedents(found + more, settings.lead_sentences, bars.on_topic)
     return Answer(found, best=best)
+
+
+def entry(task: WriteTask, material: Material, settings: OfflineSettings) -> Answer:
+    """The entry of a FAQ filed under the question asked: its opening sentences, in its document's order (at
+    most `lead_sentences`), whatever the reader makes of their wording: the heading already asks the question,
+    and an entry opens with its answer ("Yes, instead of just running it in a console, definitely.")."""
+    place = {source.number: passage_place(source.passage_id) for source in task.sources}
+    opening = sorted(material.sentences, key=lambda s: (place.get(s.source, 0), s.position))
+    return Answer(opening[: settings.lead_sentences], best=material.best())
+
+
+def passage_place(passage_id: str) -> int:
+    """A passage's place in its document (ids end in "#<n>"; 0 when they do not)."""
+    tail = passage_id.rsplit("#", 1)[-1]
+    return int(tail) if tail.isdigit() else 0
 
 
 def comparison(task: Compared, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG's lead, then a sentence that relates two of the items, then one point about each item."""
     lead = plain(material, bars, settings, own_sources(task, task.lead))
-    relation = material.pick(1, answering(bars.answers), playing(Role.RELATES), naming_two(list(task.items)), beside=lead.lead)
+    relation = material.pick(1, adding(bars, settings), playing(Role.RELATES), naming_two(list(task.items)), standing_alone, beside=lead.lead)
     result = Answer(lead.lead + relation, supported=lead.supported or bool(relation), best=material.best())
     if not relation:
         result.dropped.append("no sentence relates the items")
@@ -130,7 +163,7 @@ def comparison(task: Compared, material: Material, bars: Bars, settings: Offline
         others = [other for other in task.items if other != item]
         taken = [*result.lead, *(s for g in result.groups for s in g.sentences)]
         point = material.pick(
-            1, answering(bars.answers), playing(Role.ITEM, Role.RELATES), about(item, others, titles), beside=taken
+            1, adding(bars, settings), playing(Role.ITEM, Role.RELATES), about(item, others, titles), standing_alone, beside=taken
         )
         if point:
             result.groups.append(Group(item, point, "inline"))
@@ -144,7 +177,7 @@ def experience(task: Advised, material: Material, bars: Bars, settings: OfflineS
     """Plain RAG's lead, then advice the passages give."""
     result = plain(material, bars, settings, own_sources(task, task.lead))
     result.best = material.best()
-    advice = material.pick(settings.added_sentences, answering(bars.answers), playing(Role.ADVICE), beside=result.lead)
+    advice = material.pick(settings.added_sentences, adding(bars, settings), playing(Role.ADVICE), standing_alone, beside=result.lead)
     if advice:
         result.groups.append(Group("Advice", advice))
         result.supported = True
@@ -156,7 +189,7 @@ def experience(task: Advised, material: Material, bars: Bars, settings: OfflineS
 def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """A planned aspect: its passages' sentences of its facet's role that answer; a procedure the document
     numbered itself is quoted as its list."""
-    found = material.pick(settings.added_sentences, answering(bars.answers), playing(*FACET_ROLES[task.facet]))
+    found = material.pick(settings.added_sentences, adding(bars, settings), playing(*FACET_ROLES[task.facet]), standing_alone)
     if task.facet is Facet.STEPS and found and found[0].order is not None:
         found = material.ordered_list(found[0], settings.list_steps)
     return Answer(found, supported=bool(found))
@@ -170,7 +203,7 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     added = Material.of_quotes(q for part in task.parts if not part.lead for q in part.quotes)
     every_quote = [q for part in task.parts for q in part.quotes]
     result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max((q.answers for q in every_quote), default=0.0))
-    ok = answering(bars.answers)
+    ok = adding(bars, settings)
     if task.facet is Facet.VIEWS:
         for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):
             taken = [*lead, *(s for g in result.groups for s in g.sentences)]

@@ -22,6 +22,13 @@ from typedrag.result import Source
 from typedrag.text import split_sentences, terms
 
 QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM})
+# A sentence that opens with one of these takes its subject from the sentence before it ("This makes Memcheck
+# run more slowly", "These phenomena are due to ..."); so does one opening with a quantifier standing for a
+# noun, a verb after it ("Many are fragments of comets"). Quoted without that sentence, it speaks of nothing
+# the asker can see.
+_REFERRING = frozenset({"this", "these", "that", "those", "it", "its", "they", "their", "them", "he", "she", "his", "her", "such"})
+_STANDING_IN = frozenset({"many", "some", "most", "several", "both", "others", "each", "few"})
+_VERBS_AFTER = frozenset({"is", "are", "was", "were", "have", "has", "had", "can", "could", "will", "would", "may", "might", "do", "does", "did", "also", "remain", "remained"})
 
 
 @dataclass(frozen=True)
@@ -41,6 +48,19 @@ class Sentence:
 
     def quote(self) -> Quote:
         return Quote(self.text, (self.source,), self.reading.role, self.answers, self.order)
+
+
+def refers_back(text: str) -> bool:
+    """Whether a sentence's subject is in the sentence before it: it opens with a pronoun or a demonstrative,
+    or with a quantifier standing for a noun ("Many are ...")."""
+    words = [w.strip(",;:()\"'").lower() for w in text.split()[:8]]
+    if not words:
+        return False
+    if words[0] == "it" and len(words) > 1 and words[1] in _VERBS_AFTER and ({"to", "that"} & set(words[2:])):
+        return False  # "It is very important to distinguish ...", "It may happen that ...": "it" stands for nothing
+    if words[0] in _REFERRING:
+        return True
+    return words[0] in _STANDING_IN and len(words) > 1 and words[1] in _VERBS_AFTER
 
 
 def lines_of(source: Source) -> list[tuple[str, LineKind]]:
@@ -106,6 +126,42 @@ class Material:
                 chosen.append(sentence)
         return chosen
 
+    def before(self, sentence: Sentence) -> Sentence | None:
+        """The sentence just before `sentence` in its passage (None: it opens what this material holds of it)."""
+        index = sentence.position - 1
+        if 0 <= index < len(self.sentences) and self.sentences[index].source == sentence.source:
+            return self.sentences[index]
+        return None
+
+    def with_antecedents(self, chosen: list[Sentence], limit: int, on_topic_bar: float) -> list[Sentence]:
+        """`chosen`, each sentence whose subject is in the sentence before it (`refers_back`) quoted right after
+        that sentence, which is brought in when it was not chosen and the reader reads it as on topic
+        (`on_topic_bar`); otherwise (the sentence before is off topic, refers back itself, or is not in this
+        material: it opens a passage) the sentence is left out: "It can be measured as ..." after a sentence on
+        economic growth is not about inflation. At most `limit` sentences, cut at the end, never leaving a
+        sentence brought in only for one that was cut."""
+        placed: list[Sentence] = []
+        brought: list[Sentence] = []
+        for sentence in chosen:
+            if sentence in placed:
+                continue
+            if not refers_back(sentence.text):
+                placed.append(sentence)
+                continue
+            antecedent = self.before(sentence)
+            if antecedent is None or (
+                antecedent not in placed and (refers_back(antecedent.text) or antecedent.reading.on_topic < on_topic_bar)
+            ):
+                continue
+            if antecedent not in placed:
+                placed.append(antecedent)
+                brought.append(antecedent)
+            placed.insert(placed.index(antecedent) + 1, sentence)
+        kept = placed[:limit]
+        if len(placed) > limit and kept[-1] in brought:
+            kept.pop()
+        return kept
+
     def best(self, *keep: Filter) -> float:
         """The highest chance of answering the reader gave any of these sentences every filter in `keep`
         accepts (0 when there are none)."""
@@ -142,6 +198,11 @@ def playing(*roles: Role) -> Filter:
     """The sentence does one of `roles` for the answer."""
     wanted = frozenset(roles)
     return lambda s: s.reading.role in wanted
+
+
+def standing_alone(sentence: Sentence) -> bool:
+    """The sentence names its own subject: quoted alone, it can be read (`refers_back`)."""
+    return not refers_back(sentence.text)
 
 
 def from_sources(numbers: Iterable[int]) -> Filter:

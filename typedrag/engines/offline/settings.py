@@ -18,6 +18,7 @@ class OfflineSettings:
     lead_sentences: int = 4  # ...and on-topic ones after them up to this many (BENCHMARKS.md, the reader section)
     nearest_sentences: int = 2  # ...or, when none answers, this many on-topic ones, marked as the nearest
     added_sentences: int = 2  # a typed answer adds at most this many sentences of its type's role
+    added_bar: float = 0.40  # ...each read as answering with at least this chance (BENCHMARKS.md section 26)
     list_steps: int = 8  # a document's own numbered list quoted as the steps: at most this many
     min_words: int = 4  # shorter pieces are labels and fragments
     max_words: int = 70  # longer ones are run-ons
