@@ -420,3 +420,17 @@ def test_toml_config_selects_milvus_and_hides_the_token(tmp_path, monkeypatch):
         "milvus", "http://milvus:19530", "wiki2", "hybrid")
     assert settings.milvus_token.get_secret_value() == TOKEN
     assert TOKEN not in repr(settings) and TOKEN not in settings.model_dump_json()
+
+
+def test_typedrags_milvus_channel_does_not_ping_while_idle(server):
+    """pymilvus pings an idle channel every 10 s and milvus-lite answers the third ping with GOAWAY "too_many_pings",
+    after which a call could fail to connect (seen in CI after a long Ray run): typedrag's channel pings only
+    while a call runs, at most once in five minutes."""
+    connection = milvus_index._Connection(server.uri, None)
+    try:
+        options = connection.client._handler._grpc_options
+        assert options["grpc.keepalive_permit_without_calls"] is False
+        assert options["grpc.keepalive_time_ms"] >= 300_000
+        assert isinstance(connection.client.list_collections(), list)
+    finally:
+        connection.client.close()

@@ -191,7 +191,9 @@ def milvus_args(server, collection: str, *options: str) -> list[str]:
 def milvus(server):
     """A client on its own channel, opened just before use: milvus-lite drops a channel left idle through a long
     run ("too many pings", from gRPC keepalives), and pymilvus shares one channel per URI unless told not to."""
-    return closing(pymilvus.MilvusClient(uri=server.uri, dedicated=True))
+    from typedrag.index.milvus_index import CHANNEL_OPTIONS
+
+    return closing(pymilvus.MilvusClient(uri=server.uri, dedicated=True, grpc_options=CHANNEL_OPTIONS))
 
 
 def rows_of(client, collection: str) -> dict[str, dict]:

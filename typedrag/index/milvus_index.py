@@ -67,6 +67,11 @@ BUILD_INFIX = "__build_"  # <collection>__build_<hex>: the real collection behin
 BATCH_SIZE = 1000  # passages per insert: ~1 MB gRPC messages, far below Milvus's 64 MB limit
 QUERY_BATCH = 8  # queries per search request: fewer round trips, yet Milvus Lite (~0.3-1 s a query at 100k) stays in SEARCH_TIMEOUT
 CALL_TIMEOUT = 15.0  # seconds per call: pymilvus retries a brief failover until then, then we report
+# pymilvus pings an idle channel every 10 s; a gRPC server left at its defaults (milvus-lite's) answers the third
+# such ping with GOAWAY "too_many_pings" and the next call fails to connect. Calls carry their own timeout, so
+# the channel pings only while a call runs, and no more often than servers allow by default (5 minutes). Our own
+# channel (`dedicated`): pymilvus otherwise hands back a channel another client opened with other options.
+CHANNEL_OPTIONS = {"grpc.keepalive_permit_without_calls": False, "grpc.keepalive_time_ms": 300_000}
 # Searches get longer: Milvus Lite builds each segment's BM25 index on the first search after a start,
 # which took over 15 s at 100k passages on a loaded 2-core machine.
 SEARCH_TIMEOUT = 60.0
@@ -124,7 +129,9 @@ class _Connection:
         self.where = server_label(uri)
         self._secrets = [s for s in (token, urlsplit(uri).password) if s]
         with self.errors("connecting"):
-            self.client = self.pymilvus.MilvusClient(uri=uri, token=token or "", timeout=CALL_TIMEOUT)
+            self.client = self.pymilvus.MilvusClient(
+                uri=uri, token=token or "", timeout=CALL_TIMEOUT, grpc_options=CHANNEL_OPTIONS, dedicated=True
+            )
 
     def one_line(self, error: BaseException) -> str:
         text = " ".join(str(error).split())
