@@ -378,6 +378,21 @@ def test_only_the_whole_reply_as_the_signal_is_the_signal(reply, missing):
     assert said_not_in_sources(reply) == missing
 
 
+def test_a_signal_object_longer_than_its_bound_is_still_the_signal_never_the_answer():
+    """Qwen2.5-0.5B put passage text inside the object (over 400 characters): it failed validation and was shown to
+    the user as the answer, raw JSON. It is the signal, its text kept to the bound, and never streamed."""
+    lack = "the passages only say: " + "Smoking is banned in many public places in several countries. " * 10
+    reply = json.dumps({"not_in_sources": lack})
+    said = said_not_in_sources(reply)
+    assert said is not None and said.startswith("the passages only say: Smoking") and len(said) <= 400
+    assert said_not_in_sources("```json\n" + reply + "\n```") == said
+    heard: list[str] = []
+    held = HoldBack(heard.append)
+    for start in range(0, len(reply), 37):
+        held(reply[start : start + 37])
+    assert heard == []  # still held: the engine drops it once the whole reply reads as the signal
+
+
 def test_a_streamed_reply_is_held_back_only_while_it_could_be_the_signal():
     heard: list[str] = []
     held = HoldBack(heard.append)

@@ -26,6 +26,7 @@ import json
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from textwrap import shorten
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -56,6 +57,7 @@ HEADING_BAR = 0.75
 MIN_SENTENCE_WORDS = 4  # shorter pieces (a heading, "See also") say nothing a question asks
 MAX_SIGNAL_CHARS = 400  # a reply still open after this much text is an answer, not the signal
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*(.*?)\s*```$", re.DOTALL)
+_OPENS_SIGNAL = re.compile(r'(?:```(?:json|JSON)?\s*)?\{\s*"not_in_sources"\s*:')  # held to its end, however long
 
 
 @dataclass(frozen=True)
@@ -197,8 +199,15 @@ def said_not_in_sources(reply: str) -> str | None:
     if not (text.startswith("{") and text.endswith("}")):
         return _said_in_prose(text)
     try:
-        said = NotInSourcesReply.model_validate(json.loads(text))
-    except (ValueError, ValidationError):  # json.JSONDecodeError is a ValueError
+        reply_object = json.loads(text)
+    except ValueError:  # json.JSONDecodeError is a ValueError
+        return None
+    if isinstance(reply_object, dict) and isinstance(reply_object.get("not_in_sources"), str):
+        # A small model puts passage text in the object: still the signal, not an answer; kept to its bound.
+        reply_object["not_in_sources"] = shorten(" ".join(reply_object["not_in_sources"].split()), MAX_SIGNAL_CHARS, placeholder="…")
+    try:
+        said = NotInSourcesReply.model_validate(reply_object)
+    except ValidationError:
         return None
     return " ".join((said.not_in_sources or "").split()) or NOT_SAID
 
@@ -243,7 +252,7 @@ class HoldBack:
             return
         self.held += piece
         head = self.held.lstrip()
-        if not head or (head[0] in "{`" and len(self.held) < MAX_SIGNAL_CHARS):
+        if not head or (head[0] in "{`" and (len(self.held) < MAX_SIGNAL_CHARS or _OPENS_SIGNAL.match(head))):
             return
         self.release()
 
