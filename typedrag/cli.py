@@ -18,6 +18,7 @@ from typedrag.commands import (
     BaseUrlOpt,
     ClassifierOpt,
     CollectionOpt,
+    ExpandOpt,
     IndexOpt,
     LLMConcurrencyOpt,
     LLMOpt,
@@ -182,12 +183,6 @@ def _report_problems(summary) -> None:
     more = len(summary.notes) - len(summary.notes[:20]) + getattr(summary.notes, "dropped", 0)
     if more:
         errors.print(f"... and {more:,} more notes")
-
-
-ExpandOpt = Annotated[
-    Optional[bool],
-    typer.Option("--expand/--no-expand", help="With --llm: widen the question's search with queries the model writes (off by default)."),
-]
 
 
 @app.command()

@@ -36,6 +36,10 @@ ClassifierOpt = Annotated[
     Optional[str],
     typer.Option("--classifier", help="shipped (default), llm (zero-shot by --llm), or auto (llm only when shipped is unsure)."),
 ]
+ExpandOpt = Annotated[
+    Optional[bool],
+    typer.Option("--expand/--no-expand", help="With --llm: widen the question's search with queries the model writes (off by default)."),
+]
 # The index backend (settings keys backend, milvus_* and retrieval).
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")]
 UriOpt = Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")]
