@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from typedrag.citations import cited_numbers, strip_markers
 from typedrag.embed import Embedder, default_embedder
+from typedrag.records import SECTION_SEPARATOR
 from typedrag.result import Abstention
 from typedrag.text import split_sentences
 
@@ -175,7 +176,7 @@ def support(
 
 def question_heading(section: str) -> str | None:
     """The last heading of a passage's heading path when it is a question ("Can I renew a loan?"), else None."""
-    last = section.rsplit("›", 1)[-1].strip()
+    last = section.rsplit(SECTION_SEPARATOR.strip(), 1)[-1].strip()
     return last if last.endswith("?") and len(last.split()) >= 3 else None
 
 
