@@ -103,7 +103,9 @@ def test_gigantic_document_is_chunked_and_searchable(tmp_path):
     path = tmp_path / "huge.jsonl"
     path.write_text(json.dumps({"id": "huge", "title": "Huge", "text": " ".join(words)}) + "\n", encoding="utf-8")
     assert path.stat().st_size > 5_000_000
-    summary = build_index([path], tmp_path / "index", show_progress=False)  # no time bound: tests count, benchmarks time
+    # Chunking and search, not vectors (tests/test_hybrid.py has the dense leg): 9,000 passages embedded cost a
+    # minute of CPU here. No time bound: tests count, benchmarks time.
+    summary = build_index([path], tmp_path / "index", show_progress=False, retrieval="bm25")
     assert summary.documents == 1 and summary.passages == 9000
     hit = open_retriever(tmp_path / "index").search("zebrafishneedle", 1)[0]
     assert hit.passage_id == "huge#8999"

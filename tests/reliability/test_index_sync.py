@@ -308,9 +308,9 @@ def test_real_pdf_manuals_give_a_page_on_every_source(tmp_path):
     folder.mkdir()
     for manual in manuals:
         shutil.copy(manual, folder / manual.name)  # a copy: a link leading out of the folder is skipped by design
-    # A hang guard, not a speed bound: the two manuals took 70 s to index on a loaded machine, and 120 s ran
-    # out beside the other workers of the README's test command.
-    assert run_cli("index", str(folder), "--index", str(tmp_path / "index"), timeout=900).returncode == 0
+    # A hang guard, not a speed bound. The PDF reader's pages are the subject, not vectors (tests/test_hybrid.py):
+    # embedding the two manuals' 933 passages took 30 s of CPU of the 32 their index took.
+    assert run_cli("index", str(folder), "--index", str(tmp_path / "index"), "--retrieval", "bm25", timeout=900).returncode == 0  # pages, not vectors
     result = json.loads(run_cli("ask", "How do I install packages into a personal library?", "--index", str(tmp_path / "index"),
                                 "--method", "rag", "--json", timeout=900).stdout)
     assert result["sources"] and all(isinstance(s["page"], int) and s["page"] >= 1 for s in result["sources"])
