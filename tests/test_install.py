@@ -118,7 +118,7 @@ def test_the_installed_package_has_its_licence_urls_classifiers_version_and_type
     found = json.loads(out.stdout)
     assert Path(found["licence"]).read_text() == (ROOT / "LICENSE").read_text()
     assert "TERMS AND CONDITIONS FOR USE, REPRODUCTION, AND DISTRIBUTION" in Path(found["licence"]).read_text()
-    assert len(found["licences"]) == 3 and found["expression"] == "Apache-2.0"
+    assert len(found["licences"]) == 4 and found["expression"] == "Apache-2.0 AND CC-BY-SA-4.0"  # the demo's vectors
     assert found["urls"] and "Typing :: Typed" in found["classifiers"]
     assert found["typed"] == ["py.typed", "__init__.pyi"]
     version = plain.run("typedrag", "--version", cwd=tmp_path)

@@ -12,6 +12,10 @@ to `.NAME.vectors-journal` beside the index, keyed by a hash of the embedded tex
 part way reads the journal on its next run and embeds only what is missing. The journal is removed once
 the index with its vectors is in place.
 
+typedrag ships the vectors of text every user indexes the same way (the demo corpus, `demo:vital-articles`) in
+`typedrag/index/shipped/`, in the journal's record format: a build takes a passage's vector from there when its
+text and the embedder are the same, so the README's first command does not spend two minutes embedding.
+
 Search is exact (a matrix product over every row): BENCHMARKS.md, "Dense vectors in the embedded index",
 measured it against the ANN libraries that install here.
 """
@@ -62,6 +66,42 @@ def digest(text: str) -> bytes:
     return hashlib.sha256(text.encode()).digest()[:DIGEST_BYTES]
 
 
+SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
+
+
+def record_dtype(dim: int) -> np.dtype:
+    """One journal record: the digest of the embedded text, its int8 row and the row's scale."""
+    return np.dtype([("digest", np.uint8, (DIGEST_BYTES,)), ("row", np.int8, (dim,)), ("scale", "<f4")])  # not "S16": it drops trailing zero bytes
+
+
+def journal_header(identity: str) -> bytes:
+    return JOURNAL_MAGIC + identity.encode() + b"\n"
+
+
+def shipped_file(identity: str, digests: list[bytes], rows: np.ndarray, scales: np.ndarray) -> bytes:
+    """The bytes of a file of shipped vectors (scripts/demo_vectors.py writes the demo's)."""
+    records = np.zeros(len(digests), dtype=record_dtype(rows.shape[1]))
+    records["digest"] = np.frombuffer(b"".join(digests), dtype=np.uint8).reshape(-1, DIGEST_BYTES)
+    records["row"], records["scale"] = rows, scales
+    return journal_header(identity) + records.tobytes()
+
+
+@lru_cache(maxsize=4)
+def shipped_vectors(identity: str, dim: int, folder: Path = SHIPPED_DIR) -> dict[bytes, tuple[np.ndarray, np.float32]]:
+    """The vectors typedrag ships for this embedder (`identity`), by the digest of their text: the files of `folder`
+    whose header names it; another model's files are not read."""
+    header = journal_header(identity)
+    known: dict[bytes, tuple[np.ndarray, np.float32]] = {}
+    for path in sorted(folder.glob("*.vectors")):
+        with open(path, "rb") as f:
+            if f.read(len(header)) != header:
+                continue
+            records = np.frombuffer(f.read(), dtype=record_dtype(dim))
+        for record in records:
+            known[record["digest"].tobytes()] = (record["row"], record["scale"])
+    return known
+
+
 def journal_path(index_dir: Path) -> Path:
     return index_dir.parent / f".{index_dir.name}.vectors-journal"
 
@@ -75,7 +115,7 @@ class Journal:
 
     def __init__(self, path: Path, identity: str, dim: int) -> None:
         self.path, self.dim = path, dim
-        self.header = JOURNAL_MAGIC + identity.encode() + b"\n"
+        self.header = journal_header(identity)
         self.record = DIGEST_BYTES + dim + 4
         self.known: dict[bytes, tuple[np.ndarray, np.float32]] = {}
         self._read()
@@ -167,7 +207,7 @@ class Writer:
     """Writes the vector files of a new index version, file by file, in the order the caller gives.
 
     `copy` takes a file's rows from the previous version; `embed` embeds a file's passages (those the
-    journal holds are not embedded again). `progress(done)` is called after every batch embedded.
+    journal holds, or typedrag ships, are not embedded again). `progress(done)` is called after every batch embedded.
     """
 
     def __init__(self, folder: Path, rows: int, embedder_key: str, journal_file: Path, progress: Callable[[int], None]) -> None:
@@ -177,6 +217,7 @@ class Writer:
         self.folder = folder
         self.table = Table(embedder_key, identity_of(embedder_key), self.embedder.dim, rows, {}, PASSAGE_INPUT)
         self.journal = Journal(journal_file, self.table.identity, self.embedder.dim)
+        self.shipped = shipped_vectors(self.table.identity, self.embedder.dim, SHIPPED_DIR)
         self.progress = progress
         for name in FILES:  # never write through a hard link into a file another version's readers map
             (folder / name).unlink(missing_ok=True)
@@ -208,7 +249,11 @@ class Writer:
     def _flush(self) -> None:
         batch, self.pending = self.pending, []
         digests = [digest(text) for _, text in batch]
-        missing = [i for i, d in enumerate(digests) if d not in self.journal.known]
+        known = self.journal.known
+        for d in digests:
+            if d not in known and d in self.shipped:
+                known[d] = self.shipped[d]
+        missing = [i for i, d in enumerate(digests) if d not in known]
         if missing:
             started = time.perf_counter()
             rows, scales = quantize(self.embedder.encode([batch[i][1] for i in missing]))
