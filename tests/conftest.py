@@ -14,6 +14,17 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # llama.cpp, a fresh venv, Chromium, an index) is set up once, not once in every worker that drew one of its
 # tests. (`--dist loadgroup` would let single tests spread, but xdist 3.8 marks groups through a node id
 # attribute pytest 9 no longer reads, so its groups fall apart: three Ray clusters at once.)
+# Files are handed to the workers in the order they are collected, so the files that take minutes are collected
+# first (longest first, as a scheduler of unequal jobs should): collected in name order, test_ray.py came last and
+# ran alone for minutes while two workers idled.
+LONGEST_FILES = ("test_ray.py", "test_index_sync.py", "test_install.py", "test_llamacpp.py", "test_soak.py",
+                 "test_milvus.py", "test_classifier.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests of the LONGEST_FILES first, in that order; every file's tests stay together and in their order."""
+    rank = {name: i for i, name in enumerate(LONGEST_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FILES)))
 
 DOCUMENTS = [
     ("croc", "Crocodile", "Crocodiles have a V-shaped, pointed snout, while alligators have a wider U-shaped snout. "
