@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from typedrag import ListRetriever, OfflineEngine, Pipeline
-from typedrag.abstain import said_not_in_sources
+from typedrag.abstain import names, said_not_in_sources
 from typedrag.attribution import settle
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.records import Passage
@@ -117,3 +117,52 @@ def test_a_faqs_entry_answers_the_question_it_is_filed_under(question, entry):
 def test_a_question_no_entry_is_filed_under_is_still_abstained_on(question):
     result = asyncio.run(faq_pipeline().answer(question, "rag"))
     assert result.abstention is not None, result.answer
+
+
+# ---------------------------------------------------------------- a name no document mentions (issue 43's abstention)
+
+VIRTUALIZATION = [
+    Passage("kvm#0", "kvm", "Virtualization with KVM", "KVM, which stands for Kernel-based Virtual Machine, is first and foremost "
+            "a kernel module providing most of the infrastructure that can be used by a virtualizer; libvirt and "
+            "virt-manager build on it to manage virtual machines."),
+    Passage("alien#0", "alien", "Coexistence with other packaging systems", "It is unreasonable to use rpm to install an RPM "
+            "on a Debian system; RPM uses its own database. The alien utility can convert RPM packages into Debian packages."),
+]
+
+
+@pytest.mark.parametrize("method", ["rag", "typed"])
+async def test_a_question_about_a_name_no_document_mentions_is_abstained_on_and_says_which(method):
+    """The conversational set's "Does Proxmox build on it?" (after KVM) was answered from the KVM passages: they
+    pass both bars, and say nothing about Proxmox. Offline, a name no passage holds is an abstention that names it."""
+    result = await Pipeline(OfflineEngine(), ListRetriever(VIRTUALIZATION)).answer("Does Proxmox build on KVM?", method)
+    assert result.abstention is not None and result.abstention.by == "unmentioned name"
+    assert "\u201cProxmox\u201d" in result.abstention.reason and "\u201cProxmox\u201d" in result.answer and not result.citations
+    asked_about_kvm = await Pipeline(OfflineEngine(), ListRetriever(VIRTUALIZATION)).answer("Does libvirt build on KVM?", method)
+    assert asked_about_kvm.abstention is None and "libvirt" in asked_about_kvm.answer
+
+
+async def test_a_name_the_documents_hold_in_another_form_is_mentioned():
+    """"RPMs": the stemmer leaves a plural on a word without a vowel, and the documents say "RPM"; a question's
+    first word and "I've" are no names."""
+    result = await Pipeline(OfflineEngine(), ListRetriever(VIRTUALIZATION)).answer(
+        "Why is installing RPMs on Debian with alien a bad idea?", "rag")
+    assert result.abstention is None and "alien" in result.answer
+    assert names("Walk me through what I've got to do on Debian with RPMs?") == ["Debian", "RPMs"]
+
+
+def test_the_index_on_disk_says_which_names_it_mentions(tmp_path):
+    from typedrag.index import build_index, open_retriever
+
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "kvm.txt").write_text(VIRTUALIZATION[0].text + " " + VIRTUALIZATION[1].text, encoding="utf-8")
+    build_index([tmp_path / "docs"], tmp_path / "index", show_progress=False, retrieval="bm25")
+    retriever = open_retriever(tmp_path / "index")
+    assert [retriever.mentions(word) for word in ("KVM", "RPMs", "Debian's", "Proxmox", "the")] == [True, True, True, False, True]
+
+
+async def test_an_llm_answer_is_not_turned_down_for_a_name():
+    """A model may say what its sources lack beside what they hold; the name check is the offline engine's."""
+    reply = "KVM is a kernel module that virtualizers build on [1]."
+    result = await Pipeline(LLMEngine(ScriptedChatModel(lambda call: reply)), ListRetriever(VIRTUALIZATION)).answer(
+        "Does Proxmox build on KVM?", "rag")
+    assert result.abstention is None

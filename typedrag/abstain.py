@@ -9,6 +9,10 @@ per kind of engine, so an answer never quotes passages as if they answered:
   English: a question in another script is not judged (`readable`).
 - Offline, once the answer is written, the reader model's best chance that a sentence of its passages
   answers (READER_BAR).
+- Offline, before anything is written: a name the question uses ("Proxmox", "pgBackRest": a word with a
+  capital letter past its first word) that no passage of the documents holds (`names`, and the retriever's
+  `mentions`). Passages about what surrounds it may come close enough to pass both bars above; they cannot
+  say anything about it.
 - An LLM says so itself. The writing prompts let the model reply with only the JSON object
   `{"not_in_sources": "<what the sources lack>"}`; `said_not_in_sources` recognises that reply as a
   whole, validated against `NotInSourcesReply`, and a short uncited reply every sentence of which says the
@@ -55,6 +59,9 @@ READER_BAR = 0.15
 # close ("How is R different from S?" and "Is there Emacs support for R?": 0.78), so the search must agree: only
 # the top passage's heading counts. Measured in BENCHMARKS.md section 26.
 HEADING_BAR = 0.75
+UNMENTIONED = "unmentioned name"  # an abstention's `by` when the question names what no document mentions
+_NAME_WORD = re.compile(r"[^\W_](?:[\w.+#'-]*[\w+#])?")  # a word, with the dots, pluses and dashes names hold
+_FIRST_PERSON = re.compile(r"^I(?:'\w+)?$")
 MIN_SENTENCE_WORDS = 4  # shorter pieces (a heading, "See also") say nothing a question asks
 MAX_SIGNAL_CHARS = 400  # a reply still open after this much text is an answer, not the signal
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*(.*?)\s*```$", re.DOTALL)
@@ -102,14 +109,24 @@ class Policy:
     looked_for: str = ""
     relevance_bar: float | None = None
     reader_bar: float | None = None
+    unmentioned: tuple[str, ...] = ()  # names the question uses that no passage of the documents holds
 
     @classmethod
-    def offline(cls, looked_for: str, question_type: str | None) -> Policy:
+    def offline(cls, looked_for: str, question_type: str | None, unmentioned: Sequence[str] = ()) -> Policy:
         """An extractive engine's policy: the relevance bar of the question's type and the reader's bar,
-        when the bar's model reads the question (`readable`); none otherwise."""
+        when the bar's model reads the question (`readable`); none otherwise. Names no document mentions
+        turn every step down whatever the script."""
         if not readable(looked_for):
-            return cls(looked_for)
-        return cls(looked_for, bar_for(question_type), READER_BAR)
+            return cls(looked_for, unmentioned=tuple(unmentioned))
+        return cls(looked_for, bar_for(question_type), READER_BAR, tuple(unmentioned))
+
+    def unknown_names(self) -> Verdict | None:
+        """The verdict on a question about names no document mentions (None when there are none)."""
+        if not self.unmentioned:
+            return None
+        names = ", ".join(f"\u201c{name}\u201d" for name in self.unmentioned)
+        why = f"no passage of the documents mentions {names}"
+        return Verdict(Abstention(looked_for=self.looked_for, reason=why, by=UNMENTIONED), why)
 
     @property
     def holds_back(self) -> bool:
@@ -141,6 +158,24 @@ class Policy:
             abstention = Abstention(looked_for=self.looked_for, reason=why, by="reader", score=round(best, 4), bar=self.reader_bar)
             return Verdict(abstention, why)
         return None
+
+
+def names(question: str) -> list[str]:
+    """The names a question uses: its words past the first with a capital letter in them ("Proxmox",
+    "pgBackRest", "RPMs"), but "I" and its contractions. Lower-case names ("httpx") cannot be told from words."""
+    found = []
+    for position, word in enumerate(_NAME_WORD.findall(question)):
+        if position and any(c.isupper() for c in word) and not _FIRST_PERSON.match(word):
+            found.append(word)
+    return list(dict.fromkeys(found))
+
+
+def unmentioned_names(question: str, retriever) -> list[str]:
+    """The names of `question` that no passage holds, as the retriever says (none when it cannot say)."""
+    mentions = getattr(retriever, "mentions", None)
+    if mentions is None:
+        return []
+    return [name for name in names(question) if not mentions(name)]
 
 
 def readable(question: str) -> bool:

@@ -353,6 +353,9 @@ class Driver:
         """The step written with the reader's instructions, judged by the abstention policy before (its
         passages) and after (what the engine reports); a model's partial answer has its markers checked."""
         task = replace(step.task, instructions=self.instructions)
+        unknown = self.policy.unknown_names()
+        if unknown is not None:  # nothing the passages say is about what the question names
+            return self._declined(unknown, step, run)
         bar = self.policy.bar(final=step.final)
         filed_under = None
         if bar is not None:

@@ -20,7 +20,7 @@ from enum import StrEnum
 from typing import Any
 
 from typedrag import telemetry
-from typedrag.abstain import Policy
+from typedrag.abstain import UNMENTIONED, Policy, unmentioned_names
 from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
 from typedrag.driver import Drive, Driver, Listener, Services
@@ -239,7 +239,8 @@ class Pipeline:
         LLM's own "not in the sources" is always honoured."""
         looked_for = asked.standalone.question
         if self.settings.abstain_offline and not self.engine.generative and route.method is not Method.LLM:
-            return Policy.offline(looked_for, route.decision.label if route.decision is not None else None)
+            unmentioned = unmentioned_names(asked.question, self.retriever)  # the asker's own words, not what a rewrite added
+            return Policy.offline(looked_for, route.decision.label if route.decision is not None else None, unmentioned)
         return Policy(looked_for)
 
     async def _assemble(self, asked: Asked, route: Route, drove: Drive, started: float) -> AnswerResult:
@@ -372,6 +373,8 @@ def abstention_text(abstention: Abstention, sources: list[Source]) -> str:
     nearest = (
         " The passages below are the nearest ones found, not an answer." if sources else " No passage came near it."
     )
+    if abstention.by == UNMENTIONED:  # the reason names what the documents lack
+        return f"The documents do not answer this: {abstention.reason}.{nearest}"
     return f"The documents do not answer this. I looked for: \u201c{abstention.looked_for}\u201d.{nearest}"
 
 

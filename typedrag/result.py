@@ -154,7 +154,7 @@ class Abstention(BaseModel):
 
     looked_for: str = Field(description="what was searched for")
     reason: str
-    by: str = Field(description="relevance bar or reader (offline), or llm:<model> (the model said its sources do not answer)")
+    by: str = Field(description="relevance bar, reader or unmentioned name (offline), or llm:<model> (the model said its sources do not answer)")
     score: float | None = Field(None, description="relevance bar: the best passage sentence's similarity to the question; reader: its best chance that a sentence answers")
     bar: float | None = Field(None, description="the score below which typedrag abstains")
 

@@ -52,6 +52,8 @@ class Retriever(Protocol):
     """Finds passages for a query. Synchronous and thread-safe: strategies call it from worker threads.
 
     Implement `name`, `search` and `search_many` to put any index behind typedrag (see ListRetriever).
+    Optionally `mentions(word) -> bool`, whether any passage holds a word: offline, a question about a name
+    no passage mentions is then abstained on at once (typedrag.abstain).
     """
 
     name: str  # engine name shown in traces, e.g. "tantivy-bm25"

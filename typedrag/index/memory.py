@@ -49,6 +49,12 @@ class ListRetriever:
         self._searcher, analyzer, schema = index.searcher(), _query_analyzer(), index.schema
         self._query = lambda text: bm25_query(schema, analyzer, text)
 
+    def mentions(self, word: str) -> bool:
+        """Whether any of the texts holds `word` (typedrag.abstain asks it of the names a question uses)."""
+        from typedrag.index.tantivy_index import mentioned
+
+        return mentioned(self._searcher, self._query, word)
+
     def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
         q = self._query(query)
         if q is None or k <= 0:

@@ -9,13 +9,14 @@ import contextlib
 import errno
 import glob
 import os
+import re
 import secrets
 import shutil
 import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -116,6 +117,17 @@ def bm25_query(
             boost = count * weight
             clauses.append((tantivy.Occur.Should, clause if boost == 1 else tantivy.Query.boost_query(clause, float(boost))))
     return tantivy.Query.boolean_query(clauses) if clauses else None
+
+
+def mentioned(searcher: tantivy.Searcher, query_for: Callable[[str], "tantivy.Query | None"], word: str) -> bool:
+    """Whether any passage holds `word` (as the index's analyzer reads it), or the word without a plural or
+    possessive ending the stemmer leaves on a name ("RPMs", "Debian's"). A word the analyzer drops (a stopword)
+    is mentioned."""
+    for form in dict.fromkeys([word, re.sub(r"(?:'s|s)$", "", word)]):
+        query = query_for(form)
+        if query is None or searcher.search(query, limit=1, count=False).hits:
+            return True
+    return False
 
 
 def _rebuild_hint(index_dir: Path) -> str:
@@ -550,6 +562,12 @@ class TantivyRetriever:
         if view.mode == "bm25":
             return list(self._threads().map(lambda q: self.search(q, k), queries))
         return self._fused(view, queries, k)
+
+    def mentions(self, word: str) -> bool:
+        """Whether any passage of the index holds `word` (typedrag.abstain asks it of the names a question uses)."""
+        view = self._current()
+        with self._reading():
+            return mentioned(view.searcher, lambda text: bm25_query(view.schema, self._analyzer, text, self.fields), word)
 
     def _bm25(self, view: "_View", query: str, k: int) -> list[tuple[float, tantivy.Document]]:
         q = bm25_query(view.schema, self._analyzer, query, self.fields)
