@@ -129,7 +129,7 @@ def test_metrics_count_fallbacks_abstentions_and_index_reloads(tmp_path, classif
         families = scrape(url)
     assert value(families["typedrag_index_reloads"]) == 1
     assert value(families["typedrag_fallbacks"], step="route") == 1
-    assert abstained["abstained"] and abstained["abstention"]["by"] == "relevance bar"
+    assert abstained["abstained"] and abstained["abstention"]["by"] == "unmentioned name"  # no passage mentions the Titanic
     assert value(families["typedrag_abstentions"], type="REASON") == 1  # that answer's, and no other
 
 
