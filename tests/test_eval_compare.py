@@ -120,10 +120,20 @@ def test_verdict_rejects_what_is_not_a_verdict():
         ("rag", "typed", ("rag", "typed")),
         ("typed", "typed,top_k=8", ("typed", "typed,top_k=8")),
         ("typed,name=small,llm=m1", "typed,name=big,llm=m2", ("small", "big")),
+        ("rag", "rag,expand=true", ("rag", "rag,expand=true")),
     ],
 )
 def test_side_specs_and_names(a, b, names):
     assert side_names(parse_side(a), parse_side(b), (a, b)) == names
+
+
+def test_a_side_may_expand_its_queries():
+    """Plain RAG with and without the model's expanded query (--expand) is a comparison a user asks for."""
+    from typedrag.config import load_settings
+
+    method, name, overrides = parse_side("rag,expand=true")
+    assert (method, name, overrides) == ("rag", None, {"expand_queries": "true"})
+    assert load_settings(overrides).expand_queries is True and load_settings({}).expand_queries is False
 
 
 @pytest.mark.parametrize(

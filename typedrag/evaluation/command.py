@@ -133,6 +133,7 @@ SIDE_KEYS = {
     "backend": "backend",
     "collection": "milvus_collection",
     "milvus_mode": "milvus_mode",
+    "expand": "expand_queries",
 }
 SideOpt = "METHOD[,key=value...], e.g. rag, typed, or typed,llm=MODEL,top_k=8,name=deep (keys: name, " + ", ".join(SIDE_KEYS) + ")"
 
