@@ -39,7 +39,9 @@ def offline() -> Pipeline:
 
 
 def stub_pipeline(server, **model) -> Pipeline:
-    return Pipeline(LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20, **model)), ListRetriever(SHIPS))
+    """Without query expansion: these tests read the rewrite and answer calls."""
+    chat = OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20, **model)
+    return Pipeline(LLMEngine(chat), ListRetriever(SHIPS), settings=PipelineSettings(expand_queries=False))
 
 
 def rewriting(rewrite: str = REWRITTEN, answer=None):

@@ -133,7 +133,7 @@ def test_a_side_may_expand_its_queries():
 
     method, name, overrides = parse_side("rag,expand=true")
     assert (method, name, overrides) == ("rag", None, {"expand_queries": "true"})
-    assert load_settings(overrides).expand_queries is True and load_settings({}).expand_queries is False
+    assert load_settings(overrides).expand_queries is True and load_settings({}).expand_queries is None  # the pipeline's default
 
 
 @pytest.mark.parametrize(

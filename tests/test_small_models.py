@@ -20,7 +20,7 @@ from typedrag.llm.cache import ResponseCache
 from typedrag.llm.openai_chat import OpenAIChatModel, response_format
 from typedrag.llm.base import StructuredOutcome
 from typedrag.nfq import NFQType
-from typedrag.pipeline import Pipeline
+from typedrag.pipeline import Pipeline, PipelineSettings
 from typedrag.records import Passage
 from typedrag.result import Trace
 from typedrag.strategies import comparison, debate, experience, instruction, reason
@@ -56,7 +56,7 @@ MANUAL = [
 
 def pipeline(server, **model) -> Pipeline:
     chat = OpenAIChatModel(model="small", base_url=server.base_url, max_retries=0, timeout=10, **model)
-    return Pipeline(LLMEngine(chat), ListRetriever(MANUAL))
+    return Pipeline(LLMEngine(chat), ListRetriever(MANUAL), settings=PipelineSettings(expand_queries=False))  # plans' requests are read
 
 
 def replying(plan_reply, answer=None):

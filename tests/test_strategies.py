@@ -16,6 +16,7 @@ from typedrag.engines.offline import OfflineEngine
 from typedrag.errors import AspectsFailed, LLMError, PlanFailed
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.nfq import NFQType
+from typedrag.pipeline import PipelineSettings
 from typedrag.pipeline import Pipeline
 from typedrag.records import Passage, ScoredPassage
 from typedrag.steps import Depths, Expand, Number, Plan, Planned, Rank, Search, Together, Write
@@ -31,6 +32,8 @@ from typedrag.testing.openai_stub import Reply, default_content
 from conftest import plan_call_of
 
 DEPTHS = Depths()
+
+UNEXPANDED = PipelineSettings(expand_queries=False)  # the calls a test counts, without the expansion call
 
 
 def hit(name: str, score: float = 1.0) -> ScoredPassage:
@@ -405,7 +408,7 @@ async def test_a_typed_answer_that_falls_back_keeps_the_aspects_it_wrote_unused(
 
 async def test_the_baselines(retriever):
     model = scripted()
-    pipeline = Pipeline(LLMEngine(model), retriever)
+    pipeline = Pipeline(LLMEngine(model), retriever, settings=UNEXPANDED)  # the calls are counted
     llm = await pipeline.answer("Why is the sky blue?", "llm")
     rag = await pipeline.answer("How does photosynthesis work?", "rag")
     assert llm.sources == [] and llm.strategy == "llm" and llm.usage.calls == 1 and "Sources:" not in model.calls[0].user
@@ -441,7 +444,9 @@ async def test_source_numbers_follow_aspect_order_whatever_finishes_first(retrie
 
 
 def pipeline_for(server, retriever) -> Pipeline:
-    return Pipeline(LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, timeout=10, max_retries=0)), retriever)
+    """Without query expansion (tests/test_llm_path.py has it): these tests read the plans' requests."""
+    model = OpenAIChatModel(model="stub", base_url=server.base_url, timeout=10, max_retries=0)
+    return Pipeline(LLMEngine(model), retriever, settings=UNEXPANDED)
 
 
 @pytest.mark.parametrize(

@@ -38,7 +38,7 @@ ClassifierOpt = Annotated[
 ]
 ExpandOpt = Annotated[
     Optional[bool],
-    typer.Option("--expand/--no-expand", help="With --llm: widen the question's search with queries the model writes (off by default)."),
+    typer.Option("--expand/--no-expand", help="With --llm: widen a plain-RAG search with queries the model writes (on by default; one more call)."),
 ]
 # The index backend (settings keys backend, milvus_* and retrieval).
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")]

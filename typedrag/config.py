@@ -78,8 +78,8 @@ class Settings(BaseModel):
     aspect_k: int = Field(Depths.aspect_k, ge=1, le=20)
     max_question_chars: int = Field(2000, ge=10)
     # With an LLM: widen the question's own search with a rewrite and a hypothetical answer passage the model
-    # writes (one more call, cached). Off by default: not measured to help with a capable model yet.
-    expand_queries: bool = False
+    # writes (one more call, cached). None: the pipeline's default (typedrag.pipeline.PipelineSettings).
+    expand_queries: bool | None = None
     # Question, passage and answer text in OpenTelemetry spans: off, so traces hold ids, counts and timings only.
     trace_content: bool = False
 

@@ -65,8 +65,9 @@ class PipelineSettings:
     # offline reader finds in that step's passages before the step is dropped (the override recorded).
     check_not_in_sources: bool = True
     # With an LLM, the question's own search is widened by queries its model writes (a rewrite and a
-    # hypothetical answer passage, fused by reciprocal rank). Off: unmeasured with a capable model (BENCHMARKS.md).
-    expand_queries: bool = False
+    # hypothetical answer passage, fused by reciprocal rank): one more call a plain-RAG answer or overview, measured
+    # to help with a capable model on two manuals (BENCHMARKS.md, section 28). Offline nothing is asked.
+    expand_queries: bool = True
 
     @property
     def depths(self) -> Depths:

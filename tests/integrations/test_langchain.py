@@ -24,6 +24,7 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests, ToolsI
 from langchain_tests.unit_tests import ToolsUnitTests  # noqa: E402
 
 from typedrag import ListRetriever, OfflineEngine, Pipeline  # noqa: E402
+from typedrag.pipeline import PipelineSettings  # noqa: E402
 from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
 from typedrag.errors import LLMError  # noqa: E402
 from typedrag.integrations.langchain import (  # noqa: E402
@@ -378,7 +379,8 @@ class Replying(SimpleChatModel):
 
 
 def llm_pipeline(model) -> Pipeline:
-    return Pipeline(LLMEngine(LangChainChatModel(model)), ListRetriever(TITANIC))
+    """Without query expansion: a fake chat model's scripted replies go to the answer."""
+    return Pipeline(LLMEngine(LangChainChatModel(model)), ListRetriever(TITANIC), settings=PipelineSettings(expand_queries=False))
 
 
 def test_a_plan_that_fails_is_repaired_once_then_falls_back_to_plain_rag_and_the_trace_says_so():
@@ -478,7 +480,8 @@ def test_an_endpoint_that_refuses_response_format_gets_plain_text_plans_from_the
 
     with OpenAIStubServer(respond) as server:
         model = LangChainChatModel(ChatOpenAI(model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0))
-        result = asyncio.run(Pipeline(LLMEngine(model), ListRetriever(TITANIC)).answer(QUESTION, forced_type="reason"))
+        unexpanded = PipelineSettings(expand_queries=False)  # the plan is the first structured request
+        result = asyncio.run(Pipeline(LLMEngine(model), ListRetriever(TITANIC), settings=unexpanded).answer(QUESTION, forced_type="reason"))
     assert plan_call_of(result).structured is StructuredOutcome.OK and plan_call_of(result).requests == 2 and result.plan_used
     assert model.structured_output is False
     assert sum(1 for r in server.requests if r.body.get("response_format")) == 1  # refused once, never sent again

@@ -305,6 +305,8 @@ def assert_degradations_recorded(result) -> None:
             assert f"aspect:{aspect.label}" in steps
     if any(c.structured is StructuredOutcome.FAILED for c in result.llm_calls):
         assert "reason" in steps
+    if any(c.role == "expand:query" and (c.error or c.structured is StructuredOutcome.FAILED) for c in result.llm_calls):
+        assert "expand:query" in steps  # the question was searched alone, and that is said
 
 
 @pytest.mark.parametrize("target", TARGETS)
@@ -330,7 +332,8 @@ async def test_pipeline_answers_or_fails_cleanly_under_each_fault(retriever, fau
     else:  # the plan failed: plain RAG, and the reason recorded
         assert result.strategy == "rag" and result.plan is None
         # The overview, begun beside the plan, may record its own fault before the plan's failure is known.
-        first = next(f for f in result.fallbacks if not f.step.startswith("aspect:"))
+        # An expansion (on by default) meets the same fault and is recorded as its own step.
+        first = next(f for f in result.fallbacks if not f.step.startswith(("aspect:", "expand:")))
         assert first.step == "reason" and first.reason.startswith(("PlanFailed", "LLMError"))
 
 
@@ -348,7 +351,8 @@ def test_typedrag_ask_records_a_failed_plan_and_fails_cleanly_when_the_endpoint_
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout)
     assert result["strategy"] == "rag" and result["answer"].startswith("Stub answer")
-    assert [f["step"] for f in result["fallbacks"]] == ["reason"]
+    steps = [f["step"] for f in result["fallbacks"]]
+    assert [s for s in steps if s != "expand:query"] == ["reason"] and "expand:query" in steps  # prose for its schema too
 
     url = refusing_url()
     proc = run_cli(*args, "--base-url", url, env=env)

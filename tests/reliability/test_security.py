@@ -132,8 +132,9 @@ async def test_injected_passages_cannot_change_the_plan_the_requests_or_the_file
             result = await pipeline.answer(question, "typed", kind)
 
     assert any(s.passage_id.startswith("evil") for s in result.sources), "the injected passages were not retrieved"
-    plan_request = next(r for r in server.requests if r.schema_name)  # the overview's request may arrive first
     schema = SCHEMAS[kind]
+    # The overview's request (and its query expansion's) may arrive first.
+    plan_request = next(r for r in server.requests if r.schema_name == schema.__name__)
     assert plan_request.body["response_format"] == {
         "type": "json_schema",
         "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
@@ -143,7 +144,9 @@ async def test_injected_passages_cannot_change_the_plan_the_requests_or_the_file
         assert set(request.body) <= {"model", "messages", "max_tokens", "temperature", "response_format"}
         system = [m["content"] for m in request.messages if m["role"] == "system"]
         assert not any("Ignore" in s or "SYSTEM:" in s for s in system)  # passages only ever in the user turn
-        if request is not plan_request and request.schema_name != "Weighing":  # a debate weighs its cases before mediating
+        if request.schema_name == "Expansion":  # the overview's search widened: its own schema, untouched by the passages
+            assert request.body["response_format"]["json_schema"]["name"] == "Expansion"
+        elif request is not plan_request and request.schema_name != "Weighing":  # a debate weighs its cases before mediating
             assert "response_format" not in request.body
     assert not target.exists()
     assert [e for e in events if _writes(*e)] == []

@@ -46,7 +46,7 @@ METHODS = ("typed", "rag", "llm")
 # The strategies of the default routes and the baselines; `watch` adds those of the service's own routes.
 STRATEGIES = ("evidence-based", "comparison", "experience", "reason", "instruction", "debate", "rag", "llm")
 # What a model call does, before the colon of its role ("plan:reason", "aspect:debate", "classify").
-ROLE_KINDS = ("plan", "answer", "overview", "aspect", "aggregate", "mediate", "classify", "rewrite", "judge")
+ROLE_KINDS = ("plan", "answer", "overview", "aspect", "aggregate", "mediate", "classify", "rewrite", "judge", "expand", "weigh")
 # The steps a fallback is recorded at (the part before a colon, which may name an aspect by the question's
 # words): the pipeline's own steps, the roles above, and a strategy whose plan failed.
 FALLBACK_STEPS = ("route", "classify", "rewrite", "instructions", "citations", *ROLE_KINDS)
