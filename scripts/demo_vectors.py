@@ -1,6 +1,6 @@
 """Write the demo corpus's passage vectors that typedrag ships (typedrag/index/shipped/), from a demo index.
 
-Run after the default embedder, its passage input or the chunker changes (tests/test_vectors.py says when the
+Run after the default embedder, its passage input or the chunker changes (tests/test_hybrid.py says when the
 shipped file no longer matches the embedder):
 
     typedrag index demo:vital-articles --index demo-index --retrieval hybrid --embedder minilm

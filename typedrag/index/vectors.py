@@ -78,6 +78,12 @@ def journal_header(identity: str) -> bytes:
     return JOURNAL_MAGIC + identity.encode() + b"\n"
 
 
+def read_records(body: bytes | memoryview, dim: int) -> dict[bytes, tuple[np.ndarray, np.float32]]:
+    """The whole records of a journal's or a shipped file's body (after its header), by digest."""
+    records = np.frombuffer(body, dtype=record_dtype(dim), count=len(body) // record_dtype(dim).itemsize)
+    return {record["digest"].tobytes(): (record["row"], record["scale"]) for record in records}
+
+
 def shipped_file(identity: str, digests: list[bytes], rows: np.ndarray, scales: np.ndarray) -> bytes:
     """The bytes of a file of shipped vectors (scripts/demo_vectors.py writes the demo's)."""
     records = np.zeros(len(digests), dtype=record_dtype(rows.shape[1]))
@@ -94,11 +100,8 @@ def shipped_vectors(identity: str, dim: int, folder: Path = SHIPPED_DIR) -> dict
     known: dict[bytes, tuple[np.ndarray, np.float32]] = {}
     for path in sorted(folder.glob("*.vectors")):
         with open(path, "rb") as f:
-            if f.read(len(header)) != header:
-                continue
-            records = np.frombuffer(f.read(), dtype=record_dtype(dim))
-        for record in records:
-            known[record["digest"].tobytes()] = (record["row"], record["scale"])
+            if f.read(len(header)) == header:
+                known.update(read_records(f.read(), dim))
     return known
 
 
@@ -116,7 +119,7 @@ class Journal:
     def __init__(self, path: Path, identity: str, dim: int) -> None:
         self.path, self.dim = path, dim
         self.header = journal_header(identity)
-        self.record = DIGEST_BYTES + dim + 4
+        self.record = record_dtype(dim).itemsize
         self.known: dict[bytes, tuple[np.ndarray, np.float32]] = {}
         self._read()
         self._file = None
@@ -131,11 +134,7 @@ class Journal:
             return
         body = memoryview(data)[len(self.header) :]
         whole = len(body) - len(body) % self.record
-        for start in range(0, whole, self.record):
-            record = body[start : start + self.record]
-            row = np.frombuffer(record[DIGEST_BYTES : DIGEST_BYTES + self.dim], dtype=np.int8).copy()
-            scale = np.frombuffer(record[DIGEST_BYTES + self.dim :], dtype=np.float32)[0]
-            self.known[bytes(record[:DIGEST_BYTES])] = (row, scale)
+        self.known.update(read_records(body, self.dim))
         if whole != len(body):  # a torn last record: cut it off so appends line up again
             with open(self.path, "r+b") as f:
                 f.truncate(len(self.header) + whole)
