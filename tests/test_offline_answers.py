@@ -9,6 +9,7 @@ import asyncio
 
 from typedrag import FunctionRetriever, ListRetriever, OfflineEngine, Pipeline
 from typedrag.engines.base import AspectAnswer, Compared, Facet, Grounded
+from typedrag.engines.offline import OfflineSettings
 from typedrag.engines.offline.answers import NOTHING_RELEVANT
 from typedrag.prompts import Prompt
 from typedrag.reader import Reading, Role
@@ -17,6 +18,9 @@ from typedrag.result import Source, Trace
 from typedrag.testing import ScriptedReader
 
 PROMPT = Prompt("t", "system", "{question} {sources}")
+# Additions by the reader's role (causes, for and against, points about items, advice) are off by default
+# (OfflineSettings.role_additions); the tests of how they are chosen turn them on.
+ROLES = OfflineSettings(role_additions=True)
 NOISE = Reading(0.02, 0.05, Role.NONE)
 
 
@@ -93,7 +97,7 @@ def test_a_typed_addition_needs_its_role_not_a_cue_word():
     engine = OfflineEngine(reads({
         "overhead": Reading(0.8, 0.9, Role.FACT),  # answers, holds the word "causes", is no cause
         "iceberg": Reading(0.9, 0.9, Role.CAUSE),
-    }))
+    }), settings=ROLES)
     sources = [source(1, "The Titanic sank in 1912."), source(2, "Logging causes a millisecond of overhead per call."),
                source(3, "The Titanic struck an iceberg that opened six compartments.")]
     cause = AspectAnswer(role="aspect:reason", prompt=PROMPT, question="Why did the Titanic sink?", focus="causes",
@@ -131,7 +135,7 @@ def titanic_retriever():
 
 
 def test_a_reason_answer_is_plain_rags_then_causes_the_reader_found():
-    pipeline = Pipeline(OfflineEngine(titanic_reader()), titanic_retriever())
+    pipeline = Pipeline(OfflineEngine(titanic_reader(), settings=ROLES), titanic_retriever())
     rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
     typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
     assert typed.strategy == "reason" and typed.answer.startswith(rag.answer + "\nCauses:\n- ")
@@ -142,7 +146,7 @@ def test_a_reason_answer_is_plain_rags_then_causes_the_reader_found():
 
 def test_when_no_aspect_adds_anything_the_typed_answer_is_plain_rags_and_the_trace_says_why():
     reader = reads({"struck an iceberg": Reading(0.95, 0.95, Role.FACT)})
-    pipeline = Pipeline(OfflineEngine(reader), titanic_retriever())
+    pipeline = Pipeline(OfflineEngine(reader, settings=ROLES), titanic_retriever())
     rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
     typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
     assert typed.answer == rag.answer and typed.plan is not None
@@ -164,7 +168,7 @@ def test_a_comparison_point_is_about_its_own_item_and_a_relation_joins_the_lead(
         "Unlike asteroids": Reading(0.95, 0.95, Role.RELATES),
         "Ceres": Reading(0.2, 0.6, Role.ITEM),
     })
-    typed = run(Pipeline(OfflineEngine(reader), ListRetriever(texts)).answer("What is the difference between a comet and an asteroid?", "typed", "comparison"))
+    typed = run(Pipeline(OfflineEngine(reader, settings=ROLES), ListRetriever(texts)).answer("What is the difference between a comet and an asteroid?", "typed", "comparison"))
     assert typed.strategy == "comparison"
     bullets = dict(line[2:].split(": ", 1) for line in typed.answer.splitlines() if line.startswith("- "))
     for item, point in bullets.items():
@@ -194,7 +198,7 @@ def test_a_debate_shows_only_the_sides_the_reader_found():
         "Nuclear power is used in many countries.",
     ]
     reader = reads({"fission": Reading(0.7, 0.9, Role.FACT), "Critics warn": Reading(0.85, 0.9, Role.AGAINST)})
-    typed = run(Pipeline(OfflineEngine(reader), ListRetriever(texts)).answer("Should we build more nuclear power plants?", "typed", "debate"))
+    typed = run(Pipeline(OfflineEngine(reader, settings=ROLES), ListRetriever(texts)).answer("Should we build more nuclear power plants?", "typed", "debate"))
     assert typed.strategy == "debate"
     assert "- For:" not in typed.answer
     assert [f for f in typed.fallbacks if "no argument for" in f.reason]
@@ -261,7 +265,7 @@ def test_a_sentence_whose_subject_opens_no_passage_here_is_left_out():
 
 def test_a_typed_addition_never_leans_on_a_sentence_it_does_not_show():
     """A bullet under "Causes:" stands alone: "These may not manifest ..." has nothing before it to lean on."""
-    engine = OfflineEngine(reads({"These may": Reading(0.9, 0.9, Role.CAUSE)}))
+    engine = OfflineEngine(reads({"These may": Reading(0.9, 0.9, Role.CAUSE)}), settings=ROLES)
     text = "Alternatively, if your program has data races, they may hide. These may not manifest under Valgrind at all."
     cause = AspectAnswer(role="aspect:reason", prompt=PROMPT, question="Why is my program slow under Valgrind?", focus="causes",
                          facet=Facet.CAUSES, sources=[source(1, text)])
@@ -281,7 +285,7 @@ def test_a_cause_the_reader_doubts_is_not_added_and_the_typed_answer_is_plain_ra
     assert shipped.answers < doubtful
     reader = reads({"segfault": Reading(doubtful, 0.9, Role.CAUSE), "instrument": Reading(0.9, 0.9, Role.CAUSE)})
     reader = ScriptedReader(reader.script, bars=Bars(shipped.answers, shipped.on_topic))
-    engine = OfflineEngine(reader)
+    engine = OfflineEngine(reader, settings=ROLES)
     task = AspectAnswer(role="aspect:reason", prompt=PROMPT, question="Why does my program run slower under Valgrind?",
                         focus="causes", facet=Facet.CAUSES, sources=[source(1, "A segfault at exit is reported as an error.")])
     assert not run(engine.write(task, Trace())).supported
@@ -297,7 +301,7 @@ def test_a_comparison_point_never_leans_on_a_sentence_it_does_not_show():
         "This is because": Reading(0.9, 0.9, Role.ITEM),
         "Callgrind records": Reading(0.7, 0.9, Role.ITEM),
         "both Valgrind tools": Reading(0.8, 0.9, Role.RELATES),
-    }))
+    }), settings=ROLES)
     sources = [source(1, "Cachegrind and Callgrind are both Valgrind tools."),
                source(2, "This is because Callgrind has no call instructions to read there."),
                source(3, "Callgrind records the call graph of a program.")]
@@ -319,3 +323,66 @@ def test_an_it_that_stands_for_nothing_is_no_reference_and_the_rule_never_emptie
     task = Grounded(role="answer:rag", prompt=PROMPT, question="What are lists in R?",
                     sources=[source(1, "They are ordered collections of objects of any type.")])
     assert write(engine, task)[0] == "They are ordered collections of objects of any type. [1]"
+
+
+# --- issue 44 (offline), issue 41 #2: additions by the reader's role are off by default ----------------------
+
+
+def test_by_default_an_offline_typed_answer_adds_nothing_by_role_and_its_trace_says_why():
+    """Where offline typed answers added causes, points about items, advice or sides, a blind reader preferred
+    plain RAG's (BENCHMARKS.md sections 28h, 29): by default each typed answer is plain RAG's text, and its trace
+    says what was not added and why."""
+    pipeline = Pipeline(OfflineEngine(titanic_reader()), titanic_retriever())
+    rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
+    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
+    assert typed.strategy == "reason" and typed.plan is not None
+    assert typed.answer == rag.answer and "Causes:" not in typed.answer
+    planned = [a for a in typed.aspects if a.label != "overview"]
+    assert planned and all("role_additions" in (a.error or "") for a in planned)
+
+    texts = ["Comets are icy bodies that grow a glowing coma and tail near the Sun.",
+             "Asteroids are rocky or metallic bodies, mostly found between Mars and Jupiter.",
+             "Unlike asteroids, comets contain volatile ices that vaporise near the Sun."]
+    reader = reads({"Comets are icy": Reading(0.9, 0.9, Role.ITEM), "Asteroids are rocky": Reading(0.9, 0.9, Role.ITEM),
+                    "Unlike asteroids": Reading(0.95, 0.95, Role.RELATES)})
+    comparison = Pipeline(OfflineEngine(reader), ListRetriever(texts))
+    question = "What is the difference between a comet and an asteroid?"
+    typed = run(comparison.answer(question, "typed", "comparison"))
+    assert typed.strategy == "comparison" and not [line for line in typed.answer.splitlines() if line.startswith("- ")]
+    assert typed.answer == run(comparison.answer(question, "rag")).answer
+    assert [f for f in typed.fallbacks if "role_additions" in f.reason]
+
+
+def test_by_default_steps_the_document_did_not_number_are_not_added():
+    """A step read by role from prose ("Valgrind's gdbserver implementation is quite complete ..." stood as step 1
+    on the valgrind manual) is a reading; a numbered list is the document's own structure and is still quoted."""
+    lead = Passage("build#0", "build", "Building from source", "You can build the program from its source code.")
+    prose = Passage("build#1", "build", "Building from source", "Unpack the archive with tar before you run make in the folder.")
+    retriever = FunctionRetriever(lambda query, k: ([prose] if "steps" in query or "requirements" in query else [lead])[:k])
+    reader = reads({"build the program": Reading(0.8, 0.9, Role.FACT), "Unpack": Reading(0.9, 0.9, Role.STEP)})
+    typed = run(Pipeline(OfflineEngine(reader), retriever).answer("How do I build it from source?", "typed", "instruction"))
+    assert typed.strategy == "instruction" and "Steps:" not in typed.answer and "Unpack" not in typed.answer
+    with_roles = run(Pipeline(OfflineEngine(reader, settings=ROLES), retriever).answer("How do I build it from source?", "typed", "instruction"))
+    assert "Steps:" in with_roles.answer and "Unpack" in with_roles.answer
+
+
+def test_a_typed_answer_is_judged_on_the_best_sentence_its_overview_read_not_only_on_those_it_quoted():
+    """Debian Reference, "Why should I avoid logging in as root for everyday work?": plain RAG answered, typed
+    abstained (reader 0.14 under its 0.15 bar) on the same passages, because the combined answer was judged only
+    on the sentences it quoted, not on the best one its overview (plain RAG's step) had read."""
+    from typedrag.abstain import READER_BAR
+
+    texts = [
+        "Logging in as root for everyday work means any mistyped command can damage the whole system.",
+        "Personally, I consider using sudo a better alternative than using the root account all the time.",
+    ]
+    reader = reads({
+        "mistyped command": Reading(READER_BAR + 0.05, READER_BAR + 0.05, Role.CAUSE),  # the best, too far off topic to quote
+        "Personally": Reading(READER_BAR - 0.05, 0.9, Role.ADVICE),  # quoted as the nearest on topic
+    })
+    pipeline = Pipeline(OfflineEngine(reader), ListRetriever(texts))
+    question = "Why should I avoid logging in as root for everyday work?"
+    rag = run(pipeline.answer(question, "rag"))
+    typed = run(pipeline.answer(question, "typed", "reason"))
+    assert rag.abstention is None and "Personally" in rag.answer
+    assert typed.abstention is None and typed.answer == rag.answer

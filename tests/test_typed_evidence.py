@@ -37,8 +37,9 @@ def article(title: str, text: str) -> Passage:
 
 
 # The aspects' evidence is under test here, not how sure the reader must be to add a sentence: an aspect is kept
-# at the reader's own bar (the shipped `added_bar`, 0.40, leaves these short passages' causes out).
-EVIDENCE = OfflineSettings(added_bar=0.0)
+# at the reader's own bar (the shipped `added_bar`, 0.40, leaves these short passages' causes out), and causes are
+# added by their role (off by default: OfflineSettings.role_additions).
+EVIDENCE = OfflineSettings(added_bar=0.0, role_additions=True)
 
 
 def test_cue_words_do_not_pull_in_passages_off_the_question():
@@ -149,7 +150,7 @@ def test_an_offline_comparison_quotes_only_sentences_about_its_items():
             "Socialist economies plan production to meet needs.",
         ),
     ]
-    pipeline = Pipeline(OfflineEngine(), ListRetriever(passages))
+    pipeline = Pipeline(OfflineEngine(settings=OfflineSettings(role_additions=True)), ListRetriever(passages))
     result = run(pipeline.answer("Capitalism vs socialism: what's the core difference?", "typed", "comparison"))
     points = "\n".join(line for line in result.answer.splitlines() if line.startswith("- "))  # the items' own points
     assert "social ownership" in result.answer, result.answer

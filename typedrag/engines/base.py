@@ -95,7 +95,8 @@ class Written:
     extractive engine's reader's highest chance that a sentence of the step's passages answers, and
     `not_in_sources`, what a model said its sources lack when it replied that they do not answer. Engines
     know no bars: the driver applies them, and sets `declined` on a partial answer the policy (or a check of
-    its citations) turns down, with the reason."""
+    its citations) turns down, with the reason; an engine sets it on a step it does not write (the offline
+    engine's aspects whose sentences it would add only by role, when those additions are off)."""
 
     text: str
     quotes: tuple[Quote, ...] = ()
@@ -114,6 +115,7 @@ class Part:
     text: str
     quotes: tuple[Quote, ...] = ()
     lead: bool = False  # plain RAG's own answer (the overview): the combined answer keeps it whole
+    best: float | None = None  # the `Written.best` it was written with: the combined answer is judged on it too
 
 
 @dataclass(frozen=True, kw_only=True)

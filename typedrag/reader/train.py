@@ -280,7 +280,7 @@ that it answers the question (label 2: it states part of an answer the asker wan
 topic (label 1 or 2), and (b) the role it plays for an answer of that kind: definition, cause, consequence,
 step, relates (compares the items), item (describes one compared item), for, against, advice, fact, none.
 typedrag's offline engine quotes a sentence as answering only when the first chance is at least {answers}; a
-typed addition also needs its type's role. With no sentence at that bar, the answer quotes the nearest on-topic
+typed addition by role (off by default: `OfflineSettings.role_additions`) also needs its type's role. With no sentence at that bar, the answer quotes the nearest on-topic
 sentences (on-topic chance at least {on_topic}) and its trace says none answers.
 
 ## How it was made

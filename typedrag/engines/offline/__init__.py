@@ -14,7 +14,7 @@ import asyncio
 from pydantic import BaseModel
 
 from typedrag.engines.base import AspectAnswer, ClosedBook, Combined, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, sentence_pieces
-from typedrag.engines.offline.answers import NO_PASSAGES, answer
+from typedrag.engines.offline.answers import NO_PASSAGES, answer, declined
 from typedrag.engines.offline.settings import DEFAULT, OfflineSettings
 from typedrag.errors import PlanFailed
 from typedrag.reader import Reader, default_reader
@@ -75,8 +75,12 @@ class OfflineEngine:
             return Written(CLOSED_BOOK, supported=False)
         if not task.sources and not (isinstance(task, Combined) and task.parts):
             return Written(NO_PASSAGES, supported=False)
+        if (why := declined(task, self.settings)) is not None:
+            return Written("", supported=False, declined=why)
         written = answer(task, self.reader, self.settings)
         notes = [f"left out: {reason_left_out} (the reader found none in the passages)" for reason_left_out in written.dropped]
+        if written.held_back is not None:
+            notes.append(f"not added: {written.held_back}")
         if not written.supported and written.lead and not isinstance(task, AspectAnswer | Combined):  # said of the parts
             notes.append("the reader found no sentence that answers; the nearest on-topic ones are quoted")
         return Written(written.text(), written.quotes(), written.supported, best=written.best, notes=tuple(notes))

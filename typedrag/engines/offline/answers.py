@@ -7,6 +7,8 @@ on-topic ones, marked as not answering. A typed answer adds to that lead only se
 says answer the question, past a higher bar than the lead's (`added_bar`), *and* play its type's role
 (a cause, a step of the procedure, an argument for or against, a sentence that relates the compared items,
 one about a single item, advice), and that do not repeat the lead; an addition with none is left out, and the step says so in the trace.
+Those additions by role are off unless `OfflineSettings.role_additions` is set (a blind reader preferred plain
+RAG where they were added); by default a typed answer adds only a procedure the document numbered itself.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ from typedrag.engines.offline.sentences import (
     Sentence,
     about,
     answering,
-    from_sources,
     naming_two,
     on_topic,
     playing,
@@ -29,6 +30,7 @@ from typedrag.engines.offline.sentences import (
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
 from typedrag.reader import Bars, Reader, Role
+from typedrag.result import Source
 
 NO_PASSAGES = "The index has no passage that speaks to this question."
 NOTHING_RELEVANT = "The retrieved passages do not speak to this."
@@ -36,6 +38,8 @@ NOTHING_RELEVANT = "The retrieved passages do not speak to this."
 FACET_ROLES = {Facet.CAUSES: (Role.CAUSE,), Facet.STEPS: (Role.STEP,), Facet.VIEWS: (Role.FOR, Role.AGAINST)}
 # The question type an aspect of each facet answers: the reader reads roles knowing it.
 FACET_TYPES = {Facet.CAUSES: NFQType.REASON, Facet.STEPS: NFQType.INSTRUCTION, Facet.VIEWS: NFQType.DEBATE}
+# What a typed answer leaves out when additions by the reader's role are off, as the trace says it.
+ROLES_OFF = "sentences chosen by the role the reader reads (off: OfflineSettings.role_additions)"
 
 
 @dataclass
@@ -56,6 +60,7 @@ class Answer:
     supported: bool = True  # False: nothing quoted answers the question, the lead is only the nearest
     best: float = 0.0  # the reader's highest chance of answering among the sentences of the step's whole pool
     dropped: list[str] = field(default_factory=list)  # additions left out, and why
+    held_back: str | None = None  # additions the settings leave out (`ROLES_OFF`)
 
     def text(self) -> str:
         if not self.lead and not self.groups:
@@ -78,17 +83,32 @@ def quoted(sentence: Sentence) -> str:
     return f"{sentence.text} [{sentence.source}]"
 
 
+def declined(task: WriteTask, settings: OfflineSettings) -> str | None:
+    """Why a step is not written at all (None: it is): a planned aspect whose sentences would be added only by
+    their role (causes, for and against) while those additions are off."""
+    if isinstance(task, AspectAnswer) and task.facet is not Facet.STEPS and not settings.role_additions:
+        return f"not written offline: {ROLES_OFF}"
+    return None
+
+
 def answer(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer:
     """The extractive answer of `task`, by its kind; a step of a route typedrag does not know is
     answered as plain RAG answers."""
     if isinstance(task, Combined):
         return combined(task, reader.bars, settings)
+    if isinstance(task, Compared | Advised):
+        # The lead is plain RAG's answer: its own passages read as plain RAG reads them (the reader reads a
+        # sentence among the others it is given, so the items' passages would reorder it).
+        lead = plain(Material(task.question, own_sources(task), reader, settings), reader.bars, settings)
+        if not settings.role_additions:
+            lead.held_back = ROLES_OFF
+            return lead
+        material = Material(task.question, task.sources, reader, settings, asked_type(task))
+        if isinstance(task, Compared):
+            return comparison(task, lead, material, reader.bars, settings)
+        return experience(lead, material, reader.bars, settings)
     material = Material(task.question, task.sources, reader, settings, asked_type(task))
     match task:
-        case Compared():
-            return comparison(task, material, reader.bars, settings)
-        case Advised():
-            return experience(task, material, reader.bars, settings)
         case AspectAnswer():
             return aspect(task, material, reader.bars, settings)
         case _ if task.filed_under is not None:
@@ -116,22 +136,21 @@ def adding(bars: Bars, settings: OfflineSettings) -> Filter:
     return answering(max(bars.answers, settings.added_bar))
 
 
-def plain(material: Material, bars: Bars, settings: OfflineSettings, sources: list[int] | None = None) -> Answer:
+def plain(material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG: the sentences that answer, best first, with on-topic ones after them up to
     `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering. A sentence whose
     subject is in the sentence before it comes with that sentence (`Material.with_antecedents`)."""
-    where = [from_sources(sources)] if sources is not None else []
-    best = material.best(*where)
-    found = material.pick(settings.answer_sentences, *where, answering(bars.answers))
+    best = material.best()
+    found = material.pick(settings.answer_sentences, answering(bars.answers))
     if not found:
-        nearest = material.pick(settings.nearest_sentences, *where, on_topic(bars.on_topic))
+        nearest = material.pick(settings.nearest_sentences, on_topic(bars.on_topic))
         return Answer(material.with_antecedents(nearest, settings.nearest_sentences, bars.on_topic), supported=False, best=best)
     resolved = material.with_antecedents(found, settings.lead_sentences, bars.on_topic)
     if not resolved:  # every answering sentence leans on one out of reach: quoted as they are rather than nothing
         return Answer(found, best=best)
     found = resolved
     if len(found) < settings.lead_sentences:  # the reader misses answers more often than it takes noise on topic
-        more = material.pick(settings.lead_sentences - len(found), *where, on_topic(bars.on_topic), beside=found)
+        more = material.pick(settings.lead_sentences - len(found), on_topic(bars.on_topic), beside=found)
         found = material.with_antecedents(found + more, settings.lead_sentences, bars.on_topic)
     return Answer(found, best=best)
 
@@ -151,9 +170,8 @@ def passage_place(passage_id: str) -> int:
     return int(tail) if tail.isdigit() else 0
 
 
-def comparison(task: Compared, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
-    """Plain RAG's lead, then a sentence that relates two of the items, then one point about each item."""
-    lead = plain(material, bars, settings, own_sources(task, task.lead))
+def comparison(task: Compared, lead: Answer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
+    """Plain RAG's `lead`, then a sentence that relates two of the items, then one point about each item."""
     relation = material.pick(1, adding(bars, settings), playing(Role.RELATES), naming_two(list(task.items)), standing_alone, beside=lead.lead)
     result = Answer(lead.lead + relation, supported=lead.supported or bool(relation), best=material.best())
     if not relation:
@@ -173,9 +191,9 @@ def comparison(task: Compared, material: Material, bars: Bars, settings: Offline
     return result
 
 
-def experience(task: Advised, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
-    """Plain RAG's lead, then advice the passages give."""
-    result = plain(material, bars, settings, own_sources(task, task.lead))
+def experience(lead: Answer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
+    """Plain RAG's `lead`, then advice the passages give."""
+    result = lead
     result.best = material.best()
     advice = material.pick(settings.added_sentences, adding(bars, settings), playing(Role.ADVICE), standing_alone, beside=result.lead)
     if advice:
@@ -186,10 +204,16 @@ def experience(task: Advised, material: Material, bars: Bars, settings: OfflineS
     return result
 
 
+def listed(sentence: Sentence) -> bool:
+    """The sentence is an item of a list its document numbered."""
+    return sentence.order is not None
+
+
 def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """A planned aspect: its passages' sentences of its facet's role that answer; a procedure the document
-    numbered itself is quoted as its list."""
-    found = material.pick(settings.added_sentences, adding(bars, settings), playing(*FACET_ROLES[task.facet]), standing_alone)
+    numbered itself is quoted as its list (with additions by role off, only such a list)."""
+    numbered = [] if settings.role_additions else [listed]
+    found = material.pick(settings.added_sentences, adding(bars, settings), playing(*FACET_ROLES[task.facet]), standing_alone, *numbered)
     if task.facet is Facet.STEPS and found and found[0].order is not None:
         found = material.ordered_list(found[0], settings.list_steps)
     return Answer(found, supported=bool(found))
@@ -202,9 +226,14 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     lead = Material.of_quotes(lead_quotes).sentences
     added = Material.of_quotes(q for part in task.parts if not part.lead for q in part.quotes)
     every_quote = [q for part in task.parts for q in part.quotes]
-    result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max((q.answers for q in every_quote), default=0.0))
+    # Judged as its parts were: a part's reader may have read a sentence it did not quote (off topic, or leaning
+    # on one out of reach) as its best, and plain RAG's answer is judged on that.
+    bests = [q.answers for q in every_quote] + [part.best for part in task.parts if part.best is not None]
+    result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max(bests, default=0.0))
     ok = adding(bars, settings)
-    if task.facet is Facet.VIEWS:
+    if task.facet is not Facet.STEPS and not settings.role_additions:
+        pass  # no aspect was written (`declined`), and each said why
+    elif task.facet is Facet.VIEWS:
         for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):
             taken = [*lead, *(s for g in result.groups for s in g.sentences)]
             view = added.pick(1, ok, playing(role), beside=taken)
@@ -213,9 +242,9 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
             else:
                 result.dropped.append(f"no argument {label.lower()}")
     elif task.facet is Facet.STEPS:
-        steps = first_list(added.sentences) or sorted(
-            added.pick(settings.added_sentences, ok, playing(Role.STEP), beside=lead), key=lambda s: s.position
-        )
+        steps = first_list(added.sentences)
+        if not steps and settings.role_additions:
+            steps = sorted(added.pick(settings.added_sentences, ok, playing(Role.STEP), beside=lead), key=lambda s: s.position)
         if steps:
             result.groups.append(Group("Steps", steps, "steps"))
         else:
@@ -241,6 +270,6 @@ def first_list(sentences: list[Sentence]) -> list[Sentence]:
     return listed if len(listed) > 1 else []
 
 
-def own_sources(task: WriteTask, lead: int) -> list[int]:
-    """The numbers of the question's own passages: the first `lead` sources (all when unknown)."""
-    return [source.number for source in task.sources[: lead or len(task.sources)]]
+def own_sources(task: Compared | Advised) -> list[Source]:
+    """The question's own passages: the first `lead` sources (all when unknown)."""
+    return task.sources[: task.lead or len(task.sources)]
