@@ -386,3 +386,19 @@ def test_a_typed_answer_is_judged_on_the_best_sentence_its_overview_read_not_onl
     typed = run(pipeline.answer(question, "typed", "reason"))
     assert rag.abstention is None and "Personally" in rag.answer
     assert typed.abstention is None and typed.answer == rag.answer
+
+
+def test_an_answer_that_quotes_nothing_is_abstained_on_not_shown_as_an_answer():
+    """Debian handbook dh-057 (plain RAG and typed) and R manuals rm-060 (typed): the reader read a sentence just
+    past the abstention bar but not on topic, so nothing was quoted and "The retrieved passages do not speak to
+    this." was returned as an answer, not abstained on."""
+    from typedrag.abstain import READER_BAR
+
+    texts = ["Variable names can be built on the fly from strings such as a1, a2 and a3 with assign().", "Tickets cost 870 pounds."]
+    reader = reads({"Variable names": Reading(READER_BAR + 0.05, 0.05, Role.FACT)})  # past the bar, read as off topic
+    pipeline = Pipeline(OfflineEngine(reader), ListRetriever(texts))
+    question = "Is it good practice to build variable names on the fly from strings?"
+    for method, kind in (("rag", None), ("typed", "debate")):
+        result = run(pipeline.answer(question, method, kind))
+        assert result.abstention is not None and result.abstention.by == "reader", (method, result.answer)
+        assert NOTHING_RELEVANT not in result.answer

@@ -83,4 +83,7 @@ class OfflineEngine:
             notes.append(f"not added: {written.held_back}")
         if not written.supported and written.lead and not isinstance(task, AspectAnswer | Combined):  # said of the parts
             notes.append("the reader found no sentence that answers; the nearest on-topic ones are quoted")
-        return Written(written.text(), written.quotes(), written.supported, best=written.best, notes=tuple(notes))
+        # An answer that quotes nothing answers nothing, whatever the reader's best chance among sentences it
+        # could not quote (none on topic): the final step is then abstained on, not "do not speak to this".
+        best = written.best if written.lead or written.groups else 0.0
+        return Written(written.text(), written.quotes(), written.supported, best=best, notes=tuple(notes))
