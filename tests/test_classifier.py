@@ -308,3 +308,44 @@ def test_comparison_phrasings_of_technical_questions(question, comparison):
     from typedrag.classify.rules import comparison_phrasing
 
     assert comparison_phrasing(question) is comparison
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Is ext4 more reliable than XFS?", "Are signed tags safer than lightweight tags?"],  # DEBATE 0.51, 0.94 before
+)
+def test_a_comparative_between_two_named_things_in_a_manual_is_a_comparison(classifier, question):
+    """By the guidelines (bench/data/TYPES.md) "Is X slower than Y?" compares two named things, in every manual."""
+    prediction = classifier.classify(question)
+    assert prediction.label is NFQType.COMPARISON, prediction
+
+
+@pytest.mark.parametrize(
+    "question",
+    ["Is Android better than iOS?", "Are cats better pets than dogs?", "Is city life better than country life?"],
+)
+def test_a_comparative_forum_question_keeps_nfcats_type(classifier, question):
+    """NF-CATS's annotators labelled every "Is X better than Y?" of theirs DEBATE (none COMPARISON): the comparative
+    rule applies only where the model reads the question as technical."""
+    prediction = classifier.classify(question)
+    assert prediction.label is NFQType.DEBATE and "rule" not in prediction.source, prediction
+
+
+@pytest.mark.parametrize(
+    ("question", "comparative"),
+    [
+        ("Is a CTE slower than the same query written as a subquery?", True),
+        ("Are BRIN indexes smaller than B-tree indexes on a time-series table?", True),
+        ("Does a sparse checkout use less disk than a full clone?", True),
+        ("Would multiprocessing be better than that? (CPU-bound code faster, threads)", True),
+        ("can animals other than dogs be service animals", False),
+        ("Should I use rsync rather than scp?", False),
+        ("How much faster is COPY than INSERT?", False),  # not a yes/no question
+        ("Can a table have more than 1600 columns?", False),  # a number, not two things
+        ("Steam engines are less efficient than turbines.", False),
+    ],
+)
+def test_comparative_questions_are_read_from_their_grammar(question, comparative):
+    from typedrag.classify.rules import comparative_question
+
+    assert comparative_question(question) is comparative

@@ -12,6 +12,11 @@
   comparative must judge (better, safer, prefer), not measure (older, taller, first).
 - A question that asks how to do something ("How to explain the difference between a fraction and a
   ratio?") is an instruction even when what it is about is a difference.
+- A yes/no question with a comparative between two things ("Is a CTE slower than a subquery?", "Are BRIN
+  indexes smaller than B-tree indexes?") is a comparison by our guidelines (bench/data/TYPES.md), but only in
+  a question about a manual: NF-CATS's annotators labelled every such question of theirs a debate ("Is Android
+  better than iOS?") or a factoid ("is the xbox one newer than the xbox 360"), so the classifier applies it
+  where its own domain regression says the question reads technical (shipped.py).
 The validation figures with and without the rules are in classify/model/MODEL_CARD.md.
 """
 
@@ -55,6 +60,15 @@ _FRAGMENT_VS = re.compile(r"^[^.?!]{1,80}\b(?:vs\.?|versus)\s[^.?!]{1,80}$", re.
 _QUESTION = re.compile(r"\?\s*$|^(?:how|what|which|who|is|are|do|does|should|can|compare)\b", re.I)
 
 
+# A yes/no question with "<comparative> than": "Is X faster than Y?", "Would X be better than that?", "Does X use
+# less memory than Y?". Not "other than" or "rather than" (no comparison of two things).
+_COMPARATIVE = re.compile(
+    r"^(?:is|are|was|were|isn't|aren't|do|does|did|would|will|can|could)\b[^?]*?\b"
+    r"(?:(?!(?:oth|rath)er\b)\w+er|more \w+|less \w+|fewer \w+|worse|better) than\b",
+    re.I,
+)
+
+
 _CARRIED = re.compile(r"^(.*\?)\s*\([^()]*\)$")
 
 
@@ -79,6 +93,11 @@ def comparison_phrasing(question: str) -> bool:
 def weak_choice(question: str) -> bool:
     """A choice between two actions or options that may be a debate: a comparison only if the model is unsure."""
     return bool(_WEAK_CHOICE.search(own_words(question)))
+
+
+def comparative_question(question: str) -> bool:
+    """A yes/no question that sets two things side by side with a comparative ("Is X slower than Y?")."""
+    return bool(_COMPARATIVE.search(own_words(question)))
 
 
 def asks_how_to(question: str) -> bool:

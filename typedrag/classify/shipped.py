@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from typedrag.classify.base import TypePrediction, check_question
-from typedrag.classify.rules import asks_how_to, comparison_phrasing, weak_choice
+from typedrag.classify.rules import asks_how_to, comparative_question, comparison_phrasing, weak_choice
 from typedrag.nfq import NFQType
 from typedrag.result import Trace
 
@@ -32,6 +32,9 @@ MODEL_DIR = Path(__file__).parent / "model"
 VOCAB = "vocab.json.gz"  # the n-gram vocabulary, gzipped (4 MB of JSON, 1 MB stored)
 _WHITE_SPACES = re.compile(r"\s\s+")  # as scikit-learn's char_wb analyzer
 SURE = 0.6  # a prediction this confident (the routing threshold) is not overridden by a weak comparison phrasing
+# A question reads technical when the technical fit has at least this share of the mix: then a comparative between
+# two things ("Is X slower than Y?") is a comparison, as the guidelines say, not NF-CATS's debate or factoid.
+TECHNICAL = 0.5
 
 
 def mark(text: str, markers: list[str]) -> str:
@@ -133,18 +136,24 @@ class ShippedClassifier:
 
     def predict_proba(self, questions: list[str]) -> np.ndarray:
         """(len(questions), 8) class probabilities, columns in `self.classes` order."""
+        return self.predict_with_share(questions)[0]
+
+    def predict_with_share(self, questions: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """The class probabilities, and how technical each question reads (the share of the technical fit in the
+        mix; 0 for a model trained on NF-CATS alone)."""
         logits = np.tile(self._intercept, (len(questions), 1))
         for i, question in enumerate(questions):
             (wc, wv), (cc, cv) = self.features(question)
             logits[i] += wv @ self._w_word[wc] + cv @ self._w_char[cc]
         logits += (self.embedder.embed(questions).astype(np.float64) * self._embedding_scale) @ self._w_embed
+        share = np.zeros(len(questions))
         if self.technical:  # mix NF-CATS's logits and the technical fit's by how technical each question reads
             n = len(self.classes)
-            share = 1.0 / (1.0 + np.exp(-np.clip(logits[:, 2 * n : 2 * n + 1], -60.0, 60.0)))
-            logits = (1 - share) * logits[:, :n] + share * logits[:, n : 2 * n]
+            share = 1.0 / (1.0 + np.exp(-np.clip(logits[:, 2 * n], -60.0, 60.0)))
+            logits = (1 - share[:, None]) * logits[:, :n] + share[:, None] * logits[:, n : 2 * n]
         logits -= logits.max(axis=1, keepdims=True)
         exp = np.exp(logits)
-        return exp / exp.sum(axis=1, keepdims=True)
+        return exp / exp.sum(axis=1, keepdims=True), share
 
     def classify(self, question: str) -> TypePrediction:
         """The type of one question (synchronous; the pipeline calls `aclassify`)."""
@@ -163,15 +172,19 @@ class ShippedClassifier:
             return []
         source = f"classifier:{self.name}"
         predictions = []
-        for question, row in zip(questions, self.predict_proba(questions)):
+        for question, row, share in zip(questions, *self.predict_with_share(questions)):
             probabilities = {label: float(p) for label, p in zip(self.classes, row)}
             ranked = sorted(probabilities, key=probabilities.get, reverse=True)
             label = ranked[0]
-            if label is not NFQType.COMPARISON and (
-                comparison_phrasing(question) or (weak_choice(question) and probabilities[label] < SURE)
-            ):
+            rule = None
+            if label is not NFQType.COMPARISON:
+                if comparison_phrasing(question) or (weak_choice(question) and probabilities[label] < SURE):
+                    rule = "+comparison-rule"
+                elif share >= TECHNICAL and comparative_question(question):  # "Is a CTE slower than a subquery?"
+                    rule = "+comparative-rule"
+            if rule:
                 probabilities = {k: (1.0 if k is NFQType.COMPARISON else 0.0) for k in probabilities}
-                predictions.append(TypePrediction(NFQType.COMPARISON, 1.0, probabilities, source + "+comparison-rule"))
+                predictions.append(TypePrediction(NFQType.COMPARISON, 1.0, probabilities, source + rule))
                 continue
             if label is NFQType.COMPARISON and asks_how_to(question):  # "How to explain the difference ...": steps
                 label = ranked[1]

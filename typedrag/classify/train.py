@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from typedrag.classify.base import FALLBACK_THRESHOLD
-from typedrag.classify.shipped import SURE, VOCAB, ShippedClassifier, mark
+from typedrag.classify.shipped import SURE, TECHNICAL, VOCAB, ShippedClassifier, mark
 from typedrag.extras import require, require_or_exit
 from typedrag.nfq import NFQType
 
@@ -412,7 +412,12 @@ beginner, violin or cello?", "rsync or tar for copying a directory tree?") is CO
 buy?", "Should I learn French or Spanish?") only when the model is below {SURE} for its own pick (NF-CATS
 labels many such questions debates); a choice between facts ("Which is older, X or Y?") never; and a
 question that asks how to do something is not a comparison even when it is about a difference (the
-model's next type, source `+how-to-rule`). The rules read the question's own words: the terms an offline
+model's next type, source `+how-to-rule`). A yes/no question with a comparative between two things ("Is a CTE
+slower than a subquery?") is COMPARISON, as the guidelines say, only where the question reads technical (the
+technical fit's share of the mix at least {TECHNICAL}; source `+comparative-rule`): the 42 rows of NF-CATS train and
+valid with that grammar are labelled DEBATE (34, "Is Android better than iOS?"), FACTOID (7, "is the xbox one newer
+than the xbox 360") or NOT-A-QUESTION (one statement), none COMPARISON, and none reads technical (the rule changes
+no prediction there). The rules read the question's own words: the terms an offline
 follow-up carries in from the conversation ("Is it worth converting then? (vs jsonb, ...)") are left out.
 
 Accuracy **{ruled['accuracy']:.4f}**, macro-F1 **{ruled['macro_f1']:.4f}** on valid with the rules:
