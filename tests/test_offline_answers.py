@@ -330,7 +330,7 @@ def test_an_it_that_stands_for_nothing_is_no_reference_and_the_rule_never_emptie
 
 def test_by_default_an_offline_typed_answer_adds_nothing_by_role_and_its_trace_says_why():
     """Where offline typed answers added causes, points about items, advice or sides, a blind reader preferred
-    plain RAG's (BENCHMARKS.md sections 28h, 29): by default each typed answer is plain RAG's text, and its trace
+    plain RAG's (BENCHMARKS.md sections 28h, 30): by default each typed answer is plain RAG's text, and its trace
     says what was not added and why."""
     pipeline = Pipeline(OfflineEngine(titanic_reader()), titanic_retriever())
     rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
@@ -402,3 +402,30 @@ def test_an_answer_that_quotes_nothing_is_abstained_on_not_shown_as_an_answer():
         result = run(pipeline.answer(question, method, kind))
         assert result.abstention is not None and result.abstention.by == "reader", (method, result.answer)
         assert NOTHING_RELEVANT not in result.answer
+
+
+def test_a_question_asking_for_an_amount_or_a_date_is_answered_only_by_a_sentence_stating_one():
+    """"What share of the sunlight that hits a leaf ends up stored as sugar?" was answered with a sentence on how
+    plants store energy, and "When will the next stable version come out?" with one on a package's journey: on the
+    subject, stating no amount and no date. Such a sentence is at best the nearest; none stating one: abstained."""
+    texts = ["The distance of the Moon from Earth varies along its elliptical orbit.",
+             "The Moon orbits Earth at an average distance of 384,400 km."]
+    reader = reads({"varies along": Reading(0.9, 0.9, Role.FACT), "average distance": Reading(0.5, 0.9, Role.FACT)})
+    answer = run(Pipeline(OfflineEngine(reader), ListRetriever(texts)).answer("How far away is the Moon?", "rag"))
+    assert answer.abstention is None and answer.answer.startswith("The Moon orbits Earth at an average distance")
+    alone = run(Pipeline(OfflineEngine(reader), ListRetriever(texts[:1])).answer("How far away is the Moon?", "rag"))
+    assert alone.abstention is not None and alone.abstention.by == "reader", alone.answer
+    other = run(Pipeline(OfflineEngine(reader), ListRetriever(texts[:1])).answer("Why does the Moon's distance from Earth vary?", "rag"))
+    assert other.abstention is None  # a question that asks for no amount is read as before
+
+
+def test_what_reads_as_asking_for_an_amount_or_a_date():
+    from typedrag.questions import asks_for_an_amount, states_an_amount
+
+    asking = ["How many people were guillotined during it? (French Revolution, king)", "So how long does a restore take?",
+              "When will the next stable version come out?", "In what year did Rome fall?", "What share of the sunlight ends up as sugar?"]
+    not_asking = ["When is a GIN index the right choice?", "When I write `import foo`, how does Python find foo?",
+                  "When should I use [[ instead of [ on a list?", "How do I bake bread?", "Why did Rome fall?"]
+    assert all(asks_for_an_amount(q) for q in asking) and not any(asks_for_an_amount(q) for q in not_asking)
+    assert states_an_amount("The loan period is three weeks.") and states_an_amount("It was released in March.")
+    assert not states_an_amount("Electronic mail is a method of exchanging messages.")

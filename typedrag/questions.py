@@ -6,6 +6,8 @@ its searches: the pleasantries around a question (`bare_question`), the items a 
 to what end (`compared`), the words that say "compare" rather than what is compared (`says_compare`), the
 subject of a why-, how- or should-question (`subject` with WHY, HOW_TO, SHOULD) and what an advice request
 asks about (`advice_topic`). Each strategy builds its offline plan from these (typedrag/strategies).
+The offline engine also reads whether a question asks for an amount or a date (`asks_for_an_amount`): only a
+sentence that states one (`states_an_amount`) can answer it.
 """
 
 from __future__ import annotations
@@ -199,3 +201,30 @@ def _share_object(items: list[str]) -> list[str]:
             named = next((i for i, word in enumerate(words) if not word[:1].isupper()), len(words))
             return [" ".join([items[0], *words[max(named, 1) :]]), items[1]]
     return items
+
+
+# "How many ...?", "How long ...?", "When did ...?", "In what year ...?": the answer is an amount or a date. "When"
+# only before a past or future tense ("When is a GIN index the right choice?" asks for a condition).
+_ASKS_AN_AMOUNT = re.compile(
+    r"^(?:how (?:many|much|far|long|old|fast|big|large|tall|high|deep|often|heavy|wide)\b|"
+    r"what (?:share|percentage|proportion|fraction) of\b|(?:in |since )?what year\b|when (?:was|were|did|will)\b)",
+    re.I,
+)
+# What states an amount or a date: a digit, a number word, a month, a span of time by name.
+_STATES_AN_AMOUNT = re.compile(
+    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
+    r"hundreds|thousand|thousands|million|millions|billion|billions|dozen|dozens|half|twice|once|single|double|"
+    r"January|February|March|April|May|June|July|August|September|October|November|December|"
+    r"century|centuries|decade|decades|daily|weekly|monthly|yearly|annually|every|percent|per cent)\b",
+    re.I,
+)
+
+
+def asks_for_an_amount(question: str) -> bool:
+    """Whether the question asks for a number, a quantity or a date ("How many climbers have died on it?")."""
+    return bool(_ASKS_AN_AMOUNT.match(bare_question(question)))
+
+
+def states_an_amount(sentence: str) -> bool:
+    """Whether the sentence states a number, a quantity or a date (in digits or in words)."""
+    return bool(_STATES_AN_AMOUNT.search(sentence))

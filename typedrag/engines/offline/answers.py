@@ -26,9 +26,11 @@ from typedrag.engines.offline.sentences import (
     on_topic,
     playing,
     standing_alone,
+    stating_an_amount,
 )
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
+from typedrag.questions import asks_for_an_amount
 from typedrag.reader import Bars, Reader, Role
 from typedrag.result import Source
 
@@ -139,9 +141,13 @@ def adding(bars: Bars, settings: OfflineSettings) -> Filter:
 def plain(material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG: the sentences that answer, best first, with on-topic ones after them up to
     `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering. A sentence whose
-    subject is in the sentence before it comes with that sentence (`Material.with_antecedents`)."""
-    best = material.best()
-    found = material.pick(settings.answer_sentences, answering(bars.answers))
+    subject is in the sentence before it comes with that sentence (`Material.with_antecedents`). A question that
+    asks for an amount or a date ("How many ...?", "When did ...?") is answered only by a sentence that states
+    one: a sentence on its subject without one is at best the nearest, and the reader's best chance is read
+    among those that do."""
+    need = [stating_an_amount] if asks_for_an_amount(material.question) else []
+    best = material.best(*need)
+    found = material.pick(settings.answer_sentences, answering(bars.answers), *need)
     if not found:
         nearest = material.pick(settings.nearest_sentences, on_topic(bars.on_topic))
         return Answer(material.with_antecedents(nearest, settings.nearest_sentences, bars.on_topic), supported=False, best=best)

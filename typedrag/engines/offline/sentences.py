@@ -17,6 +17,7 @@ from typedrag.engines.base import Quote
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
 from typedrag.reader import Reader, Reading, Role
+from typedrag.questions import states_an_amount
 from typedrag.records import PROSE_LINE, BlockKind, LineKind
 from typedrag.result import Source
 from typedrag.text import split_sentences, terms
@@ -91,6 +92,7 @@ class Material:
     def __init__(
         self, question: str, sources: list[Source], reader: Reader, settings: OfflineSettings, asked: NFQType | None = None
     ) -> None:
+        self.question = question
         found: list[tuple[str, int, int | None, str]] = []
         seen: set[str] = set()
         for source in sources:
@@ -108,6 +110,7 @@ class Material:
     def of_quotes(cls, quotes: Iterable[Quote]) -> "Material":
         """The sentences partial answers quoted, with the readings they were quoted on."""
         material = cls.__new__(cls)
+        material.question = ""
         material.sentences = [
             Sentence(q.text, q.cites[0], position, Reading(q.answers, q.answers, q.role), q.order, frozenset(terms(q.text)))
             for position, q in enumerate(quotes)
@@ -198,6 +201,11 @@ def playing(*roles: Role) -> Filter:
     """The sentence does one of `roles` for the answer."""
     wanted = frozenset(roles)
     return lambda s: s.reading.role in wanted
+
+
+def stating_an_amount(sentence: Sentence) -> bool:
+    """The sentence states a number, a quantity or a date: what a "How many ...?" or "When did ...?" asks for."""
+    return states_an_amount(sentence.text)
 
 
 def standing_alone(sentence: Sentence) -> bool:

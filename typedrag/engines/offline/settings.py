@@ -22,7 +22,7 @@ class OfflineSettings:
     list_steps: int = 8  # a document's own numbered list quoted as the steps: at most this many
     # A typed answer also adds sentences by the role the reader reads (causes, advice, for and against, a point
     # about each compared item, steps the document did not number). Off: the reader's role is right about half
-    # the time held out, and a blind reader preferred plain RAG where they were added (BENCHMARKS.md section 29).
+    # the time held out, and a blind reader preferred plain RAG where they were added (BENCHMARKS.md section 30).
     # A procedure the document numbered itself is structure, not a reading, and is added either way.
     role_additions: bool = False
     min_words: int = 4  # shorter pieces are labels and fragments
