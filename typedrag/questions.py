@@ -6,8 +6,8 @@ its searches: the pleasantries around a question (`bare_question`), the items a 
 to what end (`compared`), the words that say "compare" rather than what is compared (`says_compare`), the
 subject of a why-, how- or should-question (`subject` with WHY, HOW_TO, SHOULD) and what an advice request
 asks about (`advice_topic`). Each strategy builds its offline plan from these (typedrag/strategies).
-The offline engine also reads whether a question asks for an amount or a date (`asks_for_an_amount`): only a
-sentence that states one (`states_an_amount`) can answer it.
+The offline engine also reads whether a question asks for a number or a date (`amount_asked`): only a sentence
+that states one (`states_an_amount`) can answer it.
 """
 
 from __future__ import annotations
@@ -203,28 +203,35 @@ def _share_object(items: list[str]) -> list[str]:
     return items
 
 
-# "How many ...?", "How long ...?", "When did ...?", "In what year ...?": the answer is an amount or a date. "When"
-# only before a past or future tense ("When is a GIN index the right choice?" asks for a condition).
-_ASKS_AN_AMOUNT = re.compile(
+# "How many ...?", "How long ...?", "What share of ...?": the answer is a number; "When did ...?", "In what year
+# ...?": a date. "When" only before a past or future tense ("When is a GIN index the right choice?" asks for a
+# condition).
+_ASKS_A_NUMBER = re.compile(
     r"^(?:how (?:many|much|far|long|old|fast|big|large|tall|high|deep|often|heavy|wide)\b|"
-    r"what (?:share|percentage|proportion|fraction) of\b|(?:in |since )?what year\b|when (?:was|were|did|will)\b)",
+    r"what (?:share|percentage|proportion|fraction) of\b)",
     re.I,
 )
-# What states an amount or a date: a digit, a number word, a month, a span of time by name.
-_STATES_AN_AMOUNT = re.compile(
-    r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundred|"
-    r"hundreds|thousand|thousands|million|millions|billion|billions|dozen|dozens|half|twice|once|single|double|"
-    r"January|February|March|April|May|June|July|August|September|October|November|December|"
-    r"century|centuries|decade|decades|daily|weekly|monthly|yearly|annually|every|percent|per cent)\b",
-    re.I,
-)
+_ASKS_A_DATE = re.compile(r"^(?:(?:in |since )?what (?:year|century|decade)\b|when (?:was|were|did|will)\b)", re.I)
+_MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
+# What states a number: a digit, a number word; a date: a year, a month, a century or decade, an era.
+_STATES = {
+    "number": re.compile(
+        r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundreds?|"
+        r"thousands?|millions?|billions?|dozens?|half|twice|once|single|double|daily|weekly|monthly|yearly|annually|"
+        r"percent|per cent)\b",
+        re.I,
+    ),
+    "date": re.compile(rf"\b\d{{3,4}}s?\b|\b(?:{_MONTHS}|century|centuries|decade|decades|BC|AD|BCE|CE|ago)\b"),
+}
 
 
-def asks_for_an_amount(question: str) -> bool:
-    """Whether the question asks for a number, a quantity or a date ("How many climbers have died on it?")."""
-    return bool(_ASKS_AN_AMOUNT.match(bare_question(question)))
+def amount_asked(question: str) -> str | None:
+    """What the question asks for, when it asks for an amount: "number" ("How many climbers have died on it?"),
+    "date" ("When was the first photo of one taken?"), else None."""
+    bare = bare_question(question)
+    return "number" if _ASKS_A_NUMBER.match(bare) else "date" if _ASKS_A_DATE.match(bare) else None
 
 
-def states_an_amount(sentence: str) -> bool:
-    """Whether the sentence states a number, a quantity or a date (in digits or in words)."""
-    return bool(_STATES_AN_AMOUNT.search(sentence))
+def states_an_amount(sentence: str, kind: str) -> bool:
+    """Whether the sentence states an amount of that kind: a number (in digits or words), or a date."""
+    return bool(_STATES[kind].search(sentence))

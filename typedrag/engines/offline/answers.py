@@ -26,11 +26,11 @@ from typedrag.engines.offline.sentences import (
     on_topic,
     playing,
     standing_alone,
-    stating_an_amount,
+    stating,
 )
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
-from typedrag.questions import asks_for_an_amount
+from typedrag.questions import amount_asked
 from typedrag.reader import Bars, Reader, Role
 from typedrag.result import Source
 
@@ -145,7 +145,8 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     asks for an amount or a date ("How many ...?", "When did ...?") is answered only by a sentence that states
     one: a sentence on its subject without one is at best the nearest, and the reader's best chance is read
     among those that do."""
-    need = [stating_an_amount] if asks_for_an_amount(material.question) else []
+    kind = amount_asked(material.question)
+    need = [stating(kind)] if kind is not None else []
     best = material.best(*need)
     found = material.pick(settings.answer_sentences, answering(bars.answers), *need)
     if not found:

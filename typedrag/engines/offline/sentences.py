@@ -203,9 +203,9 @@ def playing(*roles: Role) -> Filter:
     return lambda s: s.reading.role in wanted
 
 
-def stating_an_amount(sentence: Sentence) -> bool:
-    """The sentence states a number, a quantity or a date: what a "How many ...?" or "When did ...?" asks for."""
-    return states_an_amount(sentence.text)
+def stating(kind: str) -> Filter:
+    """The sentence states an amount of `kind` (a number, a date): what a "How many ...?" or "When did ...?" asks for."""
+    return lambda s: states_an_amount(s.text, kind)
 
 
 def standing_alone(sentence: Sentence) -> bool:
