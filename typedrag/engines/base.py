@@ -190,8 +190,8 @@ class AspectAnswer(WriteTask):
 @dataclass(frozen=True, kw_only=True)
 class Combined(WriteTask):
     """The aspects' answers merged into one: aggregated (causes, steps) or mediated (views), as `combine`
-    says (the step's span is named after it). `sources` are every source numbered so far (the prompt does
-    not show them)."""
+    says (the step's span is named after it). `sources` are the sources its parts were written from, which the
+    relevance bar judges (the prompt does not show them): not those of an aspect left out."""
 
     parts: tuple[Part, ...]
     facet: Facet

@@ -120,7 +120,8 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
     parts = yield from useful_parts(answered, aspects)
     if not parts:
         raise AspectsFailed(why_none(aspects))
-    numbered = {s.number: s for s in [*sources, *(s for _, aspect_sources, _ in working for s in aspect_sources)]}
+    written_from = {OVERVIEW: sources, **{aspect.label: aspect_sources for aspect, aspect_sources, _ in working}}
+    numbered = {s.number: s for part in parts for s in written_from[part.label]}
     combining = dict(
         role=f"{how.combine}:{name}",
         prompt=how.prompt,
@@ -129,7 +130,7 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
         facet=how.facet,
         combine=how.combine,
         topic=topic,
-        sources=[numbered[n] for n in sorted(numbered)],  # every source numbered; the prompt does not show them
+        sources=[numbered[n] for n in sorted(numbered)],  # what the parts were written from; the prompt does not show them
         max_tokens=600,
     )
     if how.weigh is not None:
