@@ -169,7 +169,7 @@ def calibrate(conversations: list[dict], indexes: dict[str, str], sets: dict[str
     import typedrag.engines.offline as offline_engine
 
     offline_engine.answer = answer
-    abstain.SUPPORT_BAR, abstain.TYPE_BARS = -1.0, {}
+    abstain.SUPPORT_BAR = -1.0
     base.READER_BAR = -1.0
     classifier = load_default_classifier()
     with out.open("w", encoding="utf-8") as sink:

@@ -420,12 +420,46 @@ def test_a_question_asking_for_an_amount_or_a_date_is_answered_only_by_a_sentenc
 
 
 def test_what_reads_as_asking_for_an_amount_or_a_date():
-    from typedrag.questions import asks_for_an_amount, states_an_amount
+    from typedrag.questions import amount_asked, states_an_amount
 
-    asking = ["How many people were guillotined during it? (French Revolution, king)", "So how long does a restore take?",
-              "When will the next stable version come out?", "In what year did Rome fall?", "What share of the sunlight ends up as sugar?"]
-    not_asking = ["When is a GIN index the right choice?", "When I write `import foo`, how does Python find foo?",
-                  "When should I use [[ instead of [ on a list?", "How do I bake bread?", "Why did Rome fall?"]
-    assert all(asks_for_an_amount(q) for q in asking) and not any(asks_for_an_amount(q) for q in not_asking)
-    assert states_an_amount("The loan period is three weeks.") and states_an_amount("It was released in March.")
-    assert not states_an_amount("Electronic mail is a method of exchanging messages.")
+    numbers = ["How many people were guillotined during it? (French Revolution, king)", "So how long does a restore take?",
+               "What share of the sunlight ends up as sugar?"]
+    dates = ["When will the next stable version come out?", "In what year did Rome fall?", "When was the first photo of one taken?"]
+    neither = ["When is a GIN index the right choice?", "When I write `import foo`, how does Python find foo?",
+               "When should I use [[ instead of [ on a list?", "How do I bake bread?", "Why did Rome fall?"]
+    assert [amount_asked(q) for q in numbers + dates + neither] == ["number"] * 3 + ["date"] * 3 + [None] * 5
+    assert states_an_amount("The loan period is three weeks.", "number") and states_an_amount("It was released in March.", "date")
+    assert states_an_amount("Founded in 1888, it grew.", "date") and not states_an_amount("About three weeks long.", "date")
+    assert not states_an_amount("Almost every large galaxy has a black hole at its centre.", "number")
+
+
+def test_a_typed_answer_is_judged_on_the_passages_it_was_written_from_not_those_of_aspects_left_out():
+    """R manuals rm-036, PostgreSQL pg-09: plain RAG abstained (no sentence close enough to the question), the typed
+    answer quoted the same off-topic passages as an answer, because the relevance bar read the passages of its
+    aspects too, aspects that added nothing to the text."""
+    off = [Passage("ship#0", "ship", "Ship", "The wreck of a large ship lies on the floor of the North Atlantic."),  # cosine 0.46
+           Passage("ship#1", "ship", "Ship", "Many ships have sunk in the North Atlantic over the centuries.")]  # 0.48
+    close = [Passage("titanic#0", "titanic", "RMS Titanic", "The Titanic sank because it struck an iceberg that opened its hull."),
+             Passage("titanic#1", "titanic", "RMS Titanic", "The Titanic sank after too few lifeboats and ice warnings were ignored.")]
+    retriever = FunctionRetriever(lambda query, k: (close if ("causes" in query or "factors" in query) else off)[:k])
+    reader = reads({"Many ships": Reading(0.3, 0.5, Role.FACT), "struck an iceberg": Reading(0.9, 0.9, Role.CAUSE)})
+    pipeline = Pipeline(OfflineEngine(reader), retriever)
+    rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
+    typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
+    assert rag.abstention is not None and rag.abstention.by == "relevance bar"
+    assert typed.abstention is not None and typed.abstention.by == "relevance bar", typed.answer
+
+
+def test_advice_is_held_to_the_same_relevance_bar_as_any_question():
+    """Wikipedia demo kt-033 ("Thinking about setting up a home aquarium - any recommendations for a first-timer?"):
+    plain RAG abstained, the typed answer quoted a dictionary definition of an aquarium, because advice questions had
+    a lower relevance bar (0.36) than others (0.50); a blind reader preferred the abstention."""
+    texts = ["An aquarium is a vivarium of any size having at least one transparent side.",  # cosine 0.44
+             "Fishkeeping is a popular hobby practised by aquarists."]  # 0.38
+    reader = reads({"vivarium": Reading(0.3, 0.6, Role.DEFINITION)})
+    pipeline = Pipeline(OfflineEngine(reader), ListRetriever(texts))
+    question = "Any tips for a first-timer setting up a home aquarium?"
+    rag = run(pipeline.answer(question, "rag"))
+    typed = run(pipeline.answer(question, "typed", "experience"))
+    assert rag.abstention is not None and rag.abstention.by == "relevance bar"
+    assert typed.abstention is not None and typed.abstention.by == "relevance bar", typed.answer

@@ -40,12 +40,12 @@ from typedrag.records import SECTION_SEPARATOR
 from typedrag.result import Abstention
 from typedrag.text import split_sentences
 
-# Below this cosine between the question and its passages' best sentence, typedrag abstains. Advice and
-# stances are worded far from the questions that ask for them, so those types have bars of their own.
-# Calibrated on the tune half of bench/data/conversations.jsonl (unanswerable turns) and the key-term sets
-# (answerable questions): BENCHMARKS.md, "Conversations and abstention".
+# Below this cosine between the question and its passages' best sentence, typedrag abstains, whatever the
+# question's type: lower bars for advice and stances (once 0.36 and 0.44) let typed answers quote what a blind
+# reader judged no answer where plain RAG abstained (BENCHMARKS.md section 30). Calibrated on the tune half of
+# bench/data/conversations.jsonl (unanswerable turns) and the key-term sets (answerable questions):
+# BENCHMARKS.md, "Conversations and abstention".
 SUPPORT_BAR = 0.50
-TYPE_BARS = {"EXPERIENCE": 0.36, "DEBATE": 0.44}
 # A planned aspect is narrower than its question, and its passages may sit further from the question's
 # words: they are dropped only this far below the question's bar.
 ASPECT_MARGIN = 0.10
@@ -102,7 +102,7 @@ class Policy:
 
     >>> Policy("Why?").bar(final=True) is None
     True
-    >>> Policy.offline("Why did Rome fall?", "REASON").bar(final=False)
+    >>> Policy.offline("Why did Rome fall?").bar(final=False)
     0.4
     """
 
@@ -112,13 +112,13 @@ class Policy:
     unmentioned: tuple[str, ...] = ()  # names the question uses that no passage of the documents holds
 
     @classmethod
-    def offline(cls, looked_for: str, question_type: str | None, unmentioned: Sequence[str] = ()) -> Policy:
-        """An extractive engine's policy: the relevance bar of the question's type and the reader's bar,
-        when the bar's model reads the question (`readable`); none otherwise. Names no document mentions
-        turn every step down whatever the script."""
+    def offline(cls, looked_for: str, unmentioned: Sequence[str] = ()) -> Policy:
+        """An extractive engine's policy: the relevance bar and the reader's bar, when the bar's model reads
+        the question (`readable`); none otherwise. Names no document mentions turn every step down whatever
+        the script."""
         if not readable(looked_for):
             return cls(looked_for, unmentioned=tuple(unmentioned))
-        return cls(looked_for, bar_for(question_type), READER_BAR, tuple(unmentioned))
+        return cls(looked_for, SUPPORT_BAR, READER_BAR, tuple(unmentioned))
 
     def unknown_names(self) -> Verdict | None:
         """The verdict on a question about names no document mentions (None when there are none)."""
@@ -183,11 +183,6 @@ def readable(question: str) -> bool:
     script (Korean, Arabic) is not judged at all, rather than judged unanswerable for want of reading it."""
     letters = [c for c in question if c.isalpha()]
     return not letters or sum(c < "\u0250" for c in letters) >= len(letters) / 2
-
-
-def bar_for(question_type: str | None) -> float:
-    """The relevance bar for a question of this type (None: not classified)."""
-    return TYPE_BARS.get(str(question_type), SUPPORT_BAR) if question_type is not None else SUPPORT_BAR
 
 
 def support(

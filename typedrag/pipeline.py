@@ -241,7 +241,7 @@ class Pipeline:
         looked_for = asked.standalone.question
         if self.settings.abstain_offline and not self.engine.generative and route.method is not Method.LLM:
             unmentioned = unmentioned_names(asked.question, self.retriever)  # the asker's own words, not what a rewrite added
-            return Policy.offline(looked_for, route.decision.label if route.decision is not None else None, unmentioned)
+            return Policy.offline(looked_for, unmentioned)
         return Policy(looked_for)
 
     async def _assemble(self, asked: Asked, route: Route, drove: Drive, started: float) -> AnswerResult:
