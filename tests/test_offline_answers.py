@@ -463,3 +463,21 @@ def test_advice_is_held_to_the_same_relevance_bar_as_any_question():
     typed = run(pipeline.answer(question, "typed", "experience"))
     assert rag.abstention is not None and rag.abstention.by == "relevance bar"
     assert typed.abstention is not None and typed.abstention.by == "relevance bar", typed.answer
+
+
+def test_advice_is_judged_on_the_passages_its_answer_quotes():
+    """PostgreSQL pg-09 ("What would you recommend for keeping an eye on long-running queries and locks?"): plain
+    RAG abstained; the typed answer passed the relevance bar on a passage its keyword search found, then quoted
+    only its own passages' nearest sentences (on locking clauses), as an answer."""
+    own = [Passage("lock#0", "lock", "LOCK", "The wreck of a large ship lies on the floor of the North Atlantic."),  # cosine 0.46
+           Passage("lock#1", "lock", "LOCK", "Many ships have sunk in the North Atlantic over the centuries.")]  # 0.48
+    found_by_keywords = [Passage("t#0", "t", "RMS Titanic", "The Titanic sank because it struck an iceberg that opened its hull.")]
+    retriever = FunctionRetriever(lambda query, k: (own if query.startswith("Why") else found_by_keywords)[:k])
+    reader = reads({"Many ships": Reading(0.2, 0.5, Role.FACT), "struck an iceberg": Reading(0.9, 0.9, Role.ADVICE)})
+    pipeline = Pipeline(OfflineEngine(reader), retriever)
+    question = "Why did the Titanic sink?"
+    assert run(pipeline.answer(question, "rag")).abstention is not None
+    typed = run(pipeline.answer(question, "typed", "experience"))
+    assert typed.abstention is not None and typed.abstention.by == "relevance bar", typed.answer
+    with_roles = run(Pipeline(OfflineEngine(reader, settings=ROLES), retriever).answer(question, "typed", "experience"))
+    assert with_roles.abstention is None and "struck an iceberg" in with_roles.answer  # advice from the keyword search

@@ -358,8 +358,9 @@ class Driver:
             return self._declined(unknown, step, run)
         bar = self.policy.bar(final=step.final)
         filed_under = None
-        if bar is not None:
-            texts, top = [source.text for source in task.sources], task.sources[0].section if task.sources else ""
+        if bar is not None:  # judged on what the answer can quote: an extractive engine may say it is fewer
+            quoted = getattr(self.services.engine, "quotes_from", lambda task: task.sources)(task)
+            texts, top = [source.text for source in quoted], quoted[0].section if quoted else ""
             judged = await asyncio.to_thread(support, task.question, texts, bar=bar, top_section=top)
             if not judged.answered:
                 return self._declined(self.policy.below(judged, numbered=bool(run.book.sources)), step, run)

@@ -14,10 +14,11 @@ import asyncio
 from pydantic import BaseModel
 
 from typedrag.engines.base import AspectAnswer, ClosedBook, Combined, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, sentence_pieces
-from typedrag.engines.offline.answers import NO_PASSAGES, answer, declined
+from typedrag.engines.offline.answers import NO_PASSAGES, answer, declined, quoted_from
 from typedrag.engines.offline.settings import DEFAULT, OfflineSettings
 from typedrag.errors import PlanFailed
 from typedrag.reader import Reader, default_reader
+from typedrag.result import Source
 
 __all__ = ["OfflineEngine", "OfflineSettings"]
 
@@ -48,6 +49,10 @@ class OfflineEngine:
         if self._reader is None:
             self._reader = default_reader()
         return self._reader
+
+    def quotes_from(self, task: WriteTask) -> list[Source]:
+        """The sources `task`'s answer can quote, which the relevance bar judges before it is written."""
+        return quoted_from(task, self.settings)
 
     async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
         """The plan the task's offline planner reads from the question (no model is called, so none is

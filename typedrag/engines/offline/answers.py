@@ -93,6 +93,14 @@ def declined(task: WriteTask, settings: OfflineSettings) -> str | None:
     return None
 
 
+def quoted_from(task: WriteTask, settings: OfflineSettings) -> list[Source]:
+    """The sources a step's answer can quote: a comparison's or an advice answer's own passages alone when
+    additions by role are off (its lead is all it writes), else all of them."""
+    if isinstance(task, Compared | Advised) and not settings.role_additions:
+        return own_sources(task)
+    return task.sources
+
+
 def answer(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer:
     """The extractive answer of `task`, by its kind; a step of a route typedrag does not know is
     answered as plain RAG answers."""
