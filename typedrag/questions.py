@@ -212,9 +212,10 @@ _ASKS_A_NUMBER = re.compile(
     re.I,
 )
 _ASKS_A_DATE = re.compile(r"^(?:(?:in |since )?what (?:year|century|decade)\b|when (?:was|were|did|will)\b)", re.I)
+Amount = Literal["number", "date"]  # what a question asking for an amount asks for
 _MONTHS = "January|February|March|April|May|June|July|August|September|October|November|December"
 # What states a number: a digit, a number word; a date: a year, a month, a century or decade, an era.
-_STATES = {
+_STATES: dict[Amount, re.Pattern[str]] = {
     "number": re.compile(
         r"\d|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|twenty|thirty|forty|fifty|hundreds?|"
         r"thousands?|millions?|billions?|dozens?|half|twice|once|single|double|daily|weekly|monthly|yearly|annually|"
@@ -225,13 +226,13 @@ _STATES = {
 }
 
 
-def amount_asked(question: str) -> str | None:
+def amount_asked(question: str) -> Amount | None:
     """What the question asks for, when it asks for an amount: "number" ("How many climbers have died on it?"),
     "date" ("When was the first photo of one taken?"), else None."""
     bare = bare_question(question)
     return "number" if _ASKS_A_NUMBER.match(bare) else "date" if _ASKS_A_DATE.match(bare) else None
 
 
-def states_an_amount(sentence: str, kind: str) -> bool:
+def states_an_amount(sentence: str, kind: Amount) -> bool:
     """Whether the sentence states an amount of that kind: a number (in digits or words), or a date."""
     return bool(_STATES[kind].search(sentence))

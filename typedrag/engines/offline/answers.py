@@ -22,6 +22,7 @@ from typedrag.engines.offline.sentences import (
     Sentence,
     about,
     answering,
+    listed,
     naming_two,
     on_topic,
     playing,
@@ -85,10 +86,16 @@ def quoted(sentence: Sentence) -> str:
     return f"{sentence.text} [{sentence.source}]"
 
 
+def added_by_role_only(facet: Facet, settings: OfflineSettings) -> bool:
+    """Whether what a facet's aspects add (causes, for and against) would be chosen by role alone, with those
+    additions off: steps may still come from a list the document numbered."""
+    return facet is not Facet.STEPS and not settings.role_additions
+
+
 def declined(task: WriteTask, settings: OfflineSettings) -> str | None:
     """Why a step is not written at all (None: it is): a planned aspect whose sentences would be added only by
     their role (causes, for and against) while those additions are off."""
-    if isinstance(task, AspectAnswer) and task.facet is not Facet.STEPS and not settings.role_additions:
+    if isinstance(task, AspectAnswer) and added_by_role_only(task.facet, settings):
         return f"not written offline: {ROLES_OFF}"
     return None
 
@@ -208,20 +215,14 @@ def comparison(task: Compared, lead: Answer, material: Material, bars: Bars, set
 
 def experience(lead: Answer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG's `lead`, then advice the passages give."""
-    result = lead
-    result.best = material.best()
-    advice = material.pick(settings.added_sentences, adding(bars, settings), playing(Role.ADVICE), standing_alone, beside=result.lead)
+    lead.best = material.best()
+    advice = material.pick(settings.added_sentences, adding(bars, settings), playing(Role.ADVICE), standing_alone, beside=lead.lead)
     if advice:
-        result.groups.append(Group("Advice", advice))
-        result.supported = True
+        lead.groups.append(Group("Advice", advice))
+        lead.supported = True
     else:
-        result.dropped.append("no sentence gives advice")
-    return result
-
-
-def listed(sentence: Sentence) -> bool:
-    """The sentence is an item of a list its document numbered."""
-    return sentence.order is not None
+        lead.dropped.append("no sentence gives advice")
+    return lead
 
 
 def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
@@ -246,7 +247,7 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     bests = [q.answers for q in every_quote] + [part.best for part in task.parts if part.best is not None]
     result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max(bests, default=0.0))
     ok = adding(bars, settings)
-    if task.facet is not Facet.STEPS and not settings.role_additions:
+    if added_by_role_only(task.facet, settings):
         pass  # no aspect was written (`declined`), and each said why
     elif task.facet is Facet.VIEWS:
         for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):

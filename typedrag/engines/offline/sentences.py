@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from typedrag.engines.base import Quote
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
+from typedrag.questions import Amount, states_an_amount
 from typedrag.reader import Reader, Reading, Role
-from typedrag.questions import states_an_amount
 from typedrag.records import PROSE_LINE, BlockKind, LineKind
 from typedrag.result import Source
 from typedrag.text import split_sentences, terms
@@ -203,7 +203,7 @@ def playing(*roles: Role) -> Filter:
     return lambda s: s.reading.role in wanted
 
 
-def stating(kind: str) -> Filter:
+def stating(kind: Amount) -> Filter:
     """The sentence states an amount of `kind` (a number, a date): what a "How many ...?" or "When did ...?" asks for."""
     return lambda s: states_an_amount(s.text, kind)
 
@@ -213,10 +213,9 @@ def standing_alone(sentence: Sentence) -> bool:
     return not refers_back(sentence.text)
 
 
-def from_sources(numbers: Iterable[int]) -> Filter:
-    """The sentence comes from one of these passages."""
-    wanted = frozenset(numbers)
-    return lambda s: s.source in wanted
+def listed(sentence: Sentence) -> bool:
+    """The sentence is an item of a list its document numbered."""
+    return sentence.order is not None
 
 
 def about(thing: str, others: Iterable[str], titles: dict[int, str]) -> Filter:
