@@ -38,9 +38,10 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from _conversation_data import CONVERSATIONS as DATA  # noqa: E402
+from _conversation_data import load  # noqa: E402
 from _machine import machine_line  # noqa: E402
 
-DATA = Path(__file__).resolve().parent / "data" / "conversations.jsonl"
 TOP = 5
 
 
@@ -91,8 +92,10 @@ def found(groups: list[list[dict]], sources: list[dict]) -> float:
     return hit / len(groups)
 
 
-def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: list[str], out) -> list[dict]:
+def run(conversations: list[dict], judged: list[dict], indexes: dict[str, str], model: str, extra: list[str], out) -> list[dict]:
+    """Each conversation through `serve`; recall against the set as written and with its judged passages (`judged`)."""
     rows = []
+    judged_turns = {c["id"]: c["turns"] for c in judged}
     for corpus in sorted({c["corpus"] for c in conversations}):
         if corpus not in indexes:
             raise SystemExit(f"no index for corpus {corpus!r}: pass --index {corpus}=PATH")
@@ -105,15 +108,19 @@ def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: l
                     alone = ask(client, url, model, [messages[-1]]) if number else whole
                     reply, trace, alone_trace = whole["choices"][0]["message"]["content"], whole["typedrag"], alone["typedrag"]
                     messages.append({"role": "assistant", "content": reply})
+                    with_judged = judged_turns[conversation["id"]][number]["answers"]
                     row = {
                         "conversation": conversation["id"], "split": conversation["split"], "turn": number, "user": turn["user"],
                         "answerable": bool(turn["answers"]),
                         "recall_whole": found(turn["answers"], trace["sources"][:TOP]) if turn["answers"] else None,
                         "recall_alone": found(turn["answers"], alone_trace["sources"][:TOP]) if turn["answers"] else None,
+                        "recall_whole_judged": found(with_judged, trace["sources"][:TOP]) if turn["answers"] else None,
+                        "recall_alone_judged": found(with_judged, alone_trace["sources"][:TOP]) if turn["answers"] else None,
                         "abstained_whole": trace["abstained"], "abstained_alone": alone_trace["abstained"],
                         "standalone": trace.get("standalone_question"), "searched": trace.get("searched"),
                         "rewritten": bool((trace.get("rewrite") or {}).get("rewritten")),
                         "sources": [s["passage_id"] for s in trace["sources"][:TOP]],
+                        "sources_alone": [s["passage_id"] for s in alone_trace["sources"][:TOP]],
                         "type": (trace.get("type") or {}).get("type"), "strategy": trace["strategy"],
                         "seconds": trace["timings_ms"].get("total", 0) / 1000,
                         "fallbacks": [f"{f['step']}: {f['reason']}" for f in trace.get("fallbacks", [])],
@@ -221,6 +228,15 @@ def mean(values: list[float]) -> float:
 
 
 def report(rows: list[dict]) -> None:
+    """The table against the set as written, then (rows from this version on) with its judged passages."""
+    table(rows, "as written")
+    if rows and "recall_whole_judged" in rows[0]:
+        judged = [{**r, "recall_whole": r["recall_whole_judged"], "recall_alone": r["recall_alone_judged"]} for r in rows]
+        table(judged, "with the passages judged since (data/conversations-judged.jsonl)")
+
+
+def table(rows: list[dict], gold: str) -> None:
+    print(f"recall@5 against the answering passages {gold}:")
     by_split = defaultdict(list)
     for row in rows:
         by_split[row["split"]].append(row)
@@ -279,8 +295,8 @@ def main() -> None:
         report([json.loads(line) for line in args.report.read_text(encoding="utf-8").splitlines() if line.strip()])
         return
     indexes = dict(item.split("=", 1) for item in args.index)
-    conversations = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
-    conversations = [c for c in conversations if args.split == "all" or c["split"] == args.split]
+    conversations = [c for c in load(args.data) if args.split == "all" or c["split"] == args.split]
+    judged = load(args.data, judged=True)
     extra = [*(["--llm", args.llm] if args.llm else []), *(["--base-url", args.base_url] if args.base_url else []),
              *(["--retrieval", args.retrieval] if args.retrieval else [])]
     if args.answerable:
@@ -290,7 +306,7 @@ def main() -> None:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
     with (args.out.open("w", encoding="utf-8") if args.out is not None else open(os.devnull, "w")) as out:
-        rows = run(conversations, indexes, args.model, extra, out)
+        rows = run(conversations, judged, indexes, args.model, extra, out)
     report(rows)
 
 

@@ -13,7 +13,8 @@ obvious do-it-yourself alternative (rank-bm25, the 'bench' extra: pip install 't
 `quality` reads each corpus's index (built with vectors: `typedrag index SOURCE --index DIR`) and reports, per
 retrieval mode: the key-term sets (bench/data/keyterms*.jsonl: the share of questions whose top 5 passages hold
 a term of every group) and the conversational set (bench/data/conversations.jsonl: recall@5 of the answering
-passages, the turn searched alone and as the offline follow-up reading searches it, fused), split tune / test.
+passages, the turn searched alone and as the offline follow-up reading searches it, fused), split tune / test;
+with `--judged`, the passages judged since to state an answer count too (bench/_conversation_data.py).
 """
 
 from __future__ import annotations
@@ -165,7 +166,7 @@ def conversation_found(groups: list[list[dict]], hits) -> float:
     return sum(any(a["id"] in ids or any(a["quote"] in t for t in texts) for a in group) for group in groups) / len(groups)
 
 
-def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, weights=None) -> list[dict]:
+def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, weights=None, judged: bool = False) -> list[dict]:
     """One row per question set and mode: (set, n, score) for this corpus."""
     from typedrag.evaluation.retrieval import read_questions, score
     from typedrag.followup import FusingRetriever, offline_standalone
@@ -184,8 +185,9 @@ def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, 
             found = retriever.search_many([q.question for q in questions], TOP)
             held = [score(q, "", hits, TOP).key_terms for q, hits in zip(questions, found)]
             rows.append({"set": f"key terms ({KEYTERM_SETS[corpus]})", "n": len(held), "mode": mode, "value": sum(held) / len(held)})
-    conversations = [json.loads(line) for line in (DATA / "conversations.jsonl").read_text().splitlines() if line.strip()]
-    conversations = [c for c in conversations if c["corpus"] == corpus]
+    from _conversation_data import load
+
+    conversations = [c for c in load(judged=judged) if c["corpus"] == corpus]
     for split in ("tune", "test"):
         turns = []  # (question searched alone, standalone, answers)
         for conversation in (c for c in conversations if c["split"] == split):
@@ -215,7 +217,7 @@ def quality(args) -> None:
     for item in args.index:
         corpus, path = item.split("=", 1)
         weights = tuple(float(w) for w in args.weights.split(",")) if args.weights else None
-        rows = quality_rows(corpus, Path(path), modes, args.depth, weights)
+        rows = quality_rows(corpus, Path(path), modes, args.depth, weights, args.judged)
         for set_name in dict.fromkeys(r["set"] for r in rows):
             values = {r["mode"]: r for r in rows if r["set"] == set_name}
             best = max(v["value"] for v in values.values())
@@ -230,6 +232,7 @@ def main() -> None:
         parser.add_argument("--modes", default="bm25,dense,hybrid")
         parser.add_argument("--depth", type=int, help="passages of each leg the fusion reads (default: typedrag's)")
         parser.add_argument("--weights", help="BM25,dense weights of the fusion (default: typedrag's, 1,1)")
+        parser.add_argument("--judged", action="store_true", help="conversations: count the passages judged since (data/conversations-judged.jsonl)")
         quality(parser.parse_args(sys.argv[2:]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
