@@ -79,12 +79,22 @@ def test_hybrid_finds_what_bm25_misses_and_keeps_what_it_finds(hybrid_index):
 def test_fusion_is_reciprocal_rank_over_each_legs_top():
     fused = dense.fuse([["a", "b", "c"], ["c", "d", "a"]], 3, weights=(1, 1))
     assert [pid for pid, _ in fused] == ["a", "c", "b"]
-    assert fused[0][1] == pytest.approx(1 / 61 + 1 / 63, abs=1e-6)
+    k = dense.FUSION_K
+    assert fused[0][1] == pytest.approx(1 / (k + 1) + 1 / (k + 3), abs=1e-6)
     assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1))] == ["a", "b"]  # a tie: the first leg's best
     assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1.5))] == ["b", "a"]
     # BM25's only hit for a rare term and dense's nearest passage tie, and BM25's comes first
     assert [pid for pid, _ in dense.fuse([["rare#9"], ["noise#1", "noise#2"]], 1)] == ["rare#9"]
     assert [pid for pid, _ in dense.fuse([["x"] + [f"p{i}" for i in range(200)], []], 500, depth=100)][-1] == "p98"
+
+
+def test_a_legs_first_passage_outranks_one_both_legs_rank_in_the_middle():
+    """The fusion's constant (BENCHMARKS.md, section 32): with RRF's usual 60, "mid" (10th in both legs) outranked
+    "top" (first for BM25, 30th for dense); at 15 the first passage of a leg stays ahead."""
+    bm25 = ["top"] + [f"b{i}" for i in range(8)] + ["mid"]
+    near = [f"d{i}" for i in range(9)] + ["mid"] + [f"e{i}" for i in range(19)] + ["top"]
+    ranked = [pid for pid, _ in dense.fuse([bm25, near], 3)]
+    assert ranked.index("top") < ranked.index("mid")
 
 
 @pytest.mark.parametrize("key", ["minilm", "static"])

@@ -30,7 +30,10 @@ DEFAULT_RETRIEVAL = "hybrid"
 # idle cores (BENCHMARKS.md), so 50,000 take about 20 minutes; a bigger corpus is indexed for BM25 and told how
 # to add them (`--retrieval hybrid`, or `--embedder static` in seconds), never made to wait hours unasked.
 AUTO_VECTORS_MAX_PASSAGES = 50_000
-FUSION_K = 60  # RRF's constant: the usual one
+# RRF's constant. The usual 60 lets a passage ranked fair-to-middling by both legs outrank the first of either;
+# 15 lets a leg's first passages through (chosen on the Debian handbook, where 10 and 15 tie; held on the other
+# corpora's key terms, conversations and FAQs: BENCHMARKS.md, section 32).
+FUSION_K = 15
 FUSION_DEPTH = 100  # passages of each leg that the fusion reads (BENCHMARKS.md, section 20)
 # BM25's, dense's and the title leg's weights in the fused score. Dense at 1.5 found key terms for two more
 # questions a corpus, but let the dense leg's nearest passage outrank the one passage holding a rare exact term
