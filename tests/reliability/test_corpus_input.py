@@ -162,13 +162,7 @@ def check_documents(path: Path, data: bytes) -> None:
     for problem in problems:
         assert problem.startswith(f"{path}:"), problem
         assert 1 <= int(problem[len(f"{path}:") :].split(":", 1)[0]) <= lines, problem
-    assert read(path) == (docs, problems)  # stable: same documents and ids every time
-    try:
-        strict_docs, _ = read(path, strict=True)
-    except CorpusError as error:
-        assert problems and str(error) == problems[0]
-    else:
-        assert not problems and strict_docs == docs
+    check_stable_and_strict(path, docs, problems)
 
 
 def read_as_a_document(path: Path) -> bool:
@@ -214,6 +208,12 @@ def check_document(path: Path) -> None:
         assert text.strip() and "\x00" not in text + doc.title
         assert not any(ch in text + doc.title for ch in "\x1b\x07\x08")
     assert all(p.startswith((f"{path}: ", f"{path}:")) for p in problems), problems
+    check_stable_and_strict(path, docs, problems)
+
+
+def check_stable_and_strict(path: Path, docs, problems: list[str]) -> None:
+    """Read again, the same documents and problems (ids too); read strictly, the same documents, or the first
+    problem raised as the one error."""
     assert read(path) == (docs, problems)
     try:
         strict_docs, _ = read(path, strict=True)
