@@ -92,10 +92,10 @@ def found(groups: list[list[dict]], sources: list[dict]) -> float:
     return hit / len(groups)
 
 
-def run(conversations: list[dict], judged: list[dict], indexes: dict[str, str], model: str, extra: list[str], out) -> list[dict]:
-    """Each conversation through `serve`; recall against the set as written and with its judged passages (`judged`)."""
+def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: list[str], out) -> list[dict]:
+    """Each conversation through `serve`: recall against the set as written, and the first five sources both ways
+    (`report` scores them against the judged passages too)."""
     rows = []
-    judged_turns = {c["id"]: c["turns"] for c in judged}
     for corpus in sorted({c["corpus"] for c in conversations}):
         if corpus not in indexes:
             raise SystemExit(f"no index for corpus {corpus!r}: pass --index {corpus}=PATH")
@@ -108,14 +108,11 @@ def run(conversations: list[dict], judged: list[dict], indexes: dict[str, str], 
                     alone = ask(client, url, model, [messages[-1]]) if number else whole
                     reply, trace, alone_trace = whole["choices"][0]["message"]["content"], whole["typedrag"], alone["typedrag"]
                     messages.append({"role": "assistant", "content": reply})
-                    with_judged = judged_turns[conversation["id"]][number]["answers"]
                     row = {
                         "conversation": conversation["id"], "split": conversation["split"], "turn": number, "user": turn["user"],
                         "answerable": bool(turn["answers"]),
                         "recall_whole": found(turn["answers"], trace["sources"][:TOP]) if turn["answers"] else None,
                         "recall_alone": found(turn["answers"], alone_trace["sources"][:TOP]) if turn["answers"] else None,
-                        "recall_whole_judged": found(with_judged, trace["sources"][:TOP]) if turn["answers"] else None,
-                        "recall_alone_judged": found(with_judged, alone_trace["sources"][:TOP]) if turn["answers"] else None,
                         "abstained_whole": trace["abstained"], "abstained_alone": alone_trace["abstained"],
                         "standalone": trace.get("standalone_question"), "searched": trace.get("searched"),
                         "rewritten": bool((trace.get("rewrite") or {}).get("rewritten")),
@@ -228,18 +225,21 @@ def mean(values: list[float]) -> float:
 
 
 def report(rows: list[dict]) -> None:
-    """The table against the set as written, then (rows from this version on) with its judged passages."""
+    """The table against the set as written, then (rows that keep both runs' sources) against the judged passages
+    as they are now, so a run is scored again when a pool is added."""
     table(rows, "as written")
-    if rows and "sources_alone" in rows[0]:  # scored again against the judged passages as they are now
+    if rows and "sources_alone" in rows[0]:
         turns = {c["id"]: c["turns"] for c in load(judged=True)}
-        for row in (r for r in rows if r["answerable"]):
+
+        def judged(recall: float | None, row: dict, ids: list[str]) -> float | None:
+            if recall is None:
+                return None
             groups = turns[row["conversation"]][row["turn"]]["answers"]
-            for key, ids in (("recall_whole_judged", row["sources"]), ("recall_alone_judged", row["sources_alone"])):
-                by_id = sum(any(p["id"] in ids for p in group) for group in groups) / len(groups)
-                row[key] = max(row[key], by_id)  # a source found by its quote at run time still counts
-    if rows and "recall_whole_judged" in rows[0]:
-        judged = [{**r, "recall_whole": r["recall_whole_judged"], "recall_alone": r["recall_alone_judged"]} for r in rows]
-        table(judged, "with the passages judged since (data/conversations-judged.jsonl)")
+            # by id; a source found by its quote at run time (the index built again) still counts
+            return max(recall, sum(any(p["id"] in ids for p in group) for group in groups) / len(groups))
+
+        table([{**r, "recall_whole": judged(r["recall_whole"], r, r["sources"]), "recall_alone": judged(r["recall_alone"], r, r["sources_alone"])}
+               for r in rows], "with the passages judged since (data/conversations-judged.jsonl)")
 
 
 def table(rows: list[dict], gold: str) -> None:
@@ -303,7 +303,6 @@ def main() -> None:
         return
     indexes = dict(item.split("=", 1) for item in args.index)
     conversations = [c for c in load(args.data) if args.split == "all" or c["split"] == args.split]
-    judged = load(args.data, judged=True)
     extra = [*(["--llm", args.llm] if args.llm else []), *(["--base-url", args.base_url] if args.base_url else []),
              *(["--retrieval", args.retrieval] if args.retrieval else [])]
     if args.answerable:
@@ -313,7 +312,7 @@ def main() -> None:
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
     with (args.out.open("w", encoding="utf-8") if args.out is not None else open(os.devnull, "w")) as out:
-        rows = run(conversations, judged, indexes, args.model, extra, out)
+        rows = run(conversations, indexes, args.model, extra, out)
     report(rows)
 
 
