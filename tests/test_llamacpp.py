@@ -118,3 +118,34 @@ async def test_a_two_turn_conversation_runs_and_its_rewrite_validates(smollm2, r
     assert rewrite.role == "rewrite" and rewrite.structured in (StructuredOutcome.OK, StructuredOutcome.REPAIRED), rewrite
     assert second.standalone_question and second.rewrite.by.startswith("openai-compatible:SmolLM2")
     assert second.searched == [second.standalone_question] and second.answer.strip()
+
+
+def test_the_server_is_only_handed_over_once_its_task_loop_runs(monkeypatch, tmp_path):
+    """Regression: llama.cpp's server returns from its constructor just before its task loop starts; a run whose
+    answers were all cached stopped it at once, the loop started after the stop, and closing waited forever (the
+    suite hung in test_a_rerun_with_a_local_model_is_served_from_the_cache under load). The server must make a
+    round trip through the loop before it is handed over. The race itself needs a loaded machine to show, so the
+    order of calls is checked on a recording stand-in for xllamacpp's Server."""
+    import xllamacpp
+
+    calls = []
+
+    class Recording:
+        def __init__(self, params):
+            calls.append(("start", params.endpoint_metrics))
+
+        def handle_metrics(self):
+            calls.append(("metrics", None))
+            return ""
+
+    monkeypatch.setattr(xllamacpp, "Server", Recording)
+    model = tmp_path / "model.gguf"
+    model.write_bytes(b"GGUF")
+    LocalLlamaServer(model)
+    assert calls == [("start", True), ("metrics", None)]
+
+
+def test_a_real_server_started_and_stopped_at_once_stops(smollm2):
+    """What a fully cached `typedrag ask --llm local:...` does: start the server, ask nothing, stop it."""
+    for _ in range(3):
+        LocalLlamaServer(smollm2_path(), n_ctx=512, threads=1).close()

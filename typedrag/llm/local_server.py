@@ -43,8 +43,14 @@ class LocalLlamaServer:
         params.hostnames = ["127.0.0.1"]
         params.port = _free_port()
         params.verbosity = 0
+        params.endpoint_metrics = True  # loopback only: token counters, read once below
         self.model_name = path.stem
         self._server = xllamacpp.Server(params)
+        # The server returns from its constructor just before its task loop starts; stopped in that instant (a run
+        # whose every answer is cached stops it at once), the loop starts after the stop and never ends, and the
+        # stop waits for it forever. A metrics request is a round trip through that loop: once it returns, the
+        # loop runs and a stop ends it.
+        self._server.handle_metrics()
         self.base_url = f"http://127.0.0.1:{params.port}/v1"
 
     def close(self) -> None:
