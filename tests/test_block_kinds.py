@@ -4,6 +4,8 @@ passage, both index backends store them (Milvus: tests/test_milvus.py), and `--j
 
 from __future__ import annotations
 
+import asyncio
+
 import json
 import os
 import subprocess
@@ -243,6 +245,51 @@ def test_markdown_kinds(tmp_path):
     ]
 
 
+NODE_STYLE_MARKDOWN = """# Readline
+
+A common use case for [`readline`][] is to consume a file [one line at a time][reading files]
+(lines[2][3] keep brackets no label defines):
+
+* `input` {stream.Readable} The [Readable][] stream to listen to.
+  * `crlfDelay` {number} Read a [CR LF][] as one line break.
++ `output` {stream.Writable} See the [docs](https://nodejs.org/api/).
+
+[`readline`]: #readline
+[CR LF]: https://en.wikipedia.org/wiki/Newline
+[Readable]: stream.md#readable-streams
+[reading files]: #example-read-file-stream-line-by-line
+"""
+
+
+def test_markdown_reference_links_read_as_their_text_and_their_targets_are_no_text(tmp_path):
+    (tmp_path / "readline.md").write_text(NODE_STYLE_MARKDOWN)
+    blocks = blocks_of(tmp_path / "readline.md")
+    assert [(block.kind.value, block.order, block.text) for block in blocks] == [
+        ("prose", None, "A common use case for `readline` is to consume a file one line at a time (lines[2][3] keep brackets no label defines):"),
+        ("item", None, "- `input` {stream.Readable} The Readable stream to listen to."),
+        ("item", None, "- `crlfDelay` {number} Read a CR LF as one line break."),
+        ("item", None, "- `output` {stream.Writable} See the docs."),
+    ]
+
+
+def test_an_offline_answer_quotes_a_markdown_items_text_without_its_marker(tmp_path):
+    from typedrag.engines.offline import OfflineEngine
+    from typedrag.index import build_index, open_retriever
+    from typedrag.pipeline import Pipeline
+    from typedrag.reader import default_reader
+
+    (tmp_path / "tea.md").write_text(
+        "# Tea\n\nWhich tea to choose:\n\n* Green tea wants water that has cooled for a few minutes after boiling.\n"
+        "+ Black tea wants water that is fully boiling when it is poured.\n\nHow to brew:\n\n"
+        "1. Boil fresh water in a clean kettle until it bubbles.\n2) Warm the teapot with a splash of the hot water.\n"
+    )
+    build_index([str(tmp_path / "tea.md")], tmp_path / "index", retrieval="bm25")
+    pipeline = Pipeline(OfflineEngine(default_reader()), open_retriever(tmp_path / "index"))
+    for question in ("What water temperature does green tea want?", "How do I boil water for tea in a kettle?"):
+        answer = asyncio.run(pipeline.answer(question, "rag")).answer
+        assert answer and not answer.startswith(("* ", "+ ", "1. ", "2) ")) and " * " not in answer and " + " not in answer, answer
+
+
 RST = """.. Copyright 2024 The Tea Society.
 
 =======
@@ -299,11 +346,11 @@ def test_restructuredtext_kinds(tmp_path):
     assert [(block.kind.value, block.order, block.text) for block in blocks] == [
         ("notice", None, "Copyright 2024 The Tea Society."),
         ("prose", None, "Tea needs fresh water."),
-        ("item", 1, "#. Boil the water."),
-        ("item", 2, "#. Warm the pot with a splash."),
-        ("item", 3, "#. Add the leaves."),
-        ("item", None, "* green"),
-        ("item", None, "* black"),
+        ("item", 1, "1. Boil the water."),  # an item as every reader writes it: its number, or "- "
+        ("item", 2, "2. Warm the pot with a splash."),
+        ("item", 3, "3. Add the leaves."),
+        ("item", None, "- green"),
+        ("item", None, "- black"),
         ("prose", None, "Run it like this:"),
         ("code", None, "brew --green\nbrew --black"),
         ("code", None, 'brew("green")'),

@@ -31,6 +31,8 @@ _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
 _MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
+_MD_REFERENCE_LINK = re.compile(r"!?\[([^\]\n]*)\](?:\[([^\]\n]*)\])?")  # [text][label], [text][], [text]
+_MD_DEFINITION = re.compile(r"^ {0,3}\[([^\]\n]+)\]:[ \t]*\S")  # "[label]: url", what a reference link points to
 _RST_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+[ \t]*$")  # one punctuation character, repeated
 _RST_EXPLICIT = re.compile(r"^\.\.(?:[ \t]|$)")  # directives, comments and link targets
 _RST_ROLE = re.compile(r":[\w.+-]+:`([^`\n]*?)(?:\s*<[^>\n]*>)?`")
@@ -111,7 +113,7 @@ def lines(path: Path) -> Iterator[str]:
 def first_heading(path: Path, syntax: str) -> str:
     """The first heading in the first megabyte of the file, or ""."""
     seen = 0
-    for event in events(lines(path), syntax):
+    for event in events(lines(path), syntax, link_labels(path, syntax)):
         if isinstance(event, Heading):
             return event.text
         seen += len(event.text)
@@ -122,16 +124,28 @@ def first_heading(path: Path, syntax: str) -> str:
 
 def _blocks(path: Path, syntax: str, title: str) -> Iterator[Block]:
     outline = Outline(title)
-    for event in events(lines(path), syntax):
+    for event in events(lines(path), syntax, link_labels(path, syntax)):
         if isinstance(event, Heading):
             outline.heading(event.level, event.text)
         else:
             yield from blocks_of(event.text, outline.path, kind=event.kind, order=event.order)
 
 
-def events(source: Iterator[str], syntax: str) -> Iterator[Heading | Paragraph]:
+def link_labels(path: Path, syntax: str) -> frozenset[str]:
+    """The labels a Markdown file defines a link target for ("[fs.ReadStream]: fs.md#..."), wherever they are: a
+    reference link ("[text][label]") reads as its text only when its label is defined, as CommonMark has it."""
+    if syntax != "markdown":
+        return frozenset()
+    return frozenset(_label(found.group(1)) for line in lines(path) if (found := _MD_DEFINITION.match(line)))
+
+
+def _label(text: str) -> str:
+    return " ".join(text.split()).casefold()
+
+
+def events(source: Iterator[str], syntax: str, labels: frozenset[str] = frozenset()) -> Iterator[Heading | Paragraph]:
     if syntax == "markdown":
-        return _Markdown().events(source)
+        return _Markdown(labels).events(source)
     if syntax == "rst":
         return _Rst().events(source)
     return _paragraphs(source)
@@ -211,15 +225,20 @@ def _dedent(line: str, width: int) -> str:
     return line[min(width, _indent(line)) :]
 
 
-def _md_inline(text: str) -> str:
-    return _MD_LINK.sub(r"\1", text)
+
+
+def _item_line(order: int | None, text: str) -> str:
+    """An item's first line as the document readers write it, whatever its marker was ("*", "+", "#.",
+    "a)"): "- " and its text, or its number in its list (typedrag.engines.offline reads it back by its kind)."""
+    return f"{order}. {text}" if order is not None else f"- {text}"
 
 
 class _Markdown:
     """CommonMark's block structure, line by line: fenced and indented code, lists (an ordered item numbered from
     its list's start), pipe tables, block quotes, ATX and setext headings, paragraphs."""
 
-    def __init__(self) -> None:
+    def __init__(self, labels: frozenset[str] = frozenset()) -> None:
+        self.labels = labels  # the link labels the document defines (link_labels)
         self.buffer = _Buffer()
         self.mode = ""  # "", "prose", "fence", "code", "item", "quote", "table"
         self.fence = ""
@@ -236,8 +255,16 @@ class _Markdown:
 
     def begin(self, mode: str, kind: BlockKind, order: int | None = None, *, verbatim: bool = False) -> Iterator[Paragraph]:
         self.mode = mode
-        if done := self.buffer.start(kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else _md_inline):
+        if done := self.buffer.start(kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else self.inline):
             yield done
+
+    def inline(self, text: str) -> str:
+        """The text of links: inline ones ("[text](url)"), and reference ones whose label the document defines."""
+
+        def text_of(link: re.Match) -> str:
+            return link.group(1) if _label(link.group(2) or link.group(1)) in self.labels else link.group(0)
+
+        return _MD_REFERENCE_LINK.sub(text_of, _MD_LINK.sub(r"\1", text))
 
     def add(self, line: str) -> Iterator[Paragraph]:
         if done := self.buffer.add(line):
@@ -274,14 +301,16 @@ class _Markdown:
             self.fence = opened.group(1)
             yield from self.begin("fence", BlockKind.CODE, verbatim=True)
             return
+        if self.mode == "" and _MD_DEFINITION.match(line):
+            return  # a link's target ("[fs.ReadStream]: fs.md#..."), no text of the document
         if atx := _ATX.match(line):
             yield from self.end()
-            yield Heading(len(atx.group(1)), _md_inline(atx.group(2) or ""))
+            yield Heading(len(atx.group(1)), self.inline(atx.group(2) or ""))
             return
         if self.mode == "prose" and (setext := _SETEXT.match(line)):
             text = " ".join(self.buffer.lines)
             self.buffer.lines, self.buffer.size, self.mode = [], 0, ""
-            yield Heading(1 if setext.group(1)[0] == "=" else 2, _md_inline(text))
+            yield Heading(1 if setext.group(1)[0] == "=" else 2, self.inline(text))
             return
         if _SETEXT.match(line) and self.mode != "item" and set(line.strip()) == {"-"} and len(line.strip()) >= 3:
             yield from self.end()  # a thematic break
@@ -344,7 +373,7 @@ class _Markdown:
             self.lists.append((indent, order))
         self.item_indent = len(marker.group(0).expandtabs(4)) if line[marker.end() :].strip() else indent + 2
         yield from self.begin("item", BlockKind.ITEM, order)
-        yield from self.add(line.strip())
+        yield from self.add(_item_line(order, line[marker.end() :].strip()))
 
 
 def _rst_inline(text: str) -> str:
@@ -596,7 +625,7 @@ class _Rst:
         self.item_indent = len(marker.group(0).expandtabs(4))
         yield from self.begin("item", BlockKind.ITEM, order)
         self.paragraph_indent = indent
-        yield from self.add(line.strip())
+        yield from self.add(_item_line(order, line[marker.end() :].strip()))
 
 
 def _enumerator_value(enumerator: str) -> int:

@@ -77,8 +77,8 @@ def pieces_of(source: Source, settings: OfflineSettings) -> Iterable[tuple[str, 
     for line, kind in lines_of(source):
         if kind.kind not in QUOTED_KINDS or not line.strip():
             continue
-        if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " and its text
-            line = line.strip().removeprefix("- ")
+        if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " or its number, and its text
+            line = line.strip().removeprefix("- ").removeprefix(f"{kind.order}. ")
         whole = kind.kind is BlockKind.ITEM and len(line.split()) <= settings.max_words  # an item is one piece
         for piece in [line] if whole else split_sentences(line):
             words = piece.split()
