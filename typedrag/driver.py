@@ -35,7 +35,7 @@ from typedrag.abstain import Policy, Verdict, question_heading, support
 from typedrag.attribution import settle
 from typedrag.engines.base import Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, PlanFailed, StrategyError
-from typedrag.index.base import Retriever
+from typedrag.index.base import DUPLICATE_ROOM, Retriever, distinct
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
 from typedrag.result import Abstention, Aspect, EngineStep, Fallback, Source, extract_citations
@@ -331,12 +331,16 @@ class Driver:
         retriever = self.services.retriever
         if retriever is None:
             raise TypeError("a flow searched, but this pipeline has no retriever")
+        # Near-duplicates are set aside (typedrag.index.base.distinct). A model reads the passages that take their
+        # places and picks from them; the extractive engine would quote them as noise (BENCHMARKS.md section 34).
         queries = list(step.queries)
+        deeper = step.k + (DUPLICATE_ROOM if self.services.engine.generative else 0)
         with telemetry.retrieving(queries, step.k) as span:
             if len(queries) == 1:
-                hit_lists = [await asyncio.to_thread(retriever.search, queries[0], step.k)]
+                found = [await asyncio.to_thread(retriever.search, queries[0], deeper)]
             else:  # in one call, so the retriever can run them in parallel
-                hit_lists = await asyncio.to_thread(retriever.search_many, queries, step.k)
+                found = await asyncio.to_thread(retriever.search_many, queries, deeper)
+            hit_lists = [distinct(hits, step.k) for hits in found]
             telemetry.found(span, hit_lists)
             return hit_lists
 

@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from typedrag.errors import IndexUnusableError, UserError
 from typedrag.records import IndexSummary, ScoredPassage
 
-__all__ = ["EmptyIndexError", "IndexBuildError", "IndexUnusableError", "Retriever"]
+__all__ = ["EmptyIndexError", "IndexBuildError", "IndexUnusableError", "Retriever", "distinct"]
+
+# A passage holding little but what a passage ranked above it holds (one page built both as HTML and as
+# Markdown, the same page again in an "all on one page" file, a section repeated in release notes) adds
+# nothing to an answer and takes the place of one that would: when this share of its word 4-grams is in one
+# passage ranked higher, it is set aside (BENCHMARKS.md section 34). One that holds more keeps its place.
+DUPLICATE_SHARE = 0.8
+DUPLICATE_ROOM = 10  # passages a step searches beyond its k for a model to read, so that k distinct ones remain
+_SHINGLE_WORDS = 4
+_WORD = re.compile(r"\w+")
 
 
 class IndexBuildError(UserError, FileExistsError):
@@ -40,6 +50,28 @@ def empty_index_error(summary: IndexSummary, kept: str | None) -> EmptyIndexErro
         why += f"; and {dropped:,} more problems"
     left = f"; {kept} is left as it was" if kept else ""
     return EmptyIndexError(f"no readable document in the sources ({why}){left}; typedrag reads {', '.join(SUPPORTED)}", summary)
+
+
+def _shingles(text: str) -> set[tuple[str, ...]]:
+    """The text's runs of _SHINGLE_WORDS words, markup and case aside (a shorter text: its words as one run)."""
+    words = _WORD.findall(text.casefold())
+    return {tuple(words[i : i + _SHINGLE_WORDS]) for i in range(max(1, len(words) - _SHINGLE_WORDS + 1))}
+
+
+def distinct(hits: Sequence[ScoredPassage], k: int | None = None) -> list[ScoredPassage]:
+    """`hits` (best first) without each passage that one ranked above it holds almost whole (DUPLICATE_SHARE
+    of its word runs), the first `k` of them (None: all)."""
+    kept: list[ScoredPassage] = []
+    seen: list[set[tuple[str, ...]]] = []
+    for hit in hits:
+        if k is not None and len(kept) >= k:
+            break
+        runs = _shingles(hit.passage.text)
+        if any(len(runs & other) >= DUPLICATE_SHARE * len(runs) for other in seen):
+            continue
+        kept.append(hit)
+        seen.append(runs)
+    return kept
 
 
 def _gist(reason: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from typedrag.index.base import distinct
 from typedrag.records import ScoredPassage
 from typedrag.steps import Depths, Flow, Rank, Strategy, StrategyOutput
 
@@ -21,12 +22,9 @@ OFF_TOPIC_MARGIN = 0.25
 
 
 def union(hit_lists: Iterable[list[ScoredPassage]]) -> list[ScoredPassage]:
-    """Every passage once, in the order first seen."""
-    seen: dict[str, ScoredPassage] = {}
-    for hits in hit_lists:
-        for hit in hits:
-            seen.setdefault(hit.passage_id, hit)
-    return list(seen.values())
+    """Every passage once, in the order first seen: a near-duplicate of one seen before (the same page in
+    another rendering, typedrag.index.base.distinct) counts as seen."""
+    return distinct([hit for hits in hit_lists for hit in hits])
 
 
 def on_topic(question: str, pool: list[ScoredPassage]) -> Flow[list[ScoredPassage]]:

@@ -165,8 +165,8 @@ def gather_evidence(
     """
     queries = [retrieval_query(a.query, question) for a in aspects]
     own = yield Search(queries, depths.aspect_search)
-    seen = {hit.passage_id for hit in rag_hits}
-    fresh = [[hit for hit in hits if hit.passage_id not in seen] for hits in own]
+    seen, distinct_ids = {hit.passage_id for hit in rag_hits}, {hit.passage_id for hit in union([rag_hits, *own])}
+    fresh = [[hit for hit in hits if hit.passage_id in distinct_ids and hit.passage_id not in seen] for hits in own]
     # Plain RAG's passages are scored too: they set the bar, so a pool that is all off topic is not kept for
     # want of anything better.
     relevant = {hit.passage_id for hit in (yield from on_topic(question, union([rag_hits, *fresh])))}
