@@ -26,7 +26,7 @@ MAX_TOKEN_CHARS = 1000
 MAX_PASSAGE_CHARS = 3000
 # Changes with any change to how documents become passages (a reader or the chunker): an index built by
 # another version is rebuilt, not synced.
-CHUNKER_VERSION = 6
+CHUNKER_VERSION = 7
 
 Lines = tuple[LineKind, ...]
 
