@@ -174,14 +174,20 @@ def _passages_of(searcher, schema, key: str, count: int) -> Iterator[PassageText
 
 def _progress(show: bool, total: int, embedder: str):
     """A bar with the passages embedded, their rate and the time left (rich estimates it from the recent rate)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
     from rich.text import Text
+
+    from typedrag.index.progress import LoggedProgress, left
 
     class Rate(ProgressColumn):
         def render(self, task) -> Text:
             return Text(f"{task.speed:,.0f} passages/s" if task.speed else "")
 
-    progress = Progress(
+    def line(task) -> str:
+        rate = f", {task.speed:,.0f} passages/s" if task.speed else ""
+        return f"embedding ({embedder}): {task.completed:,.0f} of {task.total:,.0f} passages{rate}{left(task)}"
+
+    progress = LoggedProgress(
         TextColumn(f"embedding ({embedder})"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -190,6 +196,7 @@ def _progress(show: bool, total: int, embedder: str):
         TextColumn("left"),
         TimeRemainingColumn(),
         disable=not show or total == 0,
+        line=line,
     )
     return progress, progress.add_task("embedding", total=total)
 

@@ -37,6 +37,7 @@ from typedrag.corpus.chunker import iter_passages
 from typedrag.corpus.formats import Unreadable
 from typedrag.corpus.readers import Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
 from typedrag.errors import CorpusError
+from typedrag.index.progress import LoggedProgress, left
 from typedrag.records import CappedList, CorpusProblem, IndexSummary, Passage
 
 # Files read in worker processes at once (they parse HTML, PDF and DOCX in pure Python, under the GIL).
@@ -362,11 +363,15 @@ def _read_listed(scanned: ScannedFile, passage_words: int, strict: bool) -> File
 
 
 def _progress(show: bool) -> Progress:
-    return Progress(
+    def line(task) -> str:
+        return f"reading: {task.completed:,.0f} of {task.total:,.0f} files, {task.fields['pages']:,} pages{left(task)}"
+
+    return LoggedProgress(
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
         TextColumn("files, {task.fields[files_rate]:,.1f}/s · {task.fields[pages]:,} pages, {task.fields[pages_rate]:,.0f}/s"),
         TimeElapsedColumn(),
         disable=not show,
+        line=line,
     )
