@@ -225,8 +225,6 @@ def _dedent(line: str, width: int) -> str:
     return line[min(width, _indent(line)) :]
 
 
-
-
 def _item_line(order: int | None, text: str) -> str:
     """An item's first line as the document readers write it, whatever its marker was ("*", "+", "#.",
     "a)"): "- " and its text, or its number in its list (typedrag.engines.offline reads it back by its kind)."""
