@@ -75,9 +75,10 @@ def read_markup(path: Path, syntax: str, fallback_title: str | None = None) -> P
     """`syntax` is "text", "markdown" or "rst"; raises `Unreadable` (with the line) for binary content. The title
     is the first heading, else `fallback_title` (else the file name)."""
     check_utf8(path)
-    title = "" if syntax == "text" else title_line(first_heading(path, syntax))
+    labels = link_labels(path, syntax)
+    title = "" if syntax == "text" else title_line(first_heading(path, syntax, labels))
     title = title or (title_line(path.stem) if fallback_title is None else fallback_title)
-    return Parsed(title, _blocks(path, syntax, title))
+    return Parsed(title, _blocks(path, syntax, title, labels))
 
 
 def check_utf8(path: Path) -> None:
@@ -110,10 +111,10 @@ def lines(path: Path) -> Iterator[str]:
             yield clean(line.removesuffix("\n"))
 
 
-def first_heading(path: Path, syntax: str) -> str:
-    """The first heading in the first megabyte of the file, or ""."""
+def first_heading(path: Path, syntax: str, labels: frozenset[str] = frozenset()) -> str:
+    """The first heading in the first megabyte of the file, or "" (`labels`: see `link_labels`)."""
     seen = 0
-    for event in events(lines(path), syntax, link_labels(path, syntax)):
+    for event in events(lines(path), syntax, labels):
         if isinstance(event, Heading):
             return event.text
         seen += len(event.text)
@@ -122,9 +123,9 @@ def first_heading(path: Path, syntax: str) -> str:
     return ""
 
 
-def _blocks(path: Path, syntax: str, title: str) -> Iterator[Block]:
+def _blocks(path: Path, syntax: str, title: str, labels: frozenset[str]) -> Iterator[Block]:
     outline = Outline(title)
-    for event in events(lines(path), syntax, link_labels(path, syntax)):
+    for event in events(lines(path), syntax, labels):
         if isinstance(event, Heading):
             outline.heading(event.level, event.text)
         else:
