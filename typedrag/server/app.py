@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -237,11 +238,13 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
             if not await asyncio.to_thread(telemetry.flush):
                 log.warning("traces not sent at shutdown: the trace collector did not take them in time")
 
-    app = FastAPI(
+    app = FastAPIOffline(  # FastAPI whose /docs loads Swagger UI from this server, not a CDN
+        redoc_url=None,  # ReDoc fetches its logo from its CDN even when served locally
         title="typedrag",
         version="1",
         summary="Typed-RAG answers for non-factoid questions, with citations and a trace.",
         lifespan=lifespan,
+        swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would send the schema to an online validator
     )
     if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
