@@ -29,6 +29,7 @@ from typedrag.config import Settings
 from typedrag.history import Turn
 from typedrag.pipeline import Pipeline
 from typedrag.result import AnswerResult
+from typedrag.server.mcp_http import mount_mcp
 from typedrag.server.metrics import RequestObserver, ServiceMetrics, fastapi_traces_requests
 from typedrag.server.openai_compat import router as openai_router
 from typedrag.server.service import (
@@ -80,6 +81,11 @@ def require_key(request: Request, credentials: HTTPAuthorizationCredentials | No
         raise api_error(
             401, "missing or wrong API key: send 'Authorization: Bearer <key>'", {"WWW-Authenticate": "Bearer"}
         )
+
+
+async def check_key(request: Request) -> None:
+    """`require_key` for a route that is an ASGI app of its own (/mcp), where FastAPI resolves no dependencies."""
+    require_key(request, await _bearer(request))
 
 
 router = APIRouter()
@@ -228,7 +234,8 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
                 app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options, metrics)
             await asyncio.to_thread(app.state.service.load_models)
             metrics.watch(app.state.service)
-            yield
+            async with mcp.running():
+                yield
         finally:
             metrics.close()
             if resources is not None:
@@ -256,4 +263,5 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(router)
     app.include_router(openai_router, dependencies=[Depends(require_key)])
+    mcp = mount_mcp(app, check_key, options.max_request_bytes)
     return app
