@@ -69,10 +69,12 @@ class Collection:
 
 
 class UnknownCollection(UserError):
-    pass
+    """A collection name the server does not serve; the message names those it does."""
 
 
 class CollectionsOut(BaseModel):
+    """What `list_collections` returns."""
+
     collections: list[CollectionInfo]
 
 
@@ -142,6 +144,8 @@ class PassageOut(BaseModel):
 
 
 class SearchOut(BaseModel):
+    """What `search` returns: the passages, best first, and the engine that found them."""
+
     collection: str
     query: str
     retriever: str | None
@@ -149,18 +153,24 @@ class SearchOut(BaseModel):
 
 
 class CitationOut(BaseModel):
+    """A sentence of the answer and the passages it cites."""
+
     text: str = Field(description="the sentence of the answer that cites")
     sources: list[int] = Field(description="the numbers of the passages it cites")
     passage_ids: list[str]
 
 
 class TypeOut(BaseModel):
+    """The question's type, as decided for the answer."""
+
     type: str = Field(description="the NF-CATS type the question was answered as, e.g. COMPARISON")
     confidence: float
     source: str = Field(description="classifier:<name>, forced, or llm:<model>")
 
 
 class AspectOut(BaseModel):
+    """One aspect of a typed plan: what it searched for and the sources it drew on."""
+
     label: str
     query: str
     sources: list[int]
@@ -184,6 +194,8 @@ class TraceSummary(BaseModel):
 
 
 class AnswerOut(BaseModel):
+    """What `answer` returns: the answer, its citations and sources, the type, the engine, the trace in brief."""
+
     collection: str
     question: str
     method: str

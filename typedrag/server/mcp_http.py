@@ -28,7 +28,7 @@ def served_collections(app: FastAPI) -> Collections:
 
 
 class ServerBusy(UserError):
-    pass
+    """Every answer slot of the server is taken: the MCP client sees a one-line tool error, as /v1 sees 503."""
 
 
 @contextmanager
