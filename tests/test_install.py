@@ -152,6 +152,7 @@ def test_a_users_mypy_sees_typedrags_types(plain, tmp_path):
         ("local", ["typedrag", "classify", "Why is the sky blue?", "--classifier", "llm", "--llm", "local:model.gguf"]),
         ("train", ["python", "-m", "typedrag.classify.train", "--data-dir", "nfcats", "--out", "model"]),
         ("bench", ["python", ROOT / "bench" / "bench_retrieval.py", "--corpus", "corpus.jsonl"]),
+        ("mcp", ["typedrag", "mcp", "--index", "idx"]),
     ],
 )
 def test_a_missing_extra_is_one_line_naming_it_and_exit_2(plain, work, extra, command):

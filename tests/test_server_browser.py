@@ -385,3 +385,22 @@ def test_the_pages_window_is_the_servers_bound():
     script = (Path(__file__).resolve().parents[1] / "typedrag" / "server" / "static" / "app.js").read_text(encoding="utf-8")
     assert re.search(r"const WINDOW_TURNS = (\d+);", script).group(1) == str(MAX_TURNS)
     assert re.search(r"const TURN_CHARS = (\d+);", script).group(1) == str(MAX_TURN_CHARS)
+
+
+def test_the_api_docs_render_offline(page_url):
+    """Issue 58 #6: /docs (Swagger UI) shows the API with nothing fetched from off this server."""
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page()
+            hosts, failed, errors = set(), [], []
+            page.on("request", lambda request: hosts.add(urlparse(request.url).netloc))
+            page.on("requestfailed", lambda request: failed.append(request.url))
+            page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+            page.goto(page_url + "/docs")
+            sync_api.expect(page.locator(".swagger-ui .info .title")).to_contain_text("typedrag", timeout=30_000)
+            paths = page.locator(".swagger-ui .opblock-summary-path").all_inner_texts()
+            assert "/v1/answer" in paths and "/v1/chat/completions" in paths
+        finally:
+            browser.close()
+    assert hosts == {urlparse(page_url).netloc} and not failed and not errors

@@ -319,6 +319,49 @@ def chat(
         resources.close()
 
 
+@app.command("mcp")
+def mcp_command(
+    index_dir: IndexOpt = None,
+    llm: LLMOpt = None,
+    base_url: BaseUrlOpt = None,
+    classifier: ClassifierOpt = None,
+    llm_timeout: LLMTimeoutOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
+    backend: BackendOpt = None,
+    uri: UriOpt = None,
+    collection: CollectionOpt = None,
+    token: TokenOpt = None,
+    milvus_mode: RetrievalOpt = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error (JSON lines on stderr).")] = "warning",
+) -> None:
+    """An MCP server on stdin/stdout for assistants and IDE agents: tools to list collections, search one and
+    answer from it (this index is the collection "default"). `typedrag serve` offers the same at /mcp over
+    HTTP. Needs the mcp extra."""
+    from typedrag.extras import require
+    from typedrag.factory import Resources, build_pipeline
+    from typedrag.mcp_server import FEATURE, SingleIndex, serve_stdio
+    from typedrag.server.logs import configure_logging
+
+    configure_logging(log_level)  # stdout carries the protocol: every log line goes to stderr
+    settings = settings_from(
+        index=index_dir,
+        classifier=classifier,
+        **{"llm.model": llm, "llm.base_url": base_url},
+        **llm_limits(llm_timeout, llm_concurrency),
+        **backend_overrides(backend, uri, collection, token, milvus_mode),
+    )
+    resources = Resources()
+    try:
+        require("mcp.server", "mcp", FEATURE)  # before the index is opened: the extra is the first thing to add
+        pipeline = build_pipeline(settings, resources)
+        _note_retrieval(pipeline.retriever)
+        asyncio.run(resources.run(serve_stdio(SingleIndex(lambda: pipeline))))
+    except USER_ERRORS as error:
+        fail(str(error))
+    finally:
+        resources.close()
+
+
 async def converse(pipeline, method: str, forced: str | None, system: str | None) -> None:
     """Read questions from stdin until /quit or its end; answer each in the conversation so far. A question
     that cannot be answered (too long, the endpoint failed) says why in one line and the conversation goes on."""

@@ -19,6 +19,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -28,6 +29,7 @@ from typedrag.config import Settings
 from typedrag.history import Turn
 from typedrag.pipeline import Pipeline
 from typedrag.result import AnswerResult
+from typedrag.server.mcp_http import mount_mcp
 from typedrag.server.metrics import RequestObserver, ServiceMetrics, fastapi_traces_requests
 from typedrag.server.openai_compat import router as openai_router
 from typedrag.server.service import (
@@ -79,6 +81,11 @@ def require_key(request: Request, credentials: HTTPAuthorizationCredentials | No
         raise api_error(
             401, "missing or wrong API key: send 'Authorization: Bearer <key>'", {"WWW-Authenticate": "Bearer"}
         )
+
+
+async def check_key(request: Request) -> None:
+    """`require_key` for a route that is an ASGI app of its own (/mcp), where FastAPI resolves no dependencies."""
+    require_key(request, await _bearer(request))
 
 
 router = APIRouter()
@@ -227,7 +234,8 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
                 app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options, metrics)
             await asyncio.to_thread(app.state.service.load_models)
             metrics.watch(app.state.service)
-            yield
+            async with mcp.running():
+                yield
         finally:
             metrics.close()
             if resources is not None:
@@ -237,11 +245,13 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
             if not await asyncio.to_thread(telemetry.flush):
                 log.warning("traces not sent at shutdown: the trace collector did not take them in time")
 
-    app = FastAPI(
+    app = FastAPIOffline(  # FastAPI whose /docs loads Swagger UI from this server, not a CDN
+        redoc_url=None,  # ReDoc fetches its logo from its CDN even when served locally
         title="typedrag",
         version="1",
         summary="Typed-RAG answers for non-factoid questions, with citations and a trace.",
         lifespan=lifespan,
+        swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would send the schema to an online validator
     )
     if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
@@ -253,4 +263,5 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(router)
     app.include_router(openai_router, dependencies=[Depends(require_key)])
+    mcp = mount_mcp(app, check_key, options.max_request_bytes)
     return app
