@@ -332,6 +332,32 @@ def test_listing_is_keyset_paginated_newest_first_even_when_times_tie(store, clo
     assert len(store.conversations(alice, limit=10_000).items) == 120  # capped at 200 a page
 
 
+def test_pages_and_times_do_not_depend_on_the_database_servers_time_zone(store_url, clock):
+    """A PostgreSQL server whose zone is not UTC: a cursor's time sent as a zoned value was read in that zone."""
+    if store_url.startswith("postgresql"):
+        import psycopg
+
+        with psycopg.connect(store_url, autocommit=True) as connection:
+            connection.execute(f'ALTER DATABASE "{store_url.rsplit("/", 1)[1]}" SET timezone TO \'America/New_York\'')
+    store = open_store(store_url, clock=clock)
+    try:
+        alice = store.add_user("alice", "admin")
+        made = []
+        for number in range(30):
+            made.append(store.start_conversation(alice, "docs", f"c{number}"))
+            clock.advance(hours=1)
+        first = store.conversations(alice, limit=10)
+        second = store.conversations(alice, limit=10, cursor=first.next_cursor)
+        assert [c.title for c in first.items + second.items] == [f"c{n}" for n in range(29, 9, -1)]
+        assert store.conversation(alice, made[0].id).created_at == made[0].created_at
+        clock.advance(hours=2)  # c0 was made 32 hours ago, c29 3 hours ago
+        assert store.purge(retention_days=2) == 0
+        clock.advance(days=1)
+        assert store.purge(retention_days=2) == 8  # c0..c7, untouched for more than 48 hours
+    finally:
+        store.close()
+
+
 def test_search_finds_titles_and_messages_ignoring_case(store, answered):
     alice = store.add_user("alice", "admin")
     rome, _ = _asked(store, alice, "docs", answered)

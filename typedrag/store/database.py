@@ -84,9 +84,14 @@ class Database:
 
     @contextmanager
     def reading(self) -> Iterator[Connection]:
-        """A read transaction (one consistent snapshot)."""
-        with self._failures(), self.engine.connect() as connection, connection.begin():
-            yield connection
+        """A connection to read on: on SQLite a read transaction (one snapshot); on PostgreSQL each statement on its
+        own, as READ COMMITTED gives each statement its own snapshot anyway (no BEGIN and COMMIT round trips)."""
+        with self._failures(), self.engine.connect() as connection:
+            if self.kind == "postgresql":
+                yield connection.execution_options(isolation_level="AUTOCOMMIT")
+                return
+            with connection.begin():
+                yield connection
 
     @contextmanager
     def writing(self) -> Iterator[Connection]:
@@ -109,7 +114,7 @@ class Database:
             reason = redact_text(" ".join(str(error.orig or error).split()))[:300]
             raise StoreUnavailable(f"the store at {shown(self.url)} cannot be used: {reason}") from None
 
-    def migrate(self) -> str:
+    def migrate(self) -> str | None:
         """Bring the schema to the newest revision this typedrag knows; the revision it is at afterwards."""
         from alembic import command
         from alembic.config import Config

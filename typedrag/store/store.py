@@ -273,7 +273,7 @@ class Store:
             if c.execute(sa.select(users.c.id).where(users.c.name == name)).first() is not None:
                 raise AlreadyExists(f"a user named {name!r} exists already")
             created = self.now()
-            user_id = c.execute(sa.insert(users).values(name=name, role=role, created_at=created, disabled=False)).inserted_primary_key[0]
+            user_id = c.execute(sa.insert(users).values(name=name, role=role, created_at=created, disabled=False)).inserted_primary_key[0]  # type: ignore[index]
         return User(user_id, name, role, created, False)
 
     def user(self, name: str) -> User:
@@ -324,7 +324,7 @@ class Store:
             created = self.now()
             key_id = c.execute(
                 sa.insert(api_keys).values(user_id=user.id, prefix=material.prefix, hash=material.hash, label=label, created_at=created)
-            ).inserted_primary_key[0]
+            ).inserted_primary_key[0]  # type: ignore[index]
         return NewKey(ApiKey(key_id, user.name, material.prefix, label, created, None, None), material.key)
 
     def keys(self, user_name: str | None = None) -> list[ApiKey]:
@@ -475,15 +475,14 @@ class Store:
                 query = query.where(sa.or_(conversations.c.title.icontains(term, autoescape=True), in_messages))
         if cursor:
             updated, last_id = _decode_cursor(cursor)
-            query = query.where(sa.or_(
-                conversations.c.updated_at < updated,
-                sa.and_(conversations.c.updated_at == updated, conversations.c.id < last_id),
-            ))
+            # a row-value comparison: both databases seek the index to it (an OR of the two parts scans from the top).
+            # Its values take the columns' types explicitly: a tuple does not pass them on, and a zoned time would be
+            # read in the PostgreSQL server's zone.
+            after = sa.tuple_(sa.literal(updated, conversations.c.updated_at.type), sa.literal(last_id, conversations.c.id.type))
+            query = query.where(sa.tuple_(conversations.c.updated_at, conversations.c.id) < after)
         query = query.order_by(conversations.c.updated_at.desc(), conversations.c.id.desc()).limit(limit + 1)
+        query = query.where(_may_read(user))
         with self.db.reading() as c:
-            readable = self._readable_filter(c, user)
-            if readable is not None:
-                query = query.where(conversations.c.collection.in_(readable))
             rows = c.execute(query).all()
         items = [_conversation(row) for row in rows[:limit]]
         more = len(rows) > limit
@@ -510,15 +509,15 @@ class Store:
         text = clean_text(text, "the message", LIMITS["message_text"], required=role != "assistant")
         result_json = _result_json(result)
         trace = clean_text(trace_id, "the trace id", LIMITS["trace_id"], one_line=True, required=False) if trace_id is not None else None
-        data = json.loads(result_json) if result_json else {}
-        kind = data.get("type") if isinstance(data.get("type"), dict) else {}
+        data: dict[str, Any] = json.loads(result_json) if result_json else {}
+        kind: dict[str, Any] = data["type"] if isinstance(data.get("type"), dict) else {}
         labels = {"method": _label(data.get("method")), "type": _label(kind.get("type")), "strategy": _label(data.get("strategy"))}
         with self.db.writing() as c:
             found = self._conversation(c, user, conversation_id)
             now = self.now()
             message_id = c.execute(sa.insert(messages).values(
                 conversation_id=found.id, role=role, text=text, result=result_json, trace_id=trace or None, created_at=now, **labels
-            )).inserted_primary_key[0]
+            )).inserted_primary_key[0]  # type: ignore[index]
             changes: dict[str, Any] = {"updated_at": now}
             if not found.title and role == "user":
                 changes["title"] = clean_text(text, "the title", 10**9, one_line=True)[: LIMITS["title"]]
@@ -541,7 +540,7 @@ class Store:
         and feedback; how many were removed. The server runs it on start and every hour."""
         if retention_days is not None and (isinstance(retention_days, bool) or not isinstance(retention_days, int) or retention_days < 1):
             raise InvalidInput("the retention must be a whole number of days, 1 or more")
-        expired = conversations.c.deleted_at.is_not(None)
+        expired: sa.ColumnElement[bool] = conversations.c.deleted_at.is_not(None)
         if retention_days is not None:
             expired = sa.or_(expired, conversations.c.updated_at < self.now() - timedelta(days=retention_days))
         with self.db.writing() as c:
@@ -563,16 +562,6 @@ class Store:
         have = self._access(c, user, collection)
         if have is None or (need == "write" and have != "write"):
             raise Forbidden(f"no {need} access to collection {_shown(collection)!r}")
-
-    def _readable_filter(self, c: sa.Connection, user: User) -> list[str] | None:
-        """None when the user may read every collection, else the collections they may read."""
-        current = c.execute(sa.select(users.c.role, users.c.disabled).where(users.c.id == user.id)).first()
-        if current is None or current.disabled:
-            return []
-        if current.role == "admin":
-            return None
-        names = list(c.execute(sa.select(grants.c.collection).where(grants.c.user_id == user.id)).scalars())
-        return None if EVERY_COLLECTION in names else names
 
     # ------------------------------------------------------------ feedback
 
@@ -684,13 +673,20 @@ def open_store(database: str | None = None, data: Path | str | None = None, *, m
 # ---------------------------------------------------------------- rows to records
 
 
+def _may_read(user: User) -> sa.ColumnElement[bool]:
+    """The listed conversation's collection is one the user may read now: `Store.access` as a condition inside the
+    listing's own query (one round trip to the database, not three)."""
+    active = sa.exists().where(users.c.id == user.id, users.c.disabled == sa.false())
+    admin = sa.exists().where(users.c.id == user.id, users.c.role == "admin")
+    granted = sa.exists().where(grants.c.user_id == user.id, grants.c.collection.in_([conversations.c.collection, EVERY_COLLECTION]))
+    return sa.and_(active, sa.or_(admin, granted))
+
+
 def _upsert(c: sa.Connection) -> Callable[..., Any]:
     """INSERT ... ON CONFLICT for the connection's database (both speak it, with the same SQLAlchemy API)."""
-    if c.dialect.name == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    return postgresql.insert if c.dialect.name == "postgresql" else sqlite.insert
 
 
 def _user(row: Any) -> User:
