@@ -161,6 +161,19 @@ def test_a_disabled_or_removed_user_cannot_authenticate(store):
     assert store.keys() == []
 
 
+def test_a_new_key_in_a_deleted_keys_place_works_in_a_process_that_knew_the_old_one(store):
+    """SQLite gives the id of a deleted last row to the next one: a key remembered as verified by its row id made
+    the new key of a re-added user fail until the server restarted."""
+    store.add_user("bob", "reader")
+    old = store.create_key("bob")
+    assert store.authenticate(old.secret) is not None
+    store.remove_user("bob")
+    store.add_user("bob", "reader")
+    new = store.create_key("bob")
+    assert store.authenticate(new.secret) is not None
+    assert store.authenticate(old.secret) is None
+
+
 def test_last_used_is_written_at_most_once_a_minute(store, clock):
     store.add_user("alice", "editor")
     key = store.create_key("alice")

@@ -64,21 +64,24 @@ def _digest(key: str) -> bytes:
 
 
 class VerifiedKeys:
-    """Which key rows a presented key has verified against, as digests: argon2 once per key and process."""
+    """Which stored hashes a presented key has verified against, as digests: argon2 once per key and process.
+
+    Remembered by the hash, never by the row's id: SQLite gives a deleted row's id to the next new row, and a new
+    key under a remembered id would be refused."""
 
     def __init__(self, capacity: int = 4096) -> None:
         self.capacity = capacity
-        self._digests: OrderedDict[int, bytes] = OrderedDict()
+        self._digests: OrderedDict[str, bytes] = OrderedDict()
         self._lock = threading.Lock()
 
     def __repr__(self) -> str:
         return f"VerifiedKeys({len(self._digests)} keys)"
 
-    def check(self, key_id: int, stored_hash: str, presented: str) -> bool:
+    def check(self, stored_hash: str, presented: str) -> bool:
         """Whether `presented` is the key whose argon2 hash is `stored_hash`."""
         digest = _digest(presented.strip())
         with self._lock:
-            known = self._digests.get(key_id)
+            known = self._digests.get(stored_hash)
         if known is not None:
             return hmac.compare_digest(known, digest)
         try:
@@ -86,11 +89,11 @@ class VerifiedKeys:
         except (VerifyMismatchError, VerificationError, InvalidHashError):
             return False
         with self._lock:
-            self._digests[key_id] = digest
+            self._digests[stored_hash] = digest
             while len(self._digests) > self.capacity:
                 self._digests.popitem(last=False)
         return True
 
-    def forget(self, key_id: int) -> None:
+    def forget(self, stored_hash: str) -> None:
         with self._lock:
-            self._digests.pop(key_id, None)
+            self._digests.pop(stored_hash, None)

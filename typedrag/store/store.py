@@ -348,7 +348,7 @@ class Store:
                 raise NotFound(f"{user.name!r} has no key with that prefix (`typedrag users key list` shows their keys)")
             revoked = row.revoked_at or self.now()
             c.execute(sa.update(api_keys).where(api_keys.c.id == row.id).values(revoked_at=revoked))
-        self._verified.forget(row.id)
+        self._verified.forget(row.hash)
         key = _key(row)
         return ApiKey(key.id, key.user, key.prefix, key.label, key.created_at, key.last_used_at, revoked)
 
@@ -368,7 +368,7 @@ class Store:
             ).first()
         if row is None or row.revoked_at is not None or row.disabled:
             return None
-        if not self._verified.check(row.key_id, row.hash, presented):
+        if not self._verified.check(row.hash, presented):
             return None
         now = self.now()
         if row.last_used_at is None or now - row.last_used_at >= LAST_USED_EVERY:
