@@ -108,6 +108,8 @@ def test_a_name_with_markup_and_sql_prints_as_it_is(where):
 
 def test_the_default_store_is_the_data_directorys_sqlite_file(tmp_path, monkeypatch):
     monkeypatch.setenv("TYPEDRAG_DATA", str(tmp_path / "elsewhere"))
+    line = one_line_error(users("list"))  # nothing made by a command that only reads
+    assert "no store at" in line and "--data" in line and not (tmp_path / "elsewhere").exists()
     assert users("add", "alice").exit_code == 0
     assert (tmp_path / "elsewhere" / "typedrag.db").is_file()
     assert users("add", "bob", "--data", str(tmp_path / "given")).exit_code == 0

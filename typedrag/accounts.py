@@ -26,11 +26,11 @@ console = Console(soft_wrap=True)
 
 
 @contextmanager
-def _store(data, database) -> Iterator[Any]:
-    """The store the options name, closed afterwards; its refusals as one line each."""
+def _store(data, database, *, create: bool = False) -> Iterator[Any]:
+    """The store the options name, closed afterwards; its refusals as one line each. Only `add` makes a new store."""
     from typedrag.store import StoreError, StoreUnavailable
 
-    store = store_from(settings_from(data=data, database=database))
+    store = store_from(settings_from(data=data, database=database), create=create)
     try:
         yield store
     except (StoreError, StoreUnavailable) as error:
@@ -45,8 +45,8 @@ def _when(moment) -> str:
 
 def add(name: NameArg, role: RoleOpt = "reader", key: Annotated[bool, typer.Option("--key", help="Also create an API key and print it (once).")] = False,
         data: DataOpt = None, database: DatabaseOpt = None) -> None:
-    """Add a user with a role; --key also prints their first API key."""
-    with _store(data, database) as store:
+    """Add a user with a role; --key also prints their first API key. The first user makes the store."""
+    with _store(data, database, create=True) as store:
         user = store.add_user(name, role)
         errors.print(f"added {for_terminal(user.name)!r} ({user.role})", markup=False)
         if key:

@@ -114,12 +114,13 @@ def backend_overrides(backend=None, uri=None, collection=None, token=None, mode=
     return {"backend": backend, "milvus_uri": uri, "milvus_collection": collection, "milvus_token": token, "retrieval": mode}
 
 
-def store_from(settings: Settings):
-    """The store the settings name (`database`, else SQLite in `data`), migrated; a one-line error if it cannot open."""
+def store_from(settings: Settings, *, create: bool = False):
+    """The store the settings name (`database`, else SQLite in `data`), migrated; a one-line error if it cannot open.
+    create=False: a data directory without a store is an error (a mistyped --data makes no empty store)."""
     from typedrag.store import StoreUnavailable, open_store
 
     database = settings.database.get_secret_value() if settings.database else None
     try:
-        return open_store(database, settings.data)
+        return open_store(database, settings.data, create=create)
     except (UserError, StoreUnavailable) as error:
         fail(str(error))

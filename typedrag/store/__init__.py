@@ -18,20 +18,8 @@ from typedrag.store.errors import (
     StoreUnavailable,
 )
 from typedrag.store.schema import LIMITS
-from typedrag.store.store import (
-    EVERY_COLLECTION,
-    ApiKey,
-    Conversation,
-    Feedback,
-    FeedbackRecord,
-    Grant,
-    Message,
-    NewKey,
-    Page,
-    Store,
-    User,
-    open_store,
-)
+from typedrag.store.records import ApiKey, Conversation, Feedback, FeedbackRecord, Grant, Message, NewKey, Page, User
+from typedrag.store.store import EVERY_COLLECTION, Store, open_store
 
 __all__ = [
     "EVERY_COLLECTION", "LIMITS", "AlreadyExists", "ApiKey", "Conversation", "Feedback", "FeedbackRecord", "Forbidden",

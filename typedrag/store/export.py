@@ -4,22 +4,20 @@ JSON to keep or inspect (every message, each answer's full result with its trace
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pydantic import ValidationError
 
 from typedrag.result import Source
-
-if TYPE_CHECKING:
-    from typedrag.store.store import Conversation, Feedback, Message
+from typedrag.store.records import Conversation, Feedback, Message
 
 JSON_FORMAT = "typedrag-conversation/1"
 EXCERPT_CHARS = 400  # of each source's passage in the Markdown
 
 
-def conversation_json(conversation: "Conversation", messages: list["Message"], verdicts: dict[int, "Feedback | None"],
+def conversation_json(conversation: Conversation, messages: list[Message], verdicts: dict[int, Feedback | None],
                       *, exported_at: datetime) -> dict[str, Any]:
-    def one(message: "Message") -> dict[str, Any]:
+    def one(message: Message) -> dict[str, Any]:
         item: dict[str, Any] = {"id": message.id, "role": message.role, "text": message.text, "created_at": message.created_at.isoformat()}
         if message.role == "assistant":
             given = verdicts.get(message.id)
@@ -44,7 +42,7 @@ def conversation_json(conversation: "Conversation", messages: list["Message"], v
     }
 
 
-def conversation_markdown(conversation: "Conversation", messages: list["Message"]) -> str:
+def conversation_markdown(conversation: Conversation, messages: list[Message]) -> str:
     lines = [
         f"# {_one_line(conversation.title) or 'Conversation'}",
         "",
@@ -61,7 +59,7 @@ def conversation_markdown(conversation: "Conversation", messages: list["Message"
     return "\n".join(lines).rstrip() + "\n"
 
 
-def _answer(message: "Message") -> list[str]:
+def _answer(message: Message) -> list[str]:
     result = message.result or {}
     facts = [f"type {message.type}" if message.type else "", f"strategy {message.strategy}" if message.strategy else "",
              f"method {message.method}" if message.method else "", f"engine {_engine(result)}" if _engine(result) else ""]

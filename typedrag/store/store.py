@@ -15,7 +15,6 @@ import json
 import re
 import secrets
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,9 @@ from pydantic import BaseModel
 
 from typedrag.history import Turn
 from typedrag.store.database import Database, database_url, open_database
-from typedrag.store.errors import AlreadyExists, Forbidden, InvalidInput, NotFound
+from typedrag.store.errors import AlreadyExists, Forbidden, InvalidInput, NotFound, StoreError
 from typedrag.store.keys import VerifiedKeys, mask_keys, new_key, prefix_of
+from typedrag.store.records import ApiKey, Conversation, Feedback, FeedbackRecord, Grant, Message, NewKey, Page, User
 from typedrag.store.schema import (
     ACCESS,
     LIMITS,
@@ -46,119 +46,6 @@ LAST_USED_EVERY = timedelta(minutes=1)  # a key's last-used time is written at m
 PAGE_LIMIT = 200  # the most conversations one page lists
 _CONVERSATION_ID = re.compile(r"[0-9a-f]{32}")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")  # C0 controls but tab, newline, carriage return
-
-
-# ---------------------------------------------------------------- what the store hands out
-
-
-@dataclass(frozen=True)
-class User:
-    id: int
-    name: str
-    role: str  # admin | editor | reader
-    created_at: datetime
-    disabled: bool = False
-
-    @property
-    def is_admin(self) -> bool:
-        return self.role == "admin" and not self.disabled
-
-
-@dataclass(frozen=True)
-class ApiKey:
-    """What is known of a key after its creation: never the key itself, nor its hash."""
-
-    id: int
-    user: str
-    prefix: str
-    label: str
-    created_at: datetime
-    last_used_at: datetime | None
-    revoked_at: datetime | None
-
-    @property
-    def active(self) -> bool:
-        return self.revoked_at is None
-
-
-@dataclass(frozen=True)
-class NewKey:
-    """A key just created: `secret` is the whole key, to be shown once; it is stored nowhere."""
-
-    key: ApiKey
-    secret: str = field(repr=False)
-
-
-@dataclass(frozen=True)
-class Grant:
-    user: str
-    collection: str  # "*": every collection
-    access: str  # read | write
-
-
-@dataclass(frozen=True)
-class Conversation:
-    id: str
-    collection: str
-    title: str
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True)
-class Message:
-    id: int
-    conversation_id: str
-    role: str  # user | assistant | system
-    text: str
-    created_at: datetime
-    trace_id: str | None = None
-    method: str | None = None
-    type: str | None = None
-    strategy: str | None = None
-    result_json: str | None = field(default=None, repr=False)  # an answer's AnswerResult, trace included
-
-    @property
-    def result(self) -> dict[str, Any] | None:
-        return json.loads(self.result_json) if self.result_json else None
-
-
-@dataclass(frozen=True)
-class Feedback:
-    id: int
-    message_id: int
-    verdict: str  # up | down
-    comment: str
-    helpful: tuple[str, ...]  # passage ids the user marked as helpful
-    created_at: datetime
-    updated_at: datetime
-
-
-@dataclass(frozen=True)
-class Page:
-    """One page of a listing, newest first; `next_cursor` asks for the next one (None: this was the last)."""
-
-    items: list[Conversation]
-    next_cursor: str | None
-
-
-@dataclass(frozen=True)
-class FeedbackRecord:
-    """One verdict with what it was given on, for the evaluation set (typedrag eval export-feedback)."""
-
-    feedback_id: int
-    verdict: str
-    comment: str
-    helpful: tuple[str, ...]
-    updated_at: datetime
-    collection: str
-    question: str  # as answered: a follow-up's standalone rewrite where there was one
-    answer: str
-    type: str | None
-    strategy: str | None
-    method: str | None
-    trace_id: str | None
-    message_id: int
 
 
 # ---------------------------------------------------------------- input checks
@@ -664,10 +551,14 @@ class Store:
         return conversation_markdown(self.conversation(user, conversation_id), self.messages(user, conversation_id))
 
 
-def open_store(database: str | None = None, data: Path | str | None = None, *, migrate: bool = True,
+def open_store(database: str | None = None, data: Path | str | None = None, *, create: bool = True, migrate: bool = True,
                pool_size: int = 5, clock: Callable[[], datetime] | None = None) -> Store:
-    """The store at `database` (a URL), else in the data directory's SQLite file; migrated to this typedrag's schema."""
-    return Store(open_database(database_url(database, data), migrate=migrate, pool_size=pool_size), clock=clock)
+    """The store at `database` (a URL), else in the data directory's SQLite file; migrated to this typedrag's schema.
+    With create=False a missing SQLite file is an error rather than a new empty store (commands that only read)."""
+    url = database_url(database, data)
+    if not create and url.get_backend_name() == "sqlite" and not Path(url.database or "").expanduser().is_file():
+        raise StoreError(f"no store at {url.database}: give the --data DIR `typedrag serve` uses, or --database URL")
+    return Store(open_database(url, migrate=migrate, pool_size=pool_size), clock=clock)
 
 
 # ---------------------------------------------------------------- rows to records
