@@ -246,3 +246,19 @@ def test_more_threads_than_connections_queue_instead_of_failing(tmp_path, pool_s
         thread.join()
     assert len(store.messages(user, conversation.id)) == 12
     store.close()
+
+
+def test_no_free_connection_in_time_is_store_unavailable_not_a_raw_error(tmp_path):
+    """A server whose every pooled connection is busy answers 503 with a line, not a 500 with SQLAlchemy's trace."""
+    from contextlib import ExitStack
+
+    from typedrag.store import StoreUnavailable
+
+    store = open_store(f"sqlite:///{tmp_path / 'store.db'}", pool_size=1, pool_timeout=0.2)
+    with ExitStack() as held:
+        for _ in range(3):  # the pool's one connection and its two of overflow
+            held.enter_context(store.db.reading())
+        with pytest.raises(StoreUnavailable, match="cannot be used: .*QueuePool limit"):
+            store.users()
+    assert store.users() == []
+    store.close()

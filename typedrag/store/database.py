@@ -57,7 +57,7 @@ def shown(url: sa.URL) -> str:
 class Database:
     """An engine for the store's URL, and the transactions the store runs on it."""
 
-    def __init__(self, url: sa.URL, *, pool_size: int = 5) -> None:
+    def __init__(self, url: sa.URL, *, pool_size: int = 5, pool_timeout: float = 30.0) -> None:
         self.url = url
         self.kind = url.get_backend_name()
         self._write_lock = threading.Lock() if self.kind == "sqlite" else None
@@ -68,7 +68,7 @@ class Database:
             except OSError as error:
                 raise StoreUnavailable(f"cannot make the data directory {folder}: {error.strerror or error}") from None
             self.engine = sa.create_engine(
-                url, hide_parameters=True, pool_size=pool_size, max_overflow=2 * pool_size,
+                url, hide_parameters=True, pool_size=pool_size, max_overflow=2 * pool_size, pool_timeout=pool_timeout,
                 connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
@@ -77,7 +77,7 @@ class Database:
             require("psycopg", "postgres", "a PostgreSQL store (--database postgresql://...)")
             # pre-ping: a replica behind a load balancer outlives connections the server or a proxy dropped
             self.engine = sa.create_engine(url, hide_parameters=True, pool_size=pool_size, max_overflow=2 * pool_size,
-                                           pool_pre_ping=True)
+                                           pool_timeout=pool_timeout, pool_pre_ping=True)
 
     def __repr__(self) -> str:
         return f"Database({shown(self.url)!r})"
@@ -107,11 +107,12 @@ class Database:
 
     @contextmanager
     def _failures(self) -> Iterator[None]:
-        """The database cannot be reached or stayed locked: one line naming it (its password masked)."""
+        """The database cannot be reached, stayed locked, or no pooled connection came free in time: one line naming
+        it (its password masked)."""
         try:
             yield
-        except sa.exc.OperationalError as error:
-            reason = redact_text(" ".join(str(error.orig or error).split()))[:300]
+        except (sa.exc.OperationalError, sa.exc.InterfaceError, sa.exc.TimeoutError) as error:
+            reason = redact_text(" ".join(str(getattr(error, "orig", None) or error).split()))[:300]
             raise StoreUnavailable(f"the store at {shown(self.url)} cannot be used: {reason}") from None
 
     def migrate(self) -> str | None:
@@ -150,9 +151,9 @@ class Database:
         self.engine.dispose()
 
 
-def open_database(url: sa.URL, *, migrate: bool = True, pool_size: int = 5) -> Database:
+def open_database(url: sa.URL, *, migrate: bool = True, pool_size: int = 5, pool_timeout: float = 30.0) -> Database:
     """An engine on `url` with its schema migrated to the newest revision; StoreUnavailable when it cannot be reached."""
-    database = Database(url, pool_size=pool_size)
+    database = Database(url, pool_size=pool_size, pool_timeout=pool_timeout)
     try:
         if migrate:
             database.migrate()

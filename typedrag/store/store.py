@@ -552,13 +552,13 @@ class Store:
 
 
 def open_store(database: str | None = None, data: Path | str | None = None, *, create: bool = True, migrate: bool = True,
-               pool_size: int = 5, clock: Callable[[], datetime] | None = None) -> Store:
+               pool_size: int = 5, pool_timeout: float = 30.0, clock: Callable[[], datetime] | None = None) -> Store:
     """The store at `database` (a URL), else in the data directory's SQLite file; migrated to this typedrag's schema.
     With create=False a missing SQLite file is an error rather than a new empty store (commands that only read)."""
     url = database_url(database, data)
     if not create and url.get_backend_name() == "sqlite" and not Path(url.database or "").expanduser().is_file():
         raise StoreError(f"no store at {url.database}: give the --data DIR `typedrag serve` uses, or --database URL")
-    return Store(open_database(url, migrate=migrate, pool_size=pool_size), clock=clock)
+    return Store(open_database(url, migrate=migrate, pool_size=pool_size, pool_timeout=pool_timeout), clock=clock)
 
 
 # ---------------------------------------------------------------- rows to records
