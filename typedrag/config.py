@@ -207,6 +207,8 @@ CREDENTIALS = (
     Credential(("llm", "api_key"), ("llm", "base_url"), "--base-url / TYPEDRAG_BASE_URL", lambda url: _is_default_host(url)),
     Credential(("judge", "api_key"), ("judge", "base_url"), "--judge-base-url / TYPEDRAG_JUDGE_BASE_URL", lambda url: _is_default_host(url)),
     Credential(("milvus_token",), ("milvus_uri",), "--uri / TYPEDRAG_MILVUS_URI"),
+    # The store's URL holds its own password, sent only to the host it names: always where the secret came from.
+    Credential(("database",), ("database",), "--database / TYPEDRAG_DATABASE"),
 )
 
 
