@@ -471,10 +471,12 @@ def classify(
 
 def _register_lazy_commands() -> None:
     """Commands whose modules keep heavy imports (matplotlib, fastapi) inside the function bodies."""
+    from typedrag.accounts import users_app
     from typedrag.evaluation.command import eval_app
     from typedrag.server.command import serve_command
 
     app.add_typer(eval_app(), name="eval")
+    app.add_typer(users_app(), name="users", help="Accounts of `typedrag serve`: users, roles, API keys and grants per collection.")
     app.command("serve", help=serve_command.__doc__)(serve_command)
 
 

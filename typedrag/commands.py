@@ -55,6 +55,20 @@ RetrievalOpt = Annotated[
         help="Search with bm25, dense vectors or hybrid (both fused); default: as the index was built (or TYPEDRAG_RETRIEVAL).",
     ),
 ]
+# Where `typedrag serve` keeps its data and its store (users, keys, grants, conversations, feedback).
+DataOpt = Annotated[
+    Optional[Path],
+    typer.Option("--data", help="Data directory, as `typedrag serve --data` uses it (default: ./typedrag-data or TYPEDRAG_DATA)."),
+]
+DatabaseOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--database",
+        metavar="URL",
+        help="The store: postgresql://USER@HOST/NAME, shared by replicas (or TYPEDRAG_DATABASE); default: SQLite in --data.",
+        show_default=False,
+    ),
+]
 # The LLM endpoint's limits, on every command that talks to one (beside TYPEDRAG_TIMEOUT / TYPEDRAG_CONCURRENCY).
 LLMTimeoutOpt = Annotated[
     Optional[float],
@@ -98,3 +112,15 @@ def settings_from(**overrides) -> Settings:
 def backend_overrides(backend=None, uri=None, collection=None, token=None, mode=None) -> dict:
     """The index-backend options as settings overrides (None = keep the config file's or environment's value)."""
     return {"backend": backend, "milvus_uri": uri, "milvus_collection": collection, "milvus_token": token, "retrieval": mode}
+
+
+def store_from(settings: Settings, *, create: bool = False):
+    """The store the settings name (`database`, else SQLite in `data`), migrated; a one-line error if it cannot open.
+    create=False: a data directory without a store is an error (a mistyped --data makes no empty store)."""
+    from typedrag.store import StoreUnavailable, open_store
+
+    database = settings.database.get_secret_value() if settings.database else None
+    try:
+        return open_store(database, settings.data, create=create)
+    except (UserError, StoreUnavailable) as error:
+        fail(str(error))

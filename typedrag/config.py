@@ -82,6 +82,12 @@ class Settings(BaseModel):
     expand_queries: bool | None = None
     # Question, passage and answer text in OpenTelemetry spans: off, so traces hold ids, counts and timings only.
     trace_content: bool = False
+    # `typedrag serve`'s data directory, where the store keeps its SQLite file unless `database` names another
+    # store: a postgresql://... URL, shared by replicas (never printed: it may hold a password).
+    data: Path = Path("typedrag-data")
+    database: SecretStr | None = None
+    # Saved conversations untouched for this many days are removed (None: kept until their owner deletes them).
+    retention_days: int | None = Field(None, ge=1)
 
     @property
     def search_mode(self) -> str | None:
@@ -123,6 +129,9 @@ _ENV = {
     "TYPEDRAG_CACHE_DIR": ("cache_dir",),
     "TYPEDRAG_MAX_QUESTION_CHARS": ("max_question_chars",),
     "TYPEDRAG_TRACE_CONTENT": ("trace_content",),
+    "TYPEDRAG_DATA": ("data",),
+    "TYPEDRAG_DATABASE": ("database",),
+    "TYPEDRAG_RETENTION_DAYS": ("retention_days",),
 }
 
 
@@ -198,6 +207,8 @@ CREDENTIALS = (
     Credential(("llm", "api_key"), ("llm", "base_url"), "--base-url / TYPEDRAG_BASE_URL", lambda url: _is_default_host(url)),
     Credential(("judge", "api_key"), ("judge", "base_url"), "--judge-base-url / TYPEDRAG_JUDGE_BASE_URL", lambda url: _is_default_host(url)),
     Credential(("milvus_token",), ("milvus_uri",), "--uri / TYPEDRAG_MILVUS_URI"),
+    # The store's URL holds its own password, sent only to the host it names: always where the secret came from.
+    Credential(("database",), ("database",), "--database / TYPEDRAG_DATABASE"),
 )
 
 

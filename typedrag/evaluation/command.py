@@ -3,6 +3,7 @@
 - `typedrag eval`: LINKAGE against graded references (Wiki-NFQA's, or your own), MRR and MPR per method.
 - `typedrag eval compare`: two methods or configurations on your questions, judged blind pairwise.
 - `typedrag eval questions`: an LLM writes questions of each type from your documents, to start with.
+- `typedrag eval export-feedback`: the questions users rated on `typedrag serve`, as a question file for both.
 
 Top-level imports stay light so `typedrag --help` does not load the index, models or matplotlib.
 """
@@ -70,7 +71,8 @@ def eval_command(
     llm_concurrency: LLMConcurrencyOpt = None,
 ) -> None:
     """Evaluate methods on graded references (yours, or Wiki-NFQA's) with LINKAGE: MRR and MPR per method, type and
-    source. Subcommands: `compare` (two methods on your questions, judged blind pairwise), `questions` and `retrieval`."""
+    source. Subcommands: `compare` (two methods on your questions, judged blind pairwise), `questions`, `retrieval` and
+    `export-feedback`."""
     if ctx.invoked_subcommand is not None:
         return  # `typedrag eval compare ...`: the group's own options are not used
     import asyncio
@@ -284,6 +286,7 @@ def show_comparison(summary: dict, files: dict, judge_is_generator: bool = False
 
 def eval_app() -> typer.Typer:
     """`typedrag eval` as a group: LINKAGE when called alone, `compare`, `questions` and `retrieval` beneath it."""
+    from typedrag.evaluation.feedback import export_feedback_command
     from typedrag.evaluation.retrieval_command import retrieval_command
 
     group = typer.Typer(no_args_is_help=False, add_completion=False)
@@ -291,6 +294,7 @@ def eval_app() -> typer.Typer:
     group.command("compare", help=compare_command.__doc__)(compare_command)
     group.command("questions", help=questions_command.__doc__)(questions_command)
     group.command("retrieval", help=retrieval_command.__doc__)(retrieval_command)
+    group.command("export-feedback", help=export_feedback_command.__doc__)(export_feedback_command)
     return group
 
 
