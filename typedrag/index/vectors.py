@@ -206,7 +206,8 @@ class Writer:
     """Writes the vector files of a new index version, file by file, in the order the caller gives.
 
     `copy` takes a file's rows from the previous version; `embed` embeds a file's passages (those the
-    journal holds, or typedrag ships, are not embedded again). `progress(done)` is called after every batch embedded.
+    journal holds, or typedrag ships, are not embedded again). `progress(done)` is called after every model batch
+    embedded, and for the passages taken from the journal or the shipped vectors.
     """
 
     def __init__(self, folder: Path, rows: int, embedder_key: str, journal_file: Path, progress: Callable[[int], None]) -> None:
@@ -255,13 +256,13 @@ class Writer:
         missing = [i for i, d in enumerate(digests) if d not in known]
         if missing:
             started = time.perf_counter()
-            rows, scales = quantize(self.embedder.encode([batch[i][1] for i in missing]))
+            rows, scales = quantize(self.embedder.encode([batch[i][1] for i in missing], on_batch=self.progress))
             self.seconds += time.perf_counter() - started
             self.journal.append([digests[i] for i in missing], rows, scales)
             self.embedded += len(missing)
         for (row, _), d in zip(batch, digests):
             self.vectors[row], self.scales[row] = self.journal.known[d]
-        self.progress(len(batch))
+        self.progress(len(batch) - len(missing))  # those embedded were told batch by batch
 
     def finish(self) -> Table:
         """Embed what is pending and flush the files; the row count must be what the caller announced."""
