@@ -175,8 +175,9 @@ def _passages_of(searcher, schema, key: str, count: int) -> Iterator[PassageText
             yield PassageText(doc.get_first("passage_id"), doc.get_first("title") or "", doc.get_first("text") or "")
 
 
-def _progress(show: bool, total: int, label: str, unit: str):
-    """A bar with the `unit`s embedded, their rate and the time left (`typedrag.index.progress`)."""
+def _progress(show: bool, total: int, label: str, unit: str, **options):
+    """A bar with the `unit`s embedded, their rate and the time left (`typedrag.index.progress`); `options` go to
+    rich's `Progress` (a console, a clock)."""
     from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
     from typedrag.index.progress import LoggedProgress, Rate, TimeLeft, left, rate
@@ -193,6 +194,7 @@ def _progress(show: bool, total: int, label: str, unit: str):
         TimeLeft(),
         disable=not show or total == 0,
         line=line,
+        **options,
     )
     return progress, progress.add_task("embedding", total=total)
 
