@@ -145,6 +145,25 @@ def write(
     return table
 
 
+def search_entries(building: Path, table: Table | None, summary: "IndexSummary") -> dict:
+    """The manifest's `vector_search` section (typedrag.index.nearest): the longest stored row, and an HNSW graph
+    over the rows when there are ANN_MIN_ROWS or more (built again by every build or sync that writes vectors)."""
+    import numpy as np
+
+    from typedrag.index import nearest
+
+    if table is None:
+        return {}
+    rows = np.load(building / "vectors.npy", mmap_mode="r")
+    scales = np.load(building / "vector-scales.npy", mmap_mode="r")
+    section: dict = {"norm_max": nearest.norm_max(rows, scales), "graph": False}
+    if table.rows >= nearest.ANN_MIN_ROWS:
+        seconds = nearest.build_graph(building, rows)
+        section.update(graph=True, graph_seconds=round(seconds, 1), graph_bytes=(building / nearest.GRAPH).stat().st_size)
+        summary.graph_seconds = seconds
+    return {"vector_search": section}
+
+
 def finished(index_dir: Path) -> None:
     """The index with its vectors is in place: the journals of its embedding are not needed any more."""
     from typedrag.index.sentences import journal_path as sentences_journal
@@ -158,7 +177,7 @@ def _previous_vectors(previous: dict | None, index_dir: Path) -> DenseVectors | 
     if table is None:
         return None
     try:
-        return DenseVectors(index_dir, table)
+        return DenseVectors(index_dir, table, previous.get("vector_search"))
     except (OSError, ValueError):
         return None  # damaged: embedded again
 

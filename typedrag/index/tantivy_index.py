@@ -52,6 +52,7 @@ from typedrag.index.vectors import FILES as VECTOR_FILES
 from typedrag.index.vectors import DenseVectors, Table, identity_of
 from typedrag.index.sentences import SENTENCES, SentenceStore, section_of
 from typedrag.embed import remember
+from typedrag.index.nearest import GRAPH
 
 ENGINE = "tantivy-bm25"
 # tantivy built-in: split on non-alphanumerics, drop tokens > 40 chars, lowercase, English Snowball stemmer.
@@ -267,6 +268,7 @@ def _sync_locked(
             vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress)
             with _writes():
                 kept = dense.write_sentences(building, index, previous, index_dir, wanted, vectors, summary, show_progress)
+                searched = dense.search_entries(building, vectors, summary)
             with _writes():
                 file_mode = building.stat().st_mode & 0o666  # tantivy writes meta.json 0600; follow the umask instead
                 for path in building.iterdir():
@@ -274,6 +276,7 @@ def _sync_locked(
                 summary.seconds = time.perf_counter() - started
                 manifest = _manifest(building, sources, records, summary, passage_words)
                 manifest.update(dense.manifest_entries(wanted, vectors, building))
+                manifest.update(searched)
                 if kept is not None:
                     manifest["sentences"] = kept
                 write_manifest(building, manifest)
@@ -314,7 +317,7 @@ def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
     new index can reach the one readers use. The vector files (passages', sentences') are not taken: every
     version writes its own."""
     for name in files:
-        if name in VECTOR_FILES or name == SENTENCES:
+        if name in VECTOR_FILES or name in (SENTENCES, GRAPH):
             continue
         source, target = index_dir / name, building / name
         if name.endswith(".json"):
@@ -740,7 +743,7 @@ def _search_mode(index_dir: Path, manifest: dict, asked: str | None) -> tuple[st
             raise IndexUnusableError(f"{index_dir}'s vectors were made by another model ({table.identity}): {hint}")
         return "bm25", None, f"{index_dir}'s vectors were made by another model, so it is searched with BM25 alone; {hint}"
     try:
-        vectors = DenseVectors(index_dir, table)
+        vectors = DenseVectors(index_dir, table, manifest.get("vector_search"))
     except (OSError, ValueError) as error:
         raise IndexUnusableError(f"{index_dir}'s vector files are damaged ({_one_line(error)}): {_rebuild_hint(index_dir)}") from None
     return mode, vectors, None
