@@ -76,3 +76,37 @@ def test_the_bar_shows_every_passage_when_it_stops(tmp_path, monkeypatch):
         (tmp_path / "docs" / f"page{n}.txt").write_text(f"Page {n} says how comets glow when they near the Sun. " * 20)
     build_index([tmp_path / "docs"], tmp_path / "index", retrieval="hybrid", embedder="static", show_progress=True)
     assert shown and all(done == total > 0 for done, total in shown), shown
+
+
+def _group(pgid: int) -> list[str]:
+    """The processes (zombies too) of process group `pgid`, as "pid state command"."""
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            state, _, group = stat[stat.rindex(")") + 2 :].split()[:3]
+            if int(group) == pgid:
+                found.append(f"{pid} {state} {open(f'/proc/{pid}/cmdline').read().replace(chr(0), ' ')[:120]}")
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+def test_typedrag_index_leaves_no_process_behind_in_its_group(tmp_path):
+    """The read's worker pool and multiprocessing's resource tracker end before `typedrag index` does (issue 56 #6)."""
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(30):  # enough files for the worker pool (ingest.POOL_MIN_FILES)
+        (docs / f"page{n}.md").write_text(f"# Page {n}\n\nPage {n} says how comets glow when they near the Sun.\n")
+    build = subprocess.Popen(
+        [sys.executable, "-m", "typedrag.cli", "index", str(docs), "--index", str(tmp_path / "index"), "--retrieval", "bm25"],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    _, err = build.communicate()
+    assert build.returncode == 0, err[-2000:]
+    assert _group(build.pid) == []

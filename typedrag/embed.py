@@ -69,7 +69,7 @@ def model_files() -> tuple[Path, Path]:
 # cores (BENCHMARKS.md section 37); the environment overrides them (TYPEDRAG_EMBED_THREADS, TYPEDRAG_EMBED_BATCH).
 # A text's vector is the same whatever either is (tests/test_embed_speed.py).
 EMBED_THREADS = 2
-EMBED_BATCH = 16
+EMBED_BATCH = 8
 
 
 def _env_int(name: str, default: int) -> int:
