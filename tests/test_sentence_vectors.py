@@ -168,3 +168,12 @@ def test_a_torn_added_file_is_read_to_its_last_whole_record_and_not_appended_to(
     store.keep(["another sentence of a passage"], np.ones((1, 384), dtype=np.float32))
     fresh = sentences.SentenceStore(tmp_path, built=False)
     assert list(fresh.lookup(["one whole sentence of a passage", "another sentence of a passage"])) == ["one whole sentence of a passage"]
+
+
+def test_what_answers_add_is_held_up_to_a_bound(tmp_path, monkeypatch):
+    monkeypatch.setattr(sentences, "ADDED_MAX", 5)
+    store = sentences.SentenceStore(tmp_path, built=False)
+    store.keep([f"sentence number {i} of a passage" for i in range(4)], np.ones((4, 384), dtype=np.float32))
+    store.keep([f"another sentence {i} of a passage" for i in range(4)], np.ones((4, 384), dtype=np.float32))
+    assert store.added == 4
+    assert (tmp_path / sentences.ADDED).stat().st_size == len(sentences.header()) + 4 * sentences.record_dtype().itemsize

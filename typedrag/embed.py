@@ -188,6 +188,10 @@ class Embedder:
         """Texts whose vectors the cache holds now (at most `cache_size`: the service reports it)."""
         return len(self._cache)
 
+    @property
+    def cache_size(self) -> int:
+        return self._cache_size
+
     def encode(self, texts: list[str], batch_size: int | None = None, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Vectors for `texts` in their order, bypassing the cache (an index's passages are embedded once).
         Batched by length so that little is padded; a text's vector does not depend on its batch.

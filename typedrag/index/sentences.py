@@ -49,6 +49,9 @@ DIM = 384
 # pieces outside other bounds are embedded at the question, as before.
 MIN_WORDS, MAX_WORDS = 4, 70
 APPEND_BATCH = 1024  # sentences embedded per journal append during a build
+# Vectors answers added that a process holds in memory at most (1.5 KB each: ~300 MB); past it, nothing more is
+# added (what is missing is computed at the question, as before), and a sync takes what was added into the index.
+ADDED_MAX = 200_000
 
 
 def header() -> bytes:
@@ -124,6 +127,11 @@ class SentenceStore:
     def __len__(self) -> int:
         return len(self._sorted) + len(self._added)
 
+    @property
+    def added(self) -> int:
+        """Vectors held in memory: those answers added since the build (the built file is mapped, not held)."""
+        return len(self._added)
+
     def lookup(self, texts: list[str]) -> dict[str, np.ndarray]:
         """The vectors this index keeps of `texts` (those it has)."""
         digests = [digest(t) for t in texts]
@@ -166,6 +174,8 @@ class SentenceStore:
             body = f.read(size - self._added_read)
         whole = len(body) - len(body) % record_dtype().itemsize
         for record in _records(body[:whole]):
+            if len(self._added) >= ADDED_MAX:
+                break
             self._added[record["digest"].tobytes()] = np.array(record["row"], dtype=np.float32)
         self._added_read += whole
 
@@ -173,6 +183,8 @@ class SentenceStore:
         """Add the vectors of a passage's sentences the model just computed, for every process serving this
         index (nothing is written when the folder cannot be; the vectors are computed again next time)."""
         with self._lock:
+            if len(self._added) + len(texts) > ADDED_MAX:
+                return
             records = np.zeros(len(texts), dtype=record_dtype())
             records["digest"] = np.frombuffer(b"".join(digest(t) for t in texts), dtype=np.uint8).reshape(-1, DIGEST_BYTES)
             records["row"] = vectors
