@@ -177,3 +177,16 @@ def test_what_answers_add_is_held_up_to_a_bound(tmp_path, monkeypatch):
     store.keep([f"another sentence {i} of a passage" for i in range(4)], np.ones((4, 384), dtype=np.float32))
     assert store.added == 4
     assert (tmp_path / sentences.ADDED).stat().st_size == len(sentences.header()) + 4 * sentences.record_dtype().itemsize
+
+
+def test_metrics_report_the_caches_and_their_limits(built):
+    from typedrag.server.metrics import _caches
+
+    root, _ = built
+    embed._KNOWN.clear()
+    pipeline = build_pipeline(load_settings({"index": str(root / "index")}), Resources())  # its index open while scraped
+    asyncio.run(pipeline.answer(QUESTION, "rag"))
+    families = {family.name: family.samples[0].value for family in _caches()}
+    assert 0 < families["typedrag_embedding_cache_texts"] <= families["typedrag_embedding_cache_limit"]
+    assert families["typedrag_sentence_vectors_hits"] > 0 and "typedrag_sentence_vectors_added" in families
+    assert families["typedrag_embedded_texts"] > 0
