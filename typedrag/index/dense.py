@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -229,8 +230,8 @@ def write_sentences(
     from typedrag.index import sentences
     from typedrag.records import lines_of
 
-    if table is None or want.embedder != "minilm":
-        return None
+    if table is None or want.embedder != "minilm" or os.environ.get("TYPEDRAG_SENTENCE_VECTORS", "").strip() == "0":
+        return None  # TYPEDRAG_SENTENCE_VECTORS=0: a faster build; answers keep the vectors they need as they go
     index.reload()
     searcher = index.searcher()
 
