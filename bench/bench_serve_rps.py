@@ -35,13 +35,13 @@ def cpu_of(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def questions() -> list[str]:
+def questions(postgres_only: bool) -> list[str]:
     found = []
     for line in (DATA / "conversations.jsonl").read_text(encoding="utf-8").splitlines():
         conversation = json.loads(line)
         if conversation["corpus"] == "postgres":
             found.extend(turn["user"] for turn in conversation["turns"])
-    for name in ("keyterms-debian-handbook.jsonl", "keyterms-python-docs.jsonl"):  # more questions, any corpus
+    for name in () if postgres_only else ("keyterms-debian-handbook.jsonl", "keyterms-python-docs.jsonl"):  # any corpus
         for line in (DATA / name).read_text(encoding="utf-8").splitlines()[:40]:
             found.append(json.loads(line)["question"])
     return list(dict.fromkeys(found))
@@ -80,6 +80,8 @@ async def round_of(url: str, asked: list[str], concurrency: int) -> None:
             question = queue.pop()
             response = await client.post(f"{url}/v1/answer", json={"question": question, "method": "rag"}, timeout=600)
             response.raise_for_status()
+            if os.environ.get("BENCH_VERBOSE"):
+                print(f"  {response.elapsed.total_seconds():.2f} s {question[:50]!r}: {response.json()['answer'][:60]!r}", flush=True)
 
     async with httpx.AsyncClient() as client:
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
@@ -93,8 +95,9 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=4)
     parser.add_argument("--requests", type=int, default=40)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--postgres-only", action="store_true", help="only the PostgreSQL questions (22)")
     args = parser.parse_args()
-    pool = questions()
+    pool = questions(args.postgres_only)
     servers = {name: start(path, args.index) for name, path in (("old", args.old), ("new", args.new))}
     figures: dict[str, list[tuple[float, float]]] = {"old": [], "new": []}
     try:
