@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pytest
 
 from typedrag.index import build_index, nearest, open_retriever
 from typedrag.index.manifest import MANIFEST, is_typedrag_index
