@@ -142,11 +142,11 @@ def test_an_interrupted_embedding_resumes_without_embedding_again(tmp_path, monk
     static = embedder_for("static")
     calls = []
 
-    def failing(texts, batch_size=1024):
+    def failing(texts, batch_size=1024, on_batch=None):
         calls.append(len(texts))
         if len(calls) == 3:
             raise KeyboardInterrupt  # as Ctrl-C or a kill between two batches
-        return type(static).encode(static, texts, batch_size)
+        return type(static).encode(static, texts, batch_size, on_batch)
 
     monkeypatch.setattr(static, "encode", failing)
     with pytest.raises(KeyboardInterrupt):
@@ -156,7 +156,7 @@ def test_an_interrupted_embedding_resumes_without_embedding_again(tmp_path, monk
     with open(journal, "ab") as f:
         f.write(b"\x01" * 7)  # the start of a record a kill cut short
     calls.clear()
-    monkeypatch.setattr(static, "encode", lambda texts, batch_size=1024: calls.append(len(texts)) or type(static).encode(static, texts, batch_size))
+    monkeypatch.setattr(static, "encode", lambda texts, batch_size=1024, on_batch=None: calls.append(len(texts)) or type(static).encode(static, texts, batch_size, on_batch))
     summary = sync_index([docs], index_dir, show_progress=False, retrieval="hybrid", embedder="static")
     assert summary.embedded == 30 - 8 and sum(calls) == 22  # the two batches journaled were not embedded again
     assert not journal.exists()
@@ -175,9 +175,9 @@ def test_a_killed_build_resumes_from_its_journal(tmp_path):
         "from typedrag.embed import StaticEmbedder\n"
         "vectors.EMBED_BATCH = 2\n"
         "encode = StaticEmbedder.encode\n"
-        "def slowly(self, texts, batch_size=1024):\n"
+        "def slowly(self, texts, batch_size=1024, on_batch=None):\n"
         "    time.sleep(0.3)\n"
-        "    return encode(self, texts, batch_size)\n"
+        "    return encode(self, texts, batch_size, on_batch)\n"
         "StaticEmbedder.encode = slowly\n"
         f"build_index([{str(docs)!r}], {str(index_dir)!r}, show_progress=False, embedder='static')\n"
     )

@@ -191,17 +191,21 @@ def support(
     """Whether any sentence of `texts` comes close enough to `question` to answer it (no text: it does not), or
     the best-ranked passage is filed under a question heading (the last heading of `top_section`, its heading
     path, ending in "?") that reads as `question` (HEADING_BAR): the search and the heading agree."""
-    sentences = [
-        " ".join(s.split()) for text in texts for s in split_sentences(strip_markers(text)) if len(s.split()) >= MIN_SENTENCE_WORDS
-    ]
+    sentences = [s for text in texts for s in judged_sentences(text)]
     heading = question_heading(top_section)
     if not sentences:
         return Support(False, 0.0, bar)
-    vectors = (embedder or default_embedder()).embed([question, *sentences, *([heading] if heading else [])])
+    # The sentences and the heading are a passage's: an index keeps their vectors (typedrag.index.sentences).
+    vectors = (embedder or default_embedder()).embed([question, *sentences, *([heading] if heading else [])], keep_from=1)
     score = round(float((vectors[1 : 1 + len(sentences)] @ vectors[0]).max()), 4)
     if heading and float(vectors[-1] @ vectors[0]) >= HEADING_BAR:
         return Support(True, score, bar, heading=heading)
     return Support(score >= bar, score, bar)
+
+
+def judged_sentences(text: str) -> list[str]:
+    """The sentences of a passage's text that `support` judges: whitespace made single, of MIN_SENTENCE_WORDS or more."""
+    return [" ".join(s.split()) for s in split_sentences(strip_markers(text)) if len(s.split()) >= MIN_SENTENCE_WORDS]
 
 
 def question_heading(section: str) -> str | None:

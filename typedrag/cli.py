@@ -158,6 +158,13 @@ def index(
             markup=False,
             soft_wrap=True,
         )
+    if summary.sentences:
+        console.print(
+            f"sentence vectors (for answers): {summary.sentences:,}, {summary.sentences_embedded:,} embedded in "
+            f"{summary.sentence_seconds:.1f} s; {summary.sentence_bytes / 2**20:,.1f} MiB on disk",
+            markup=False,
+            soft_wrap=True,
+        )
 
 
 def _report_problems(summary) -> None:

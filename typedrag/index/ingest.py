@@ -16,6 +16,7 @@ recorded with no hash, so the next sync reads it again.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -307,14 +308,29 @@ def _read_in_order(files: list[ScannedFile], passage_words: int, strict: bool) -
     workers = min(MAX_WORKERS, os.cpu_count() or 1)
     # spawn, not fork: the index writer's threads may hold locks a forked child would inherit
     spawn, parent = get_context("spawn"), os.getpid()
-    with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_exit_with_parent, initargs=(parent,)) as pool:
-        window: deque[tuple[ScannedFile, Future | None]] = deque()
-        for scanned in files:
-            window.append((scanned, pool.submit(_read_listed, scanned, passage_words, strict) if _poolable(scanned) else None))
-            while len(window) > 4 * workers:  # a bounded read-ahead: parsed files wait for the index, not in memory
+    try:
+        with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_exit_with_parent, initargs=(parent,)) as pool:
+            window: deque[tuple[ScannedFile, Future | None]] = deque()
+            for scanned in files:
+                window.append((scanned, pool.submit(_read_listed, scanned, passage_words, strict) if _poolable(scanned) else None))
+                while len(window) > 4 * workers:  # a bounded read-ahead: parsed files wait for the index, not in memory
+                    yield _result(*window.popleft(), passage_words, strict)
+            while window:
                 yield _result(*window.popleft(), passage_words, strict)
-        while window:
-            yield _result(*window.popleft(), passage_words, strict)
+    finally:
+        _stop_resource_tracker()
+
+
+def _stop_resource_tracker() -> None:
+    """End the process multiprocessing started beside the pool to track its semaphores, and wait for it: left
+    running, it ends only after `typedrag index` has exited, a process left behind in the caller's process group
+    (issue 56). multiprocessing starts it again if anything needs it."""
+    from multiprocessing import resource_tracker
+
+    stop = getattr(resource_tracker._resource_tracker, "_stop", None)
+    if stop is not None:
+        with contextlib.suppress(Exception):
+            stop()
 
 
 def _exit_with_parent(parent: int) -> None:

@@ -22,7 +22,10 @@ from typedrag.index.base import IndexUnusableError
 FORMAT_VERSION = 2  # 2: section, page and file fields, and the file table a sync compares against
 MANIFEST = "manifest.json"
 HASHED_MAX_BYTES = 4 << 20
-_SKIPPED = {MANIFEST, ".tantivy-meta.lock", ".tantivy-writer.lock"}
+# Sentence vectors answering processes add to a served index (typedrag.index.sentences): part of the index
+# folder, appended to after the manifest was written, so never listed or checksummed.
+ADDED_SENTENCES = "sentence-vectors.added"
+_SKIPPED = {MANIFEST, ".tantivy-meta.lock", ".tantivy-writer.lock", ADDED_SENTENCES}
 
 
 def _sha256(path: Path) -> str:

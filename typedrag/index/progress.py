@@ -1,17 +1,21 @@
-"""Progress of a build where nobody watches a terminal (a log file, a CI job, `docker logs`).
+"""Progress of a build, on a terminal and where nobody watches one (a log file, a CI job, `docker logs`).
 
 rich draws its bars only on a terminal; elsewhere it prints the finished bar once, so a 40-minute embedding run
 shows nothing until it ends. `LoggedProgress` is a rich `Progress` that, on no terminal, also prints one plain
 line every PLAIN_EVERY seconds: what it does, how far, how fast and about how long is left.
+
+The rate and the time left are taken from the start of the task (`rate`, `left`, and the `Rate` and `TimeLeft`
+columns), not from rich's last 30 seconds: an embedding batch can take longer than that on a busy machine, and
+rich then has no speed to show (issue 55 E6: no rate for 25 of 27 minutes).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
-from rich.progress import Progress, Task, TaskID
+from rich.progress import Progress, ProgressColumn, Task, TaskID
+from rich.text import Text
 
 PLAIN_EVERY = 30.0  # seconds between two plain lines
 
@@ -22,21 +26,63 @@ class LoggedProgress(Progress):
     def __init__(self, *columns: Any, line: Callable[[Task], str], **options: Any) -> None:
         super().__init__(*columns, **options)
         self._line = line
-        self._printed = time.monotonic()
+        self._printed = self.get_time()
 
     def update(self, task_id: TaskID, **changes: Any) -> None:
         super().update(task_id, **changes)
         if self.disable or self.console.is_terminal:
             return
-        now = time.monotonic()
+        now = self.get_time()
         if now - self._printed >= PLAIN_EVERY:
             self._printed = now
             self.console.print(self._line(self._tasks[task_id]), highlight=False, soft_wrap=True)
 
 
+def speed(task: Task) -> float | None:
+    """Units a second since the task started (None before anything is done)."""
+    elapsed = task.elapsed
+    if not task.completed or not elapsed:
+        return None
+    return task.completed / elapsed
+
+
+def seconds_left(task: Task) -> float | None:
+    """About how many seconds are left at the rate since the start (None before there is a rate)."""
+    per_second = speed(task)
+    if per_second is None or task.total is None:
+        return None
+    return max(task.total - task.completed, 0) / per_second
+
+
+def rate(task: Task, unit: str) -> str:
+    """", 12 passages/s" since the start, or "" before anything is done."""
+    per_second = speed(task)
+    if per_second is None:
+        return ""
+    return f", {per_second:,.0f} {unit}/s" if per_second >= 10 else f", {per_second:,.1f} {unit}/s"
+
+
 def left(task: Task) -> str:
-    """About how long the task has left ("about 4 min left"), or "" before rich can tell."""
-    seconds = task.time_remaining
+    """About how long the task has left (", about 4 min left"), or "" before there is a rate."""
+    seconds = seconds_left(task)
     if seconds is None:
         return ""
     return f", about {seconds / 60:.0f} min left" if seconds >= 90 else f", about {seconds:.0f} s left"
+
+
+class Rate(ProgressColumn):
+    """The rate since the start, in `unit`s a second."""
+
+    def __init__(self, unit: str) -> None:
+        super().__init__()
+        self.unit = unit
+
+    def render(self, task: Task) -> Text:
+        return Text(rate(task, self.unit).removeprefix(", "))
+
+
+class TimeLeft(ProgressColumn):
+    """About how long is left, at the rate since the start."""
+
+    def render(self, task: Task) -> Text:
+        return Text(left(task).removeprefix(", "))

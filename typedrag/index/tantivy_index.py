@@ -50,6 +50,9 @@ from typedrag.embed import EMBEDDERS, embedder_for
 from typedrag.index import dense
 from typedrag.index.vectors import FILES as VECTOR_FILES
 from typedrag.index.vectors import DenseVectors, Table, identity_of
+from typedrag.index.sentences import SENTENCES, SentenceStore, section_of
+from typedrag.embed import remember
+from typedrag.index.nearest import GRAPH
 
 ENGINE = "tantivy-bm25"
 # tantivy built-in: split on non-alphanumerics, drop tokens > 40 chars, lowercase, English Snowball stemmer.
@@ -264,12 +267,18 @@ def _sync_locked(
                 writer.wait_merging_threads()  # joins the writer's threads before the files are touched
             vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress)
             with _writes():
+                kept = dense.write_sentences(building, index, previous, index_dir, wanted, vectors, summary, show_progress)
+                searched = dense.search_entries(building, vectors, summary)
+            with _writes():
                 file_mode = building.stat().st_mode & 0o666  # tantivy writes meta.json 0600; follow the umask instead
                 for path in building.iterdir():
                     path.chmod(file_mode)
                 summary.seconds = time.perf_counter() - started
                 manifest = _manifest(building, sources, records, summary, passage_words)
                 manifest.update(dense.manifest_entries(wanted, vectors, building))
+                manifest.update(searched)
+                if kept is not None:
+                    manifest["sentences"] = kept
                 write_manifest(building, manifest)
                 _swap_into_place(building, index_dir)
             dense.finished(index_dir)
@@ -305,9 +314,10 @@ def _writes():
 def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
     """The current index's files in the new directory: segment files (written once, never changed) as hard
     links, the JSON files tantivy rewrites (meta.json, .managed.json) as copies, so nothing written to the
-    new index can reach the one readers use. The vector files are not taken: every version writes its own."""
+    new index can reach the one readers use. The vector files (passages', sentences') are not taken: every
+    version writes its own."""
     for name in files:
-        if name in VECTOR_FILES:
+        if name in VECTOR_FILES or name in (SENTENCES, GRAPH):
             continue
         source, target = index_dir / name, building / name
         if name.endswith(".json"):
@@ -679,6 +689,7 @@ class _View:
     mode: str = "bm25"
     vectors: "DenseVectors | None" = None
     notice: str | None = None
+    sentences: "SentenceStore | None" = None  # the vectors of its passages' sentences, for answers (embed.remember)
 
     def embedder(self):
         return embedder_for(self.vectors.table.embedder)
@@ -709,7 +720,9 @@ class _View:
                     "fine: give this process write access to the folder, or a writable TMPDIR for a read-only index"
                 ) from None
             raise IndexUnusableError(f"tantivy cannot open {index_dir} ({_one_line(e)}): {hint}") from None
-        return cls(stamp, manifest, searcher, index.schema, mirror, mode, vectors, notice)
+        sentences = SentenceStore(index_dir, built=section_of(manifest) is not None)
+        remember(sentences)
+        return cls(stamp, manifest, searcher, index.schema, mirror, mode, vectors, notice, sentences)
 
 
 def _search_mode(index_dir: Path, manifest: dict, asked: str | None) -> tuple[str, "DenseVectors | None", str | None]:
@@ -730,7 +743,7 @@ def _search_mode(index_dir: Path, manifest: dict, asked: str | None) -> tuple[st
             raise IndexUnusableError(f"{index_dir}'s vectors were made by another model ({table.identity}): {hint}")
         return "bm25", None, f"{index_dir}'s vectors were made by another model, so it is searched with BM25 alone; {hint}"
     try:
-        vectors = DenseVectors(index_dir, table)
+        vectors = DenseVectors(index_dir, table, manifest.get("vector_search"))
     except (OSError, ValueError) as error:
         raise IndexUnusableError(f"{index_dir}'s vector files are damaged ({_one_line(error)}): {_rebuild_hint(index_dir)}") from None
     return mode, vectors, None

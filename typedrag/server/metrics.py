@@ -189,6 +189,26 @@ class _ServiceState:
         reloads = getattr(service.pipeline.retriever, "reloads", None)
         if isinstance(reloads, int):  # an index that reopens itself when a sync swaps in a new version
             yield CounterMetricFamily("typedrag_index_reloads", "Times the index was reopened after a sync replaced it.", value=reloads)
+        yield from _caches()
+
+
+def _caches() -> Iterator[Metric]:
+    """The sizes of the process's caches, each bounded: MiniLM's vectors of recent texts, and the vectors of sentences
+    answers added to the indexes open (typedrag.index.sentences; what the index kept at build time is mapped, not held)."""
+    from typedrag import embed
+
+    if embed._default.cache_info().currsize:  # MiniLM loaded: the service embedded something
+        embedder = embed.default_embedder()
+        yield GaugeMetricFamily("typedrag_embedding_cache_texts", "Texts whose MiniLM vectors the process caches now.", value=embedder.cached)
+        yield GaugeMetricFamily("typedrag_embedding_cache_limit", "At most this many texts are cached (the oldest go first).",
+                                value=embedder.cache_size)
+        yield CounterMetricFamily("typedrag_embedded_texts", "Texts MiniLM computed (neither cached nor kept by the index).",
+                                  value=embedder.computed)
+    stores = list(embed._KNOWN)
+    yield GaugeMetricFamily("typedrag_sentence_vectors_added", "Sentence vectors answers added to the open indexes, held in memory.",
+                            value=sum(store.added for store in stores))
+    yield CounterMetricFamily("typedrag_sentence_vectors_hits", "Sentence vectors answers took from the index instead of MiniLM.",
+                              value=sum(store.hits for store in stores))
 
     def describe(self) -> list[Metric]:
         return []  # read at scrape time: nothing to check for clashes at registration
