@@ -172,13 +172,9 @@ class Collection:
     def documents(self) -> list[dict[str, Any]]:
         """Every document with its status: indexed, failed (with its problems), indexing, queued, or removing
         (deleted, still answered from until the ingestion under way ends)."""
+        if self.read_only:  # its files are those `typedrag index` was given: counted in info(), not listed
+            return []
         held = self.manifest_files()
-        if self.read_only:
-            return [
-                {"name": key, "size": record.get("size"), "status": "indexed" if record.get("documents") else "failed",
-                 "passages": record.get("passages", 0), "problems": [], "link": viewer_link(self.name, "") + "&document=" + _quoted(key)}
-                for key, record in sorted(held.items())
-            ]
         problems = self.last.get("problems", {})
         synced = self.last.get("synced", {})
         listing = []
