@@ -4,6 +4,7 @@ so the rest of the command line starts fast and works without the `serve` extra.
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 from typing import Annotated, Optional
 
@@ -123,6 +124,11 @@ def serve_command(
         **backend_overrides(backend, uri, collection, mode=milvus_mode),  # the token only from env/config
     )
     settings.cache_dir = None  # stateless: replicas keep no per-request files
+    if settings.data is not None:  # every file the server writes stays in the data folder, its temporary ones too
+        temporary = settings.data / ".tmp"
+        temporary.mkdir(parents=True, exist_ok=True)
+        os.environ["TMPDIR"] = str(temporary.resolve())  # and the ingestion's worker processes'
+        tempfile.tempdir = None  # read TMPDIR again
     resources = Resources()
     try:
         if settings.data is not None and settings.backend == "milvus":
