@@ -521,12 +521,18 @@ async function upload(files) {
   if (!files.length || !library.current) return;
   const form = new FormData();
   for (const file of files) form.append("files", file, file.name);
-  $("upload-result").replaceChildren(el("li", { class: "muted" }, `uploading ${files.length} file${files.length === 1 ? "" : "s"}…`));
+  const sending = el("li", { class: "muted" }, `uploading ${files.length} file${files.length === 1 ? "" : "s"}…`);
+  $("upload-result").prepend(sending); // each upload's outcome stays listed, newest first
   $("upload-result").hidden = false;
-  const result = await api(`${collectionURL(library.current)}/documents`, { method: "POST", body: form });
-  $("upload-result").replaceChildren(
-    ...result.accepted.map((a) => el("li", {}, `${a.name}: ${a.replaced ? "replaced" : "added"}, being ingested`)),
-    ...result.rejected.map((r) => el("li", { class: "bad rejected" }, `${r.name}: ${r.reason}`)));
+  try {
+    const result = await api(`${collectionURL(library.current)}/documents`, { method: "POST", body: form });
+    sending.replaceWith(
+      ...result.accepted.map((a) => el("li", {}, `${a.name}: ${a.replaced ? "replaced" : "added"}, being ingested`)),
+      ...result.rejected.map((r) => el("li", { class: "bad rejected" }, `${r.name}: ${r.reason}`)));
+  } catch (error) {
+    sending.remove();
+    throw error;
+  }
   await showCollection();
 }
 
@@ -538,6 +544,7 @@ async function removeDocument(name) {
 $("collection").addEventListener("change", () => {
   library.current = $("collection").value;
   startOver();
+  $("upload-result").replaceChildren();
   $("upload-result").hidden = true;
   showCollection().catch((e) => showError(e.message));
 });
