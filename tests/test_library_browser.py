@@ -37,7 +37,8 @@ def page(tmp_path, classifier):
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.url_base = url
         page.hosts, page.console_errors = set(), []
-        page.on("request", lambda request: page.hosts.add(urlparse(request.url).netloc))
+        # every host the page and its viewer talked to (a PDF page shown from a blob: is no host)
+        page.on("request", lambda request: request.url.startswith(("blob:", "data:")) or page.hosts.add(urlparse(request.url).netloc))
         page.on("console", lambda message: message.type == "error" and page.console_errors.append(message.text))
         page.on("pageerror", lambda error: page.console_errors.append(str(error)))
         page.goto(url)
