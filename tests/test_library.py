@@ -231,11 +231,60 @@ def test_the_index_collection_is_read_only_and_default(small_index, classifier, 
         result = httpx.post(f"{url}/v1/answer", json={"question": "How do I bake bread?", "method": "rag"}, timeout=60).json()
         assert result["collection"] == "default" and result["sources"][0]["link"].startswith("/view/default?passage=")
         shown = httpx.get(f"{url}/v1/collections/default/source", params={"passage": result["sources"][0]["passage_id"]}).json()
-        # the index was built from a JSONL file: its records are not documents with an original of their own
-        assert shown["found"] and shown["view"]["kind"] in ("html", "none")
+        assert shown["found"] and shown["passage"]["text"]
+        # a file of the folder the index was built from that the index does not hold is never served
+        (small_index.parent / "secret.txt").write_text("not indexed")
+        for name in ("secret.txt", "../small0/secret.txt", "corpus.jsonl/../secret.txt"):
+            refused = httpx.get(f"{url}/v1/collections/default/documents/{name}/original")
+            assert refused.status_code == 404, name
+        assert httpx.get(f"{url}/v1/collections/default/documents/corpus.jsonl/original").status_code == 200
 
 
 # --- hostile uploads -------------------------------------------------------------------------------
+
+
+HOSTILE_HTML = b"""<!doctype html><html><head><title>Pwn</title><style>body{display:none}</style>
+<script>window.stolen = localStorage.getItem("typedrag-api-key")</script></head>
+<body onload="alert(1)"><h1 id="passage">Garden hoses</h1>
+<p>Drain the garden hose before the first frost <img src=x onerror="alert(2)"> so that ice cannot split it.
+<a href="javascript:alert(3)">tips</a> <a href="other.html">next</a> <a href="https://example.org/hoses">more</a></p>
+<iframe src="https://evil.example"></iframe><form action="https://evil.example"><input name=q></form>
+<svg><script>alert(4)</script></svg><p style="position:fixed">Coil it loosely and store it indoors.</p></body></html>"""
+
+
+def test_an_original_is_shown_sanitised_never_raw(library_url):
+    url, _ = library_url
+    create(url, "garden")
+    assert upload(url, "garden", [("hoses.html", HOSTILE_HTML)]).status_code == 202
+    settled(url, "garden")
+    shown = httpx.get(f"{url}/v1/collections/garden/source", params={"passage": "hoses.html#0"}).json()
+    page = shown["view"]["html"]
+    for banned in ("<script", "onload", "onerror", "javascript:", "<iframe", "<form", "<input", "<style", "style=",
+                   "<img", "<svg", 'href="other.html"', "display:none"):
+        assert banned not in page, banned
+    assert 'href="https://example.org/hoses"' in page and 'rel="noopener noreferrer nofollow"' in page
+    assert page.count('id="passage"') == 1  # the original's own id="passage" is dropped; the mark keeps it
+    assert shown["view"]["located"] and "Drain the garden hose" in page
+    # the original itself is only ever a download
+    original = httpx.get(f"{url}/v1/collections/garden/documents/hoses.html/original")
+    assert original.headers["content-type"] == "application/octet-stream" and "attachment" in original.headers["content-disposition"]
+    assert "sandbox" in original.headers["content-security-policy"]
+
+
+def test_a_collection_deleted_while_it_ingests_stops_cleanly(library_url):
+    requires(R_INTRO, "r-doc-pdf")
+    url, data = library_url
+    create(url, "busy", retrieval=None)
+    assert upload(url, "busy", [("R-intro.pdf", R_INTRO.read_bytes())]).status_code == 202
+    deadline = time.monotonic() + HANG_GUARD
+    while httpx.get(f"{url}/v1/collections/busy").json()["state"] != "ingesting":
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert httpx.delete(f"{url}/v1/collections/busy", timeout=HANG_GUARD).json() == {"deleted": "busy"}
+    assert not (data / "collections" / "busy").exists() and not any((data / ".trash").iterdir())
+    create(url, "busy")  # the name is free again, and the ingestion thread serves it
+    assert upload(url, "busy", [("bread.txt", BREAD.encode())]).status_code == 202
+    assert [d["status"] for d in settled(url, "busy")["documents"]] == ["indexed"]
 
 
 def docx_bytes(document_xml: bytes) -> bytes:

@@ -287,7 +287,7 @@ class Collection:
     def original(self, key: str, indexed_sha256: str | None) -> tuple[Path | None, str | None]:
         """(the original file of document `key`, None) if it is the one indexed (`indexed_sha256`, None: any),
         else (None, why it cannot be shown)."""
-        if not key or "/" in key and self.files is not None or key.startswith("..") or "\\" in key:
+        if not key or (self.files is not None and "/" in key) or ".." in key.split("/") or "\\" in key:
             return None, "the original is not kept"
         if self.files is not None:
             with self.lock:
@@ -297,6 +297,8 @@ class Collection:
             if indexed_sha256 is not None and record["sha256"] != indexed_sha256:
                 return None, "the document has been replaced since this passage was indexed"
             return self.files / key, None
+        if indexed_sha256 is None:  # only what the index holds is shown of a folder the server does not own
+            return None, "not a document of this collection"
         for source in self.sources():
             path = source / key if source.is_dir() else (source if source.name == key else None)
             if path is None or not path.is_file() or not path.resolve().is_relative_to(source.resolve()):

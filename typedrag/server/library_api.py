@@ -52,6 +52,8 @@ class NewCollection(BaseModel):
 
 
 class SearchRequest(BaseModel):
+    """A search in one collection: the query and how many passages to return."""
+
     query: str = Field(examples=["How do I recover disk space?"])
     k: int = Field(10, ge=1, le=50)
 
