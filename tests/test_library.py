@@ -468,3 +468,36 @@ def test_a_server_killed_while_it_ingests_resumes_and_loses_nothing(tmp_path):
     assert list(outside.iterdir()) == []  # nothing written outside the data folder, its temporary files included
     assert sorted(p.name for p in (data / "collections/r/files").iterdir()) == ["R-intro.pdf", "bread.txt"]
     assert not list((data / "collections/r").glob(".index.building-*"))
+
+
+# --- without HTTP (what an MCP server calls) -----------------------------------------------------------
+
+
+async def test_the_library_lists_searches_and_answers_without_http(tmp_path, classifier):
+    from typedrag.library import Caller, CollectionError, Library
+
+    library = Library(Pipeline(OfflineEngine(), None, classifier=classifier), tmp_path / "data", ingest=False)
+    try:
+        collection = library.create("kb", retrieval="bm25")
+        staging = collection.staging()
+        for name, text in (("crocodiles.md", CROCODILES), ("bread.txt", BREAD)):
+            staging.begin(name)
+            staging.write(text.encode())
+            staging.end()
+        accepted, rejected = library.add(collection, staging.staged)
+        assert [a["name"] for a in accepted] == ["crocodiles.md", "bread.txt"] and rejected == []
+        assert collection.state() == "queued"
+        with pytest.raises(CollectionError, match="first ingestion is under way"):
+            library.pipeline("kb")
+        library.ingest(collection)  # what the ingestion thread runs
+        assert collection.state() == "ready" and library.names() == ["kb"] and library.infos()[0]["documents"] == 2
+        hits = library.search("kb", "knead the dough", k=2)
+        assert hits[0].passage_id == "bread.txt#0" and hits[0].link == "/view/kb?passage=bread.txt%230"
+        result = await library.answer("kb", "Why does a crocodile show a tooth when its mouth is shut?", method="rag")
+        assert result.collection == "kb" and result.sources[0].passage_id == "crocodiles.md#0"
+        assert result.engines.generator and result.engines.retriever == "tantivy-bm25"  # the trace stays whole
+        with pytest.raises(CollectionError) as refused:
+            library.search("kb", "dough", caller=Caller(authenticated=False))
+        assert refused.value.status == 404  # a caller who may not read it does not learn it exists
+    finally:
+        library.close()

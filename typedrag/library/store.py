@@ -592,6 +592,9 @@ class Library:
     def ingest(self, collection: Collection) -> None:
         """Bring the collection's index in line with its documents (run by the ingestion thread)."""
         watch = collection.watch or BuildWatch()
+        with self._lock:  # called directly too (tests, tools): what is pending for it is done by this run
+            self._pending.pop(collection.name, None)
+            collection.queued = False
         with collection.lock:
             snapshot = {name: record["sha256"] for name, record in collection.registry.items()}
         collection.running = snapshot
