@@ -501,3 +501,22 @@ async def test_the_library_lists_searches_and_answers_without_http(tmp_path, cla
         assert refused.value.status == 404  # a caller who may not read it does not learn it exists
     finally:
         library.close()
+
+
+def test_a_document_that_cannot_be_read_is_listed_as_failed_with_its_problem(library_url):
+    url, _ = library_url
+    create(url, "kb")
+    # a PDF by its first bytes, so the upload takes it; the reader finds no page in it
+    assert upload(url, "kb", [("broken.pdf", b"%PDF-1.4\n% nothing after this\n")]).status_code == 202
+    listing = settled(url, "kb")
+    [broken] = listing["documents"]
+    assert broken["status"] == "failed" and broken["problems"] and "PDF" in broken["problems"][0]
+    assert listing["collection"]["state"] == "empty"  # nothing readable: nothing to answer from, said so
+    refused = httpx.post(f"{url}/v1/collections/kb/answer", json={"question": "Why?"})
+    assert refused.status_code == 409 and "no indexed documents" in refused.json()["error"]["message"]
+    assert upload(url, "kb", [("bread.txt", BREAD.encode())]).status_code == 202
+    listing = settled(url, "kb")
+    assert {d["name"]: d["status"] for d in listing["documents"]} == {"broken.pdf": "failed", "bread.txt": "indexed"}
+    assert ask(url, "kb", "How do I knead bread?")["sources"][0]["passage_id"] == "bread.txt#0"
+    assert httpx.delete(f"{url}/v1/collections/kb/documents/broken.pdf").status_code == 202
+    assert [d["name"] for d in settled(url, "kb")["documents"]] == ["bread.txt"]
