@@ -486,6 +486,11 @@ class Library:
         shutil.rmtree(moved, ignore_errors=True)
         log.info("collection deleted", extra={"fields": {"collection": name}})
 
+    def retrievers(self) -> list[Any]:
+        """Every collection's open retriever (the metrics count their reloads)."""
+        with self._lock:
+            return [c.retriever for c in self._collections.values() if c.retriever is not None]
+
     def infos(self, caller: Caller = Caller()) -> list[dict[str, Any]]:
         with self._lock:
             chosen = [self._collections[n] for n in self.names(caller)]
