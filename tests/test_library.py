@@ -490,6 +490,10 @@ async def test_the_library_lists_searches_and_answers_without_http(tmp_path, cla
         with pytest.raises(CollectionError, match="first ingestion is under way"):
             library.pipeline("kb")
         library.ingest(collection)  # what the ingestion thread runs
+        assert not collection.behind()
+        collection.registry["bread.txt"]["sha256"] = "0" * 64  # as after a crash between a replacement and its ingestion
+        assert collection.behind()
+        collection.registry["bread.txt"]["sha256"] = accepted[1]["sha256"]
         assert collection.state() == "ready" and library.names() == ["kb"] and library.infos()[0]["documents"] == 2
         hits = library.search("kb", "knead the dough", k=2)
         assert hits[0].passage_id == "bread.txt#0" and hits[0].link == "/view/kb?passage=bread.txt%230"

@@ -271,11 +271,14 @@ class Collection:
         if self.read_only:
             return False
         held = self.manifest_files()
-        if set(held) != set(self.registry):
-            synced = self.last.get("synced", {})
-            missing = set(self.registry) - set(held)
-            return bool(set(held) - set(self.registry)) or any(synced.get(n) != self.registry[n]["sha256"] for n in missing)
-        return any(held[n].get("sha256") != r["sha256"] for n, r in self.registry.items())
+        synced = self.last.get("synced", {})
+        with self.lock:
+            registry = dict(self.registry)
+        gone = set(held) - set(registry)
+        changed = any(name in held and held[name].get("sha256") != r["sha256"] for name, r in registry.items())
+        # new since the last ingestion (one that failed to read it, with this content, is not tried again on its own)
+        new = any(name not in held and synced.get(name) != r["sha256"] for name, r in registry.items())
+        return bool(gone) or changed or new
 
     # --- the originals ---------------------------------------------------------------------------
 
