@@ -114,6 +114,9 @@ def backend_overrides(backend=None, uri=None, collection=None, token=None, mode=
     return {"backend": backend, "milvus_uri": uri, "milvus_collection": collection, "milvus_token": token, "retrieval": mode}
 
 
+DEFAULT_DATA = Path("typedrag-data")  # the `users` commands' data directory when neither --data nor TYPEDRAG_DATA names one
+
+
 def store_from(settings: Settings, *, create: bool = False):
     """The store the settings name (`database`, else SQLite in `data`), migrated; a one-line error if it cannot open.
     create=False: a data directory without a store is an error (a mistyped --data makes no empty store)."""
@@ -121,6 +124,6 @@ def store_from(settings: Settings, *, create: bool = False):
 
     database = settings.database.get_secret_value() if settings.database else None
     try:
-        return open_store(database, settings.data, create=create)
+        return open_store(database, settings.data or DEFAULT_DATA, create=create)
     except (UserError, StoreUnavailable) as error:
         fail(str(error))

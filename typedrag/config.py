@@ -53,6 +53,28 @@ class LLMConfig(BaseModel):
         return value
 
 
+UPLOAD_TYPES = (".pdf", ".html", ".htm", ".xhtml", ".md", ".markdown", ".rst", ".txt", ".text", ".docx")
+
+
+class LibraryLimits(BaseModel):
+    """What `serve --data` accepts into its collections: uploads past these are refused, each with its reason."""
+
+    max_file_bytes: int = Field(100 << 20, ge=1)  # one uploaded file
+    max_files_per_upload: int = Field(500, ge=1)  # files in one request
+    max_upload_bytes: int = Field(1 << 30, ge=1)  # one request's whole body
+    max_collection_files: int = Field(10_000, ge=1)
+    max_collection_bytes: int = Field(10 << 30, ge=1)  # the originals a collection keeps
+    max_collections: int = Field(1000, ge=1)
+    upload_types: tuple[str, ...] = UPLOAD_TYPES  # file name endings accepted (typedrag reads each of them)
+
+    @field_validator("upload_types", mode="before")
+    @classmethod
+    def _endings(cls, value: Any) -> Any:
+        if isinstance(value, str):  # from the environment: ".pdf,.md"
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        return tuple(v.lower() if v.startswith(".") else f".{v.lower()}" for v in value)
+
+
 class Settings(BaseModel):
     """Every setting typedrag reads: index, backend, classifier, LLM and judge endpoints, cache, depths, limits."""
 
@@ -82,9 +104,11 @@ class Settings(BaseModel):
     expand_queries: bool | None = None
     # Question, passage and answer text in OpenTelemetry spans: off, so traces hold ids, counts and timings only.
     trace_content: bool = False
-    # `typedrag serve`'s data directory, where the store keeps its SQLite file unless `database` names another
-    # store: a postgresql://... URL, shared by replicas (never printed: it may hold a password).
-    data: Path = Path("typedrag-data")
+    # `serve --data DIR`: the server's folder: its collections (uploaded originals and indexes) and the store's
+    # SQLite file unless `database` names another store: a postgresql://... URL, shared by replicas (never printed:
+    # it may hold a password). The `users` commands default to ./typedrag-data.
+    data: Path | None = None
+    library: LibraryLimits = LibraryLimits()
     database: SecretStr | None = None
     # Saved conversations untouched for this many days are removed (None: kept until their owner deletes them).
     retention_days: int | None = Field(None, ge=1)
@@ -132,6 +156,13 @@ _ENV = {
     "TYPEDRAG_DATA": ("data",),
     "TYPEDRAG_DATABASE": ("database",),
     "TYPEDRAG_RETENTION_DAYS": ("retention_days",),
+    "TYPEDRAG_MAX_FILE_BYTES": ("library", "max_file_bytes"),
+    "TYPEDRAG_MAX_FILES_PER_UPLOAD": ("library", "max_files_per_upload"),
+    "TYPEDRAG_MAX_UPLOAD_BYTES": ("library", "max_upload_bytes"),
+    "TYPEDRAG_MAX_COLLECTION_FILES": ("library", "max_collection_files"),
+    "TYPEDRAG_MAX_COLLECTION_BYTES": ("library", "max_collection_bytes"),
+    "TYPEDRAG_MAX_COLLECTIONS": ("library", "max_collections"),
+    "TYPEDRAG_UPLOAD_TYPES": ("library", "upload_types"),
 }
 
 

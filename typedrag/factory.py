@@ -16,6 +16,7 @@ from typedrag.llm.base import ChatModel
 from typedrag.llm.cache import ResponseCache
 from typedrag.extras import require
 from typedrag.llm.local_server import LOCAL_FEATURE, LocalLlamaServer, LocalServerError
+from typedrag.links import collection_of_index
 from typedrag.pipeline import Pipeline, PipelineSettings
 from typedrag.prompts import PROMPT_VERSION
 
@@ -135,6 +136,7 @@ def build_pipeline(
             aspect_k=settings.aspect_k,
             max_question_chars=settings.max_question_chars,
             assume_non_factoid=settings.assume_non_factoid,
+            collection=collection_of_index(settings.index) if need_index and settings.backend == "tantivy" else None,
             **({} if settings.expand_queries is None else {"expand_queries": settings.expand_queries}),
         ),
     )

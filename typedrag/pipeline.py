@@ -30,6 +30,7 @@ from typedrag.errors import LLMError, PlanFailed, QuestionError
 from typedrag.followup import FusingRetriever, Standalone, StandaloneQuestion, conversation_text, offline_standalone
 from typedrag.history import Turn, clean_history, dialogue_of, instructions_of
 from typedrag.index.base import Retriever
+from typedrag.links import viewer_link
 from typedrag.prompts import PROMPT_VERSION, REWRITE_QUESTION
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
 from typedrag.rerank import EmbeddingReranker, Reranker
@@ -68,6 +69,9 @@ class PipelineSettings:
     # hypothetical answer passage, fused by reciprocal rank): one more call a plain-RAG answer or overview, measured
     # to help with a capable model on two manuals (BENCHMARKS.md, section 28). Offline nothing is asked.
     expand_queries: bool = True
+    # The collection this pipeline answers in (`serve --data`): each source then links to its original
+    # (typedrag.links); None: no link.
+    collection: str | None = None
 
     @property
     def depths(self) -> Depths:
@@ -257,6 +261,8 @@ class Pipeline:
         else:
             answer, citations = await self._cite(drove.answer, sources, asked.trace)
         timings = {**route.timings_ms, "total": _ms(started)}
+        if self.settings.collection is not None:
+            sources = [s.model_copy(update={"link": viewer_link(self.settings.collection, s.passage_id)}) for s in sources]
         asked.emit("sources", count=len(sources))
         return AnswerResult(
             question=asked.question,
@@ -287,6 +293,7 @@ class Pipeline:
                 reranker=self.reranker.name if drove.reranked else None,
             ),
             prompt_version=PROMPT_VERSION,
+            collection=self.settings.collection,
         )
 
     async def _cite(self, answer: str, sources: list[Source], trace: Trace) -> tuple[str, list[Citation]]:

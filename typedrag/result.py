@@ -29,6 +29,9 @@ class Source(BaseModel):
     lines: tuple[LineKind, ...] = Field(
         (), description="the kind of each line of `text` (prose, item with its order, code, table ...); empty: unknown, read as prose"
     )
+    link: str | None = Field(
+        None, description="the page showing the original document at this passage, highlighted, on a typedrag server: /view/<collection>?passage=<id>"
+    )
 
     @classmethod
     def of(cls, number: int, hit: ScoredPassage) -> "Source":
@@ -185,6 +188,7 @@ class AnswerResult(BaseModel):
     timings_ms: dict[str, float] = {}
     engines: Engines
     prompt_version: str
+    collection: str | None = Field(None, description="the collection answered in (its sources link to their originals)")
 
 
 # A bullet or step prefix ("- comet: ", "2. "): layout, not part of the cited claim.

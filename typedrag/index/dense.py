@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import tantivy
 
     from typedrag.index.ingest import FileRecord, Plan
+    from typedrag.index.progress import BuildWatch
     from typedrag.records import IndexSummary
 
 DEFAULT_RETRIEVAL = "hybrid"
@@ -99,6 +100,7 @@ def write(
     want: Wanted,
     summary: "IndexSummary",
     show_progress: bool,
+    watch: "BuildWatch | None" = None,
 ) -> Table | None:
     """The vector files of the index being built in `building`, one row per passage, file by file.
 
@@ -127,7 +129,17 @@ def write(
     copied = {key for key in keys if identity_matches and key in unchanged and key in old.table.files}
     to_embed = sum(records[key].passages for key in keys if key not in copied)
     progress, task = _progress(show_progress, to_embed, f"embedding ({want.embedder})", "passages")
-    writer = Writer(building, rows, want.embedder, journal_path(index_dir), lambda n: progress.update(task, advance=n))
+    embedded = [0]
+
+    def advanced(n: int) -> None:
+        progress.update(task, advance=n)
+        if watch is not None:
+            embedded[0] += n
+            watch.embedding(embedded[0], to_embed)
+
+    if watch is not None:
+        watch.embedding(0, to_embed)
+    writer = Writer(building, rows, want.embedder, journal_path(index_dir), advanced)
     if old is not None and old.table.identity != writer.table.identity:
         copied, old = set(), None  # the embedder's model changed: embed everything again
     started = time.perf_counter()

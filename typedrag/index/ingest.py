@@ -38,7 +38,7 @@ from typedrag.corpus.chunker import iter_passages
 from typedrag.corpus.formats import Unreadable
 from typedrag.corpus.readers import Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
 from typedrag.errors import CorpusError
-from typedrag.index.progress import LoggedProgress, left
+from typedrag.index.progress import BuildWatch, LoggedProgress, left
 from typedrag.records import CappedList, CorpusProblem, IndexSummary, Passage
 
 # Files read in worker processes at once (they parse HTML, PDF and DOCX in pure Python, under the GIL).
@@ -205,11 +205,13 @@ def ingest(
     *,
     known_document: Callable[[str], bool] = lambda doc_id: False,
     show_progress: bool = True,
+    watch: BuildWatch | None = None,
 ) -> dict[str, FileRecord]:
     """Read `files`, hand every passage to `add(passage, file key)` in listing order, and return what each file gave.
 
     A document whose id an earlier file (or, in a sync, a file the index keeps: `known_document`) already
-    gave is skipped and reported, as a fresh build would. Problems and notes go into `summary`.
+    gave is skipped and reported, as a fresh build would. Problems and notes go into `summary`. `watch`, if
+    given, hears each file read (and may cancel the build).
     """
     records: dict[str, FileRecord] = {}
     seen: set[str] = set()  # ~60 bytes per id: fine for millions of documents
@@ -222,7 +224,9 @@ def ingest(
 
     progress = _progress(show_progress)
     task = progress.add_task("reading", total=len(files), pages=0, files_rate=0.0, pages_rate=0.0)
-    started, pages_read = time.perf_counter(), 0
+    started, pages_read, passages = time.perf_counter(), 0, 0
+    if watch is not None:
+        watch.reading(0, len(files), 0)
     with progress:
         for result in _read_in_order(files, passage_words, strict):
             record, pages = take_file(result, claim, add, summary, strict)
@@ -231,6 +235,9 @@ def ingest(
             elapsed = max(time.perf_counter() - started, 1e-6)
             done = len(records)
             progress.update(task, completed=done, pages=pages_read, files_rate=done / elapsed, pages_rate=pages_read / elapsed)
+            if watch is not None:
+                passages += record.passages
+                watch.reading(done, len(files), passages)
     return records
 
 

@@ -11,6 +11,7 @@ rich then has no speed to show (issue 55 E6: no rate for 25 of 27 minutes).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -86,3 +87,63 @@ class TimeLeft(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         return Text(left(task).removeprefix(", "))
+
+
+class BuildCancelled(Exception):
+    """A watcher asked the build to stop (its collection is being deleted): the index in place is left as it was."""
+
+
+class BuildWatch:
+    """A build's progress for a watcher that is no terminal (the server's page polls it): files read and their
+    passages, then passages embedded, with rates and the time left. The build's thread writes it; others read
+    `snapshot()`. `cancel()` makes the build stop at its next file or batch, raising `BuildCancelled`."""
+
+    def __init__(self) -> None:
+        self.phase = "scanning"  # scanning, reading, embedding, writing
+        self.files_total = self.files_done = self.passages = 0
+        self.vectors_total = self.vectors_done = 0
+        self.started = self.phase_started = time.monotonic()
+        self._cancelled = False
+
+    def cancel(self) -> None:
+        self._cancelled = True
+
+    def check(self) -> None:
+        if self._cancelled:
+            raise BuildCancelled("the build was cancelled")
+
+    def reading(self, files_done: int, files_total: int, passages: int) -> None:
+        self.check()
+        if self.phase != "reading":
+            self.phase, self.phase_started = "reading", time.monotonic()
+        self.files_done, self.files_total, self.passages = files_done, files_total, passages
+
+    def embedding(self, done: int, total: int) -> None:
+        self.check()
+        if self.phase != "embedding":
+            self.phase, self.phase_started = "embedding", time.monotonic()
+        self.vectors_done, self.vectors_total = done, total
+
+    def writing(self) -> None:
+        self.check()
+        self.phase, self.phase_started = "writing", time.monotonic()
+
+    def snapshot(self) -> dict[str, Any]:
+        """What the build has done, and about how many seconds the current phase has left (None: not known yet)."""
+        now = time.monotonic()
+        done, total = {
+            "reading": (self.files_done, self.files_total),
+            "embedding": (self.vectors_done, self.vectors_total),
+        }.get(self.phase, (0, 0))
+        spent = now - self.phase_started
+        left = round((total - done) * spent / done, 1) if done and total >= done and spent > 0 else None
+        return {
+            "phase": self.phase,
+            "files_done": self.files_done,
+            "files_total": self.files_total,
+            "passages": self.passages,
+            "vectors_done": self.vectors_done,
+            "vectors_total": self.vectors_total,
+            "seconds": round(now - self.started, 1),
+            "seconds_left": left,
+        }

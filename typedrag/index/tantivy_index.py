@@ -30,6 +30,7 @@ from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.errors import UserError
 from typedrag.index.base import IndexBuildError, IndexUnusableError, empty_index_error
 from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
+from typedrag.index.progress import BuildWatch
 from typedrag.index.manifest import (
     FORMAT_VERSION,
     MANIFEST,
@@ -165,6 +166,7 @@ def sync_index(
     rebuild: bool = False,
     retrieval: str | None = None,
     embedder: str | None = None,
+    watch: BuildWatch | None = None,
 ) -> IndexSummary:
     """Bring the tantivy index at `index_dir` in line with `sources`: add new files, re-index changed ones
     (by content hash), drop files gone from the sources (unless `remove_missing` is False), keep the rest.
@@ -185,7 +187,8 @@ def sync_index(
     OOM killer, which no cleanup code survives). Only an absent or empty folder, or a typedrag index,
     is written (`IndexBuildError` otherwise), and a lock beside it (`.NAME.lock`) keeps two builds
     from writing the same folder. Sources that give no readable document raise `EmptyIndexError`
-    and leave any existing index untouched.
+    and leave any existing index untouched. `watch`, if given, hears the progress (files read, passages
+    embedded) and may cancel the build (`BuildCancelled`, the index in place untouched).
     """
     sources = list(sources)
     index_dir = Path(index_dir)
@@ -196,7 +199,7 @@ def sync_index(
         _check_target(index_dir)  # again under the lock: another build may have just finished
         previous = None if rebuild else _reusable_manifest(index_dir, passage_words)
         wanted = dense.wanted(_current_manifest(index_dir), retrieval, embedder)
-        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted)
+        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted, watch)
 
 
 def _current_manifest(index_dir: Path) -> dict | None:
@@ -228,7 +231,7 @@ def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
 
 def _sync_locked(
     sources, index_dir: Path, previous: dict | None, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool,
-    wanted: "dense.Wanted",
+    wanted: "dense.Wanted", watch: BuildWatch | None = None,
 ) -> IndexSummary:
     started = time.perf_counter()
     summary = IndexSummary(index_dir=str(index_dir), synced=previous is not None)
@@ -251,7 +254,9 @@ def _sync_locked(
                 for key in work.to_delete:
                     writer.delete_documents_by_term("file", key)
                 add = _adder(writer)
-                records = ingest(work.to_read, passage_words, strict, add, summary, known_document=kept, show_progress=show_progress)
+                records = ingest(
+                    work.to_read, passage_words, strict, add, summary, known_document=kept, show_progress=show_progress, watch=watch
+                )
                 records.update({record.key: record for record in work.unchanged})
                 count(summary, work, records)
                 if summary.documents == 0:
@@ -265,7 +270,9 @@ def _sync_locked(
                 raise
             with _writes():
                 writer.wait_merging_threads()  # joins the writer's threads before the files are touched
-            vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress)
+            vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress, watch)
+            if watch is not None:
+                watch.writing()
             with _writes():
                 kept = dense.write_sentences(building, index, previous, index_dir, wanted, vectors, summary, show_progress)
                 searched = dense.search_entries(building, vectors, summary)
@@ -573,6 +580,16 @@ class TantivyRetriever:
             return list(self._threads().map(lambda q: self.search(q, k), queries))
         return self._fused(view, queries, k)
 
+    def passage(self, passage_id: str) -> tuple[Passage, str, dict] | None:
+        """One passage by its id, with the key of its source file and that file's manifest record (its hash,
+        to tell whether an original is still the one indexed); None if the index has no such passage."""
+        view = self._current()
+        doc = self._docs(view, {passage_id}).get(passage_id)
+        if doc is None:
+            return None
+        key = doc.get_first("file") or ""
+        return _passage(doc), key, view.manifest.get("corpus", {}).get("files", {}).get(key, {})
+
     def mentions(self, word: str) -> bool:
         """Whether any passage of the index holds `word` (typedrag.abstain asks it of the names a question uses)."""
         view = self._current()
@@ -799,3 +816,20 @@ def open_retriever(index_dir: Path | str, retrieval: str | None = None) -> Tanti
     """Open a built index for search; `IndexUnusableError` (naming the fix) if it cannot be used.
     `retrieval` (bm25, dense, hybrid) overrides the index's own (None)."""
     return TantivyRetriever(index_dir, retrieval=retrieval)
+
+
+def remove_index(index_dir: Path | str) -> bool:
+    """Remove the typedrag index at `index_dir` (when its sources are all gone: a sync would refuse to write an
+    empty index), under the build lock and by one rename first, so a reader never sees half of it. Only a
+    typedrag index is removed; False when there was none."""
+    index_dir = Path(index_dir)
+    with _build_lock(index_dir):
+        _recover_interrupted_swap(index_dir)
+        if not index_dir.exists():
+            return False
+        _check_target(index_dir)
+        old = index_dir.parent / f".{index_dir.name}.old-{secrets.token_hex(4)}"
+        index_dir.rename(old)
+        shutil.rmtree(old, ignore_errors=True)
+        dense.finished(index_dir)
+        return True

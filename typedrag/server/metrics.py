@@ -186,10 +186,15 @@ class _ServiceState:
             return
         yield GaugeMetricFamily("typedrag_answer_slots_in_use", "Answers in flight now.", value=service.slots.used)
         yield GaugeMetricFamily("typedrag_answer_slots", "Answers allowed in flight at once (more get 503).", value=service.slots.size)
-        reloads = getattr(service.pipeline.retriever, "reloads", None)
-        if isinstance(reloads, int):  # an index that reopens itself when a sync swaps in a new version
-            yield CounterMetricFamily("typedrag_index_reloads", "Times the index was reopened after a sync replaced it.", value=reloads)
+        library = getattr(service, "library", None)
+        retrievers = library.retrievers() if library is not None else [service.pipeline.retriever]
+        counts = [r for r in (getattr(retriever, "reloads", None) for retriever in retrievers) if isinstance(r, int)]
+        if counts:  # indexes that reopen themselves when a sync swaps in a new version (every collection's)
+            yield CounterMetricFamily("typedrag_index_reloads", "Times an index was reopened after a sync replaced it.", value=sum(counts))
         yield from _caches()
+
+    def describe(self) -> list[Metric]:
+        return []  # read at scrape time: nothing to check for clashes at registration
 
 
 def _caches() -> Iterator[Metric]:
@@ -209,9 +214,6 @@ def _caches() -> Iterator[Metric]:
                             value=sum(store.added for store in stores))
     yield CounterMetricFamily("typedrag_sentence_vectors_hits", "Sentence vectors answers took from the index instead of MiniLM.",
                               value=sum(store.hits for store in stores))
-
-    def describe(self) -> list[Metric]:
-        return []  # read at scrape time: nothing to check for clashes at registration
 
 
 def fastapi_traces_requests() -> bool:
