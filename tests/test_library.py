@@ -29,6 +29,7 @@ from test_server import classifier, serving  # noqa: E402,F401  (tests/ is on sy
 
 from typedrag.config import LibraryLimits, Settings  # noqa: E402
 from typedrag.engines.offline import OfflineEngine  # noqa: E402
+from typedrag.index.vectors import EMBED_BATCH  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.server.app import create_app  # noqa: E402
 
@@ -440,9 +441,11 @@ def test_a_server_killed_while_it_ingests_resumes_and_loses_nothing(tmp_path):
         settled(url, "r")
         assert upload(url, "r", [("R-intro.pdf", R_INTRO.read_bytes())]).status_code == 202
         deadline = time.monotonic() + HANG_GUARD
-        while True:  # killed once some of the PDF's passages are embedded (and journaled), not all
+        while True:  # killed once some of the PDF's passages are embedded and journaled, not all: the journal takes
+            # EMBED_BATCH passages at a time, after the model's smaller batches were counted, so a count past one
+            # journal batch means the first was appended
             progress = httpx.get(f"{url}/v1/collections/r").json()["progress"] or {}
-            if progress.get("phase") == "embedding" and progress["vectors_done"] > 0:
+            if progress.get("phase") == "embedding" and progress["vectors_done"] > EMBED_BATCH:
                 break
             assert time.monotonic() < deadline, progress
             time.sleep(0.1)
