@@ -22,6 +22,7 @@ measured it against the ANN libraries that install here.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import time
@@ -222,6 +223,8 @@ class Writer:
             (folder / name).unlink(missing_ok=True)
         self.vectors = open_memmap(folder / VECTORS, mode="w+", dtype=np.int8, shape=(rows, self.embedder.dim))
         self.scales = open_memmap(folder / SCALES, mode="w+", dtype=np.float32, shape=(rows,))
+        for name in (VECTORS, SCALES):
+            reserve(folder / name)
         self.ids: list[bytes] = []
         self.pending: list[tuple[int, str]] = []  # (row, embedded text) waiting for a full batch
         self.embedded = 0  # passages embedded now (not copied, not from the journal)
@@ -281,6 +284,20 @@ class Writer:
                 os.fsync(f.fileno())
         self.journal.close()
         return self.table
+
+
+def reserve(path: Path) -> None:
+    """Give every byte of a memory-mapped file its place on disk now: numpy leaves the file sparse, and a write
+    into a page the full disk cannot hold kills the process with SIGBUS; reserved, a full disk is an OSError
+    (ENOSPC) here, before anything is written."""
+    with open(path, "rb+") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size:
+            try:
+                os.posix_fallocate(f.fileno(), 0, size)
+            except OSError as error:
+                if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
 
 
 class DenseVectors:
