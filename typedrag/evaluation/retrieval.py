@@ -29,9 +29,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from typedrag.errors import UserError
+from typedrag.errors import QuestionError, UserError
+from typedrag.jsonlog import json_row, numbered_lines
+from typedrag.questions import clean_question
 from typedrag.records import ScoredPassage
-from typedrag.text import content_words
+from typedrag.text import content_words, for_terminal
 
 DEFAULT_K = 5
 
@@ -55,20 +57,22 @@ def read_questions(path: Path) -> list[RetrievalQuestion]:
     """The questions of a JSONL file; `UserError` naming the line of the first bad one."""
     questions = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = list(numbered_lines(path))
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror or error}") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    except ValueError as error:  # a line that is not UTF-8, named
+        raise UserError(str(error)) from None
+    for number, line in lines:
         try:
-            data = json.loads(line)
+            data = json_row(line)
             if isinstance(data, dict) and "groups" in data and "key_terms" not in data:
                 data["key_terms"] = data.pop("groups")
             question = RetrievalQuestion.model_validate(data)
-        except ValueError as error:
+            # as long as `ask` takes one (typedrag.questions): an 11 MB question is refused, not embedded
+            question = question.model_copy(update={"question": clean_question(question.question), "id": question.id or str(number)})
+        except (ValueError, QuestionError) as error:
             raise UserError(f"{path}:{number}: not a question ({' '.join(str(error).split())[:200]})") from None
-        questions.append(question.model_copy(update={"id": question.id or str(number)}))
+        questions.append(question)
     if not questions:
         raise UserError(f"{path} holds no question")
     return questions
@@ -205,17 +209,18 @@ def _cell(value: float | None) -> str:
 def print_table(report: Report, console) -> None:
     """One table per retrieval mode: a row per question type, "all" first."""
     from rich.table import Table
+    from rich.text import Text
 
     rows = report.rows()
     shown = [key for key in COLUMNS if any(row[key] is not None for row in rows)]
     for mode in report.modes:
-        table = Table(title=f"{mode} · top {report.k}", title_justify="left")
+        table = Table(title=Text(for_terminal(f"{mode} · top {report.k}")), title_justify="left")
         table.add_column("type", no_wrap=True)
         table.add_column("n", justify="right")
         for key in shown:
             table.add_column(_heading(key, report.k), justify="right")
-        for row in (r for r in rows if r["mode"] == mode):
-            table.add_row(row["type"], str(row["questions"]), *(_cell(row[key]) for key in shown))
+        for row in (r for r in rows if r["mode"] == mode):  # a type comes from the file: shown as text, never markup
+            table.add_row(Text(for_terminal(row["type"])), str(row["questions"]), *(_cell(row[key]) for key in shown))
         console.print(table)
     console.print(EXPLAINED, style="dim")
 
