@@ -91,3 +91,31 @@ def test_eval_compare_shows_a_files_types_as_text_and_writes_its_report(comets_i
     assert (tmp_path / "cmp" / "report.html").is_file()
     out = run.output.lower()
     assert "how-to-[/]" in out and "[bold-red]loud[/bold-red]" in out and "\\x1b[2j" in out and "\u001b" not in out
+
+
+# --- P8: eval retrieval in bounded batches, questions as long as `ask` takes them ---------------------------------
+
+
+def test_eval_retrieval_searches_in_bounded_batches_and_keeps_every_question_in_order():
+    """Before, every question went to one `search_many` call: 100,000 questions held 4.8 GB at once."""
+    from typedrag import ListRetriever
+    from typedrag.evaluation.retrieval import SEARCH_BATCH, RetrievalQuestion, evaluate
+
+    calls: list[int] = []
+
+    class Counting(ListRetriever):
+        def search_many(self, queries, k=10):
+            calls.append(len(queries))
+            return super().search_many(queries, k)
+
+    questions = [RetrievalQuestion(question=f"comet tail {i}", id=str(i), type="REASON") for i in range(SEARCH_BATCH * 2 + 7)]
+    report = evaluate(questions, {"bm25": Counting(["Comets have tails of gas and dust.", "Planets orbit the Sun."])}, k=2)
+    assert calls == [SEARCH_BATCH, SEARCH_BATCH, 7]
+    assert [scored.question.id for scored in report.modes["bm25"]] == [q.id for q in questions]
+
+
+def test_eval_retrieval_refuses_a_question_longer_than_ask_takes(comets_index, tmp_path):
+    path = tmp_path / "questions.jsonl"
+    path.write_text(json.dumps(GOOD) + "\n" + json.dumps({"question": "why " * 3_000_000}) + "\n", encoding="utf-8")
+    run = runner.invoke(app, commands(path, comets_index, tmp_path)["eval retrieval"])
+    assert run.exit_code == 2 and f"{path}:2" in " ".join(run.output.split()) and "over the limit of 2000" in run.output, run.output

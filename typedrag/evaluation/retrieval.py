@@ -189,17 +189,28 @@ def evaluate(
     classify: Callable[[list[str]], list[str]] | None = None,
     index: str = "",
 ) -> Report:
-    """Search every question with every retriever (`name -> Retriever`) and score what each found."""
+    """Search every question with every retriever (`name -> Retriever`) and score what each found, SEARCH_BATCH
+    questions at a time: a retriever searches a call's queries together (the dense leg as one matrix of queries by
+    passages), so 100,000 questions in one call held 4.8 GB; only each question's top `k` is kept."""
     types = [q.type for q in questions]
     unknown = [i for i, t in enumerate(types) if not t]
     if unknown and classify is not None:
-        for i, label in zip(unknown, classify([questions[i].question for i in unknown])):
-            types[i] = label
+        for start in range(0, len(unknown), SEARCH_BATCH):
+            batch = unknown[start : start + SEARCH_BATCH]
+            for i, label in zip(batch, classify([questions[i].question for i in batch])):
+                types[i] = label
     modes: dict[str, list[Scored]] = {}
     for name, retriever in retrievers.items():
-        found = retriever.search_many([q.question for q in questions], k)
-        modes[name] = [score(q, str(t or "unknown").upper(), hits, k) for q, t, hits in zip(questions, types, found)]
+        modes[name] = []
+        for start in range(0, len(questions), SEARCH_BATCH):
+            batch = questions[start : start + SEARCH_BATCH]
+            found = retriever.search_many([q.question for q in batch], k)
+            kinds = types[start : start + SEARCH_BATCH]
+            modes[name] += [score(q, str(t or "unknown").upper(), hits, k) for q, t, hits in zip(batch, kinds, found)]
     return Report(k, index, modes)
+
+
+SEARCH_BATCH = 256  # questions per search call in `evaluate`: memory bounded by the batch, not the file
 
 
 def _cell(value: float | None) -> str:
