@@ -127,6 +127,8 @@ def write(
     to_embed = sum(records[key].passages for key in keys if key not in copied)
     progress, task = _progress(show_progress, to_embed, want.embedder)
     writer = Writer(building, rows, want.embedder, journal_path(index_dir), lambda n: progress.update(task, advance=n))
+    summary.notes += [f"the shipped vectors {name} do not match the sha256 typedrag recorded for them: not used, their "
+                      "passages are embedded afresh (reinstall typedrag)" for name in writer.shipped.refused]
     if old is not None and old.table.identity != writer.table.identity:
         copied, old = set(), None  # the embedder's model changed: embed everything again
     started = time.perf_counter()
