@@ -27,6 +27,7 @@ from typedrag.commands import (
     TokenOpt,
     UriOpt,
     errors,
+    lossy_stdout,
     backend_overrides,
     fail,
     llm_limits,
@@ -110,10 +111,15 @@ def index(
     ] = None,
 ) -> None:
     """Index documents for search, or bring an existing index up to date (new, changed and removed files)."""
+    settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token, retrieval))
+    with lossy_stdout():  # progress and the summary that cannot be written never stop the build (issue 57 P5)
+        _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder)
+
+
+def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder) -> None:
     from typedrag.index.open import build_configured_index
     from typedrag.index.base import EmptyIndexError
 
-    settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token, retrieval))
     try:
         if ray_address is not None:
             from typedrag.index.distributed import index_on_ray

@@ -7,8 +7,13 @@ of them imports another, and an option several commands take is declared once, h
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, NoReturn, Optional, TextIO
 
 import typer
 from rich.console import Console
@@ -97,6 +102,54 @@ def fail(message: str) -> NoReturn:
     """Print `error: message` on stderr and exit 2."""
     errors.print(f"[red]error:[/red] {escape(for_terminal(message))}")
     raise typer.Exit(2)
+
+
+class LossyOutput:
+    """Standard output that may be lost without losing the work: a write or flush that fails (the reader of a pipe
+    is gone, `| head -c 1`; a full disk under a redirected log) is said once on stderr, and what follows goes to
+    /dev/null, so a build that prints its progress goes on and ends as it would have."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.lost: OSError | None = None
+
+    def write(self, text: str) -> int:
+        if self.lost is None:
+            try:
+                self.stream.write(text)
+            except OSError as error:
+                self._lose(error)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.lost is None:
+            try:
+                self.stream.flush()
+            except OSError as error:
+                self._lose(error)
+
+    def _lose(self, error: OSError) -> None:
+        self.lost = error
+        with contextlib.suppress(OSError, ValueError):  # the interpreter's last flush at exit finds nowhere to fail
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+        why = "its reader closed it" if error.errno == errno.EPIPE else (error.strerror or str(error)).lower()
+        with contextlib.suppress(OSError, ValueError):  # stderr may be gone too
+            errors.print(f"typedrag: cannot write to standard output ({why}); carrying on without it", markup=False, highlight=False)
+
+    def __getattr__(self, name: str):  # isatty, fileno, encoding, ...: the stream's
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def lossy_stdout() -> Iterator[LossyOutput]:
+    """`sys.stdout` as a `LossyOutput` while the block runs (rich's consoles write to whatever it is then)."""
+    real = sys.stdout
+    sys.stdout = lossy = LossyOutput(real)
+    try:
+        yield lossy
+    finally:
+        lossy.flush()
+        sys.stdout = real
 
 
 def settings_from(**overrides) -> Settings:

@@ -39,6 +39,9 @@ class LLMConfig(BaseModel):
     timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     concurrency: int = Field(8, ge=1, le=256)
+    # A reply longer than this is cut here, and its call's finish_reason says so: typedrag asks for a few hundred
+    # tokens, and a server that sends 24 MB ("ignore max_tokens") took `serve` from 430 MB to 1.5 GB (issue 57 P9).
+    max_reply_chars: int = Field(100_000, ge=1_000)
 
     @property
     def is_offline(self) -> bool:

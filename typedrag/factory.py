@@ -89,6 +89,7 @@ def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resou
         api_key=config.api_key.get_secret_value() if config.api_key else None,
         timeout=config.timeout,
         max_retries=config.max_retries,
+        max_reply_chars=config.max_reply_chars,
         max_concurrency=concurrency,
         cache=cache,
         cache_identity=identity,

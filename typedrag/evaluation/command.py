@@ -262,6 +262,7 @@ def show_comparison(summary: dict, files: dict, judge_is_generator: bool = False
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from typedrag.evaluation.compare_report import terminal_rows, verdict_line
     from typedrag.text import for_terminal
@@ -271,11 +272,12 @@ def show_comparison(summary: dict, files: dict, judge_is_generator: bool = False
     title = f"{summary['a']} vs {summary['b']} by question type ({summary['type_source']})"
     if summary["judge"] is not None:
         title += f": wins of each, ties; {summary['b']}'s share of the decided with its 95% interval; satisfied and noise, {summary['a']} / {summary['b']}"
-    table = Table(title=for_terminal(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    # Types and method names come from the user's files: Text, never markup ("how-to [/]" ended the command before).
+    table = Table(title=Text(for_terminal(title)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for number, column in enumerate(header):
-        table.add_column(for_terminal(column), overflow="fold", no_wrap=number > 0, min_width=len(column) if number else None)
+        table.add_column(Text(for_terminal(column)), overflow="fold", no_wrap=number > 0, min_width=len(column) if number else None)
     for row in rows:
-        table.add_row(*(for_terminal(cell.lower() if cell.isupper() else cell) for cell in row), style="bold" if row[0] == "all" else None)
+        table.add_row(*(Text(for_terminal(cell.lower() if cell.isupper() else cell)) for cell in row), style="bold" if row[0] == "all" else None)
     console.print(table)
     console.print(for_terminal(verdict_line(summary)), markup=False)
     if judge_is_generator:

@@ -29,9 +29,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from typedrag.errors import UserError
+from typedrag.errors import QuestionError, UserError
+from typedrag.jsonlog import json_row, numbered_lines
+from typedrag.questions import clean_question
 from typedrag.records import ScoredPassage
-from typedrag.text import content_words
+from typedrag.text import content_words, for_terminal
 
 DEFAULT_K = 5
 
@@ -55,20 +57,22 @@ def read_questions(path: Path) -> list[RetrievalQuestion]:
     """The questions of a JSONL file; `UserError` naming the line of the first bad one."""
     questions = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = list(numbered_lines(path))
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror or error}") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    except ValueError as error:  # a line that is not UTF-8, named
+        raise UserError(str(error)) from None
+    for number, line in lines:
         try:
-            data = json.loads(line)
+            data = json_row(line)
             if isinstance(data, dict) and "groups" in data and "key_terms" not in data:
                 data["key_terms"] = data.pop("groups")
             question = RetrievalQuestion.model_validate(data)
-        except ValueError as error:
+            # as long as `ask` takes one (typedrag.questions): an 11 MB question is refused, not embedded
+            question = question.model_copy(update={"question": clean_question(question.question), "id": question.id or str(number)})
+        except (ValueError, QuestionError) as error:
             raise UserError(f"{path}:{number}: not a question ({' '.join(str(error).split())[:200]})") from None
-        questions.append(question.model_copy(update={"id": question.id or str(number)}))
+        questions.append(question)
     if not questions:
         raise UserError(f"{path} holds no question")
     return questions
@@ -185,17 +189,28 @@ def evaluate(
     classify: Callable[[list[str]], list[str]] | None = None,
     index: str = "",
 ) -> Report:
-    """Search every question with every retriever (`name -> Retriever`) and score what each found."""
+    """Search every question with every retriever (`name -> Retriever`) and score what each found, SEARCH_BATCH
+    questions at a time: a retriever searches a call's queries together (the dense leg as one matrix of queries by
+    passages), so 100,000 questions in one call held 4.8 GB; only each question's top `k` is kept."""
     types = [q.type for q in questions]
     unknown = [i for i, t in enumerate(types) if not t]
     if unknown and classify is not None:
-        for i, label in zip(unknown, classify([questions[i].question for i in unknown])):
-            types[i] = label
+        for start in range(0, len(unknown), SEARCH_BATCH):
+            batch = unknown[start : start + SEARCH_BATCH]
+            for i, label in zip(batch, classify([questions[i].question for i in batch])):
+                types[i] = label
     modes: dict[str, list[Scored]] = {}
     for name, retriever in retrievers.items():
-        found = retriever.search_many([q.question for q in questions], k)
-        modes[name] = [score(q, str(t or "unknown").upper(), hits, k) for q, t, hits in zip(questions, types, found)]
+        modes[name] = []
+        for start in range(0, len(questions), SEARCH_BATCH):
+            batch = questions[start : start + SEARCH_BATCH]
+            found = retriever.search_many([q.question for q in batch], k)
+            kinds = types[start : start + SEARCH_BATCH]
+            modes[name] += [score(q, str(t or "unknown").upper(), hits, k) for q, t, hits in zip(batch, kinds, found)]
     return Report(k, index, modes)
+
+
+SEARCH_BATCH = 256  # questions per search call in `evaluate`: memory bounded by the batch, not the file
 
 
 def _cell(value: float | None) -> str:
@@ -205,17 +220,18 @@ def _cell(value: float | None) -> str:
 def print_table(report: Report, console) -> None:
     """One table per retrieval mode: a row per question type, "all" first."""
     from rich.table import Table
+    from rich.text import Text
 
     rows = report.rows()
     shown = [key for key in COLUMNS if any(row[key] is not None for row in rows)]
     for mode in report.modes:
-        table = Table(title=f"{mode} · top {report.k}", title_justify="left")
+        table = Table(title=Text(for_terminal(f"{mode} · top {report.k}")), title_justify="left")
         table.add_column("type", no_wrap=True)
         table.add_column("n", justify="right")
         for key in shown:
             table.add_column(_heading(key, report.k), justify="right")
-        for row in (r for r in rows if r["mode"] == mode):
-            table.add_row(row["type"], str(row["questions"]), *(_cell(row[key]) for key in shown))
+        for row in (r for r in rows if r["mode"] == mode):  # a type comes from the file: shown as text, never markup
+            table.add_row(Text(for_terminal(row["type"])), str(row["questions"]), *(_cell(row[key]) for key in shown))
         console.print(table)
     console.print(EXPLAINED, style="dim")
 

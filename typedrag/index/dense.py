@@ -140,6 +140,8 @@ def write(
     if watch is not None:
         watch.embedding(0, to_embed)
     writer = Writer(building, rows, want.embedder, journal_path(index_dir), advanced)
+    summary.notes += [f"the shipped vectors {name} do not match the sha256 typedrag recorded for them: not used, their "
+                      "passages are embedded afresh (reinstall typedrag)" for name in writer.shipped.refused]
     if old is not None and old.table.identity != writer.table.identity:
         copied, old = set(), None  # the embedder's model changed: embed everything again
     started = time.perf_counter()

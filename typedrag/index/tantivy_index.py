@@ -193,6 +193,19 @@ def sync_index(
     sources = list(sources)
     index_dir = Path(index_dir)
     _check_target(index_dir)
+    try:
+        return _sync(sources, index_dir, passage_words, strict, show_progress, remove_missing, rebuild, retrieval, embedder)
+    except OSError as error:  # a full disk met outside the writes `_writes` names (the lock, the journal): one line too
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(error, UserError):
+            raise
+        left = "the previous index is unchanged" if (index_dir / MANIFEST).is_file() else "nothing was written"
+        raise IndexBuildError(f"cannot write the index {index_dir} (no space left on device); {left}") from None
+
+
+def _sync(
+    sources: list, index_dir: Path, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool, rebuild: bool,
+    retrieval: str | None, embedder: str | None,
+) -> IndexSummary:
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     with _build_lock(index_dir):
         _recover_interrupted_swap(index_dir)
@@ -270,10 +283,11 @@ def _sync_locked(
                 raise
             with _writes():
                 writer.wait_merging_threads()  # joins the writer's threads before the files are touched
-            vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress, watch)
+            with _writes(engine=False):  # the vector files and the journal: the file system's errors alone
+                vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress, watch)
             if watch is not None:
                 watch.writing()
-            with _writes():
+            with _writes(engine=False):
                 kept = dense.write_sentences(building, index, previous, index_dir, wanted, vectors, summary, show_progress)
                 searched = dense.search_entries(building, vectors, summary)
             with _writes():
@@ -297,15 +311,18 @@ def _sync_locked(
     return summary
 
 
+_SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
+
+
 class _CannotWrite(Exception):
     """The file system or tantivy's writer refused a write; the message says why, as far as it is known."""
 
 
 @contextlib.contextmanager
-def _writes():
+def _writes(engine: bool = True):
     """A failed write as `_CannotWrite`: the file system raises OSError (its errno says why), tantivy a
-    ValueError (its writer thread met an io::Error it does not name: a full disk, most often). Errors the
-    user can fix otherwise (a missing source, no document) pass as they are."""
+    ValueError (its writer thread met an io::Error it does not name: a full disk, most often; `engine`: the
+    writes are tantivy's). Errors the user can fix otherwise (a missing source, no document) pass as they are."""
     try:
         yield
     except UserError:
@@ -313,8 +330,12 @@ def _writes():
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""
         full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+        if error.errno is None and _SHORT_WRITE.search(str(error)):  # numpy's tofile: "601 requested and 496 written"
+            raise _CannotWrite("no space left on device?") from error
         raise _CannotWrite("no space left on device" if full else f"{error.strerror or error}{where}") from error
     except ValueError as error:
+        if not engine:
+            raise
         raise _CannotWrite("no space left on device?") from error
 
 

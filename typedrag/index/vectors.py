@@ -22,7 +22,9 @@ HNSW graph for a large index (BENCHMARKS.md sections 20 and 37).
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -87,17 +89,47 @@ def shipped_file(identity: str, digests: list[bytes], rows: np.ndarray, scales: 
     return journal_header(identity) + records.tobytes()
 
 
+SHIPPED_DIGESTS = "digests.json"  # {file name: sha256 of its bytes}, beside the shipped files, written with them
+
+
+class ShippedVectors(dict):
+    """Shipped vectors by the digest of their text; `refused` names the files not taken (see `shipped_vectors`)."""
+
+    refused: tuple[str, ...] = ()
+
+
 @lru_cache(maxsize=4)
-def shipped_vectors(identity: str, dim: int, folder: Path = SHIPPED_DIR) -> dict[bytes, tuple[np.ndarray, np.float32]]:
+def shipped_vectors(identity: str, dim: int, folder: Path = SHIPPED_DIR) -> ShippedVectors:
     """The vectors typedrag ships for this embedder (`identity`), by the digest of their text: the files of `folder`
-    whose header names it; another model's files are not read."""
+    whose header names it; another model's files are not read. A file is taken only when its sha256 is the one
+    recorded for it in the folder's SHIPPED_DIGESTS: a damaged or tampered file would put its rows under every
+    passage of a demo index; refused, its passages are embedded afresh, and `refused` says which it was."""
     header = journal_header(identity)
-    known: dict[bytes, tuple[np.ndarray, np.float32]] = {}
+    known = ShippedVectors()
+    refused = []
+    try:
+        recorded = json.loads((folder / SHIPPED_DIGESTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = {}
     for path in sorted(folder.glob("*.vectors")):
-        with open(path, "rb") as f:
-            if f.read(len(header)) == header:
-                known.update(read_records(f.read(), dim))
+        data = path.read_bytes()
+        if not data.startswith(header):
+            continue
+        if not isinstance(recorded, dict) or recorded.get(path.name) != hashlib.sha256(data).hexdigest():
+            refused.append(path.name)
+            continue
+        known.update(read_records(memoryview(data)[len(header) :], dim))
+    known.refused = tuple(refused)
     return known
+
+
+def record_shipped(folder: Path, name: str, data: bytes) -> None:
+    """Write a file of shipped vectors and record its sha256 in the folder's SHIPPED_DIGESTS."""
+    path = folder / SHIPPED_DIGESTS
+    recorded = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    (folder / name).write_bytes(data)
+    recorded[name] = hashlib.sha256(data).hexdigest()
+    path.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def journal_path(index_dir: Path) -> Path:
@@ -218,6 +250,8 @@ class Writer:
             (folder / name).unlink(missing_ok=True)
         self.vectors = open_memmap(folder / VECTORS, mode="w+", dtype=np.int8, shape=(rows, self.embedder.dim))
         self.scales = open_memmap(folder / SCALES, mode="w+", dtype=np.float32, shape=(rows,))
+        for name in (VECTORS, SCALES):
+            reserve(folder / name)
         self.ids: list[bytes] = []
         self.pending: list[tuple[int, str]] = []  # (row, embedded text) waiting for a full batch
         self.embedded = 0  # passages embedded now (not copied, not from the journal)
@@ -277,6 +311,20 @@ class Writer:
                 os.fsync(f.fileno())
         self.journal.close()
         return self.table
+
+
+def reserve(path: Path) -> None:
+    """Give every byte of a memory-mapped file its place on disk now: numpy leaves the file sparse, and a write
+    into a page the full disk cannot hold kills the process with SIGBUS; reserved, a full disk is an OSError
+    (ENOSPC) here, before anything is written."""
+    with open(path, "rb+") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size:
+            try:
+                os.posix_fallocate(f.fileno(), 0, size)
+            except OSError as error:
+                if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
 
 
 class DenseVectors:
