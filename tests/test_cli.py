@@ -204,3 +204,41 @@ def test_an_option_several_commands_take_reads_the_same_in_each(command, options
     for name in options:
         declared = typing.get_args(getattr(commands, name))[1]
         assert "".join(declared.help.split()) in shown, (command, name)
+
+
+# --- issue 55: a newcomer's first hour ----------------------------------------------------------------------
+
+GERMAN_FAQ = """# Häufige Fragen zur Kaffeemaschine
+
+## Wie entkalke ich die Kaffeemaschine?
+
+Füllen Sie den Wassertank mit einer Mischung aus Wasser und Zitronensäure. Lassen Sie die Maschine zwei Durchläufe ohne Kaffeepulver laufen. Spülen Sie danach dreimal mit klarem Wasser nach.
+
+## Wie oft sollte man die Maschine reinigen?
+
+Die Brühgruppe sollte einmal pro Woche unter fließendem Wasser gereinigt werden. Bei hartem Wasser ist eine monatliche Entkalkung nötig.
+"""
+
+
+@pytest.fixture(scope="module")
+def german_index(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("german")
+    (folder / "docs").mkdir()
+    (folder / "docs" / "kaffeemaschine.md").write_text(GERMAN_FAQ, encoding="utf-8")
+    built = runner.invoke(app, ["index", str(folder / "docs"), "--index", str(folder / "index")])
+    assert built.exit_code == 0, built.output
+    return folder / "index"
+
+
+def test_ask_and_chat_print_the_answer_to_a_question_a_german_faqs_entry_is_filed_under(german_index):
+    """Issue 55 E4: the entry under "Wie oft sollte man die Maschine reinigen?" answers that question (its heading
+    reads as it), though the reader, trained on English, gives its German sentences a chance under its bar. The
+    answer kept them, but the stream held them back on the reader's bar alone: `ask` and `chat` printed nothing
+    where the JSON had the text."""
+    question = "Wie oft sollte man die Maschine reinigen?"
+    result = json.loads(runner.invoke(app, ["ask", question, "--index", str(german_index), "--json"]).stdout)
+    assert not result["abstained"] and result["answer"].startswith("Die Brühgruppe sollte einmal pro Woche")
+    printed = runner.invoke(app, ["ask", question, "--index", str(german_index)])
+    assert printed.exit_code == 0 and result["answer"] in printed.stdout, printed.stdout
+    chat = runner.invoke(app, ["chat", "--index", str(german_index)], input=f"{question}\n")
+    assert chat.exit_code == 0 and result["answer"] in chat.stdout, chat.stdout

@@ -104,9 +104,11 @@ def faq_pipeline() -> Pipeline:
     ("How can I donate my old books?", 4),  # the reader liked another entry's sentence better
 ])
 def test_a_faqs_entry_answers_the_question_it_is_filed_under(question, entry):
-    result = asyncio.run(faq_pipeline().answer(question, "rag"))
+    tokens: list[str] = []
+    result = asyncio.run(faq_pipeline().answer(question, "rag", on_event=lambda name, data: tokens.append(data["text"]) if name == "token" else None))
     assert result.abstention is None, result.abstention
     assert result.answer == f"{FAQ[entry][1]} [{next(s.number for s in result.sources if s.passage_id == f'faq#{entry}')}]"
+    assert "".join(tokens) == result.answer  # issue 55 E4: the stream held back what the reader's bar alone would turn down
 
 
 @pytest.mark.parametrize("question", [

@@ -61,6 +61,12 @@ from typedrag.text import split_sentences
 Listener = Callable[[str, dict[str, Any]], None]  # hears progress events: name, data
 
 
+def _reader_best(written: Written, filed_under: str | None) -> float | None:
+    """The reader's best chance the policy reads for a written step: none for passages filed under the question
+    asked (a FAQ's entry answers the question it is filed under, however its sentences score)."""
+    return None if filed_under is not None else written.best
+
+
 @dataclass(frozen=True)
 class Record:
     """Where the fallbacks and engine steps of the flow being performed are recorded."""
@@ -372,11 +378,10 @@ class Driver:
             if filed_under is not None and not isinstance(task, Combined):  # the entry is the answer: read it alone
                 entry = [source for source in task.sources if question_heading(source.section) == filed_under]
                 task = replace(task, sources=entry, filed_under=filed_under)
-        written = await self._written(step, task, run)
+        written = await self._written(step, task, run, filed_under)
         if written.not_in_sources is not None and not step.final:
             written = await self._checked(step, task, written)
-        best = None if filed_under is not None else written.best  # a FAQ's entry answers the question it is filed under
-        verdict = self.policy.read(best, written.not_in_sources, self.services.engine.name, final=step.final)
+        verdict = self.policy.read(_reader_best(written, filed_under), written.not_in_sources, self.services.engine.name, final=step.final)
         if verdict is not None:
             return self._declined(verdict, step, run)
         for note in written.notes:
@@ -412,9 +417,10 @@ class Driver:
             run.abstention = verdict.abstention
         return Written("", supported=False, declined=verdict.dropped)
 
-    async def _written(self, step: Write, task: Any, run: Run) -> Written:
+    async def _written(self, step: Write, task: Any, run: Run, filed_under: str | None = None) -> Written:
         """The engine's text inside the step's span; the final step's streams to a listening client (once the
-        policy has judged it, when it may still be turned down)."""
+        policy has judged it, when it may still be turned down: judged as `_write` judges it, so text the
+        answer keeps is always heard)."""
         engine = self.services.engine
         name = task.combine if isinstance(task, Combined) else "write"
         if not step.final or self.on_event is None:
@@ -428,7 +434,7 @@ class Driver:
                 written = await telemetry.written(task, engine.name, engine.write(task, self.trace, on_text=sink), step.aspect, name=name)
         finally:
             run.streamed += stream.sent
-        if held and self.policy.read(written.best, written.not_in_sources, engine.name, final=True) is None:
+        if held and self.policy.read(_reader_best(written, filed_under), written.not_in_sources, engine.name, final=True) is None:
             for piece in held:
                 stream(piece)
             run.streamed += stream.sent
