@@ -98,6 +98,25 @@ def index(
         Optional[str],
         typer.Option("--embedder", help="Model of the passage vectors: minilm (default, better) or static (far faster); see the README."),
     ] = None,
+    include: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--include",
+            metavar="PATTERN",
+            help="Read only the files of the folders given that match this glob (repeatable), e.g. --include '*.html'. "
+            "A pattern without / matches a file's or a folder's name, one with / a path inside the folder given. "
+            "Recorded in the index: a later sync applies the same filters unless given new ones (--include '*' clears them).",
+        ),
+    ] = None,
+    exclude: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--exclude",
+            metavar="PATTERN",
+            help="Leave out the files of the folders given that match this glob (repeatable), e.g. --exclude 'changelog*' "
+            "--exclude 'release-*' (a matching folder is left out whole). Files a sync's new filters leave out leave the index.",
+        ),
+    ] = None,
     dense: Annotated[bool, typer.Option("--dense", hidden=True, help="The older name of --retrieval hybrid.")] = False,
     ray_address: Annotated[
         Optional[str],
@@ -109,11 +128,15 @@ def index(
         ),
     ] = None,
 ) -> None:
-    """Index documents for search, or bring an existing index up to date (new, changed and removed files)."""
+    """Index documents for search, or bring an existing index up to date (new, changed and removed files).
+
+    Folders are read whole, at any depth, but for hidden files; --include and --exclude choose among their files, e.g. `typedrag index docs/ --include '*.html' --exclude 'changelog*' --exclude 'release-*'`."""
+    from typedrag.corpus.readers import FileFilter
     from typedrag.index.open import build_configured_index
     from typedrag.index.base import EmptyIndexError
 
     settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token, retrieval))
+    filters = FileFilter(tuple(include or ()), tuple(exclude or ())) if include or exclude else None
     try:
         if ray_address is not None:
             from typedrag.index.distributed import index_on_ray
@@ -121,12 +144,12 @@ def index(
             summary = index_on_ray(
                 settings, sources, address=ray_address, passage_words=passage_words, strict=strict, dense=dense,
                 rebuild=rebuild, remove_missing=not keep_missing, embedder=embedder,
-                report=lambda line: errors.print(line, markup=False),
+                report=lambda line: errors.print(line, markup=False), filters=filters,
             )
         else:
             summary = build_configured_index(
                 settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild,
-                remove_missing=not keep_missing, embedder=embedder,
+                remove_missing=not keep_missing, embedder=embedder, filters=filters,
             )
     except EmptyIndexError as error:
         _report_problems(error.summary)
@@ -134,6 +157,9 @@ def index(
     except USER_ERRORS as error:
         fail(str(error))
     _report_problems(summary)
+    if summary.filters:
+        files = "file" if summary.left_out == 1 else "files"
+        errors.print(f"left out {summary.left_out:,} {files} of the folders by {for_terminal(summary.filters)}", markup=False)
     where = for_terminal(summary.index_dir)
     if summary.synced:
         console.print(

@@ -29,7 +29,8 @@ import typedrag
 from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.errors import UserError
 from typedrag.index.base import IndexBuildError, IndexUnusableError, empty_index_error
-from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
+from typedrag.corpus.readers import FileFilter
+from typedrag.index.ingest import FileRecord, corpus_sha256, count, filters_for, ingest, plan, scan_filtered
 from typedrag.index.manifest import (
     FORMAT_VERSION,
     MANIFEST,
@@ -143,11 +144,12 @@ def build_index(
     show_progress: bool = True,
     retrieval: str | None = None,
     embedder: str | None = None,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """A fresh tantivy index of `sources` at `index_dir`, every file read (see `sync_index`)."""
     return sync_index(
         sources, index_dir, passage_words=passage_words, strict=strict, show_progress=show_progress, rebuild=True,
-        retrieval=retrieval, embedder=embedder,
+        retrieval=retrieval, embedder=embedder, filters=filters,
     )
 
 
@@ -162,9 +164,13 @@ def sync_index(
     rebuild: bool = False,
     retrieval: str | None = None,
     embedder: str | None = None,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """Bring the tantivy index at `index_dir` in line with `sources`: add new files, re-index changed ones
     (by content hash), drop files gone from the sources (unless `remove_missing` is False), keep the rest.
+
+    `filters` say which files of the folders given are read (`FileFilter`); None keeps the index's (none for a
+    new index). They are recorded in the manifest; files they now leave out leave the index.
 
     `retrieval` ("bm25", "dense" or "hybrid") says whether the index keeps a vector per passage (the
     dense leg, `typedrag.index.dense`) and how it is searched by default; None keeps what the index has
@@ -192,8 +198,10 @@ def sync_index(
         _recover_interrupted_swap(index_dir)
         _check_target(index_dir)  # again under the lock: another build may have just finished
         previous = None if rebuild else _reusable_manifest(index_dir, passage_words)
-        wanted = dense.wanted(_current_manifest(index_dir), retrieval, embedder)
-        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted)
+        current = _current_manifest(index_dir)
+        wanted = dense.wanted(current, retrieval, embedder)
+        filters = filters_for(filters, current)
+        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted, filters)
 
 
 def _current_manifest(index_dir: Path) -> dict | None:
@@ -225,13 +233,14 @@ def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
 
 def _sync_locked(
     sources, index_dir: Path, previous: dict | None, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool,
-    wanted: "dense.Wanted",
+    wanted: "dense.Wanted", filters: FileFilter,
 ) -> IndexSummary:
     started = time.perf_counter()
     summary = IndexSummary(index_dir=str(index_dir), synced=previous is not None)
     _remove_abandoned_builds(index_dir)
     held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()} if previous else {}
-    work = plan(scan(sources, summary.problems, strict=strict), held, remove_missing=remove_missing)
+    left_out: list[str] = []
+    work = plan(scan_filtered(sources, summary, strict, filters, left_out), held, remove_missing=remove_missing, left_out=left_out)
     building = index_dir.parent / f".{index_dir.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
     had_index = (index_dir / MANIFEST).is_file()
     try:
@@ -268,7 +277,7 @@ def _sync_locked(
                 for path in building.iterdir():
                     path.chmod(file_mode)
                 summary.seconds = time.perf_counter() - started
-                manifest = _manifest(building, sources, records, summary, passage_words)
+                manifest = _manifest(building, sources, records, summary, passage_words, filters)
                 manifest.update(dense.manifest_entries(wanted, vectors, building))
                 write_manifest(building, manifest)
                 _swap_into_place(building, index_dir)
@@ -365,8 +374,8 @@ def _position(passage: Passage) -> int:
     return int(passage.passage_id.rsplit("#", 1)[1])
 
 
-def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: IndexSummary, passage_words: int) -> dict:
-    return {
+def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: IndexSummary, passage_words: int, filters: FileFilter) -> dict:
+    manifest = {
         "format_version": FORMAT_VERSION,
         "typedrag_version": typedrag.__version__,
         "engine": {
@@ -388,6 +397,9 @@ def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: 
         "build_seconds": round(summary.seconds, 1),
         "files": file_checksums(building),
     }
+    if filters:
+        manifest["corpus"]["filters"] = filters.to_json()
+    return manifest
 
 
 def _check_target(index_dir: Path) -> None:
