@@ -186,6 +186,12 @@ def index(
         )
 
 
+def skipped_line(problem) -> str:
+    """A problem as the line that says what was skipped: its reason says so itself ("..., rest of file skipped"), or
+    the line begins with "skipped"; never both ("skipped a.png: unsupported file type, skipped")."""
+    return str(problem) if problem.reason.endswith("skipped") else f"skipped {problem}"
+
+
 def _report_problems(summary) -> None:
     """What was skipped and what was cut, on stderr: the first twenty of each, then a count. Files of types
     typedrag does not read (a manual's images, style sheets and scripts) are one line, counted by suffix."""
@@ -196,7 +202,7 @@ def _report_problems(summary) -> None:
         unsupported = []
     others = [p for p in summary.problems if p not in unsupported]
     for problem in others[:20]:
-        errors.print(f"skipped {for_terminal(str(problem))}", markup=False)
+        errors.print(for_terminal(skipped_line(problem)), markup=False)
     more = len(others) - len(others[:20]) + getattr(summary.problems, "dropped", 0)
     if more:
         errors.print(f"... and {more:,} more")

@@ -186,7 +186,7 @@ def sync_index(
     `TantivyRetriever` reopens on its next search. The temporary directory is named after the
     building process; the next build removes those whose process is gone (killed by SIGKILL or the
     OOM killer, which no cleanup code survives). Only an absent or empty folder, or a typedrag index,
-    is written (`IndexBuildError` otherwise), and a lock beside it (`.NAME.lock`) keeps two builds
+    is written (`IndexBuildError` otherwise), and a lock beside it (`.NAME.lock`, removed at the end) keeps two builds
     from writing the same folder. Sources that give no readable document raise `EmptyIndexError`
     and leave any existing index untouched.
     """
@@ -428,24 +428,43 @@ def _check_target(index_dir: Path) -> None:
 
 @contextlib.contextmanager
 def _build_lock(index_dir: Path):
-    """An exclusive flock on `.NAME.lock` beside the index for the whole build; the kernel releases it
-    when the process dies, so a killed build never leaves a stale lock. The file itself is kept
-    (deleting a lock file lets two processes lock two different files)."""
+    """An exclusive flock on `.NAME.lock` beside the index for the whole build (not inside it: the folder is
+    swapped for the new one); the kernel releases it when the process dies, so a killed build never leaves a
+    stale lock. The file is removed when the build ends, still locked, so nothing is left beside the index; a
+    build that locked a file removed meanwhile sees that the name is no longer its file and locks the name again
+    (the protocol that lets lock files be deleted: two builds never hold two different files)."""
     if fcntl is None:
         yield
         return
     path = index_dir.parent / f".{index_dir.name}.lock"
-    with open(path, "a+b") as handle:
+    while True:
+        handle = open(path, "a+b")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            handle.close()
             raise IndexBuildError(
                 f"another typedrag build is writing {index_dir} (it holds {path}); wait for it to finish"
             ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        if _same_file(handle, path):
+            break
+        handle.close()  # the build that held it removed it while this one waited: lock the name anew
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        handle.close()  # releases the lock
+
+
+def _same_file(handle, path: Path) -> bool:
+    """Whether `path` still names the open file `handle`."""
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(handle.fileno())
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def _recover_interrupted_swap(index_dir: Path) -> None:
