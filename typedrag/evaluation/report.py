@@ -41,9 +41,10 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
     files["markdown"].write_text(table.markdown(), encoding="utf-8")
     with files["csv"].open("w", newline="", encoding="utf-8") as out:
         csv.writer(out).writerows(table.csv_rows())
-    chart_missing = table.inseparable() or draw_chart(table, files["chart"])
+    chart_missing = draw_chart(table, files["chart"]) or table.inseparable()
     if chart_missing:  # the tables stand without it; say why it is missing where the numbers are read
-        files["chart"].unlink(missing_ok=True)  # no chart of an earlier run beside these numbers
+        if files["chart"].is_file():  # drawn, but its bars would say nothing
+            files["chart"].unlink()
         files.pop("chart")
         files["markdown"].write_text(table.markdown([f"no chart: {chart_missing}"]), encoding="utf-8")
     summary = {**summary, "files": {k: p.name for k, p in files.items()}, "chart_missing": chart_missing}
