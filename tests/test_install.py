@@ -97,8 +97,13 @@ def test_ask_classify_and_eval_with_its_chart_work(plain, work):
     (work / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = plain.run("typedrag", "eval", "--dataset", "data.jsonl", "--index", "idx", "--out", "run", "--no-progress", cwd=work)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert (work / "run" / "mpr-by-type-proxy.png").read_bytes()[:4] == b"\x89PNG"
-    assert json.loads((work / "run" / "summary-proxy.json").read_text())["chart_missing"] is None
+    # Offline, both methods answer this question alike: the chart is drawn (matplotlib works: a failure to draw would be
+    # the reason given), then left out as saying nothing, with why (issue 55 E15)
+    missing = json.loads((work / "run" / "summary-proxy.json").read_text())["chart_missing"]
+    if missing is None:
+        assert (work / "run" / "mpr-by-type-proxy.png").read_bytes()[:4] == b"\x89PNG"
+    else:
+        assert "cannot separate the methods" in missing and not (work / "run" / "mpr-by-type-proxy.png").exists()
 
 
 def test_the_installed_package_has_its_licence_urls_classifiers_version_and_type_marker(plain, tmp_path):

@@ -12,7 +12,9 @@ per kind of engine, so an answer never quotes passages as if they answered:
 - Offline, before anything is written: a name the question uses ("Proxmox", "pgBackRest": a word with a
   capital letter past its first word) that no passage of the documents holds (`names`, and the retriever's
   `mentions`). Passages about what surrounds it may come close enough to pass both bars above; they cannot
-  say anything about it.
+  say anything about it. In a language that capitalises every noun (German: "Wie reinige ich die
+  Brühgruppe?") a capital first letter says nothing, so there only a capital inside a word ("KVM",
+  "pgBackRest") makes a name (`unmentioned_names`).
 - An LLM says so itself. The writing prompts let the model reply with only the JSON object
   `{"not_in_sources": "<what the sources lack>"}`; `said_not_in_sources` recognises that reply as a
   whole, validated against `NotInSourcesReply`, and a short uncited reply every sentence of which says the
@@ -63,6 +65,9 @@ READER_BAR = 0.15
 # passage's heading counts. Measured in BENCHMARKS.md sections 26 and 35.
 HEADING_BAR = 0.75
 UNMENTIONED = "unmentioned name"  # an abstention's `by` when the question names what no document mentions
+# Languages that write every noun with a capital (py3langid's codes: German, Luxembourgish): there a capital first
+# letter does not make a name.
+NOUN_CAPITALISING = frozenset({"de", "lb"})
 _NAME_WORD = re.compile(r"[^\W_](?:[\w.+#'-]*[\w+#])?")  # a word, with the dots, pluses and dashes names hold
 _FIRST_PERSON = re.compile(r"^I(?:'\w+)?$")
 MIN_SENTENCE_WORDS = 4  # shorter pieces (a heading, "See also") say nothing a question asks
@@ -174,11 +179,29 @@ def names(question: str) -> list[str]:
 
 
 def unmentioned_names(question: str, retriever) -> list[str]:
-    """The names of `question` that no passage holds, as the retriever says (none when it cannot say)."""
+    """The names of `question` that no passage holds, as the retriever says (none when it cannot say). In a
+    question whose language capitalises every noun, only words with a capital inside them count: "Kühlschrank"
+    missing from a coffee machine's manual is a noun the manual may not use, not a product it does not cover."""
     mentions = getattr(retriever, "mentions", None)
     if mentions is None:
         return []
-    return [name for name in names(question) if not mentions(name)]
+    unmentioned = [name for name in names(question) if not mentions(name)]
+    if unmentioned and capitalises_nouns(question):  # the language is read only when it would decide
+        unmentioned = [name for name in unmentioned if _capital_inside(name)]
+    return unmentioned
+
+
+def capitalises_nouns(text: str) -> bool:
+    """Whether `text` is in a language that writes every noun with a capital (py3langid's reading of it; its model
+    loads on first use, about a second, so it is asked only when the answer depends on it)."""
+    from py3langid.langid import classify
+
+    return classify(text)[0] in NOUN_CAPITALISING
+
+
+def _capital_inside(word: str) -> bool:
+    """A capital past the first letter of the word or of a part of it ("KVM", "pgBackRest", "iPhone"; not "E-Mail")."""
+    return any(any(c.isupper() for c in part[1:]) for part in re.split(r"[-'.]", word))
 
 
 def readable(question: str) -> bool:

@@ -99,6 +99,25 @@ def index(
         Optional[str],
         typer.Option("--embedder", help="Model of the passage vectors: minilm (default, better) or static (far faster); see the README."),
     ] = None,
+    include: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--include",
+            metavar="PATTERN",
+            help="Read only the files of the folders given that match this glob (repeatable), e.g. --include '*.html'. "
+            "A pattern without / matches a file's or a folder's name, one with / a path inside the folder given. "
+            "Recorded in the index: a later sync applies the same filters unless given new ones (--include '*' clears them).",
+        ),
+    ] = None,
+    exclude: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--exclude",
+            metavar="PATTERN",
+            help="Leave out the files of the folders given that match this glob (repeatable), e.g. --exclude 'changelog*' "
+            "--exclude 'release-*' (a matching folder is left out whole). Files a sync's new filters leave out leave the index.",
+        ),
+    ] = None,
     dense: Annotated[bool, typer.Option("--dense", hidden=True, help="The older name of --retrieval hybrid.")] = False,
     ray_address: Annotated[
         Optional[str],
@@ -110,13 +129,18 @@ def index(
         ),
     ] = None,
 ) -> None:
-    """Index documents for search, or bring an existing index up to date (new, changed and removed files)."""
+    """Index documents for search, or bring an existing index up to date (new, changed and removed files).
+
+    Folders are read whole, at any depth, but for hidden files; --include and --exclude choose among their files, e.g. `typedrag index docs/ --include '*.html' --exclude 'changelog*' --exclude 'release-*'`."""
+    from typedrag.corpus.readers import FileFilter
+
     settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token, retrieval))
+    filters = FileFilter(tuple(include or ()), tuple(exclude or ())) if include or exclude else None
     with lossy_stdout():  # progress and the summary that cannot be written never stop the build (issue 57 P5)
-        _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder)
+        _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters)
 
 
-def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder) -> None:
+def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters) -> None:
     from typedrag.index.open import build_configured_index
     from typedrag.index.base import EmptyIndexError
 
@@ -127,12 +151,12 @@ def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dens
             summary = index_on_ray(
                 settings, sources, address=ray_address, passage_words=passage_words, strict=strict, dense=dense,
                 rebuild=rebuild, remove_missing=not keep_missing, embedder=embedder,
-                report=lambda line: errors.print(line, markup=False),
+                report=lambda line: errors.print(line, markup=False), filters=filters,
             )
         else:
             summary = build_configured_index(
                 settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild,
-                remove_missing=not keep_missing, embedder=embedder,
+                remove_missing=not keep_missing, embedder=embedder, filters=filters,
             )
     except EmptyIndexError as error:
         _report_problems(error.summary)
@@ -140,6 +164,9 @@ def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dens
     except USER_ERRORS as error:
         fail(str(error))
     _report_problems(summary)
+    if summary.filters:
+        files = "file" if summary.left_out == 1 else "files"
+        errors.print(f"left out {summary.left_out:,} {files} of the folders by {for_terminal(summary.filters)}", markup=False)
     where = for_terminal(summary.index_dir)
     if summary.synced:
         console.print(
@@ -173,6 +200,12 @@ def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dens
         )
 
 
+def skipped_line(problem) -> str:
+    """A problem as the line that says what was skipped: its reason says so itself ("..., rest of file skipped"), or
+    the line begins with "skipped"; never both ("skipped a.png: unsupported file type, skipped")."""
+    return str(problem) if problem.reason.endswith("skipped") else f"skipped {problem}"
+
+
 def _report_problems(summary) -> None:
     """What was skipped and what was cut, on stderr: the first twenty of each, then a count. Files of types
     typedrag does not read (a manual's images, style sheets and scripts) are one line, counted by suffix."""
@@ -183,7 +216,7 @@ def _report_problems(summary) -> None:
         unsupported = []
     others = [p for p in summary.problems if p not in unsupported]
     for problem in others[:20]:
-        errors.print(f"skipped {for_terminal(str(problem))}", markup=False)
+        errors.print(for_terminal(skipped_line(problem)), markup=False)
     more = len(others) - len(others[:20]) + getattr(summary.problems, "dropped", 0)
     if more:
         errors.print(f"... and {more:,} more")

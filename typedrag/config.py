@@ -7,6 +7,7 @@ OPENAI_API_KEY); they may be put in the file but are never printed, logged or ca
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from pathlib import Path
@@ -188,6 +189,7 @@ def load_settings(overrides: dict[str, Any] | None = None, env: dict[str, str] |
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as error:
             raise ConfigError(f"cannot read config file {path}: {error}") from error
+        _check_keys(data, path)
     env = os.environ if env is None else env
     # Where each setting came from: a credential is sent to a destination named only by the config file just
     # when the file also holds that credential (see _check_credential_destinations).
@@ -270,6 +272,45 @@ def _check_credential_destinations(settings: Settings, origin: dict[tuple[str, .
             f"refused, since a config file in a folder may come from anyone; to allow it, give that address with "
             f"{credential.flag}, or put the {what} for it in that file"
         )
+
+
+def _check_keys(data: dict[str, Any], path: Path) -> None:
+    """A key the settings do not have (a misspelling, a key in the wrong section) is an error naming it, the file
+    and the nearest key there is: ignored, it would leave the setting at its default without a word."""
+    known = _known_keys(Settings)
+    sections = [name for name, field in Settings.model_fields.items() if _section(field) is not None]
+    for key in _unknown_keys(data, Settings):
+        nearest = difflib.get_close_matches(key, [*known, *sections], n=1, cutoff=0.6)
+        hint = f"did you mean {nearest[0]!r}?" if nearest else f"the keys are {', '.join(known)}"
+        raise ConfigError(f"unknown key {key!r} in config file {path}; {hint}")
+
+
+def _section(field: Any) -> type[BaseModel] | None:
+    """The settings a field holds when it is a section of its own (`[llm]`), else None."""
+    annotation = field.annotation
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every key a config file may hold, dotted ("llm.model")."""
+    keys = []
+    for name, field in model.model_fields.items():
+        section = _section(field)
+        keys.extend(_known_keys(section, f"{prefix}{name}.") if section else [f"{prefix}{name}"])
+    return keys
+
+
+def _unknown_keys(data: dict[str, Any], model: type[BaseModel], prefix: str = "") -> list[str]:
+    """The keys of `data` (a config file's, section by section) that `model` does not have, dotted."""
+    unknown = []
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        section = _section(field) if field is not None else None
+        if field is None:
+            unknown.append(f"{prefix}{key}")
+        elif section is not None and isinstance(value, dict):
+            unknown.extend(_unknown_keys(value, section, f"{prefix}{key}."))
+    return unknown
 
 
 def _describe(error: ValidationError) -> str:

@@ -201,6 +201,8 @@ class IndexSummary:
     documents: int = 0
     passages: int = 0
     skipped: int = 0
+    left_out: int = 0  # files of the folders given that the filters left out
+    filters: str = ""  # the filters applied (given, or recorded in the index), as options: "--include '*.html'"
     synced: bool = False  # an existing index was brought up to date (else built from scratch)
     added: int = 0
     updated: int = 0

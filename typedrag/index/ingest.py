@@ -36,7 +36,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from typedrag.corpus.chunker import iter_passages
 from typedrag.corpus.formats import Unreadable
-from typedrag.corpus.readers import Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
+from typedrag.corpus.readers import FileFilter, Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
 from typedrag.errors import CorpusError
 from typedrag.index.progress import BuildWatch, LoggedProgress, left
 from typedrag.records import CappedList, CorpusProblem, IndexSummary, Passage
@@ -137,9 +137,13 @@ class FilePassages:
         return UNREAD
 
 
-def scan(sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict: bool = False) -> list[ScannedFile]:
-    """Every source file with its content hash; a key met twice keeps its first file (the second is reported).
-    With `strict`, the first problem (an unreadable folder or file, a link loop) raises `CorpusError`."""
+def scan(
+    sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict: bool = False, filters: FileFilter = FileFilter(),
+    left_out: list[str] | None = None,
+) -> list[ScannedFile]:
+    """Every source file `filters` admits with its content hash (the keys of those it does not go to `left_out`); a
+    key met twice keeps its first file (the second is reported). With `strict`, the first problem (an unreadable
+    folder or file, a link loop) raises `CorpusError`."""
     found: dict[str, ScannedFile] = {}
     listing: list[CorpusProblem] = []
 
@@ -148,7 +152,7 @@ def scan(sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict
             raise CorpusError(f"{location}: {reason}")
         problems.append(CorpusProblem(location, reason))
 
-    for file in iter_source_files(sources, listing):
+    for file in iter_source_files(sources, listing, filters, left_out):
         for problem in listing:
             report(problem.location, problem.reason)
         listing.clear()
@@ -178,9 +182,28 @@ def _fingerprint(file: SourceFile) -> ScannedFile:
     return ScannedFile(file, digest, after[2], after if after == before else None)
 
 
-def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missing: bool = True) -> Plan:
-    """Compare the files found with those the index holds (`held`, by key)."""
+def scan_filtered(
+    sources: Iterable[Path | str], summary: IndexSummary, strict: bool, filters: FileFilter, left_out: list[str] | None = None
+) -> list[ScannedFile]:
+    """`scan` for a build: problems into `summary`, and how many files the filters left out (their keys to `left_out`)."""
+    left_out = [] if left_out is None else left_out
+    found = scan(sources, summary.problems, strict=strict, filters=filters, left_out=left_out)
+    summary.left_out, summary.filters = len(left_out), str(filters)
+    return found
+
+
+def filters_for(given: FileFilter | None, manifest: dict | None) -> FileFilter:
+    """The filters a build applies: those given, else those the index recorded (a sync keeps them), else none."""
+    if given is not None:
+        return given
+    return FileFilter.from_json(((manifest or {}).get("corpus") or {}).get("filters"))
+
+
+def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missing: bool = True, left_out: Iterable[str] = ()) -> Plan:
+    """Compare the files found with those the index holds (`held`, by key). Files the sources hold but the filters
+    leave out (`left_out`, by key) are removed even when missing files are kept (`remove_missing` False)."""
     result = Plan()
+    left_out = set(left_out)
     for scanned in found:
         record = held.get(scanned.file.key)
         if record is None:
@@ -192,7 +215,7 @@ def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missin
     keys = {scanned.file.key for scanned in found}
     for key, record in held.items():
         if key not in keys:
-            (result.removed.append(key) if remove_missing else result.unchanged.append(record))
+            (result.removed.append(key) if remove_missing or key in left_out else result.unchanged.append(record))
     return result
 
 

@@ -116,6 +116,12 @@ def write_manifest(index_dir: Path, manifest: dict) -> None:
 
 def read_manifest(index_dir: Path, rebuild_hint: str) -> dict:
     """Load and check the manifest and the files it lists; `IndexUnusableError` naming the fix if anything is off."""
+    if index_dir.exists() and not index_dir.is_dir():  # a document given as the index, most often
+        what = "a file" if index_dir.is_file() else "not a folder"
+        raise IndexUnusableError(
+            f"{index_dir} is {what}, not an index: --index names the folder `typedrag index` builds; to search this "
+            f"file, index it first: `typedrag index {index_dir} --index typedrag-index`"
+        )
     if not index_dir.is_dir():  # nothing was ever built here: say how to build one, not how to rebuild it
         raise IndexUnusableError(
             f"no index at {index_dir}: build one first with `typedrag index SOURCE... --index {index_dir}`"

@@ -29,7 +29,8 @@ import typedrag
 from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.errors import UserError
 from typedrag.index.base import IndexBuildError, IndexUnusableError, empty_index_error
-from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
+from typedrag.corpus.readers import FileFilter
+from typedrag.index.ingest import FileRecord, corpus_sha256, count, filters_for, ingest, plan, scan_filtered
 from typedrag.index.progress import BuildWatch
 from typedrag.index.manifest import (
     FORMAT_VERSION,
@@ -147,11 +148,12 @@ def build_index(
     show_progress: bool = True,
     retrieval: str | None = None,
     embedder: str | None = None,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """A fresh tantivy index of `sources` at `index_dir`, every file read (see `sync_index`)."""
     return sync_index(
         sources, index_dir, passage_words=passage_words, strict=strict, show_progress=show_progress, rebuild=True,
-        retrieval=retrieval, embedder=embedder,
+        retrieval=retrieval, embedder=embedder, filters=filters,
     )
 
 
@@ -167,9 +169,13 @@ def sync_index(
     retrieval: str | None = None,
     embedder: str | None = None,
     watch: BuildWatch | None = None,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """Bring the tantivy index at `index_dir` in line with `sources`: add new files, re-index changed ones
     (by content hash), drop files gone from the sources (unless `remove_missing` is False), keep the rest.
+
+    `filters` say which files of the folders given are read (`FileFilter`); None keeps the index's (none for a
+    new index). They are recorded in the manifest; files they now leave out leave the index.
 
     `retrieval` ("bm25", "dense" or "hybrid") says whether the index keeps a vector per passage (the
     dense leg, `typedrag.index.dense`) and how it is searched by default; None keeps what the index has
@@ -185,7 +191,7 @@ def sync_index(
     `TantivyRetriever` reopens on its next search. The temporary directory is named after the
     building process; the next build removes those whose process is gone (killed by SIGKILL or the
     OOM killer, which no cleanup code survives). Only an absent or empty folder, or a typedrag index,
-    is written (`IndexBuildError` otherwise), and a lock beside it (`.NAME.lock`) keeps two builds
+    is written (`IndexBuildError` otherwise), and a lock beside it (`.NAME.lock`, removed at the end) keeps two builds
     from writing the same folder. Sources that give no readable document raise `EmptyIndexError`
     and leave any existing index untouched. `watch`, if given, hears the progress (files read, passages
     embedded) and may cancel the build (`BuildCancelled`, the index in place untouched).
@@ -211,8 +217,10 @@ def _sync(
         _recover_interrupted_swap(index_dir)
         _check_target(index_dir)  # again under the lock: another build may have just finished
         previous = None if rebuild else _reusable_manifest(index_dir, passage_words)
-        wanted = dense.wanted(_current_manifest(index_dir), retrieval, embedder)
-        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted, watch)
+        current = _current_manifest(index_dir)
+        wanted = dense.wanted(current, retrieval, embedder)
+        filters = filters_for(filters, current)
+        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted, filters, watch)
 
 
 def _current_manifest(index_dir: Path) -> dict | None:
@@ -244,13 +252,14 @@ def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
 
 def _sync_locked(
     sources, index_dir: Path, previous: dict | None, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool,
-    wanted: "dense.Wanted", watch: BuildWatch | None = None,
+    wanted: "dense.Wanted", filters: FileFilter, watch: BuildWatch | None = None,
 ) -> IndexSummary:
     started = time.perf_counter()
     summary = IndexSummary(index_dir=str(index_dir), synced=previous is not None)
     _remove_abandoned_builds(index_dir)
     held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()} if previous else {}
-    work = plan(scan(sources, summary.problems, strict=strict), held, remove_missing=remove_missing)
+    left_out: list[str] = []
+    work = plan(scan_filtered(sources, summary, strict, filters, left_out), held, remove_missing=remove_missing, left_out=left_out)
     building = index_dir.parent / f".{index_dir.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
     had_index = (index_dir / MANIFEST).is_file()
     try:
@@ -295,7 +304,7 @@ def _sync_locked(
                 for path in building.iterdir():
                     path.chmod(file_mode)
                 summary.seconds = time.perf_counter() - started
-                manifest = _manifest(building, sources, records, summary, passage_words)
+                manifest = _manifest(building, sources, records, summary, passage_words, filters)
                 manifest.update(dense.manifest_entries(wanted, vectors, building))
                 manifest.update(searched)
                 if kept is not None:
@@ -403,8 +412,8 @@ def _position(passage: Passage) -> int:
     return int(passage.passage_id.rsplit("#", 1)[1])
 
 
-def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: IndexSummary, passage_words: int) -> dict:
-    return {
+def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: IndexSummary, passage_words: int, filters: FileFilter) -> dict:
+    manifest = {
         "format_version": FORMAT_VERSION,
         "typedrag_version": typedrag.__version__,
         "engine": {
@@ -426,6 +435,9 @@ def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: 
         "build_seconds": round(summary.seconds, 1),
         "files": file_checksums(building),
     }
+    if filters:
+        manifest["corpus"]["filters"] = filters.to_json()
+    return manifest
 
 
 def _check_target(index_dir: Path) -> None:
@@ -454,24 +466,43 @@ def _check_target(index_dir: Path) -> None:
 
 @contextlib.contextmanager
 def _build_lock(index_dir: Path):
-    """An exclusive flock on `.NAME.lock` beside the index for the whole build; the kernel releases it
-    when the process dies, so a killed build never leaves a stale lock. The file itself is kept
-    (deleting a lock file lets two processes lock two different files)."""
+    """An exclusive flock on `.NAME.lock` beside the index for the whole build (not inside it: the folder is
+    swapped for the new one); the kernel releases it when the process dies, so a killed build never leaves a
+    stale lock. The file is removed when the build ends, still locked, so nothing is left beside the index; a
+    build that locked a file removed meanwhile sees that the name is no longer its file and locks the name again
+    (the protocol that lets lock files be deleted: two builds never hold two different files)."""
     if fcntl is None:
         yield
         return
     path = index_dir.parent / f".{index_dir.name}.lock"
-    with open(path, "a+b") as handle:
+    while True:
+        handle = open(path, "a+b")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            handle.close()
             raise IndexBuildError(
                 f"another typedrag build is writing {index_dir} (it holds {path}); wait for it to finish"
             ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        if _same_file(handle, path):
+            break
+        handle.close()  # the build that held it removed it while this one waited: lock the name anew
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        handle.close()  # releases the lock
+
+
+def _same_file(handle, path: Path) -> bool:
+    """Whether `path` still names the open file `handle`."""
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(handle.fileno())
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def _recover_interrupted_swap(index_dir: Path) -> None:
