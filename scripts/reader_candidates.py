@@ -5,7 +5,7 @@ typedrag's typed answer, offline, at most 24 per question, sampled, cut at 600 c
     python scripts/reader_candidates.py --index /work/labels55/indexes/click \\
         --questions /work/labels55/questions/click.jsonl --out /work/labels55/candidates/click.jsonl
 
-A question line is `{"qid", "corpus", "type", "question"}` (other fields are carried through). The output has one
+A question line is `{"qid", "corpus", "type", "question"}` (other fields stay in the question file). The output has one
 line per pair: `pid, qid, corpus, question, type, passage_id, title, section, sentence` as in the shared pairs,
 and what typedrag knows of the sentence: `block` (the kind of the line it came from: prose, item, code, table,
 admonition, caption, heading, notice; null when the index does not know), `item_order` (an ordered item's
