@@ -4,6 +4,8 @@ agreement on the questions labelled twice, on a small synthetic set of candidate
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -197,3 +199,40 @@ def test_cohen_kappa_of_a_textbook_table():
     b = ["y"] * 20 + ["n"] * 5 + ["y"] * 10 + ["n"] * 15
     assert reader_labels.cohen_kappa(a, b) == pytest.approx(0.4)
     assert reader_labels.cohen_kappa([1, 1], [1, 1]) is None  # one class only: kappa is undefined
+
+
+def tool(shards: Path, *arguments: str, stdin: str = "") -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "reader_label_tool.py"), *arguments], input=stdin,
+                          capture_output=True, text=True, env={**os.environ, "LABEL_SHARDS": str(shards)}, timeout=60)
+
+
+def test_the_labellers_tool_saves_whole_questions_only_and_resumes_where_it_stopped(labelling, capsys):
+    root, candidates, shards, _ = labelling
+    assert tool(shards, "claim").stdout.strip() == "shard-01"
+    assert tool(shards, "claim").stdout.strip() == "shard-02"  # shard-01's claim folder exists
+    rows = read_jsonl(shards / "shard-01.jsonl")
+    qid = rows[0]["qid"]
+    shown = tool(shards, "next", "shard-01").stdout
+    assert f"QUESTION {qid} (REASON): why {qid}?" in shown and f"1. (Page › A › B)\n   {rows[0]['sentence']}" in shown
+    for wrong, message in [("1 2 fact\n2 1 fact\n", "pairs 3 of"), ("1 2 fact\n2 1 fact\n3 0 fact\n", "label 0 takes role none"),
+                           ("1 2 fact\n1 1 fact\n3 0 none\n", "pair 1 given twice"), ("1 2 why\n2 1 fact\n3 0 none\n", "role 'why'"),
+                           ("1 5 fact\n2 1 fact\n3 0 none\n", "label 5"), ("1 2\n", "NUMBER LABEL ROLE")]:
+        run = tool(shards, "save", "shard-01", qid, stdin=wrong)
+        assert run.returncode == 2 and message in run.stderr
+        assert not (shards / "shard-01.labels.jsonl").exists()  # nothing saved
+    run = tool(shards, "save", "shard-01", qid, stdin="1 2 cause\n2 1 definition\n3 0 none\n")
+    assert run.returncode == 0 and "1 of 3 questions, 3 of 9 pairs labelled" in run.stdout
+    assert f"QUESTION {rows[3]['qid']}" in tool(shards, "next", "shard-01").stdout  # the next question
+    tool(shards, "save", "shard-01", qid, stdin="1 1 fact\n2 1 definition\n3 0 none\n")  # saved again: replaced
+    saved = read_jsonl(shards / "shard-01.labels.jsonl")
+    assert saved == [{"pid": rows[0]["pid"], "label": 1, "role": "fact"}, {"pid": rows[1]["pid"], "label": 1, "role": "definition"},
+                     {"pid": rows[2]["pid"], "label": 0, "role": "none"}]
+    for other in questions_in(rows)[1:]:
+        tool(shards, "save", "shard-01", other, stdin="1 2 step\n2 1 fact\n3 0 none\n")
+    assert "DONE" in tool(shards, "next", "shard-01").stdout
+    manifest, checked = reader_labels.read_all_labels(shards)
+    assert checked["shard-01"].missing == [] and checked["shard-01"].errors == []  # what merge reads
+
+
+def questions_in(rows: list[dict]) -> list[str]:
+    return list(dict.fromkeys(row["qid"] for row in rows))
