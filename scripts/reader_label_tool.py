@@ -62,6 +62,7 @@ def write_labels(name: str, rows: list[dict], labels: dict[str, dict]) -> None:
     path = SHARDS / f"{name}.labels.jsonl"
     handle, temporary = tempfile.mkstemp(dir=SHARDS, prefix=f".{name}.labels.", suffix=".tmp")
     try:
+        os.fchmod(handle, 0o644)  # mkstemp makes it 0600: the merge may run as another user
         with os.fdopen(handle, "w", encoding="utf-8") as out:
             for row in rows:
                 if row["pid"] in labels:
