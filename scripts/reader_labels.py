@@ -1,7 +1,7 @@
 """Reader labels by helper sessions: cut candidates into shards, merge the shards' labels, report agreement.
 
     python scripts/reader_labels.py shards --candidates C/*.jsonl --questions Q/all.jsonl --out SHARDS \\
-        [--per-shard 25] [--double 0.06] [--seed 55]
+        [--per-shard 25] [--double 0.06] [--seed 55] [--append]
     python scripts/reader_labels.py merge --shards SHARDS --candidates C/*.jsonl --out pairs.jsonl \\
         [--questions Q/all.jsonl] [--partial]
     python scripts/reader_labels.py agreement --shards SHARDS [--json]
@@ -9,7 +9,8 @@
 Candidates are what scripts/reader_candidates.py writes (one pair a line, with a `pid`). `shards` writes
 SHARDS/shard-NN.jsonl (one pair a line: pid, qid, question, type, title, section, sentence, and empty `label` and
 `role`; a question's pairs together), and SHARDS/manifest.json: which questions each shard holds, and which are
-there a second time. A share `--double` of the questions, spread over the corpora, is put in a second shard, so that
+there a second time. `--append` adds the questions of new candidates as new shards, numbered on, and leaves
+the shards made before as they are (their labels refer to them). A share `--double` of the questions, spread over the corpora, is put in a second shard, so that
 two different labellers label it. A labeller writes SHARDS/shard-NN.labels.jsonl: `{"pid", "label", "role"}`, one
 line per pair of its shard.
 
@@ -81,12 +82,12 @@ def read_candidates(paths: Iterable[Path]) -> dict[str, dict]:
 # --- shards ---------------------------------------------------------------------------------------------------
 
 
-def make_shards(pairs: dict[str, dict], questions: dict[str, dict], *, per_shard: int, double: float, seed: int) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
+def make_shards(pairs: dict[str, dict], questions: dict[str, dict], *, per_shard: int, double: float, seed: int, start: int = 1) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
     """Which questions each shard holds (`first` and `second` copies, by shard name) and the doubly labelled qids.
 
     Questions are shuffled (seeded) and dealt out in order, so a shard mixes corpora; the doubly labelled ones
     are drawn per corpus in proportion (at least one per corpus) and each is dealt to a second shard, never its
-    first, the shards taking them in turn."""
+    first, the shards taking them in turn. Shards are numbered from `start`."""
     rng = random.Random(seed)
     qids = sorted({pair["qid"] for pair in pairs.values()})
     missing = [qid for qid in qids if qid not in questions]
@@ -102,7 +103,7 @@ def make_shards(pairs: dict[str, dict], questions: dict[str, dict], *, per_shard
         doubled += members[: max(1, round(len(members) * double))] if double > 0 else []
     slots = len(qids) + len(doubled)
     count = max(1, round(slots / per_shard))
-    names = [f"shard-{n:02d}" for n in range(1, count + 1)]
+    names = [f"shard-{n:02d}" for n in range(start, start + count)]
     first: dict[str, list[str]] = {name: [] for name in names}
     for n, qid in enumerate(qids):
         first[names[n * count // len(qids)]].append(qid)
@@ -133,21 +134,33 @@ def shard_rows(qids: list[str], pairs_by_question: dict[str, list[dict]], rng: r
 def cmd_shards(args: argparse.Namespace) -> int:
     pairs = read_candidates(args.candidates)
     questions = {row["qid"]: row for row in read_jsonl(args.questions)}
-    first, second, doubled = make_shards(pairs, questions, per_shard=args.per_shard, double=args.double, seed=args.seed)
+    manifest_path = args.out / "manifest.json"
+    manifest: dict = {"seed": args.seed, "per_shard": args.per_shard, "double": [], "shards": {}}
+    if manifest_path.exists():
+        if not args.append:
+            raise SystemExit(f"{args.out} has shards already (labels may refer to them): --append adds new questions as new shards")
+        manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
+        sharded = {qid for entry in manifest["shards"].values() for qid in entry["first"]}
+        pairs = {pid: pair for pid, pair in pairs.items() if pair["qid"] not in sharded}
+        if not pairs:
+            print(f"every question of the candidates is in a shard of {args.out} already")
+            return 0
+    start = len(manifest["shards"]) + 1
+    first, second, doubled = make_shards(pairs, questions, per_shard=args.per_shard, double=args.double, seed=args.seed, start=start)
     by_question: dict[str, list[dict]] = defaultdict(list)
     for pair in pairs.values():
         by_question[pair["qid"]].append(pair)
-    rng = random.Random(f"{args.seed}:order")
+    rng = random.Random(f"{args.seed}:order:{start}")
     args.out.mkdir(parents=True, exist_ok=True)
-    manifest: dict = {"seed": args.seed, "per_shard": args.per_shard, "double": doubled, "shards": {}}
+    manifest["double"] = manifest["double"] + doubled
     for name in first:
         rows = shard_rows(first[name] + second[name], by_question, rng)
         write_jsonl(args.out / f"{name}.jsonl", rows)
         manifest["shards"][name] = {"first": sorted(first[name]), "second": sorted(second[name]), "pairs": len(rows)}
-    (args.out / "manifest.json").write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
-    total = sum(entry["pairs"] for entry in manifest["shards"].values())
-    print(f"{len(first)} shards, {len(pairs)} pairs of {len(by_question)} questions ({total} to label with "
-          f"{len(doubled)} questions labelled twice) -> {args.out}")
+    manifest_path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
+    total = sum(manifest["shards"][name]["pairs"] for name in first)
+    print(f"{len(first)} shards ({min(first)} to {max(first)}), {len(pairs)} pairs of {len(by_question)} questions "
+          f"({total} to label with {len(doubled)} questions labelled twice) -> {args.out}")
     return 0
 
 
@@ -360,6 +373,7 @@ def main(argv: list[str] | None = None) -> int:
     shards.add_argument("--per-shard", type=int, default=25, help="questions per shard, about")
     shards.add_argument("--double", type=float, default=0.06, help="share of questions labelled twice")
     shards.add_argument("--seed", type=int, default=55)
+    shards.add_argument("--append", action="store_true", help="add the questions not yet in OUT's shards as new shards")
     merge = commands.add_parser("merge", help="the shards' labels as one pairs file, checked")
     merge.add_argument("--shards", type=Path, required=True)
     merge.add_argument("--candidates", type=Path, nargs="+", required=True)

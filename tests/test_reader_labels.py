@@ -236,3 +236,26 @@ def test_the_labellers_tool_saves_whole_questions_only_and_resumes_where_it_stop
 
 def questions_in(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(row["qid"] for row in rows))
+
+
+def test_new_corpora_are_appended_as_new_shards_and_the_old_ones_stay_as_they_were(labelling, tmp_path):
+    root, candidates, _, pairs = labelling
+    early, later = tmp_path / "early.jsonl", tmp_path / "later.jsonl"
+    write_jsonl(early, [p for p in pairs if p["corpus"] != "gamma-docs"])
+    write_jsonl(later, [p for p in pairs if p["corpus"] == "gamma-docs"])
+    shards = tmp_path / "batches"
+    common = ["--questions", str(root / "questions.jsonl"), "--out", str(shards), "--per-shard", "3", "--double", "0.25"]
+    assert reader_labels.main(["shards", "--candidates", str(early), *common]) == 0
+    before = {path.name: path.read_bytes() for path in shards.glob("shard-*.jsonl")}
+    with pytest.raises(SystemExit, match="--append"):  # never cut shards anew under labels already written
+        reader_labels.main(["shards", "--candidates", str(early), str(later), *common])
+    assert reader_labels.main(["shards", "--candidates", str(early), str(later), *common, "--append"]) == 0
+    assert {path.name: path.read_bytes() for path in shards.glob("shard-*.jsonl") if path.name in before} == before
+    manifest = json.loads((shards / "manifest.json").read_text())
+    added = sorted(set(manifest["shards"]) - {name[:-len(".jsonl")] for name in before})
+    assert added and added[0] == f"shard-{len(before) + 1:02d}"
+    firsts = [qid for entry in manifest["shards"].values() for qid in entry["first"]]
+    assert sorted(firsts) == sorted({p["qid"] for p in pairs})
+    assert all(manifest["shards"][name]["first"][0].startswith("ga-") for name in added)
+    assert {qid[:2] for qid in manifest["double"]} == {"al", "be", "ga"}
+    assert reader_labels.main(["shards", "--candidates", str(early), str(later), *common, "--append"]) == 0  # nothing new
