@@ -99,7 +99,9 @@ def print_question(rows: list[dict], qid: str, labels: dict[str, dict]) -> None:
 def progress(name: str, rows: list[dict], labels: dict[str, dict]) -> str:
     qids = questions_of(rows)
     done = [qid for qid in qids if all(row["pid"] in labels for row in rows if row["qid"] == qid)]
-    return f"{name}: {len(done)} of {len(qids)} questions, {sum(r['pid'] in labels for r in rows)} of {len(rows)} pairs labelled"
+    given = [labels[r["pid"]]["label"] for r in rows if r["pid"] in labels]
+    counts = ", ".join(f"{label}: {given.count(label)}" for label in (2, 1, 0))
+    return f"{name}: {len(done)} of {len(qids)} questions, {len(given)} of {len(rows)} pairs labelled ({counts})"
 
 
 def cmd_claim() -> None:

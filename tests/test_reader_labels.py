@@ -221,7 +221,7 @@ def test_the_labellers_tool_saves_whole_questions_only_and_resumes_where_it_stop
         assert run.returncode == 2 and message in run.stderr
         assert not (shards / "shard-01.labels.jsonl").exists()  # nothing saved
     run = tool(shards, "save", "shard-01", qid, stdin="1 2 cause\n2 1 definition\n3 0 none\n")
-    assert run.returncode == 0 and "1 of 3 questions, 3 of 9 pairs labelled" in run.stdout
+    assert run.returncode == 0 and "1 of 3 questions, 3 of 9 pairs labelled (2: 1, 1: 1, 0: 1)" in run.stdout
     assert f"QUESTION {rows[3]['qid']}" in tool(shards, "next", "shard-01").stdout  # the next question
     tool(shards, "save", "shard-01", qid, stdin="1 1 fact\n2 1 definition\n3 0 none\n")  # saved again: replaced
     saved = read_jsonl(shards / "shard-01.labels.jsonl")
