@@ -129,13 +129,17 @@ def write(
     copied = {key for key in keys if identity_matches and key in unchanged and key in old.table.files}
     to_embed = sum(records[key].passages for key in keys if key not in copied)
     progress, task = _progress(show_progress, to_embed, f"embedding ({want.embedder})", "passages")
-    embedded = [0]
+    embedded, taken = [0], [0]
 
-    def advanced(n: int) -> None:
-        progress.update(task, advance=n)
+    def advanced(n: int, without_work: bool = False) -> None:
+        """`n` more passages have vectors; `without_work`: taken from the journal or the shipped vectors, so they
+        move the bar but not the rate."""
+        if without_work:
+            taken[0] += n
+        progress.update(task, advance=n, taken=taken[0])
         if watch is not None:
             embedded[0] += n
-            watch.embedding(embedded[0], to_embed)
+            watch.embedding(embedded[0], to_embed, taken[0])
 
     if watch is not None:
         watch.embedding(0, to_embed)
