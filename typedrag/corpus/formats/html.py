@@ -225,15 +225,14 @@ class _Walk:
         return self.kinds[-1][1] if self.kinds else PROSE_LINE
 
     def blocks(self, root: LexborNode) -> Iterator[Block]:
-        # (node, None) to enter a node; (node, its tag, whether it is a box) to leave it
+        # (node, None) to enter a node; (node, its tag, whether it is a box) to leave a block or a box
         stack: list[tuple[LexborNode, str | None, bool]] = [(root, None, False)]
         words = self.words
         while stack:
             node, leaving, boxed = stack.pop()
             if leaving is not None:
-                if leaving in BLOCK_TAGS or boxed:  # leaving a span, a link, emphasis changes nothing
-                    yield from self.leave(node, leaving, boxed)
-                    words = self.words
+                yield from self.leave(node, leaving, boxed)
+                words = self.words
                 continue
             if node.is_text_node:
                 words.append(node.text_content or "")
@@ -255,10 +254,14 @@ class _Walk:
                 self.line_break()
             else:
                 boxed = tag in ("div", "aside", "section") and not _classes(node).isdisjoint(BOXES)
+                children = list(node.iter(include_text=True))
                 if tag in BLOCK_TAGS or boxed:  # lists, items, captions are block tags too
                     yield from self.enter(node, tag, boxed)
-                stack.append((node, tag, boxed))
-                children = list(node.iter(include_text=True))
+                    stack.append((node, tag, boxed))
+                elif not any(child.is_element_node for child in children):  # a link, a span of words: its text at once
+                    words.extend([child.text_content or "" for child in children if child.is_text_node])
+                    continue
+                # entering or leaving a span, a link or emphasis changes nothing: only its children are walked
                 children.reverse()
                 stack.extend([(child, None, False) for child in children])
             words = self.words
