@@ -110,3 +110,46 @@ def test_typedrag_index_leaves_no_process_behind_in_its_group(tmp_path):
     _, err = build.communicate()
     assert build.returncode == 0, err[-2000:]
     assert _group(build.pid) == []
+
+
+def test_passages_taken_from_the_journal_move_the_bar_but_not_the_rate(monkeypatch):
+    """Issue 56: a resumed build counted the passages its journal held as done at once, so its first rate was
+    thousands a second and its time left near nothing."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from typedrag.index.dense import _progress
+
+    monkeypatch.setattr(build_progress, "PLAIN_EVERY", 30.0)
+    clock = FakeClock()
+    out = StringIO()
+    progress, task = _progress(True, 2560, "embedding (minilm)", "passages", console=Console(file=out, force_terminal=False, width=200), get_time=clock)
+    progress.update(task, advance=1024, taken=1024)  # the journal's, at once
+    clock.now += 40
+    progress.update(task, advance=256, taken=1024)  # one batch embedded in 40 s
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("embedding")]
+    assert lines == ["embedding (minilm): 1,280 of 2,560 passages, 6.4 passages/s, about 3 min left"], lines
+
+
+def test_a_resumed_build_shows_no_rate_for_what_its_journal_held(tmp_path, capsys, monkeypatch):
+    """Every passage of this build is in the journal a killed build left: nothing is embedded, so no rate is shown
+    (before, the journal's passages made the rate)."""
+    from typedrag.index import dense
+    from typedrag.index.tantivy_index import sync_index
+
+    monkeypatch.setattr(build_progress, "PLAIN_EVERY", 0.0)
+    monkeypatch.setattr(dense, "finished", lambda index_dir: None)  # keep the journal, as a killed build does
+    (tmp_path / "docs").mkdir()
+    for n in range(3):
+        (tmp_path / "docs" / f"page{n}.txt").write_text(f"Page {n} says how comets glow when they near the Sun. " * 20)
+    build_index([tmp_path / "docs"], tmp_path / "first", retrieval="hybrid", embedder="static", show_progress=False)
+    (tmp_path / ".first.vectors-journal").rename(tmp_path / ".index.vectors-journal")
+    watch = build_progress.BuildWatch()
+    sync_index([tmp_path / "docs"], tmp_path / "index", retrieval="hybrid", embedder="static", show_progress=True, watch=watch)
+    out = capsys.readouterr()
+    lines = [line for line in (out.out + out.err).splitlines() if line.startswith("embedding (static): ")]
+    assert lines and all("/s" not in line and " left" not in line for line in lines), lines
+    assert watch.vectors_done == watch.vectors_total == watch.vectors_taken > 0
+    watch.phase = "embedding"
+    assert watch.snapshot()["seconds_left"] is None

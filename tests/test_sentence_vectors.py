@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from typedrag import embed
-from typedrag.config import load_settings
+from typedrag.config import ConfigError, load_settings
 from typedrag.factory import Resources, build_pipeline
 from typedrag.index import build_index, open_retriever, sentences
 from typedrag.index.manifest import MANIFEST, is_typedrag_index
@@ -189,3 +189,98 @@ def test_metrics_report_the_caches_and_their_limits(built):
     assert 0 < families["typedrag_embedding_cache_texts"] <= families["typedrag_embedding_cache_limit"]
     assert families["typedrag_sentence_vectors_hits"] > 0 and "typedrag_sentence_vectors_added" in families
     assert families["typedrag_embedded_texts"] > 0
+
+
+# --- The choice: `typedrag index --sentence-vectors/--no-sentence-vectors`, the setting, the environment --------------
+
+
+def index_cli(*args, env=None):
+    from typer.testing import CliRunner
+
+    from typedrag.cli import app
+
+    out = CliRunner().invoke(app, ["index", *map(str, args)], env={"COLUMNS": "400", **(env or {})})
+    assert out.exit_code == 0, out.output
+    return out
+
+
+def manifest_of(index_dir) -> dict:
+    return json.loads((index_dir / MANIFEST).read_text())
+
+
+def test_the_readmes_first_command_embeds_no_sentence_and_says_how_to(tmp_path, monkeypatch):
+    """The demo's passage vectors ship with typedrag, so its build took seconds, until the sentence vectors made it
+    embed 56,681 sentences (354 s here): the demo leaves them to its answers by default, and says so."""
+    monkeypatch.chdir(tmp_path)
+
+    def embedded(*args, **kwargs):
+        raise AssertionError("the demo build embedded its sentences")
+
+    monkeypatch.setattr(sentences, "write", embedded)
+    out = index_cli("demo:vital-articles", "--index", "demo-index")
+    line = next(line for line in out.stdout.splitlines() if line.startswith("sentence vectors"))
+    assert "not built for the demo corpus" in line and "--sentence-vectors" in line, line
+    manifest = manifest_of(tmp_path / "demo-index")
+    assert "sentences" not in manifest and "sentence_vectors" not in manifest and manifest["vectors"]["embedder"] == "minilm"
+
+
+def test_no_sentence_vectors_is_kept_by_a_later_sync_and_sentence_vectors_adds_them(tmp_path):
+    docs, index_dir = write_docs(tmp_path / "docs"), tmp_path / "index"
+    out = index_cli(docs, "--index", index_dir, "--no-sentence-vectors")
+    assert "sentence vectors (for answers): not built, as asked" in out.stdout
+    assert manifest_of(index_dir)["sentence_vectors"] is False and "sentences" not in manifest_of(index_dir)
+    (docs / "salt.txt").write_text("Sea salt is left behind when sea water evaporates in shallow ponds.", encoding="utf-8")
+    out = index_cli(docs, "--index", index_dir)
+    assert "not built, as this index was first asked" in out.stdout and "sentences" not in manifest_of(index_dir)
+    out = index_cli(docs, "--index", index_dir, "--sentence-vectors")
+    assert "(--no-sentence-vectors leaves them to answers)" in out.stdout
+    manifest = manifest_of(index_dir)
+    assert manifest["sentence_vectors"] is True and manifest["sentences"]["rows"] > 9
+    _, computed = answer(index_dir)
+    assert computed == 1
+
+
+def test_a_folder_with_minilm_vectors_gets_them_by_default_and_says_how_to_skip_them(tmp_path):
+    index_dir = tmp_path / "index"
+    out = index_cli(write_docs(tmp_path / "docs"), "--index", index_dir)
+    line = next(line for line in out.stdout.splitlines() if line.startswith("sentence vectors"))
+    assert "embedded in" in line and "--no-sentence-vectors" in line, line
+    assert "sentences" in manifest_of(index_dir) and "sentence_vectors" not in manifest_of(index_dir)  # the default: not recorded
+
+
+def test_the_environment_and_the_config_file_choose_as_the_flag_does(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    docs = write_docs(tmp_path / "docs")
+    index_cli(docs, "--index", tmp_path / "by-env", env={"TYPEDRAG_SENTENCE_VECTORS": "0"})
+    assert "sentences" not in manifest_of(tmp_path / "by-env")
+    (tmp_path / "typedrag.toml").write_text("sentence_vectors = false\n", encoding="utf-8")
+    index_cli(docs, "--index", tmp_path / "by-file")
+    assert manifest_of(tmp_path / "by-file")["sentence_vectors"] is False
+    index_cli(docs, "--index", tmp_path / "flag-wins", "--sentence-vectors")
+    assert "sentences" in manifest_of(tmp_path / "flag-wins")
+    monkeypatch.setenv("TYPEDRAG_SENTENCE_VECTORS", "0")  # callers without settings (serve --data, the Python API)
+    assert sync_index([docs], tmp_path / "api", show_progress=False).sentences == 0
+
+
+def test_a_bm25_index_gets_them_when_asked(tmp_path):
+    index_dir = tmp_path / "index"
+    out = index_cli(write_docs(tmp_path / "docs"), "--index", index_dir, "--retrieval", "bm25")
+    assert "not built (the passages have no MiniLM vectors)" in out.stdout
+    index_cli(write_docs(tmp_path / "docs"), "--index", index_dir, "--sentence-vectors")
+    manifest = manifest_of(index_dir)
+    assert manifest["retrieval"] == "bm25" and manifest["sentences"]["rows"] > 9
+
+
+def test_milvus_refuses_sentence_vectors_in_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from typedrag.cli import app
+
+    out = CliRunner().invoke(app, ["index", str(write_docs(tmp_path / "docs")), "--backend", "milvus", "--uri", "x.db", "--sentence-vectors"])
+    assert out.exit_code == 2 and "only a local index keeps sentence vectors" in " ".join(out.output.split()), out.output
+
+
+def test_a_mistyped_environment_value_is_one_line(tmp_path, monkeypatch):
+    monkeypatch.setenv("TYPEDRAG_SENTENCE_VECTORS", "maybe")
+    with pytest.raises(ConfigError, match="TYPEDRAG_SENTENCE_VECTORS"):
+        sync_index([write_docs(tmp_path / "docs")], tmp_path / "index", show_progress=False)

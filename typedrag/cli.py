@@ -99,6 +99,15 @@ def index(
         Optional[str],
         typer.Option("--embedder", help="Model of the passage vectors: minilm (default, better) or static (far faster); see the README."),
     ] = None,
+    sentence_vectors: Annotated[
+        Optional[bool],
+        typer.Option(
+            "--sentence-vectors/--no-sentence-vectors",
+            help="Embed every passage's sentences now, so no answer embeds them (several times the build's CPU), or leave "
+            "them to answers, which keep each the first time they need it. Default: as the index was first asked, else yes "
+            "with MiniLM passage vectors but not for demo:vital-articles. Setting: sentence_vectors, TYPEDRAG_SENTENCE_VECTORS.",
+        ),
+    ] = None,
     include: Annotated[
         Optional[list[str]],
         typer.Option(
@@ -134,7 +143,7 @@ def index(
     Folders are read whole, at any depth, but for hidden files; --include and --exclude choose among their files, e.g. `typedrag index docs/ --include '*.html' --exclude 'changelog*' --exclude 'release-*'`."""
     from typedrag.corpus.readers import FileFilter
 
-    settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token, retrieval))
+    settings = settings_from(index=index_dir, sentence_vectors=sentence_vectors, **backend_overrides(backend, uri, collection, token, retrieval))
     filters = FileFilter(tuple(include or ()), tuple(exclude or ())) if include or exclude else None
     with lossy_stdout():  # progress and the summary that cannot be written never stop the build (issue 57 P5)
         _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters)
@@ -147,6 +156,9 @@ def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dens
     try:
         if ray_address is not None:
             from typedrag.index.distributed import index_on_ray
+            from typedrag.index.open import check_no_sentence_vectors
+
+            check_no_sentence_vectors(settings)
 
             summary = index_on_ray(
                 settings, sources, address=ray_address, passage_words=passage_words, strict=strict, dense=dense,
@@ -191,13 +203,33 @@ def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dens
             markup=False,
             soft_wrap=True,
         )
-    if summary.sentences:
-        console.print(
+    line = sentences_line(summary)
+    if line:
+        console.print(line, markup=False, soft_wrap=True)
+
+
+_LEFT_TO_ANSWERS = {
+    "demo": "not built for the demo corpus (its first build stays seconds)",
+    "no-minilm": "not built (the passages have no MiniLM vectors)",
+    "asked": "not built, as asked",
+    "recorded": "not built, as this index was first asked",
+}
+
+
+def sentences_line(summary) -> str:
+    """What a local build chose for its sentence vectors, why, and how to choose otherwise ("" for Milvus)."""
+    if not summary.sentence_choice:
+        return ""
+    if summary.sentence_vectors:
+        return (
             f"sentence vectors (for answers): {summary.sentences:,}, {summary.sentences_embedded:,} embedded in "
-            f"{summary.sentence_seconds:.1f} s; {summary.sentence_bytes / 2**20:,.1f} MiB on disk",
-            markup=False,
-            soft_wrap=True,
+            f"{summary.sentence_seconds:.1f} s; {summary.sentence_bytes / 2**20:,.1f} MiB on disk "
+            f"(--no-sentence-vectors leaves them to answers)"
         )
+    return (
+        f"sentence vectors (for answers): {_LEFT_TO_ANSWERS[summary.sentence_choice]}: answers embed and keep each "
+        f"as they first need it; --sentence-vectors embeds them all now"
+    )
 
 
 def skipped_line(problem) -> str:

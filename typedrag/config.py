@@ -93,6 +93,10 @@ class Settings(BaseModel):
     # index was built (hybrid when it has vectors). `milvus_mode` is the older name of the same setting.
     retrieval: Literal["bm25", "dense", "hybrid"] | None = None
     milvus_mode: Literal["bm25", "dense", "hybrid"] | None = None
+    # Whether a local build embeds every passage's sentences for answers (typedrag.index.sentences). None: as the
+    # index was first asked, else yes for MiniLM passage vectors but not for the demo corpus (minutes of CPU for a
+    # first command); without them, answers embed and keep each sentence as they first need it.
+    sentence_vectors: bool | None = None
     # shipped: the NF-CATS model in the package; llm: zero-shot by the configured LLM;
     # auto: shipped, asking the LLM only when the shipped model is below its confidence threshold.
     classifier: Literal["shipped", "llm", "auto"] = "shipped"
@@ -141,6 +145,7 @@ _ENV = {
     "TYPEDRAG_MILVUS_TOKEN": ("milvus_token",),
     "TYPEDRAG_MILVUS_MODE": ("milvus_mode",),
     "TYPEDRAG_RETRIEVAL": ("retrieval",),
+    "TYPEDRAG_SENTENCE_VECTORS": ("sentence_vectors",),
     "TYPEDRAG_CLASSIFIER": ("classifier",),
     "TYPEDRAG_ASSUME_NON_FACTOID": ("assume_non_factoid",),
     "TYPEDRAG_LLM": ("llm", "model"),

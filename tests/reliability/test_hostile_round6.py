@@ -129,3 +129,57 @@ def test_a_build_whose_standard_output_is_on_a_full_disk_builds_and_says_so_on_s
     assert build.returncode == 0, build.stderr
     assert (tmp_path / "idx" / "manifest.json").is_file()
     assert "cannot write to standard output (no space left on device)" in build.stderr and "Traceback" not in build.stderr
+
+
+# --- Issue 56: the HNSW graph written on a full disk ----------------------------------------------------------------
+
+GRAPH_DRIVER = """
+import json, os, subprocess, sys
+mount, big, cli, env = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), json.loads(sys.argv[4])
+subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", mount], check=True)
+def run(*args):
+    done = subprocess.run([*cli, *args], capture_output=True, text=True, env=env)
+    return [done.returncode, done.stderr]
+def fill(free):
+    for name in os.listdir(mount):
+        subprocess.run(["rm", "-rf", os.path.join(mount, name)], check=True)
+    stat = os.statvfs(mount)
+    with open(os.path.join(mount, "filler"), "wb") as f:
+        f.write(b"\\0" * (stat.f_bavail * stat.f_frsize - free))
+built = run("index", big, "--index", f"{mount}/idx", "--embedder", "static")
+sizes = {name: os.path.getsize(f"{mount}/idx/{name}") for name in os.listdir(f"{mount}/idx")}
+rows = json.load(open(f"{mount}/idx/manifest.json"))["vectors"]["rows"]
+graph = sizes.pop("vectors.hnsw", 0)
+before = sum(sizes.values()) + rows * (32 + 384 + 4) + 64 * 1024  # the rest, the journal (kept until the end), slack
+seen = {"built": built, "graph": graph, "runs": {}}
+for part in (0.1, 0.3, 0.5, 0.7, 0.9):  # the graph's file is the one that does not fit
+    free = before + int(graph * part)
+    fill(free)
+    seen["runs"][free] = run("index", big, "--index", f"{mount}/idx", "--embedder", "static")
+print(json.dumps(seen))
+"""
+
+
+def test_an_hnsw_graph_that_does_not_fit_on_the_disk_is_one_line_and_exit_2(tmp_path):
+    """usearch reports a failed save as RuntimeError("Failed to serialize into stream"): before, a traceback, exit 1."""
+    unshare = namespace_command()
+    if unshare is None:
+        pytest.skip("no private mount namespace here (unshare -m), so no small file system to fill")
+    big, mount = tmp_path / "big", tmp_path / "mnt"
+    pages(big, 20)
+    mount.mkdir()
+    env = {**cli_env(), "TYPEDRAG_ANN_MIN_ROWS": "1"}  # every index gets its graph
+    proc = subprocess.run(
+        [*unshare, sys.executable, "-c", GRAPH_DRIVER, str(mount), str(big), json.dumps(CLI), json.dumps(env)],
+        capture_output=True, text=True, timeout=1800,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    seen = json.loads(proc.stdout)
+    assert seen["built"][0] == 0 and seen["graph"] > 0, seen
+    full = 0
+    for free, (code, stderr) in seen["runs"].items():
+        assert code in (0, 2), (free, code, stderr)
+        if code == 2:
+            full += 1
+            assert ONE_LINE.fullmatch(stderr.strip()) and stderr.strip().endswith("nothing was written"), (free, stderr)
+    assert full, seen

@@ -129,13 +129,17 @@ def write(
     copied = {key for key in keys if identity_matches and key in unchanged and key in old.table.files}
     to_embed = sum(records[key].passages for key in keys if key not in copied)
     progress, task = _progress(show_progress, to_embed, f"embedding ({want.embedder})", "passages")
-    embedded = [0]
+    embedded, taken = [0], [0]
 
-    def advanced(n: int) -> None:
-        progress.update(task, advance=n)
+    def advanced(n: int, without_work: bool = False) -> None:
+        """`n` more passages have vectors; `without_work`: taken from the journal or the shipped vectors, so they
+        move the bar but not the rate."""
+        if without_work:
+            taken[0] += n
+        progress.update(task, advance=n, taken=taken[0])
         if watch is not None:
             embedded[0] += n
-            watch.embedding(embedded[0], to_embed)
+            watch.embedding(embedded[0], to_embed, taken[0])
 
     if watch is not None:
         watch.embedding(0, to_embed)
@@ -233,19 +237,74 @@ def _progress(show: bool, total: int, label: str, unit: str, **options):
     return progress, progress.add_task("embedding", total=total)
 
 
+SENTENCES_ENV = "TYPEDRAG_SENTENCE_VECTORS"
+_YES, _NO = ("1", "true", "yes", "on"), ("0", "false", "no", "off")
+
+
+@dataclass(frozen=True)
+class SentenceChoice:
+    """Whether a build embeds its passages' sentences for answers, and why (`IndexSummary.sentence_choice`):
+    "asked" (--sentence-vectors or --no-sentence-vectors, the `sentence_vectors` setting, TYPEDRAG_SENTENCE_VECTORS),
+    "recorded" (the index was first built as asked), "kept" (the index has them), "demo" (the demo corpus: not by
+    default), "default" (MiniLM passage vectors: yes), "no-minilm" (BM25 or static passage vectors: not by default)."""
+
+    build: bool
+    why: str
+
+    @property
+    def asked(self) -> bool:
+        return self.why in ("asked", "recorded")
+
+
+def asked_sentences(asked: bool | None) -> bool | None:
+    """The choice given, else TYPEDRAG_SENTENCE_VECTORS's (for callers without settings: `serve --data`, the API)."""
+    if asked is not None:
+        return asked
+    value = os.environ.get(SENTENCES_ENV, "").strip().lower()
+    if not value:
+        return None
+    if value not in _YES + _NO:
+        raise ConfigError(f"{SENTENCES_ENV}={value!r}: give 1 (build them) or 0 (leave them to answers)")
+    return value in _YES
+
+
+def sentence_choice(asked: bool | None, current: dict | None, sources: Sequence, want: Wanted, table: Table | None) -> SentenceChoice:
+    """Whether this build embeds every passage's sentences (typedrag.index.sentences). Asked, or as the index was first
+    asked (recorded in its manifest), or kept when the index has them; else yes for MiniLM passage vectors but for the
+    demo corpus: its passage vectors ship with typedrag, so its first build takes seconds, and its 56,681 sentences
+    would take minutes of CPU (BENCHMARKS.md section 37b); its answers add each sentence as they first need it."""
+    from typedrag.corpus import DEMO_SOURCE
+    from typedrag.index import sentences
+
+    asked = asked_sentences(asked)
+    if asked is not None:
+        return SentenceChoice(asked, "asked")
+    recorded = (current or {}).get("sentence_vectors")
+    if isinstance(recorded, bool):
+        return SentenceChoice(recorded, "recorded")
+    if current is not None and sentences.section_of(current) is not None:
+        return SentenceChoice(True, "kept")
+    if table is None or want.embedder != "minilm":
+        return SentenceChoice(False, "no-minilm")
+    if any(str(source) == DEMO_SOURCE for source in sources):
+        return SentenceChoice(False, "demo")
+    return SentenceChoice(True, "default")
+
+
 def write_sentences(
-    building: Path, index: "tantivy.Index", previous: dict | None, index_dir: Path, want: Wanted, table: Table | None,
+    building: Path, index: "tantivy.Index", previous: dict | None, index_dir: Path, choice: SentenceChoice,
     summary: "IndexSummary", show_progress: bool,
 ) -> dict | None:
-    """The vectors of every passage's sentences (typedrag.index.sentences) when the index has MiniLM passage vectors
-    (None otherwise: an index built for speed, BM25 or static, gets them as its answers need them). Sentences the
-    previous version kept, or that answering added to it, are taken over, not embedded again."""
+    """The vectors of every passage's sentences (typedrag.index.sentences) when `choice` says so (None otherwise: the
+    index's answers embed and keep them as they first need them). Sentences the previous version kept, or that
+    answering added to it, are taken over, not embedded again."""
     from typedrag.embed import embedder_for
     from typedrag.index import sentences
     from typedrag.records import lines_of
 
-    if table is None or want.embedder != "minilm" or os.environ.get("TYPEDRAG_SENTENCE_VECTORS", "").strip() == "0":
-        return None  # TYPEDRAG_SENTENCE_VECTORS=0: a faster build; answers keep the vectors they need as they go
+    summary.sentence_choice, summary.sentence_vectors = choice.why, choice.build
+    if not choice.build:
+        return None
     index.reload()
     searcher = index.searcher()
 

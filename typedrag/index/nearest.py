@@ -20,6 +20,7 @@ build of ANN_MIN_ROWS or more rows, listed in the manifest; the manifest's `vect
 
 from __future__ import annotations
 
+import errno
 import os
 import threading
 import time
@@ -138,7 +139,20 @@ def build_graph(folder: Path, rows: np.ndarray, threads: int = 0) -> float:
         graph.add(np.arange(start, start + len(chunk), dtype=np.uint64), chunk, threads=threads or (os.cpu_count() or 1))
     target = folder / GRAPH
     target.unlink(missing_ok=True)
-    graph.save(str(target))
+    try:
+        graph.save(str(target))
+    except RuntimeError as error:  # usearch names no cause ("Failed to serialize into stream")
+        raise _unwritten(target, graph.serialized_length, error) from error
     with open(target, "rb+") as f:
         os.fsync(f.fileno())
     return time.perf_counter() - started
+
+
+def _unwritten(target: Path, needed: int, error: RuntimeError) -> OSError:
+    """The OSError a failed graph save is, as far as can be told: no space when the disk, the partial file removed,
+    has less free than the graph needs (the build then says "cannot write the index ... no space left on device")."""
+    target.unlink(missing_ok=True)
+    stat = os.statvfs(target.parent)
+    if stat.f_bavail * stat.f_frsize < needed:
+        return OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(target))
+    return OSError(errno.EIO, f"usearch could not write its graph ({error})", str(target))

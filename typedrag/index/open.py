@@ -38,9 +38,11 @@ def build_configured_index(
 
     `settings.retrieval` (None: as the index has it, hybrid for a new one) says whether passage vectors are
     kept, and `embedder` which model makes them; `dense` is the older Milvus flag for "with vectors"; `filters` which
-    files of the folders given are read (None: as the index recorded them)."""
+    files of the folders given are read (None: as the index recorded them); `settings.sentence_vectors` whether a local
+    index keeps its passages' sentence vectors for answers (`typedrag.index.dense.sentence_choice`)."""
     retrieval = settings.search_mode or ("hybrid" if dense else None)
     if settings.backend == "milvus":
+        check_no_sentence_vectors(settings)
         from typedrag.index.milvus_index import sync_milvus_index
 
         return sync_milvus_index(
@@ -62,7 +64,17 @@ def build_configured_index(
     return sync_index(
         sources, settings.index, passage_words=passage_words, strict=strict, rebuild=rebuild, remove_missing=remove_missing,
         retrieval=retrieval, embedder=embedder, show_progress=show_progress, filters=filters,
+        sentence_vectors=settings.sentence_vectors,
     )
+
+
+def check_no_sentence_vectors(settings: Settings) -> None:
+    """A Milvus collection keeps no sentence vectors (its answers embed them): asking for them is an error, not ignored."""
+    if settings.sentence_vectors:
+        raise ConfigError(
+            "--sentence-vectors (sentence_vectors, TYPEDRAG_SENTENCE_VECTORS=1): only a local index keeps sentence vectors; "
+            "a Milvus collection's answers embed them"
+        )
 
 
 def _milvus_uri(settings: Settings) -> str:

@@ -6,7 +6,9 @@ line every PLAIN_EVERY seconds: what it does, how far, how fast and about how lo
 
 The rate and the time left are taken from the start of the task (`rate`, `left`, and the `Rate` and `TimeLeft`
 columns), not from rich's last 30 seconds: an embedding batch can take longer than that on a busy machine, and
-rich then has no speed to show (issue 55 E6: no rate for 25 of 27 minutes).
+rich then has no speed to show (issue 55 E6: no rate for 25 of 27 minutes). Units done without work (a resumed
+build's passages taken from its journal, in the task's `taken` field) move the bar but not the rate: counted in
+it, a resumed build's first rate was thousands a second and its time left near nothing.
 """
 
 from __future__ import annotations
@@ -40,11 +42,12 @@ class LoggedProgress(Progress):
 
 
 def speed(task: Task) -> float | None:
-    """Units a second since the task started (None before anything is done)."""
+    """Units worked on a second since the task started, those `taken` without work left out (None before any)."""
     elapsed = task.elapsed
-    if not task.completed or not elapsed:
+    worked = task.completed - task.fields.get("taken", 0)
+    if worked <= 0 or not elapsed:
         return None
-    return task.completed / elapsed
+    return worked / elapsed
 
 
 def seconds_left(task: Task) -> float | None:
@@ -101,7 +104,7 @@ class BuildWatch:
     def __init__(self) -> None:
         self.phase = "scanning"  # scanning, reading, embedding, writing
         self.files_total = self.files_done = self.passages = 0
-        self.vectors_total = self.vectors_done = 0
+        self.vectors_total = self.vectors_done = self.vectors_taken = 0
         self.started = self.phase_started = time.monotonic()
         self._cancelled = False
 
@@ -118,11 +121,12 @@ class BuildWatch:
             self.phase, self.phase_started = "reading", time.monotonic()
         self.files_done, self.files_total, self.passages = files_done, files_total, passages
 
-    def embedding(self, done: int, total: int) -> None:
+    def embedding(self, done: int, total: int, taken: int = 0) -> None:
+        """`done` of `total` passages have vectors, `taken` of them without embedding (from a journal)."""
         self.check()
         if self.phase != "embedding":
             self.phase, self.phase_started = "embedding", time.monotonic()
-        self.vectors_done, self.vectors_total = done, total
+        self.vectors_done, self.vectors_total, self.vectors_taken = done, total, taken
 
     def writing(self) -> None:
         self.check()
@@ -135,8 +139,9 @@ class BuildWatch:
             "reading": (self.files_done, self.files_total),
             "embedding": (self.vectors_done, self.vectors_total),
         }.get(self.phase, (0, 0))
+        worked = done - (self.vectors_taken if self.phase == "embedding" else 0)
         spent = now - self.phase_started
-        left = round((total - done) * spent / done, 1) if done and total >= done and spent > 0 else None
+        left = round((total - done) * spent / worked, 1) if worked > 0 and total >= done and spent > 0 else None
         return {
             "phase": self.phase,
             "files_done": self.files_done,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import functools
 import glob
 import os
 import re
@@ -149,11 +150,12 @@ def build_index(
     retrieval: str | None = None,
     embedder: str | None = None,
     filters: FileFilter | None = None,
+    sentence_vectors: bool | None = None,
 ) -> IndexSummary:
     """A fresh tantivy index of `sources` at `index_dir`, every file read (see `sync_index`)."""
     return sync_index(
         sources, index_dir, passage_words=passage_words, strict=strict, show_progress=show_progress, rebuild=True,
-        retrieval=retrieval, embedder=embedder, filters=filters,
+        retrieval=retrieval, embedder=embedder, filters=filters, sentence_vectors=sentence_vectors,
     )
 
 
@@ -170,6 +172,7 @@ def sync_index(
     embedder: str | None = None,
     watch: BuildWatch | None = None,
     filters: FileFilter | None = None,
+    sentence_vectors: bool | None = None,
 ) -> IndexSummary:
     """Bring the tantivy index at `index_dir` in line with `sources`: add new files, re-index changed ones
     (by content hash), drop files gone from the sources (unless `remove_missing` is False), keep the rest.
@@ -181,7 +184,9 @@ def sync_index(
     dense leg, `typedrag.index.dense`) and how it is searched by default; None keeps what the index has
     (a new index: hybrid). `embedder` names the model of the vectors (None: the index's, else the default).
     The vectors are written and swapped in with the rest: unchanged files keep theirs, new text is
-    embedded, and an embedding interrupted part way resumes where it stopped.
+    embedded, and an embedding interrupted part way resumes where it stopped. `sentence_vectors` says whether the
+    sentences of every passage are embedded for answers too (`typedrag.index.dense.sentence_choice`; None: as
+    TYPEDRAG_SENTENCE_VECTORS says, else as the index was first asked, else yes with MiniLM vectors but for the demo).
 
     With no usable index there (or `rebuild`, or other passage words) every file is read. Copy on
     write: the new index is made in a temporary sibling directory, from hard links to the current
@@ -200,7 +205,10 @@ def sync_index(
     index_dir = Path(index_dir)
     _check_target(index_dir)
     try:
-        return _sync(sources, index_dir, passage_words, strict, show_progress, remove_missing, rebuild, retrieval, embedder, filters, watch)
+        return _sync(
+            sources, index_dir, passage_words, strict, show_progress, remove_missing, rebuild, retrieval, embedder, filters, watch,
+            dense.asked_sentences(sentence_vectors),
+        )
     except OSError as error:  # a full disk met outside the writes `_writes` names (the lock, the journal): one line too
         if error.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(error, UserError):
             raise
@@ -210,7 +218,7 @@ def sync_index(
 
 def _sync(
     sources: list, index_dir: Path, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool, rebuild: bool,
-    retrieval: str | None, embedder: str | None, filters: FileFilter | None, watch: BuildWatch | None,
+    retrieval: str | None, embedder: str | None, filters: FileFilter | None, watch: BuildWatch | None, sentence_vectors: bool | None,
 ) -> IndexSummary:
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     with _build_lock(index_dir):
@@ -220,7 +228,8 @@ def _sync(
         current = _current_manifest(index_dir)
         wanted = dense.wanted(current, retrieval, embedder)
         filters = filters_for(filters, current)
-        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted, filters, watch)
+        choose = functools.partial(dense.sentence_choice, sentence_vectors, current, sources, wanted)
+        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted, filters, watch, choose)
 
 
 def _current_manifest(index_dir: Path) -> dict | None:
@@ -252,7 +261,7 @@ def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
 
 def _sync_locked(
     sources, index_dir: Path, previous: dict | None, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool,
-    wanted: "dense.Wanted", filters: FileFilter, watch: BuildWatch | None = None,
+    wanted: "dense.Wanted", filters: FileFilter, watch: BuildWatch | None, choose_sentences: Callable[..., "dense.SentenceChoice"],
 ) -> IndexSummary:
     started = time.perf_counter()
     summary = IndexSummary(index_dir=str(index_dir), synced=previous is not None)
@@ -297,7 +306,8 @@ def _sync_locked(
             if watch is not None:
                 watch.writing()
             with _writes(engine=False):
-                kept = dense.write_sentences(building, index, previous, index_dir, wanted, vectors, summary, show_progress)
+                choice = choose_sentences(vectors)
+                kept = dense.write_sentences(building, index, previous, index_dir, choice, summary, show_progress)
                 searched = dense.search_entries(building, vectors, summary)
             with _writes():
                 file_mode = building.stat().st_mode & 0o666  # tantivy writes meta.json 0600; follow the umask instead
@@ -309,6 +319,8 @@ def _sync_locked(
                 manifest.update(searched)
                 if kept is not None:
                     manifest["sentences"] = kept
+                if choice.asked:  # a later sync keeps the choice
+                    manifest["sentence_vectors"] = choice.build
                 write_manifest(building, manifest)
                 _swap_into_place(building, index_dir)
             dense.finished(index_dir)

@@ -234,10 +234,10 @@ class Writer:
 
     `copy` takes a file's rows from the previous version; `embed` embeds a file's passages (those the
     journal holds, or typedrag ships, are not embedded again). `progress(done)` is called after every model batch
-    embedded, and for the passages taken from the journal or the shipped vectors.
+    embedded, and `progress(done, True)` for the passages taken from the journal or the shipped vectors.
     """
 
-    def __init__(self, folder: Path, rows: int, embedder_key: str, journal_file: Path, progress: Callable[[int], None]) -> None:
+    def __init__(self, folder: Path, rows: int, embedder_key: str, journal_file: Path, progress: Callable[..., None]) -> None:
         from numpy.lib.format import open_memmap
 
         self.embedder = embedder_for(embedder_key)
@@ -291,7 +291,8 @@ class Writer:
             self.embedded += len(missing)
         for (row, _), d in zip(batch, digests):
             self.vectors[row], self.scales[row] = self.journal.known[d]
-        self.progress(len(batch) - len(missing))  # those embedded were told batch by batch
+        if len(batch) > len(missing):  # those embedded were told batch by batch
+            self.progress(len(batch) - len(missing), True)
 
     def finish(self) -> Table:
         """Embed what is pending and flush the files; the row count must be what the caller announced."""

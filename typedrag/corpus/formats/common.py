@@ -14,6 +14,8 @@ MAX_BLOCK_CHARS = 16_000
 # ANSI escape sequences (CSI and OSC) whole, then any other C0/C1 control character except \t and \n.
 _CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]{0,256}(?:\x07|\x1b\\)?|[\x00-\x08\x0e-\x1f\x7f-\x9f]")
 _NEWLINES = str.maketrans({"\r": "\n", "\x0b": "\n", "\x0c": "\n"})
+# Every character `clean` changes or removes: the newlines above, the escape and the control characters.
+_DIRTY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SPACES = re.compile(r"\s+")
 # Bidi embeddings, overrides and isolates: in a title they can make a line read backwards ("Asteroid live").
 _BIDI_CONTROLS = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)])
@@ -41,6 +43,8 @@ class Parsed:
 
 def clean(text: str) -> str:
     """`text` without control characters or escape sequences; \\r, \\v and \\f become line breaks."""
+    if _DIRTY.search(text) is None:  # most text: one scan, nothing to change
+        return text
     return _CONTROL.sub("", text.replace("\r\n", "\n").translate(_NEWLINES))
 
 

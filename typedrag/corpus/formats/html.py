@@ -67,7 +67,6 @@ _CONTAINER_TAG = re.compile(
 _SELF_CLOSED = re.compile(
     r"<(?!(?:area|base|br|col|embed|hr|img|input|link|meta|source|track|wbr)[\s/>])([a-zA-Z][a-zA-Z0-9:-]*)(\s[^<>]*?)?/>"
 )
-_SPACES = re.compile(r"\s+")
 _DEEPEST = 5000  # Lexbor's tree building slows down quadratically with depth: flatten beyond this
 
 
@@ -226,14 +225,17 @@ class _Walk:
         return self.kinds[-1][1] if self.kinds else PROSE_LINE
 
     def blocks(self, root: LexborNode) -> Iterator[Block]:
-        stack: list[tuple[LexborNode, bool]] = [(root, False)]
+        # (node, None) to enter a node; (node, its tag, whether it is a box) to leave a block or a box
+        stack: list[tuple[LexborNode, str | None, bool]] = [(root, None, False)]
+        words = self.words
         while stack:
-            node, leaving = stack.pop()
-            if leaving:
-                yield from self.leave(node)
+            node, leaving, boxed = stack.pop()
+            if leaving is not None:
+                yield from self.leave(node, leaving, boxed)
+                words = self.words
                 continue
             if node.is_text_node:
-                self.words.append(node.text_content or "")
+                words.append(node.text_content or "")
                 continue
             tag = node.tag
             if not node.is_element_node or tag is None:
@@ -251,12 +253,22 @@ class _Walk:
             elif tag == "br":
                 self.line_break()
             else:
-                yield from self.enter(node, tag)
-                stack.append((node, True))
-                stack.extend((child, False) for child in reversed(_children(node)))
+                boxed = tag in ("div", "aside", "section") and not _classes(node).isdisjoint(BOXES)
+                children = list(node.iter(include_text=True))
+                if tag in BLOCK_TAGS or boxed:  # lists, items, captions are block tags too
+                    yield from self.enter(node, tag, boxed)
+                    stack.append((node, tag, boxed))
+                elif not any(child.is_element_node for child in children):  # a link, a span of words: its text at once
+                    words.extend([child.text_content or "" for child in children if child.is_text_node])
+                    continue
+                # entering or leaving a span, a link or emphasis changes nothing: only its children are walked
+                children.reverse()
+                stack.extend([(child, None, False) for child in children])
+            words = self.words
         yield from self.paragraph_break()
 
-    def enter(self, node: LexborNode, tag: str) -> Iterator[Block]:
+    def enter(self, node: LexborNode, tag: str, boxed: bool) -> Iterator[Block]:
+        """An element that breaks the text or says what it is (the walk skips the others: spans, links, emphasis)."""
         if tag in BLOCK_TAGS:
             yield from self.block_break()
         kind = None
@@ -268,7 +280,7 @@ class _Walk:
             kind = LineKind(BlockKind.ITEM, self.item_number(node))
         elif container := _container_kind(node, tag):
             kind = LineKind(container)
-        if tag in ("div", "aside", "section") and _classes(node) & BOXES:
+        if boxed:
             self.boxes += 1
         if kind is not None:  # the text so far keeps its kind; this element's text is a block of its own
             yield from self.paragraph_break()
@@ -281,12 +293,11 @@ class _Walk:
         self.numbers[-1] = _number(item, "value") or self.numbers[-1] + 1
         return self.numbers[-1]
 
-    def leave(self, node: LexborNode) -> Iterator[Block]:
-        tag = node.tag
+    def leave(self, node: LexborNode, tag: str, boxed: bool) -> Iterator[Block]:
         if tag in LISTS:
             self.lists -= 1
             self.numbers.pop()
-        if tag in ("div", "aside", "section") and _classes(node) & BOXES:
+        if boxed:
             self.boxes -= 1
         if tag in BLOCK_TAGS:
             yield from self.block_break()
@@ -310,10 +321,14 @@ class _Walk:
         if self.lists or self.kind.kind in (BlockKind.ADMONITION, BlockKind.CAPTION, BlockKind.NOTICE):
             self.line_break()
             return iter(())
+        if not self.words and not self.lines:
+            return iter(())
         return self.paragraph_break()
 
     def line_break(self) -> None:
-        line = _SPACES.sub(" ", clean("".join(self.words))).strip()
+        if not self.words:
+            return
+        line = " ".join(clean("".join(self.words)).split())  # str.split's whitespace is re's \s
         if line:
             self.lines.append(self.bullet + line)
             self.bullet = ""
