@@ -200,7 +200,7 @@ def sync_index(
     index_dir = Path(index_dir)
     _check_target(index_dir)
     try:
-        return _sync(sources, index_dir, passage_words, strict, show_progress, remove_missing, rebuild, retrieval, embedder)
+        return _sync(sources, index_dir, passage_words, strict, show_progress, remove_missing, rebuild, retrieval, embedder, filters, watch)
     except OSError as error:  # a full disk met outside the writes `_writes` names (the lock, the journal): one line too
         if error.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(error, UserError):
             raise
@@ -210,7 +210,7 @@ def sync_index(
 
 def _sync(
     sources: list, index_dir: Path, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool, rebuild: bool,
-    retrieval: str | None, embedder: str | None,
+    retrieval: str | None, embedder: str | None, filters: FileFilter | None, watch: BuildWatch | None,
 ) -> IndexSummary:
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     with _build_lock(index_dir):
