@@ -420,7 +420,7 @@ def test_removing_a_user_removes_their_conversations_keys_grants_and_feedback(st
     assert store.remove_user("alice") == 1
     with store.db.reading() as c:
         counts = {t.name: c.execute(sa.select(sa.func.count()).select_from(t)).scalar() for t in metadata.sorted_tables}
-    assert counts == {"users": 1, "api_keys": 0, "grants": 0, "conversations": 1, "messages": 2, "feedback": 1}
+    assert counts == {"users": 1, "api_keys": 0, "grants": 0, "conversations": 1, "messages": 2, "feedback": 1, "sessions": 0}
     with pytest.raises(NotFound):
         store.remove_user("alice")
 
