@@ -446,9 +446,13 @@ class Library:
             if name is None:
                 name = self.default_name()
             collection = self._collections.get(name)
-            if collection is None or not may(caller, name, "read"):
+            if collection is None or not (caller.authenticated or may(caller, name, "read")):
                 known = ", ".join(self.names(caller)) or "none yet"
                 raise CollectionError(404, f"no collection {name!r}; collections: {known}")
+            # A signed-in user without a grant is told so (403: who may read what is an admin's decision, not a
+            # secret); someone who said nothing of who they are learns nothing of what exists (404).
+            if not may(caller, name, "read"):
+                raise CollectionError(403, f"not allowed to read collection {name!r}: ask an admin for a grant")
             if not may(caller, name, action):
                 raise CollectionError(403, f"not allowed to {action} collection {name!r}")
             return collection

@@ -107,7 +107,11 @@ async def caller_of(request: Request, *, cookies: bool = True) -> Caller:
         name = request.headers.get(options.user_header)
         if name is not None:
             if from_trusted_proxy(request, options.trusted_proxies):
-                return await header_caller(service, name)
+                caller = await header_caller(service, name)
+                # The proxy adds the header to another site's form post too: a write needs the page's X-CSRF-Token.
+                # A cross-site request cannot set a custom header without a CORS preflight, which is never granted.
+                check_same_origin_write(request, "header:" + caller.name)
+                return caller
             client_log.warning("a user header from an address that is no trusted proxy: ignored",
                                extra={"fields": {"header": options.user_header, "client": _peer(request)}})
     ended = False

@@ -1,0 +1,311 @@
+"""Accounts on a real `serve` (issue 52): every route, the OpenAI-compatible endpoint, the source viewer and the MCP
+tools enforce each user's grants; the page signs in with a key (a session cookie kept in the store, CSRF-protected);
+an SSO proxy's user header is believed only from the proxies named; the server's own key stays an admin key; saved
+conversations and feedback are each user's own. Hostile cases: a revoked key, a forged or replayed cookie, a
+cross-site post, a header from a non-proxy address, keys echoed back in paths and bodies."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytest.importorskip("fastapi", reason="fastapi and uvicorn are dependencies of typedrag: pip install -e .")
+
+from test_server import classifier, serving  # noqa: E402,F401  (tests/ is on sys.path, as for conftest)
+
+from typedrag.config import Settings  # noqa: E402
+from typedrag.engines.offline import OfflineEngine  # noqa: E402
+from typedrag.index import open_retriever  # noqa: E402
+from typedrag.pipeline import Pipeline  # noqa: E402
+from typedrag.server.app import create_app  # noqa: E402
+from typedrag.server.service import ServerOptions  # noqa: E402
+from typedrag.store import open_store  # noqa: E402
+
+ADMIN_KEY = "admin-key-for-the-accounts-tests"
+HANG_GUARD = 900  # seconds a wait may take before the test says it hung (never a speed check)
+CROCODILES = ("# Crocodiles\n\nCrocodiles have a V-shaped, pointed snout. When a crocodile closes its mouth, the fourth "
+              "tooth of the lower jaw stays visible. Crocodiles tolerate salt water thanks to glands on the tongue.\n")
+BREAD = ("Bread making\n\nTo bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
+         "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size.\n")
+
+
+def bearer(key: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {key}"}
+
+
+def settled(url: str, name: str) -> None:
+    deadline = time.monotonic() + HANG_GUARD
+    while True:
+        listing = httpx.get(f"{url}/v1/collections/{name}/documents", headers=bearer(ADMIN_KEY), timeout=30).json()
+        if listing["collection"]["state"] == "ready" and all(d["status"] == "indexed" for d in listing["documents"]):
+            return
+        assert time.monotonic() < deadline, f"ingestion of {name} did not settle: {listing}"
+        time.sleep(0.2)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory, classifier):
+    """A server with two collections (alpha: crocodiles, beta: bread), the server's key, and accounts: alice (editor,
+    write on alpha), bob (reader, read on beta), carol (reader on alpha, her key revoked later by a test)."""
+    data = tmp_path_factory.mktemp("accounts") / "data"
+    store = open_store(None, data)
+    keys = {}
+    for name, role, collection, access in [("alice", "editor", "alpha", "write"), ("bob", "reader", "beta", "read"),
+                                           ("carol", "reader", "alpha", "read")]:
+        store.add_user(name, role)
+        store.grant(name, collection, access)
+        keys[name] = store.create_key(name).secret
+    pipeline = Pipeline(OfflineEngine(), None, classifier=classifier)
+    options = ServerOptions(api_key=ADMIN_KEY, trusted_proxies=("10.9.9.9",), user_header="X-Forwarded-User")
+    with serving(create_app(Settings(data=data, cache_dir=None), pipeline, options, store=store)) as url:
+        for name, text, filename in [("alpha", CROCODILES, "crocodiles.md"), ("beta", BREAD, "bread.txt")]:
+            assert httpx.post(f"{url}/v1/collections", json={"name": name, "retrieval": "bm25"},
+                              headers=bearer(ADMIN_KEY)).status_code == 201
+            sent = httpx.post(f"{url}/v1/collections/{name}/documents", files=[("files", (filename, text.encode()))],
+                              headers=bearer(ADMIN_KEY), timeout=120)
+            assert sent.status_code == 202, sent.text
+            settled(url, name)
+        yield url, keys, store
+    store.close()
+
+
+def test_once_accounts_exist_a_request_must_say_who_it_is(site):
+    url, keys, _ = site
+    for path in ["/v1/collections", "/v1/conversations", "/v1/models", "/v1/collections/alpha/source?passage=crocodiles.md%230"]:
+        assert httpx.get(url + path).status_code == 401, path
+    wrong = httpx.get(f"{url}/v1/collections", headers=bearer(keys["alice"][:-2] + "xx"))
+    assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
+    assert httpx.get(f"{url}/healthz").status_code == 200  # probes need no key
+
+
+def test_each_user_sees_and_uses_only_the_collections_granted(site):
+    url, keys, _ = site
+    alice, bob = bearer(keys["alice"]), bearer(keys["bob"])
+    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=alice).json()["collections"]] == ["alpha"]
+    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bob).json()["collections"]] == ["beta"]
+    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bearer(ADMIN_KEY)).json()["collections"]] == ["alpha", "beta"]
+
+    asked = httpx.post(f"{url}/v1/collections/beta/answer", json={"question": "How do I knead dough?", "method": "rag"},
+                       headers=bob, timeout=120)
+    assert asked.status_code == 200 and asked.json()["sources"][0]["passage_id"] == "bread.txt#0"
+    # bob in alpha: 403 on every route that reads it, the source viewer's included
+    for method, path, body in [
+        ("POST", "/v1/collections/alpha/answer", {"question": "Why is a crocodile's tooth visible?", "method": "rag"}),
+        ("POST", "/v1/answer", {"question": "Why is a crocodile's tooth visible?", "method": "rag", "collection": "alpha"}),
+        ("POST", "/v1/collections/alpha/answer/stream", {"question": "Why is a crocodile's tooth visible?", "method": "rag"}),
+        ("POST", "/v1/collections/alpha/search", {"query": "crocodile tooth"}),
+        ("GET", "/v1/collections/alpha", None),
+        ("GET", "/v1/collections/alpha/documents", None),
+        ("GET", "/v1/collections/alpha/source?passage=crocodiles.md%230", None),
+        ("GET", "/v1/collections/alpha/documents/crocodiles.md/original", None),
+        ("POST", "/v1/conversations", {"collection": "alpha"}),
+    ]:
+        response = httpx.request(method, url + path, json=body, headers=bob, timeout=120)
+        assert response.status_code == 403, (path, response.status_code, response.text)
+        assert "crocodile" not in response.text.lower().replace("crocodiles.md", "")  # nothing of alpha's text
+    # a reader writes nothing, even where they read; an editor writes where granted, creates no collection
+    assert httpx.post(f"{url}/v1/collections/beta/documents", files=[("files", ("x.txt", b"some words here"))],
+                      headers=bob).status_code == 403
+    assert httpx.delete(f"{url}/v1/collections/beta/documents/bread.txt", headers=bob).status_code == 403
+    assert httpx.post(f"{url}/v1/collections", json={"name": "gamma"}, headers=alice).status_code == 403
+    assert httpx.delete(f"{url}/v1/collections/alpha", headers=alice).status_code == 403
+    assert httpx.delete(f"{url}/v1/collections/beta", headers=alice).status_code == 403
+
+
+def test_the_openai_endpoint_and_its_models_follow_the_grants(site):
+    url, keys, _ = site
+    bob = bearer(keys["bob"])
+    models = {m["id"] for m in httpx.get(f"{url}/v1/models", headers=bob).json()["data"]}
+    assert {"typedrag:beta", "typedrag-rag:beta", "typedrag-llm"} <= models
+    assert not any(m.endswith(":alpha") for m in models)
+    assert httpx.get(f"{url}/v1/models/typedrag:alpha", headers=bob).status_code == 404
+    refused = httpx.post(f"{url}/v1/chat/completions", headers=bob, timeout=120, json={
+        "model": "typedrag-rag:alpha", "messages": [{"role": "user", "content": "Why is a crocodile's tooth visible?"}]})
+    assert refused.status_code == 403 and refused.json()["error"]["message"]
+    allowed = httpx.post(f"{url}/v1/chat/completions", headers=bob, timeout=120, json={
+        "model": "typedrag-rag:beta", "messages": [{"role": "user", "content": "How do I knead bread dough?"}]})
+    assert allowed.status_code == 200 and allowed.json()["typedrag"]["collection"] == "beta"
+
+
+async def test_the_mcp_tools_follow_the_grants(site):
+    mcp = pytest.importorskip("mcp", reason="the test extra installs mcp: pip install -e '.[test]'")  # noqa: F841
+    httpx2 = pytest.importorskip("httpx2", reason="mcp's own HTTP client")
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+
+    url, keys, _ = site
+    http = httpx2.AsyncClient(headers=bearer(keys["bob"]), timeout=httpx2.Timeout(30, read=300))
+    async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
+        listed = await client.call_tool("list_collections", {})
+        assert [c["name"] for c in listed.structured_content["collections"]] == ["beta"]
+        for tool, arguments in [("search", {"query": "crocodile tooth", "collection": "alpha"}),
+                                ("answer", {"question": "Why is a crocodile's tooth visible?", "collection": "alpha", "method": "rag"})]:
+            refused = await client.call_tool(tool, arguments)
+            assert refused.is_error and "not allowed" in refused.content[0].text
+            assert "V-shaped" not in refused.content[0].text
+        found = await client.call_tool("search", {"query": "knead dough", "collection": "beta"})
+        assert not found.is_error and found.structured_content["passages"][0]["id"] == "bread.txt#0"
+
+
+def test_conversations_and_feedback_are_each_users_own(site):
+    url, keys, _ = site
+    alice, bob = bearer(keys["alice"]), bearer(keys["bob"])
+    started = httpx.post(f"{url}/v1/conversations", json={"collection": "alpha"}, headers=alice)
+    assert started.status_code == 201, started.text
+    conversation = started.json()["id"]
+    asked = httpx.post(f"{url}/v1/conversations/{conversation}/answer", headers=alice, timeout=120,
+                       json={"question": "Why does a crocodile's fourth tooth stay visible?", "method": "rag"})
+    assert asked.status_code == 200, asked.text
+    answer = asked.json()["answer"]["id"]
+    assert httpx.post(f"{url}/v1/messages/{answer}/feedback", json={"verdict": "up", "comment": "clear"},
+                      headers=alice).json()["verdict"] == "up"
+    assert [c["id"] for c in httpx.get(f"{url}/v1/conversations", headers=bob).json()["conversations"]] == []
+    # bob cannot tell alice's conversation from one that does not exist: 404 on each route, nothing of it shown
+    for method, path, body in [
+        ("GET", f"/v1/conversations/{conversation}", None),
+        ("GET", f"/v1/conversations/{conversation}/export?format=json", None),
+        ("GET", f"/v1/conversations/{conversation}/export?format=markdown", None),
+        ("PATCH", f"/v1/conversations/{conversation}", {"title": "mine now"}),
+        ("DELETE", f"/v1/conversations/{conversation}", None),
+        ("POST", f"/v1/conversations/{conversation}/answer", {"question": "And salt water?", "method": "rag"}),
+        ("POST", f"/v1/messages/{answer}/feedback", {"verdict": "down"}),
+        ("GET", f"/v1/messages/{answer}/feedback", None),
+    ]:
+        response = httpx.request(method, url + path, json=body, headers=bob, timeout=120)
+        assert response.status_code == 404, (path, response.status_code, response.text)
+        assert "crocodile" not in response.text.lower()
+    kept = httpx.get(f"{url}/v1/conversations/{conversation}", headers=alice).json()
+    assert kept["conversation"]["title"] == "Why does a crocodile's fourth tooth stay visible?"
+    assert [m["role"] for m in kept["messages"]] == ["user", "assistant"]
+    assert httpx.get(f"{url}/v1/messages/{answer}/feedback", headers=alice).json()["feedback"]["comment"] == "clear"
+    # the server's own key is an admin without an account: no conversations of its own
+    assert httpx.get(f"{url}/v1/conversations", headers=bearer(ADMIN_KEY)).status_code == 403
+
+
+def cookie_of(response: httpx.Response) -> str:
+    [line] = [v for k, v in response.headers.multi_items() if k.lower() == "set-cookie"]
+    return line
+
+
+def test_the_page_signs_in_with_a_key_and_writes_need_the_csrf_token(site):
+    url, keys, _ = site
+    assert httpx.post(f"{url}/v1/session", json={"key": "tdk_notarealkey_0000000000000000"}).status_code == 401
+    signed = httpx.post(f"{url}/v1/session", json={"key": keys["alice"]})
+    assert signed.status_code == 200 and signed.json()["user"] == "alice" and signed.json()["conversations"]
+    line = cookie_of(signed).lower()
+    assert "httponly" in line and "samesite=lax" in line and "secure" not in line and "path=/" in line
+    assert keys["alice"] not in signed.text and keys["alice"].lower() not in line
+    csrf = signed.json()["csrf"]
+    page = httpx.Client(base_url=url, cookies=signed.cookies, timeout=120)
+    with page:
+        assert page.get("/v1/session").json()["csrf"] == csrf
+        assert [c["name"] for c in page.get("/v1/collections").json()["collections"]] == ["alpha"]
+        # a write with the cookie alone (what a cross-site form post would carry) is refused
+        assert page.post("/v1/conversations", json={"collection": "alpha"}).status_code == 403
+        assert page.post("/v1/conversations", json={"collection": "alpha"},
+                         headers={"X-CSRF-Token": "0" * 40}).status_code == 403
+        cross = page.post("/v1/conversations", json={"collection": "alpha"},
+                          headers={"X-CSRF-Token": csrf, "Sec-Fetch-Site": "cross-site"})
+        assert cross.status_code == 403 and "another site" in cross.json()["error"]["message"]
+        same = page.post("/v1/conversations", json={"collection": "alpha"},
+                         headers={"X-CSRF-Token": csrf, "Sec-Fetch-Site": "same-origin"})
+        assert same.status_code == 201
+        # a sign-in from another site is refused before the key is even looked at
+        assert httpx.post(f"{url}/v1/session", json={"key": keys["alice"]},
+                          headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+        # signing out ends the session in the store: the same cookie replayed is refused
+        token = page.cookies["typedrag_session"]
+        assert page.request("DELETE", "/v1/session", headers={"X-CSRF-Token": csrf}).status_code == 200
+    replayed = httpx.get(f"{url}/v1/collections", cookies={"typedrag_session": token})
+    assert replayed.status_code == 401 and "session has ended" in replayed.json()["error"]["message"]
+    forged = httpx.get(f"{url}/v1/collections", cookies={"typedrag_session": "A" * 43})
+    assert forged.status_code == 401
+    assert httpx.get(f"{url}/v1/session", cookies={"typedrag_session": "A" * 43}).json()["sign_in_required"]
+
+
+def test_the_servers_key_signs_the_page_in_as_an_admin(site):
+    url, _, _ = site
+    signed = httpx.post(f"{url}/v1/session", json={"key": ADMIN_KEY})
+    assert signed.status_code == 200 and signed.json()["role"] == "admin" and signed.json()["user"] is None
+    listed = httpx.get(f"{url}/v1/collections", cookies=signed.cookies)
+    assert [c["name"] for c in listed.json()["collections"]] == ["alpha", "beta"]
+
+
+def test_a_revoked_key_and_its_sessions_stop_at_once(site):
+    url, keys, store = site
+    carol = bearer(keys["carol"])
+    signed = httpx.post(f"{url}/v1/session", json={"key": keys["carol"]})
+    assert httpx.get(f"{url}/v1/collections", headers=carol).status_code == 200
+    assert httpx.get(f"{url}/v1/collections", cookies=signed.cookies).status_code == 200
+    [key] = store.keys("carol")
+    store.revoke_key("carol", key.prefix)
+    assert httpx.get(f"{url}/v1/collections", headers=carol).status_code == 401
+    ended = httpx.get(f"{url}/v1/collections", cookies=signed.cookies)
+    assert ended.status_code == 401 and "max-age=0" in cookie_of(ended).lower()
+    assert httpx.post(f"{url}/v1/session", json={"key": keys["carol"]}).status_code == 401
+
+
+def test_a_grant_revoked_applies_at_the_next_request(site):
+    url, keys, store = site
+    bob = bearer(keys["bob"])
+    store.grant("bob", "alpha", "read")
+    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bob).json()["collections"]] == ["alpha", "beta"]
+    store.revoke_grant("bob", "alpha")
+    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bob).json()["collections"]] == ["beta"]
+    assert httpx.get(f"{url}/v1/collections/alpha", headers=bob).status_code == 403
+
+
+def test_a_user_header_from_an_address_that_is_no_trusted_proxy_is_ignored(site):
+    url, _, _ = site
+    spoofed = httpx.get(f"{url}/v1/collections", headers={"X-Forwarded-User": "alice"})
+    assert spoofed.status_code == 401  # the test client is 127.0.0.1; only 10.9.9.9 is trusted
+
+
+def test_keys_sent_back_are_never_echoed_in_error_bodies(site):
+    url, keys, _ = site
+    key = keys["alice"]
+    for response in [
+        httpx.get(f"{url}/v1/collections/{key}", headers=bearer(keys["alice"])),
+        httpx.post(f"{url}/v1/conversations", json={"collection": key}, headers=bearer(keys["alice"])),
+        httpx.patch(f"{url}/v1/conversations/{key}", json={"title": key}, headers=bearer(keys["alice"])),
+        httpx.post(f"{url}/v1/session", content=json.dumps({"key": key + "x"}), headers={"Content-Type": "application/json"}),
+        httpx.post(f"{url}/v1/answer", json={"question": key, "collection": ADMIN_KEY}, headers=bearer(ADMIN_KEY)),
+    ]:
+        assert response.status_code >= 400
+        assert key not in response.text and ADMIN_KEY not in response.text, response.text
+
+
+@pytest.fixture(scope="module")
+def behind_a_proxy(tmp_path_factory, classifier, small_index):
+    """A server whose trusted proxy is this test (127.0.0.1), naming its users in X-Forwarded-User."""
+    folder = tmp_path_factory.mktemp("proxied")
+    database = f"sqlite:///{folder / 'store.db'}"
+    store = open_store(database)
+    store.add_user("dora", "reader")
+    store.grant("dora", "default", "read")
+    store.add_user("eve", "reader")
+    store.set_disabled("eve", True)
+    pipeline = Pipeline(OfflineEngine(), open_retriever(small_index), classifier=classifier)
+    options = ServerOptions(trusted_proxies=("127.0.0.1",), user_header="X-Forwarded-User")
+    with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline, options, store=store)) as url:
+        yield url, store
+    store.close()
+
+
+def test_a_trusted_proxys_user_header_signs_in_an_existing_enabled_account(behind_a_proxy):
+    url, _ = behind_a_proxy
+    dora = {"X-Forwarded-User": "dora"}
+    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=dora).json()["collections"]] == ["default"]
+    session = httpx.get(f"{url}/v1/session", headers=dora).json()
+    assert session["user"] == "dora" and session["how"] == "header"
+    assert httpx.get(f"{url}/v1/collections", headers={"X-Forwarded-User": "mallory"}).status_code == 401
+    assert httpx.get(f"{url}/v1/collections", headers={"X-Forwarded-User": "eve"}).status_code == 401
+    assert httpx.get(f"{url}/v1/collections").status_code == 401
+    # a write by header still needs the page's CSRF token: a proxy forwards another site's form post too
+    assert httpx.post(f"{url}/v1/conversations", json={}, headers=dora).status_code == 403
+    made = httpx.post(f"{url}/v1/conversations", json={}, headers={**dora, "X-CSRF-Token": session["csrf"]})
+    assert made.status_code == 201 and made.json()["collection"] == "default"
