@@ -182,6 +182,9 @@ def test_conversations_and_feedback_are_each_users_own(site):
     assert kept["conversation"]["title"] == "Why does a crocodile's fourth tooth stay visible?"
     assert [m["role"] for m in kept["messages"]] == ["user", "assistant"]
     assert httpx.get(f"{url}/v1/messages/{answer}/feedback", headers=alice).json()["feedback"]["comment"] == "clear"
+    # /metrics counts the verdicts by type, strategy and verdict
+    scraped = httpx.get(f"{url}/metrics").text
+    assert 'typedrag_feedback{strategy="rag",type="unknown",verdict="up"} 1.0' in scraped, scraped[-2000:]
     # the server's own key is an admin without an account: no conversations of its own
     assert httpx.get(f"{url}/v1/conversations", headers=bearer(ADMIN_KEY)).status_code == 403
 
