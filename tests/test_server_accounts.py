@@ -292,6 +292,7 @@ def behind_a_proxy(tmp_path_factory, classifier, small_index):
     store.grant("dora", "default", "read")
     store.add_user("eve", "reader")
     store.set_disabled("eve", True)
+    store.dora_key = store.create_key("dora").secret
     pipeline = Pipeline(OfflineEngine(), open_retriever(small_index), classifier=classifier)
     options = ServerOptions(trusted_proxies=("127.0.0.1",), user_header="X-Forwarded-User")
     with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline, options, store=store)) as url:
@@ -312,3 +313,20 @@ def test_a_trusted_proxys_user_header_signs_in_an_existing_enabled_account(behin
     assert httpx.post(f"{url}/v1/conversations", json={}, headers=dora).status_code == 403
     made = httpx.post(f"{url}/v1/conversations", json={}, headers={**dora, "X-CSRF-Token": session["csrf"]})
     assert made.status_code == 201 and made.json()["collection"] == "default"
+
+
+def test_the_cookie_is_secure_when_a_trusted_proxy_says_it_served_tls(behind_a_proxy):
+    url, store = behind_a_proxy
+    proxied = httpx.post(f"{url}/v1/session", json={"key": store.dora_key}, headers={"X-Forwarded-Proto": "https"})
+    assert proxied.status_code == 200 and "; secure" in cookie_of(proxied).lower()
+    plain = httpx.post(f"{url}/v1/session", json={"key": store.dora_key})
+    assert plain.status_code == 200 and "secure" not in cookie_of(plain).lower()
+
+
+def test_serve_leaves_forwarded_headers_to_the_trusted_proxies_check():
+    """uvicorn would believe X-Forwarded-Proto and -For from any loopback client (its default); `serve` turns that off
+    so that only --trusted-proxies are believed (typedrag.server.auth), the Secure cookie's decision included."""
+    from typedrag.server.command import uvicorn_config
+
+    config = uvicorn_config(create_app(Settings(cache_dir=None)), "127.0.0.1", 0)
+    assert config.proxy_headers is False
