@@ -330,3 +330,28 @@ def test_serve_leaves_forwarded_headers_to_the_trusted_proxies_check():
 
     config = uvicorn_config(create_app(Settings(cache_dir=None)), "127.0.0.1", 0)
     assert config.proxy_headers is False
+
+
+def test_the_retention_setting_removes_old_conversations_when_the_server_starts(tmp_path, small_index, classifier):
+    from datetime import datetime, timedelta, timezone
+
+    import sqlalchemy as sa
+
+    from typedrag.store.schema import conversations
+
+    database = f"sqlite:///{tmp_path / 'store.db'}"
+    store = open_store(database)
+    alice = store.add_user("alice", "admin")
+    old, recent = store.start_conversation(alice, "default", "old"), store.start_conversation(alice, "default", "recent")
+    with store.db.writing() as c:
+        c.execute(sa.update(conversations).where(conversations.c.id == old.id)
+                  .values(updated_at=datetime.now(timezone.utc) - timedelta(days=40)))
+    store.close()
+    pipeline = Pipeline(OfflineEngine(), open_retriever(small_index), classifier=classifier)
+    with serving(create_app(Settings(index=small_index, database=database, retention_days=30, cache_dir=None), pipeline)):
+        pass
+    store = open_store(database)
+    try:
+        assert [c.title for c in store.conversations(store.user("alice")).items] == ["recent"]
+    finally:
+        store.close()

@@ -128,6 +128,11 @@ def serve_command(
             "--trusted-proxies; off by default.",
         ),
     ] = None,
+    retention_days: Annotated[
+        Optional[int],
+        typer.Option(min=1, help="Saved conversations untouched for this many days are removed (hourly); default: kept "
+                     "until deleted (also TYPEDRAG_RETENTION_DAYS, retention_days in typedrag.toml)."),
+    ] = None,
     user_header_adds_users: Annotated[
         bool,
         typer.Option(help="With --user-header: a user the proxy names who has no account yet gets one (a reader with no grants)."),
@@ -153,6 +158,7 @@ def serve_command(
         index=index,
         data=data,
         database=database,
+        retention_days=retention_days,
         **{"llm.model": llm, "llm.base_url": base_url},
         **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, mode=milvus_mode),  # the token only from env/config
