@@ -355,3 +355,25 @@ def test_the_retention_setting_removes_old_conversations_when_the_server_starts(
         assert [c.title for c in store.conversations(store.user("alice")).items] == ["recent"]
     finally:
         store.close()
+
+
+def test_a_log_line_never_carries_a_key_in_its_message_fields_or_traceback():
+    import logging
+
+    from typedrag.server.error_bodies import hide
+    from typedrag.server.logs import KeyFilter
+
+    user_key = "tdk_0123456789ab_" + "k" * 43
+    hide("the-servers-secret-key")
+    record = logging.LogRecord("typedrag.server", logging.WARNING, __file__, 1, "sent %s and %s", (user_key, "the-servers-secret-key"), None)
+    record.fields = {"path": f"/v1/collections/{user_key}", "n": 3}
+    try:
+        raise ValueError(f"bad key {user_key}")
+    except ValueError:
+        import sys
+
+        record.exc_info = sys.exc_info()
+    assert KeyFilter().filter(record)
+    shown = record.getMessage() + json.dumps(record.fields)
+    assert user_key not in shown and "the-servers-secret-key" not in shown and "tdk_0123456789ab" in shown
+    assert record.exc_info is None and user_key not in record.fields["error"]
