@@ -108,6 +108,20 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
             sign_in(alice, keys["alice"], "alice")
             expect(alice.locator("#collection option")).to_have_text(["alpha"])
             expect(alice.locator("#conversation-list")).to_contain_text("none yet")
+            # an editor uploads where granted; collections are created and deleted by admins
+            expect(alice.locator("#dropzone")).to_be_visible()
+            expect(alice.locator("#new-collection-box")).to_be_hidden()
+            expect(alice.locator("#delete-collection")).to_be_hidden()
+
+            # another site's form, posted in alice's browser while she is signed in, does nothing
+            attacker = alice.context.new_page()
+            attacker.set_content(f"""<form id=f method=post enctype=text/plain action="{url}/v1/conversations">
+                <input name='{{"collection":"alpha","x":"' value='"}}'></form>""")
+            with attacker.expect_navigation():
+                attacker.evaluate("document.getElementById('f').submit()")
+            assert "201" not in attacker.content() and '"id"' not in attacker.content()
+            attacker.close()
+            assert store.conversations(store.user("alice")).items == []
 
             ask(alice, "Why does a crocodile's fourth tooth stay visible?")
             expect(alice.locator("#answer")).to_contain_text("tooth")

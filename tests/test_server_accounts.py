@@ -88,6 +88,11 @@ def test_each_user_sees_and_uses_only_the_collections_granted(site):
     assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=alice).json()["collections"]] == ["alpha"]
     assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bob).json()["collections"]] == ["beta"]
     assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bearer(ADMIN_KEY)).json()["collections"]] == ["alpha", "beta"]
+    # what the page offers: uploads where the caller writes, creating collections to admins only
+    as_bob, as_alice = (httpx.get(f"{url}/v1/collections", headers=h).json() for h in (bob, alice))
+    assert (as_bob["writable"], as_bob["collections"][0]["may_write"]) == (False, False)
+    assert (as_alice["writable"], as_alice["collections"][0]["may_write"]) == (False, True)
+    assert httpx.get(f"{url}/v1/collections", headers=bearer(ADMIN_KEY)).json()["writable"] is True
 
     asked = httpx.post(f"{url}/v1/collections/beta/answer", json={"question": "How do I knead dough?", "method": "rag"},
                        headers=bob, timeout=120)

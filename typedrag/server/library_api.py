@@ -21,7 +21,7 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
-from typedrag.library import Caller, Collection, CollectionError
+from typedrag.library import Caller, Collection, CollectionError, may
 from typedrag.library.uploads import Staging
 from typedrag.library.viewer import pdf_page, pdf_page_png, render
 from typedrag.server.auth import require_caller
@@ -68,7 +68,11 @@ async def list_collections(request: Request, caller: Caller = Depends(require_ca
         default = library.default_name()
     except CollectionError:
         default = None
-    return {"collections": library.infos(caller), "default": default, "writable": library.data is not None,
+    infos = [{**info, "may_write": may(caller, info["name"], "write")} for info in library.infos(caller)]
+    if default not in {info["name"] for info in infos}:
+        default = None
+    # `writable`: the caller may create and delete collections here (admins, on a server with --data)
+    return {"collections": infos, "default": default, "writable": library.data is not None and may(caller, None, "write"),
             "limits": library.limits.model_dump(mode="json")}
 
 

@@ -440,7 +440,7 @@ $("viewer-close").addEventListener("click", () => { $("viewer-panel").hidden = t
 
 // --- collections: choose one, create and delete them, upload documents and watch them ingested ----------------
 
-const library = { current: null, collections: [], writable: false, limits: null, polling: null };
+const library = { current: null, collections: [], writable: false, mayWrite: new Set(), limits: null, polling: null };
 
 // A server with a store: the session cookie (sent by the browser) and, on a write, its CSRF token. Without one: the
 // key typed in the key box, as a Bearer key.
@@ -483,9 +483,10 @@ function renderCollection(info, documents) {
   $("collection-state").className = `pill state-${info.state}`;
   $("collection-counts").textContent = `${info.files} file${info.files === 1 ? "" : "s"} · ${info.passages} passages` +
     (info.retriever ? ` · ${info.retriever}` : "");
+  const canWrite = !info.read_only && library.mayWrite.has(info.name); // an editor's grant, or an admin
   $("read-only").hidden = !info.read_only;
-  $("dropzone").hidden = info.read_only;
-  $("delete-collection").hidden = info.read_only;
+  $("dropzone").hidden = !canWrite;
+  $("delete-collection").hidden = info.read_only || !library.writable;
   const busy = info.state === "ingesting" || info.state === "queued";
   $("ingestion").hidden = !busy;
   if (busy) {
@@ -506,7 +507,7 @@ function renderCollection(info, documents) {
       el("td", {}, name, el("span", { class: "muted" }, ` ${d.size != null ? size(d.size) : ""}`)),
       el("td", { class: `status status-${d.status}` }, d.status, ...problems),
       el("td", {}, String(d.passages)),
-      el("td", {}, ...(d.status === "removing" ? [] : [remove])));
+      el("td", {}, ...(d.status === "removing" || !canWrite ? [] : [remove])));
     return row;
   }));
   const unsettled = busy || documents.some((d) => ["queued", "indexing", "removing"].includes(d.status));
@@ -527,6 +528,7 @@ async function loadCollections(choose) {
   const listing = await api("/v1/collections");
   library.collections = listing.collections.map((c) => c.name);
   library.writable = listing.writable;
+  library.mayWrite = new Set(listing.collections.filter((c) => c.may_write !== false).map((c) => c.name));
   library.limits = listing.limits;
   const select = $("collection");
   select.replaceChildren(...library.collections.map((name) => el("option", { value: name }, name)));
