@@ -211,6 +211,7 @@ def test_the_page_signs_in_with_a_key_and_writes_need_the_csrf_token(site):
     page = httpx.Client(base_url=url, cookies=signed.cookies, timeout=120)
     with page:
         assert page.get("/v1/session").json()["csrf"] == csrf
+        assert page.get("/v1/session").headers["cache-control"] == "no-store"
         assert [c["name"] for c in page.get("/v1/collections").json()["collections"]] == ["alpha"]
         # a write with the cookie alone (what a cross-site form post would carry) is refused
         assert page.post("/v1/conversations", json={"collection": "alpha"}).status_code == 403
@@ -382,3 +383,22 @@ def test_a_log_line_never_carries_a_key_in_its_message_fields_or_traceback():
     shown = record.getMessage() + json.dumps(record.fields)
     assert user_key not in shown and "the-servers-secret-key" not in shown and "tdk_0123456789ab" in shown
     assert record.exc_info is None and user_key not in record.fields["error"]
+
+
+def test_a_proxy_may_be_allowed_to_add_its_users_as_readers_without_grants(tmp_path, small_index, classifier):
+    database = f"sqlite:///{tmp_path / 'store.db'}"
+    store = open_store(database)
+    store.add_user("admin", "admin")
+    pipeline = Pipeline(OfflineEngine(), open_retriever(small_index), classifier=classifier)
+    options = ServerOptions(trusted_proxies=("127.0.0.0/8",), user_header="X-Forwarded-User", user_header_adds_users=True)
+    try:
+        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline, options, store=store)) as url:
+            first = httpx.get(f"{url}/v1/session", headers={"X-Forwarded-User": "frank"})
+            assert first.json()["user"] == "frank" and first.json()["role"] == "reader"
+            assert httpx.get(f"{url}/v1/collections", headers={"X-Forwarded-User": "frank"}).json()["collections"] == []
+            assert httpx.get(f"{url}/v1/collections/default", headers={"X-Forwarded-User": "frank"}).status_code == 403
+            key_shaped = httpx.get(f"{url}/v1/collections", headers={"X-Forwarded-User": "tdk_0123456789ab_" + "k" * 43})
+            assert key_shaped.status_code == 401 and "k" * 43 not in key_shaped.text
+        assert [u.name for u in store.users()] == ["admin", "frank"]
+    finally:
+        store.close()

@@ -244,7 +244,7 @@ def who(caller: Caller, service: Service, *, csrf: str | None = None, required: 
 
 
 @router.get("/v1/session")
-async def session_info(request: Request) -> dict[str, Any]:
+async def session_info(request: Request) -> JSONResponse:
     """Who the page is signed in as (`signed_in` false and `sign_in_required` true when it must sign in first), the
     CSRF token its writes send (with a session cookie), and whether conversations are kept for it."""
     service = service_of(request)
@@ -254,10 +254,13 @@ async def session_info(request: Request) -> dict[str, Any]:
         if error.status_code != 401:
             raise
         body = who(Caller(authenticated=False, name="nobody"), service, required=True)
-        return JSONResponse(body, headers={"Set-Cookie": error.headers["Set-Cookie"]} if "Set-Cookie" in (error.headers or {}) else None)
+        headers = {"Cache-Control": "no-store"}
+        if "Set-Cookie" in (error.headers or {}):
+            headers["Set-Cookie"] = error.headers["Set-Cookie"]
+        return JSONResponse(body, headers=headers)
     token = request.cookies.get(SESSION_COOKIE) if caller.how == "session" else None
     csrf = csrf_token(token) if token else csrf_token("header:" + caller.name) if caller.how == "header" else None
-    return who(caller, service, csrf=csrf)
+    return JSONResponse(who(caller, service, csrf=csrf), headers={"Cache-Control": "no-store"})  # the CSRF token: never cached
 
 
 @router.post("/v1/session")
@@ -289,7 +292,7 @@ async def sign_in(request: Request) -> JSONResponse:
             raise api_error(401, "that key is not valid: mistyped, revoked, or of a disabled user")
         caller = await user_caller(service, opened.session.user, "session")
     log.info("signed in", extra={"fields": {"user": caller.user.name if caller.user else "(the server's key)"}})
-    response = JSONResponse(who(caller, service, csrf=csrf_token(opened.token)))
+    response = JSONResponse(who(caller, service, csrf=csrf_token(opened.token)), headers={"Cache-Control": "no-store"})
     response.set_cookie(
         SESSION_COOKIE, opened.token, max_age=int(lifetime.total_seconds()), path="/", httponly=True, samesite="lax",
         secure=served_over_tls(request, service.options.trusted_proxies),
