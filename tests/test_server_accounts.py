@@ -402,3 +402,17 @@ def test_a_proxy_may_be_allowed_to_add_its_users_as_readers_without_grants(tmp_p
         assert [u.name for u in store.users()] == ["admin", "frank"]
     finally:
         store.close()
+
+
+def test_sql_metacharacters_and_oversized_strings_over_http_are_data_or_a_clear_refusal(site):
+    url, keys, _ = site
+    alice = bearer(keys["alice"])
+    made = httpx.post(f"{url}/v1/conversations", json={"collection": "alpha", "title": "x'); DROP TABLE users; --"}, headers=alice)
+    assert made.status_code == 201 and made.json()["title"] == "x'); DROP TABLE users; --"
+    found = httpx.get(f"{url}/v1/conversations", params={"search": "%' OR 1=1 --"}, headers=alice)
+    assert found.status_code == 200 and found.json()["conversations"] == []
+    too_long = httpx.patch(f"{url}/v1/conversations/{made.json()['id']}", json={"title": "t" * 100_000}, headers=alice)
+    assert too_long.status_code == 400 and "too long" in too_long.json()["error"]["message"]
+    huge = httpx.patch(f"{url}/v1/conversations/{made.json()['id']}", json={"title": "t" * (1 << 20)}, headers=alice)
+    assert huge.status_code == 413
+    assert httpx.get(f"{url}/v1/conversations/{made.json()['id']}", headers=alice).json()["conversation"]["title"] == "x'); DROP TABLE users; --"
