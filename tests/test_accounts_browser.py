@@ -53,7 +53,7 @@ def site(tmp_path, classifier):
             while httpx.get(f"{url}/v1/collections/{name}", headers=admin).json()["state"] != "ready":
                 assert time.monotonic() < deadline, f"{name} did not become ready"
                 time.sleep(0.2)
-        yield url, keys, store
+        yield url, keys, store, data
     store.close()
 
 
@@ -100,7 +100,7 @@ def fetch(page, method: str, path: str, body=None) -> dict:
 
 
 def test_two_users_each_keep_their_own_conversations_and_feedback(site):
-    url, keys, store = site
+    url, keys, store, data = site
     with sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         try:
@@ -131,6 +131,12 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
             alice.fill("#feedback .comment", "clear and cited")
             alice.press("#feedback .comment", "Enter")
             expect(alice.locator("#feedback [data-verdict=up]")).to_have_attribute("aria-pressed", "true")
+            alice.check('#feedback .helped[data-passage="crocodiles.md#0"]')  # the passage that helped, sent with the verdict
+            alice.wait_for_function("() => document.querySelector('#feedback .saved-note').textContent === 'feedback saved'")
+            deadline = time.monotonic() + HANG_GUARD
+            while not store.feedback_records()[0].helpful:
+                assert time.monotonic() < deadline
+                time.sleep(0.1)
 
             # a reload keeps the session and reopens the conversation, the verdict with it
             alice.reload()
@@ -140,6 +146,7 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
             expect(alice.locator("#answer")).to_contain_text("tooth")
             expect(alice.locator("#feedback [data-verdict=up]")).to_have_attribute("aria-pressed", "true")
             expect(alice.locator("#feedback .comment")).to_have_value("clear and cited")
+            expect(alice.locator('#feedback .helped[data-passage="crocodiles.md#0"]')).to_be_checked()
 
             # a new page on the same session: reopened from the list, a follow-up is read against its history
             alice.goto(url)
@@ -170,6 +177,7 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
             saved = json.loads(open(exported.value.path(), encoding="utf-8").read())
             answers = [m for m in saved["messages"] if m["role"] == "assistant"]
             assert answers[0]["feedback"]["verdict"] == "up" and answers[0]["feedback"]["comment"] == "clear and cited"
+            assert answers[0]["feedback"]["helpful"] == ["crocodiles.md#0"]
             assert answers[0]["result"]["trace"] if "trace" in answers[0]["result"] else answers[0]["result"]["steps"]
             assert answers[0]["trace_id"]
 
@@ -197,6 +205,26 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
             bob.click("#sign-out")
             expect(bob.locator("#sign-in")).to_be_visible()
             assert fetch(bob, "GET", "/v1/conversations")["status"] == 401
+            # alice's verdict becomes an evaluation set: the question, the passage she marked as what is relevant
+            from typer.testing import CliRunner
+
+            from typedrag.cli import app as cli
+
+            out = data.parent / "feedback.jsonl"
+            exported = CliRunner().invoke(cli, ["eval", "export-feedback", "--data", str(data), "--out", str(out)])
+            assert exported.exit_code == 0, exported.output
+            rows = [json.loads(line) for line in out.read_text().splitlines()]
+            row = next(r for r in rows if r["question"] == "Why does a crocodile's fourth tooth stay visible?")
+            assert row["verdict"] == "up" and row["relevant"] == ["crocodiles.md#0"]
+
+            # delete: gone from the list, and from the page's address
+            alice.fill("#conversation-search", "")
+            expect(alice.locator("#conversation-list li")).to_have_count(1)
+            alice.once("dialog", lambda dialog: dialog.accept())
+            alice.click("#delete-conversation")
+            expect(alice.locator("#conversation-list")).to_contain_text("none yet")
+            assert store.conversations(store.user("alice")).items == []
+
             assert alice.console_errors == []
             # bob's only errors are the refusals asked for above, as the browser logs a failed request
             assert bob.console_errors and all(e.startswith("Failed to load resource") for e in bob.console_errors), bob.console_errors

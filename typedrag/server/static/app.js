@@ -294,7 +294,7 @@ const handlers = {
   answer: () => progress("Answer written"),
   saved: (d) => {
     if (current) current.messageId = d.answer;
-    $("feedback").replaceChildren(feedbackBar(d.answer, null));
+    $("feedback").replaceChildren(feedbackBar(d.answer, null, current?.result));
     chats.current = d.conversation;
     showConversationActions();
     location.hash = `c=${d.conversation.id}`;
@@ -340,7 +340,7 @@ function keepInThread() {
         el("summary", {}, `${r.abstained ? "Nearest passages" : "Sources"} (${sources.length})`),
         el("ol", { class: "sources" }, ...sourceItems(sources, own.prefix)))]
     : [];
-  const verdict = current.messageId ? [feedbackBar(current.messageId, current.feedback || null)] : [];
+  const verdict = current.messageId ? [feedbackBar(current.messageId, current.feedback || null, r)] : [];
   const turn = el("article", { class: "turn" }, el("p", { class: "asked" }, current.question), ...readAs, ...badge, said, ...verdict, ...listing);
   turn.dataset.turn = String(number);
   $("thread").append(turn);
@@ -763,7 +763,7 @@ async function reopen(id) {
     started = performance.now();
     progress(`Reopened: ${pairs.length} question${pairs.length === 1 ? "" : "s"} and answer${pairs.length === 1 ? "" : "s"}`);
     renderResult(current.result);
-    $("feedback").replaceChildren(feedbackBar(current.messageId, current.feedback));
+    $("feedback").replaceChildren(feedbackBar(current.messageId, current.feedback, current.result));
     $("start-over").hidden = false;
     $("question").placeholder = "Ask a follow-up question, or start over";
     showWindow();
@@ -805,18 +805,28 @@ $("delete-conversation").addEventListener("click", async () => {
 
 // --- feedback: thumbs up or down, with an optional comment, on every saved answer -----------------------------
 
-function feedbackBar(messageId, given) {
+// Under the verdict, the answer's listed sources, each to tick when it helped: `typedrag eval export-feedback` writes
+// them as the question's relevant passages.
+function feedbackBar(messageId, given, result) {
   const up = el("button", { type: "button", class: "thumb", "data-verdict": "up", "aria-pressed": String(given?.verdict === "up") }, "\u{1F44D} Helpful");
   const down = el("button", { type: "button", class: "thumb", "data-verdict": "down", "aria-pressed": String(given?.verdict === "down") }, "\u{1F44E} Not helpful");
   const comment = el("input", { type: "text", class: "comment", maxlength: "4000", placeholder: "Comment (optional)", "aria-label": "Comment on this answer" });
   comment.value = given?.comment || "";
   const note = el("span", { class: "saved-note", role: "status" }, given ? "feedback saved" : "");
   let verdict = given?.verdict || null;
+  const marked = new Set(given?.helpful || []);
+  const helped = (result ? listed(result) : []).map((source) => {
+    const box = el("input", { type: "checkbox", class: "helped", "data-passage": source.passage_id });
+    box.checked = marked.has(source.passage_id);
+    box.addEventListener("change", () => { if (verdict) send(verdict); });
+    return el("label", { class: "helped-label", title: sourceName(source) || source.passage_id }, box, ` [${source.number}] helped`);
+  });
   async function send(chosen) {
     verdict = chosen;
+    const helpful = helped.map((label) => label.querySelector("input")).filter((box) => box.checked).map((box) => box.dataset.passage);
     try {
       await api(`/v1/messages/${messageId}/feedback`, { method: "POST", headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ verdict, comment: comment.value.trim() }) });
+        body: JSON.stringify({ verdict, comment: comment.value.trim(), helpful }) });
       up.setAttribute("aria-pressed", String(verdict === "up"));
       down.setAttribute("aria-pressed", String(verdict === "down"));
       note.textContent = "feedback saved";
@@ -833,7 +843,7 @@ function feedbackBar(messageId, given) {
       else note.textContent = "choose helpful or not helpful first";
     }
   });
-  return el("div", { class: "feedback-bar", "data-message": String(messageId) }, up, down, comment, note);
+  return el("div", { class: "feedback-bar", "data-message": String(messageId) }, up, down, comment, note, ...helped);
 }
 
 start().catch((e) => showError(e.message));
