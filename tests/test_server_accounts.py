@@ -97,6 +97,12 @@ def test_each_user_sees_and_uses_only_the_collections_granted(site):
     asked = httpx.post(f"{url}/v1/collections/beta/answer", json={"question": "How do I knead dough?", "method": "rag"},
                        headers=bob, timeout=120)
     assert asked.status_code == 200 and asked.json()["sources"][0]["passage_id"] == "bread.txt#0"
+    # a question naming no collection is asked in the only one the caller may read; an error names only those
+    unnamed = httpx.post(f"{url}/v1/answer", json={"question": "How do I knead dough?", "method": "rag"}, headers=bob, timeout=120)
+    assert unnamed.status_code == 200 and unnamed.json()["collection"] == "beta"
+    assert httpx.get(f"{url}/v1/collections", headers=bob).json()["default"] == "beta"
+    several = httpx.post(f"{url}/v1/answer", json={"question": "Why?"}, headers=bearer(ADMIN_KEY))
+    assert several.status_code == 422 and "alpha, beta" in several.json()["error"]["message"]
     # bob in alpha: 403 on every route that reads it, the source viewer's included
     for method, path, body in [
         ("POST", "/v1/collections/alpha/answer", {"question": "Why is a crocodile's tooth visible?", "method": "rag"}),

@@ -444,7 +444,7 @@ class Library:
         """The collection named (None: the default one), if `caller` may `action` it; else `CollectionError`."""
         with self._lock:
             if name is None:
-                name = self.default_name()
+                name = self.default_name(caller)
             collection = self._collections.get(name)
             if collection is None or not (caller.authenticated or may(caller, name, "read")):
                 known = ", ".join(self.names(caller)) or "none yet"
@@ -457,13 +457,17 @@ class Library:
                 raise CollectionError(403, f"not allowed to {action} collection {name!r}")
             return collection
 
-    def default_name(self) -> str:
-        """The collection a question that names none is asked in: the `--index` one, else the only one."""
-        if DEFAULT_COLLECTION in self._collections:
+    def default_name(self, caller: Caller = Caller()) -> str:
+        """The collection a question that names none is asked in: the `--index` one, else the only one; of those
+        `caller` may read (a user's error names only the collections they may read)."""
+        readable = self.names(caller)
+        if DEFAULT_COLLECTION in readable:
             return DEFAULT_COLLECTION
-        if len(self._collections) == 1:
-            return next(iter(self._collections))
-        known = ", ".join(sorted(self._collections)) or "none yet: create one"
+        if len(readable) == 1:
+            return readable[0]
+        known = ", ".join(readable) or "none yet: create one"
+        if not readable and self._collections and not may(caller, None, "write"):
+            known = "none you may read: ask an admin for a grant"
         raise CollectionError(422, f"name the collection to ask in (`collection`); collections: {known}")
 
     def create(self, name: str, caller: Caller = Caller(), retrieval: str | None = None) -> Collection:

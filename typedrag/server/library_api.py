@@ -65,7 +65,7 @@ async def list_collections(request: Request, caller: Caller = Depends(require_ca
     the progress of an ingestion under way, and what the last one did; with the upload limits."""
     library = _library(request)
     try:
-        default = library.default_name()
+        default = library.default_name(caller)
     except CollectionError:
         default = None
     infos = [{**info, "may_write": may(caller, info["name"], "write")} for info in library.infos(caller)]
