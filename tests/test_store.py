@@ -550,8 +550,11 @@ def test_a_session_of_the_servers_key_ends_when_the_key_changes(store):
 def test_a_question_and_its_answer_are_kept_together_or_not_at_all(store, answered):
     alice = store.add_user("alice", "admin")
     conversation = store.start_conversation(alice, "docs")
-    asked, reply = store.add_exchange(alice, conversation.id, "Why did Rome fall?", answered.answer, result=answered, trace_id="t" * 32)
+    asked, reply, now = store.add_exchange(alice, conversation.id, "Why did Rome fall?", answered.answer, result=answered, trace_id="t" * 32)
     assert (asked.role, reply.role, reply.trace_id) == ("user", "assistant", "t" * 32)
+    assert now.title == "Why did Rome fall?" and now.updated_at == reply.created_at
+    assert store.conversation_with_history(alice, conversation.id) == (now, store.history(alice, conversation.id))
+    assert [t.role for t in store.history(alice, conversation.id)] == ["user", "assistant"]
     with pytest.raises(InvalidInput):  # the answer is refused: the question is not kept either
         store.add_exchange(alice, conversation.id, "And then?", "x" * (2 << 20))
     assert [m.role for m in store.messages(alice, conversation.id)] == ["user", "assistant"]

@@ -179,9 +179,9 @@ async def export_conversation(conversation_id: str, request: Request, format: Li
 
 async def _prepared(conversation_id: str, body: Question, request: Request, caller: Caller):
     service, store, user = _account(request, caller)
-    conversation = await in_store(store.conversation, user, conversation_id)
     question, forced = service.check(body.question, body.type)
-    history = service.check_history(window_of(await in_store(store.history, user, conversation.id)))
+    conversation, turns = await in_store(store.conversation_with_history, user, conversation_id)
+    history = service.check_history(window_of(turns))
     pipeline = service.pipeline_for(conversation.collection, caller)
     return service, store, user, conversation, question, forced, history, pipeline
 
@@ -196,8 +196,8 @@ async def answer_in_conversation(conversation_id: str, body: Question, request: 
     result = await answer_once(service, request, question, body.method, forced, history, pipeline)
     if result is None:
         return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
-    asked, answered = await in_store(store.add_exchange, user, conversation.id, question, result.answer, result=result, trace_id=traced)
-    kept = await in_store(store.conversation, user, conversation.id)
+    asked, answered, kept = await in_store(store.add_exchange, user, conversation.id, question, result.answer, result=result,
+                                           trace_id=traced)
     return {"conversation": conversation_json(kept), "question": message_json(asked), "answer": message_json(answered)}
 
 
@@ -211,9 +211,8 @@ async def answer_stream_in_conversation(conversation_id: str, body: Question, re
 
     async def save(result: AnswerResult) -> list[tuple[str, Any]]:
         try:
-            asked, answered = await in_store(store.add_exchange, user, conversation.id, question, result.answer,
-                                             result=result, trace_id=traced)
-            kept = await in_store(store.conversation, user, conversation.id)
+            asked, answered, kept = await in_store(store.add_exchange, user, conversation.id, question, result.answer,
+                                                   result=result, trace_id=traced)
         except (StoreError, StoreUnavailable) as error:
             log.warning("an answer was not saved", extra={"fields": {"error": str(error)}})
             return [("error", {"status": 503, "message": "the answer was not saved: the store is unavailable; see the server log"})]

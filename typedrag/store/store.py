@@ -505,15 +505,15 @@ class Store:
                        row["result"])
 
     def add_exchange(self, user: User, conversation_id: str, question: str, answer: str, *, result: Any = None,
-                     trace_id: str | None = None) -> tuple[Message, Message]:
+                     trace_id: str | None = None) -> tuple[Message, Message, Conversation]:
         """A question and its answer appended together, in one transaction: a server killed while saving leaves both
-        or neither, never a question without its answer."""
+        or neither, never a question without its answer. Returns them and the conversation as it is now."""
         asked_row = self._message_row("user", question, None, None)
         answer_row = self._message_row("assistant", answer, result, trace_id)
         with self.db.writing() as c:
             asked = self._append(c, user, conversation_id, asked_row)
             answered = self._append(c, user, conversation_id, answer_row)
-        return asked, answered
+            return asked, answered, self._conversation(c, user, conversation_id, check_access=False)
 
     def messages(self, user: User, conversation_id: str) -> list[Message]:
         """A conversation's messages in the order they were added, answers with their full results."""
@@ -524,7 +524,16 @@ class Store:
 
     def history(self, user: User, conversation_id: str) -> list[Turn]:
         """The conversation as `Pipeline.answer(question, history=...)` takes it, to answer a follow-up in it."""
-        return [Turn(role=m.role, content=m.text) for m in self.messages(user, conversation_id) if m.text]  # type: ignore[arg-type]
+        return self.conversation_with_history(user, conversation_id)[1]
+
+    def conversation_with_history(self, user: User, conversation_id: str) -> tuple[Conversation, list[Turn]]:
+        """The conversation and its turns, in one read: what a question asked in it needs (the answers' result JSON,
+        kilobytes each, is not read)."""
+        with self.db.reading() as c:
+            found = self._conversation(c, user, conversation_id)
+            rows = c.execute(sa.select(messages.c.role, messages.c.text)
+                             .where(messages.c.conversation_id == found.id).order_by(messages.c.id))
+            return found, [Turn(role=row.role, content=row.text) for row in rows if row.text]
 
     def purge(self, retention_days: int | None = None) -> int:
         """Remove deleted conversations, and with `retention_days` those untouched for longer, with their messages
