@@ -23,6 +23,7 @@ from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.mcp_server import Collection, CollectionInfo, SingleIndex, UnknownCollection, build_server
 from typedrag.pipeline import Pipeline
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply
+from test_server import classifier  # noqa: E402,F401  (tests/ is on sys.path)
 
 mcp = pytest.importorskip("mcp", reason="the test extra installs mcp: pip install -e '.[test]'")
 httpx2 = pytest.importorskip("httpx2", reason="mcp's own HTTP client")
@@ -301,3 +302,29 @@ async def test_an_llm_answer_names_its_engine_and_a_failing_endpoint_is_a_clean_
             assert_one_line_error(failed, "LLM endpoint failed")
             assert "10.0.0.7" not in text_of(failed)  # the upstream's details stay in the server's log
         await model.aclose()
+
+
+async def test_stdio_with_data_serves_the_servers_collections_read_only(tmp_path, classifier):
+    """`typedrag mcp --data DIR` beside a running `serve --data DIR`: the collections as they are, nothing written."""
+    from typedrag.library import Library
+
+    data = tmp_path / "data"
+    library = Library(Pipeline(OfflineEngine(), None, classifier=classifier), data, ingest=False)
+    try:
+        collection = library.create("kb", retrieval="bm25")
+        staging = collection.staging()
+        staging.begin("bread.txt")
+        staging.write(b"Bread making\n\nKnead the dough for about ten minutes until it is smooth and elastic.\n")
+        staging.end()
+        library.add(collection, staging.staged)
+        library.ingest(collection)
+    finally:
+        library.close()
+    before = sorted((str(p), p.stat().st_mtime_ns) for p in data.rglob("*") if p.is_file())
+    command = StdioServerParameters(command=str(TYPEDRAG), args=["mcp", "--data", str(data), "--llm", "offline"], env=env(tmp_path))
+    async with Client(command) as client:
+        listed = await client.call_tool("list_collections", {})
+        assert [c["name"] for c in listed.structured_content["collections"]] == ["kb"]
+        found = await client.call_tool("search", {"query": "knead dough", "collection": "kb"})
+        assert found.structured_content["passages"][0]["id"] == "bread.txt#0"
+    assert sorted((str(p), p.stat().st_mtime_ns) for p in data.rglob("*") if p.is_file()) == before

@@ -420,7 +420,7 @@ def test_removing_a_user_removes_their_conversations_keys_grants_and_feedback(st
     assert store.remove_user("alice") == 1
     with store.db.reading() as c:
         counts = {t.name: c.execute(sa.select(sa.func.count()).select_from(t)).scalar() for t in metadata.sorted_tables}
-    assert counts == {"users": 1, "api_keys": 0, "grants": 0, "conversations": 1, "messages": 2, "feedback": 1}
+    assert counts == {"users": 1, "api_keys": 0, "grants": 0, "conversations": 1, "messages": 2, "feedback": 1, "sessions": 0}
     with pytest.raises(NotFound):
         store.remove_user("alice")
 
@@ -499,3 +499,84 @@ def test_export_json_has_every_message_the_full_result_and_the_verdict(store, an
     assert reply["result"]["llm_calls"] == json.loads(answered.model_dump_json())["llm_calls"]
     assert reply["result"]["sources"][0]["passage_id"] == answered.sources[0].passage_id
     assert reply["feedback"]["verdict"] == "up" and reply["feedback"]["comment"] == "good"
+
+
+# ---------------------------------------------------------------- sessions (the page's sign-in)
+
+
+def test_a_session_lasts_while_its_key_its_user_and_its_lifetime_do(store, clock):
+    from datetime import timedelta
+
+    store.add_user("alice", "reader")
+    key = store.create_key("alice")
+    assert store.open_session("tdk_" + "x" * 40, timedelta(hours=1)) is None  # not a key
+    opened = store.open_session(key.secret, timedelta(hours=1))
+    assert opened is not None and opened.token not in repr(opened)
+    assert store.session(opened.token).user.name == "alice"
+    with store.db.reading() as c:  # the row holds the token's digest, never the token
+        assert opened.token not in json.dumps([list(map(str, r)) for r in c.execute(sa.text("SELECT * FROM sessions"))])
+    for forged in (opened.token[:-1] + ("A" if opened.token[-1] != "A" else "B"), "", "x" * 5000, None, 7):
+        assert store.session(forged) is None
+    clock.advance(minutes=59)
+    assert store.session(opened.token) is not None
+    clock.advance(minutes=2)
+    assert store.session(opened.token) is None  # expired
+    assert store.end_expired_sessions() == 1
+
+    again = store.open_session(key.secret, timedelta(hours=1))
+    store.set_disabled("alice", True)
+    assert store.session(again.token) is None
+    store.set_disabled("alice", False)
+    assert store.session(again.token) is not None
+    store.revoke_key("alice", key.key.prefix)
+    assert store.session(again.token) is None  # revoking the key ends the sessions it opened
+
+    other = store.open_session(store.create_key("alice").secret, timedelta(hours=1))
+    assert store.end_session(other.token) is True and store.session(other.token) is None
+    assert store.end_session(other.token) is False  # a replayed sign-out changes nothing
+
+
+def test_a_session_of_the_servers_key_ends_when_the_key_changes(store):
+    from datetime import timedelta
+
+    opened = store.open_admin_session("the-servers-own-key", timedelta(hours=1))
+    assert store.session(opened.token, "the-servers-own-key").user is None
+    assert store.session(opened.token, "another-key-now") is None
+    assert store.session(opened.token, None) is None
+    with store.db.reading() as c:
+        assert "the-servers-own-key" not in json.dumps([list(map(str, r)) for r in c.execute(sa.text("SELECT * FROM sessions"))])
+
+
+def test_a_question_and_its_answer_are_kept_together_or_not_at_all(store, answered):
+    alice = store.add_user("alice", "admin")
+    conversation = store.start_conversation(alice, "docs")
+    asked, reply, now = store.add_exchange(alice, conversation.id, "Why did Rome fall?", answered.answer, result=answered, trace_id="t" * 32)
+    assert (asked.role, reply.role, reply.trace_id) == ("user", "assistant", "t" * 32)
+    assert now.title == "Why did Rome fall?" and now.updated_at == reply.created_at
+    assert store.conversation_with_history(alice, conversation.id) == (now, store.history(alice, conversation.id))
+    assert [t.role for t in store.history(alice, conversation.id)] == ["user", "assistant"]
+    with pytest.raises(InvalidInput):  # the answer is refused: the question is not kept either
+        store.add_exchange(alice, conversation.id, "And then?", "x" * (2 << 20))
+    assert [m.role for m in store.messages(alice, conversation.id)] == ["user", "assistant"]
+    with pytest.raises(NotFound):
+        store.add_exchange(store.add_user("bob", "admin"), conversation.id, "hijack", "no")
+
+
+def test_ten_thousand_conversations_list_a_page_at_a_time(store, clock):
+    alice = store.add_user("alice", "admin")
+    from typedrag.store.schema import conversations
+
+    rows = [{"id": f"{n:032x}", "owner_id": alice.id, "collection": "docs", "title": f"conversation {n}",
+             "created_at": clock(), "updated_at": clock()} for n in range(10_000)]
+    with store.db.writing() as c:
+        c.execute(sa.insert(conversations), rows)
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = store.conversations(alice, limit=200, cursor=cursor)
+        seen += [c.id for c in page.items]
+        pages += 1
+        if page.next_cursor is None:
+            break
+        cursor = page.next_cursor
+    assert pages == 50 and len(seen) == len(set(seen)) == 10_000
+    assert [c.title for c in store.conversations(alice, search="conversation 9999").items] == ["conversation 9999"]

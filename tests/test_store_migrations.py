@@ -60,8 +60,17 @@ def _seed_0001(connection: sa.Connection) -> None:
     ), {"t": when})
 
 
+def _seed_0002(connection: sa.Connection) -> None:
+    _seed_0001(connection)
+    when = datetime(2026, 1, 2, 3, 4, 5)
+    connection.execute(sa.text("INSERT INTO api_keys (user_id, prefix, hash, label, created_at) VALUES (1, '0123456789ab', 'x', '', :t)"), {"t": when})
+    connection.execute(sa.text(
+        "INSERT INTO sessions (id, user_id, key_id, created_at, expires_at) VALUES (:id, 1, 1, :t, :t)"
+    ), {"id": "0" * 64, "t": when})
+
+
 # Rows a database at each revision may hold, written with that revision's tables.
-SEEDS = {"base": None, "0001": _seed_0001}
+SEEDS = {"base": None, "0001": _seed_0001, "0002": _seed_0002}
 
 
 def test_every_revision_has_its_seed_rows():

@@ -411,18 +411,26 @@ def mcp_command(
     token: TokenOpt = None,
     milvus_mode: RetrievalOpt = None,
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error (JSON lines on stderr).")] = "warning",
+    data: Annotated[
+        Optional[Path],
+        typer.Option("--data", help="Serve the collections of `typedrag serve --data DIR` (read-only: nothing is "
+                     "ingested or changed; with --index too, that index is the collection 'default')."),
+    ] = None,
 ) -> None:
     """An MCP server on stdin/stdout for assistants and IDE agents: tools to list collections, search one and
-    answer from it (this index is the collection "default"). `typedrag serve` offers the same at /mcp over
-    HTTP. Needs the mcp extra."""
+    answer from it (this index is the collection "default", or with --data the server's collections).
+    `typedrag serve` offers the same at /mcp over HTTP. Needs the mcp extra."""
     from typedrag.extras import require
     from typedrag.factory import Resources, build_pipeline
+    from typedrag.library import CollectionError, Library
+    from typedrag.library.tools import LibraryCollections
     from typedrag.mcp_server import FEATURE, SingleIndex, serve_stdio
     from typedrag.server.logs import configure_logging
 
     configure_logging(log_level)  # stdout carries the protocol: every log line goes to stderr
     settings = settings_from(
         index=index_dir,
+        data=data,
         classifier=classifier,
         **{"llm.model": llm, "llm.base_url": base_url},
         **llm_limits(llm_timeout, llm_concurrency),
@@ -431,11 +439,19 @@ def mcp_command(
     resources = Resources()
     try:
         require("mcp.server", "mcp", FEATURE)  # before the index is opened: the extra is the first thing to add
-        pipeline = build_pipeline(settings, resources)
+        pipeline = build_pipeline(settings, resources, need_index=data is None or index_dir is not None)
         _note_retrieval(pipeline.retriever)
-        asyncio.run(resources.run(serve_stdio(SingleIndex(lambda: pipeline))))
+        if data is None:
+            collections = SingleIndex(lambda: pipeline)
+        else:
+            library = Library(pipeline, settings.data, default_index=settings.index, limits=settings.library,
+                              retrieval=settings.retrieval, ingest=False, read_only=True)
+            collections = LibraryCollections(lambda: library)
+        asyncio.run(resources.run(serve_stdio(collections)))
     except USER_ERRORS as error:
         fail(str(error))
+    except CollectionError as error:
+        fail(error.message)
     finally:
         resources.close()
 

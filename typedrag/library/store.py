@@ -359,8 +359,12 @@ class Library:
         limits: LibraryLimits | None = None,
         retrieval: str | None = None,
         ingest: bool = True,
+        read_only: bool = False,
     ) -> None:
+        """`read_only`: only read the folder's collections as they are (`typedrag mcp --data DIR`, beside a running
+        server): no lock on the folder, nothing recovered, written or ingested."""
         self.base, self.data, self.limits, self.retrieval = base, data, limits or LibraryLimits(), retrieval
+        self.read_only = read_only
         self._collections: dict[str, Collection] = {}
         self._lock = threading.RLock()
         self._pending: dict[str, None] = {}  # collections to ingest, in order
@@ -377,13 +381,16 @@ class Library:
         if data is not None:
             self._open(data)
         self._thread: threading.Thread | None = None
-        if ingest and data is not None:
+        if ingest and data is not None and not read_only:
             self._thread = threading.Thread(target=self._ingest_forever, name="typedrag-ingest", daemon=True)
             self._thread.start()
 
     # --- opening ---------------------------------------------------------------------------------
 
     def _open(self, data: Path) -> None:
+        if self.read_only:
+            self._open_to_read(data)
+            return
         (data / COLLECTIONS).mkdir(parents=True, exist_ok=True)
         if fcntl is not None:
             self._data_lock = open(data / ".typedrag-data.lock", "a+b")
@@ -405,6 +412,15 @@ class Library:
             if collection.behind():
                 log.info("collection behind its documents: ingesting", extra={"fields": {"collection": folder.name}})
                 self._schedule(collection)
+
+    def _open_to_read(self, data: Path) -> None:
+        if not (data / COLLECTIONS).is_dir():
+            raise CollectionError(404, f"no collections in {data}: give the --data DIR of `typedrag serve`")
+        for folder in sorted((data / COLLECTIONS).iterdir()):
+            if folder.is_dir() and not folder.is_symlink() and NAME.fullmatch(folder.name) and folder.name not in self._collections:
+                collection = Collection(folder.name, folder / INDEX, folder, self.limits)
+                self._reopen(collection)
+                self._collections[folder.name] = collection
 
     def close(self) -> None:
         """Stop the ingestion (what it did is kept: the next start resumes it) and release the data folder."""
@@ -428,29 +444,37 @@ class Library:
         """The collection named (None: the default one), if `caller` may `action` it; else `CollectionError`."""
         with self._lock:
             if name is None:
-                name = self.default_name()
+                name = self.default_name(caller)
             collection = self._collections.get(name)
-            if collection is None or not may(caller, name, "read"):
+            if collection is None or not (caller.authenticated or may(caller, name, "read")):
                 known = ", ".join(self.names(caller)) or "none yet"
                 raise CollectionError(404, f"no collection {name!r}; collections: {known}")
+            # A signed-in user without a grant is told so (403: who may read what is an admin's decision, not a
+            # secret); someone who said nothing of who they are learns nothing of what exists (404).
+            if not may(caller, name, "read"):
+                raise CollectionError(403, f"not allowed to read collection {name!r}: ask an admin for a grant")
             if not may(caller, name, action):
                 raise CollectionError(403, f"not allowed to {action} collection {name!r}")
             return collection
 
-    def default_name(self) -> str:
-        """The collection a question that names none is asked in: the `--index` one, else the only one."""
-        if DEFAULT_COLLECTION in self._collections:
+    def default_name(self, caller: Caller = Caller()) -> str:
+        """The collection a question that names none is asked in: the `--index` one, else the only one; of those
+        `caller` may read (a user's error names only the collections they may read)."""
+        readable = self.names(caller)
+        if DEFAULT_COLLECTION in readable:
             return DEFAULT_COLLECTION
-        if len(self._collections) == 1:
-            return next(iter(self._collections))
-        known = ", ".join(sorted(self._collections)) or "none yet: create one"
+        if len(readable) == 1:
+            return readable[0]
+        known = ", ".join(readable) or "none yet: create one"
+        if not readable and self._collections and not may(caller, None, "write"):
+            known = "none you may read: ask an admin for a grant"
         raise CollectionError(422, f"name the collection to ask in (`collection`); collections: {known}")
 
     def create(self, name: str, caller: Caller = Caller(), retrieval: str | None = None) -> Collection:
         if self.data is None:
             raise CollectionError(409, "this server keeps no collections: start it with --data DIR")
         if not may(caller, None, "write"):
-            raise CollectionError(403, "not allowed to create collections")
+            raise CollectionError(403, "not allowed to create collections: collections are created and deleted by admins")
         if not NAME.fullmatch(name or ""):
             raise CollectionError(422, "a collection name is 1-64 lower-case letters, digits, '-' or '_', starting with a letter or digit")
         if retrieval not in (None, "bm25", "dense", "hybrid"):
@@ -474,6 +498,8 @@ class Library:
         """Delete a collection and everything it holds (an ingestion under way is stopped first)."""
         with self._lock:
             collection = self.get(name, caller, "write")
+            if not may(caller, None, "write"):
+                raise CollectionError(403, f"not allowed to delete collection {name!r}: collections are created and deleted by admins")
             if collection.read_only:
                 raise CollectionError(409, f"collection {name!r} is the index given with --index; it is not deleted from here")
             del self._collections[name]

@@ -7,73 +7,48 @@ so replicas behind a load balancer need only the same read-only index and LLM en
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
-from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from typedrag import telemetry
 from typedrag.config import Settings
-from typedrag.history import Turn
 from typedrag.pipeline import Pipeline
 from typedrag.result import AnswerResult
-from typedrag.server.mcp_http import mount_mcp
-from typedrag.server.metrics import RequestObserver, ServiceMetrics, fastapi_traces_requests
 from typedrag.library import Caller, CollectionError
+from typedrag.server.answering import AnswerRequest, answer_once
+from typedrag.server.answering import answer_stream as stream_of
+from typedrag.server.auth import check_bearer, require_caller, store_error
+from typedrag.server.auth import router as auth_router
+from typedrag.server.conversations_api import router as conversations_router
 from typedrag.server.library_api import UPLOAD_PATH, collection_error
 from typedrag.server.library_api import router as library_router
+from typedrag.server.mcp_http import mount_mcp
+from typedrag.server.metrics import RequestObserver, ServiceMetrics, fastapi_traces_requests
 from typedrag.server.openai_compat import router as openai_router
+from typedrag.server.error_bodies import hide, without_keys
 from typedrag.server.service import (
     CLIENT_CLOSED,
     RequestContext,
     ServerOptions,
     Service,
-    SlotStream,
-    api_error,
     error_body,
-    errors_log,
     json_safe,
     log,
-    request_id_var,
-    check_key,
-    require_key,
     service_of,
 )
+from typedrag.store import StoreError, StoreUnavailable
 
 STATIC = Path(__file__).parent / "static"
-
-
-class AnswerRequest(BaseModel):
-    """The body of /v1/answer: the question, the method, and optionally a forced type."""
-
-    question: str = Field(examples=["What is the difference between a crocodile and an alligator?"])
-    method: Literal["typed", "rag", "llm"] = Field(
-        "typed", description="typed (Typed-RAG), rag (plain RAG) or llm (LLM only)"
-    )
-    type: str | None = Field(None, description="Force the question type, e.g. comparison; default: classify it")
-    history: list[Turn] = Field(
-        [],
-        description="The conversation before this question, oldest first: user and assistant turns (a follow-up is "
-        "read with them) and system turns (instructions for the answer's writing: language, tone, length)",
-    )
-    collection: str | None = Field(
-        None, description="The collection to answer in (GET /v1/collections); default: the --index one, or the only one"
-    )
-
-
-def sse(event: str, data: Any) -> str:
-    payload = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data, ensure_ascii=False)
-    return f"event: {event}\ndata: {payload}\n\n"
 
 
 router = APIRouter()
@@ -145,14 +120,14 @@ async def readyz(request: Request) -> JSONResponse:
 
 
 @router.post("/v1/answer", response_model=AnswerResult, tags=["answer"])
-async def answer(body: AnswerRequest, request: Request, caller: Caller = Depends(require_key)) -> AnswerResult | JSONResponse:
+async def answer(body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> AnswerResult | JSONResponse:
     """Answer one question (in `collection`); the result carries the type, plan, aspects, sources (each linking to
     its original), citations and LLM calls."""
     return await _answer(body, request, caller, body.collection)
 
 
 @router.post("/v1/collections/{collection}/answer", response_model=AnswerResult, tags=["collections"])
-async def answer_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_key)) -> AnswerResult | JSONResponse:
+async def answer_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> AnswerResult | JSONResponse:
     """Answer one question in `collection` (the body's own `collection`, if any, is ignored)."""
     return await _answer(body, request, caller, collection)
 
@@ -162,11 +137,7 @@ async def _answer(body: AnswerRequest, request: Request, caller: Caller, collect
     question, forced = service.check(body.question, body.type)
     history = service.check_history(body.history)
     pipeline = service.pipeline_for(collection, caller) if body.method != "llm" or collection else service.pipeline
-    service.slots.take()
-    try:
-        result = await service.answer_unless_gone(request, question, body.method, forced, history, pipeline)
-    finally:
-        service.slots.give()
+    result = await answer_once(service, request, question, body.method, forced, history, pipeline)
     if result is None:
         return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
     return result
@@ -181,13 +152,13 @@ _STREAM_RESPONSES = {
 
 
 @router.post("/v1/collections/{collection}/answer/stream", tags=["collections"], response_class=StreamingResponse, responses=_STREAM_RESPONSES)
-async def answer_stream_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_key)) -> StreamingResponse:
+async def answer_stream_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> StreamingResponse:
     """As /v1/answer/stream, in `collection`."""
     return _stream(body, request, caller, collection)
 
 
 @router.post("/v1/answer/stream", tags=["answer"], response_class=StreamingResponse, responses=_STREAM_RESPONSES)
-async def answer_stream(body: AnswerRequest, request: Request, caller: Caller = Depends(require_key)) -> StreamingResponse:
+async def answer_stream(body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> StreamingResponse:
     """Server-Sent Events, in order: `rewrite` (with history: the follow-up read alone), `type` (typed only),
     `plan` (decomposing types), `aspect` (each, as done),
     then the answer as it is written: `token` {text} pieces that concatenate to the answer, and `citation`
@@ -203,53 +174,47 @@ def _stream(body: AnswerRequest, request: Request, caller: Caller, collection: s
     question, forced = service.check(body.question, body.type)
     history = service.check_history(body.history)
     pipeline = service.pipeline_for(collection, caller) if body.method != "llm" or collection else service.pipeline
-    service.slots.take()
-
-    async def stream() -> AsyncIterator[str]:
-        try:
-            async for name, data in service.events(question, body.method, forced, history, pipeline):
-                if name == "ping":
-                    yield ": ping\n\n"
-                elif name == "result":
-                    yield sse("answer", {"text": data.answer})
-                    yield sse("result", data)
-                else:
-                    yield sse(name, data)
-        except HTTPException as error:
-            yield sse("error", {"status": error.status_code, "message": error.detail})
-        except Exception:
-            errors_log.exception("stream failed")
-            yield sse("error", {"status": 500, "message": f"internal error; request id {request_id_var.get()}"})
-
-    return SlotStream(stream(), service.slots)
+    return stream_of(service, question, body.method, forced, history, pipeline)
 
 
-def create_app(settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None) -> FastAPI:
-    """The app; without a `pipeline` one is built from `settings` at startup and its resources closed at shutdown."""
+def create_app(settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None, store: Any = None) -> FastAPI:
+    """The app; without a `pipeline` one is built from `settings` at startup and its resources closed at shutdown.
+    Without a `store` (typedrag.store, which `serve` opens before it starts), the one `settings` names (`data`,
+    `database`) is opened at startup and closed at shutdown."""
+    given_store = store
     options = options or ServerOptions()
     metrics = ServiceMetrics()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        resources = None
+        resources = opened = purging = None
         try:
+            store = given_store
+            if store is None:
+                store = opened = await asyncio.to_thread(open_server_store, settings)
             if pipeline is not None:
-                app.state.service = await asyncio.to_thread(Service, pipeline, settings, options, metrics)
+                app.state.service = await asyncio.to_thread(Service, pipeline, settings, options, metrics, None, store)
             else:
                 from typedrag.factory import Resources, build_pipeline
 
                 resources = Resources()
                 built = await asyncio.to_thread(build_pipeline, settings, resources, need_index=settings.data is None)
-                app.state.service = await asyncio.to_thread(Service, built, settings, options, metrics)
+                app.state.service = await asyncio.to_thread(Service, built, settings, options, metrics, None, store)
             await asyncio.to_thread(app.state.service.load_models)
             metrics.watch(app.state.service)
+            if store is not None:
+                purging = asyncio.create_task(purge_forever(store, settings.retention_days))
             async with mcp.running():
                 yield
         finally:
+            if purging is not None:
+                purging.cancel()
             metrics.close()
             service = getattr(app.state, "service", None)
             if service is not None:
                 await asyncio.to_thread(service.library.close)
+            if opened is not None:
+                await asyncio.to_thread(opened.close)
             if resources is not None:
                 resources.close()
             # Every request has ended: send their spans now. After a SIGTERM the server re-raises the signal
@@ -265,6 +230,7 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
         lifespan=lifespan,
         swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would send the schema to an online validator
     )
+    app.__class__ = KeylessApp  # FastAPIOffline makes a FastAPI; this subclass adds only its __call__
     if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
     app.add_middleware(
@@ -275,9 +241,63 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
     app.add_exception_handler(StarletteHTTPException, http_error)  # also the router's own 404/405
     app.add_exception_handler(RequestValidationError, invalid)
     app.add_exception_handler(CollectionError, collection_error)
+    app.add_exception_handler(StoreError, store_error)
+    app.add_exception_handler(StoreUnavailable, store_error)
+    if options.api_key is not None:
+        hide(options.api_key)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(router)
+    app.include_router(auth_router)
     app.include_router(library_router)
-    app.include_router(openai_router, dependencies=[Depends(require_key)])
-    mcp = mount_mcp(app, check_key, options.max_request_bytes)
+    app.include_router(conversations_router)
+    app.include_router(openai_router, dependencies=[Depends(require_caller)])
+    mcp = mount_mcp(app, check_bearer, options.max_request_bytes)
     return app
+
+
+class KeylessApp(FastAPI):
+    """The app, seeing no key in a URL: a key pasted into a path or a query string is cut to its prefix before
+    anything sees the request (FastAPI's own request span records the path and query, the log the path)."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        if scope["type"] in ("http", "websocket"):
+            path, query = scope.get("path", ""), scope.get("query_string", b"")
+            masked_path = without_keys(path)
+            masked_query = without_keys(query.decode("latin-1")).encode("latin-1", "replace")
+            if masked_path != path or masked_query != query:
+                scope = {**scope, "path": masked_path, "raw_path": masked_path.encode("utf-8", "replace"), "query_string": masked_query}
+        await super().__call__(scope, receive, send)
+
+
+PURGE_EVERY = 3600.0  # seconds between purges of deleted and expired conversations and ended sessions
+
+
+def open_server_store(settings: Settings):
+    """The store of a server with a data folder or a database (None without either: no accounts, nothing saved),
+    migrated; its deleted and expired conversations purged at once (`purge_forever` does it hourly after)."""
+    if settings.data is None and settings.database is None:
+        return None
+    from typedrag.store import open_store
+
+    database = settings.database.get_secret_value() if settings.database else None
+    store = open_store(database, settings.data, pool_size=10)
+    purge(store, settings.retention_days)
+    return store
+
+
+def purge(store, retention_days: int | None) -> None:
+    removed = store.purge(retention_days)
+    ended = store.end_expired_sessions()
+    if removed or ended:
+        log.info("purged", extra={"fields": {"conversations": removed, "sessions": ended, "retention_days": retention_days}})
+
+
+async def purge_forever(store, retention_days: int | None, every: float = PURGE_EVERY) -> None:
+    """Deleted conversations, those past the retention, and ended sessions removed every `every` seconds; a
+    failure (the database away for a while) is logged and tried again at the next round."""
+    while True:
+        await asyncio.sleep(every)
+        try:
+            await asyncio.to_thread(purge, store, retention_days)
+        except (StoreError, StoreUnavailable) as error:
+            log.warning("purge failed; tried again in an hour", extra={"fields": {"error": str(error)}})

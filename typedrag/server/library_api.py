@@ -21,10 +21,11 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
-from typedrag.library import Caller, Collection, CollectionError
+from typedrag.library import Caller, Collection, CollectionError, may
 from typedrag.library.uploads import Staging
 from typedrag.library.viewer import pdf_page, pdf_page_png, render
-from typedrag.server.service import api_error, client_log, error_body, log, require_key, service_of
+from typedrag.server.auth import require_caller
+from typedrag.server.service import api_error, client_log, error_body, log, service_of
 
 UPLOAD_PATH = re.compile(r"/v1/collections/[^/]+/documents/?")
 STATIC = Path(__file__).parent / "static"
@@ -59,45 +60,49 @@ class SearchRequest(BaseModel):
 
 
 @router.get("/v1/collections", tags=["collections"])
-async def list_collections(request: Request, caller: Caller = Depends(require_key)) -> dict[str, Any]:
+async def list_collections(request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     """Every collection the caller may read: documents, passages, state (empty, queued, ingesting, ready, failed),
     the progress of an ingestion under way, and what the last one did; with the upload limits."""
     library = _library(request)
     try:
-        default = library.default_name()
+        default = library.default_name(caller)
     except CollectionError:
         default = None
-    return {"collections": library.infos(caller), "default": default, "writable": library.data is not None,
+    infos = [{**info, "may_write": may(caller, info["name"], "write")} for info in library.infos(caller)]
+    if default not in {info["name"] for info in infos}:
+        default = None
+    # `writable`: the caller may create and delete collections here (admins, on a server with --data)
+    return {"collections": infos, "default": default, "writable": library.data is not None and may(caller, None, "write"),
             "limits": library.limits.model_dump(mode="json")}
 
 
 @router.post("/v1/collections", tags=["collections"], status_code=201)
-async def create_collection(body: NewCollection, request: Request, caller: Caller = Depends(require_key)) -> dict[str, Any]:
+async def create_collection(body: NewCollection, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     collection = await asyncio.to_thread(_library(request).create, body.name, caller, body.retrieval)
     return collection.info()
 
 
 @router.get("/v1/collections/{collection}", tags=["collections"])
-async def get_collection(collection: str, request: Request, caller: Caller = Depends(require_key)) -> dict[str, Any]:
+async def get_collection(collection: str, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     return _library(request).get(collection, caller).info()
 
 
 @router.delete("/v1/collections/{collection}", tags=["collections"])
-async def delete_collection(collection: str, request: Request, caller: Caller = Depends(require_key)) -> dict[str, Any]:
+async def delete_collection(collection: str, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     """Delete the collection, its documents and its index (an ingestion under way is stopped first)."""
     await asyncio.to_thread(_library(request).delete, collection, caller)
     return {"deleted": collection}
 
 
 @router.get("/v1/collections/{collection}/documents", tags=["collections"])
-async def list_documents(collection: str, request: Request, caller: Caller = Depends(require_key)) -> dict[str, Any]:
+async def list_documents(collection: str, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     """Each document with its status: indexed, queued, indexing, failed (with its problems), or removing."""
     found = _library(request).get(collection, caller)
     return {"collection": found.info(), "documents": await asyncio.to_thread(found.documents)}
 
 
 @router.post("/v1/collections/{collection}/search", tags=["collections"])
-async def search(collection: str, body: SearchRequest, request: Request, caller: Caller = Depends(require_key)) -> dict[str, Any]:
+async def search(collection: str, body: SearchRequest, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     """The passages the collection's index finds for `query`, best first, each with its link to the original."""
     library = _library(request)
     sources = await asyncio.to_thread(library.search, collection, body.query, body.k, caller)
@@ -112,7 +117,7 @@ async def search(collection: str, body: SearchRequest, request: Request, caller:
         "type": "object", "properties": {"files": {"type": "array", "items": {"type": "string", "format": "binary"}}}}}},
         "required": True}},
 )
-async def upload(collection: str, request: Request, caller: Caller = Depends(require_key)) -> JSONResponse:
+async def upload(collection: str, request: Request, caller: Caller = Depends(require_caller)) -> JSONResponse:
     """Add documents (multipart/form-data, any number of file fields): a file named as one the collection holds
     replaces it. 202 with each file accepted or rejected (with its one-line reason); ingestion follows in the
     background, and answers come from the documents as they were until it is done. 422 when no file is accepted."""
@@ -225,7 +230,7 @@ class _Parts:
 
 
 @router.delete("/v1/collections/{collection}/documents/{name}", tags=["collections"], status_code=202)
-async def delete_document(collection: str, name: str, request: Request, caller: Caller = Depends(require_key)) -> dict[str, Any]:
+async def delete_document(collection: str, name: str, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     """Remove a document: it leaves the answers once the ingestion that follows is done."""
     library = _library(request)
     target = library.get(collection, caller, "write")
@@ -234,7 +239,7 @@ async def delete_document(collection: str, name: str, request: Request, caller: 
 
 
 @router.get("/v1/collections/{collection}/documents/{name}/original", tags=["collections"])
-async def original(collection: str, name: str, request: Request, caller: Caller = Depends(require_key)) -> Response:
+async def original(collection: str, name: str, request: Request, caller: Caller = Depends(require_caller)) -> Response:
     """The document as uploaded, as a download (never shown by the browser as it is: the viewer shows it sanitised)."""
     target = _library(request).get(collection, caller)
     path, why = await asyncio.to_thread(target.original, name, _indexed_hash(target, name))
@@ -251,7 +256,7 @@ def _indexed_hash(target: Collection, name: str) -> str | None:
 
 @router.get("/v1/collections/{collection}/source", tags=["collections"])
 async def source(collection: str, request: Request, passage: str | None = None, document: str | None = None,
-                 caller: Caller = Depends(require_key)) -> dict[str, Any]:
+                 caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     """What the viewer shows for a passage (or a whole document): the passage, and its original rendered and
     sanitised with the passage marked (`kind` html), or a PDF's page count and the passage's boxes on its pages
     (`kind` pdf; images from .../pages/{n}.png). `found` false, with a note, when the passage is not in the index."""
@@ -292,7 +297,7 @@ def _source(target: Collection, passage_id: str | None, document: str | None) ->
 
 
 @router.get("/v1/collections/{collection}/documents/{name}/pages/{number}.png", tags=["collections"], response_class=Response)
-async def page_image(collection: str, name: str, number: int, request: Request, caller: Caller = Depends(require_key)) -> Response:
+async def page_image(collection: str, name: str, number: int, request: Request, caller: Caller = Depends(require_caller)) -> Response:
     """Page `number` of a PDF document, rendered by PDFium."""
     target = _library(request).get(collection, caller)
     path, why = await asyncio.to_thread(target.original, name, _indexed_hash(target, name))
@@ -309,5 +314,6 @@ async def page_image(collection: str, name: str, number: int, request: Request, 
 
 @router.get("/view/{collection}", include_in_schema=False)
 async def viewer(collection: str) -> FileResponse:
-    """The viewer page: it fetches /v1/collections/{collection}/source with the page's key, so a link needs no key in it."""
+    """The viewer page: it fetches /v1/collections/{collection}/source as the page does (its session cookie, or the key
+    it keeps), so a link needs no key in it."""
     return FileResponse(STATIC / "view.html", headers={"Content-Security-Policy": VIEWER_POLICY, "Cache-Control": "no-cache"})

@@ -1,5 +1,5 @@
 """The server's log: one JSON object per line carrying the request id, noisy loggers rate-limited, secrets
-redacted, tracebacks cut short."""
+redacted (URL passwords, API keys: a user's cut to its prefix, the server's own replaced), tracebacks cut short."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import traceback
 from typing import Any
 
 from typedrag.redact import RedactingFilter
+from typedrag.server.error_bodies import without_keys
 
 request_id_var: contextvars.ContextVar[str] = contextvars.ContextVar("request_id", default="-")
 log = logging.getLogger("typedrag.server")
@@ -44,6 +45,26 @@ def short_traceback(exc_info: Any) -> str:
     lines = traceback.format_exception(kind, error, trace, limit=-TRACEBACK_FRAMES, chain=False)
     text = "".join(lines)
     return text if len(text) <= TRACEBACK_CHARS else "...\n" + text[-TRACEBACK_CHARS:]
+
+
+class KeyFilter(logging.Filter):
+    """No API key in a log line: in its message, its fields or its traceback (a key pasted where a name goes, in a
+    path, in an error some library raised)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = without_keys(message)
+        if masked != message:
+            record.msg, record.args = masked, None
+        fields = getattr(record, "fields", None)
+        if isinstance(fields, dict):
+            record.fields = {k: without_keys(v) if isinstance(v, str) else v for k, v in fields.items()}
+        if record.exc_info and record.exc_info[1] is not None:
+            text = short_traceback(record.exc_info)
+            if without_keys(text) != text:
+                record.exc_info, record.exc_text = None, None
+                record.fields = {**getattr(record, "fields", {}), "error": without_keys(text)}
+        return True
 
 
 class RateLimitFilter(logging.Filter):
@@ -86,6 +107,7 @@ def configure_logging(level: str = "info", stream: Any = None) -> None:
     handler.setFormatter(JsonFormatter())
     handler.addFilter(RateLimitFilter())
     handler.addFilter(RedactingFilter())  # whatever logger a URL with a password comes through
+    handler.addFilter(KeyFilter())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -1,9 +1,10 @@
-"""/mcp on `typedrag serve`: the MCP server (typedrag.mcp_server) over Streamable HTTP, behind the same API key
-as /v1. Without the `mcp` extra the route answers 501 with the one line that names it; the rest of the service
+"""/mcp on `typedrag serve`: the MCP server (typedrag.mcp_server) over Streamable HTTP, behind the same keys as /v1
+(the server's own, or a user's: MCP clients send no cookies). Without the `mcp` extra the route answers 501 with the one line that names it; the rest of the service
 runs as ever.
 
 The collections it serves are the server's library (typedrag.library: `serve --data DIR`'s collections and the
-`--index` one as "default"), each read with the rights of the caller whose key the request carried.
+`--index` one as "default"), each read with the rights of the caller whose key the request carried: a collection
+the caller may not read is not listed, and asking or searching in it is the same tool error as an unknown one.
 """
 
 from __future__ import annotations
@@ -17,8 +18,9 @@ from fastapi.responses import JSONResponse
 
 from typedrag.errors import UserError
 from typedrag.extras import MissingExtra
-from typedrag.library import Caller, CollectionError
-from typedrag.mcp_server import Collection, CollectionInfo, Collections, HttpEndpoint, UnknownCollection, http_endpoint
+from typedrag.library import Caller
+from typedrag.library.tools import LibraryCollections
+from typedrag.mcp_server import Collections, HttpEndpoint, http_endpoint
 from typedrag.server.error_bodies import error_body
 
 PATH = "/mcp"
@@ -29,36 +31,9 @@ PATH = "/mcp"
 current_caller: ContextVar[Caller] = ContextVar("typedrag_mcp_caller", default=Caller(authenticated=False, name="nobody"))
 
 
-class LibraryCollections:
-    """The server's library as the MCP tools see it: the collections the caller may read, answers counted against
-    `--max-concurrency` as /v1's are."""
-
-    def __init__(self, app: FastAPI) -> None:
-        self.app = app
-
-    def list(self) -> list[CollectionInfo]:
-        library, caller = self.app.state.service.library, current_caller.get()
-        shown = []
-        for info in library.infos(caller):
-            try:
-                generator = library.pipeline(info["name"], caller).engine.name
-            except CollectionError:  # no index yet: listed, with nothing that answers
-                generator = "none yet"
-            shown.append(CollectionInfo(name=info["name"], description=info["state"], retriever=info["retriever"],
-                                        generator=generator, passages=info.get("passages")))
-        return shown
-
-    def open(self, name: str) -> Collection:
-        try:
-            pipeline = self.app.state.service.library.pipeline(name, current_caller.get())
-        except CollectionError as error:
-            raise UnknownCollection(error.message) from error
-        return Collection(name, pipeline, link=lambda source: source.link, admit=lambda: answer_slot(self.app))
-
-
 def served_collections(app: FastAPI) -> Collections:
-    """The collections /mcp serves: the server's library, read with the caller's rights."""
-    return LibraryCollections(app)
+    """The collections /mcp serves: the server's library, read with the rights of the request's caller."""
+    return LibraryCollections(lambda: app.state.service.library, current_caller.get, lambda: answer_slot(app))
 
 
 class ServerBusy(UserError):

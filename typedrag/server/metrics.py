@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import threading
 import time
 import weakref
@@ -35,6 +36,7 @@ from typedrag import telemetry
 from typedrag.nfq import NFQType
 from typedrag.result import AnswerResult
 
+log = logging.getLogger("typedrag.server")
 REQUEST_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0)
 ANSWER_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 30.0, 60.0, 120.0, 300.0)
 LLM_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0)
@@ -192,9 +194,27 @@ class _ServiceState:
         if counts:  # indexes that reopen themselves when a sync swaps in a new version (every collection's)
             yield CounterMetricFamily("typedrag_index_reloads", "Times an index was reopened after a sync replaced it.", value=sum(counts))
         yield from _caches()
+        yield from _feedback(getattr(service, "store", None))
 
     def describe(self) -> list[Metric]:
         return []  # read at scrape time: nothing to check for clashes at registration
+
+
+def _feedback(store: Any) -> Iterator[Metric]:
+    """The verdicts users gave, by question type, strategy and verdict: read from the store at each scrape, so every
+    replica sharing a database reports the same totals (a sum over replicas counts them again: take the max)."""
+    if store is None:
+        return
+    try:
+        counts = store.feedback_counts()
+    except Exception as error:  # the database away: the rest of the scrape still answers
+        log.warning("feedback counts not read for /metrics", extra={"fields": {"error": type(error).__name__}})
+        return
+    family = GaugeMetricFamily("typedrag_feedback", "Verdicts on kept answers (thumbs up or down), by question type, "
+                               "strategy and verdict; read from the store.", labels=["type", "strategy", "verdict"])
+    for kind, strategy, verdict, count in counts:
+        family.add_metric([kind, strategy, verdict], count)
+    yield family
 
 
 def _caches() -> Iterator[Metric]:

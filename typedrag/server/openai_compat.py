@@ -41,9 +41,9 @@ from typedrag.server.service import (
     error_body,
     errors_log,
     request_id_var,
-    require_key,
     service_of,
 )
+from typedrag.server.auth import require_caller
 from typedrag.text import for_terminal
 
 MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
@@ -76,26 +76,36 @@ class ChatCompletionRequest(BaseModel):
 
 
 @router.get("/models")
-async def models(request: Request) -> dict[str, Any]:
+async def models(request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     """typedrag-typed (Typed-RAG), typedrag-rag (plain RAG), typedrag-llm (LLM only), and
-    typedrag-typed:<type> for each question type (Typed-RAG with that type forced)."""
-    return {"object": "list", "data": list(_models(request).values())}
+    typedrag-typed:<type> for each question type (Typed-RAG with that type forced); typedrag:<c> and
+    typedrag-rag:<c> for each collection the caller may read."""
+    return {"object": "list", "data": list(_models(request, caller).values())}
 
 
 @router.get("/models/{model_id}")
-async def model(model_id: str, request: Request) -> dict[str, Any]:
+async def model(model_id: str, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
     """One model of the list, as OpenAI's `models.retrieve` reads it; 404 for a name that is not ours."""
-    found = _models(request).get(model_id)
+    found = _models(request, caller).get(model_id)
     if found is None:
         raise api_error(404, f"unknown model {model_id!r}; GET /v1/models lists them")
     return found
 
 
-def _models(request: Request) -> dict[str, dict[str, Any]]:
+def _models(request: Request, caller: Caller) -> dict[str, dict[str, Any]]:
+    """The models the caller may use: those of the collections they may read, and the default collection's (the
+    plain names) only when they may read it; typedrag-llm (no documents) always."""
     service = service_of(request)
-    forced = [TYPED_PREFIX + label.lower() for label in service.pipeline.routes]
-    collections = [prefix + name for name in service.library.names(getattr(request.state, "caller", None) or Caller()) for prefix in COLLECTION_MODELS]
-    return {name: {"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in [*MODELS, *forced, *collections]}
+    library = service.library
+    try:
+        library.get(None, caller)
+        default_readable = True
+    except CollectionError as error:  # 422: no default (several collections); asking without one says so
+        default_readable = error.status == 422
+    forced = [TYPED_PREFIX + label.lower() for label in service.pipeline.routes] if default_readable else []
+    plain = list(MODELS) if default_readable else [name for name, method in MODELS.items() if method == "llm"]
+    collections = [prefix + name for name in library.names(caller) for prefix in COLLECTION_MODELS]
+    return {name: {"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in [*plain, *forced, *collections]}
 
 
 def method_of(model: str) -> tuple[str, str | None, str | None]:
@@ -165,7 +175,7 @@ def usage(result: AnswerResult) -> dict[str, int]:
 
 @router.post("/chat/completions", response_model=None)
 async def chat_completions(
-    body: ChatCompletionRequest, request: Request, caller: Caller = Depends(require_key)
+    body: ChatCompletionRequest, request: Request, caller: Caller = Depends(require_caller)
 ) -> dict[str, Any] | StreamingResponse | JSONResponse:
     """Chat completion, streamed as `data:` chunks ending in `data: [DONE]` when `stream` is true. The model
     `typedrag:<collection>` (or `typedrag-rag:<collection>`) answers in that collection."""

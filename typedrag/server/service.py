@@ -9,16 +9,14 @@ and neither imports the other.
 from __future__ import annotations
 
 import asyncio
-import hmac
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from fastapi import Depends, Request
+from fastapi import Request
 from fastapi.responses import StreamingResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from typedrag.config import Settings
 from typedrag.errors import ModelUnavailable
@@ -49,7 +47,7 @@ __all__ = [
     "CLIENT_CLOSED", "KEEPALIVE_SECONDS", "MAX_JSON_DEPTH", "TRACEBACK_CHARS", "TRACEBACK_FRAMES", "JsonFormatter",
     "RateLimitFilter", "RequestContext", "ServerOptions", "Service", "SlotStream", "Slots", "api_error", "client_log",
     "configure_logging", "error_body", "errors_log", "json_depth", "json_safe", "load_models", "log", "request_id_var",
-    "require_key", "service_of", "short_traceback",
+    "service_of", "short_traceback",
 ]
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing a slow stream
@@ -66,6 +64,13 @@ class ServerOptions:
     ready_timeout: float = 2.0  # seconds /readyz waits for the LLM endpoint
     body_timeout: float = 20.0  # seconds a client may take to send its whole body (Apache mod_reqtimeout's body=20)
     allowed_hosts: list[str] | None = None  # Host headers accepted (starlette TrustedHostMiddleware); None: any
+    # Accounts (typedrag.server.auth): how long a page's sign-in lasts; the proxies whose X-Forwarded-Proto (and user
+    # header) is believed, as addresses or networks; the header an SSO proxy names the signed-in user in (None: off),
+    # and whether a name it gives that has no account yet becomes a reader (no grants) rather than a 401.
+    session_hours: float = 168.0
+    trusted_proxies: tuple[str, ...] = ()
+    user_header: str | None = None
+    user_header_adds_users: bool = False
 
 
 class Slots:
@@ -111,9 +116,13 @@ class Service:
 
     def __init__(
         self, pipeline: Pipeline, settings: Settings, options: ServerOptions, metrics: ServiceMetrics | None = None,
-        library: Library | None = None,
+        library: Library | None = None, store: Any = None,
     ) -> None:
         self.pipeline, self.settings, self.options = pipeline, settings, options
+        # The accounts, grants, sessions, saved conversations and feedback (typedrag.store), when the server has a
+        # data folder or a database; None: no accounts, nothing saved (the server's key, or none, as before).
+        self.store = store
+        self.has_accounts = False  # set once the store is seen to hold an account (typedrag.server.auth.is_open)
         # The collections answered in: the pipeline's own index as "default" (`--index`), and those of `--data DIR`.
         self.library = library or Library(
             pipeline, settings.data, default_index=settings.index, limits=settings.library, retrieval=settings.retrieval
@@ -271,27 +280,6 @@ async def _disconnected(request: Request) -> None:
 
 
 CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never seen by the (gone) client
-
-
-_bearer = HTTPBearer(auto_error=False, description="Needed when the server was started with an API key")
-
-
-def require_key(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Caller:
-    """Who is calling: today, whoever sends the server's key (or anyone, when it has none). What they may read or
-    write is decided by typedrag.library.access, per collection."""
-    expected = service_of(request).options.api_key
-    if expected is None:
-        return Caller()
-    if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), expected.encode()):
-        raise api_error(
-            401, "missing or wrong API key: send 'Authorization: Bearer <key>'", {"WWW-Authenticate": "Bearer"}
-        )
-    return Caller(name="key")
-
-
-async def check_key(request: Request) -> Caller:
-    """`require_key` for a route that is an ASGI app of its own (/mcp), where FastAPI resolves no dependencies."""
-    return require_key(request, await _bearer(request))
 
 
 def service_of(request: Request) -> Service:

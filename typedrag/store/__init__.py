@@ -18,11 +18,23 @@ from typedrag.store.errors import (
     StoreUnavailable,
 )
 from typedrag.store.schema import LIMITS
-from typedrag.store.records import ApiKey, Conversation, Feedback, FeedbackRecord, Grant, Message, NewKey, Page, User
-from typedrag.store.store import EVERY_COLLECTION, Store, open_store
+from typedrag.store.records import (
+    ApiKey,
+    Conversation,
+    Feedback,
+    FeedbackRecord,
+    Grant,
+    Message,
+    NewKey,
+    NewSession,
+    Page,
+    Session,
+    User,
+)
+from typedrag.store.store import EVERY_COLLECTION, Store, access_from, open_store
 
 __all__ = [
     "EVERY_COLLECTION", "LIMITS", "AlreadyExists", "ApiKey", "Conversation", "Feedback", "FeedbackRecord", "Forbidden",
-    "Grant", "InvalidInput", "Message", "NewKey", "NotFound", "Page", "SchemaTooNew", "Store", "StoreError",
-    "StoreUnavailable", "User", "database_url", "open_store",
+    "Grant", "InvalidInput", "Message", "NewKey", "NewSession", "NotFound", "Page", "SchemaTooNew", "Session", "Store",
+    "StoreError", "StoreUnavailable", "User", "access_from", "database_url", "open_store",
 ]

@@ -126,3 +126,19 @@ class FeedbackRecord:
     method: str | None
     trace_id: str | None
     message_id: int
+
+
+@dataclass(frozen=True)
+class Session:
+    """A page signed in with a key: whose session it is (a user; None for the server's own key) and until when."""
+
+    user: User | None
+    expires_at: datetime
+
+
+@dataclass(frozen=True)
+class NewSession:
+    """A session just opened: `token` is the cookie's value, stored nowhere (the row holds its SHA-256)."""
+
+    session: Session
+    token: str = field(repr=False)

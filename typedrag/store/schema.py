@@ -152,3 +152,19 @@ feedback = sa.Table(
     sa.UniqueConstraint("message_id", "user_id"),  # a second vote on an answer replaces the first
     sa.CheckConstraint(_in("verdict", VERDICTS), name="verdict"),
 )
+
+sessions = sa.Table(
+    "sessions",
+    metadata,
+    # A signed-in page's cookie is a random token; the row is found by its SHA-256 (the token is stored nowhere).
+    sa.Column("id", sa.String(64), primary_key=True),
+    # A user's session is signed in with one of their keys: revoking the key, disabling or removing the user ends it.
+    sa.Column("user_id", sa.ForeignKey("users.id", ondelete="CASCADE"), nullable=True, index=True),
+    sa.Column("key_id", sa.ForeignKey("api_keys.id", ondelete="CASCADE"), nullable=True),
+    # A session of the server's own key (`serve --api-key-env`, no row of its own): an argon2 hash of that key, so
+    # the session ends when the key is changed.
+    sa.Column("admin_key_hash", sa.String(256), nullable=True),
+    sa.Column("created_at", UTCDateTime(), nullable=False),
+    sa.Column("expires_at", UTCDateTime(), nullable=False, index=True),
+    sa.CheckConstraint("(user_id IS NOT NULL AND key_id IS NOT NULL) OR admin_key_hash IS NOT NULL", name="owner"),
+)

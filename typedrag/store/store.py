@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 import re
 import secrets
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -25,8 +26,20 @@ from pydantic import BaseModel
 from typedrag.history import Turn
 from typedrag.store.database import Database, database_url, open_database
 from typedrag.store.errors import AlreadyExists, Forbidden, InvalidInput, NotFound, StoreError
-from typedrag.store.keys import VerifiedKeys, mask_keys, new_key, prefix_of
-from typedrag.store.records import ApiKey, Conversation, Feedback, FeedbackRecord, Grant, Message, NewKey, Page, User
+from typedrag.store.keys import HASHER, VerifiedKeys, mask_keys, new_key, prefix_of
+from typedrag.store.records import (
+    ApiKey,
+    Conversation,
+    Feedback,
+    FeedbackRecord,
+    Grant,
+    Message,
+    NewKey,
+    NewSession,
+    Page,
+    Session,
+    User,
+)
 from typedrag.store.schema import (
     ACCESS,
     LIMITS,
@@ -38,6 +51,7 @@ from typedrag.store.schema import (
     feedback,
     grants,
     messages,
+    sessions,
     users,
 )
 
@@ -91,7 +105,7 @@ def _conversation_id(value: Any) -> str:
 
 
 def _message_id(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**63:
         raise NotFound("no such message")
     return value
 
@@ -243,6 +257,11 @@ class Store:
         """The user a presented key belongs to; None for a malformed, unknown, wrong or revoked key, or a disabled
         user. The key is compared in constant time (argon2, then a digest); its last-used time is written at
         most once a minute."""
+        found = self._authenticated(presented)
+        return found[0] if found is not None else None
+
+    def _authenticated(self, presented: str) -> tuple[User, int] | None:
+        """(the user, the key's row id) of a presented key that authenticates."""
         prefix = prefix_of(presented) if isinstance(presented, str) else None
         if prefix is None:
             return None
@@ -262,7 +281,69 @@ class Store:
             stale = sa.or_(api_keys.c.last_used_at.is_(None), api_keys.c.last_used_at <= now - LAST_USED_EVERY)
             with self.db.writing() as c:  # conditional: of replicas checking the same key at once, one writes
                 c.execute(sa.update(api_keys).where(api_keys.c.id == row.key_id, stale).values(last_used_at=now))
-        return User(row.id, row.name, row.role, row.created_at, bool(row.disabled))
+        return User(row.id, row.name, row.role, row.created_at, bool(row.disabled)), int(row.key_id)
+
+    def has_users(self) -> bool:
+        """Whether any account exists: a server with none (and no key of its own) stays open on loopback."""
+        with self.db.reading() as c:
+            return c.execute(sa.select(users.c.id).limit(1)).first() is not None
+
+    # ------------------------------------------------------------ sessions
+
+    def open_session(self, presented: str, lifetime: timedelta) -> NewSession | None:
+        """Sign a page in with a user's key: a new session for `lifetime`, or None when the key does not authenticate.
+        The session lasts while the key does: revoking it, or disabling or removing the user, ends the session."""
+        found = self._authenticated(presented)
+        if found is None:
+            return None
+        user, key_id = found
+        return self._new_session(lifetime, user=user, user_id=user.id, key_id=key_id)
+
+    def open_admin_session(self, server_key: str, lifetime: timedelta) -> NewSession:
+        """A session of the server's own key (`serve --api-key-env`), which has no row: the session keeps an argon2
+        hash of it and ends when the server's key is another."""
+        return self._new_session(lifetime, user=None, admin_key_hash=HASHER.hash(server_key))
+
+    def _new_session(self, lifetime: timedelta, *, user: User | None, **owner: Any) -> NewSession:
+        token = secrets.token_urlsafe(32)
+        now = self.now()
+        with self.db.writing() as c:
+            c.execute(sa.insert(sessions).values(id=_session_id(token), created_at=now, expires_at=now + lifetime, **owner))
+        return NewSession(Session(user, now + lifetime), token)
+
+    def session(self, token: str, server_key: str | None = None) -> Session | None:
+        """The session a cookie's token names, if it is still good: not expired, not signed out, its key not revoked
+        and its user enabled (a session of the server's key: that key still `server_key`). None for anything else."""
+        if not isinstance(token, str) or not 20 <= len(token) <= 100:
+            return None
+        query = (
+            sa.select(sessions.c.admin_key_hash, sessions.c.expires_at, sessions.c.user_id, api_keys.c.revoked_at,
+                      users.c.name, users.c.role, users.c.created_at, users.c.disabled)
+            .select_from(sessions.outerjoin(users, users.c.id == sessions.c.user_id).outerjoin(api_keys, api_keys.c.id == sessions.c.key_id))
+            .where(sessions.c.id == _session_id(token), sessions.c.expires_at > self.now())
+        )
+        with self.db.reading() as c:
+            row = c.execute(query).first()
+        if row is None:
+            return None
+        if row.user_id is not None:
+            if row.name is None or row.disabled or row.revoked_at is not None:
+                return None
+            return Session(User(row.user_id, row.name, row.role, row.created_at, False), row.expires_at)
+        if row.admin_key_hash and server_key and self._verified.check(row.admin_key_hash, server_key):
+            return Session(None, row.expires_at)
+        return None
+
+    def end_session(self, token: str) -> bool:
+        """Sign out: the session's row is removed, so its cookie is refused from now on, by every replica."""
+        if not isinstance(token, str) or not 20 <= len(token) <= 100:
+            return False
+        with self.db.writing() as c:
+            return bool(c.execute(sa.delete(sessions).where(sessions.c.id == _session_id(token))).rowcount)
+
+    def end_expired_sessions(self) -> int:
+        with self.db.writing() as c:
+            return int(c.execute(sa.delete(sessions).where(sessions.c.expires_at <= self.now())).rowcount)
 
     # ------------------------------------------------------------ grants
 
@@ -295,6 +376,12 @@ class Store:
                 query = query.where(grants.c.user_id == self._user(c, user_name).id)
             return [Grant(row.name, row.collection, row.access) for row in c.execute(query)]
 
+    def grants_of(self, user: User) -> dict[str, str]:
+        """The user's grants as they are now, {collection: access} ('*' among them): what a request's caller carries,
+        read once per request (`access_from` decides with them)."""
+        with self.db.reading() as c:
+            return {row.collection: row.access for row in c.execute(sa.select(grants.c.collection, grants.c.access).where(grants.c.user_id == user.id))}
+
     def access(self, user: User, collection: str) -> str | None:
         """What the user may do in a collection: "write", "read" or None. Admins write everywhere; others have
         their grant on it or on '*' (the higher); a reader never more than read; a disabled user nothing."""
@@ -318,11 +405,10 @@ class Store:
             return None
         if current.role == "admin":
             return "write"
-        found = set(c.execute(
-            sa.select(grants.c.access).where(grants.c.user_id == user.id, grants.c.collection.in_([collection, EVERY_COLLECTION]))
-        ).scalars())
-        have = "write" if "write" in found else "read" if found else None
-        return "read" if have and current.role == "reader" else have
+        found = c.execute(
+            sa.select(grants.c.collection, grants.c.access).where(grants.c.user_id == user.id, grants.c.collection.in_([collection, EVERY_COLLECTION]))
+        ).all()
+        return access_from(current.role, False, {row.collection: row.access for row in found}, collection)
 
     # ------------------------------------------------------------ conversations
 
@@ -392,6 +478,12 @@ class Store:
                     trace_id: str | None = None) -> Message:
         """Append a message to one of the user's conversations. An answer carries its `result` (AnswerResult, dict
         or JSON), whose method, type and strategy are kept beside it, and the trace id the server gave it."""
+        row = self._message_row(role, text, result, trace_id)
+        with self.db.writing() as c:
+            return self._append(c, user, conversation_id, row)
+
+    def _message_row(self, role: str, text: str, result: Any, trace_id: str | None) -> dict[str, Any]:
+        """A message's values, checked and bounded before a transaction starts."""
         role = _choice(role, "the message role", MESSAGE_ROLES)
         text = clean_text(text, "the message", LIMITS["message_text"], required=role != "assistant")
         result_json = _result_json(result)
@@ -399,17 +491,29 @@ class Store:
         data: dict[str, Any] = json.loads(result_json) if result_json else {}
         kind: dict[str, Any] = data["type"] if isinstance(data.get("type"), dict) else {}
         labels = {"method": _label(data.get("method")), "type": _label(kind.get("type")), "strategy": _label(data.get("strategy"))}
+        return {"role": role, "text": text, "result": result_json, "trace_id": trace or None, **labels}
+
+    def _append(self, c: sa.Connection, user: User, conversation_id: str, row: dict[str, Any]) -> Message:
+        found = self._conversation(c, user, conversation_id)
+        now = self.now()
+        message_id = c.execute(sa.insert(messages).values(conversation_id=found.id, created_at=now, **row)).inserted_primary_key[0]  # type: ignore[index]
+        changes: dict[str, Any] = {"updated_at": now}
+        if not found.title and row["role"] == "user":
+            changes["title"] = clean_text(row["text"], "the title", 10**9, one_line=True)[: LIMITS["title"]]
+        c.execute(sa.update(conversations).where(conversations.c.id == found.id).values(**changes))
+        return Message(message_id, found.id, row["role"], row["text"], now, row["trace_id"], row["method"], row["type"], row["strategy"],
+                       row["result"])
+
+    def add_exchange(self, user: User, conversation_id: str, question: str, answer: str, *, result: Any = None,
+                     trace_id: str | None = None) -> tuple[Message, Message, Conversation]:
+        """A question and its answer appended together, in one transaction: a server killed while saving leaves both
+        or neither, never a question without its answer. Returns them and the conversation as it is now."""
+        asked_row = self._message_row("user", question, None, None)
+        answer_row = self._message_row("assistant", answer, result, trace_id)
         with self.db.writing() as c:
-            found = self._conversation(c, user, conversation_id)
-            now = self.now()
-            message_id = c.execute(sa.insert(messages).values(
-                conversation_id=found.id, role=role, text=text, result=result_json, trace_id=trace or None, created_at=now, **labels
-            )).inserted_primary_key[0]  # type: ignore[index]
-            changes: dict[str, Any] = {"updated_at": now}
-            if not found.title and role == "user":
-                changes["title"] = clean_text(text, "the title", 10**9, one_line=True)[: LIMITS["title"]]
-            c.execute(sa.update(conversations).where(conversations.c.id == found.id).values(**changes))
-        return Message(message_id, found.id, role, text, now, trace or None, result_json=result_json, **labels)
+            asked = self._append(c, user, conversation_id, asked_row)
+            answered = self._append(c, user, conversation_id, answer_row)
+            return asked, answered, self._conversation(c, user, conversation_id, check_access=False)
 
     def messages(self, user: User, conversation_id: str) -> list[Message]:
         """A conversation's messages in the order they were added, answers with their full results."""
@@ -420,7 +524,16 @@ class Store:
 
     def history(self, user: User, conversation_id: str) -> list[Turn]:
         """The conversation as `Pipeline.answer(question, history=...)` takes it, to answer a follow-up in it."""
-        return [Turn(role=m.role, content=m.text) for m in self.messages(user, conversation_id) if m.text]  # type: ignore[arg-type]
+        return self.conversation_with_history(user, conversation_id)[1]
+
+    def conversation_with_history(self, user: User, conversation_id: str) -> tuple[Conversation, list[Turn]]:
+        """The conversation and its turns, in one read: what a question asked in it needs (the answers' result JSON,
+        kilobytes each, is not read)."""
+        with self.db.reading() as c:
+            found = self._conversation(c, user, conversation_id)
+            rows = c.execute(sa.select(messages.c.role, messages.c.text)
+                             .where(messages.c.conversation_id == found.id).order_by(messages.c.id))
+            return found, [Turn(role=row.role, content=row.text) for row in rows if row.text]
 
     def purge(self, retention_days: int | None = None) -> int:
         """Remove deleted conversations, and with `retention_days` those untouched for longer, with their messages
@@ -480,6 +593,15 @@ class Store:
             c.execute(insert.on_conflict_do_update(index_elements=["message_id", "user_id"], set_=values))
             saved = c.execute(sa.select(feedback).where(feedback.c.message_id == row.id, feedback.c.user_id == user.id)).one()
         return _feedback(saved)
+
+    def answer(self, user: User, message_id: int) -> Message:
+        """An answer in one of the user's conversations (NotFound for another's, a deleted one's, or a question)."""
+        with self.db.reading() as c:
+            row = c.execute(sa.select(messages).where(messages.c.id == _message_id(message_id))).first()
+            if row is None or row.role != "assistant":
+                raise NotFound("no such answer")
+            self._conversation(c, user, row.conversation_id)
+            return _message(row)
 
     def feedback_on(self, user: User, message_id: int) -> Feedback | None:
         """The user's own verdict on an answer, if they gave one."""
@@ -562,6 +684,24 @@ def open_store(database: str | None = None, data: Path | str | None = None, *, c
 
 
 # ---------------------------------------------------------------- rows to records
+
+
+def access_from(role: str, disabled: bool, granted: Mapping[str, str], collection: str) -> str | None:
+    """What a user of `role` with these grants ({collection: access}, '*' for every collection) may do in a collection:
+    "write", "read" or None. Admins write everywhere; others have their grant on it or on '*' (the higher); a reader
+    never more than read; a disabled user nothing. `Store.access` and a request's caller decide with this."""
+    if disabled:
+        return None
+    if role == "admin":
+        return "write"
+    found = {granted.get(collection), granted.get(EVERY_COLLECTION)} - {None}
+    have = "write" if "write" in found else "read" if found else None
+    return "read" if have and role == "reader" else have
+
+
+def _session_id(token: str) -> str:
+    """A session's row id: the SHA-256 of its cookie's token (a stolen table holds no usable cookie)."""
+    return hashlib.sha256(token.encode()).hexdigest()
 
 
 def _may_read(user: User) -> sa.ColumnElement[bool]:

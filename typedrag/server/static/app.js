@@ -2,6 +2,8 @@
 // window, said on the page), read its Server-Sent Events, render progress, the answer as its tokens arrive, then
 // with clickable [n] citations and the sources it cites, and the trace (type, plan, aspects, notes) in a details
 // view. Earlier turns stay above the question box with their own cited sources; "Start over" forgets them.
+// On a server with accounts the page signs in with a key (a session cookie; writes carry its CSRF token), keeps
+// each conversation (listed, searched, reopened, renamed, deleted, exported) and takes a verdict on every answer.
 // Plain DOM (textContent only, never innerHTML with server text) and no dependencies, so it works air-gapped.
 "use strict";
 
@@ -290,7 +292,16 @@ const handlers = {
   aspect: (d) => progress(d.aspect.error ? `Aspect dropped: ${d.aspect.label}` : `Aspect done: ${d.aspect.label}`),
   sources: (d) => progress(`${d.count} source passage${d.count === 1 ? "" : "s"} gathered`),
   answer: () => progress("Answer written"),
+  saved: (d) => {
+    if (current) current.messageId = d.answer;
+    $("feedback").replaceChildren(feedbackBar(d.answer, null, current?.result));
+    chats.current = d.conversation;
+    showConversationActions();
+    location.hash = `c=${d.conversation.id}`;
+    loadConversations().catch((e) => showError(e.message));
+  },
   result: (r) => {
+    $("feedback").replaceChildren();
     renderResult(r);
     history.push({ role: "user", content: r.question }, { role: "assistant", content: r.answer });
     current = { question: r.question, result: r };
@@ -329,7 +340,8 @@ function keepInThread() {
         el("summary", {}, `${r.abstained ? "Nearest passages" : "Sources"} (${sources.length})`),
         el("ol", { class: "sources" }, ...sourceItems(sources, own.prefix)))]
     : [];
-  const turn = el("article", { class: "turn" }, el("p", { class: "asked" }, current.question), ...readAs, ...badge, said, ...listing);
+  const verdict = current.messageId ? [feedbackBar(current.messageId, current.feedback || null, r)] : [];
+  const turn = el("article", { class: "turn" }, el("p", { class: "asked" }, current.question), ...readAs, ...badge, said, ...verdict, ...listing);
   turn.dataset.turn = String(number);
   $("thread").append(turn);
   $("thread").hidden = false;
@@ -337,6 +349,10 @@ function keepInThread() {
 }
 
 function startOver() {
+  chats.current = null;
+  showConversationActions();
+  if (location.hash) history_replace();
+  $("feedback").replaceChildren();
   $("viewer-panel").hidden = true;
   history = [];
   current = null;
@@ -367,15 +383,25 @@ async function ask(event) {
   $("trace").replaceChildren(el("span", { class: "muted" }, "appears when the answer is ready"));
   $("submit").disabled = true;
   started = performance.now();
-  const headers = { "Content-Type": "application/json" };
-  if (keyInput.value.trim()) headers.Authorization = `Bearer ${keyInput.value.trim()}`;
-  const body = { question, method: $("method").value, type: $("type").value || null, history: windowOf(history) };
-  if (library.current) body.collection = library.current;
+  const headers = { "Content-Type": "application/json", ...authHeaders() };
+  let path = "/v1/answer/stream";
+  const body = { question, method: $("method").value, type: $("type").value || null };
   try {
-    const response = await fetch("/v1/answer/stream", { method: "POST", headers, body: JSON.stringify(body) });
+    if (account.conversations) {
+      // A saved conversation: the server reads the question against the conversation's own history, and keeps both.
+      if (!chats.current) {
+        chats.current = await api("/v1/conversations", { method: "POST", headers: { "Content-Type": "application/json" },
+          body: JSON.stringify({ collection: library.current }) });
+      }
+      path = `/v1/conversations/${encodeURIComponent(chats.current.id)}/answer/stream`;
+    } else {
+      body.history = windowOf(history);
+      if (library.current) body.collection = library.current;
+    }
+    const response = await fetch(path, { method: "POST", headers, body: JSON.stringify(body) });
     if (!response.ok) {
       const problem = await response.json().catch(() => ({}));
-      if (response.status === 401) $("key-box").open = true;
+      if (response.status === 401) needSignIn();
       showError(`Error ${response.status}: ${problem.error?.message || response.statusText}`);
       $("question").value = question; // nothing was answered: the question stays to be edited
       $("output").hidden = true;
@@ -414,18 +440,23 @@ $("viewer-close").addEventListener("click", () => { $("viewer-panel").hidden = t
 
 // --- collections: choose one, create and delete them, upload documents and watch them ingested ----------------
 
-const library = { current: null, collections: [], writable: false, limits: null, polling: null };
+const library = { current: null, collections: [], writable: false, mayWrite: new Set(), limits: null, polling: null };
 
+// A server with a store: the session cookie (sent by the browser) and, on a write, its CSRF token. Without one: the
+// key typed in the key box, as a Bearer key.
 function authHeaders() {
+  const headers = {};
   const key = keyInput.value.trim();
-  return key ? { Authorization: `Bearer ${key}` } : {};
+  if (key && !account.sessions) headers.Authorization = `Bearer ${key}`;
+  if (account.csrf) headers["X-CSRF-Token"] = account.csrf;
+  return headers;
 }
 
 async function api(path, options = {}) {
   const response = await fetch(path, { ...options, headers: { ...authHeaders(), ...(options.headers || {}) } });
   const body = await response.json().catch(() => ({}));
   if (!response.ok && !(response.status === 422 && body.rejected)) {
-    if (response.status === 401) $("key-box").open = true;
+    if (response.status === 401) needSignIn();
     throw new Error(`${response.status}: ${body.error?.message || response.statusText}`);
   }
   return body;
@@ -452,9 +483,10 @@ function renderCollection(info, documents) {
   $("collection-state").className = `pill state-${info.state}`;
   $("collection-counts").textContent = `${info.files} file${info.files === 1 ? "" : "s"} · ${info.passages} passages` +
     (info.retriever ? ` · ${info.retriever}` : "");
+  const canWrite = !info.read_only && library.mayWrite.has(info.name); // an editor's grant, or an admin
   $("read-only").hidden = !info.read_only;
-  $("dropzone").hidden = info.read_only;
-  $("delete-collection").hidden = info.read_only;
+  $("dropzone").hidden = !canWrite;
+  $("delete-collection").hidden = info.read_only || !library.writable;
   const busy = info.state === "ingesting" || info.state === "queued";
   $("ingestion").hidden = !busy;
   if (busy) {
@@ -475,7 +507,7 @@ function renderCollection(info, documents) {
       el("td", {}, name, el("span", { class: "muted" }, ` ${d.size != null ? size(d.size) : ""}`)),
       el("td", { class: `status status-${d.status}` }, d.status, ...problems),
       el("td", {}, String(d.passages)),
-      el("td", {}, ...(d.status === "removing" ? [] : [remove])));
+      el("td", {}, ...(d.status === "removing" || !canWrite ? [] : [remove])));
     return row;
   }));
   const unsettled = busy || documents.some((d) => ["queued", "indexing", "removing"].includes(d.status));
@@ -496,6 +528,7 @@ async function loadCollections(choose) {
   const listing = await api("/v1/collections");
   library.collections = listing.collections.map((c) => c.name);
   library.writable = listing.writable;
+  library.mayWrite = new Set(listing.collections.filter((c) => c.may_write !== false).map((c) => c.name));
   library.limits = listing.limits;
   const select = $("collection");
   select.replaceChildren(...library.collections.map((name) => el("option", { value: name }, name)));
@@ -587,5 +620,230 @@ zone.addEventListener("drop", (event) => {
   zone.classList.remove("over");
   upload([...event.dataTransfer.files]).catch((e) => showError(e.message));
 });
-keyInput.addEventListener("change", () => loadCollections().catch((e) => showError(e.message)));
-loadCollections().catch((e) => showError(e.message));
+keyInput.addEventListener("change", () => start().catch((e) => showError(e.message)));
+
+// --- accounts: sign in with a key, sign out ----------------------------------------------------------------
+
+const account = { sessions: false, csrf: null, conversations: false, user: null };
+
+function applySession(s) {
+  account.sessions = Boolean(s.sessions);
+  account.csrf = s.csrf || null;
+  account.conversations = Boolean(s.conversations);
+  account.user = s.user || null;
+  $("key-box").hidden = account.sessions; // with sessions the page keeps a cookie, never a key
+  $("account").hidden = !s.signed_in;
+  $("sign-out").hidden = !(s.signed_in && s.how === "session");
+  $("signed-in-as").textContent = s.signed_in
+    ? shown(`Signed in as ${s.user || "the server's key"} (${s.role})${s.how === "header" ? " by your single sign-on" : ""}`) : "";
+  $("conversations").hidden = !account.conversations;
+}
+
+function needSignIn() {
+  if (account.sessions) {
+    $("sign-in").hidden = false;
+    $("sign-in-key").focus();
+  } else {
+    $("key-box").open = true;
+  }
+}
+
+async function start() {
+  const response = await fetch("/v1/session", { headers: authHeaders() });
+  const s = await response.json().catch(() => ({}));
+  applySession(s);
+  const locked = Boolean(s.sign_in_required && s.sessions);
+  $("sign-in").hidden = !locked;
+  $("ask").hidden = locked;
+  if (locked) {
+    $("library").hidden = true;
+    $("sign-in-key").focus();
+    return;
+  }
+  if (s.sign_in_required) $("key-box").open = true;
+  await loadCollections();
+  if (account.conversations) {
+    await loadConversations();
+    const wanted = /^#c=([0-9a-f]{32})$/.exec(location.hash);
+    if (wanted) await reopen(wanted[1]);
+  }
+}
+
+$("sign-in").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const key = $("sign-in-key").value.trim();
+  const response = await fetch("/v1/session", { method: "POST", headers: { "Content-Type": "application/json" }, body: JSON.stringify({ key }) });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok) {
+    showError(`Sign-in failed: ${body.error?.message || response.statusText}`);
+    return;
+  }
+  $("sign-in-key").value = "";
+  $("error").hidden = true;
+  await start();
+});
+
+$("sign-out").addEventListener("click", async () => {
+  await fetch("/v1/session", { method: "DELETE", headers: authHeaders() });
+  location.hash = "";
+  location.reload();
+});
+
+// --- saved conversations: list, search, reopen, rename, delete, export ---------------------------------------
+
+const chats = { current: null, cursor: null, searching: null };
+
+function history_replace() {
+  window.history.replaceState(null, "", location.pathname + location.search);
+}
+
+function showConversationActions() {
+  const c = chats.current;
+  $("conversation-actions").hidden = !c;
+  document.querySelectorAll("#conversation-list li").forEach((li) => li.classList.toggle("current", Boolean(c) && li.dataset.id === c.id));
+  if (!c) return;
+  const base = `/v1/conversations/${encodeURIComponent(c.id)}/export`;
+  $("export-markdown").href = `${base}?format=markdown`;
+  $("export-json").href = `${base}?format=json`;
+}
+
+function conversationItem(c) {
+  const open = el("button", { type: "button", title: c.title || "untitled" }, c.title || "untitled",
+    el("span", { class: "when" }, `${c.collection} · ${c.updated_at.slice(0, 16).replace("T", " ")}`));
+  open.addEventListener("click", () => reopen(c.id).catch((e) => showError(e.message)));
+  const li = el("li", { "data-id": c.id }, open);
+  return li;
+}
+
+async function loadConversations(more = false) {
+  if (!account.conversations) return;
+  const query = new URLSearchParams({ limit: "30" });
+  const search = $("conversation-search").value.trim();
+  if (search) query.set("search", search);
+  if (more && chats.cursor) query.set("cursor", chats.cursor);
+  const page = await api(`/v1/conversations?${query}`);
+  const items = page.conversations.map(conversationItem);
+  if (more) $("conversation-list").append(...items);
+  else $("conversation-list").replaceChildren(...items);
+  if (!more && !items.length) $("conversation-list").append(el("li", { class: "muted" }, search ? "nothing found" : "none yet: ask a question"));
+  chats.cursor = page.next_cursor;
+  $("more-conversations").hidden = !page.next_cursor;
+  showConversationActions();
+}
+
+// A saved conversation shown again: each question and answer as it was, the last in full, every verdict given;
+// the next question is a follow-up in it, read against its history by the server.
+async function reopen(id) {
+  const saved = await api(`/v1/conversations/${encodeURIComponent(id)}`);
+  const conversation = saved.conversation;
+  if (conversation.collection !== library.current && library.collections.includes(conversation.collection)) {
+    library.current = conversation.collection;
+    $("collection").value = conversation.collection;
+    await showCollection();
+  }
+  startOver();
+  chats.current = conversation;
+  const pairs = [];
+  for (let i = 0; i < saved.messages.length; i++) {
+    const m = saved.messages[i];
+    const next = saved.messages[i + 1];
+    if (m.role === "user" && next && next.role === "assistant" && next.result) {
+      pairs.push({ question: m.text, result: next.result, messageId: next.id, feedback: next.feedback });
+      i++;
+    }
+  }
+  pairs.forEach((pair, n) => {
+    history.push({ role: "user", content: pair.question }, { role: "assistant", content: pair.result.answer });
+    current = pair;
+    if (n < pairs.length - 1) keepInThread();
+  });
+  if (current) {
+    $("output").hidden = false;
+    $("progress").replaceChildren();
+    started = performance.now();
+    progress(`Reopened: ${pairs.length} question${pairs.length === 1 ? "" : "s"} and answer${pairs.length === 1 ? "" : "s"}`);
+    renderResult(current.result);
+    $("feedback").replaceChildren(feedbackBar(current.messageId, current.feedback, current.result));
+    $("start-over").hidden = false;
+    $("question").placeholder = "Ask a follow-up question, or start over";
+    showWindow();
+  }
+  location.hash = `c=${conversation.id}`;
+  showConversationActions();
+}
+
+$("new-conversation").addEventListener("click", startOver);
+$("more-conversations").addEventListener("click", () => loadConversations(true).catch((e) => showError(e.message)));
+let searchTimer = null;
+$("conversation-search").addEventListener("input", () => {
+  clearTimeout(searchTimer);
+  searchTimer = setTimeout(() => loadConversations().catch((e) => showError(e.message)), 250);
+});
+$("rename-conversation").addEventListener("click", async () => {
+  const c = chats.current;
+  const title = c && prompt("A new title for this conversation", c.title);
+  if (!title || !title.trim()) return;
+  try {
+    chats.current = await api(`/v1/conversations/${encodeURIComponent(c.id)}`, { method: "PATCH",
+      headers: { "Content-Type": "application/json" }, body: JSON.stringify({ title: title.trim() }) });
+    await loadConversations();
+  } catch (error) {
+    showError(error.message);
+  }
+});
+$("delete-conversation").addEventListener("click", async () => {
+  const c = chats.current;
+  if (!c || !confirm(`Delete the conversation "${c.title || "untitled"}"?`)) return;
+  try {
+    await api(`/v1/conversations/${encodeURIComponent(c.id)}`, { method: "DELETE" });
+    startOver();
+    await loadConversations();
+  } catch (error) {
+    showError(error.message);
+  }
+});
+
+// --- feedback: thumbs up or down, with an optional comment, on every saved answer -----------------------------
+
+// Under the verdict, the answer's listed sources, each to tick when it helped: `typedrag eval export-feedback` writes
+// them as the question's relevant passages.
+function feedbackBar(messageId, given, result) {
+  const up = el("button", { type: "button", class: "thumb", "data-verdict": "up", "aria-pressed": String(given?.verdict === "up") }, "\u{1F44D} Helpful");
+  const down = el("button", { type: "button", class: "thumb", "data-verdict": "down", "aria-pressed": String(given?.verdict === "down") }, "\u{1F44E} Not helpful");
+  const comment = el("input", { type: "text", class: "comment", maxlength: "4000", placeholder: "Comment (optional)", "aria-label": "Comment on this answer" });
+  comment.value = given?.comment || "";
+  const note = el("span", { class: "saved-note", role: "status" }, given ? "feedback saved" : "");
+  let verdict = given?.verdict || null;
+  const marked = new Set(given?.helpful || []);
+  const helped = (result ? listed(result) : []).map((source) => {
+    const box = el("input", { type: "checkbox", class: "helped", "data-passage": source.passage_id });
+    box.checked = marked.has(source.passage_id);
+    box.addEventListener("change", () => { if (verdict) send(verdict); });
+    return el("label", { class: "helped-label", title: sourceName(source) || source.passage_id }, box, ` [${source.number}] helped`);
+  });
+  async function send(chosen) {
+    verdict = chosen;
+    const helpful = helped.map((label) => label.querySelector("input")).filter((box) => box.checked).map((box) => box.dataset.passage);
+    try {
+      await api(`/v1/messages/${messageId}/feedback`, { method: "POST", headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ verdict, comment: comment.value.trim(), helpful }) });
+      up.setAttribute("aria-pressed", String(verdict === "up"));
+      down.setAttribute("aria-pressed", String(verdict === "down"));
+      note.textContent = "feedback saved";
+    } catch (error) {
+      note.textContent = `not saved: ${error.message}`;
+    }
+  }
+  up.addEventListener("click", () => send("up"));
+  down.addEventListener("click", () => send("down"));
+  comment.addEventListener("keydown", (event) => {
+    if (event.key === "Enter") {
+      event.preventDefault();
+      if (verdict) send(verdict);
+      else note.textContent = "choose helpful or not helpful first";
+    }
+  });
+  return el("div", { class: "feedback-bar", "data-message": String(messageId) }, up, down, comment, note, ...helped);
+}
+
+start().catch((e) => showError(e.message));
