@@ -135,6 +135,7 @@ def build_pipeline(
             aspect_k=settings.aspect_k,
             max_question_chars=settings.max_question_chars,
             assume_non_factoid=settings.assume_non_factoid,
+            knowledge=settings.knowledge,
             **({} if settings.expand_queries is None else {"expand_queries": settings.expand_queries}),
         ),
     )

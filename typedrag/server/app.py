@@ -61,6 +61,11 @@ class AnswerRequest(BaseModel):
         description="The conversation before this question, oldest first: user and assistant turns (a follow-up is "
         "read with them) and system turns (instructions for the answer's writing: language, tone, length)",
     )
+    knowledge: Literal["documents", "labelled"] | None = Field(
+        None,
+        description="documents: only what the documents support; labelled: where they do not cover the question, the model "
+        "may add what it knows, apart (the result's `unsourced`, an `unsourced` event when streaming); default: the server's setting",
+    )
 
 
 def sse(event: str, data: Any) -> str:
@@ -157,7 +162,7 @@ async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONRe
     history = service.check_history(body.history)
     service.slots.take()
     try:
-        result = await service.answer_unless_gone(request, question, body.method, forced, history)
+        result = await service.answer_unless_gone(request, question, body.method, forced, history, body.knowledge)
     finally:
         service.slots.give()
     if result is None:
@@ -173,7 +178,7 @@ async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONRe
     responses={
         200: {
             "content": {"text/event-stream": {}},
-            "description": "rewrite, type, plan, aspect*, token* (citation*), abstained, sources, answer, result (or error)",
+            "description": "rewrite, type, plan, aspect*, token* (citation*), abstained, unsourced, sources, answer, result (or error)",
         }
     },
 )
@@ -183,7 +188,9 @@ async def answer_stream(body: AnswerRequest, request: Request) -> StreamingRespo
     then the answer as it is written: `token` {text} pieces that concatenate to the answer, and `citation`
     {text, source_numbers, passage_ids} once each cited sentence is complete (`restart` {reason} means a
     failing typed plan handed over to plain RAG: drop the text so far; `abstained` {looked_for, reason, ...}
-    when the documents do not answer); then `sources`, `answer` {text}, `result` (the full AnswerResult).
+    when the documents do not answer); `unsourced` {sentences, covers, by, text} with knowledge = "labelled"
+    when the model added what it knows, apart from the answer; then `sources`, `answer` {text}, `result` (the
+    full AnswerResult).
     On failure the last event is `error` {status, message}."""
     service = service_of(request)
     question, forced = service.check(body.question, body.type)
@@ -192,7 +199,7 @@ async def answer_stream(body: AnswerRequest, request: Request) -> StreamingRespo
 
     async def stream() -> AsyncIterator[str]:
         try:
-            async for name, data in service.events(question, body.method, forced, history):
+            async for name, data in service.events(question, body.method, forced, history, body.knowledge):
                 if name == "ping":
                     yield ": ping\n\n"
                 elif name == "result":
