@@ -23,6 +23,7 @@ ROOT = Path(__file__).resolve().parents[1]
     "The sources lack details on partitioning.",
     "These sources do not explicitly state which is faster.",
     "The given context provides no guidance on choosing a size.",
+    "Which composer wrote the opera, and where he worked, is not covered.",
 ])
 def test_a_sentence_on_what_the_sources_do_not_say_is_counted(sentence):
     assert meta_sentences(f"VACUUM FULL rewrites the table [1]. {sentence} Use VACUUM routinely [2].") == [sentence.replace(" [2]", "")]

@@ -40,11 +40,15 @@ _DENIED = re.compile(
 )
 
 
+# Said of what is asked, with no source named: "Which composer wrote it is not covered", "... is not documented".
+_NOT_COVERED = re.compile(r"\b(?:is|are|was|were)(?:\s+not|n't)\s+(?:covered|documented|mentioned|addressed)\b", re.I)
+
+
 def meta_sentences(answer: str) -> list[str]:
     """The sentences of `answer` (citation markers set aside) that say its sources do not say something."""
     found = []
     for sentence in split_sentences(answer):
         text = strip_markers(sentence)
-        if _SOURCES.search(text) and _DENIED.search(text):
+        if (_SOURCES.search(text) and _DENIED.search(text)) or _NOT_COVERED.search(text):
             found.append(re.sub(r"\s+([.,;:!?])", r"\1", " ".join(text.split())))
     return found
