@@ -23,7 +23,9 @@ import tantivy
 from typedrag.corpus.readers import DEMO_SOURCE
 from typedrag.embed import passage_input
 from typedrag.index.dense import _passages_of
-from typedrag.index.vectors import SHIPPED_DIR, DenseVectors, Table, digest, embedder_for, identity_of, quantize, shipped_file
+from typedrag.index.vectors import (
+    SHIPPED_DIR, DenseVectors, Table, digest, embedder_for, identity_of, quantize, record_shipped, shipped_file,
+)
 
 OUT = SHIPPED_DIR / "vital-articles.minilm.vectors"
 CHECKED = 64  # rows embedded again to check the file
@@ -54,7 +56,8 @@ def main() -> int:
         print(f"rows embedded again differ by up to {drift}: the index was not made by this model", file=sys.stderr)
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_bytes(shipped_file(table.identity, [digest(t) for t in texts], held, np.asarray(vectors.scales[first : first + count])))
+    data = shipped_file(table.identity, [digest(t) for t in texts], held, np.asarray(vectors.scales[first : first + count]))
+    record_shipped(args.out.parent, args.out.name, data)  # its sha256 beside it: typedrag takes no other bytes
     print(f"{count:,} vectors -> {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB); re-embedded {len(sample)}: max drift {drift}")
     return 0
 

@@ -26,3 +26,87 @@ def test_a_build_without_progress_prints_none(tmp_path, capsys, monkeypatch):
     build_index([tmp_path / "docs"], tmp_path / "index", retrieval="hybrid", show_progress=False)
     out = capsys.readouterr()
     assert "reading: " not in out.out + out.err and "embedding (" not in out.out + out.err
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_the_plain_line_has_a_rate_and_time_left_when_a_batch_takes_longer_than_rich_looks_back(monkeypatch):
+    """Issue 55 E6 / 57 P11: one batch of 256 passages every 40 s on a busy machine; rich estimates its speed from
+    the last 30 s only, so it had none to show, and the plain lines said neither how fast nor how long."""
+    from io import StringIO
+
+    from rich.console import Console
+
+    from typedrag.index.dense import _progress
+
+    monkeypatch.setattr(build_progress, "PLAIN_EVERY", 30.0)
+    clock = FakeClock()
+    out = StringIO()
+    console = Console(file=out, force_terminal=False, width=200)
+    progress, task = _progress(True, 2560, "embedding (minilm)", "passages", console=console, get_time=clock)
+    for _ in range(3):
+        clock.now += 40
+        progress.update(task, advance=256)
+    lines = [line for line in out.getvalue().splitlines() if line.startswith("embedding")]
+    assert len(lines) == 3, lines
+    assert lines[0] == "embedding (minilm): 256 of 2,560 passages, 6.4 passages/s, about 6 min left", lines
+    assert lines[-1] == "embedding (minilm): 768 of 2,560 passages, 6.4 passages/s, about 5 min left", lines
+    column = build_progress.TimeLeft().render(progress._tasks[task]).plain
+    assert column == "about 5 min left" and build_progress.Rate("passages").render(progress._tasks[task]).plain == "6.4 passages/s"
+
+
+def test_the_bar_shows_every_passage_when_it_stops(tmp_path, monkeypatch):
+    """Issue 57 P11: the last, partial batch was embedded after the bar stopped (10240/10356 on screen)."""
+    shown: list[tuple[float, float]] = []
+    stop = build_progress.LoggedProgress.stop
+
+    def recording_stop(self):
+        shown.extend((task.completed, task.total) for task in self.tasks if task.description == "embedding")
+        stop(self)
+
+    monkeypatch.setattr(build_progress.LoggedProgress, "stop", recording_stop)
+    (tmp_path / "docs").mkdir()
+    for n in range(3):
+        (tmp_path / "docs" / f"page{n}.txt").write_text(f"Page {n} says how comets glow when they near the Sun. " * 20)
+    build_index([tmp_path / "docs"], tmp_path / "index", retrieval="hybrid", embedder="static", show_progress=True)
+    assert shown and all(done == total > 0 for done, total in shown), shown
+
+
+def _group(pgid: int) -> list[str]:
+    """The processes (zombies too) of process group `pgid`, as "pid state command"."""
+    import os
+
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = open(f"/proc/{pid}/stat").read()
+            state, _, group = stat[stat.rindex(")") + 2 :].split()[:3]
+            if int(group) == pgid:
+                found.append(f"{pid} {state} {open(f'/proc/{pid}/cmdline').read().replace(chr(0), ' ')[:120]}")
+        except (OSError, ValueError):
+            continue  # gone meanwhile
+    return found
+
+
+def test_typedrag_index_leaves_no_process_behind_in_its_group(tmp_path):
+    """The read's worker pool and multiprocessing's resource tracker end before `typedrag index` does (issue 56 #6)."""
+    import subprocess
+    import sys
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(30):  # enough files for the worker pool (ingest.POOL_MIN_FILES)
+        (docs / f"page{n}.md").write_text(f"# Page {n}\n\nPage {n} says how comets glow when they near the Sun.\n")
+    build = subprocess.Popen(
+        [sys.executable, "-m", "typedrag.cli", "index", str(docs), "--index", str(tmp_path / "index"), "--retrieval", "bm25"],
+        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+    )
+    _, err = build.communicate()
+    assert build.returncode == 0, err[-2000:]
+    assert _group(build.pid) == []

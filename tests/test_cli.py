@@ -227,3 +227,78 @@ def test_ask_with_knowledge_labelled_prints_the_models_own_part_apart_and_an_unk
     assert result["knowledge"] == "labelled" and result["unsourced"]["sentences"] == ["Crocodiles can gallop briefly."]
     bad = runner.invoke(app, ["ask", "Why?", "--index", str(small_index), "--knowledge", "everything"])
     assert bad.exit_code == 2 and "knowledge" in bad.output and "Traceback" not in bad.output
+
+
+# --- issue 55: a newcomer's first hour ----------------------------------------------------------------------
+
+GERMAN_FAQ = """# Häufige Fragen zur Kaffeemaschine
+
+## Wie entkalke ich die Kaffeemaschine?
+
+Füllen Sie den Wassertank mit einer Mischung aus Wasser und Zitronensäure. Lassen Sie die Maschine zwei Durchläufe ohne Kaffeepulver laufen. Spülen Sie danach dreimal mit klarem Wasser nach.
+
+## Wie oft sollte man die Maschine reinigen?
+
+Die Brühgruppe sollte einmal pro Woche unter fließendem Wasser gereinigt werden. Bei hartem Wasser ist eine monatliche Entkalkung nötig.
+"""
+
+
+@pytest.fixture(scope="module")
+def german_index(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("german")
+    (folder / "docs").mkdir()
+    (folder / "docs" / "kaffeemaschine.md").write_text(GERMAN_FAQ, encoding="utf-8")
+    built = runner.invoke(app, ["index", str(folder / "docs"), "--index", str(folder / "index")])
+    assert built.exit_code == 0, built.output
+    return folder / "index"
+
+
+def test_ask_and_chat_print_the_answer_to_a_question_a_german_faqs_entry_is_filed_under(german_index):
+    """Issue 55 E4: the entry under "Wie oft sollte man die Maschine reinigen?" answers that question (its heading
+    reads as it), though the reader, trained on English, gives its German sentences a chance under its bar. The
+    answer kept them, but the stream held them back on the reader's bar alone: `ask` and `chat` printed nothing
+    where the JSON had the text."""
+    question = "Wie oft sollte man die Maschine reinigen?"
+    result = json.loads(runner.invoke(app, ["ask", question, "--index", str(german_index), "--json"]).stdout)
+    assert not result["abstained"] and result["answer"].startswith("Die Brühgruppe sollte einmal pro Woche")
+    printed = runner.invoke(app, ["ask", question, "--index", str(german_index)])
+    assert printed.exit_code == 0 and result["answer"] in printed.stdout, printed.stdout
+    chat = runner.invoke(app, ["chat", "--index", str(german_index)], input=f"{question}\n")
+    assert chat.exit_code == 0 and result["answer"] in chat.stdout, chat.stdout
+
+
+def test_index_says_skipped_once_per_line(tmp_path):
+    """Issue 55 E12: "skipped docs/logo.png:1: unsupported file type (...), skipped": the reason says so itself."""
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "a.txt").write_text("The okapi lives in the rainforest of the Congo basin.\n")
+    (docs / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    (docs / "outside.txt").symlink_to(tmp_path / "elsewhere.txt")
+    (tmp_path / "elsewhere.txt").write_text("Not part of the corpus.\n")
+    (docs / "empty.md").write_text("")
+    out = runner.invoke(app, ["index", str(docs), "--index", str(tmp_path / "index")], env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    lines = [line.replace(str(tmp_path), "TMP") for line in out.stderr.splitlines()]  # the test's name holds "skipped"
+    lines = [line for line in lines if "skipped" in line]
+    assert len(lines) == 3, lines
+    assert all(line.count("skipped") == 1 for line in lines), lines
+    assert any(line.startswith("skipped TMP/docs/empty.md") for line in lines)  # a reason that does not say it
+
+
+def test_the_readmes_first_command_leaves_only_the_index_behind(tmp_path):
+    """Issue 55 E12: `typedrag index demo:vital-articles --index demo-index` left `.demo-index.lock` beside the index,
+    untracked in the user's checkout: the build's lock file is removed when the build ends."""
+    out = runner.invoke(app, ["index", "demo:vital-articles", "--index", "demo-index"])  # the autouse fixture's cwd is tmp_path
+    assert out.exit_code == 0, out.output
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["demo-index"]
+
+
+def test_a_file_given_as_the_index_is_named_as_a_file_not_an_index_to_build(tmp_path):
+    """Issue 55 E12: `--index manual.pdf` said "no index at manual.pdf: build one first"."""
+    document = tmp_path / "manual.txt"
+    document.write_text("How to sort socks.\n")
+    out = runner.invoke(app, ["ask", "How do I sort socks?", "--index", str(document)])
+    assert out.exit_code == 2, out.output
+    message = " ".join(out.output.split())
+    assert f"{document} is a file, not an index" in message and f"typedrag index {document} --index typedrag-index" in message
+    assert "no index at" not in message and "Traceback" not in message

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from typedrag.corpus import DEMO_SOURCE, SUFFIXES, CorpusError, chunk_document, iter_documents
 from typedrag.corpus.chunker import MARKUP
+from typedrag.corpus.readers import FileFilter
 from typedrag.records import Document
 
 
@@ -292,3 +293,25 @@ def test_chunks_end_at_a_sentence_when_one_is_within_reach(sentences):
             assert end in ends
         start = end
     assert len(passages[-1].text.split()) <= 75
+
+
+@pytest.mark.parametrize(
+    ("key", "include", "exclude", "read"),
+    [
+        ("index.html", ("*.html",), (), True),
+        ("notes.md", ("*.html",), (), False),
+        ("a/b/page.html", ("*.html",), (), True),  # a name pattern matches at any depth
+        ("changelog.html", (), ("changelog*",), False),
+        ("changelog/v2.html", (), ("changelog*",), False),  # so does a folder's name: the folder is left out whole
+        ("docs/changelog/v2.html", (), ("changelog",), False),
+        ("docs/changes.html", (), ("changelog*",), True),
+        ("api/ref/x.html", (), ("api/*",), False),  # a pattern with a / matches the path inside the folder
+        ("guide/api/x.html", (), ("api/*",), True),  # ... from its start: guide/api is another path
+        ("release-3.html", (), ("**/release-*",), False),  # a leading **/ is as if left out
+        ("guide/install.html", ("guide/",), (), True),
+        ("index.html", ("guide/",), (), False),
+        ("README.MD", ("*.md",), (), False),  # case-sensitive, as globs are on Linux
+    ],
+)
+def test_a_file_filter_reads_a_name_pattern_at_any_depth_and_a_path_pattern_from_the_folder(key, include, exclude, read):
+    assert FileFilter(include, exclude).admits(key) is read

@@ -407,6 +407,11 @@ def test_one_reference_per_question_is_said_in_the_report(tmp_path, small_index,
     markdown = " ".join((tmp_path / "run" / "results-proxy.md").read_text().split())
     assert "3 of 3 questions have one reference grade" in markdown
     assert "every method gets the same score" in markdown and "typedrag eval compare" in markdown
+    # issue 55 E15: and no chart of bars all of one height (zero, here), but a note saying why there is none
+    assert not (tmp_path / "run" / "mpr-by-type-proxy.png").exists()
+    assert "no chart: every method scored proxy-MPR 0 in every group" in markdown and "cannot separate the methods" in markdown
+    summary = json.loads((tmp_path / "run" / "summary-proxy.json").read_text())
+    assert "chart" not in summary["files"] and "cannot separate" in summary["chart_missing"]
 
 
 def test_chart_title_stays_inside_the_figure_when_the_chart_is_narrow(tmp_path, monkeypatch):

@@ -395,3 +395,33 @@ def test_killed_compare_resumes_without_losing_or_repeating(stub, tmp_path, smal
     judged = Counter((j["question_id"], j["round"]) for j in map(json.loads, lines("judgments.jsonl")))
     assert all(count == 1 for count in judged.values())  # no pair was judged twice
     assert json.loads((out / "summary.json").read_text())["overall"]["failures"] == 0
+
+
+@pytest.mark.parametrize("judged", [False, True])
+def test_the_compare_chart_has_a_legend_whose_every_swatch_shows_on_white(judged, monkeypatch, tmp_path):
+    """Issue 55 E15: the chart was reported with no legend. Its legend names every part of a bar, and the palest
+    part's swatch ("no answer", "not judged": #F2F2F2 edged in white) was invisible on the white page: it has an edge."""
+    import matplotlib.colors
+    import matplotlib.figure
+
+    from typedrag.evaluation.compare_report import draw_compare_chart
+
+    tally = {"items": 6, "wins_a": 1, "wins_b": 2, "ties": 1, "identical": 2, "failures": 1, "share_b_of_decided": 0.67,
+             "share_b_low": 0.2, "share_b_high": 0.9}
+    summary = {"a": "rag", "b": "typed", "judge": {"name": "stub-judge"} if judged else None, "overall": tally,
+               "by_type": {"REASON": tally}}
+    legends = []
+    save = matplotlib.figure.Figure.savefig
+
+    def keep(figure, *args, **kwargs):
+        legends.extend(figure.legends)
+        return save(figure, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", keep)
+    assert draw_compare_chart(summary, tmp_path / "chart.png") is None
+    (legend,) = legends
+    names = [text.get_text() for text in legend.get_texts()]
+    assert names == (["rag wins", "tie", "typed wins", "not judged"] if judged else ["identical", "differ", "no answer"])
+    for handle in legend.legend_handles:
+        darkest = min(min(matplotlib.colors.to_rgb(handle.get_facecolor())), min(matplotlib.colors.to_rgb(handle.get_edgecolor())))
+        assert darkest < 0.85, names

@@ -101,3 +101,47 @@ def test_bad_questions_file_is_one_line(index, tmp_path):
     bad.write_text('{"question": "fine"}\n{"id": 3}\n', encoding="utf-8")
     result = runner.invoke(app, ["eval", "retrieval", "--questions", str(bad), "--index", str(index)])
     assert result.exit_code == 2 and "bad.jsonl:2: not a question" in result.output
+
+
+# --- issue 55 E15: a report that fits the window, says where the modes disagree and links the documents ---------
+
+LONG_NAME = "release_notes_" + "_".join(f"section{n}" for n in range(14)) + ".txt"  # no place to break a line
+
+
+def test_the_retrieval_report_fits_1280_pixels_filters_disagreements_and_links_documents(tmp_path):
+    """Issue 55 E15: the report was 1,626 px wide (the default mode's column cut off at 1,280 px), had no way to see
+    only the questions the modes disagree on, and no link to the documents. Checked in headless Chromium, as a
+    user reads it."""
+    chromium = Path("/usr/bin/chromium")
+    if not chromium.exists():
+        pytest.skip(f"{chromium} not found: apt-get install -y chromium (CI installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="pip install playwright (no browser download needed)")
+    docs = tmp_path / "docs"
+    (docs / "notes").mkdir(parents=True)
+    for name, text in DOCS.items():
+        (docs / name).write_text(text, encoding="utf-8")
+    (docs / "notes" / LONG_NAME).write_text("Bees dance to tell the hive where the flowers with nectar are. " * 3, encoding="utf-8")
+    build_index([docs], tmp_path / "index", show_progress=False, embedder="static")
+    out = tmp_path / "report.html"
+    result = runner.invoke(app, ["eval", "retrieval", "--questions", str(write_questions(tmp_path / "q.jsonl")),
+                                 "--index", str(tmp_path / "index"), "-k", "3", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(chromium), args=["--no-sandbox"])
+        try:
+            page = browser.new_page(viewport={"width": 1280, "height": 800})
+            page.goto(out.as_uri())
+            scroll, client = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            assert scroll <= client, f"the report is {scroll} px wide in a {client} px window"
+            questions = page.locator("table.questions tr.agree, table.questions tr.disagree")
+            shown = questions.count()
+            disagreeing = page.locator("table.questions tr.disagree").count()
+            page.check("#disagree")
+            visible = sum(questions.nth(n).is_visible() for n in range(shown))
+            assert visible == disagreeing < shown, (visible, disagreeing, shown)
+            links = page.eval_on_selector_all("table.questions a", "anchors => anchors.map(a => a.href)")
+        finally:
+            browser.close()
+    assert links and all(link.startswith("file://") for link in links)
+    assert (docs / "bees.txt").resolve().as_uri() in links and (docs / "notes" / LONG_NAME).resolve().as_uri() in links

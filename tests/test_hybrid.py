@@ -142,11 +142,11 @@ def test_an_interrupted_embedding_resumes_without_embedding_again(tmp_path, monk
     static = embedder_for("static")
     calls = []
 
-    def failing(texts, batch_size=1024):
+    def failing(texts, batch_size=1024, on_batch=None):
         calls.append(len(texts))
         if len(calls) == 3:
             raise KeyboardInterrupt  # as Ctrl-C or a kill between two batches
-        return type(static).encode(static, texts, batch_size)
+        return type(static).encode(static, texts, batch_size, on_batch)
 
     monkeypatch.setattr(static, "encode", failing)
     with pytest.raises(KeyboardInterrupt):
@@ -156,7 +156,7 @@ def test_an_interrupted_embedding_resumes_without_embedding_again(tmp_path, monk
     with open(journal, "ab") as f:
         f.write(b"\x01" * 7)  # the start of a record a kill cut short
     calls.clear()
-    monkeypatch.setattr(static, "encode", lambda texts, batch_size=1024: calls.append(len(texts)) or type(static).encode(static, texts, batch_size))
+    monkeypatch.setattr(static, "encode", lambda texts, batch_size=1024, on_batch=None: calls.append(len(texts)) or type(static).encode(static, texts, batch_size, on_batch))
     summary = sync_index([docs], index_dir, show_progress=False, retrieval="hybrid", embedder="static")
     assert summary.embedded == 30 - 8 and sum(calls) == 22  # the two batches journaled were not embedded again
     assert not journal.exists()
@@ -175,9 +175,9 @@ def test_a_killed_build_resumes_from_its_journal(tmp_path):
         "from typedrag.embed import StaticEmbedder\n"
         "vectors.EMBED_BATCH = 2\n"
         "encode = StaticEmbedder.encode\n"
-        "def slowly(self, texts, batch_size=1024):\n"
+        "def slowly(self, texts, batch_size=1024, on_batch=None):\n"
         "    time.sleep(0.3)\n"
-        "    return encode(self, texts, batch_size)\n"
+        "    return encode(self, texts, batch_size, on_batch)\n"
         "StaticEmbedder.encode = slowly\n"
         f"build_index([{str(docs)!r}], {str(index_dir)!r}, show_progress=False, embedder='static')\n"
     )
@@ -344,7 +344,7 @@ def write_shipped(folder: Path, identity: str, texts: list[str], embedder_key: s
     """A file of shipped vectors for `texts`, as scripts/demo_vectors.py writes them."""
     rows, scales = vectors.quantize(embedder_for(embedder_key).encode(texts))
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / f"{embedder_key}.vectors").write_bytes(vectors.shipped_file(identity, [vectors.digest(t) for t in texts], rows, scales))
+    vectors.record_shipped(folder, f"{embedder_key}.vectors", vectors.shipped_file(identity, [vectors.digest(t) for t in texts], rows, scales))
 
 
 def test_a_shipped_digest_ending_in_a_zero_byte_is_found(tmp_path):
@@ -352,7 +352,7 @@ def test_a_shipped_digest_ending_in_a_zero_byte_is_found(tmp_path):
     were never found and were embedded again."""
     digests = [bytes(range(1, 16)) + b"\0", b"\0" * 16, bytes(range(16, 32))]
     rows, scales = np.ones((3, 4), dtype=np.int8), np.ones(3, dtype=np.float32)
-    (tmp_path / "some.vectors").write_bytes(vectors.shipped_file("a model", digests, rows, scales))
+    vectors.record_shipped(tmp_path, "some.vectors", vectors.shipped_file("a model", digests, rows, scales))
     assert set(vectors.shipped_vectors("a model", 4, tmp_path)) == set(digests)
 
 
@@ -374,6 +374,31 @@ def test_a_build_takes_the_vectors_typedrag_ships_and_embeds_only_the_rest(tmp_p
     assert build_index([docs], tmp_path / "other", show_progress=False, embedder="static").embedded == 5
 
 
+@pytest.mark.parametrize("damage", ["a row changed", "no digest recorded"])
+def test_shipped_vectors_that_do_not_match_their_recorded_digest_are_not_taken_and_the_build_says_so(tmp_path, monkeypatch, damage):
+    """Issue 57 P10: before, the shipped files were taken as they were: a tampered row poisoned every demo index."""
+    docs = write_docs(tmp_path / "docs", DOCS)
+    shipped = tmp_path / "shipped"
+    monkeypatch.setattr(vectors, "SHIPPED_DIR", shipped)
+    known = [passage_input(name.removesuffix(".txt"), text) for name, text in list(DOCS.items())[:3]]
+    write_shipped(shipped, vectors.identity_of("static"), known, "static")
+    path = shipped / "static.vectors"
+    if damage == "a row changed":
+        data = bytearray(path.read_bytes())
+        data[-10] ^= 0x7F  # one int8 of the last row: what a tamperer or a bad disk does
+        path.write_bytes(bytes(data))
+    else:
+        (shipped / vectors.SHIPPED_DIGESTS).unlink()
+    vectors.shipped_vectors.cache_clear()
+    summary = build_index([docs], tmp_path / "index", show_progress=False, embedder="static")
+    assert summary.embedded == 5  # every passage embedded afresh
+    assert any("static.vectors do not match the sha256 typedrag recorded" in note for note in summary.notes), summary.notes
+    plain = build_index([docs], tmp_path / "plain", show_progress=False, embedder="static")
+    assert {k: v.tolist() for k, v in stored_vectors(tmp_path / "index").items()} == {
+        k: v.tolist() for k, v in stored_vectors(tmp_path / "plain").items()}
+    vectors.shipped_vectors.cache_clear()
+
+
 def test_the_demo_vectors_typedrag_ships_are_todays_model_on_todays_passages():
     """The README's first command takes the demo's vectors from typedrag/index/shipped/ (two minutes of embedding
     saved). When the model, its input or the chunker changes, they are no longer found: regenerate them with
@@ -382,7 +407,7 @@ def test_the_demo_vectors_typedrag_ships_are_todays_model_on_todays_passages():
 
     identity = vectors.identity_of("minilm")
     shipped = vectors.shipped_vectors(identity, 384, vectors.SHIPPED_DIR)
-    assert len(shipped) > 10_000
+    assert len(shipped) > 10_000 and shipped.refused == ()  # its sha256 is the one recorded in the package
     docs = list(iter_documents([DEMO_SOURCE], problems=[]))[::1000]
     texts = [passage_input(p.title, p.text) for d in docs for p in chunk_document(d, 100)]
     assert all(vectors.digest(t) in shipped for t in texts)

@@ -131,7 +131,7 @@ def test_summary_and_manifest(built):
         "b": 0.75,
         "tokenizer": "en_stem",
         "passage_words": 100,
-        "chunker": 7,
+        "chunker": 8,
     }
     assert manifest["counts"] == {"documents": 7, "passages": 7, "skipped": 0}
     assert manifest["corpus"]["sources"][0]["source"] == str(corpus.resolve())
@@ -291,7 +291,7 @@ def test_failed_rebuild_leaves_previous_index_intact(tmp_path):
     after = open_retriever(index_dir, "bm25")
     assert [(r.passage_id, r.score) for r in after.search("honey bees", 3)] == before
     assert after.search("novel", 3) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".index.lock", "bad.jsonl", "good.jsonl", "index"]  # the lock file stays (as filelock does)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "good.jsonl", "index"]  # issue 55 E12: no lock file left
 
 
 def test_rebuild_replaces_index(tmp_path):
@@ -301,7 +301,7 @@ def test_rebuild_replaces_index(tmp_path):
     r = open_retriever(index_dir, "bm25")
     assert ids(r.search("honey bees", 3)) == []
     assert ids(r.search("chlorophyll", 3)) == ["photosynthesis"]
-    assert sorted(p.name for p in tmp_path.iterdir()) == [".index.lock", "a.jsonl", "b.jsonl", "index"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.jsonl", "b.jsonl", "index"]
 
 
 def test_refuses_to_replace_a_directory_that_is_not_an_index(tmp_path):

@@ -97,8 +97,13 @@ def test_ask_classify_and_eval_with_its_chart_work(plain, work):
     (work / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
     run = plain.run("typedrag", "eval", "--dataset", "data.jsonl", "--index", "idx", "--out", "run", "--no-progress", cwd=work)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert (work / "run" / "mpr-by-type-proxy.png").read_bytes()[:4] == b"\x89PNG"
-    assert json.loads((work / "run" / "summary-proxy.json").read_text())["chart_missing"] is None
+    # Offline, both methods answer this question alike: the chart is drawn (matplotlib works: a failure to draw would be
+    # the reason given), then left out as saying nothing, with why (issue 55 E15)
+    missing = json.loads((work / "run" / "summary-proxy.json").read_text())["chart_missing"]
+    if missing is None:
+        assert (work / "run" / "mpr-by-type-proxy.png").read_bytes()[:4] == b"\x89PNG"
+    else:
+        assert "cannot separate the methods" in missing and not (work / "run" / "mpr-by-type-proxy.png").exists()
 
 
 def test_the_installed_package_has_its_licence_urls_classifiers_version_and_type_marker(plain, tmp_path):
@@ -152,6 +157,8 @@ def test_a_users_mypy_sees_typedrags_types(plain, tmp_path):
         ("local", ["typedrag", "classify", "Why is the sky blue?", "--classifier", "llm", "--llm", "local:model.gguf"]),
         ("train", ["python", "-m", "typedrag.classify.train", "--data-dir", "nfcats", "--out", "model"]),
         ("bench", ["python", ROOT / "bench" / "bench_retrieval.py", "--corpus", "corpus.jsonl"]),
+        ("mcp", ["typedrag", "mcp", "--index", "idx"]),
+        ("postgres", ["typedrag", "users", "list", "--database", "postgresql://typedrag@127.0.0.1:1/typedrag"]),
     ],
 )
 def test_a_missing_extra_is_one_line_naming_it_and_exit_2(plain, work, extra, command):
@@ -161,6 +168,15 @@ def test_a_missing_extra_is_one_line_naming_it_and_exit_2(plain, work, extra, co
     lines = [line for line in text.splitlines() if line.strip()]
     assert len(lines) == 1 and "Traceback" not in text, text
     assert f"the '{extra}' extra" in lines[0] and f"pip install 'typedrag[{extra}]'" in lines[0]
+
+
+def test_the_store_opens_with_its_migrations_from_the_built_package(plain, tmp_path):
+    """Issue 52: the migrations are package data of the wheel, not only files of the checkout."""
+    added = plain.run("typedrag", "users", "add", "alice", "--role", "admin", "--key", "--data", "data", cwd=tmp_path)
+    assert added.returncode == 0, added.stderr
+    assert added.stdout.startswith("tdk_") and (tmp_path / "data" / "typedrag.db").is_file()
+    listed = plain.run("typedrag", "users", "list", "--data", "data", cwd=tmp_path)
+    assert listed.returncode == 0 and "alice" in listed.stdout and "admin" in listed.stdout, listed.stderr
 
 
 def test_otel_variables_without_the_otel_extra_are_one_warning_and_the_answer_still_comes(plain, work):

@@ -132,7 +132,7 @@ def test_manifest_matches_tantivy_and_mismatches_are_refused(server, small):
     assert retriever.manifest["counts"] == tantivy_manifest["counts"]
     assert retriever.manifest["engine"] | {"pymilvus": None} == {
         "name": "milvus", "pymilvus": None, "analyzer": milvus_index.ANALYZER, "terms": "tantivy en_stem", "k1": 1.2, "b": 0.75,
-        "passage_words": 40, "dense": True, "embedder": "all-MiniLM-L6-v2 (onnx int8)", "chunker": 7,
+        "passage_words": 40, "dense": True, "embedder": "all-MiniLM-L6-v2 (onnx int8)", "chunker": 8,
         "embedder_key": "minilm", "vector_identity": tantivy_manifest["vectors"]["identity"],
     }
     assert retriever.manifest["retrieval"] == tantivy_manifest["retrieval"] == "hybrid" and retriever.retrieval == "hybrid"
@@ -298,6 +298,31 @@ def test_a_rerun_syncs_the_collection_in_place(server, tmp_path):
     assert retriever.manifest["counts"]["documents"] == 21
     unchanged = sync_milvus_index([folder], server.uri, "synced", show_progress=False)
     assert (unchanged.added, unchanged.updated, unchanged.removed, unchanged.unchanged) == (0, 0, 0, 21)
+
+
+def test_filters_are_recorded_in_the_collection_and_a_later_sync_keeps_them(server, tmp_path):
+    """Issue 55 E7, in Milvus: what --include/--exclude leave out is not indexed, the filters are in the manifest,
+    a sync given none applies them again, and new ones remove the files they now leave out."""
+    from typedrag.corpus.readers import FileFilter
+    from typedrag.index.milvus_index import sync_milvus_index
+
+    folder = tmp_path / "docs"
+    (folder / "changelog").mkdir(parents=True)
+    (folder / "guide.txt").write_text("The guide explains how to sort socks by colour.\n", encoding="utf-8")
+    (folder / "faq.txt").write_text("Questions people ask about socks and drawers.\n", encoding="utf-8")
+    (folder / "changelog" / "v2.txt").write_text("Version two sorts woollen socks faster.\n", encoding="utf-8")
+    first = sync_milvus_index([folder], server.uri, "filtered", show_progress=False, filters=FileFilter(exclude=("changelog",)))
+    assert (first.documents, first.left_out) == (2, 1)
+    retriever = MilvusRetriever(server.uri, "filtered")
+    assert retriever.manifest["corpus"]["filters"] == {"include": [], "exclude": ["changelog"]}
+    (folder / "changelog" / "v3.txt").write_text("Version three sorts striped socks.\n", encoding="utf-8")
+    again = sync_milvus_index([folder], server.uri, "filtered", show_progress=False)
+    assert (again.added, again.removed, again.unchanged, again.left_out) == (0, 0, 2, 2)
+    narrowed = sync_milvus_index([folder], server.uri, "filtered", show_progress=False, filters=FileFilter(include=("guide*",)))
+    assert (narrowed.added, narrowed.removed, narrowed.documents) == (0, 1, 1)
+    client = pymilvus.MilvusClient(uri=server.uri)
+    rows = client.query("filtered", filter='passage_id != ""', output_fields=["passage_id"], limit=10)
+    assert [r["passage_id"] for r in rows] == ["guide.txt#0"]
 
 
 def test_line_kinds_round_trip_and_a_collection_built_before_them_still_answers(server, tmp_path, monkeypatch):

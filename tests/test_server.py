@@ -272,6 +272,23 @@ def test_web_page_and_its_assets_are_served(offline_url):
         assert httpx.get(f"{offline_url}/static/{asset}").status_code == 200
 
 
+def test_api_docs_load_every_script_and_style_from_this_server(offline_url):
+    """Issue 58 #6: FastAPI's /docs loaded Swagger UI from a CDN, and was blank offline. (ReDoc, whose page
+    fetches its logo from its CDN whatever it is served from, is not offered.)"""
+    from selectolax.lexbor import LexborHTMLParser as HTMLParser
+
+    assert httpx.get(f"{offline_url}/redoc").status_code == 404
+    html = httpx.get(f"{offline_url}/docs")
+    assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
+    tree = HTMLParser(html.text)
+    assets = [node.attributes["src"] for node in tree.css("script[src]")] + [node.attributes["href"] for node in tree.css("link[href]")]
+    assert any(a.endswith(".js") for a in assets) and "//" not in "".join(assets)  # every asset a path on this server
+    for asset in assets:
+        response = httpx.get(f"{offline_url}{asset}")
+        assert response.status_code == 200 and len(response.content) > 1000, asset
+    assert "fonts.googleapis" not in html.text and "cdn" not in html.text.lower()
+
+
 def test_openapi_schema_lists_the_routes(offline_url):
     paths = httpx.get(f"{offline_url}/openapi.json").json()["paths"]
     for path in ("/v1/answer", "/v1/answer/stream", "/v1/chat/completions", "/v1/models", "/healthz", "/readyz"):

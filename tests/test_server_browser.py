@@ -422,3 +422,22 @@ def test_what_the_model_adds_of_its_own_is_shown_apart_from_the_cited_answer(sma
     assert shown_apart.lower().startswith("not from your documents") and "Jan Ingenhousz described it in 1779." in shown_apart
     assert "labelled: 1 sentence by openai-compatible:stub" in trace and "the history" in trace
     assert "Jan Ingenhousz" in kept
+
+
+def test_the_api_docs_render_offline(page_url):
+    """Issue 58 #6: /docs (Swagger UI) shows the API with nothing fetched from off this server."""
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
+        try:
+            page = browser.new_page()
+            hosts, failed, errors = set(), [], []
+            page.on("request", lambda request: hosts.add(urlparse(request.url).netloc))
+            page.on("requestfailed", lambda request: failed.append(request.url))
+            page.on("console", lambda message: message.type == "error" and errors.append(message.text))
+            page.goto(page_url + "/docs")
+            sync_api.expect(page.locator(".swagger-ui .info .title")).to_contain_text("typedrag", timeout=30_000)
+            paths = page.locator(".swagger-ui .opblock-summary-path").all_inner_texts()
+            assert "/v1/answer" in paths and "/v1/chat/completions" in paths
+        finally:
+            browser.close()
+    assert hosts == {urlparse(page_url).netloc} and not failed and not errors

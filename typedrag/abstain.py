@@ -12,7 +12,9 @@ per kind of engine, so an answer never quotes passages as if they answered:
 - Offline, before anything is written: a name the question uses ("Proxmox", "pgBackRest": a word with a
   capital letter past its first word) that no passage of the documents holds (`names`, and the retriever's
   `mentions`). Passages about what surrounds it may come close enough to pass both bars above; they cannot
-  say anything about it.
+  say anything about it. In a language that capitalises every noun (German: "Wie reinige ich die
+  Brühgruppe?") a capital first letter says nothing, so there only a capital inside a word ("KVM",
+  "pgBackRest") makes a name (`unmentioned_names`).
 - An LLM says so itself. The writing prompts let the model reply with only the JSON object
   `{"not_in_sources": "<what the sources lack>"}`; `said_not_in_sources` recognises that reply as a
   whole, validated against `NotInSourcesReply`, and a short uncited reply every sentence of which says the
@@ -52,14 +54,20 @@ ASPECT_MARGIN = 0.10
 # Offline, past the bar: abstain when no sentence the answer could quote reaches this chance of answering by
 # the reader model (typedrag.reader). Chosen on the conversational set's tune half (BENCHMARKS.md section 15).
 READER_BAR = 0.15
-# A passage filed under a heading that is itself a question (a FAQ's entry) is that question's answer, however its
-# sentences are worded ("Each card holder may have up to 30 items on loan" under "How many books can I borrow at
-# once?"): when the best-ranked passage's heading reads as the question asked (MiniLM cosine at or above this),
-# that entry answers it and neither bar above turns it down. MiniLM alone puts other questions of one domain as
-# close ("How is R different from S?" and "Is there Emacs support for R?": 0.78), so the search must agree: only
-# the top passage's heading counts. Measured in BENCHMARKS.md section 26.
+# A passage filed under a heading that is itself a question (a FAQ's entry) was written to answer that question,
+# however its sentences are worded ("Each card holder may have up to 30 items on loan" under "How many books can I
+# borrow at once?"): when the best-ranked passage's heading reads as the question asked (MiniLM cosine at or above
+# this), that entry is the answer's first candidate. It is a candidate, never a pass: the heading says what the
+# entry is for, not what it says ("TODO: this section has not been written yet.", an advert planted under "How do I
+# reset my password?"), so the engine still reads the entry's text (typedrag.engines.offline.answers.the_entry) and
+# the bars above apply unless it reads it as answering. MiniLM alone puts other questions of one domain as close
+# ("How is R different from S?" and "Is there Emacs support for R?": 0.78), so the search must agree: only the top
+# passage's heading counts. Measured in BENCHMARKS.md sections 26 and 35.
 HEADING_BAR = 0.75
 UNMENTIONED = "unmentioned name"  # an abstention's `by` when the question names what no document mentions
+# Languages that write every noun with a capital (py3langid's codes: German, Luxembourgish): there a capital first
+# letter does not make a name.
+NOUN_CAPITALISING = frozenset({"de", "lb"})
 _NAME_WORD = re.compile(r"[^\W_](?:[\w.+#'-]*[\w+#])?")  # a word, with the dots, pluses and dashes names hold
 _FIRST_PERSON = re.compile(r"^I(?:'\w+)?$")
 MIN_SENTENCE_WORDS = 4  # shorter pieces (a heading, "See also") say nothing a question asks
@@ -70,16 +78,16 @@ _OPENS_SIGNAL = re.compile(r'(?:```(?:json|JSON)?\s*)?\{\s*"not_in_sources"\s*:'
 
 @dataclass(frozen=True)
 class Support:
-    """Whether passages answer a question: the best sentence's similarity to it, against the bar."""
+    """Whether passages answer a question: the best sentence's similarity to it, against the bar; and the
+    question heading the best-ranked passage is filed under when it reads as the question (its entry is the
+    answer's first candidate, which the engine reads before the passages are turned down)."""
 
     answered: bool
     score: float
     bar: float
-    heading: str | None = None  # the question heading the passages are filed under that reads as the question
+    heading: str | None = None
 
     def __str__(self) -> str:
-        if self.heading is not None:
-            return f"filed under the question {self.heading!r}"
         return f"relevance {self.score:.2f} {'at or above' if self.answered else 'below'} {self.bar:.2f}"
 
 
@@ -149,7 +157,7 @@ class Policy:
     def read(self, best: float | None, not_in_sources: str | None, by: str, final: bool) -> Verdict | None:
         """The verdict on a written step: the model said its sources do not answer, or (the final step,
         offline) the reader's best chance falls below its bar; None when the text stands (`best` None: the
-        reader's bar is not read, as for passages filed under the question asked)."""
+        reader's bar is not read, as for an entry the engine read as answering the question it is filed under)."""
         if not_in_sources is not None:
             why = f"the model said its sources do not answer: {not_in_sources}"
             return Verdict(Abstention(looked_for=self.looked_for, reason=why, by=by), f"its passages do not answer it: {not_in_sources}")
@@ -171,11 +179,29 @@ def names(question: str) -> list[str]:
 
 
 def unmentioned_names(question: str, retriever) -> list[str]:
-    """The names of `question` that no passage holds, as the retriever says (none when it cannot say)."""
+    """The names of `question` that no passage holds, as the retriever says (none when it cannot say). In a
+    question whose language capitalises every noun, only words with a capital inside them count: "Kühlschrank"
+    missing from a coffee machine's manual is a noun the manual may not use, not a product it does not cover."""
     mentions = getattr(retriever, "mentions", None)
     if mentions is None:
         return []
-    return [name for name in names(question) if not mentions(name)]
+    unmentioned = [name for name in names(question) if not mentions(name)]
+    if unmentioned and capitalises_nouns(question):  # the language is read only when it would decide
+        unmentioned = [name for name in unmentioned if _capital_inside(name)]
+    return unmentioned
+
+
+def capitalises_nouns(text: str) -> bool:
+    """Whether `text` is in a language that writes every noun with a capital (py3langid's reading of it; its model
+    loads on first use, about a second, so it is asked only when the answer depends on it)."""
+    from py3langid.langid import classify
+
+    return classify(text)[0] in NOUN_CAPITALISING
+
+
+def _capital_inside(word: str) -> bool:
+    """A capital past the first letter of the word or of a part of it ("KVM", "pgBackRest", "iPhone"; not "E-Mail")."""
+    return any(any(c.isupper() for c in part[1:]) for part in re.split(r"[-'.]", word))
 
 
 def readable(question: str) -> bool:
@@ -188,20 +214,23 @@ def readable(question: str) -> bool:
 def support(
     question: str, texts: Sequence[str], embedder: Embedder | None = None, bar: float = SUPPORT_BAR, top_section: str = ""
 ) -> Support:
-    """Whether any sentence of `texts` comes close enough to `question` to answer it (no text: it does not), or
-    the best-ranked passage is filed under a question heading (the last heading of `top_section`, its heading
-    path, ending in "?") that reads as `question` (HEADING_BAR): the search and the heading agree."""
-    sentences = [
-        " ".join(s.split()) for text in texts for s in split_sentences(strip_markers(text)) if len(s.split()) >= MIN_SENTENCE_WORDS
-    ]
+    """Whether any sentence of `texts` comes close enough to `question` to answer it (no text: it does not), and
+    the question heading the best-ranked passage is filed under (the last heading of `top_section`, its heading
+    path, ending in "?") when it reads as `question` (HEADING_BAR): the search and the heading agree."""
+    sentences = [s for text in texts for s in judged_sentences(text)]
     heading = question_heading(top_section)
     if not sentences:
         return Support(False, 0.0, bar)
-    vectors = (embedder or default_embedder()).embed([question, *sentences, *([heading] if heading else [])])
+    # The sentences and the heading are a passage's: an index keeps their vectors (typedrag.index.sentences).
+    vectors = (embedder or default_embedder()).embed([question, *sentences, *([heading] if heading else [])], keep_from=1)
     score = round(float((vectors[1 : 1 + len(sentences)] @ vectors[0]).max()), 4)
-    if heading and float(vectors[-1] @ vectors[0]) >= HEADING_BAR:
-        return Support(True, score, bar, heading=heading)
-    return Support(score >= bar, score, bar)
+    filed_under = heading if heading and float(vectors[-1] @ vectors[0]) >= HEADING_BAR else None
+    return Support(score >= bar, score, bar, heading=filed_under)
+
+
+def judged_sentences(text: str) -> list[str]:
+    """The sentences of a passage's text that `support` judges: whitespace made single, of MIN_SENTENCE_WORDS or more."""
+    return [" ".join(s.split()) for s in split_sentences(strip_markers(text)) if len(s.split()) >= MIN_SENTENCE_WORDS]
 
 
 def question_heading(section: str) -> str | None:

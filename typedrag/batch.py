@@ -20,7 +20,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from typedrag.classify.base import TypePrediction
 from typedrag.errors import LLMError, QuestionError
-from typedrag.jsonlog import JsonlLog
+from typedrag.jsonlog import JsonlLog, json_row, numbered_lines
 from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline
 from typedrag.text import for_terminal
@@ -42,25 +42,30 @@ def read_questions(path: Path) -> list[tuple[str, str]]:
     `content_id`. A repeated id (the same question twice in a .txt) is reported and skipped."""
     items: list[tuple[str, str]] = []
     seen: dict[str, int] = {}
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            if path.suffix != ".jsonl":
-                question = line.strip()
-                item_id = content_id(question)
-            else:
-                try:
-                    row = json.loads(line)
-                    question = str(row["question"])
-                except (ValueError, KeyError, TypeError):
-                    raise QuestionError(f"{path}:{number}: expected a JSON object with a 'question' field") from None
-                item_id = str(row["id"]) if row.get("id") is not None else content_id(question)
-            if item_id in seen:
-                logger.warning(for_terminal(f"{path}:{number}: duplicate id {item_id!r} (first on line {seen[item_id]}), skipped"))
-                continue
-            seen[item_id] = number
-            items.append((item_id, question))
+    try:
+        lines = list(numbered_lines(path))
+    except ValueError as error:  # a line that is not UTF-8, named
+        raise QuestionError(str(error)) from None
+    for number, line in lines:
+        if path.suffix != ".jsonl":
+            question = line.strip()
+            item_id = content_id(question)
+        else:
+            try:
+                row = json_row(line)
+                question = row["question"]
+                if not isinstance(question, str) or not isinstance(row.get("id"), str | int | None) or isinstance(row.get("id"), bool):
+                    raise TypeError
+            except ValueError as error:
+                raise QuestionError(f"{path}:{number}: not JSON ({' '.join(str(error).split())[:200]})") from None
+            except (KeyError, TypeError):
+                raise QuestionError(f"{path}:{number}: expected a JSON object with a 'question' field of text (and an 'id', text or a number)") from None
+            item_id = str(row["id"]) if row.get("id") is not None else content_id(question)
+        if item_id in seen:
+            logger.warning(for_terminal(f"{path}:{number}: duplicate id {item_id!r} (first on line {seen[item_id]}), skipped"))
+            continue
+        seen[item_id] = number
+        items.append((item_id, question))
     return items
 
 

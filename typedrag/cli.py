@@ -28,6 +28,7 @@ from typedrag.commands import (
     TokenOpt,
     UriOpt,
     errors,
+    lossy_stdout,
     backend_overrides,
     fail,
     llm_limits,
@@ -99,6 +100,25 @@ def index(
         Optional[str],
         typer.Option("--embedder", help="Model of the passage vectors: minilm (default, better) or static (far faster); see the README."),
     ] = None,
+    include: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--include",
+            metavar="PATTERN",
+            help="Read only the files of the folders given that match this glob (repeatable), e.g. --include '*.html'. "
+            "A pattern without / matches a file's or a folder's name, one with / a path inside the folder given. "
+            "Recorded in the index: a later sync applies the same filters unless given new ones (--include '*' clears them).",
+        ),
+    ] = None,
+    exclude: Annotated[
+        Optional[list[str]],
+        typer.Option(
+            "--exclude",
+            metavar="PATTERN",
+            help="Leave out the files of the folders given that match this glob (repeatable), e.g. --exclude 'changelog*' "
+            "--exclude 'release-*' (a matching folder is left out whole). Files a sync's new filters leave out leave the index.",
+        ),
+    ] = None,
     dense: Annotated[bool, typer.Option("--dense", hidden=True, help="The older name of --retrieval hybrid.")] = False,
     ray_address: Annotated[
         Optional[str],
@@ -110,11 +130,21 @@ def index(
         ),
     ] = None,
 ) -> None:
-    """Index documents for search, or bring an existing index up to date (new, changed and removed files)."""
+    """Index documents for search, or bring an existing index up to date (new, changed and removed files).
+
+    Folders are read whole, at any depth, but for hidden files; --include and --exclude choose among their files, e.g. `typedrag index docs/ --include '*.html' --exclude 'changelog*' --exclude 'release-*'`."""
+    from typedrag.corpus.readers import FileFilter
+
+    settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token, retrieval))
+    filters = FileFilter(tuple(include or ()), tuple(exclude or ())) if include or exclude else None
+    with lossy_stdout():  # progress and the summary that cannot be written never stop the build (issue 57 P5)
+        _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters)
+
+
+def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters) -> None:
     from typedrag.index.open import build_configured_index
     from typedrag.index.base import EmptyIndexError
 
-    settings = settings_from(index=index_dir, **backend_overrides(backend, uri, collection, token, retrieval))
     try:
         if ray_address is not None:
             from typedrag.index.distributed import index_on_ray
@@ -122,12 +152,12 @@ def index(
             summary = index_on_ray(
                 settings, sources, address=ray_address, passage_words=passage_words, strict=strict, dense=dense,
                 rebuild=rebuild, remove_missing=not keep_missing, embedder=embedder,
-                report=lambda line: errors.print(line, markup=False),
+                report=lambda line: errors.print(line, markup=False), filters=filters,
             )
         else:
             summary = build_configured_index(
                 settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild,
-                remove_missing=not keep_missing, embedder=embedder,
+                remove_missing=not keep_missing, embedder=embedder, filters=filters,
             )
     except EmptyIndexError as error:
         _report_problems(error.summary)
@@ -135,6 +165,9 @@ def index(
     except USER_ERRORS as error:
         fail(str(error))
     _report_problems(summary)
+    if summary.filters:
+        files = "file" if summary.left_out == 1 else "files"
+        errors.print(f"left out {summary.left_out:,} {files} of the folders by {for_terminal(summary.filters)}", markup=False)
     where = for_terminal(summary.index_dir)
     if summary.synced:
         console.print(
@@ -159,6 +192,19 @@ def index(
             markup=False,
             soft_wrap=True,
         )
+    if summary.sentences:
+        console.print(
+            f"sentence vectors (for answers): {summary.sentences:,}, {summary.sentences_embedded:,} embedded in "
+            f"{summary.sentence_seconds:.1f} s; {summary.sentence_bytes / 2**20:,.1f} MiB on disk",
+            markup=False,
+            soft_wrap=True,
+        )
+
+
+def skipped_line(problem) -> str:
+    """A problem as the line that says what was skipped: its reason says so itself ("..., rest of file skipped"), or
+    the line begins with "skipped"; never both ("skipped a.png: unsupported file type, skipped")."""
+    return str(problem) if problem.reason.endswith("skipped") else f"skipped {problem}"
 
 
 def _report_problems(summary) -> None:
@@ -171,7 +217,7 @@ def _report_problems(summary) -> None:
         unsupported = []
     others = [p for p in summary.problems if p not in unsupported]
     for problem in others[:20]:
-        errors.print(f"skipped {for_terminal(str(problem))}", markup=False)
+        errors.print(for_terminal(skipped_line(problem)), markup=False)
     more = len(others) - len(others[:20]) + getattr(summary.problems, "dropped", 0)
     if more:
         errors.print(f"... and {more:,} more")
@@ -324,6 +370,49 @@ def chat(
         resources.close()
 
 
+@app.command("mcp")
+def mcp_command(
+    index_dir: IndexOpt = None,
+    llm: LLMOpt = None,
+    base_url: BaseUrlOpt = None,
+    classifier: ClassifierOpt = None,
+    llm_timeout: LLMTimeoutOpt = None,
+    llm_concurrency: LLMConcurrencyOpt = None,
+    backend: BackendOpt = None,
+    uri: UriOpt = None,
+    collection: CollectionOpt = None,
+    token: TokenOpt = None,
+    milvus_mode: RetrievalOpt = None,
+    log_level: Annotated[str, typer.Option(help="debug, info, warning or error (JSON lines on stderr).")] = "warning",
+) -> None:
+    """An MCP server on stdin/stdout for assistants and IDE agents: tools to list collections, search one and
+    answer from it (this index is the collection "default"). `typedrag serve` offers the same at /mcp over
+    HTTP. Needs the mcp extra."""
+    from typedrag.extras import require
+    from typedrag.factory import Resources, build_pipeline
+    from typedrag.mcp_server import FEATURE, SingleIndex, serve_stdio
+    from typedrag.server.logs import configure_logging
+
+    configure_logging(log_level)  # stdout carries the protocol: every log line goes to stderr
+    settings = settings_from(
+        index=index_dir,
+        classifier=classifier,
+        **{"llm.model": llm, "llm.base_url": base_url},
+        **llm_limits(llm_timeout, llm_concurrency),
+        **backend_overrides(backend, uri, collection, token, milvus_mode),
+    )
+    resources = Resources()
+    try:
+        require("mcp.server", "mcp", FEATURE)  # before the index is opened: the extra is the first thing to add
+        pipeline = build_pipeline(settings, resources)
+        _note_retrieval(pipeline.retriever)
+        asyncio.run(resources.run(serve_stdio(SingleIndex(lambda: pipeline))))
+    except USER_ERRORS as error:
+        fail(str(error))
+    finally:
+        resources.close()
+
+
 async def converse(pipeline, method: str, forced: str | None, system: str | None) -> None:
     """Read questions from stdin until /quit or its end; answer each in the conversation so far. A question
     that cannot be answered (too long, the endpoint failed) says why in one line and the conversation goes on."""
@@ -433,10 +522,12 @@ def classify(
 
 def _register_lazy_commands() -> None:
     """Commands whose modules keep heavy imports (matplotlib, fastapi) inside the function bodies."""
+    from typedrag.accounts import users_app
     from typedrag.evaluation.command import eval_app
     from typedrag.server.command import serve_command
 
     app.add_typer(eval_app(), name="eval")
+    app.add_typer(users_app(), name="users", help="Accounts of `typedrag serve`: users, roles, API keys and grants per collection.")
     app.command("serve", help=serve_command.__doc__)(serve_command)
 
 

@@ -7,8 +7,13 @@ of them imports another, and an option several commands take is declared once, h
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
+import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, NoReturn, Optional, TextIO
 
 import typer
 from rich.console import Console
@@ -63,6 +68,20 @@ RetrievalOpt = Annotated[
         help="Search with bm25, dense vectors or hybrid (both fused); default: as the index was built (or TYPEDRAG_RETRIEVAL).",
     ),
 ]
+# Where `typedrag serve` keeps its data and its store (users, keys, grants, conversations, feedback).
+DataOpt = Annotated[
+    Optional[Path],
+    typer.Option("--data", help="Data directory, as `typedrag serve --data` uses it (default: ./typedrag-data or TYPEDRAG_DATA)."),
+]
+DatabaseOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--database",
+        metavar="URL",
+        help="The store: postgresql://USER@HOST/NAME, shared by replicas (or TYPEDRAG_DATABASE); default: SQLite in --data.",
+        show_default=False,
+    ),
+]
 # The LLM endpoint's limits, on every command that talks to one (beside TYPEDRAG_TIMEOUT / TYPEDRAG_CONCURRENCY).
 LLMTimeoutOpt = Annotated[
     Optional[float],
@@ -93,6 +112,54 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+class LossyOutput:
+    """Standard output that may be lost without losing the work: a write or flush that fails (the reader of a pipe
+    is gone, `| head -c 1`; a full disk under a redirected log) is said once on stderr, and what follows goes to
+    /dev/null, so a build that prints its progress goes on and ends as it would have."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.lost: OSError | None = None
+
+    def write(self, text: str) -> int:
+        if self.lost is None:
+            try:
+                self.stream.write(text)
+            except OSError as error:
+                self._lose(error)
+        return len(text)
+
+    def flush(self) -> None:
+        if self.lost is None:
+            try:
+                self.stream.flush()
+            except OSError as error:
+                self._lose(error)
+
+    def _lose(self, error: OSError) -> None:
+        self.lost = error
+        with contextlib.suppress(OSError, ValueError):  # the interpreter's last flush at exit finds nowhere to fail
+            os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
+        why = "its reader closed it" if error.errno == errno.EPIPE else (error.strerror or str(error)).lower()
+        with contextlib.suppress(OSError, ValueError):  # stderr may be gone too
+            errors.print(f"typedrag: cannot write to standard output ({why}); carrying on without it", markup=False, highlight=False)
+
+    def __getattr__(self, name: str):  # isatty, fileno, encoding, ...: the stream's
+        return getattr(self.stream, name)
+
+
+@contextlib.contextmanager
+def lossy_stdout() -> Iterator[LossyOutput]:
+    """`sys.stdout` as a `LossyOutput` while the block runs (rich's consoles write to whatever it is then)."""
+    real = sys.stdout
+    sys.stdout = lossy = LossyOutput(real)
+    try:
+        yield lossy
+    finally:
+        lossy.flush()
+        sys.stdout = real
+
+
 def settings_from(**overrides) -> Settings:
     """Settings from the config file, environment and these flag values (None = not given)."""
     try:
@@ -106,3 +173,18 @@ def settings_from(**overrides) -> Settings:
 def backend_overrides(backend=None, uri=None, collection=None, token=None, mode=None) -> dict:
     """The index-backend options as settings overrides (None = keep the config file's or environment's value)."""
     return {"backend": backend, "milvus_uri": uri, "milvus_collection": collection, "milvus_token": token, "retrieval": mode}
+
+
+DEFAULT_DATA = Path("typedrag-data")  # the `users` commands' data directory when neither --data nor TYPEDRAG_DATA names one
+
+
+def store_from(settings: Settings, *, create: bool = False):
+    """The store the settings name (`database`, else SQLite in `data`), migrated; a one-line error if it cannot open.
+    create=False: a data directory without a store is an error (a mistyped --data makes no empty store)."""
+    from typedrag.store import StoreUnavailable, open_store
+
+    database = settings.database.get_secret_value() if settings.database else None
+    try:
+        return open_store(database, settings.data or DEFAULT_DATA, create=create)
+    except (UserError, StoreUnavailable) as error:
+        fail(str(error))

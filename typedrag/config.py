@@ -7,6 +7,7 @@ OPENAI_API_KEY); they may be put in the file but are never printed, logged or ca
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from pathlib import Path
@@ -39,6 +40,9 @@ class LLMConfig(BaseModel):
     timeout: float = Field(60.0, gt=0)
     max_retries: int = Field(3, ge=0, le=10)
     concurrency: int = Field(8, ge=1, le=256)
+    # A reply longer than this is cut here, and its call's finish_reason says so: typedrag asks for a few hundred
+    # tokens, and a server that sends 24 MB ("ignore max_tokens") took `serve` from 430 MB to 1.5 GB (issue 57 P9).
+    max_reply_chars: int = Field(100_000, ge=1_000)
 
     @property
     def is_offline(self) -> bool:
@@ -51,6 +55,28 @@ class LLMConfig(BaseModel):
         if problem:
             raise ValueError(problem)  # the message quotes nothing of the URL: it may hold a password
         return value
+
+
+UPLOAD_TYPES = (".pdf", ".html", ".htm", ".xhtml", ".md", ".markdown", ".rst", ".txt", ".text", ".docx")
+
+
+class LibraryLimits(BaseModel):
+    """What `serve --data` accepts into its collections: uploads past these are refused, each with its reason."""
+
+    max_file_bytes: int = Field(100 << 20, ge=1)  # one uploaded file
+    max_files_per_upload: int = Field(500, ge=1)  # files in one request
+    max_upload_bytes: int = Field(1 << 30, ge=1)  # one request's whole body
+    max_collection_files: int = Field(10_000, ge=1)
+    max_collection_bytes: int = Field(10 << 30, ge=1)  # the originals a collection keeps
+    max_collections: int = Field(1000, ge=1)
+    upload_types: tuple[str, ...] = UPLOAD_TYPES  # file name endings accepted (typedrag reads each of them)
+
+    @field_validator("upload_types", mode="before")
+    @classmethod
+    def _endings(cls, value: Any) -> Any:
+        if isinstance(value, str):  # from the environment: ".pdf,.md"
+            value = [part.strip() for part in value.split(",") if part.strip()]
+        return tuple(v.lower() if v.startswith(".") else f".{v.lower()}" for v in value)
 
 
 class Settings(BaseModel):
@@ -85,6 +111,14 @@ class Settings(BaseModel):
     knowledge: Literal["documents", "labelled"] = "documents"
     # Question, passage and answer text in OpenTelemetry spans: off, so traces hold ids, counts and timings only.
     trace_content: bool = False
+    # `serve --data DIR`: the server's folder: its collections (uploaded originals and indexes) and the store's
+    # SQLite file unless `database` names another store: a postgresql://... URL, shared by replicas (never printed:
+    # it may hold a password). The `users` commands default to ./typedrag-data.
+    data: Path | None = None
+    library: LibraryLimits = LibraryLimits()
+    database: SecretStr | None = None
+    # Saved conversations untouched for this many days are removed (None: kept until their owner deletes them).
+    retention_days: int | None = Field(None, ge=1)
 
     @property
     def search_mode(self) -> str | None:
@@ -127,6 +161,16 @@ _ENV = {
     "TYPEDRAG_MAX_QUESTION_CHARS": ("max_question_chars",),
     "TYPEDRAG_TRACE_CONTENT": ("trace_content",),
     "TYPEDRAG_KNOWLEDGE": ("knowledge",),
+    "TYPEDRAG_DATA": ("data",),
+    "TYPEDRAG_DATABASE": ("database",),
+    "TYPEDRAG_RETENTION_DAYS": ("retention_days",),
+    "TYPEDRAG_MAX_FILE_BYTES": ("library", "max_file_bytes"),
+    "TYPEDRAG_MAX_FILES_PER_UPLOAD": ("library", "max_files_per_upload"),
+    "TYPEDRAG_MAX_UPLOAD_BYTES": ("library", "max_upload_bytes"),
+    "TYPEDRAG_MAX_COLLECTION_FILES": ("library", "max_collection_files"),
+    "TYPEDRAG_MAX_COLLECTION_BYTES": ("library", "max_collection_bytes"),
+    "TYPEDRAG_MAX_COLLECTIONS": ("library", "max_collections"),
+    "TYPEDRAG_UPLOAD_TYPES": ("library", "upload_types"),
 }
 
 
@@ -149,6 +193,7 @@ def load_settings(overrides: dict[str, Any] | None = None, env: dict[str, str] |
             data = tomllib.loads(path.read_text(encoding="utf-8"))
         except (OSError, tomllib.TOMLDecodeError) as error:
             raise ConfigError(f"cannot read config file {path}: {error}") from error
+        _check_keys(data, path)
     env = os.environ if env is None else env
     # Where each setting came from: a credential is sent to a destination named only by the config file just
     # when the file also holds that credential (see _check_credential_destinations).
@@ -202,6 +247,8 @@ CREDENTIALS = (
     Credential(("llm", "api_key"), ("llm", "base_url"), "--base-url / TYPEDRAG_BASE_URL", lambda url: _is_default_host(url)),
     Credential(("judge", "api_key"), ("judge", "base_url"), "--judge-base-url / TYPEDRAG_JUDGE_BASE_URL", lambda url: _is_default_host(url)),
     Credential(("milvus_token",), ("milvus_uri",), "--uri / TYPEDRAG_MILVUS_URI"),
+    # The store's URL holds its own password, sent only to the host it names: always where the secret came from.
+    Credential(("database",), ("database",), "--database / TYPEDRAG_DATABASE"),
 )
 
 
@@ -229,6 +276,45 @@ def _check_credential_destinations(settings: Settings, origin: dict[tuple[str, .
             f"refused, since a config file in a folder may come from anyone; to allow it, give that address with "
             f"{credential.flag}, or put the {what} for it in that file"
         )
+
+
+def _check_keys(data: dict[str, Any], path: Path) -> None:
+    """A key the settings do not have (a misspelling, a key in the wrong section) is an error naming it, the file
+    and the nearest key there is: ignored, it would leave the setting at its default without a word."""
+    known = _known_keys(Settings)
+    sections = [name for name, field in Settings.model_fields.items() if _section(field) is not None]
+    for key in _unknown_keys(data, Settings):
+        nearest = difflib.get_close_matches(key, [*known, *sections], n=1, cutoff=0.6)
+        hint = f"did you mean {nearest[0]!r}?" if nearest else f"the keys are {', '.join(known)}"
+        raise ConfigError(f"unknown key {key!r} in config file {path}; {hint}")
+
+
+def _section(field: Any) -> type[BaseModel] | None:
+    """The settings a field holds when it is a section of its own (`[llm]`), else None."""
+    annotation = field.annotation
+    return annotation if isinstance(annotation, type) and issubclass(annotation, BaseModel) else None
+
+
+def _known_keys(model: type[BaseModel], prefix: str = "") -> list[str]:
+    """Every key a config file may hold, dotted ("llm.model")."""
+    keys = []
+    for name, field in model.model_fields.items():
+        section = _section(field)
+        keys.extend(_known_keys(section, f"{prefix}{name}.") if section else [f"{prefix}{name}"])
+    return keys
+
+
+def _unknown_keys(data: dict[str, Any], model: type[BaseModel], prefix: str = "") -> list[str]:
+    """The keys of `data` (a config file's, section by section) that `model` does not have, dotted."""
+    unknown = []
+    for key, value in data.items():
+        field = model.model_fields.get(key)
+        section = _section(field) if field is not None else None
+        if field is None:
+            unknown.append(f"{prefix}{key}")
+        elif section is not None and isinstance(value, dict):
+            unknown.extend(_unknown_keys(value, section, f"{prefix}{key}."))
+    return unknown
 
 
 def _describe(error: ValidationError) -> str:

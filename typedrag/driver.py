@@ -27,12 +27,13 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from typedrag import telemetry
-from typedrag.abstain import Policy, Verdict, question_heading, support
+from typedrag.abstain import Policy, Support, Verdict, support
 from typedrag.attribution import settle
 from typedrag.engines.base import ClosedBook, Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, PlanFailed, StrategyError
@@ -368,24 +369,22 @@ class Driver:
         if unknown is not None:  # nothing the passages say is about what the question names
             return self._declined(unknown, step, run)
         bar = self.policy.bar(final=step.final)
-        filed_under = None
+        judged = None
         if bar is not None:  # judged on what the answer can quote: an extractive engine may say it is fewer
             quoted = getattr(self.services.engine, "quotes_from", lambda task: task.sources)(task)
             texts, top = [source.text for source in quoted], quoted[0].section if quoted else ""
             judged = await asyncio.to_thread(support, task.question, texts, bar=bar, top_section=top)
-            if not judged.answered:
+            if not judged.answered and judged.heading is None:
                 return self._declined(self.policy.below(judged, numbered=bool(run.book.sources)), step, run)
-            filed_under = judged.heading
-            if filed_under is not None and not isinstance(task, Combined):  # the entry is the answer: read it alone
-                entry = [source for source in task.sources if question_heading(source.section) == filed_under]
-                task = replace(task, sources=entry, filed_under=filed_under)
-        written = await self._written(step, task, run)
+            if judged.heading is not None and not isinstance(task, Combined):  # its entry is the first candidate
+                task = replace(task, filed_under=judged.heading)
+        judge = partial(self._judged, judged, step, run)
+        written = await self._written(step, task, run, judge)
         if step.final:
             run.unsourced = written.unsourced
         if written.not_in_sources is not None and not step.final:
             written = await self._checked(step, task, written)
-        best = None if filed_under is not None else written.best  # a FAQ's entry answers the question it is filed under
-        verdict = self.policy.read(best, written.not_in_sources, self.services.engine.name, final=step.final)
+        verdict = judge(written)
         if verdict is not None:
             return self._declined(verdict, step, run)
         for note in written.notes:
@@ -393,6 +392,15 @@ class Driver:
         if not step.final and self.services.engine.generative and task.sources:
             written = await self._settled(step, written)
         return written
+
+    def _judged(self, judged: Support | None, step: Write, run: Run, written: Written) -> Verdict | None:
+        """The policy's verdict on a written step (None: it stands). An entry the engine read as answering the
+        question it is filed under (`Written.filed_under`) stands on that; else passages whose heading made
+        them a candidate are held to the relevance bar they were let past, then the reader's."""
+        if written.filed_under is None and judged is not None and not judged.answered:
+            return self.policy.below(judged, numbered=bool(run.book.sources))
+        best = None if written.filed_under is not None else written.best
+        return self.policy.read(best, written.not_in_sources, self.services.engine.name, final=step.final)
 
     async def _checked(self, step: Write, task: WriteTask, written: Written) -> Written:
         """A model's "not in the sources" for a partial answer (an aspect, the overview), checked by the
@@ -421,9 +429,9 @@ class Driver:
             run.abstention = verdict.abstention
         return Written("", supported=False, declined=verdict.dropped)
 
-    async def _written(self, step: Write, task: Any, run: Run) -> Written:
+    async def _written(self, step: Write, task: Any, run: Run, judge: Callable[[Written], Verdict | None]) -> Written:
         """The engine's text inside the step's span; the final step's streams to a listening client (once the
-        policy has judged it, when it may still be turned down)."""
+        policy has judged it, `judge`, when it may still be turned down)."""
         engine = self.services.engine
         name = task.combine if isinstance(task, Combined) else "write"
         if not step.final or self.on_event is None:
@@ -437,7 +445,7 @@ class Driver:
                 written = await telemetry.written(task, engine.name, engine.write(task, self.trace, on_text=sink), step.aspect, name=name)
         finally:
             run.streamed += stream.sent
-        if held and self.policy.read(written.best, written.not_in_sources, engine.name, final=True) is None:
+        if held and judge(written) is None:
             for piece in held:
                 stream(piece)
             run.streamed += stream.sent

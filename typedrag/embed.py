@@ -17,8 +17,11 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import io
+import os
 import threading
+import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from functools import lru_cache
 from pathlib import Path
 
@@ -62,6 +65,61 @@ def model_files() -> tuple[Path, Path]:
     return onnx, tokenizer
 
 
+# ONNX Runtime's threads, and texts per model run, for builds and answers alike. Chosen by measurement on two
+# cores (BENCHMARKS.md section 37); the environment overrides them (TYPEDRAG_EMBED_THREADS, TYPEDRAG_EMBED_BATCH).
+# A text's vector is the same whatever either is (tests/test_embed_speed.py).
+EMBED_THREADS = 2
+EMBED_BATCH = 8
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name, "").strip()
+    if not raw:
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise EmbedderUnavailable(f"{name}={raw!r} is not a whole number") from None
+    if value < 1:
+        raise EmbedderUnavailable(f"{name}={raw!r}: give 1 or more")
+    return value
+
+
+def embed_threads() -> int:
+    return _env_int("TYPEDRAG_EMBED_THREADS", EMBED_THREADS)
+
+
+def embed_batch() -> int:
+    return _env_int("TYPEDRAG_EMBED_BATCH", EMBED_BATCH)
+
+
+def session_options(threads: int | None = None):
+    """ONNX Runtime's options for MiniLM: `threads` intra-op threads (None: `embed_threads()`), one inter-op
+    thread, and no spinning. A spinning thread keeps its core busy between runs waiting for work; on a shared or
+    busy machine that steals the core from the tokenizer, the index writer and other processes (it cost a fifth
+    of the embedding rate here: BENCHMARKS.md section 37). Spinning changes when a thread wakes, not what it computes."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or embed_threads()
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    return options
+
+
+# Stores of vectors kept with an index (typedrag.index.sentences), consulted before the model: the vectors of a
+# passage's sentences, made at build time. Held weakly: a store goes with the index version that opened it.
+_KNOWN: "weakref.WeakSet" = weakref.WeakSet()
+
+
+def remember(store) -> None:
+    """Consult `store` (with `lookup(texts) -> {text: vector}` and `keep(texts, vectors)`) before running
+    MiniLM, for as long as it lives. Its vectors must be MiniLM's (`Embedder.identity`)."""
+    _KNOWN.add(store)
+
+
 class Embedder:
     """Mean-pooled, L2-normalised MiniLM vectors (384-d). Thread-safe; caches recent texts."""
 
@@ -70,54 +128,82 @@ class Embedder:
     dim = 384
     identity = f"{MODEL_NAME} sha256:{ONNX_SHA256[:16]} max_tokens:{MAX_TOKENS}"  # what makes its vectors what they are
 
-    def __init__(self, threads: int = 2, cache_size: int = 20_000) -> None:
+    def __init__(self, threads: int | None = None, cache_size: int = 20_000) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
         onnx_path, tokenizer_path = model_files()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(str(onnx_path), session_options(threads), providers=["CPUExecutionProvider"])
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.enable_padding()
         self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
         self._cache_size = cache_size
         self._lock = threading.Lock()
+        self.computed = 0  # texts run through the model by `embed` (not from the cache or a kept store)
 
-    def embed(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
-        """Vectors for `texts`, shape (len(texts), 384); repeated texts come from the cache.
+    def embed(self, texts: list[str], batch_size: int | None = None, keep_from: int | None = None) -> np.ndarray:
+        """Vectors for `texts`, shape (len(texts), 384); repeated texts come from the cache, then from the
+        vectors indexes keep (`remember`), and only the rest from the model.
 
-        The cache is only touched under the lock; encoding runs outside it, so concurrent callers
-        (aspects answered at once) never wait on each other's inference.
+        `keep_from`: `texts[keep_from:]` are a passage's (its sentences, its title), so what the model computed
+        of them is handed to the stores to keep. The cache is only touched under the lock; encoding runs
+        outside it, so concurrent callers (aspects answered at once) never wait on each other's inference.
         """
         unique = list(dict.fromkeys(texts))
         with self._lock:
             vectors = {t: self._cache[t] for t in unique if t in self._cache}
             for text in vectors:
                 self._cache.move_to_end(text)
+        stores = list(_KNOWN)
+        for store in stores:
+            wanted = [t for t in unique if t not in vectors]
+            if not wanted:
+                break
+            vectors.update(store.lookup(wanted))
         missing = sorted((t for t in unique if t not in vectors), key=len)  # similar lengths pad little
+        batch_size = batch_size or embed_batch()
         for start in range(0, len(missing), batch_size):
             chunk = missing[start : start + batch_size]
             vectors.update(zip(chunk, self._encode(chunk)))
         with self._lock:
-            for text in missing:
+            self.computed += len(missing)
+            for text in unique:
                 self._cache[text] = vectors[text]
+                self._cache.move_to_end(text)
             while len(self._cache) > self._cache_size:
                 self._cache.popitem(last=False)
+        if keep_from is not None and missing and stores:
+            kept = set(texts[keep_from:])
+            computed = [t for t in missing if t in kept]
+            if computed:
+                for store in stores:
+                    store.keep(computed, np.stack([vectors[t] for t in computed]))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         return np.stack([vectors[t] for t in texts])
 
-    def encode(self, texts: list[str], batch_size: int = 32) -> np.ndarray:
+    @property
+    def cached(self) -> int:
+        """Texts whose vectors the cache holds now (at most `cache_size`: the service reports it)."""
+        return len(self._cache)
+
+    @property
+    def cache_size(self) -> int:
+        return self._cache_size
+
+    def encode(self, texts: list[str], batch_size: int | None = None, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Vectors for `texts` in their order, bypassing the cache (an index's passages are embedded once).
-        Batched by length so that little is padded; a text's vector does not depend on its batch."""
+        Batched by length so that little is padded; a text's vector does not depend on its batch.
+        `on_batch(n)` is told of each batch done (a build's progress moves with the model, not per journal write)."""
+        batch_size = batch_size or embed_batch()
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
         for start in range(0, len(order), batch_size):
             chunk = order[start : start + batch_size]
             out[chunk] = self._encode([texts[i] for i in chunk])
+            if on_batch is not None:
+                on_batch(len(chunk))
         return out
 
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -161,7 +247,7 @@ class StaticEmbedder:
         self._tokenizer.enable_truncation(STATIC_MAX_TOKENS)
         self._tokenizer.no_padding()
 
-    def encode(self, texts: list[str], batch_size: int = 1024) -> np.ndarray:
+    def encode(self, texts: list[str], batch_size: int = 1024, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), batch_size):
             encodings = self._tokenizer.encode_batch(texts[start : start + batch_size], add_special_tokens=False)
@@ -174,6 +260,8 @@ class StaticEmbedder:
                 sums[some] = np.add.reduceat(self._table[ids], offsets, axis=0)
             norms = np.linalg.norm(sums, axis=1, keepdims=True)
             out[start : start + len(encodings)] = sums / np.clip(norms, 1e-12, None)
+            if on_batch is not None:
+                on_batch(len(encodings))
         return out
 
     def embed(self, texts: list[str], batch_size: int = 1024) -> np.ndarray:

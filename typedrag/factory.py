@@ -16,6 +16,7 @@ from typedrag.llm.base import ChatModel
 from typedrag.llm.cache import ResponseCache
 from typedrag.extras import require
 from typedrag.llm.local_server import LOCAL_FEATURE, LocalLlamaServer, LocalServerError
+from typedrag.links import collection_of_index
 from typedrag.pipeline import Pipeline, PipelineSettings
 from typedrag.prompts import PROMPT_VERSION
 
@@ -88,6 +89,7 @@ def build_chat_model(config: LLMConfig, cache_dir: Path | None, resources: Resou
         api_key=config.api_key.get_secret_value() if config.api_key else None,
         timeout=config.timeout,
         max_retries=config.max_retries,
+        max_reply_chars=config.max_reply_chars,
         max_concurrency=concurrency,
         cache=cache,
         cache_identity=identity,
@@ -136,6 +138,7 @@ def build_pipeline(
             max_question_chars=settings.max_question_chars,
             assume_non_factoid=settings.assume_non_factoid,
             knowledge=settings.knowledge,
+            collection=collection_of_index(settings.index) if need_index and settings.backend == "tantivy" else None,
             **({} if settings.expand_queries is None else {"expand_queries": settings.expand_queries}),
         ),
     )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 from typedrag.errors import RunError
@@ -72,3 +73,43 @@ def _record(line: bytes) -> dict | None:
     except (ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
+
+
+# ---------------------------------------------------------------- question files a user hands in
+
+MAX_ROW_DEPTH = 64  # JSON nested deeper than a question file's rows ever are: refused before the parser recurses
+
+
+def numbered_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """(line number, text) of each non-blank line of a UTF-8 file (a BOM is skipped); a line that is not UTF-8 is
+    a ValueError naming the line (`UnicodeDecodeError` came from the middle of a file's iteration before)."""
+    with open(path, "rb") as f:
+        for number, raw in enumerate(f, 1):
+            if number == 1:
+                raw = raw.removeprefix(b"\xef\xbb\xbf")
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as error:
+                raise ValueError(f"{path}:{number}: not UTF-8 text (byte {error.start + 1} of the line)") from None
+            if line.strip():
+                yield number, line
+
+
+def json_row(line: str) -> object:
+    """A line's JSON value; a ValueError for one that is not JSON or nests deeper than MAX_ROW_DEPTH (the parser
+    would recurse until Python's limit: a RecursionError no reader caught)."""
+    depth = deepest = 0
+    quoted = escaped = False
+    for char in line:  # brackets outside strings, counted without parsing
+        if quoted:
+            escaped, quoted = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            quoted = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    if deepest > MAX_ROW_DEPTH:
+        raise ValueError(f"JSON nested {deepest} deep, over the {MAX_ROW_DEPTH} a row may be")
+    return json.loads(line)

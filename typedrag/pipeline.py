@@ -30,6 +30,7 @@ from typedrag.errors import LLMError, PlanFailed, QuestionError
 from typedrag.followup import FusingRetriever, Standalone, StandaloneQuestion, conversation_text, offline_standalone
 from typedrag.history import Turn, clean_history, dialogue_of, instructions_of
 from typedrag.index.base import Retriever
+from typedrag.links import viewer_link
 from typedrag.prompts import PROMPT_VERSION, REWRITE_QUESTION
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
 from typedrag.rerank import EmbeddingReranker, Reranker
@@ -84,6 +85,9 @@ class PipelineSettings:
     # do not cover the question or a part of it, what the model knows itself, kept apart and labelled
     # (`AnswerResult.unsourced`). Offline there is nothing to add: the offline engine knows nothing of its own.
     knowledge: Knowledge = "documents"
+    # The collection this pipeline answers in (`serve --data`): each source then links to its original
+    # (typedrag.links); None: no link.
+    collection: str | None = None
 
     @property
     def depths(self) -> Depths:
@@ -290,6 +294,8 @@ class Pipeline:
         if drove.unsourced is not None:  # after the answer's own text, apart from it
             asked.emit("unsourced", **drove.unsourced.model_dump(), text=drove.unsourced.text)
         timings = {**route.timings_ms, "total": _ms(started)}
+        if self.settings.collection is not None:
+            sources = [s.model_copy(update={"link": viewer_link(self.settings.collection, s.passage_id)}) for s in sources]
         asked.emit("sources", count=len(sources))
         return AnswerResult(
             question=asked.question,
@@ -322,6 +328,7 @@ class Pipeline:
             prompt_version=PROMPT_VERSION,
             knowledge=asked.knowledge,
             unsourced=drove.unsourced,
+            collection=self.settings.collection,
         )
 
     async def _cite(self, answer: str, sources: list[Source], trace: Trace) -> tuple[str, list[Citation]]:

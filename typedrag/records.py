@@ -201,6 +201,8 @@ class IndexSummary:
     documents: int = 0
     passages: int = 0
     skipped: int = 0
+    left_out: int = 0  # files of the folders given that the filters left out
+    filters: str = ""  # the filters applied (given, or recorded in the index), as options: "--include '*.html'"
     synced: bool = False  # an existing index was brought up to date (else built from scratch)
     added: int = 0
     updated: int = 0
@@ -212,5 +214,10 @@ class IndexSummary:
     embedded: int = 0  # passages embedded by this run (not copied from the previous version or a journal)
     embed_seconds: float = 0.0
     vector_bytes: int = 0  # the vector files' size on disk
+    graph_seconds: float = 0.0  # building the HNSW graph over the vectors (typedrag.index.nearest; 0: none)
+    sentences: int = 0  # sentence vectors the index keeps (typedrag.index.sentences; 0: none made at build)
+    sentences_embedded: int = 0  # ...of which this run embedded (the rest taken from the previous version)
+    sentence_seconds: float = 0.0
+    sentence_bytes: int = 0
     problems: CappedList = field(default_factory=CappedList)  # `skipped` counts them all, kept or not
     notes: CappedList = field(default_factory=CappedList)  # what was indexed but changed on the way (an over-long run cut)

@@ -28,7 +28,12 @@ class Reranker(Protocol):
 
 def passage_head(passage: Passage) -> str:
     """What the reranker reads of a passage: its title and opening words."""
-    return f"{passage.title}. {' '.join(passage.text.split()[:RERANK_WORDS])}"
+    return head_of(passage.title, passage.text)
+
+
+def head_of(title: str, text: str) -> str:
+    """A passage's head (`passage_head`) from its stored title and text."""
+    return f"{title}. {' '.join(text.split()[:RERANK_WORDS])}"
 
 
 class EmbeddingReranker:
@@ -53,7 +58,8 @@ class EmbeddingReranker:
         """(len(queries), len(hits)) cosines between each query and each passage's head."""
         if not hits or not queries:
             return np.zeros((len(queries), len(hits)), dtype=np.float32)
-        vectors = self.embedder.embed(queries + [passage_head(h.passage) for h in hits])
+        # The heads are the passages': an index keeps their vectors (typedrag.index.sentences).
+        vectors = self.embedder.embed(queries + [passage_head(h.passage) for h in hits], keep_from=len(queries))
         return vectors[: len(queries)] @ vectors[len(queries) :].T
 
     def rerank(self, query: str, hits: list[ScoredPassage], k: int) -> list[ScoredPassage]:

@@ -29,6 +29,9 @@ class Source(BaseModel):
     lines: tuple[LineKind, ...] = Field(
         (), description="the kind of each line of `text` (prose, item with its order, code, table ...); empty: unknown, read as prose"
     )
+    link: str | None = Field(
+        None, description="the page showing the original document at this passage, highlighted, on a typedrag server: /view/<collection>?passage=<id>"
+    )
 
     @classmethod
     def of(cls, number: int, hit: ScoredPassage) -> "Source":
@@ -214,6 +217,7 @@ class AnswerResult(BaseModel):
         if self.unsourced is None or not self.unsourced.sentences:
             return self.answer
         return f"{self.answer}\n\n{self.unsourced.text}" if self.answer else self.unsourced.text
+    collection: str | None = Field(None, description="the collection answered in (its sources link to their originals)")
 
 
 # A bullet or step prefix ("- comet: ", "2. "): layout, not part of the cited claim.

@@ -25,6 +25,7 @@ from typedrag.integrations.haystack import HaystackChatModel, HaystackRetriever,
 from typedrag.llm.base import StructuredOutcome  # noqa: E402
 from typedrag.records import Passage  # noqa: E402
 from typedrag.result import Source  # noqa: E402
+from typedrag.citations import strip_markers  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder  # noqa: E402
 
 from conftest import plan_call_of  # noqa: E402
@@ -285,3 +286,89 @@ def _ships_store() -> InMemoryDocumentStore:
     store = InMemoryDocumentStore()
     store.write_documents([Document(content=text) for text in SHIPS])
     return store
+
+
+# ---------------------------------------------------------------- issue 55 E14: typedrag's own index, Haystack's chunks
+
+TITANIC_ARTICLE = (
+    "RMS Titanic was a British passenger liner that sank in the North Atlantic Ocean on 15 April 1912. "
+    "She struck an iceberg at 23:40 on the night of 14 April, four days into her maiden voyage from Southampton. "
+    "The collision buckled the starboard hull plates and opened six of her sixteen watertight compartments to the sea. "
+    "The ship had been designed to stay afloat with four compartments flooded, so she could not survive six. "
+    "Warnings of sea ice had been received from other ships during the day, yet she kept close to her full speed. "
+    "There were lifeboats for only about half of the people on board, because the rules of the time counted tonnage. "
+    "Many of the lifeboats were launched only partly filled, and more than 1,500 people died in the freezing water."
+)
+
+
+def test_haystacks_word_split_chunks_are_read_as_whole_sentences():
+    """Issue 55 E14: DocumentSplitter cuts by words (its default, 200 at a time), mid-sentence; fed its chunks, offline
+    answers quoted half-sentences ("hull plates and opened six of her sixteen watertight compartments to the sea.").
+    Adjacent chunks of one document are joined, and a chunk's half sentences at its edges left out."""
+    from haystack.components.preprocessors import DocumentSplitter
+
+    from typedrag.text import split_sentences
+
+    splitter = DocumentSplitter(split_by="word", split_length=23)
+    splitter.warm_up()
+    chunks = splitter.run(documents=[Document(id="titanic", content=TITANIC_ARTICLE, meta={"title": "Titanic"})])["documents"]
+    assert len(chunks) > 3 and not all(c.content.rstrip().endswith(".") for c in chunks)  # cut mid-sentence
+    store = InMemoryDocumentStore()
+    store.write_documents(chunks)
+    pipeline = HaystackPipeline()
+    pipeline.add_component("retriever", InMemoryBM25Retriever(store, top_k=3))
+    pipeline.add_component("typed", TypedRAG(method="rag"))
+    pipeline.connect("retriever.documents", "typed.documents")
+    whole = {s.strip() for s in split_sentences(TITANIC_ARTICLE)}
+    for question in ("Why did the Titanic sink?", "How many compartments did the collision open?", "Why were there too few lifeboats?"):
+        output = pipeline.run({"retriever": {"query": question}, "typed": {"query": question}})["typed"]
+        result = output["trace"]
+        if result["abstained"]:
+            continue
+        quoted = [strip_markers(s).strip() for s in split_sentences(result["answer"])]
+        assert quoted and all(s in whole for s in quoted), (question, quoted)
+        assert all(s["text"].strip() == "" or split_sentences(s["text"])[0].strip() in whole for s in result["sources"])
+
+
+def test_joined_chunks_keep_the_text_between_them_once_and_their_best_score():
+    from haystack.components.preprocessors import DocumentSplitter
+
+    from typedrag.integrations.haystack import sentence_aligned
+
+    splitter = DocumentSplitter(split_by="word", split_length=20, split_overlap=5)
+    splitter.warm_up()
+    chunks = splitter.run(documents=[Document(content=TITANIC_ARTICLE)])["documents"]
+    for n, chunk in enumerate(chunks):
+        chunk.score = float(n)
+    joined = sentence_aligned([chunks[2], Document(id="other", content="Other."), chunks[1], chunks[5], chunks[6], chunks[8]])
+    assert [d.id for d in joined] == [chunks[1].id, "other"]  # a document's runs where its best chunk was
+    assert joined[0].score == 2.0  # chunks 1 and 2 overlap: one text, "15 April 1912." the tail of a sentence cut off
+    assert joined[0].content == ("She struck an iceberg at 23:40 on the night of 14 April, four days into her maiden voyage "
+                                 "from Southampton.")
+    # 5 and 6 touch but hold no sentence whole, nor does the last chunk, which begins inside one: left out
+
+
+def test_typedrags_own_index_as_a_haystack_retriever_and_the_first_guess_at_typedrag_over_it(small_index):
+    """Issue 55 E14: no Haystack retriever over typedrag's own index, and `TypedRAG(retriever=open_retriever(...))` failed
+    ("TantivyRetriever is not a Haystack component"): both work, and the component saves and loads as YAML."""
+    from typedrag.index import open_retriever
+    from typedrag.integrations.haystack import TypedragRetriever
+
+    retriever = TypedragRetriever(index=small_index, top_k=3)
+    documents = retriever.run(query="crocodile snout")["documents"]
+    assert len(documents) == 3 and documents[0].meta["doc_id"] and documents[0].meta["title"] and documents[0].score
+    assert documents[0].id == open_retriever(small_index).search("crocodile snout", 1)[0].passage_id
+
+    pipeline = HaystackPipeline()
+    pipeline.add_component("retriever", TypedragRetriever(index=str(small_index), top_k=4))
+    pipeline.add_component("typed", TypedRAG(method="rag"))
+    pipeline.connect("retriever.documents", "typed.documents")
+    restored = HaystackPipeline.loads(pipeline.dumps(), allowed_modules=TRUSTED)
+    question = "What is the difference between a crocodile and an alligator?"
+    answer = restored.run({"retriever": {"query": question}, "typed": {"query": question}})["typed"]["answers"][0]
+    assert "snout" in answer.data
+
+    guessed = TypedRAG(retriever=open_retriever(small_index), method="rag")  # the first guess
+    first = guessed.run(query=question)
+    assert "snout" in first["answers"][0].data and first["documents"][0].meta["doc_id"]
+    assert guessed.to_dict()["init_parameters"]["retriever"]["init_parameters"]["index"] == str(small_index)  # saved as the index's path

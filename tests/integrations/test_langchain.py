@@ -199,12 +199,12 @@ def test_a_prompt_template_or_a_chat_prompt_or_messages_can_feed_the_runnable():
     chain = offline_chain()
     expected = chain.invoke(QUESTION)["answer"]
     chat = ChatPromptTemplate.from_messages([("system", "Answer briefly."), ("human", "{q}")])
-    assert (PromptTemplate.from_template("{q}") | chain).invoke({"q": QUESTION})["answer"] == expected
-    assert (chat | chain).invoke({"q": QUESTION})["question"] == QUESTION
+    assert (PromptTemplate.from_template("{q}") | chain).invoke({"q": QUESTION}).content == expected
+    assert (chat | chain).invoke({"q": QUESTION}).response_metadata["question"] == QUESTION
     earlier = [HumanMessage("How do icebergs form?"), AIMessage("From glaciers."), SystemMessage("Be brief.")]
-    assert chain.invoke([*earlier, HumanMessage(QUESTION)])["question"] == QUESTION
-    assert chain.invoke([("human", QUESTION)])["question"] == QUESTION
-    assert "".join(c.get("answer", "") for c in (chat | chain).stream({"q": QUESTION})) == expected
+    assert chain.invoke([*earlier, HumanMessage(QUESTION)]).response_metadata["question"] == QUESTION
+    assert chain.invoke([("human", QUESTION)]).response_metadata["question"] == QUESTION
+    assert "".join(c.text for c in (chat | chain).stream({"q": QUESTION})) == expected
     with pytest.raises(ValueError, match="no human message"):
         chain.invoke([SystemMessage("Be brief.")])
 
@@ -297,6 +297,33 @@ def test_an_output_parser_after_the_runnable_reads_the_answer():
     assert "".join(text.stream(QUESTION)) == answer
     assert asyncio.run(text.ainvoke({"question": QUESTION})) == answer
     assert (chain.pick("answer") | StrOutputParser()).invoke(QUESTION) == answer  # in a longer chain
+
+
+def test_typedrag_after_a_prompt_answers_as_a_chat_model_does_so_a_parser_reads_the_text():
+    """Issue 55 E5: `PromptTemplate.from_template("{q}") | typed_rag | StrOutputParser()`, a newcomer's first chain,
+    raised pydantic's `ValidationError for Generation` (the parser got the output dict; LangChain builds that
+    sequence itself, so `typed | parser` picking the answer never applied). Fed a prompt, typedrag answers as the
+    model of `prompt | model | parser` does: a message, its content the answer, the rest in its metadata."""
+    from langchain_core.messages import AIMessage
+    from langchain_core.output_parsers import StrOutputParser
+    from langchain_core.prompts import ChatPromptTemplate, PromptTemplate
+
+    typed_rag = offline_chain()
+    answer = typed_rag.invoke(QUESTION)["answer"]
+    for prompt in (PromptTemplate.from_template("{q}"), ChatPromptTemplate.from_messages([("human", "{q}")])):
+        text = prompt | typed_rag | StrOutputParser()
+        assert text.invoke({"q": QUESTION}) == answer
+        assert "".join(text.stream({"q": QUESTION})) == answer
+        assert asyncio.run(text.ainvoke({"q": QUESTION})) == answer
+        assert text.batch([{"q": QUESTION}]) == [answer]
+        message = (prompt | typed_rag).invoke({"q": QUESTION})
+        assert isinstance(message, AIMessage) and message.content == answer
+        rest = message.response_metadata
+        assert rest["question"] == QUESTION and rest["trace"].answer == answer and rest["sources"][0].metadata["passage_id"]
+        streamed = None
+        for chunk in (prompt | typed_rag).stream({"q": QUESTION}):
+            streamed = chunk if streamed is None else streamed + chunk
+        assert streamed.content == answer and streamed.response_metadata["trace"].answer == answer
 
 
 class RetrieverRuns(BaseCallbackHandler):
@@ -496,7 +523,7 @@ def ships_chain() -> TypedRAGRunnable:
 
 def test_a_list_of_messages_is_a_conversation_its_last_human_message_the_question():
     messages = [SystemMessage("Answer briefly."), HumanMessage(FIRST), AIMessage("It was a British liner."), HumanMessage(FOLLOW_UP)]
-    output = ships_chain().invoke(messages)
+    output = ships_chain().invoke(messages).response_metadata
     trace = output["trace"]
     assert trace.question == FOLLOW_UP and trace.rewrite.history_turns == 2 and read_with_history(trace)
     assert trace.instructions == "Answer briefly."
@@ -511,7 +538,7 @@ def test_chat_history_in_a_dict_and_a_chat_prompt_value_are_conversations_too():
     assert read_with_history(chain.invoke({"input": FOLLOW_UP, "chat_history": history})["trace"])
     prompt = ChatPromptTemplate.from_messages([MessagesPlaceholder("chat_history"), ("human", "{input}")])
     composed = prompt | chain
-    assert read_with_history(composed.invoke({"input": FOLLOW_UP, "chat_history": history})["trace"])
+    assert read_with_history(composed.invoke({"input": FOLLOW_UP, "chat_history": history}).response_metadata["trace"])
     chunks = list(chain.stream({"input": FOLLOW_UP, "chat_history": history}))
     assert read_with_history(chunks[-1]["trace"])
     with pytest.raises(ValueError, match="needs a human message"):

@@ -25,7 +25,7 @@ from llama_index.core.base.llms.types import CompletionResponse, CompletionRespo
 from llama_index.core.embeddings import MockEmbedding  # noqa: E402
 from llama_index.core.llms import CustomLLM, MockLLM  # noqa: E402
 from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402
-from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
+from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
 
 from typedrag import ListRetriever, OfflineEngine, Pipeline  # noqa: E402
 from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
@@ -345,3 +345,32 @@ async def test_the_chat_engine_streams_asynchronously_in_the_conversation():
     streamed = await engine.astream_chat(FOLLOW_UP)
     text = "".join([piece async for piece in streamed.async_response_gen()])
     assert text.strip() == engine.chat_history[-1].content and streamed.source_nodes[0].node.get_content() == SHIPS[1]
+
+
+# ---------------------------------------------------------------- issue 55 E14: typedrag's own index inside LlamaIndex
+
+
+def test_typedrags_own_index_as_a_llamaindex_retriever_with_ref_doc_ids(small_index):
+    """Issue 55 E14: no LlamaIndex retriever over typedrag's own index, and typedrag's nodes had no `ref_doc_id`."""
+    from llama_index.core import get_response_synthesizer
+    from llama_index.core.query_engine import RetrieverQueryEngine
+
+    from typedrag.index import open_retriever
+    from typedrag.integrations.llamaindex import TypedRAGChatEngine, TypedRAGQueryEngine, TypedragRetriever
+
+    retriever = TypedragRetriever(index=str(small_index), similarity_top_k=3)
+    nodes = retriever.retrieve("crocodile snout")
+    expected = open_retriever(small_index).search("crocodile snout", 3)
+    assert [n.node.node_id for n in nodes] == [hit.passage_id for hit in expected]
+    assert [n.node.ref_doc_id for n in nodes] == [hit.passage.doc_id for hit in expected] and all(n.score for n in nodes)
+    theirs = RetrieverQueryEngine(retriever, response_synthesizer=get_response_synthesizer(llm=MockLLM()))
+    assert [n.node.ref_doc_id for n in theirs.query("crocodile snout").source_nodes] == [hit.passage.doc_id for hit in expected]
+
+    question = "What is the difference between a crocodile and an alligator?"
+    for engine in (TypedRAGQueryEngine.from_components(retriever, method="rag"), TypedRAGQueryEngine(retriever=open_retriever(small_index), method="rag"),
+                   TypedRAGQueryEngine(open_retriever(small_index), method="rag")):  # the first guesses
+        response = engine.query(question)
+        assert "snout" in response.response and all(n.node.ref_doc_id for n in response.source_nodes)
+    assert "snout" in TypedRAGChatEngine(retriever=retriever, method="rag").chat(question).response
+    with pytest.raises(TypeError, match=r"TypedRAGQueryEngine takes a typedrag Pipeline or a retriever: .*TypedragRetriever\(index="):
+        TypedRAGQueryEngine("my-index")

@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
+
+import httpx
 
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.llm.openai_chat import OpenAIChatModel
@@ -36,6 +39,19 @@ def run_cli(*args: str | bytes, env: dict[str, str] | None = None, cwd=None, tim
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def wait_until_serving(process: subprocess.Popen, port: int) -> None:
+    """Wait until the server `process` started on `port` says it is ready (GET /readyz is 200), however loaded the
+    machine: the test fails if the process ends first, never on the clock (a 90 s deadline failed at load 20)."""
+    while True:
+        assert process.poll() is None, f"the server exited before it was ready: {process.communicate()[1][-2000:]}"
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=None).status_code == 200:
+                return
+        except httpx.TransportError:  # not listening yet
+            pass
+        time.sleep(0.2)
 
 
 def assert_clean_failure(proc: subprocess.CompletedProcess, *fragments: str) -> None:

@@ -9,7 +9,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -21,7 +20,7 @@ from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.redact import redact_text, redact_url
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content
 
-from .conftest import assert_clean_failure, run_cli
+from .conftest import assert_clean_failure, run_cli, wait_until_serving
 
 PASSWORD = "pw-planted-s3cret"
 
@@ -100,23 +99,15 @@ def test_served_responses_and_server_log_hide_userinfo(small_index, tmp_path):
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )
         try:
-            deadline = time.monotonic() + 90
-            while True:
-                assert process.poll() is None, process.stderr.read()
-                assert time.monotonic() < deadline, "server did not start"
-                try:
-                    httpx.get(f"http://127.0.0.1:{port}/healthz")
-                    break
-                except httpx.TransportError:
-                    time.sleep(0.2)
+            wait_until_serving(process, port)  # issue 55: on readiness, not within 90 s (at load 20 it took longer)
             bodies = [
-                httpx.post(f"http://127.0.0.1:{port}/v1/answer", json={"question": q, "type": t}, timeout=60).text
+                httpx.post(f"http://127.0.0.1:{port}/v1/answer", json={"question": q, "type": t}, timeout=None).text
                 for q, t in [("Why did Rome fall?", "reason"), ("How do I bake bread?", "instruction")]
             ]
-            bodies.append(httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=30).text)
+            bodies.append(httpx.get(f"http://127.0.0.1:{port}/readyz", timeout=None).text)
         finally:
             process.terminate()
-            _, stderr = process.communicate(timeout=30)
+            _, stderr = process.communicate()
     result = json.loads(bodies[0])
     assert result["engines"]["generator"].endswith("@127.0.0.1:%d" % int(stub.base_url.split(":")[2].split("/")[0]))
     assert result["fallbacks"], "the failed plan should be recorded as a fallback"

@@ -42,14 +42,14 @@ def texts_in(index_dir: Path, query: str = "okapi quokka pangolin stub secret") 
 def after_scan(monkeypatch, action) -> None:
     """Run `action()` once, right after the sync's scan hashed the files and before any is read: the window
     in which a file can vanish, change or be swapped."""
-    real = tantivy_index.scan
+    real = tantivy_index.scan_filtered
 
     def scan_then_act(*args, **kwargs):
         found = real(*args, **kwargs)
         action()
         return found
 
-    monkeypatch.setattr(tantivy_index, "scan", scan_then_act)
+    monkeypatch.setattr(tantivy_index, "scan_filtered", scan_then_act)
 
 
 # --- D9: what was read, not what was scanned ------------------------------------------------------------
@@ -177,7 +177,7 @@ def test_a_fifo_in_a_corpus_folder_is_skipped_with_what_it_is(tmp_path):
     os.mkfifo(docs / "pipe.txt")
     proc = run_cli("index", str(docs), "--index", str(tmp_path / "index"), timeout=300)  # was: waited forever
     assert proc.returncode == 0, proc.stderr
-    assert f"skipped {docs / 'pipe.txt'}: a named pipe (FIFO), not a regular file, skipped" in " ".join(proc.stderr.split())
+    assert f"{docs / 'pipe.txt'}: a named pipe (FIFO), not a regular file, skipped" in " ".join(proc.stderr.split())
     assert "indexed 1 documents" in proc.stdout
 
 
@@ -187,8 +187,8 @@ def test_a_fifo_or_a_device_given_directly_is_named_for_what_it_is(tmp_path):
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr
     squashed = " ".join(proc.stderr.split())
     assert "error: no readable document in the sources" in squashed
-    assert f"skipped {tmp_path / 'pipe.md'}: a named pipe (FIFO), not a regular file, skipped" in squashed
-    assert "skipped /dev/zero: a character device, not a regular file, skipped" in squashed
+    assert f"{tmp_path / 'pipe.md'}: a named pipe (FIFO), not a regular file, skipped" in squashed
+    assert "/dev/zero: a character device, not a regular file, skipped" in squashed
     assert "no such file" not in squashed
 
 
@@ -357,8 +357,8 @@ def test_a_pdf_whose_pages_cannot_load_is_reported_and_the_rest_indexed(tmp_path
     proc = run_cli("index", str(docs), "--index", str(tmp_path / "index"))
     assert proc.returncode == 0, proc.stderr  # was: PdfiumError, exit 1, nothing indexed
     squashed = " ".join(proc.stderr.split())
-    assert f"skipped {docs / 'loop.pdf'}: corrupt PDF (no page can be loaded), skipped" in squashed
-    assert f"skipped {docs / 'partly.pdf'}: 2 pages cannot be loaded (pages 2, 3), skipped" in squashed
+    assert f"{docs / 'loop.pdf'}: corrupt PDF (no page can be loaded), skipped" in squashed
+    assert f"{docs / 'partly.pdf'}: 2 pages cannot be loaded (pages 2, 3), skipped" in squashed
     assert "indexed 2 documents" in proc.stdout
     assert "nectar of flowers" in texts_in(tmp_path / "index", "bees nectar flowers")  # the good page
 

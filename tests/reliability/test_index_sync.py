@@ -20,6 +20,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from typedrag.corpus.readers import FileFilter
 from typedrag.index import open_retriever
 from typedrag.index.base import EmptyIndexError
 from typedrag.index.tantivy_index import build_index, sync_index
@@ -284,7 +285,7 @@ def test_a_real_html_manual_indexes_every_page_without_navigation_or_markup(tmp_
     proc = run_cli("index", str(POSTGRES_HTML), "--index", str(tmp_path / "index"), "--retrieval", "bm25")  # reading, not vectors
     assert proc.returncode == 0, proc.stderr
     assert f"indexed {len(pages):,} documents" in proc.stdout
-    skipped = [line for line in proc.stderr.splitlines() if line.startswith("skipped")]
+    skipped = [line for line in proc.stderr.splitlines() if "skipped" in line]  # "a.png: unsupported file type ..., skipped"
     assert skipped and all(re.search(r"\.(svg|css|png)\b", line) for line in skipped)  # images and style sheet only
     retriever = open_retriever(tmp_path / "index")
     passages = {h.passage_id: h.passage for q in ("vacuum", "index", "table", "function", "server", "query", "role")
@@ -343,3 +344,75 @@ def test_a_sync_after_the_chunker_changed_rebuilds_every_file(tmp_path, monkeypa
     summary = sync_index([folder], tmp_path / "index", show_progress=False)
     assert not summary.synced and summary.documents == 3
     assert open_retriever(tmp_path / "index").manifest["engine"]["chunker"] == 99
+
+
+# --- issue 55 E7: which files of a folder are read (--include / --exclude), kept by later syncs ---------------------
+
+
+def write_manual(folder: Path) -> Path:
+    pages = {
+        "index.html": "Welcome to the manual of the frobnicator, a tool that sorts your socks.",
+        "guide/install.html": "Install the frobnicator with pip, then run frob init in your sock drawer.",
+        "changelog.html": "Version two of the frobnicator fixed the sock parser and changed the drawer layout.",
+        "changes/changelog-1.html": "Version one of the frobnicator was the first release to sort woollen socks.",
+        "release-3.html": "Release three of the frobnicator brings faster sorting of striped socks.",
+        "notes.md": "# Notes\n\nA Markdown note on how the frobnicator treats odd socks.",
+    }
+    for name, text in pages.items():
+        path = folder / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text if name.endswith(".md") else f"<html><body><h1>{name}</h1><p>{text}</p></body></html>", encoding="utf-8")
+    return folder
+
+
+def held_files(index_dir: Path) -> list[str]:
+    return sorted(json.loads((index_dir / "manifest.json").read_text())["corpus"]["files"])
+
+
+def test_include_and_exclude_choose_the_files_of_a_folder_and_a_later_sync_keeps_them(tmp_path):
+    """Issue 55 E7: a manual's changelog pages were cited by 11 of 24 answers, and `typedrag index` had no way to leave
+    them out. The filters are recorded in the index, so a sync given no filters applies them again; new ones
+    replace them, and files they now leave out leave the index (with --keep-missing too)."""
+    folder = write_manual(tmp_path / "manual")
+    index_dir = tmp_path / "index"
+    args = ["index", str(folder), "--index", str(index_dir)]
+    built = run_cli(*args, "--include", "*.html", "--exclude", "changelog*", "--exclude", "release-*")
+    assert built.returncode == 0, built.stderr
+    assert held_files(index_dir) == ["guide/install.html", "index.html"]
+    assert "left out 4 files of the folders by --include '*.html' --exclude 'changelog*' --exclude 'release-*'" in built.stderr
+    manifest = json.loads((index_dir / "manifest.json").read_text())
+    assert manifest["corpus"]["filters"] == {"include": ["*.html"], "exclude": ["changelog*", "release-*"]}
+
+    (folder / "changelog.html").write_text("<p>Version four of the frobnicator.</p>", encoding="utf-8")
+    (folder / "changes" / "changelog-5.html").write_text("<p>Version five of the frobnicator.</p>", encoding="utf-8")
+    synced = run_cli(*args)  # no filters given: the index's
+    assert synced.returncode == 0, synced.stderr
+    assert "added 0, updated 0, removed 0, unchanged 2" in synced.stdout
+    assert held_files(index_dir) == ["guide/install.html", "index.html"]
+
+    widened = run_cli(*args, "--exclude", "changes/")  # new filters: every file but the changes/ folder's
+    assert widened.returncode == 0, widened.stderr
+    assert held_files(index_dir) == ["changelog.html", "guide/install.html", "index.html", "notes.md", "release-3.html"]
+
+    narrowed = run_cli(*args, "--keep-missing", "--exclude", "*.md", "--exclude", "**/release-*")
+    assert narrowed.returncode == 0, narrowed.stderr
+    assert "removed 2" in narrowed.stdout
+    assert held_files(index_dir) == ["changelog.html", "changes/changelog-1.html", "changes/changelog-5.html", "guide/install.html", "index.html"]
+    assert [hit.passage_id for hit in open_retriever(index_dir).search("striped socks release three", 10) if "release" in hit.passage_id] == []
+
+    cleared = run_cli(*args, "--include", "*")
+    assert cleared.returncode == 0, cleared.stderr
+    assert len(held_files(index_dir)) == 7
+
+
+def test_a_file_named_on_the_command_line_is_read_whatever_the_filters(tmp_path):
+    folder = write_manual(tmp_path / "manual")
+    index_dir = tmp_path / "index"
+    summary = sync_index([folder, folder / "notes.md"], index_dir, show_progress=False, filters=FileFilter(exclude=("*.md", "changes")))
+    assert held_files(index_dir) == ["changelog.html", "guide/install.html", "index.html", "notes.md", "release-3.html"]
+    assert summary.left_out == 2  # notes.md in the folder, and changes/changelog-1.html
+
+
+def test_index_help_explains_the_filters():
+    shown = " ".join(word for word in run_cli("index", "--help", env={"COLUMNS": "250"}).stdout.split() if word != "│")
+    assert "--include" in shown and "--exclude" in shown and "'changelog*'" in shown and "a later sync applies the same filters" in shown

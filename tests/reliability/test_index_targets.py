@@ -88,6 +88,29 @@ def test_a_concurrent_build_into_the_same_folder_is_refused(corpus, tmp_path):
     build_index([corpus], index_dir, show_progress=False)  # released: builds
 
 
+def test_a_build_whose_lock_file_was_removed_while_it_opened_it_locks_the_name_again(corpus, tmp_path, monkeypatch):
+    """Issue 55 E12: the lock file is removed when a build ends (the README's first command left `.demo-index.lock`
+    in the user's checkout). A build that opened the file just before its holder removed it must not go on
+    holding a lock on a file no other build can see: it locks the name anew."""
+    from typedrag.index import tantivy_index
+
+    lock = tmp_path / ".index.lock"
+    lock.write_bytes(b"")
+    opened: list[str] = []
+
+    def open_then_removed(path, mode="r", *args, **kwargs):
+        handle = open(path, mode, *args, **kwargs)
+        if Path(path) == lock:
+            opened.append(mode)
+            if len(opened) == 1:
+                lock.unlink()  # the build that held it ended between this open and the flock
+        return handle
+
+    monkeypatch.setattr(tantivy_index, "open", open_then_removed, raising=False)
+    build_index([corpus], tmp_path / "index", show_progress=False)
+    assert len(opened) == 2 and not lock.exists() and open_retriever(tmp_path / "index").search("crocodile snout", 1)
+
+
 def test_old_folders_left_by_a_kill_during_the_swap_are_cleaned_up(corpus, small_index, tmp_path):
     index_dir = shutil.copytree(small_index, tmp_path / "index")
     stale = shutil.copytree(small_index, tmp_path / ".index.old-deadbeef")  # killed after the swap's first rename

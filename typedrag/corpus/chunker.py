@@ -19,14 +19,16 @@ _SENTENCE_END = re.compile(r"[.!?][\"'”’)\]]*$")
 _ENDINGS = frozenset(".!?\"'”’)]")  # a token can end a sentence only if it ends with one of these
 # HTML and wiki tags that dumps leave in article text ("<br>", "</dl>", "<ref name=x>"), and comments: quoted
 # in an answer they read as garbage. A "<" not followed by a tag name ("a < b", "<3") is text and stays.
-MARKUP = re.compile(r"<!--.*?-->|</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>", re.S)
+# Comments are cut by `without_markup`, not a pattern: "<!--.*?-->" scans to the end of the text from every
+# "<!--" no "-->" closes, quadratic on a block of them.
+MARKUP = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 # Hard limits whatever the text: a run without spaces (base64, a minified file, a 50 MB line) is cut into
 # pieces of at most MAX_TOKEN_CHARS, and no passage holds more than MAX_PASSAGE_CHARS characters.
 MAX_TOKEN_CHARS = 1000
 MAX_PASSAGE_CHARS = 3000
 # Changes with any change to how documents become passages (a reader or the chunker): an index built by
 # another version is rebuilt, not synced.
-CHUNKER_VERSION = 7
+CHUNKER_VERSION = 8
 
 Lines = tuple[LineKind, ...]
 
@@ -139,6 +141,16 @@ class _Lines:
         self.kinds = self.kinds[first:]
 
 
+def without_markup(text: str) -> str:
+    """`text` with its HTML comments and tags (MARKUP) each read as a space, in linear time."""
+    kept, at = [], 0
+    while (opened := text.find("<!--", at)) >= 0 and (closed := text.find("-->", opened + 4)) >= 0:
+        kept += [text[at:opened], " "]
+        at = closed + 3
+    kept.append(text[at:])
+    return MARKUP.sub(" ", "".join(kept))
+
+
 def _kind_of(block: Block) -> LineKind:
     return PROSE_LINE if block.kind is BlockKind.PROSE and block.order is None else LineKind(block.kind, block.order)
 
@@ -157,7 +169,7 @@ def _chunks(
     start = 0
     for block in blocks:
         kind = _kind_of(block)
-        for line in MARKUP.sub(" ", block.text).split("\n"):  # list items, table rows, code lines: lines of their own
+        for line in without_markup(block.text).split("\n"):  # list items, table rows, code lines: lines of their own
             new = _tokens(line, doc, on_cut)
             if new:
                 lines.begin(len(tokens), kind)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import codecs
 import errno
+import fnmatch
 import gzip
 import importlib.util
 import itertools
@@ -46,6 +47,7 @@ __all__ = [
     "DEMO_SOURCE",
     "SUFFIXES",
     "SUPPORTED",
+    "FileFilter",
     "Reading",
     "SourceFile",
     "Stamp",
@@ -114,8 +116,57 @@ class _Problems:
 # --- listing files -------------------------------------------------------------------------------
 
 
-def iter_source_files(sources: Iterable[Path | str], problems: list[CorpusProblem]) -> Iterator[SourceFile]:
-    """Every file of `sources` in order; a folder's non-hidden files sorted by path, at any depth.
+@dataclass(frozen=True)
+class FileFilter:
+    """Which files of a folder are read (`typedrag index --include/--exclude`), as glob patterns (`*`, `?`,
+    `[...]`; case-sensitive). A pattern without a `/` is matched against a file's name and the names of the
+    folders it is in, one with a `/` against its path inside the folder given and the paths of its folders;
+    a leading `**/` may be written or left out. A file is read when it matches some `include` pattern (or
+    there are none) and no `exclude` pattern: `--exclude 'changelog*'` leaves out changelog.html and a
+    changelog/ folder alike. Files named directly, not found in a folder, are always read."""
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def __bool__(self) -> bool:
+        return bool(self.include or self.exclude)
+
+    def admits(self, key: str) -> bool:
+        """Whether the file at `key` (its path inside its folder, POSIX) is read."""
+        if self.include and not any(_matches(key, pattern) for pattern in self.include):
+            return False
+        return not any(_matches(key, pattern) for pattern in self.exclude)
+
+    def to_json(self) -> dict[str, list[str]]:
+        return {"include": list(self.include), "exclude": list(self.exclude)}
+
+    @classmethod
+    def from_json(cls, data: object) -> FileFilter:
+        """The filter a manifest recorded (anything else: none)."""
+        if not isinstance(data, dict):
+            return cls()
+        return cls(*(tuple(p for p in data.get(side) or () if isinstance(p, str)) for side in ("include", "exclude")))
+
+    def __str__(self) -> str:
+        return " ".join([*(f"--include {p!r}" for p in self.include), *(f"--exclude {p!r}" for p in self.exclude)])
+
+
+def _matches(key: str, pattern: str) -> bool:
+    while pattern.startswith("**/"):
+        pattern = pattern[3:]
+    parts = key.split("/")
+    if "/" in pattern.rstrip("/"):  # a path: the file's, or one of its folders'
+        pattern = pattern.rstrip("/")
+        return any(fnmatch.fnmatchcase("/".join(parts[:end]), pattern) for end in range(1, len(parts) + 1))
+    pattern = pattern.rstrip("/")
+    return any(fnmatch.fnmatchcase(part, pattern) for part in parts)
+
+
+def iter_source_files(
+    sources: Iterable[Path | str], problems: list[CorpusProblem], filters: FileFilter = FileFilter(), left_out: list[str] | None = None
+) -> Iterator[SourceFile]:
+    """Every file of `sources` in order; a folder's non-hidden files sorted by path, at any depth, that
+    `filters` admits (the keys of those it does not are appended to `left_out`).
 
     Symbolic links are followed while they stay inside the folder; one leading out, a loop, or a
     subfolder that cannot be listed is reported in `problems` and skipped. A source that does not
@@ -128,7 +179,11 @@ def iter_source_files(sources: Iterable[Path | str], problems: list[CorpusProble
             continue
         path = Path(source)
         if path.is_dir():
-            yield from _folder_files(path, report)
+            for file in _folder_files(path, report):
+                if filters.admits(file.key):
+                    yield file
+                elif left_out is not None:
+                    left_out.append(file.key)
         elif path.is_file():
             yield SourceFile(path, path.name, str(path))
         elif path.is_symlink() and not path.exists():

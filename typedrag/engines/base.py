@@ -112,6 +112,9 @@ class Written:
     # knowledge = "labelled", a final step: what the model added from its own knowledge, apart from `text` (kept
     # even when the policy turns the text down: then it stands beside the abstention)
     unsourced: Unsourced | None = None
+    # The question heading of the entry the text answers from, when the engine read that entry as answering the
+    # question it is filed under (`WriteTask.filed_under`): the policy's bars are then not read. None: it did not.
+    filed_under: str | None = None
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class Part:
     quotes: tuple[Quote, ...] = ()
     lead: bool = False  # plain RAG's own answer (the overview): the combined answer keeps it whole
     best: float | None = None  # the `Written.best` it was written with: the combined answer is judged on it too
+    filed_under: str | None = None  # its `Written.filed_under`: the combined answer stands on the entry it quotes
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -137,8 +141,9 @@ class WriteTask:
     extra: dict[str, str] = field(default_factory=dict)
     max_tokens: int = 400
     instructions: str = ""  # the reader's own instructions (a chat's system messages): language, tone, length
-    # The question heading `sources` are filed under when it reads as the question (a FAQ's entry): the sources
-    # are that entry, and the entry is the answer (typedrag.abstain.HEADING_BAR).
+    # The question heading the best-ranked source is filed under when it reads as the question (a FAQ's entry,
+    # typedrag.abstain.HEADING_BAR): that entry is the answer's first candidate, answered from alone when the
+    # engine reads it as answering (and says so in `Written.filed_under`); else the sources are read as any.
     filed_under: str | None = None
     # "labelled" (set by the driver on a final step when the reader allows it): a generative engine may add what
     # its model knows where the sources do not cover the question, apart from the cited answer (`LabelledAnswer`)

@@ -3,6 +3,7 @@
 - `typedrag eval`: LINKAGE against graded references (Wiki-NFQA's, or your own), MRR and MPR per method.
 - `typedrag eval compare`: two methods or configurations on your questions, judged blind pairwise.
 - `typedrag eval questions`: an LLM writes questions of each type from your documents, to start with.
+- `typedrag eval export-feedback`: the questions users rated on `typedrag serve`, as a question file for both.
 
 Top-level imports stay light so `typedrag --help` does not load the index, models or matplotlib.
 """
@@ -72,7 +73,8 @@ def eval_command(
     knowledge: KnowledgeOpt = None,
 ) -> None:
     """Evaluate methods on graded references (yours, or Wiki-NFQA's) with LINKAGE: MRR and MPR per method, type and
-    source. Subcommands: `compare` (two methods on your questions, judged blind pairwise), `questions` and `retrieval`."""
+    source. Subcommands: `compare` (two methods on your questions, judged blind pairwise), `questions`, `retrieval` and
+    `export-feedback`."""
     if ctx.invoked_subcommand is not None:
         return  # `typedrag eval compare ...`: the group's own options are not used
     import asyncio
@@ -264,6 +266,7 @@ def show_comparison(summary: dict, files: dict, judge_is_generator: bool = False
     from rich import box
     from rich.console import Console
     from rich.table import Table
+    from rich.text import Text
 
     from typedrag.evaluation.compare_report import terminal_rows, verdict_line
     from typedrag.text import for_terminal
@@ -273,11 +276,12 @@ def show_comparison(summary: dict, files: dict, judge_is_generator: bool = False
     title = f"{summary['a']} vs {summary['b']} by question type ({summary['type_source']})"
     if summary["judge"] is not None:
         title += f": wins of each, ties; {summary['b']}'s share of the decided with its 95% interval; satisfied and noise, {summary['a']} / {summary['b']}"
-    table = Table(title=for_terminal(title), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    # Types and method names come from the user's files: Text, never markup ("how-to [/]" ended the command before).
+    table = Table(title=Text(for_terminal(title)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for number, column in enumerate(header):
-        table.add_column(for_terminal(column), overflow="fold", no_wrap=number > 0, min_width=len(column) if number else None)
+        table.add_column(Text(for_terminal(column)), overflow="fold", no_wrap=number > 0, min_width=len(column) if number else None)
     for row in rows:
-        table.add_row(*(for_terminal(cell.lower() if cell.isupper() else cell) for cell in row), style="bold" if row[0] == "all" else None)
+        table.add_row(*(Text(for_terminal(cell.lower() if cell.isupper() else cell)) for cell in row), style="bold" if row[0] == "all" else None)
     console.print(table)
     console.print(for_terminal(verdict_line(summary)), markup=False)
     if judge_is_generator:
@@ -288,6 +292,7 @@ def show_comparison(summary: dict, files: dict, judge_is_generator: bool = False
 
 def eval_app() -> typer.Typer:
     """`typedrag eval` as a group: LINKAGE when called alone, `compare`, `questions` and `retrieval` beneath it."""
+    from typedrag.evaluation.feedback import export_feedback_command
     from typedrag.evaluation.retrieval_command import retrieval_command
 
     group = typer.Typer(no_args_is_help=False, add_completion=False)
@@ -295,6 +300,7 @@ def eval_app() -> typer.Typer:
     group.command("compare", help=compare_command.__doc__)(compare_command)
     group.command("questions", help=questions_command.__doc__)(questions_command)
     group.command("retrieval", help=retrieval_command.__doc__)(retrieval_command)
+    group.command("export-feedback", help=export_feedback_command.__doc__)(export_feedback_command)
     return group
 
 

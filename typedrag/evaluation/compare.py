@@ -35,6 +35,7 @@ from typedrag.evaluation.linkage import RankConvention, question_rank, select_re
 from typedrag.evaluation.metrics import Score, cells
 from typedrag.evaluation.pairwise import PairwiseJudge, Tally, combine, first_shown, prompt_fingerprint, winner_of
 from typedrag.jsonlog import JsonlLog
+from typedrag.llm.structured import REPLY_CHARS, short
 from typedrag.pipeline import Method, Pipeline
 from typedrag.prompts import PROMPT_VERSION
 from typedrag.redact import redact_url
@@ -265,7 +266,7 @@ class _Run:
             "winner": winner_of(verdict.winner, shown_first) if verdict is not None else None,
             "verdict": verdict.model_dump() if verdict is not None else None,
             "structured": judgment.call.structured,
-            "reply": judgment.reply if verdict is None else None,
+            "reply": short(judgment.reply, REPLY_CHARS) if verdict is None else None,  # a bounded excerpt, not megabytes a line
             "error": judgment.call.error,
             "usage": Usage.of([judgment.call]).model_dump(),
         }
@@ -300,7 +301,7 @@ class _Run:
                 "round": round_,
                 "position": verdict.position,
                 "references": len(references),
-                "reply": verdict.reply,
+                "reply": short(verdict.reply, REPLY_CHARS),
                 "retried": verdict.retried,
                 "usage": Usage.of(verdict.calls).model_dump(),
             }

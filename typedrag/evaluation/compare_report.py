@@ -188,7 +188,7 @@ def _chart(summary: dict[str, Any], path: Path) -> None:
         for name, key, colour in parts:
             count = tally[key] if key else tally["items"] - tally["identical"] - tally["failures"]
             share = count / total
-            axes.barh(y, share, left=left, color=colour, edgecolor="white", label=name if y == 0 else None)
+            axes.barh(y, share, left=left, color=colour, edgecolor=_edge(colour), label=name if y == 0 else None)
             if count:
                 axes.text(left + share / 2, y, str(count), ha="center", va="center", fontsize=8)
             left += share
@@ -206,6 +206,13 @@ def _chart(summary: dict[str, Any], path: Path) -> None:
     figure.legend(fontsize=7, ncol=len(parts), loc="outside lower center", frameon=False)
     figure.savefig(path, bbox_inches="tight")  # tight: the title, labels and legend are measured, never cut off
     plt.close(figure)
+
+
+def _edge(colour: str) -> str:
+    """A bar's edge: white between bars, grey around a bar as pale as the page ("no answer", "not judged"), whose
+    legend swatch would otherwise not show on white."""
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return "#999999" if min(red, green, blue) > 0xE0 else "white"
 
 
 STYLE = """

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from typedrag.errors import DatasetError
+from typedrag.jsonlog import json_row, numbered_lines
 
 
 @dataclass(frozen=True)
@@ -47,19 +48,31 @@ def load_dataset(path: Path) -> list[EvalQuestion]:
     questions: list[EvalQuestion] = []
     seen: set[str] = set()
     for file in files:
-        with file.open(encoding="utf-8") as lines:
-            for number, line in enumerate(lines, 1):
-                if not line.strip():
-                    continue
-                try:
-                    question = _parse(json.loads(line), file.stem, number)
-                except (ValueError, KeyError, TypeError) as error:
-                    raise DatasetError(f"{file}:{number}: {error}") from None
-                if question.id in seen:
-                    raise DatasetError(f"{file}:{number}: duplicate question id {question.id!r}")
-                seen.add(question.id)
-                questions.append(question)
+        for number, line in _lines(file):
+            try:
+                question = _parse(json_row(line), file.stem, number)
+            except (ValueError, KeyError, TypeError) as error:
+                raise DatasetError(f"{file}:{number}: {_said(error)}") from None
+            if question.id in seen:
+                raise DatasetError(f"{file}:{number}: duplicate question id {question.id!r}")
+            seen.add(question.id)
+            questions.append(question)
     return questions
+
+
+def _lines(path: Path):
+    """`numbered_lines`, a line that is not UTF-8 a DatasetError naming it."""
+    try:
+        yield from numbered_lines(path)
+    except ValueError as error:
+        raise DatasetError(str(error)) from None
+
+
+def _said(error: Exception) -> str:
+    """What is wrong with a row, in one line ("'question'" for a missing key says too little)."""
+    if isinstance(error, KeyError):
+        return f"the row has no {error.args[0]!r} field"
+    return " ".join(str(error).split())[:300]
 
 
 def load_questions(path: Path) -> list[EvalQuestion]:
@@ -72,47 +85,70 @@ def load_questions(path: Path) -> list[EvalQuestion]:
         raise DatasetError(f"no question file at {path}: give a .jsonl file ({{question, id?, type?, references?}} per line) or a .txt file with one question per line")
     questions: list[EvalQuestion] = []
     seen: set[str] = set()
-    with path.open(encoding="utf-8") as lines:
-        for number, line in enumerate(lines, 1):
-            if not line.strip():
-                continue
-            if path.suffix != ".jsonl":
-                text = " ".join(line.split())
-                question = EvalQuestion(content_id(text), text, path.stem, ())
-            else:
-                try:
-                    row = json.loads(line)
-                    if not isinstance(row, dict):
-                        raise ValueError("expected a JSON object with a `question` field")
-                    if "question" in row and row.get("id") is None:
-                        row = {**row, "id": content_id(str(row["question"]))}
-                    question = _parse(row, path.stem, number, need_references=False)
-                except (ValueError, KeyError, TypeError) as error:
-                    raise DatasetError(f"{path}:{number}: {error}") from None
-            if not question.text.strip():
-                raise DatasetError(f"{path}:{number}: the question is empty")
-            if question.id in seen:
-                raise DatasetError(f"{path}:{number}: duplicate question id {question.id!r}")
-            seen.add(question.id)
-            questions.append(question)
+    for number, line in _lines(path):
+        if path.suffix != ".jsonl":
+            text = " ".join(line.split())
+            question = EvalQuestion(content_id(text), text, path.stem, ())
+        else:
+            try:
+                row = json_row(line)
+                if not isinstance(row, dict):
+                    raise ValueError("expected a JSON object with a `question` field")
+                if isinstance(row.get("question"), str) and row.get("id") is None:
+                    row = {**row, "id": content_id(row["question"])}
+                question = _parse(row, path.stem, number, need_references=False)
+            except (ValueError, KeyError, TypeError) as error:
+                raise DatasetError(f"{path}:{number}: {_said(error)}") from None
+        if not question.text.strip():
+            raise DatasetError(f"{path}:{number}: the question is empty")
+        if question.id in seen:
+            raise DatasetError(f"{path}:{number}: duplicate question id {question.id!r}")
+        seen.add(question.id)
+        questions.append(question)
     return questions
 
 
 def _parse(row: dict, source: str, number: int, need_references: bool = True) -> EvalQuestion:
+    """One row, every field of the kind it must be: a malformed one fails here, before any model is called,
+    not after every question was answered and judged (a number as `type` ended `eval compare` there)."""
+    if not isinstance(row, dict):
+        raise ValueError("expected a JSON object")
     if "question_text" in row:  # Wiki-NFQA
-        texts, grades = row["answer_list"], row["answer_label"]
+        texts, grades = _kind(row, "answer_list", list), _kind(row, "answer_label", list)
         if len(texts) != len(grades):
             raise ValueError("answer_list and answer_label differ in length")
-        return EvalQuestion(str(row["question_id"]), row["question_text"], source, _references(zip(texts, grades), need_references))
+        question_id = _kind(row, "question_id", (str, int))
+        return EvalQuestion(str(question_id), _kind(row, "question_text", str), source, _references(zip(texts, grades), need_references))
     if "question" in row:
-        pairs = [(r["text"], r["grade"]) for r in row.get("references") or []]
-        question_id = str(row.get("id") or f"{source}-{number}")
-        return EvalQuestion(question_id, str(row["question"]), source, _references(pairs, need_references), row.get("type"))
+        references = _kind(row, "references", (list, type(None))) or []
+        if not all(isinstance(r, dict) for r in references):
+            raise ValueError("`references` must be a list of objects {text, grade}")
+        pairs = [(r["text"], r["grade"]) for r in references]
+        question_id = _kind(row, "id", (str, int, type(None)))
+        gold = _kind(row, "type", (str, type(None)))
+        question_id = str(question_id if question_id is not None and question_id != "" else f"{source}-{number}")
+        return EvalQuestion(question_id, _kind(row, "question", str), source, _references(pairs, need_references), gold)
     raise ValueError("row has neither `question_text` (Wiki-NFQA) nor `question` (generic format)")
 
 
+_KIND_NAMES = {str: "text", int: "a whole number", list: "a list", type(None): "null"}
+
+
+def _kind(row: dict, key: str, kinds: type | tuple[type, ...]):
+    """`row[key]` when it is of one of `kinds` (a bool is no number), else a ValueError saying what it must be."""
+    value = row[key] if not isinstance(kinds, tuple) or type(None) not in kinds else row.get(key)
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+    if isinstance(value, bool) or not isinstance(value, kinds):
+        wanted = " or ".join(_KIND_NAMES.get(kind, kind.__name__) for kind in kinds)
+        raise ValueError(f"`{key}` must be {wanted}, not {type(value).__name__} {str(json.dumps(value))[:60]}")
+    return value
+
+
 def _references(pairs, needed: bool = True) -> tuple[Reference, ...]:
-    references = tuple(Reference(str(text), int(grade)) for text, grade in pairs if str(text).strip())
+    pairs = list(pairs)
+    if not all(isinstance(text, str) and isinstance(grade, int) and not isinstance(grade, bool) for text, grade in pairs):
+        raise ValueError("a reference's `text` must be text and its `grade` a whole number")
+    references = tuple(Reference(text, grade) for text, grade in pairs if text.strip())
     if not references and needed:
         raise ValueError(
             "no reference answer with text (generic rows need `references`: [{text, grade}, ...]; "

@@ -25,6 +25,7 @@ from pydantic import BaseModel, Field, field_validator
 from typedrag.corpus import chunk_document, iter_documents
 from typedrag.embed import Embedder, default_embedder
 from typedrag.errors import LLMError, RunError
+from typedrag.jsonlog import json_row, numbered_lines
 from typedrag.llm.base import ChatModel
 from typedrag.prompts import PLANNER, Prompt, format_sources, reply_format
 from typedrag.records import Passage
@@ -215,11 +216,13 @@ def read_existing(path: Path) -> list[dict]:
     if not path.exists():
         return []
     rows = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
-        if not line.strip():
-            continue
+    try:
+        lines = list(numbered_lines(path))
+    except ValueError as error:  # a line that is not UTF-8, named
+        raise RunError(f"{error}; give another --out") from None
+    for number, line in lines:
         try:
-            row = json.loads(line)
+            row = json_row(line)
         except ValueError:
             row = None
         if not isinstance(row, dict) or not isinstance(row.get("question"), str):

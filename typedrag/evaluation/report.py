@@ -42,8 +42,10 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
     files["markdown"].write_text(table.markdown(), encoding="utf-8")
     with files["csv"].open("w", newline="", encoding="utf-8") as out:
         csv.writer(out).writerows(table.csv_rows())
-    chart_missing = draw_chart(table, files["chart"])
+    chart_missing = draw_chart(table, files["chart"]) or table.inseparable()
     if chart_missing:  # the tables stand without it; say why it is missing where the numbers are read
+        if files["chart"].is_file():  # drawn, but its bars would say nothing
+            files["chart"].unlink()
         files.pop("chart")
         files["markdown"].write_text(table.markdown([f"no chart: {chart_missing}"]), encoding="utf-8")
     summary = {**summary, "files": {k: p.name for k, p in files.items()}, "chart_missing": chart_missing}
@@ -69,6 +71,25 @@ class _Table:
         present = {c["type"] for c in summary["cells"]}
         self.types = [t.value for t in NFQType if t.value in present]
         self.type_header = f"type (predicted by {self.config['classifier']})"
+
+    def inseparable(self) -> str | None:
+        """Why a chart would show nothing (None: it shows something): every method that ran scored the same in every
+        group, so its bars would be equal, or all of zero height (the offline proxy judge, ranking answers by their
+        similarity to references, often cannot tell methods apart)."""
+        methods = [m for m in self.methods if m in self.run_methods]
+        groups = [[self.cells[(m, ALL, g)]["mpr"] for m in methods if (m, ALL, g) in self.cells and self.cells[(m, ALL, g)]["mpr"] is not None]
+                  for g in [*self.types, ALL]]
+        values = [v for group in groups for v in group]
+        if not values:
+            return None
+        all_zero = all(v == 0 for v in values)
+        if not all_zero and (len(methods) < 2 or any(len(set(group)) > 1 for group in groups)):
+            return None
+        metric = self.metrics[1]
+        same = f"every method scored {metric} 0 in every group" if all_zero else f"every method scored the same {metric} in every group"
+        judged = ("the offline proxy judge (similarity to the references) cannot separate the methods on these questions; "
+                  "judge with an LLM (--judge MODEL) to compare them") if self.proxy else "the judge did not separate the methods"
+        return f"{same} ({', '.join(dict.fromkeys(f'{v:.1f}' for v in values))}): {judged}; a chart of equal bars would say nothing"
 
     def values(self, method: str, source: str, type_: str, for_csv: bool = False) -> tuple[str, str]:
         """(MRR, MPR) as text: rounded for reading, or at full precision (blank when empty) for CSV."""

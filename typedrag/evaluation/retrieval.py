@@ -29,9 +29,11 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from typedrag.errors import UserError
+from typedrag.errors import QuestionError, UserError
+from typedrag.jsonlog import json_row, numbered_lines
+from typedrag.questions import clean_question
 from typedrag.records import ScoredPassage
-from typedrag.text import content_words
+from typedrag.text import content_words, for_terminal
 
 DEFAULT_K = 5
 
@@ -55,20 +57,22 @@ def read_questions(path: Path) -> list[RetrievalQuestion]:
     """The questions of a JSONL file; `UserError` naming the line of the first bad one."""
     questions = []
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        lines = list(numbered_lines(path))
     except OSError as error:
         raise UserError(f"cannot read {path}: {error.strerror or error}") from None
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
+    except ValueError as error:  # a line that is not UTF-8, named
+        raise UserError(str(error)) from None
+    for number, line in lines:
         try:
-            data = json.loads(line)
+            data = json_row(line)
             if isinstance(data, dict) and "groups" in data and "key_terms" not in data:
                 data["key_terms"] = data.pop("groups")
             question = RetrievalQuestion.model_validate(data)
-        except ValueError as error:
+            # as long as `ask` takes one (typedrag.questions): an 11 MB question is refused, not embedded
+            question = question.model_copy(update={"question": clean_question(question.question), "id": question.id or str(number)})
+        except (ValueError, QuestionError) as error:
             raise UserError(f"{path}:{number}: not a question ({' '.join(str(error).split())[:200]})") from None
-        questions.append(question.model_copy(update={"id": question.id or str(number)}))
+        questions.append(question)
     if not questions:
         raise UserError(f"{path} holds no question")
     return questions
@@ -185,17 +189,28 @@ def evaluate(
     classify: Callable[[list[str]], list[str]] | None = None,
     index: str = "",
 ) -> Report:
-    """Search every question with every retriever (`name -> Retriever`) and score what each found."""
+    """Search every question with every retriever (`name -> Retriever`) and score what each found, SEARCH_BATCH
+    questions at a time: a retriever searches a call's queries together (the dense leg as one matrix of queries by
+    passages), so 100,000 questions in one call held 4.8 GB; only each question's top `k` is kept."""
     types = [q.type for q in questions]
     unknown = [i for i, t in enumerate(types) if not t]
     if unknown and classify is not None:
-        for i, label in zip(unknown, classify([questions[i].question for i in unknown])):
-            types[i] = label
+        for start in range(0, len(unknown), SEARCH_BATCH):
+            batch = unknown[start : start + SEARCH_BATCH]
+            for i, label in zip(batch, classify([questions[i].question for i in batch])):
+                types[i] = label
     modes: dict[str, list[Scored]] = {}
     for name, retriever in retrievers.items():
-        found = retriever.search_many([q.question for q in questions], k)
-        modes[name] = [score(q, str(t or "unknown").upper(), hits, k) for q, t, hits in zip(questions, types, found)]
+        modes[name] = []
+        for start in range(0, len(questions), SEARCH_BATCH):
+            batch = questions[start : start + SEARCH_BATCH]
+            found = retriever.search_many([q.question for q in batch], k)
+            kinds = types[start : start + SEARCH_BATCH]
+            modes[name] += [score(q, str(t or "unknown").upper(), hits, k) for q, t, hits in zip(batch, kinds, found)]
     return Report(k, index, modes)
+
+
+SEARCH_BATCH = 256  # questions per search call in `evaluate`: memory bounded by the batch, not the file
 
 
 def _cell(value: float | None) -> str:
@@ -205,23 +220,26 @@ def _cell(value: float | None) -> str:
 def print_table(report: Report, console) -> None:
     """One table per retrieval mode: a row per question type, "all" first."""
     from rich.table import Table
+    from rich.text import Text
 
     rows = report.rows()
     shown = [key for key in COLUMNS if any(row[key] is not None for row in rows)]
     for mode in report.modes:
-        table = Table(title=f"{mode} · top {report.k}", title_justify="left")
+        table = Table(title=Text(for_terminal(f"{mode} · top {report.k}")), title_justify="left")
         table.add_column("type", no_wrap=True)
         table.add_column("n", justify="right")
         for key in shown:
             table.add_column(_heading(key, report.k), justify="right")
-        for row in (r for r in rows if r["mode"] == mode):
-            table.add_row(row["type"], str(row["questions"]), *(_cell(row[key]) for key in shown))
+        for row in (r for r in rows if r["mode"] == mode):  # a type comes from the file: shown as text, never markup
+            table.add_row(Text(for_terminal(row["type"])), str(row["questions"]), *(_cell(row[key]) for key in shown))
         console.print(table)
     console.print(EXPLAINED, style="dim")
 
 
 def write_html(report: Report, path: Path) -> None:
-    """A self-contained page: the summary table, then each question with the passages every mode found."""
+    """A self-contained page that fits a 1,280-pixel window: the summary table, then each question with the passages
+    every mode found (each linked to its document when that is a file on this machine), and a filter that keeps
+    only the questions the modes disagree on."""
     e = html.escape
     rows = report.rows()
     shown = [key for key in COLUMNS if any(row[key] is not None for row in rows)]
@@ -232,44 +250,90 @@ def write_html(report: Report, path: Path) -> None:
         for row in rows
     )
     modes = list(report.modes)
-    details = []
-    for i, question in enumerate(next(iter(report.modes.values()), [])):
+    link = document_links(report.index)
+    details, disagreeing = [], 0
+    questions = next(iter(report.modes.values()), [])
+    for i, question in enumerate(questions):
+        items = [report.modes[mode][i] for mode in modes]
         cells = []
-        for mode in modes:
-            item = report.modes[mode][i]
+        for item in items:
             marks = []
             for rank, hit in enumerate(item.hits, 1):
                 good = any(matches(hit, w) for g in item.question.groups for w in g)
                 grade = f" · judge {item.judged[rank - 1]}" if len(item.judged) >= rank else ""
+                name = e(hit.passage.title or hit.passage.doc_id)
+                url = link(hit)
+                title = f"<a href='{e(url)}'>{name}</a>" if url else name
                 marks.append(
-                    f"<li class='{'hit' if good else ''}'><b>{e(hit.passage.title or hit.passage.doc_id)}</b> "
+                    f"<li class='{'hit' if good else ''}'><b>{title}</b> "
                     f"<small>{e(hit.passage_id)}{grade}</small><br>{e(' '.join(hit.passage.text.split()[:40]))}…</li>"
                 )
-            verdict = []
-            if item.recall is not None:
-                verdict.append(f"recall {item.recall:.2f}, first at {item.first_rank or '–'}")
-            if item.key_terms is not None:
-                verdict.append("key terms held" if item.key_terms else "key terms missing")
-            if item.question_terms is not None:
-                verdict.append(f"question's words {item.question_terms:.0%}")
-            cells.append(f"<td><div class='verdict'>{e('; '.join(verdict))}</div><ol>{''.join(marks)}</ol></td>")
+            cells.append(f"<td><div class='verdict'>{e('; '.join(_verdict(item)))}</div><ol>{''.join(marks)}</ol></td>")
+        differ = disagree(items)
+        disagreeing += differ
+        kind = "disagree" if differ else "agree"
         details.append(
-            f"<tr><th colspan='{len(modes)}'>{e(question.question.id or '')} · {e(question.type)} · "
-            f"{e(question.question.question)}</th></tr><tr>{''.join(cells)}</tr>"
+            f"<tr class='{kind}'><th colspan='{len(modes)}'>{e(question.question.id or '')} · {e(question.type)} · "
+            f"{e(question.question.question)}</th></tr><tr class='{kind}'>{''.join(cells)}</tr>"
         )
     judge = f"; judged by {e(report.judge)}" if report.judge else ""
     page = f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>typedrag retrieval report</title>
-<style>body{{font:14px/1.45 system-ui,sans-serif;margin:2em;max-width:1400px}}table{{border-collapse:collapse;margin-bottom:2em}}
-td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left}}tr.all td{{font-weight:600;background:#f4f4f4}}
-ol{{margin:0;padding-left:1.4em}}li{{margin-bottom:4px}}li.hit{{background:#e6f4e6}}.verdict{{color:#555;margin-bottom:4px}}
-small{{color:#777}}</style></head><body>
+<style>body{{font:14px/1.45 system-ui,sans-serif;margin:2em;max-width:1400px}}table{{border-collapse:collapse;margin-bottom:2em;max-width:100%}}
+td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left;overflow-wrap:anywhere}}tr.all td{{font-weight:600;background:#f4f4f4}}
+table.questions{{width:100%;table-layout:fixed}}ol{{margin:0;padding-left:1.4em}}li{{margin-bottom:4px}}li.hit{{background:#e6f4e6}}
+.verdict{{color:#555;margin-bottom:4px}}small{{color:#777}}#disagree:checked~table.questions tr.agree{{display:none}}</style></head><body>
 <h1>Retrieval on {e(report.index)}</h1>
-<p>{len(next(iter(report.modes.values()), []))} questions, top {report.k} passages per question{judge}. Modes: {e(', '.join(modes))}.
+<p>{len(questions)} questions, top {report.k} passages per question{judge}. Modes: {e(', '.join(modes))}.
 {e(EXPLAINED)}</p>
 <table><tr><th>mode</th><th>type</th><th>questions</th>{head}</tr>{body}</table>
-<h2>Questions</h2><p>Relevant passages are shaded.</p>
-<table><tr>{''.join(f'<th>{e(m)}</th>' for m in modes)}</tr>{''.join(details)}</table></body></html>"""
+<h2>Questions</h2><p>Relevant passages are shaded; a passage's title links to its document where that is a file here.</p>
+<input type="checkbox" id="disagree"> <label for="disagree">only where the modes disagree ({disagreeing} of {len(questions)}
+questions: a different verdict, or, with nothing to judge by, a different first passage)</label>
+<table class="questions"><tr>{''.join(f'<th>{e(m)}</th>' for m in modes)}</tr>{''.join(details)}</table></body></html>"""
     path.write_text(page, encoding="utf-8")
+
+
+def _verdict(item: Scored) -> list[str]:
+    verdict = []
+    if item.recall is not None:
+        verdict.append(f"recall {item.recall:.2f}, first at {item.first_rank or '–'}")
+    if item.key_terms is not None:
+        verdict.append("key terms held" if item.key_terms else "key terms missing")
+    if item.question_terms is not None:
+        verdict.append(f"question's words {item.question_terms:.0%}")
+    return verdict
+
+
+def disagree(items: Sequence[Scored]) -> bool:
+    """Whether the modes' results for one question differ: in what they are judged by (recall and first rank, key
+    terms, the judge's grades), or, with none of those, in the passage each put first."""
+    outcomes = {(s.recall, s.first_rank, s.key_terms, tuple(s.judged)) for s in items}
+    if any(any(value not in (None, ()) for value in outcome) for outcome in outcomes):
+        return len(outcomes) > 1
+    return len({s.hits[0].passage_id if s.hits else None for s in items}) > 1
+
+
+def document_links(index: str) -> Callable[[ScoredPassage], str | None]:
+    """A passage's document as a `file:` URL (a PDF's at its page), when the index's manifest names the folder or
+    file it was read from and the document is a file there; None for others (a JSONL record, a Milvus index)."""
+    try:
+        manifest = json.loads((Path(index) / "manifest.json").read_text(encoding="utf-8"))
+        roots = [Path(entry["source"]) for entry in manifest["corpus"]["sources"] if isinstance(entry, dict) and "source" in entry]
+    except (OSError, ValueError, KeyError, TypeError):
+        roots = []
+
+    def link(hit: ScoredPassage) -> str | None:
+        doc = hit.passage.doc_id
+        if doc.startswith(("http://", "https://")):
+            return doc
+        for root in roots:
+            file = root / doc if root.is_dir() else root if root.name == doc else None
+            if file is not None and file.is_file():
+                page = f"#page={hit.passage.page}" if hit.passage.page and file.suffix.lower() == ".pdf" else ""
+                return file.resolve().as_uri() + page
+        return None
+
+    return link
 
 
 def write_json(report: Report, path: Path) -> None:

@@ -35,6 +35,7 @@ from typedrag.evaluation.judges import JUDGE_TEMPERATURE, Judge, ProxyJudge
 from typedrag.evaluation.linkage import LINKAGE_JUDGE, RankConvention, question_rank, select_references
 from typedrag.evaluation.metrics import Score, cells
 from typedrag.jsonlog import JsonlLog
+from typedrag.llm.structured import REPLY_CHARS, short
 from typedrag.pipeline import Method, Pipeline
 from typedrag.prompts import PROMPT_VERSION
 from typedrag.redact import redact_url
@@ -334,7 +335,7 @@ def _verdict_record(question: EvalQuestion, method: str, judge: str, round_: int
         "position": verdict.position,
         "references": len(references),
         "reference_grades": [r.grade for r in references],
-        "reply": verdict.reply,
+        "reply": short(verdict.reply, REPLY_CHARS),  # a bounded excerpt: a runaway judge must not fill the log
         "retried": verdict.retried,
         "usage": Usage.of(verdict.calls).model_dump(),
     }

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     import tantivy
 
     from typedrag.index.ingest import FileRecord, Plan
+    from typedrag.index.progress import BuildWatch
     from typedrag.records import IndexSummary
 
 DEFAULT_RETRIEVAL = "hybrid"
@@ -98,6 +100,7 @@ def write(
     want: Wanted,
     summary: "IndexSummary",
     show_progress: bool,
+    watch: "BuildWatch | None" = None,
 ) -> Table | None:
     """The vector files of the index being built in `building`, one row per passage, file by file.
 
@@ -125,8 +128,20 @@ def write(
     keys = sorted(records)
     copied = {key for key in keys if identity_matches and key in unchanged and key in old.table.files}
     to_embed = sum(records[key].passages for key in keys if key not in copied)
-    progress, task = _progress(show_progress, to_embed, want.embedder)
-    writer = Writer(building, rows, want.embedder, journal_path(index_dir), lambda n: progress.update(task, advance=n))
+    progress, task = _progress(show_progress, to_embed, f"embedding ({want.embedder})", "passages")
+    embedded = [0]
+
+    def advanced(n: int) -> None:
+        progress.update(task, advance=n)
+        if watch is not None:
+            embedded[0] += n
+            watch.embedding(embedded[0], to_embed)
+
+    if watch is not None:
+        watch.embedding(0, to_embed)
+    writer = Writer(building, rows, want.embedder, journal_path(index_dir), advanced)
+    summary.notes += [f"the shipped vectors {name} do not match the sha256 typedrag recorded for them: not used, their "
+                      "passages are embedded afresh (reinstall typedrag)" for name in writer.shipped.refused]
     if old is not None and old.table.identity != writer.table.identity:
         copied, old = set(), None  # the embedder's model changed: embed everything again
     started = time.perf_counter()
@@ -137,7 +152,7 @@ def write(
                 writer.copy(key, old, first, count)
             elif records[key].passages:
                 writer.embed(key, _passages_of(searcher, index.schema, key, records[key].passages))
-    table = writer.finish()
+        table = writer.finish()  # inside: its last batch is shown on the bar (issue 57 P11)
     summary.embedder = want.embedder
     summary.embedded = writer.embedded
     summary.embed_seconds = time.perf_counter() - started
@@ -145,9 +160,31 @@ def write(
     return table
 
 
+def search_entries(building: Path, table: Table | None, summary: "IndexSummary") -> dict:
+    """The manifest's `vector_search` section (typedrag.index.nearest): the longest stored row, and an HNSW graph
+    over the rows when there are ANN_MIN_ROWS or more (built again by every build or sync that writes vectors)."""
+    import numpy as np
+
+    from typedrag.index import nearest
+
+    if table is None:
+        return {}
+    rows = np.load(building / "vectors.npy", mmap_mode="r")
+    scales = np.load(building / "vector-scales.npy", mmap_mode="r")
+    section: dict = {"norm_max": nearest.norm_max(rows, scales), "graph": False}
+    if table.rows >= nearest.ANN_MIN_ROWS:
+        seconds = nearest.build_graph(building, rows)
+        section.update(graph=True, graph_seconds=round(seconds, 1), graph_bytes=(building / nearest.GRAPH).stat().st_size)
+        summary.graph_seconds = seconds
+    return {"vector_search": section}
+
+
 def finished(index_dir: Path) -> None:
-    """The index with its vectors is in place: the journal of its embedding is not needed any more."""
+    """The index with its vectors is in place: the journals of its embedding are not needed any more."""
+    from typedrag.index.sentences import journal_path as sentences_journal
+
     journal_path(index_dir).unlink(missing_ok=True)
+    sentences_journal(index_dir).unlink(missing_ok=True)
 
 
 def _previous_vectors(previous: dict | None, index_dir: Path) -> DenseVectors | None:
@@ -155,7 +192,7 @@ def _previous_vectors(previous: dict | None, index_dir: Path) -> DenseVectors | 
     if table is None:
         return None
     try:
-        return DenseVectors(index_dir, table)
+        return DenseVectors(index_dir, table, previous.get("vector_search"))
     except (OSError, ValueError):
         return None  # damaged: embedded again
 
@@ -172,33 +209,76 @@ def _passages_of(searcher, schema, key: str, count: int) -> Iterator[PassageText
             yield PassageText(doc.get_first("passage_id"), doc.get_first("title") or "", doc.get_first("text") or "")
 
 
-def _progress(show: bool, total: int, embedder: str):
-    """A bar with the passages embedded, their rate and the time left (rich estimates it from the recent rate)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, ProgressColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-    from rich.text import Text
+def _progress(show: bool, total: int, label: str, unit: str, **options):
+    """A bar with the `unit`s embedded, their rate and the time left (`typedrag.index.progress`); `options` go to
+    rich's `Progress` (a console, a clock)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 
-    from typedrag.index.progress import LoggedProgress, left
-
-    class Rate(ProgressColumn):
-        def render(self, task) -> Text:
-            return Text(f"{task.speed:,.0f} passages/s" if task.speed else "")
+    from typedrag.index.progress import LoggedProgress, Rate, TimeLeft, left, rate
 
     def line(task) -> str:
-        rate = f", {task.speed:,.0f} passages/s" if task.speed else ""
-        return f"embedding ({embedder}): {task.completed:,.0f} of {task.total:,.0f} passages{rate}{left(task)}"
+        return f"{label}: {task.completed:,.0f} of {task.total:,.0f} {unit}{rate(task, unit)}{left(task)}"
 
     progress = LoggedProgress(
-        TextColumn(f"embedding ({embedder})"),
+        TextColumn(label),
         BarColumn(),
         MofNCompleteColumn(),
-        Rate(),
+        Rate(unit),
         TimeElapsedColumn(),
-        TextColumn("left"),
-        TimeRemainingColumn(),
+        TimeLeft(),
         disable=not show or total == 0,
         line=line,
+        **options,
     )
     return progress, progress.add_task("embedding", total=total)
+
+
+def write_sentences(
+    building: Path, index: "tantivy.Index", previous: dict | None, index_dir: Path, want: Wanted, table: Table | None,
+    summary: "IndexSummary", show_progress: bool,
+) -> dict | None:
+    """The vectors of every passage's sentences (typedrag.index.sentences) when the index has MiniLM passage vectors
+    (None otherwise: an index built for speed, BM25 or static, gets them as its answers need them). Sentences the
+    previous version kept, or that answering added to it, are taken over, not embedded again."""
+    from typedrag.embed import embedder_for
+    from typedrag.index import sentences
+    from typedrag.records import lines_of
+
+    if table is None or want.embedder != "minilm" or os.environ.get("TYPEDRAG_SENTENCE_VECTORS", "").strip() == "0":
+        return None  # TYPEDRAG_SENTENCE_VECTORS=0: a faster build; answers keep the vectors they need as they go
+    index.reload()
+    searcher = index.searcher()
+
+    def passages():
+        import tantivy
+
+        hits = searcher.search(tantivy.Query.all_query(), limit=max(searcher.num_docs, 1), count=False).hits
+        for _, address in sorted(hits, key=lambda hit: (hit[1].segment_ord, hit[1].doc)):
+            doc = searcher.doc(address)
+            text, lines = doc.get_first("text") or "", doc.get_first("lines")
+            kinds = lines_of(text, bytes(lines).decode("ascii", "replace")) if lines else ()
+            yield doc.get_first("title") or "", doc.get_first("section") or "", text, kinds
+
+    known = [index_dir / sentences.ADDED]
+    if previous is not None and sentences.section_of(previous) is not None:
+        known.insert(0, index_dir / sentences.SENTENCES)
+    holder: dict = {}
+
+    def progress(total: int):
+        holder["bar"], task = _progress(show_progress, total, "embedding sentences (minilm)", "sentences")
+        holder["bar"].start()
+        return lambda n: holder["bar"].update(task, advance=n)
+
+    started = time.perf_counter()
+    try:
+        section = sentences.write(building, passages(), known, sentences.journal_path(index_dir), embedder_for("minilm"), progress)
+    finally:
+        if "bar" in holder:
+            holder["bar"].stop()
+    summary.sentence_seconds = time.perf_counter() - started
+    summary.sentences, summary.sentences_embedded = section["rows"], section["embedded"]
+    summary.sentence_bytes = (building / sentences.SENTENCES).stat().st_size
+    return section
 
 
 def fuse(

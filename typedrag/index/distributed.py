@@ -57,10 +57,10 @@ from typing import Any
 
 from typedrag import telemetry
 from typedrag.corpus.chunker import CHUNKER_VERSION
-from typedrag.corpus.readers import SourceFile
+from typedrag.corpus.readers import FileFilter, SourceFile
 from typedrag.errors import CorpusError
 from typedrag.index.base import IndexUnusableError, empty_index_error
-from typedrag.index.ingest import FileRecord, ScannedFile, _fingerprint, _read_here, count, plan, scan, take_file
+from typedrag.index.ingest import FileRecord, ScannedFile, _fingerprint, _read_here, count, filters_for, plan, scan_filtered, take_file
 from typedrag.index.milvus_index import (
     BATCH_SIZE,
     BUILD_INFIX,
@@ -73,6 +73,7 @@ from typedrag.index.milvus_index import (
     _delete,
     _index_analyzer,
     _index_params,
+    _live_manifest,
     _publish,
     _reusable_manifest,
     _schema,
@@ -155,12 +156,13 @@ def sync_milvus_index_on_ray(
     writers: int = 1,
     report: Callable[[str], None] | None = None,
     run: RayRun | None = None,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """Build or sync the collection `collection` from `sources` on the Ray cluster at `address`, as
     `milvus_index.sync_milvus_index` does in one process: same passages, ids, vectors and manifest.
 
-    `retrieval`, `embedder` and `dense` as for `sync_milvus_index` (None: as the collection has them, hybrid for
-    a new one): the same decision, by the same function.
+    `retrieval`, `embedder`, `dense` and `filters` as for `sync_milvus_index` (None: as the collection has them,
+    hybrid and no filters for a new one): the same decision, by the same function.
 
     `address`: what `ray.init` takes ("auto": RAY_ADDRESS or the cluster this machine belongs to;
     "ray://host:10001": Ray Client), or "local" (a Ray started in this process, for one machine). The
@@ -180,7 +182,7 @@ def sync_milvus_index_on_ray(
             job = _Job(ray, conn, uri, token, collection, sources, summary, run, passage_words=passage_words,
                        strict=strict, show_progress=show_progress, batch_size=batch_size,
                        embed_actors=embed_actors, writers=writers)
-            job.prepare(rebuild, remove_missing, retrieval or ("hybrid" if dense else None), embedder)
+            job.prepare(rebuild, remove_missing, retrieval or ("hybrid" if dense else None), embedder, filters)
             telemetry.describe(span, retrieval=summary.retrieval, embedder=summary.embedder)
             job.ingest()
             job.finish()
@@ -257,15 +259,17 @@ class _Job:
 
     # -- 1. what to do, and where
 
-    def prepare(self, rebuild: bool, remove_missing: bool, retrieval: str | None, embedder: str | None) -> None:
+    def prepare(self, rebuild: bool, remove_missing: bool, retrieval: str | None, embedder: str | None, filters: FileFilter | None) -> None:
         conn, collection = self.conn, self.collection
         with telemetry.step("ingest.plan"):
             self.live = conn.alias_target(collection)
             self.want = _wanted(conn, self.live, retrieval, embedder, self.summary)
+            self.filters = filters_for(filters, _live_manifest(conn, self.live) if self.live is not None else None)
             self.embedder = self.want.embedder  # the key of the vectors' model, None: no vectors
             previous = None if rebuild or self.live is None else _reusable_manifest(conn, self.live, self.passage_words, self.want)
             self.fresh, self.created = previous is None, False
-            found = scan(self.sources, self.summary.problems, strict=self.strict)
+            left_out: list[str] = []
+            found = scan_filtered(self.sources, self.summary, self.strict, self.filters, left_out)
             self.order = {scanned.file.key: n for n, scanned in enumerate(found)}
             if self.fresh:
                 self.target, self.generation, held = self._fresh_target(), 1, {}
@@ -273,7 +277,7 @@ class _Job:
                 self.summary.synced = True
                 self.target, self.generation = self.live, previous.get("generation", 1) + 1
                 held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()}
-            self.work = plan(found, held, remove_missing=remove_missing)
+            self.work = plan(found, held, remove_missing=remove_missing, left_out=left_out)
             self.ledger = _Ledger(conn, self.target, self.generation)
             done = self.ledger.done
             to_read = self.work.to_read
@@ -487,7 +491,7 @@ class _Job:
                     self._delete_rows(replaced, self.generation, other_generations=True)
                 self.conn.client.flush(self.target, timeout=CALL_TIMEOUT)
                 _write_manifest(self.conn, self.target, self.sources, records, summary, self.passage_words, self.want,
-                                self.generation)
+                                self.generation, self.filters)
                 self.ledger.drop()
                 if self.fresh:
                     self.conn.client.drop_collection_properties(self.target, property_keys=[BUILD_MARK], timeout=CALL_TIMEOUT)
@@ -825,7 +829,7 @@ class _Write:
 
 def index_on_ray(settings, sources: list[str], *, address: str, passage_words: int, strict: bool, dense: bool,
                  rebuild: bool, remove_missing: bool, embedder: str | None = None,
-                 report: Callable[[str], None] | None = None) -> IndexSummary:
+                 report: Callable[[str], None] | None = None, filters: FileFilter | None = None) -> IndexSummary:
     """`typedrag index --ray`: the settings' Milvus collection, built or synced on the Ray cluster at `address`,
     with the retrieval the settings name (`--retrieval`) and `embedder`, as `build_configured_index` would."""
     from typedrag.config import ConfigError
@@ -836,5 +840,5 @@ def index_on_ray(settings, sources: list[str], *, address: str, passage_words: i
     return sync_milvus_index_on_ray(
         sources, _milvus_uri(settings), settings.milvus_collection, address=address, token=_milvus_token(settings),
         passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild, remove_missing=remove_missing,
-        retrieval=settings.search_mode, embedder=embedder, show_progress=sys.stderr.isatty(), report=report,
+        retrieval=settings.search_mode, embedder=embedder, show_progress=sys.stderr.isatty(), report=report, filters=filters,
     )

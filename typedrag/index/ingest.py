@@ -16,6 +16,7 @@ recorded with no hash, so the next sync reads it again.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import hashlib
 import os
@@ -35,9 +36,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from typedrag.corpus.chunker import iter_passages
 from typedrag.corpus.formats import Unreadable
-from typedrag.corpus.readers import Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
+from typedrag.corpus.readers import FileFilter, Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
 from typedrag.errors import CorpusError
-from typedrag.index.progress import LoggedProgress, left
+from typedrag.index.progress import BuildWatch, LoggedProgress, left
 from typedrag.records import CappedList, CorpusProblem, IndexSummary, Passage
 
 # Files read in worker processes at once (they parse HTML, PDF and DOCX in pure Python, under the GIL).
@@ -136,9 +137,13 @@ class FilePassages:
         return UNREAD
 
 
-def scan(sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict: bool = False) -> list[ScannedFile]:
-    """Every source file with its content hash; a key met twice keeps its first file (the second is reported).
-    With `strict`, the first problem (an unreadable folder or file, a link loop) raises `CorpusError`."""
+def scan(
+    sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict: bool = False, filters: FileFilter = FileFilter(),
+    left_out: list[str] | None = None,
+) -> list[ScannedFile]:
+    """Every source file `filters` admits with its content hash (the keys of those it does not go to `left_out`); a
+    key met twice keeps its first file (the second is reported). With `strict`, the first problem (an unreadable
+    folder or file, a link loop) raises `CorpusError`."""
     found: dict[str, ScannedFile] = {}
     listing: list[CorpusProblem] = []
 
@@ -147,7 +152,7 @@ def scan(sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict
             raise CorpusError(f"{location}: {reason}")
         problems.append(CorpusProblem(location, reason))
 
-    for file in iter_source_files(sources, listing):
+    for file in iter_source_files(sources, listing, filters, left_out):
         for problem in listing:
             report(problem.location, problem.reason)
         listing.clear()
@@ -177,9 +182,28 @@ def _fingerprint(file: SourceFile) -> ScannedFile:
     return ScannedFile(file, digest, after[2], after if after == before else None)
 
 
-def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missing: bool = True) -> Plan:
-    """Compare the files found with those the index holds (`held`, by key)."""
+def scan_filtered(
+    sources: Iterable[Path | str], summary: IndexSummary, strict: bool, filters: FileFilter, left_out: list[str] | None = None
+) -> list[ScannedFile]:
+    """`scan` for a build: problems into `summary`, and how many files the filters left out (their keys to `left_out`)."""
+    left_out = [] if left_out is None else left_out
+    found = scan(sources, summary.problems, strict=strict, filters=filters, left_out=left_out)
+    summary.left_out, summary.filters = len(left_out), str(filters)
+    return found
+
+
+def filters_for(given: FileFilter | None, manifest: dict | None) -> FileFilter:
+    """The filters a build applies: those given, else those the index recorded (a sync keeps them), else none."""
+    if given is not None:
+        return given
+    return FileFilter.from_json(((manifest or {}).get("corpus") or {}).get("filters"))
+
+
+def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missing: bool = True, left_out: Iterable[str] = ()) -> Plan:
+    """Compare the files found with those the index holds (`held`, by key). Files the sources hold but the filters
+    leave out (`left_out`, by key) are removed even when missing files are kept (`remove_missing` False)."""
     result = Plan()
+    left_out = set(left_out)
     for scanned in found:
         record = held.get(scanned.file.key)
         if record is None:
@@ -191,7 +215,7 @@ def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missin
     keys = {scanned.file.key for scanned in found}
     for key, record in held.items():
         if key not in keys:
-            (result.removed.append(key) if remove_missing else result.unchanged.append(record))
+            (result.removed.append(key) if remove_missing or key in left_out else result.unchanged.append(record))
     return result
 
 
@@ -204,11 +228,13 @@ def ingest(
     *,
     known_document: Callable[[str], bool] = lambda doc_id: False,
     show_progress: bool = True,
+    watch: BuildWatch | None = None,
 ) -> dict[str, FileRecord]:
     """Read `files`, hand every passage to `add(passage, file key)` in listing order, and return what each file gave.
 
     A document whose id an earlier file (or, in a sync, a file the index keeps: `known_document`) already
-    gave is skipped and reported, as a fresh build would. Problems and notes go into `summary`.
+    gave is skipped and reported, as a fresh build would. Problems and notes go into `summary`. `watch`, if
+    given, hears each file read (and may cancel the build).
     """
     records: dict[str, FileRecord] = {}
     seen: set[str] = set()  # ~60 bytes per id: fine for millions of documents
@@ -221,7 +247,9 @@ def ingest(
 
     progress = _progress(show_progress)
     task = progress.add_task("reading", total=len(files), pages=0, files_rate=0.0, pages_rate=0.0)
-    started, pages_read = time.perf_counter(), 0
+    started, pages_read, passages = time.perf_counter(), 0, 0
+    if watch is not None:
+        watch.reading(0, len(files), 0)
     with progress:
         for result in _read_in_order(files, passage_words, strict):
             record, pages = take_file(result, claim, add, summary, strict)
@@ -230,6 +258,9 @@ def ingest(
             elapsed = max(time.perf_counter() - started, 1e-6)
             done = len(records)
             progress.update(task, completed=done, pages=pages_read, files_rate=done / elapsed, pages_rate=pages_read / elapsed)
+            if watch is not None:
+                passages += record.passages
+                watch.reading(done, len(files), passages)
     return records
 
 
@@ -307,14 +338,29 @@ def _read_in_order(files: list[ScannedFile], passage_words: int, strict: bool) -
     workers = min(MAX_WORKERS, os.cpu_count() or 1)
     # spawn, not fork: the index writer's threads may hold locks a forked child would inherit
     spawn, parent = get_context("spawn"), os.getpid()
-    with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_exit_with_parent, initargs=(parent,)) as pool:
-        window: deque[tuple[ScannedFile, Future | None]] = deque()
-        for scanned in files:
-            window.append((scanned, pool.submit(_read_listed, scanned, passage_words, strict) if _poolable(scanned) else None))
-            while len(window) > 4 * workers:  # a bounded read-ahead: parsed files wait for the index, not in memory
+    try:
+        with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_exit_with_parent, initargs=(parent,)) as pool:
+            window: deque[tuple[ScannedFile, Future | None]] = deque()
+            for scanned in files:
+                window.append((scanned, pool.submit(_read_listed, scanned, passage_words, strict) if _poolable(scanned) else None))
+                while len(window) > 4 * workers:  # a bounded read-ahead: parsed files wait for the index, not in memory
+                    yield _result(*window.popleft(), passage_words, strict)
+            while window:
                 yield _result(*window.popleft(), passage_words, strict)
-        while window:
-            yield _result(*window.popleft(), passage_words, strict)
+    finally:
+        _stop_resource_tracker()
+
+
+def _stop_resource_tracker() -> None:
+    """End the process multiprocessing started beside the pool to track its semaphores, and wait for it: left
+    running, it ends only after `typedrag index` has exited, a process left behind in the caller's process group
+    (issue 56). multiprocessing starts it again if anything needs it."""
+    from multiprocessing import resource_tracker
+
+    stop = getattr(resource_tracker._resource_tracker, "_stop", None)
+    if stop is not None:
+        with contextlib.suppress(Exception):
+            stop()
 
 
 def _exit_with_parent(parent: int) -> None:

@@ -22,7 +22,10 @@ from typedrag.index.base import IndexUnusableError
 FORMAT_VERSION = 2  # 2: section, page and file fields, and the file table a sync compares against
 MANIFEST = "manifest.json"
 HASHED_MAX_BYTES = 4 << 20
-_SKIPPED = {MANIFEST, ".tantivy-meta.lock", ".tantivy-writer.lock"}
+# Sentence vectors answering processes add to a served index (typedrag.index.sentences): part of the index
+# folder, appended to after the manifest was written, so never listed or checksummed.
+ADDED_SENTENCES = "sentence-vectors.added"
+_SKIPPED = {MANIFEST, ".tantivy-meta.lock", ".tantivy-writer.lock", ADDED_SENTENCES}
 
 
 def _sha256(path: Path) -> str:
@@ -113,6 +116,12 @@ def write_manifest(index_dir: Path, manifest: dict) -> None:
 
 def read_manifest(index_dir: Path, rebuild_hint: str) -> dict:
     """Load and check the manifest and the files it lists; `IndexUnusableError` naming the fix if anything is off."""
+    if index_dir.exists() and not index_dir.is_dir():  # a document given as the index, most often
+        what = "a file" if index_dir.is_file() else "not a folder"
+        raise IndexUnusableError(
+            f"{index_dir} is {what}, not an index: --index names the folder `typedrag index` builds; to search this "
+            f"file, index it first: `typedrag index {index_dir} --index typedrag-index`"
+        )
     if not index_dir.is_dir():  # nothing was ever built here: say how to build one, not how to rebuild it
         raise IndexUnusableError(
             f"no index at {index_dir}: build one first with `typedrag index SOURCE... --index {index_dir}`"

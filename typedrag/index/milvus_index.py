@@ -47,7 +47,8 @@ from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.embed import embedder_for, passage_input
 from typedrag.index import dense as fusion
 from typedrag.index.base import IndexUnusableError, empty_index_error
-from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
+from typedrag.corpus.readers import FileFilter
+from typedrag.index.ingest import FileRecord, corpus_sha256, count, filters_for, ingest, plan, scan_filtered
 from typedrag.index.manifest import source_fingerprint
 from typedrag.index.tantivy_index import _query_analyzer
 from typedrag.index.vectors import identity_of, quantize
@@ -218,11 +219,13 @@ def build_milvus_index(
     dense: bool = False,
     retrieval: str | None = None,
     embedder: str | None = None,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """A fresh Milvus collection of `sources`, every file read (see `sync_milvus_index`)."""
     return sync_milvus_index(
         sources, uri, collection, token=token, passage_words=passage_words, strict=strict,
         show_progress=show_progress, batch_size=batch_size, dense=dense, rebuild=True, retrieval=retrieval, embedder=embedder,
+        filters=filters,
     )
 
 
@@ -241,11 +244,12 @@ def sync_milvus_index(
     remove_missing: bool = True,
     retrieval: str | None = None,
     embedder: str | None = None,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """Bring the collection `collection` in line with `sources`, as `sync_index` does for tantivy.
 
-    `retrieval` and `embedder` as for `sync_index` (None: as the collection has them, hybrid for a new one);
-    `dense=True` is the older way to ask for vectors.
+    `retrieval`, `embedder` and `filters` as for `sync_index` (None: as the collection has them, hybrid and no
+    filters for a new one); `dense=True` is the older way to ask for vectors.
 
     A fresh build (no collection yet, `rebuild`, or other build parameters) is atomic: the passages go
     into a new collection `<collection>__build_<hex>` and the manifest is written last; only then is the
@@ -269,12 +273,15 @@ def sync_milvus_index(
     try:
         live = conn.alias_target(collection)
         want = _wanted(conn, live, retrieval or ("hybrid" if dense else None), embedder, summary)
+        filters = filters_for(filters, _live_manifest(conn, live) if live is not None else None)
         previous = None if rebuild or live is None else _reusable_manifest(conn, live, passage_words, want)
         if previous is None:
-            _build_fresh(conn, sources, collection, live, summary, passage_words, strict, show_progress, batch_size, want)
+            _build_fresh(conn, sources, collection, live, summary, passage_words, strict, show_progress, batch_size, want, filters)
         else:
             summary.synced = True
-            _sync_in_place(conn, live, previous, sources, summary, passage_words, strict, show_progress, batch_size, want, remove_missing)
+            _sync_in_place(
+                conn, live, previous, sources, summary, passage_words, strict, show_progress, batch_size, want, remove_missing, filters
+            )
         summary.seconds = time.perf_counter() - started
     finally:
         conn.close()
@@ -331,7 +338,7 @@ def _reusable_manifest(conn: _Connection, live: str, passage_words: int, want: "
 
 def _build_fresh(
     conn: _Connection, sources, collection: str, live: str | None, summary: IndexSummary,
-    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "fusion.Wanted",
+    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "fusion.Wanted", filters: FileFilter,
 ) -> None:
     with conn.errors("checking collections"):
         names = conn.client.list_collections(timeout=CALL_TIMEOUT)
@@ -343,7 +350,7 @@ def _build_fresh(
         for name in names:
             if name.startswith(collection + BUILD_INFIX) and name != live:
                 conn.client.drop_collection(name, timeout=CALL_TIMEOUT)
-    work = plan(scan(sources, summary.problems, strict=strict), {})
+    work = plan(scan_filtered(sources, summary, strict, filters), {})
     building = f"{collection}{BUILD_INFIX}{secrets.token_hex(4)}"
     hint = "start the server or check --uri, then re-run `typedrag index` (the partial build is dropped then)"
     with conn.errors("creating the collection", hint):
@@ -360,7 +367,7 @@ def _build_fresh(
             if summary.documents == 0:
                 raise empty_index_error(summary, f"the collection {collection!r}" if live else None)
             conn.client.flush(building, timeout=CALL_TIMEOUT)
-            _write_manifest(conn, building, sources, records, summary, passage_words, want)
+            _write_manifest(conn, building, sources, records, summary, passage_words, want, filters=filters)
     except IndexUnusableError:
         raise  # Milvus is unreachable, so it cannot drop the partial build either: the next build does
     except BaseException:  # a corpus error, an oversized passage, no document, Ctrl-C: Milvus is fine, tidy up now
@@ -387,9 +394,11 @@ def _publish(conn: _Connection, building: str, collection: str, live: str | None
 def _sync_in_place(
     conn: _Connection, live: str, previous: dict, sources, summary: IndexSummary,
     passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "fusion.Wanted", remove_missing: bool,
+    filters: FileFilter,
 ) -> None:
     held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()}
-    work = plan(scan(sources, summary.problems, strict=strict), held, remove_missing=remove_missing)
+    left_out: list[str] = []
+    work = plan(scan_filtered(sources, summary, strict, filters, left_out), held, remove_missing=remove_missing, left_out=left_out)
     generation = previous.get("generation", 1) + 1
     # New files too: a sync killed after inserting them left passages the manifest does not list.
     replaced = work.to_delete + [scanned.file.key for scanned in work.added]
@@ -409,7 +418,7 @@ def _sync_in_place(
             keys = json.dumps(replaced[start : start + 100], ensure_ascii=False)
             _delete(conn, live, f"file in {keys} and generation != {generation}")
         conn.client.flush(live, timeout=CALL_TIMEOUT)
-        _write_manifest(conn, live, sources, records, summary, passage_words, want, generation)
+        _write_manifest(conn, live, sources, records, summary, passage_words, want, generation, filters)
 
 
 def clear_generation(conn: _Connection, collection: str, generation: int) -> None:
@@ -440,11 +449,11 @@ def _kept_document_check(conn: _Connection, collection: str, leaving: set[str]):
 
 def _write_manifest(
     conn: _Connection, collection: str, sources, records: dict[str, FileRecord], summary: IndexSummary,
-    passage_words: int, want: "fusion.Wanted", generation: int = 1,
+    passage_words: int, want: "fusion.Wanted", generation: int = 1, filters: FileFilter = FileFilter(),
 ) -> None:
     """The file table and the manifest, written last: their presence means the build or sync finished."""
     files = _pack_files(records)
-    manifest = {
+    manifest: dict = {
         "format_version": FORMAT_VERSION,
         "typedrag_version": typedrag.__version__,
         "engine": _engine_params(conn.pymilvus, passage_words, want.embedder),
@@ -455,6 +464,8 @@ def _write_manifest(
         "generation": generation,
         "files_sha256": hashlib.sha256(files.encode()).hexdigest(),
     }
+    if filters:
+        manifest["corpus"]["filters"] = filters.to_json()
     properties = {FILES_PROPERTY: files, MANIFEST_PROPERTY: json.dumps(manifest, sort_keys=True)}
     conn.client.alter_collection_properties(collection, properties=properties, timeout=CALL_TIMEOUT)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typedrag.config import ConfigError, Settings
+from typedrag.corpus.readers import FileFilter
 from typedrag.index.base import Retriever
 from typedrag.records import IndexSummary
 
@@ -31,11 +32,13 @@ def build_configured_index(
     remove_missing: bool = True,
     embedder: str | None = None,
     show_progress: bool = True,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """Build, or sync, the index the settings name, from the same passages whichever the backend.
 
     `settings.retrieval` (None: as the index has it, hybrid for a new one) says whether passage vectors are
-    kept, and `embedder` which model makes them; `dense` is the older Milvus flag for "with vectors"."""
+    kept, and `embedder` which model makes them; `dense` is the older Milvus flag for "with vectors"; `filters` which
+    files of the folders given are read (None: as the index recorded them)."""
     retrieval = settings.search_mode or ("hybrid" if dense else None)
     if settings.backend == "milvus":
         from typedrag.index.milvus_index import sync_milvus_index
@@ -52,12 +55,13 @@ def build_configured_index(
             rebuild=rebuild,
             remove_missing=remove_missing,
             show_progress=show_progress,
+            filters=filters,
         )
     from typedrag.index.tantivy_index import sync_index
 
     return sync_index(
         sources, settings.index, passage_words=passage_words, strict=strict, rebuild=rebuild, remove_missing=remove_missing,
-        retrieval=retrieval, embedder=embedder, show_progress=show_progress,
+        retrieval=retrieval, embedder=embedder, show_progress=show_progress, filters=filters,
     )
 
 

@@ -29,7 +29,9 @@ import typedrag
 from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.errors import UserError
 from typedrag.index.base import IndexBuildError, IndexUnusableError, empty_index_error
-from typedrag.index.ingest import FileRecord, corpus_sha256, count, ingest, plan, scan
+from typedrag.corpus.readers import FileFilter
+from typedrag.index.ingest import FileRecord, corpus_sha256, count, filters_for, ingest, plan, scan_filtered
+from typedrag.index.progress import BuildWatch
 from typedrag.index.manifest import (
     FORMAT_VERSION,
     MANIFEST,
@@ -50,6 +52,9 @@ from typedrag.embed import EMBEDDERS, embedder_for
 from typedrag.index import dense
 from typedrag.index.vectors import FILES as VECTOR_FILES
 from typedrag.index.vectors import DenseVectors, Table, identity_of
+from typedrag.index.sentences import SENTENCES, SentenceStore, section_of
+from typedrag.embed import remember
+from typedrag.index.nearest import GRAPH
 
 ENGINE = "tantivy-bm25"
 # tantivy built-in: split on non-alphanumerics, drop tokens > 40 chars, lowercase, English Snowball stemmer.
@@ -143,11 +148,12 @@ def build_index(
     show_progress: bool = True,
     retrieval: str | None = None,
     embedder: str | None = None,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """A fresh tantivy index of `sources` at `index_dir`, every file read (see `sync_index`)."""
     return sync_index(
         sources, index_dir, passage_words=passage_words, strict=strict, show_progress=show_progress, rebuild=True,
-        retrieval=retrieval, embedder=embedder,
+        retrieval=retrieval, embedder=embedder, filters=filters,
     )
 
 
@@ -162,9 +168,14 @@ def sync_index(
     rebuild: bool = False,
     retrieval: str | None = None,
     embedder: str | None = None,
+    watch: BuildWatch | None = None,
+    filters: FileFilter | None = None,
 ) -> IndexSummary:
     """Bring the tantivy index at `index_dir` in line with `sources`: add new files, re-index changed ones
     (by content hash), drop files gone from the sources (unless `remove_missing` is False), keep the rest.
+
+    `filters` say which files of the folders given are read (`FileFilter`); None keeps the index's (none for a
+    new index). They are recorded in the manifest; files they now leave out leave the index.
 
     `retrieval` ("bm25", "dense" or "hybrid") says whether the index keeps a vector per passage (the
     dense leg, `typedrag.index.dense`) and how it is searched by default; None keeps what the index has
@@ -180,20 +191,36 @@ def sync_index(
     `TantivyRetriever` reopens on its next search. The temporary directory is named after the
     building process; the next build removes those whose process is gone (killed by SIGKILL or the
     OOM killer, which no cleanup code survives). Only an absent or empty folder, or a typedrag index,
-    is written (`IndexBuildError` otherwise), and a lock beside it (`.NAME.lock`) keeps two builds
+    is written (`IndexBuildError` otherwise), and a lock beside it (`.NAME.lock`, removed at the end) keeps two builds
     from writing the same folder. Sources that give no readable document raise `EmptyIndexError`
-    and leave any existing index untouched.
+    and leave any existing index untouched. `watch`, if given, hears the progress (files read, passages
+    embedded) and may cancel the build (`BuildCancelled`, the index in place untouched).
     """
     sources = list(sources)
     index_dir = Path(index_dir)
     _check_target(index_dir)
+    try:
+        return _sync(sources, index_dir, passage_words, strict, show_progress, remove_missing, rebuild, retrieval, embedder, filters, watch)
+    except OSError as error:  # a full disk met outside the writes `_writes` names (the lock, the journal): one line too
+        if error.errno not in (errno.ENOSPC, errno.EDQUOT) or isinstance(error, UserError):
+            raise
+        left = "the previous index is unchanged" if (index_dir / MANIFEST).is_file() else "nothing was written"
+        raise IndexBuildError(f"cannot write the index {index_dir} (no space left on device); {left}") from None
+
+
+def _sync(
+    sources: list, index_dir: Path, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool, rebuild: bool,
+    retrieval: str | None, embedder: str | None, filters: FileFilter | None, watch: BuildWatch | None,
+) -> IndexSummary:
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     with _build_lock(index_dir):
         _recover_interrupted_swap(index_dir)
         _check_target(index_dir)  # again under the lock: another build may have just finished
         previous = None if rebuild else _reusable_manifest(index_dir, passage_words)
-        wanted = dense.wanted(_current_manifest(index_dir), retrieval, embedder)
-        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted)
+        current = _current_manifest(index_dir)
+        wanted = dense.wanted(current, retrieval, embedder)
+        filters = filters_for(filters, current)
+        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted, filters, watch)
 
 
 def _current_manifest(index_dir: Path) -> dict | None:
@@ -225,13 +252,14 @@ def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
 
 def _sync_locked(
     sources, index_dir: Path, previous: dict | None, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool,
-    wanted: "dense.Wanted",
+    wanted: "dense.Wanted", filters: FileFilter, watch: BuildWatch | None = None,
 ) -> IndexSummary:
     started = time.perf_counter()
     summary = IndexSummary(index_dir=str(index_dir), synced=previous is not None)
     _remove_abandoned_builds(index_dir)
     held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()} if previous else {}
-    work = plan(scan(sources, summary.problems, strict=strict), held, remove_missing=remove_missing)
+    left_out: list[str] = []
+    work = plan(scan_filtered(sources, summary, strict, filters, left_out), held, remove_missing=remove_missing, left_out=left_out)
     building = index_dir.parent / f".{index_dir.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
     had_index = (index_dir / MANIFEST).is_file()
     try:
@@ -248,7 +276,9 @@ def _sync_locked(
                 for key in work.to_delete:
                     writer.delete_documents_by_term("file", key)
                 add = _adder(writer)
-                records = ingest(work.to_read, passage_words, strict, add, summary, known_document=kept, show_progress=show_progress)
+                records = ingest(
+                    work.to_read, passage_words, strict, add, summary, known_document=kept, show_progress=show_progress, watch=watch
+                )
                 records.update({record.key: record for record in work.unchanged})
                 count(summary, work, records)
                 if summary.documents == 0:
@@ -262,14 +292,23 @@ def _sync_locked(
                 raise
             with _writes():
                 writer.wait_merging_threads()  # joins the writer's threads before the files are touched
-            vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress)
+            with _writes(engine=False):  # the vector files and the journal: the file system's errors alone
+                vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress, watch)
+            if watch is not None:
+                watch.writing()
+            with _writes(engine=False):
+                kept = dense.write_sentences(building, index, previous, index_dir, wanted, vectors, summary, show_progress)
+                searched = dense.search_entries(building, vectors, summary)
             with _writes():
                 file_mode = building.stat().st_mode & 0o666  # tantivy writes meta.json 0600; follow the umask instead
                 for path in building.iterdir():
                     path.chmod(file_mode)
                 summary.seconds = time.perf_counter() - started
-                manifest = _manifest(building, sources, records, summary, passage_words)
+                manifest = _manifest(building, sources, records, summary, passage_words, filters)
                 manifest.update(dense.manifest_entries(wanted, vectors, building))
+                manifest.update(searched)
+                if kept is not None:
+                    manifest["sentences"] = kept
                 write_manifest(building, manifest)
                 _swap_into_place(building, index_dir)
             dense.finished(index_dir)
@@ -281,15 +320,18 @@ def _sync_locked(
     return summary
 
 
+_SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
+
+
 class _CannotWrite(Exception):
     """The file system or tantivy's writer refused a write; the message says why, as far as it is known."""
 
 
 @contextlib.contextmanager
-def _writes():
+def _writes(engine: bool = True):
     """A failed write as `_CannotWrite`: the file system raises OSError (its errno says why), tantivy a
-    ValueError (its writer thread met an io::Error it does not name: a full disk, most often). Errors the
-    user can fix otherwise (a missing source, no document) pass as they are."""
+    ValueError (its writer thread met an io::Error it does not name: a full disk, most often; `engine`: the
+    writes are tantivy's). Errors the user can fix otherwise (a missing source, no document) pass as they are."""
     try:
         yield
     except UserError:
@@ -297,17 +339,22 @@ def _writes():
     except OSError as error:
         where = f": {error.filename}" if error.filename else ""
         full = error.errno in (errno.ENOSPC, errno.EDQUOT)
+        if error.errno is None and _SHORT_WRITE.search(str(error)):  # numpy's tofile: "601 requested and 496 written"
+            raise _CannotWrite("no space left on device?") from error
         raise _CannotWrite("no space left on device" if full else f"{error.strerror or error}{where}") from error
     except ValueError as error:
+        if not engine:
+            raise
         raise _CannotWrite("no space left on device?") from error
 
 
 def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
     """The current index's files in the new directory: segment files (written once, never changed) as hard
     links, the JSON files tantivy rewrites (meta.json, .managed.json) as copies, so nothing written to the
-    new index can reach the one readers use. The vector files are not taken: every version writes its own."""
+    new index can reach the one readers use. The vector files (passages', sentences') are not taken: every
+    version writes its own."""
     for name in files:
-        if name in VECTOR_FILES:
+        if name in VECTOR_FILES or name in (SENTENCES, GRAPH):
             continue
         source, target = index_dir / name, building / name
         if name.endswith(".json"):
@@ -365,8 +412,8 @@ def _position(passage: Passage) -> int:
     return int(passage.passage_id.rsplit("#", 1)[1])
 
 
-def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: IndexSummary, passage_words: int) -> dict:
-    return {
+def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: IndexSummary, passage_words: int, filters: FileFilter) -> dict:
+    manifest = {
         "format_version": FORMAT_VERSION,
         "typedrag_version": typedrag.__version__,
         "engine": {
@@ -388,6 +435,9 @@ def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: 
         "build_seconds": round(summary.seconds, 1),
         "files": file_checksums(building),
     }
+    if filters:
+        manifest["corpus"]["filters"] = filters.to_json()
+    return manifest
 
 
 def _check_target(index_dir: Path) -> None:
@@ -416,24 +466,43 @@ def _check_target(index_dir: Path) -> None:
 
 @contextlib.contextmanager
 def _build_lock(index_dir: Path):
-    """An exclusive flock on `.NAME.lock` beside the index for the whole build; the kernel releases it
-    when the process dies, so a killed build never leaves a stale lock. The file itself is kept
-    (deleting a lock file lets two processes lock two different files)."""
+    """An exclusive flock on `.NAME.lock` beside the index for the whole build (not inside it: the folder is
+    swapped for the new one); the kernel releases it when the process dies, so a killed build never leaves a
+    stale lock. The file is removed when the build ends, still locked, so nothing is left beside the index; a
+    build that locked a file removed meanwhile sees that the name is no longer its file and locks the name again
+    (the protocol that lets lock files be deleted: two builds never hold two different files)."""
     if fcntl is None:
         yield
         return
     path = index_dir.parent / f".{index_dir.name}.lock"
-    with open(path, "a+b") as handle:
+    while True:
+        handle = open(path, "a+b")
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            handle.close()
             raise IndexBuildError(
                 f"another typedrag build is writing {index_dir} (it holds {path}); wait for it to finish"
             ) from None
-        try:
-            yield
-        finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        if _same_file(handle, path):
+            break
+        handle.close()  # the build that held it removed it while this one waited: lock the name anew
+    try:
+        yield
+    finally:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        handle.close()  # releases the lock
+
+
+def _same_file(handle, path: Path) -> bool:
+    """Whether `path` still names the open file `handle`."""
+    try:
+        named = path.stat()
+    except FileNotFoundError:
+        return False
+    opened = os.fstat(handle.fileno())
+    return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
 
 
 def _recover_interrupted_swap(index_dir: Path) -> None:
@@ -563,6 +632,16 @@ class TantivyRetriever:
             return list(self._threads().map(lambda q: self.search(q, k), queries))
         return self._fused(view, queries, k)
 
+    def passage(self, passage_id: str) -> tuple[Passage, str, dict] | None:
+        """One passage by its id, with the key of its source file and that file's manifest record (its hash,
+        to tell whether an original is still the one indexed); None if the index has no such passage."""
+        view = self._current()
+        doc = self._docs(view, {passage_id}).get(passage_id)
+        if doc is None:
+            return None
+        key = doc.get_first("file") or ""
+        return _passage(doc), key, view.manifest.get("corpus", {}).get("files", {}).get(key, {})
+
     def mentions(self, word: str) -> bool:
         """Whether any passage of the index holds `word` (typedrag.abstain asks it of the names a question uses)."""
         view = self._current()
@@ -679,6 +758,7 @@ class _View:
     mode: str = "bm25"
     vectors: "DenseVectors | None" = None
     notice: str | None = None
+    sentences: "SentenceStore | None" = None  # the vectors of its passages' sentences, for answers (embed.remember)
 
     def embedder(self):
         return embedder_for(self.vectors.table.embedder)
@@ -709,7 +789,9 @@ class _View:
                     "fine: give this process write access to the folder, or a writable TMPDIR for a read-only index"
                 ) from None
             raise IndexUnusableError(f"tantivy cannot open {index_dir} ({_one_line(e)}): {hint}") from None
-        return cls(stamp, manifest, searcher, index.schema, mirror, mode, vectors, notice)
+        sentences = SentenceStore(index_dir, built=section_of(manifest) is not None)
+        remember(sentences)
+        return cls(stamp, manifest, searcher, index.schema, mirror, mode, vectors, notice, sentences)
 
 
 def _search_mode(index_dir: Path, manifest: dict, asked: str | None) -> tuple[str, "DenseVectors | None", str | None]:
@@ -730,7 +812,7 @@ def _search_mode(index_dir: Path, manifest: dict, asked: str | None) -> tuple[st
             raise IndexUnusableError(f"{index_dir}'s vectors were made by another model ({table.identity}): {hint}")
         return "bm25", None, f"{index_dir}'s vectors were made by another model, so it is searched with BM25 alone; {hint}"
     try:
-        vectors = DenseVectors(index_dir, table)
+        vectors = DenseVectors(index_dir, table, manifest.get("vector_search"))
     except (OSError, ValueError) as error:
         raise IndexUnusableError(f"{index_dir}'s vector files are damaged ({_one_line(error)}): {_rebuild_hint(index_dir)}") from None
     return mode, vectors, None
@@ -786,3 +868,20 @@ def open_retriever(index_dir: Path | str, retrieval: str | None = None) -> Tanti
     """Open a built index for search; `IndexUnusableError` (naming the fix) if it cannot be used.
     `retrieval` (bm25, dense, hybrid) overrides the index's own (None)."""
     return TantivyRetriever(index_dir, retrieval=retrieval)
+
+
+def remove_index(index_dir: Path | str) -> bool:
+    """Remove the typedrag index at `index_dir` (when its sources are all gone: a sync would refuse to write an
+    empty index), under the build lock and by one rename first, so a reader never sees half of it. Only a
+    typedrag index is removed; False when there was none."""
+    index_dir = Path(index_dir)
+    with _build_lock(index_dir):
+        _recover_interrupted_swap(index_dir)
+        if not index_dir.exists():
+            return False
+        _check_target(index_dir)
+        old = index_dir.parent / f".{index_dir.name}.old-{secrets.token_hex(4)}"
+        index_dir.rename(old)
+        shutil.rmtree(old, ignore_errors=True)
+        dense.finished(index_dir)
+        return True

@@ -16,13 +16,15 @@ typedrag ships the vectors of text every user indexes the same way (the demo cor
 `typedrag/index/shipped/`, in the journal's record format: a build takes a passage's vector from there when its
 text and the embedder are the same, so the README's first command does not spend two minutes embedding.
 
-Search is exact (a matrix product over every row): BENCHMARKS.md, "Dense vectors in the embedded index",
-measured it against the ANN libraries that install here.
+Search (typedrag.index.nearest) scores the int8 rows where they lie with usearch's kernels: exact, or through an
+HNSW graph for a large index (BENCHMARKS.md sections 20 and 37).
 """
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import json
 import os
 import time
 from collections.abc import Callable, Iterator
@@ -42,11 +44,6 @@ FILES = (VECTORS, SCALES, ID_OFFSETS, ID_TEXT)
 EMBED_BATCH = 256  # passages per embedding call and per journal append
 DIGEST_BYTES = 16
 JOURNAL_MAGIC = b"typedrag vectors journal 1\n"
-# Up to this many values (800 MB as float32: 655k static or 500k MiniLM vectors) the rows are held in memory as
-# float32, one matrix product a search; beyond, they are scored from the int8 file in chunks, converting each
-# chunk per search (about a hundred times slower per row: BENCHMARKS.md, section 20).
-IN_MEMORY_MAX_VALUES = 200_000_000
-CHUNK_ROWS = 65_536
 
 
 def identity_of(embedder_key: str) -> str:
@@ -92,17 +89,47 @@ def shipped_file(identity: str, digests: list[bytes], rows: np.ndarray, scales: 
     return journal_header(identity) + records.tobytes()
 
 
+SHIPPED_DIGESTS = "digests.json"  # {file name: sha256 of its bytes}, beside the shipped files, written with them
+
+
+class ShippedVectors(dict):
+    """Shipped vectors by the digest of their text; `refused` names the files not taken (see `shipped_vectors`)."""
+
+    refused: tuple[str, ...] = ()
+
+
 @lru_cache(maxsize=4)
-def shipped_vectors(identity: str, dim: int, folder: Path = SHIPPED_DIR) -> dict[bytes, tuple[np.ndarray, np.float32]]:
+def shipped_vectors(identity: str, dim: int, folder: Path = SHIPPED_DIR) -> ShippedVectors:
     """The vectors typedrag ships for this embedder (`identity`), by the digest of their text: the files of `folder`
-    whose header names it; another model's files are not read."""
+    whose header names it; another model's files are not read. A file is taken only when its sha256 is the one
+    recorded for it in the folder's SHIPPED_DIGESTS: a damaged or tampered file would put its rows under every
+    passage of a demo index; refused, its passages are embedded afresh, and `refused` says which it was."""
     header = journal_header(identity)
-    known: dict[bytes, tuple[np.ndarray, np.float32]] = {}
+    known = ShippedVectors()
+    refused = []
+    try:
+        recorded = json.loads((folder / SHIPPED_DIGESTS).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = {}
     for path in sorted(folder.glob("*.vectors")):
-        with open(path, "rb") as f:
-            if f.read(len(header)) == header:
-                known.update(read_records(f.read(), dim))
+        data = path.read_bytes()
+        if not data.startswith(header):
+            continue
+        if not isinstance(recorded, dict) or recorded.get(path.name) != hashlib.sha256(data).hexdigest():
+            refused.append(path.name)
+            continue
+        known.update(read_records(memoryview(data)[len(header) :], dim))
+    known.refused = tuple(refused)
     return known
+
+
+def record_shipped(folder: Path, name: str, data: bytes) -> None:
+    """Write a file of shipped vectors and record its sha256 in the folder's SHIPPED_DIGESTS."""
+    path = folder / SHIPPED_DIGESTS
+    recorded = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    (folder / name).write_bytes(data)
+    recorded[name] = hashlib.sha256(data).hexdigest()
+    path.write_text(json.dumps(recorded, indent=1, sort_keys=True) + "\n", encoding="utf-8")
 
 
 def journal_path(index_dir: Path) -> Path:
@@ -206,7 +233,8 @@ class Writer:
     """Writes the vector files of a new index version, file by file, in the order the caller gives.
 
     `copy` takes a file's rows from the previous version; `embed` embeds a file's passages (those the
-    journal holds, or typedrag ships, are not embedded again). `progress(done)` is called after every batch embedded.
+    journal holds, or typedrag ships, are not embedded again). `progress(done)` is called after every model batch
+    embedded, and for the passages taken from the journal or the shipped vectors.
     """
 
     def __init__(self, folder: Path, rows: int, embedder_key: str, journal_file: Path, progress: Callable[[int], None]) -> None:
@@ -222,6 +250,8 @@ class Writer:
             (folder / name).unlink(missing_ok=True)
         self.vectors = open_memmap(folder / VECTORS, mode="w+", dtype=np.int8, shape=(rows, self.embedder.dim))
         self.scales = open_memmap(folder / SCALES, mode="w+", dtype=np.float32, shape=(rows,))
+        for name in (VECTORS, SCALES):
+            reserve(folder / name)
         self.ids: list[bytes] = []
         self.pending: list[tuple[int, str]] = []  # (row, embedded text) waiting for a full batch
         self.embedded = 0  # passages embedded now (not copied, not from the journal)
@@ -255,13 +285,13 @@ class Writer:
         missing = [i for i, d in enumerate(digests) if d not in known]
         if missing:
             started = time.perf_counter()
-            rows, scales = quantize(self.embedder.encode([batch[i][1] for i in missing]))
+            rows, scales = quantize(self.embedder.encode([batch[i][1] for i in missing], on_batch=self.progress))
             self.seconds += time.perf_counter() - started
             self.journal.append([digests[i] for i in missing], rows, scales)
             self.embedded += len(missing)
         for (row, _), d in zip(batch, digests):
             self.vectors[row], self.scales[row] = self.journal.known[d]
-        self.progress(len(batch))
+        self.progress(len(batch) - len(missing))  # those embedded were told batch by batch
 
     def finish(self) -> Table:
         """Embed what is pending and flush the files; the row count must be what the caller announced."""
@@ -283,10 +313,27 @@ class Writer:
         return self.table
 
 
-class DenseVectors:
-    """The vectors of one index version, opened read-only (memory-mapped); exact cosine search."""
+def reserve(path: Path) -> None:
+    """Give every byte of a memory-mapped file its place on disk now: numpy leaves the file sparse, and a write
+    into a page the full disk cannot hold kills the process with SIGBUS; reserved, a full disk is an OSError
+    (ENOSPC) here, before anything is written."""
+    with open(path, "rb+") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size:
+            try:
+                os.posix_fallocate(f.fileno(), 0, size)
+            except OSError as error:
+                if error.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+                    raise
 
-    def __init__(self, folder: Path, table: Table) -> None:
+
+class DenseVectors:
+    """The vectors of one index version, opened read-only (memory-mapped); searched by typedrag.index.nearest
+    (usearch's int8 kernels over the rows as they lie on disk, exact unless the index has an HNSW graph)."""
+
+    def __init__(self, folder: Path, table: Table, search: dict | None = None) -> None:
+        from typedrag.index.nearest import Nearest
+
         self.table = table
         self.rows = np.load(folder / VECTORS, mmap_mode="r")
         self.scales = np.load(folder / SCALES, mmap_mode="r")
@@ -294,9 +341,7 @@ class DenseVectors:
         self._ids = np.memmap(folder / ID_TEXT, dtype=np.uint8, mode="r") if (folder / ID_TEXT).stat().st_size else b""
         if self.rows.shape != (table.rows, table.dim) or len(self.scales) != table.rows or len(self._offsets) != table.rows + 1:
             raise ValueError(f"vector files hold {self.rows.shape}, the manifest says ({table.rows}, {table.dim})")
-        self._float: np.ndarray | None = None
-        if self.rows.size <= IN_MEMORY_MAX_VALUES:
-            self._float = np.asarray(self.rows, dtype=np.float32) * np.asarray(self.scales)[:, None]
+        self.nearest = Nearest(folder, self.rows, self.scales, search)
 
     def id_bytes(self, row: int) -> bytes:
         return bytes(self._ids[int(self._offsets[row]) : int(self._offsets[row + 1])])
@@ -308,37 +353,11 @@ class DenseVectors:
         """The `k` rows nearest each query vector (rows of `queries`), as (passage id, cosine), best first."""
         if self.table.rows == 0 or k <= 0:
             return [[] for _ in queries]
-        scores = self._scores(np.asarray(queries, dtype=np.float32))
-        k = min(k, self.table.rows)
         results = []
-        for column in scores.T:
-            best = np.argpartition(-column, k - 1)[:k] if k < len(column) else np.arange(len(column))
-            best = best[np.argsort(-column[best], kind="stable")]
-            results.append([(self.passage_id(int(row)), float(column[row])) for row in best])
+        for query in np.asarray(queries, dtype=np.float32):
+            rows, scores = self.nearest.search(query, k)
+            results.append([(self.passage_id(int(row)), float(score)) for row, score in zip(rows, scores)])
         return results
-
-    def _scores(self, queries: np.ndarray) -> np.ndarray:
-        # One BLAS thread: a product of a few query vectors is memory-bound, and OpenBLAS's threads spinning beside
-        # ONNX Runtime's (or other processes) made it 4x slower on a busy 2-core machine (BENCHMARKS.md).
-        with _blas().limit(limits=1, user_api="blas"):
-            return self._product(queries)
-
-    def _product(self, queries: np.ndarray) -> np.ndarray:
-        if self._float is not None:
-            return self._float @ queries.T
-        out = np.empty((self.table.rows, len(queries)), dtype=np.float32)
-        for start in range(0, self.table.rows, CHUNK_ROWS):
-            stop = min(start + CHUNK_ROWS, self.table.rows)
-            chunk = np.asarray(self.rows[start:stop], dtype=np.float32)
-            out[start:stop] = (chunk @ queries.T) * np.asarray(self.scales[start:stop])[:, None]
-        return out
-
-
-@lru_cache(maxsize=1)
-def _blas():
-    from threadpoolctl import ThreadpoolController
-
-    return ThreadpoolController()
 
 
 def disk_bytes(folder: Path) -> int:

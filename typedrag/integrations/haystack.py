@@ -6,6 +6,8 @@ Their parts inside typedrag:
 - `HaystackChatModel`: any Haystack chat generator as a typedrag `ChatModel`.
 
 typedrag inside their pipelines:
+- `TypedragRetriever`, a retriever component over typedrag's own index (`typedrag index ... --index DIR`):
+  `query` (and `top_k`) in, `documents` out, each with its passage id, `meta["doc_id"]`, title, section, page;
 - `TypedRAG`, a component: `query` (and optionally `documents` from your retriever, and `history`, the
   conversation before it as Haystack `ChatMessage`s) in; `answers`
   (one `GeneratedAnswer`), `documents` (the sources, in citation order) and `trace` (the whole result as
@@ -14,13 +16,21 @@ typedrag inside their pipelines:
 
 Documents and passages map both ways: the document id is the passage id, `meta["doc_id"]`, `["title"]`,
 `["section"]` and Haystack's `page_number` the rest; `score` is the source's score.
+
+Chunks as Haystack's `DocumentSplitter` cuts them (by default 200 words at a time, `split_by="word"`, so its cuts
+fall mid-sentence) are made whole where they can be before typedrag reads them (`sentence_aligned`): adjacent
+chunks of one document are joined, and the half sentence a chunk begins or ends with is left out, so an answer
+never quotes half a sentence. Split by sentence (`split_by="sentence"` or `"period"`) to keep every sentence.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import os
+import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Literal
 
 from typedrag.extras import require
@@ -56,8 +66,9 @@ from typedrag.llm.base import ChatModel, Message  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.records import Passage, ScoredPassage  # noqa: E402
 from typedrag.result import AnswerResult, Source  # noqa: E402
+from typedrag.text import split_sentences  # noqa: E402
 
-__all__ = ["HaystackChatModel", "HaystackRetriever", "TypedRAG", "document_of", "passage_of_document"]
+__all__ = ["HaystackChatModel", "HaystackRetriever", "TypedRAG", "TypedragRetriever", "document_of", "passage_of_document", "sentence_aligned"]
 
 StreamingCallback = Callable[[StreamingChunk], Any]  # sync, or async for run_async (Haystack's convention)
 
@@ -79,6 +90,62 @@ def document_of(source: Source) -> Document:
     if source.page_end is not None:
         meta["page_end"] = source.page_end
     return Document(id=source.passage_id, content=source.text, meta=meta, score=source.score)
+
+
+def sentence_aligned(documents: list[Document]) -> list[Document]:
+    """`documents` with DocumentSplitter's chunks (those whose meta has its `source_id` and `split_idx_start`) made
+    whole where they can be: chunks of one source that touch or overlap are joined into one, and a chunk that
+    begins inside its document (or ends without a sentence's end) loses the half sentence at that edge; one left
+    with no whole sentence is left out. Other documents are kept as they are; a document's runs, in its order, take
+    the place of its best-ranked chunk (the first given)."""
+    runs: dict[str, list[Document]] = {}
+    order: list[Document | str] = []
+    for document in documents:
+        meta = document.meta or {}
+        source, start = meta.get("source_id"), meta.get("split_idx_start")
+        if not isinstance(source, str) or not isinstance(start, int) or not document.content:
+            order.append(document)
+            continue
+        if source not in runs:
+            runs[source] = []
+            order.append(source)
+        runs[source].append(document)
+    joined = {source: [d for run in _touching(chunks) if (d := _whole_sentences(run)) is not None] for source, chunks in runs.items()}
+    return [d for item in order for d in (joined[item] if isinstance(item, str) else [item])]
+
+
+def _touching(chunks: list[Document]) -> list[list[Document]]:
+    """Chunks of one source in document order, in runs of chunks that touch or overlap."""
+    runs: list[list[Document]] = []
+    for chunk in sorted(chunks, key=lambda d: d.meta["split_idx_start"]):
+        last = runs[-1][-1] if runs else None
+        if last is not None and chunk.meta["split_idx_start"] <= last.meta["split_idx_start"] + len(last.content or ""):
+            runs[-1].append(chunk)
+        else:
+            runs.append([chunk])
+    return runs
+
+
+def _whole_sentences(run: list[Document]) -> Document | None:
+    """One run of touching chunks as one document, without the half sentences at its edges (None: it holds none
+    whole). A chunk that begins inside its document is taken to begin inside a sentence, as a cut by words does."""
+    first, start = run[0], run[0].meta["split_idx_start"]
+    text = first.content or ""
+    for chunk in run[1:]:
+        text += (chunk.content or "")[start + len(text) - chunk.meta["split_idx_start"] :]
+    sentences = [s for s in split_sentences(text) if s.strip()]
+    if start > 0 and sentences:  # the piece before the first sentence end is the tail of one cut off
+        sentences = sentences[1:]
+    if sentences and not _SENTENCE_END.search(sentences[-1]):  # ends inside a sentence
+        sentences = sentences[:-1]
+    if not sentences:
+        return None
+    whole = text[text.find(sentences[0]) : text.rfind(sentences[-1]) + len(sentences[-1])]
+    best = max((d.score for d in run if d.score is not None), default=None)
+    return Document(id=first.id, content=whole, meta=dict(first.meta), score=best)
+
+
+_SENTENCE_END = re.compile(r"[.!?:;][\]\"')»”’]*\s*$")
 
 
 # ---------------------------------------------------------------- their retriever inside typedrag
@@ -103,8 +170,8 @@ class HaystackRetriever(ThreadedSearch):
         inputs = {"query": query, self.top_k: k}
         run_async = getattr(self.retriever, "run_async", None)
         found = sync_or_async(lambda: self.retriever.run(**inputs), (lambda: run_async(**inputs)) if run_async else None)
-        documents: list[Document] = found["documents"]
-        return best_windows(query, [(passage_of_document(d), d.score) for d in documents[:k]], k)
+        documents: list[Document] = sentence_aligned(found["documents"][:k])
+        return best_windows(query, [(passage_of_document(d), d.score) for d in documents], k)
 
 
 # ---------------------------------------------------------------- their chat generator inside typedrag
@@ -178,15 +245,66 @@ def _message(message: Message) -> ChatMessage:
 
 
 @component
+class TypedragRetriever:
+    """typedrag's own index as a Haystack retriever component: `TypedragRetriever(index="my-index")` searches the
+    index `typedrag index ... --index my-index` built (its hybrid search, or `mode`: bm25, dense, hybrid) and
+    gives its passages as Documents: id the passage id, `meta` its `doc_id`, `title`, `section`, `page_number`.
+    `index` may also be an open typedrag retriever (`open_retriever(...)`, a Milvus one, a `ListRetriever`)."""
+
+    def __init__(self, index: str | os.PathLike | Retriever = "typedrag-index", top_k: int = 10, mode: str | None = None) -> None:
+        self.index, self.top_k, self.mode = index, top_k, mode
+        self.retriever: Retriever | None = None if isinstance(index, (str, os.PathLike)) else index
+
+    def warm_up(self) -> None:
+        """Open the index (once)."""
+        if self.retriever is None:
+            from typedrag.index.tantivy_index import open_retriever
+
+            self.retriever = open_retriever(Path(self.index), self.mode)  # type: ignore[arg-type]  # a path here
+
+    @component.output_types(documents=list[Document])
+    def run(self, query: str, top_k: int | None = None) -> dict[str, list[Document]]:
+        """The index's best `top_k` passages for `query`, best first, with their scores."""
+        self.warm_up()
+        assert self.retriever is not None
+        hits = self.retriever.search(query, self.top_k if top_k is None else top_k)
+        return {"documents": [_document_of_hit(hit) for hit in hits]}
+
+    def to_dict(self) -> dict[str, Any]:
+        index = self.index if isinstance(self.index, (str, os.PathLike)) else getattr(self.index, "index_dir", None)
+        if index is None:
+            raise TypeError(f"TypedragRetriever over a {type(self.index).__name__} cannot be saved: give it index=PATH")
+        return default_to_dict(self, index=str(index), top_k=self.top_k, mode=self.mode)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "TypedragRetriever":
+        return default_from_dict(cls, data)
+
+
+def _document_of_hit(hit: ScoredPassage) -> Document:
+    document = document_of(Source.of(1, hit))
+    document.meta.pop("source_number", None)  # a search's result, not a source an answer cites
+    document.meta["doc_id"] = hit.passage.doc_id
+    return document
+
+
+def _is_typedrag_retriever(retriever: Any) -> bool:
+    """A typedrag `Retriever` (open_retriever's, a ListRetriever...), not a Haystack component."""
+    return not hasattr(retriever, "run") and callable(getattr(retriever, "search", None))
+
+
+
+@component
 class TypedRAG:
     """Typed-RAG as a Haystack component: in place of a generator (and its prompt builder) after your
     retriever, or on its own with a `retriever` of its own.
 
     `chat_generator` writes the plans and answers (none: typedrag's offline, extractive engine); `retriever`
-    is searched for each sub-query when `run` gets no `documents`. With `documents`, the plans search those
-    (BM25 over the given documents), so they come from your retriever and its filters. `knowledge="labelled"`
-    lets the generator add what it knows where the documents do not cover the question, apart: the answer ends
-    with it, "Not from your documents: ...", and its `meta["unsourced"]` lists those sentences.
+    is searched for each sub-query when `run` gets no `documents`: a Haystack retriever component, or typedrag's
+    own index (`TypedragRetriever(index=...)`, or a retriever `open_retriever(...)` gave). With `documents`, the
+    plans search those (BM25 over the given documents), so they come from your retriever and its filters.
+    `knowledge="labelled"` lets the generator add what it knows where the documents do not cover the question,
+    apart: the answer ends with it, "Not from your documents: ...", and its `meta["unsourced"]` lists those sentences.
     """
 
     def __init__(
@@ -199,6 +317,8 @@ class TypedRAG:
         streaming_callback: StreamingCallback | None = None,
         knowledge: Literal["documents", "labelled"] = "documents",
     ) -> None:
+        if _is_typedrag_retriever(retriever):
+            retriever = TypedragRetriever(index=retriever)
         self.chat_generator, self.retriever = chat_generator, retriever
         self.method, self.top_k, self.streaming_callback = method, top_k, streaming_callback
         self.knowledge = knowledge
@@ -211,7 +331,12 @@ class TypedRAG:
         if hasattr(self.chat_generator, "warm_up"):
             self.chat_generator.warm_up()
         model: ChatModel | None = HaystackChatModel(self.chat_generator) if self.chat_generator is not None else None
-        retriever = HaystackRetriever(self.retriever) if self.retriever is not None else None
+        retriever: Retriever | None = None
+        if isinstance(self.retriever, TypedragRetriever):  # typedrag's own index: searched as it is
+            self.retriever.warm_up()
+            retriever = self.retriever.retriever
+        elif self.retriever is not None:
+            retriever = HaystackRetriever(self.retriever)
         pipeline = pipeline_for(retriever, model)  # type: ignore[arg-type]  # None: documents come with each run
         pipeline.settings.top_k = self.top_k
         pipeline.settings.knowledge = self.knowledge
@@ -266,7 +391,7 @@ class TypedRAG:
                 raise ValueError("TypedRAG needs documents (connect a retriever's output) or a retriever of its own")
             return base
         # BM25 over the documents cut as typedrag's index cuts them: a long document is read a window at a time
-        retriever: Retriever = ListRetriever([w for d in documents for w in windows_of(passage_of_document(d))])
+        retriever: Retriever = ListRetriever([w for d in sentence_aligned(documents) for w in windows_of(passage_of_document(d))])
         return Pipeline(base.engine, retriever, classifier=base.classifier, reranker=base.reranker, settings=base.settings,
                         routes=base.routes, fallback=base.fallback)
 

@@ -6,11 +6,12 @@ Their parts inside typedrag:
 - `LangChainChatModel`: any `BaseChatModel` as a typedrag `ChatModel`.
 
 typedrag inside their chains:
-- `TypedRAGRunnable`: a `Runnable` from a question (a string or a dict holding it, with `chat_history`) or a
-  conversation in LangChain's conventions (what a chat model takes: a prompt value or messages, whose last
-  human message is the question) to `{"answer", "type", "strategy", "sources", "trace"}`,
-  with `invoke`/`ainvoke`, `stream`/`astream` (answer tokens as `{"answer": piece}` chunks, then one
-  chunk with the rest) and `batch`/`abatch`, traced by LangChain's callbacks like any runnable;
+- `TypedRAGRunnable`: a `Runnable` from a question (a string or a dict holding it, with `chat_history`) to
+  `{"answer", "type", "strategy", "sources", "trace"}`; or, where a chat model stands (fed a prompt value or
+  messages, whose last human message is the question), to what a chat model gives, an `AIMessage` of the
+  answer with the rest in its `response_metadata`, so `prompt | typed_rag | StrOutputParser()` reads the text;
+  with `invoke`/`ainvoke`, `stream`/`astream` (answer tokens as `{"answer": piece}` chunks, then one chunk
+  with the rest; message chunks for a prompt) and `batch`/`abatch`, traced by LangChain's callbacks like any runnable;
 - `TypedRAGRetriever`: a `BaseRetriever` returning the typed evidence pool (the answer's sources).
 
 Sources are `Document`s: `id` and `metadata["passage_id"]` are the passage id, `metadata` also holds
@@ -33,7 +34,7 @@ require("langchain_core", "langchain", "the LangChain integration")
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManager, CallbackManagerForRetrieverRun  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.language_models import BaseChatModel, LanguageModelInput  # noqa: E402
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, convert_to_messages  # noqa: E402
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, convert_to_messages  # noqa: E402
 from langchain_core.output_parsers import BaseOutputParser  # noqa: E402
 from langchain_core.prompt_values import PromptValue  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
@@ -264,13 +265,18 @@ def tool_text(output: TypedRAGOutput) -> str:
     return output["answer"] + (f"\n\n{heading}\n" + "\n".join(lines) if lines else "")
 
 
-class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput]):
+class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput | AIMessage]):
     """typedrag's pipeline as a LangChain `Runnable`. The input is the question, or a dict holding it as
     `question`, `input` or `query` (so it drops into chains built for `create_retrieval_chain`), with the
-    conversation before it as `chat_history` (messages, or `("human", "...")` tuples); or what a chat model
-    takes, a prompt value or messages (`PromptTemplate.from_template("{q}") | runnable`): the last human
-    message is the question, the messages before it the history (system messages are instructions for the
-    answer).
+    conversation before it as `chat_history` (messages, or `("human", "...")` tuples); the output is a
+    `TypedRAGOutput` dict.
+
+    Fed what a chat model takes, a prompt value or messages, it stands where the model of a
+    `prompt | model | parser` chain stands and answers as a chat model does: an `AIMessage` whose content is
+    the answer and whose `response_metadata` holds the rest of the output (`question`, `type`, `sources`,
+    `trace`...), so any output parser after it reads the text (a dict it cannot: LangChain's parsers take a
+    string or a message). The last human message is the question, the messages before it the history
+    (system messages are instructions for the answer).
 
     >>> from typedrag import ListRetriever, OfflineEngine, Pipeline
     >>> chain = TypedRAGRunnable(Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content."])))
@@ -317,7 +323,8 @@ class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput]):
 
     def __or__(self, other: Any) -> Runnable:
         """`typed | StrOutputParser()`: an output parser reads the answer's text (the output is a dict; other steps
-        get it whole). In a longer chain, pick it yourself: `prompt | typed.pick("answer") | StrOutputParser()`."""
+        get it whole). In a longer chain fed a dict, pick it yourself: `step | typed.pick("answer") | StrOutputParser()`
+        (fed a prompt, typed answers with a message, which a parser reads as it is)."""
         if isinstance(other, BaseOutputParser):
             return self.pick("answer") | other
         return super().__or__(other)
@@ -341,21 +348,31 @@ class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput]):
         async for chunk in self._atransform_stream_with_config(one(), self._achunks, config, run_type="chain"):
             yield chunk
 
-    async def _answer(self, value: TypedRAGInput) -> TypedRAGOutput:
+    async def _answer(self, value: TypedRAGInput) -> Any:
         question, history = conversation_of(value)
         result = await self.pipeline.answer(question, method=self.method, forced_type=self.forced_type, history=history)
+        if as_chat_model(value):
+            return AIMessage(content=result.reply, name=self.name, response_metadata=dict(_rest(result)))
         return {"answer": result.reply, **_rest(result)}
 
-    def _chunks(self, inputs: Iterator[TypedRAGInput]) -> Iterator[TypedRAGOutput]:
-        question, history = conversation_of(list(inputs)[-1])
+    def _chunks(self, inputs: Iterator[TypedRAGInput]) -> Iterator[Any]:
+        value = list(inputs)[-1]
+        question, history = conversation_of(value)
         stream = lambda: answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history)  # noqa: E731
         for item in iterate_sync(stream):
-            yield _chunk(item)
+            yield _chunk(item, self.name if as_chat_model(value) else None)
 
-    async def _achunks(self, inputs: AsyncIterator[TypedRAGInput]) -> AsyncIterator[TypedRAGOutput]:
-        question, history = conversation_of([item async for item in inputs][-1])
+    async def _achunks(self, inputs: AsyncIterator[TypedRAGInput]) -> AsyncIterator[Any]:
+        value = [item async for item in inputs][-1]
+        question, history = conversation_of(value)
         async for item in answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history):
-            yield _chunk(item)
+            yield _chunk(item, self.name if as_chat_model(value) else None)
+
+
+def as_chat_model(value: TypedRAGInput) -> bool:
+    """Whether `value` is what a chat model takes (a prompt value or messages), not typedrag's own question (a
+    string, or a dict holding it): then typedrag answers as a chat model does, with a message."""
+    return not isinstance(value, (str, dict))
 
 
 def conversation_of(value: TypedRAGInput) -> tuple[str, list[Turn]]:
@@ -388,9 +405,14 @@ def turns_of(messages: list[BaseMessage]) -> list[Turn]:
     return [Turn(role=roles[m.type], content=m.text) for m in messages if m.type in roles and m.text.strip()]
 
 
-def _chunk(item: str | AnswerResult) -> Any:
+def _chunk(item: str | AnswerResult, message_name: str | None = None) -> Any:
     """A stream chunk: `{"answer": piece}`, or the rest of the output at the end. They are AddableDicts, as
-    LangChain's own dict-valued runnables stream, so `chunk + chunk + ...` is the whole output."""
+    LangChain's own dict-valued runnables stream, so `chunk + chunk + ...` is the whole output; with a
+    `message_name` (typedrag stands where a chat model does) they are message chunks that add up to its message."""
+    if message_name is not None:
+        if isinstance(item, AnswerResult):
+            return AIMessageChunk(content="", name=message_name, response_metadata=dict(_rest(item)), chunk_position="last")
+        return AIMessageChunk(content=item, name=message_name)
     return AddableDict(_rest(item) if isinstance(item, AnswerResult) else {"answer": item})
 
 

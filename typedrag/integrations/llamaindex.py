@@ -6,6 +6,8 @@ Their parts inside typedrag:
 - `LlamaIndexChatModel`: any LlamaIndex LLM as a typedrag `ChatModel`.
 
 typedrag inside their apps:
+- `TypedragRetriever`: typedrag's own index (`typedrag index ... --index DIR`) as a LlamaIndex retriever, its
+  passages as `NodeWithScore`s (node id the passage id, `ref_doc_id` its document);
 - `TypedRAGQueryEngine`: a query engine with `query`/`aquery` (and `streaming=True` for a
   `StreamingResponse`/`AsyncStreamingResponse`); its `source_nodes` are the answer's sources with their
   scores, in citation order, and `metadata` holds the type, strategy, plan, aspects, fallbacks and the trace;
@@ -24,7 +26,9 @@ default models are OpenAI's, so give `VectorStoreIndex` your own `embed_model`. 
 from __future__ import annotations
 
 import contextvars
+import os
 from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from typedrag.extras import require
@@ -38,7 +42,7 @@ from llama_index.core.callbacks import CallbackManager  # noqa: E402
 from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine, StreamingAgentChatResponse  # noqa: E402
 from llama_index.core.indices.base import BaseIndex  # noqa: E402
 from llama_index.core.llms import LLM, ChatMessage, ChatResponse, MessageRole  # noqa: E402
-from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle, TextNode  # noqa: E402
+from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode  # noqa: E402
 
 from typedrag.integrations.common import (  # noqa: E402
     FrameworkChatModel,
@@ -57,12 +61,15 @@ from typedrag.integrations.common import (  # noqa: E402
     sync_or_async,
 )
 from typedrag.history import Turn  # noqa: E402
+from typedrag.index.base import Retriever  # noqa: E402
 from typedrag.llm.base import ChatModel, Message  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.records import Passage, ScoredPassage  # noqa: E402
 from typedrag.result import AnswerResult, Source  # noqa: E402
 
-__all__ = ["LlamaIndexChatModel", "LlamaIndexRetriever", "TypedRAGChatEngine", "TypedRAGQueryEngine", "node_of", "passage_of_node"]
+__all__ = [
+    "LlamaIndexChatModel", "LlamaIndexRetriever", "TypedRAGChatEngine", "TypedRAGQueryEngine", "TypedragRetriever", "node_of", "passage_of_node",
+]
 
 
 # ---------------------------------------------------------------- nodes <-> passages
@@ -78,14 +85,19 @@ def passage_of_node(node: NodeWithScore | TextNode) -> Passage:
     return passage_of(base.get_content(metadata_mode=MetadataMode.NONE), meta, node_id=base.node_id, page=page)
 
 
-def node_of(source: Source) -> NodeWithScore:
-    """A typedrag source as a scored LlamaIndex node; `passage_of_node` reads it back to the same passage."""
+def node_of(source: Source, doc_id: str | None = None) -> NodeWithScore:
+    """A typedrag source as a scored LlamaIndex node, its document as `ref_doc_id` (`doc_id`, else read from the
+    passage id); `passage_of_node` reads it back to the same passage."""
     metadata: dict[str, Any] = source_metadata(source)
     if source.page is not None:
         metadata["page_label"] = str(source.page)
     if source.page_end is not None:
         metadata["page_end"] = source.page_end
-    node = TextNode(id_=source.passage_id, text=source.text, metadata=metadata)
+    document = doc_id or metadata.get("doc_id")
+    if document:
+        metadata["doc_id"] = document
+    relationships = {NodeRelationship.SOURCE: RelatedNodeInfo(node_id=document)} if document else {}
+    node = TextNode(id_=source.passage_id, text=source.text, metadata=metadata, relationships=relationships)
     return NodeWithScore(node=node, score=source.score)
 
 
@@ -110,6 +122,53 @@ class LlamaIndexRetriever(ThreadedSearch):
         retriever = self.retriever.as_retriever(similarity_top_k=k) if isinstance(self.retriever, BaseIndex) else self.retriever
         nodes = sync_or_async(lambda: retriever.retrieve(query), lambda: retriever.aretrieve(query))
         return best_windows(query, [(passage_of_node(n), n.score) for n in nodes[:k]], k)
+
+
+# ---------------------------------------------------------------- typedrag's own index inside their apps
+
+
+class TypedragRetriever(BaseRetriever):
+    """typedrag's own index as a LlamaIndex retriever: `TypedragRetriever(index="my-index", similarity_top_k=5)`
+    searches the index `typedrag index ... --index my-index` built (its hybrid search, or `mode`: bm25, dense,
+    hybrid) and gives its passages as `NodeWithScore`s, `ref_doc_id` their document. `index` may also be an open
+    typedrag retriever (`open_retriever(...)`, a Milvus one, a `ListRetriever`). It plugs into LlamaIndex's own
+    query engines (`RetrieverQueryEngine.from_args(retriever, llm=...)`) and into `TypedRAGQueryEngine.from_components`."""
+
+    def __init__(self, index: str | os.PathLike | Retriever = "typedrag-index", *, similarity_top_k: int = 5,
+                 mode: str | None = None, callback_manager: CallbackManager | None = None) -> None:
+        super().__init__(callback_manager=callback_manager)
+        if isinstance(index, (str, os.PathLike)):
+            from typedrag.index.tantivy_index import open_retriever
+
+            index = open_retriever(Path(index), mode)
+        self.retriever: Retriever = index
+        self.similarity_top_k = similarity_top_k
+
+    def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
+        hits = self.retriever.search(query_bundle.query_str, self.similarity_top_k)
+        return [node_of(Source.of(1, hit), hit.passage.doc_id) for hit in hits]
+
+
+def _retriever_of(retriever: Any) -> Retriever:
+    """What `from_components` searches: typedrag's own retriever as it is (a `TypedragRetriever`'s, or one
+    `open_retriever` gave), a LlamaIndex retriever or index through `LlamaIndexRetriever`."""
+    if isinstance(retriever, TypedragRetriever):
+        return retriever.retriever
+    if not isinstance(retriever, (BaseRetriever, BaseIndex)) and callable(getattr(retriever, "search", None)):
+        return retriever
+    return LlamaIndexRetriever(retriever)
+
+
+def _pipeline_of(pipeline: Any, retriever: Any, engine: str) -> Pipeline:
+    """An engine's pipeline: the one given, or one over `retriever`; anything else is a one-line error saying
+    what to write (a retriever passed where the pipeline goes, the commonest first guess, is taken as one)."""
+    if pipeline is not None and retriever is None and not isinstance(pipeline, Pipeline):
+        pipeline, retriever = None, pipeline
+    searchable = isinstance(retriever, (BaseRetriever, BaseIndex)) or callable(getattr(retriever, "search", None))
+    if (pipeline is None) == (retriever is None) or (retriever is not None and not searchable):
+        raise TypeError(f"{engine} takes a typedrag Pipeline or a retriever: {engine}(pipeline) or "
+                        f"{engine}(retriever=TypedragRetriever(index=\"my-index\")), or {engine}.from_components(retriever, llm)")
+    return pipeline if pipeline is not None else pipeline_for(_retriever_of(retriever))
 
 
 # ---------------------------------------------------------------- their LLM inside typedrag
@@ -182,18 +241,21 @@ class TypedRAGQueryEngine(BaseQueryEngine):
     False
     """
 
-    def __init__(self, pipeline: Pipeline, *, streaming: bool = False, method: str = "typed", forced_type: str | None = None,
-                 callback_manager: CallbackManager | None = None) -> None:
+    def __init__(self, pipeline: Pipeline | None = None, *, retriever: Any = None, streaming: bool = False, method: str = "typed",
+                 forced_type: str | None = None, callback_manager: CallbackManager | None = None) -> None:
+        """Over `pipeline`, or over `retriever` (any `from_components` takes) with the offline engine."""
         super().__init__(callback_manager)
-        self.pipeline, self.streaming, self.method, self.forced_type = pipeline, streaming, method, forced_type
+        self.pipeline = _pipeline_of(pipeline, retriever, type(self).__name__)
+        self.streaming, self.method, self.forced_type = streaming, method, forced_type
 
     @classmethod
-    def from_components(cls, retriever: BaseRetriever | BaseIndex, llm: LLM | None = None, *, streaming: bool = False,
+    def from_components(cls, retriever: BaseRetriever | BaseIndex | Retriever, llm: LLM | None = None, *, streaming: bool = False,
                         method: str = "typed", forced_type: str | None = None, **options: Any) -> "TypedRAGQueryEngine":
-        """Typed-RAG over your LlamaIndex retriever (or index) and LLM (none: typedrag's offline, extractive engine).
+        """Typed-RAG over your LlamaIndex retriever (or index; or typedrag's own: a `TypedragRetriever`, or what
+        `open_retriever` gives) and LLM (none: typedrag's offline, extractive engine).
         `streaming`, `method` and `forced_type` are the query engine's; other `options` go to `Pipeline`."""
         model: ChatModel | None = LlamaIndexChatModel(llm) if llm is not None else None
-        pipeline = pipeline_for(LlamaIndexRetriever(retriever), model, **options)
+        pipeline = pipeline_for(_retriever_of(retriever), model, **options)
         return cls(pipeline, streaming=streaming, method=method, forced_type=forced_type)
 
     def _query(self, query_bundle: QueryBundle) -> RESPONSE_TYPE:
@@ -263,17 +325,19 @@ class TypedRAGChatEngine(BaseChatEngine):
     []
     """
 
-    def __init__(self, pipeline: Pipeline, *, method: str = "typed", forced_type: str | None = None,
+    def __init__(self, pipeline: Pipeline | None = None, *, retriever: Any = None, method: str = "typed", forced_type: str | None = None,
                  chat_history: list[ChatMessage] | None = None, system_prompt: str | None = None) -> None:
-        self.pipeline, self.method, self.forced_type, self.system_prompt = pipeline, method, forced_type, system_prompt
+        """Over `pipeline`, or over `retriever` (any `from_components` takes) with the offline engine."""
+        self.pipeline = _pipeline_of(pipeline, retriever, type(self).__name__)
+        self.method, self.forced_type, self.system_prompt = method, forced_type, system_prompt
         self._history: list[ChatMessage] = list(chat_history or [])
 
     @classmethod
-    def from_components(cls, retriever: BaseRetriever | BaseIndex, llm: LLM | None = None, *, system_prompt: str | None = None,
+    def from_components(cls, retriever: BaseRetriever | BaseIndex | Retriever, llm: LLM | None = None, *, system_prompt: str | None = None,
                         **options: Any) -> "TypedRAGChatEngine":
         """Typed-RAG chat over your LlamaIndex retriever (or index) and LLM (none: typedrag's offline, extractive engine)."""
         model: ChatModel | None = LlamaIndexChatModel(llm) if llm is not None else None
-        return cls(pipeline_for(LlamaIndexRetriever(retriever), model, **options), system_prompt=system_prompt)
+        return cls(pipeline_for(_retriever_of(retriever), model, **options), system_prompt=system_prompt)
 
     @property
     def chat_history(self) -> list[ChatMessage]:

@@ -41,6 +41,7 @@ install_log_redaction("httpx", "httpx2", "httpcore", "httpcore2", "openai")
 
 __all__ = ["REPAIR_INSTRUCTION", "REPLY_CHARS", "OpenAIChatModel", "replay_chunks", "response_format"]
 
+MAX_REPLY_CHARS = 100_000  # typedrag.config.LLMConfig.max_reply_chars
 _CHAT = "/chat/completions"  # relative to the base URL, as the SDK's own `create` posts it
 # Response-format modes tried in order until the endpoint accepts one.
 _FORMAT_LADDER = ("json_schema", "json_object", "none")
@@ -66,10 +67,12 @@ class OpenAIChatModel:
         cache: ResponseCache | None = None,
         extra_body: dict[str, Any] | None = None,
         cache_identity: str | None = None,
+        max_reply_chars: int = MAX_REPLY_CHARS,
     ) -> None:
         """`cache_identity` names the model in cache keys instead of the endpoint's URL (a local server's
-        port changes every run; its model file does not)."""
+        port changes every run; its model file does not). A reply longer than `max_reply_chars` is cut there."""
         self.model = model
+        self.max_reply_chars = max_reply_chars
         self.base_url = base_url or "https://api.openai.com/v1"
         problem = url_problem(self.base_url)
         if problem:
@@ -216,6 +219,8 @@ class OpenAIChatModel:
                                 response = await client.post(_CHAT, body=self._body(params), cast_to=ChatCompletion)
                                 text, usage, finish = self._clean(_content(response)), _usage(response), _finish(response)
                                 traced.responded(getattr(response, "id", None), getattr(response, "model", None))
+                                del response  # a reply of megabytes is not kept twice
+                                text, finish = self._bounded(text, finish)
                     finally:
                         call.latency_ms = round(call.latency_ms + (time.perf_counter() - started) * 1000, 1)
             except openai.BadRequestError as error:
@@ -254,6 +259,12 @@ class OpenAIChatModel:
         requests leave one after another from one event loop. Retries, auth and errors stay the SDK's."""
         return {**params, **self._extra_body}
 
+    def _bounded(self, text: str, finish: str | None) -> tuple[str, str | None]:
+        """`text` cut to `max_reply_chars`; the finish reason then says so (a trace shows it)."""
+        if len(text) <= self.max_reply_chars:
+            return text, finish
+        return text[: self.max_reply_chars], f"cut: {len(text):,} characters, over max_reply_chars {self.max_reply_chars:,}"
+
     def _clean(self, text: str) -> str:
         text = _SURROGATE.sub("\ufffd", text)  # "\ud800" escapes: cannot be sent on or printed
         if self._secret:  # a server that echoes the key must not put it into traces, the cache or a stream
@@ -270,6 +281,7 @@ class OpenAIChatModel:
             _CHAT, body=self._body(body), cast_to=ChatCompletion, stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk]
         )
         pieces: list[str] = []
+        received = 0
         held = ""  # the tail that might be the start of the API key, held until the next piece decides
         usage, finish = (0, 0), None
         async with stream:
@@ -283,9 +295,15 @@ class OpenAIChatModel:
                         delta = getattr(getattr(choice, "delta", None), "content", None)
                         if isinstance(delta, str) and delta:
                             ready, held = self._release(held + delta)
+                            room = self.max_reply_chars - received
+                            if len(ready) > room:  # the rest is never read: leaving `async with` closes the stream
+                                ready, held, finish = ready[:room], "", f"cut: over max_reply_chars {self.max_reply_chars:,}"
                             if ready:
                                 pieces.append(ready)
+                                received += len(ready)
                                 on_text(ready)
+                    if finish is not None and finish.startswith("cut:"):
+                        break
             except Exception as error:
                 if not _broken_transport(error):
                     raise

@@ -26,6 +26,7 @@ REPAIR_INSTRUCTION = (
     "matches this JSON schema, with no other text:\n{schema}"
 )
 REPLY_CHARS = 600  # of a structured reply that did not validate, kept in the trace
+REPAIR_EXCERPT_CHARS = 4_000  # of the rejected reply, shown to the model in the repair request
 
 Checked = tuple[bool, Any]  # (usable, the parsed object, or the error that made the reply unusable)
 Ask = Callable[[list[Message]], Awaitable[tuple[str, Checked]]]  # one request: the reply and its check
@@ -123,7 +124,7 @@ async def validated(
     call.reply = short(text, REPLY_CHARS)
     repair: list[Message] = [
         *messages,
-        {"role": "assistant", "content": text},
+        {"role": "assistant", "content": excerpt(text)},
         {"role": "user", "content": REPAIR_INSTRUCTION.format(error=reason, schema=schema_text(schema))},
     ]
     text, (ok, value) = await ask(repair)
@@ -142,6 +143,15 @@ def why_unusable(error: Exception, max_tokens: int, call: LLMCall) -> str:
     if call.finish_reason == "length":
         return f"the reply was cut off at the {max_tokens}-token limit ({reason}); reply with a shorter JSON value"
     return reason
+
+
+def excerpt(reply: str, limit: int = REPAIR_EXCERPT_CHARS) -> str:
+    """What a repair request shows the model of its own reply: all of it up to `limit` characters, else its
+    opening and its end (where JSON is left open or cut off), never megabytes sent back whole."""
+    if len(reply) <= limit:
+        return reply
+    half = limit // 2
+    return f"{reply[:half]}\n[... {len(reply) - 2 * half:,} characters left out ...]\n{reply[-half:]}"
 
 
 def short(text: str, limit: int = 300) -> str:

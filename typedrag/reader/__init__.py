@@ -24,6 +24,7 @@ import math
 import threading
 import zipfile
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from functools import lru_cache
@@ -34,7 +35,8 @@ import numpy as np
 from typedrag.embed import Embedder, default_embedder
 from typedrag.errors import ModelUnavailable
 from typedrag.nfq import NFQType
-from typedrag.text import terms
+from typedrag.records import PROSE_LINE, BlockKind, LineKind
+from typedrag.text import split_sentences, terms
 
 MODEL_DIR = Path(__file__).parent / "model"
 MODEL_FILE = "reader.npz"
@@ -285,7 +287,7 @@ class Reader:
         if not sentences:
             return []
         titles, texts = [title for title, _ in sentences], [text for _, text in sentences]
-        vectors = self.embedder.embed([question, *texts, *titles])
+        vectors = self.embedder.embed([question, *texts, *titles], keep_from=1)  # a passage's: an index keeps them
         q, s, t = vectors[0], vectors[1 : 1 + len(texts)], vectors[1 + len(texts) :]
         x = features(question, texts, titles, q, s, t)
         on_topic = self._on_topic.chance(x)
@@ -306,3 +308,23 @@ def default_reader() -> Reader:
     """One shared reader per process."""
     with _default_lock:
         return _default()
+
+
+QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM})
+
+
+def quoted_pieces(text: str, kinds: Sequence[LineKind], min_words: int, max_words: int) -> Iterator[tuple[str, int | None]]:
+    """(text, order in a list) of each piece of a passage an extractive answer may quote, and so the reader reads:
+    prose sentences and list items, of `min_words` to `max_words` words. `kinds` are the passage's line kinds (none
+    that fit its lines: all prose). Here, below the offline engine, so an index can keep these pieces' vectors."""
+    lines = text.split("\n")
+    for line, kind in zip(lines, kinds if len(kinds) == len(lines) else (PROSE_LINE,) * len(lines)):
+        if kind.kind not in QUOTED_KINDS or not line.strip():
+            continue
+        if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " or its number, and its text
+            line = line.strip().removeprefix("- ").removeprefix(f"{kind.order}. ")
+        whole = kind.kind is BlockKind.ITEM and len(line.split()) <= max_words  # an item is one piece
+        for piece in [line] if whole else split_sentences(line):
+            words = piece.split()
+            if min_words <= len(words) <= max_words:
+                yield " ".join(words), kind.order

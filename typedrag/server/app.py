@@ -7,7 +7,6 @@ so replicas behind a load balancer need only the same read-only index and LLM en
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,8 +16,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, Depends, FastAPI, HTTPException, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from fastapi.staticfiles import StaticFiles
+from fastapi_offline import FastAPIOffline
 from pydantic import BaseModel, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.trustedhost import TrustedHostMiddleware
@@ -28,7 +27,11 @@ from typedrag.config import Settings
 from typedrag.history import Turn
 from typedrag.pipeline import Pipeline
 from typedrag.result import AnswerResult
+from typedrag.server.mcp_http import mount_mcp
 from typedrag.server.metrics import RequestObserver, ServiceMetrics, fastapi_traces_requests
+from typedrag.library import Caller, CollectionError
+from typedrag.server.library_api import UPLOAD_PATH, collection_error
+from typedrag.server.library_api import router as library_router
 from typedrag.server.openai_compat import router as openai_router
 from typedrag.server.service import (
     CLIENT_CLOSED,
@@ -42,6 +45,8 @@ from typedrag.server.service import (
     json_safe,
     log,
     request_id_var,
+    check_key,
+    require_key,
     service_of,
 )
 
@@ -66,24 +71,14 @@ class AnswerRequest(BaseModel):
         description="documents: only what the documents support; labelled: where they do not cover the question, the model "
         "may add what it knows, apart (the result's `unsourced`, an `unsourced` event when streaming); default: the server's setting",
     )
+    collection: str | None = Field(
+        None, description="The collection to answer in (GET /v1/collections); default: the --index one, or the only one"
+    )
 
 
 def sse(event: str, data: Any) -> str:
     payload = data.model_dump_json() if isinstance(data, BaseModel) else json.dumps(data, ensure_ascii=False)
     return f"event: {event}\ndata: {payload}\n\n"
-
-
-_bearer = HTTPBearer(auto_error=False, description="Needed when the server was started with an API key")
-
-
-def require_key(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> None:
-    expected = request.app.state.service.options.api_key
-    if expected is None:
-        return
-    if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), expected.encode()):
-        raise api_error(
-            401, "missing or wrong API key: send 'Authorization: Bearer <key>'", {"WWW-Authenticate": "Bearer"}
-        )
 
 
 router = APIRouter()
@@ -154,15 +149,27 @@ async def readyz(request: Request) -> JSONResponse:
     return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
 
 
-@router.post("/v1/answer", response_model=AnswerResult, tags=["answer"], dependencies=[Depends(require_key)])
-async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONResponse:
-    """Answer one question; the result carries the type, plan, aspects, sources, citations and LLM calls."""
+@router.post("/v1/answer", response_model=AnswerResult, tags=["answer"])
+async def answer(body: AnswerRequest, request: Request, caller: Caller = Depends(require_key)) -> AnswerResult | JSONResponse:
+    """Answer one question (in `collection`); the result carries the type, plan, aspects, sources (each linking to
+    its original), citations and LLM calls."""
+    return await _answer(body, request, caller, body.collection)
+
+
+@router.post("/v1/collections/{collection}/answer", response_model=AnswerResult, tags=["collections"])
+async def answer_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_key)) -> AnswerResult | JSONResponse:
+    """Answer one question in `collection` (the body's own `collection`, if any, is ignored)."""
+    return await _answer(body, request, caller, collection)
+
+
+async def _answer(body: AnswerRequest, request: Request, caller: Caller, collection: str | None) -> AnswerResult | JSONResponse:
     service = service_of(request)
     question, forced = service.check(body.question, body.type)
     history = service.check_history(body.history)
+    pipeline = service.pipeline_for(collection, caller) if body.method != "llm" or collection else service.pipeline
     service.slots.take()
     try:
-        result = await service.answer_unless_gone(request, question, body.method, forced, history, body.knowledge)
+        result = await service.answer_unless_gone(request, question, body.method, forced, history, body.knowledge, pipeline)
     finally:
         service.slots.give()
     if result is None:
@@ -170,19 +177,22 @@ async def answer(body: AnswerRequest, request: Request) -> AnswerResult | JSONRe
     return result
 
 
-@router.post(
-    "/v1/answer/stream",
-    tags=["answer"],
-    dependencies=[Depends(require_key)],
-    response_class=StreamingResponse,
-    responses={
-        200: {
-            "content": {"text/event-stream": {}},
-            "description": "rewrite, type, plan, aspect*, token* (citation*), abstained, unsourced, sources, answer, result (or error)",
-        }
-    },
-)
-async def answer_stream(body: AnswerRequest, request: Request) -> StreamingResponse:
+_STREAM_RESPONSES = {
+    200: {
+        "content": {"text/event-stream": {}},
+        "description": "rewrite, type, plan, aspect*, token* (citation*), abstained, unsourced, sources, answer, result (or error)",
+    }
+}
+
+
+@router.post("/v1/collections/{collection}/answer/stream", tags=["collections"], response_class=StreamingResponse, responses=_STREAM_RESPONSES)
+async def answer_stream_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_key)) -> StreamingResponse:
+    """As /v1/answer/stream, in `collection`."""
+    return _stream(body, request, caller, collection)
+
+
+@router.post("/v1/answer/stream", tags=["answer"], response_class=StreamingResponse, responses=_STREAM_RESPONSES)
+async def answer_stream(body: AnswerRequest, request: Request, caller: Caller = Depends(require_key)) -> StreamingResponse:
     """Server-Sent Events, in order: `rewrite` (with history: the follow-up read alone), `type` (typed only),
     `plan` (decomposing types), `aspect` (each, as done),
     then the answer as it is written: `token` {text} pieces that concatenate to the answer, and `citation`
@@ -192,14 +202,19 @@ async def answer_stream(body: AnswerRequest, request: Request) -> StreamingRespo
     when the model added what it knows, apart from the answer; then `sources`, `answer` {text}, `result` (the
     full AnswerResult).
     On failure the last event is `error` {status, message}."""
+    return _stream(body, request, caller, body.collection)
+
+
+def _stream(body: AnswerRequest, request: Request, caller: Caller, collection: str | None) -> StreamingResponse:
     service = service_of(request)
     question, forced = service.check(body.question, body.type)
     history = service.check_history(body.history)
+    pipeline = service.pipeline_for(collection, caller) if body.method != "llm" or collection else service.pipeline
     service.slots.take()
 
     async def stream() -> AsyncIterator[str]:
         try:
-            async for name, data in service.events(question, body.method, forced, history, body.knowledge):
+            async for name, data in service.events(question, body.method, forced, history, body.knowledge, pipeline):
                 if name == "ping":
                     yield ": ping\n\n"
                 elif name == "result":
@@ -226,17 +241,22 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
         resources = None
         try:
             if pipeline is not None:
-                app.state.service = Service(pipeline, settings, options, metrics)
+                app.state.service = await asyncio.to_thread(Service, pipeline, settings, options, metrics)
             else:
                 from typedrag.factory import Resources, build_pipeline
 
                 resources = Resources()
-                app.state.service = Service(await asyncio.to_thread(build_pipeline, settings, resources), settings, options, metrics)
+                built = await asyncio.to_thread(build_pipeline, settings, resources, need_index=settings.data is None)
+                app.state.service = await asyncio.to_thread(Service, built, settings, options, metrics)
             await asyncio.to_thread(app.state.service.load_models)
             metrics.watch(app.state.service)
-            yield
+            async with mcp.running():
+                yield
         finally:
             metrics.close()
+            service = getattr(app.state, "service", None)
+            if service is not None:
+                await asyncio.to_thread(service.library.close)
             if resources is not None:
                 resources.close()
             # Every request has ended: send their spans now. After a SIGTERM the server re-raises the signal
@@ -244,20 +264,27 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
             if not await asyncio.to_thread(telemetry.flush):
                 log.warning("traces not sent at shutdown: the trace collector did not take them in time")
 
-    app = FastAPI(
+    app = FastAPIOffline(  # FastAPI whose /docs loads Swagger UI from this server, not a CDN
+        redoc_url=None,  # ReDoc fetches its logo from its CDN even when served locally
         title="typedrag",
         version="1",
         summary="Typed-RAG answers for non-factoid questions, with citations and a trace.",
         lifespan=lifespan,
+        swagger_ui_parameters={"validatorUrl": None},  # Swagger UI would send the schema to an online validator
     )
     if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
-    app.add_middleware(RequestContext, max_body=options.max_request_bytes, body_timeout=options.body_timeout)
+    app.add_middleware(
+        RequestContext, max_body=options.max_request_bytes, body_timeout=options.body_timeout, streamed=UPLOAD_PATH
+    )
     # outermost: counts every request, and opens its server span where FastAPI does not
     app.add_middleware(RequestObserver, metrics=metrics, trace_requests=not fastapi_traces_requests())
     app.add_exception_handler(StarletteHTTPException, http_error)  # also the router's own 404/405
     app.add_exception_handler(RequestValidationError, invalid)
+    app.add_exception_handler(CollectionError, collection_error)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
     app.include_router(router)
+    app.include_router(library_router)
     app.include_router(openai_router, dependencies=[Depends(require_key)])
+    mcp = mount_mcp(app, check_key, options.max_request_bytes)
     return app

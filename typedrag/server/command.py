@@ -4,6 +4,8 @@ so the rest of the command line starts fast and works without the `serve` extra.
 from __future__ import annotations
 
 import os
+import tempfile
+from pathlib import Path
 from typing import Annotated, Optional
 
 import typer
@@ -56,6 +58,15 @@ def serve_command(
     ] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="Port to listen on.")] = 8000,
     index: IndexOpt = None,
+    data: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--data",
+            help="Folder of the server's collections: created, filled and searched from the page and the API "
+            "(uploaded originals and their indexes are kept there). With --index too, that index is the read-only "
+            "collection 'default'.",
+        ),
+    ] = None,
     llm: LLMOpt = None,
     base_url: BaseUrlOpt = None,
     api_key_env: Annotated[
@@ -93,7 +104,8 @@ def serve_command(
     llm_concurrency: LLMConcurrencyOpt = None,
 ) -> None:
     """Serve typedrag over HTTP: /v1/answer (+ /stream as Server-Sent Events), OpenAI-compatible
-    /v1/chat/completions and /v1/models, /healthz, /readyz, and a web page at /."""
+    /v1/chat/completions and /v1/models, /healthz, /readyz, and a web page at /. With --data DIR: collections
+    of uploaded documents (/v1/collections), each citation linking to its original (/view/...)."""
     import logging
 
     import uvicorn
@@ -106,14 +118,23 @@ def serve_command(
     configure_logging(log_level)
     settings = settings_from(
         index=index,
+        data=data,
         **{"llm.model": llm, "llm.base_url": base_url},
         **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, mode=milvus_mode),  # the token only from env/config
     )
     settings.cache_dir = None  # stateless: replicas keep no per-request files
+    if settings.data is not None:  # every file the server writes stays in the data folder, its temporary ones too
+        temporary = settings.data / ".tmp"
+        temporary.mkdir(parents=True, exist_ok=True)
+        os.environ["TMPDIR"] = str(temporary.resolve())  # and the ingestion's worker processes'
+        tempfile.tempdir = None  # read TMPDIR again
     resources = Resources()
     try:
-        pipeline = build_pipeline(settings, resources)
+        if settings.data is not None and settings.backend == "milvus":
+            fail("--data keeps its collections in embedded tantivy indexes; Milvus collections are not served from it yet "
+                 "(serve one Milvus collection with --backend milvus and no --data)")
+        pipeline = build_pipeline(settings, resources, need_index=settings.data is None or index is not None)
         load_models(pipeline)  # a missing or damaged model stops the start, not every answer after it
     except USER_ERRORS as error:
         resources.close()

@@ -186,12 +186,34 @@ class _ServiceState:
             return
         yield GaugeMetricFamily("typedrag_answer_slots_in_use", "Answers in flight now.", value=service.slots.used)
         yield GaugeMetricFamily("typedrag_answer_slots", "Answers allowed in flight at once (more get 503).", value=service.slots.size)
-        reloads = getattr(service.pipeline.retriever, "reloads", None)
-        if isinstance(reloads, int):  # an index that reopens itself when a sync swaps in a new version
-            yield CounterMetricFamily("typedrag_index_reloads", "Times the index was reopened after a sync replaced it.", value=reloads)
+        library = getattr(service, "library", None)
+        retrievers = library.retrievers() if library is not None else [service.pipeline.retriever]
+        counts = [r for r in (getattr(retriever, "reloads", None) for retriever in retrievers) if isinstance(r, int)]
+        if counts:  # indexes that reopen themselves when a sync swaps in a new version (every collection's)
+            yield CounterMetricFamily("typedrag_index_reloads", "Times an index was reopened after a sync replaced it.", value=sum(counts))
+        yield from _caches()
 
     def describe(self) -> list[Metric]:
         return []  # read at scrape time: nothing to check for clashes at registration
+
+
+def _caches() -> Iterator[Metric]:
+    """The sizes of the process's caches, each bounded: MiniLM's vectors of recent texts, and the vectors of sentences
+    answers added to the indexes open (typedrag.index.sentences; what the index kept at build time is mapped, not held)."""
+    from typedrag import embed
+
+    if embed._default.cache_info().currsize:  # MiniLM loaded: the service embedded something
+        embedder = embed.default_embedder()
+        yield GaugeMetricFamily("typedrag_embedding_cache_texts", "Texts whose MiniLM vectors the process caches now.", value=embedder.cached)
+        yield GaugeMetricFamily("typedrag_embedding_cache_limit", "At most this many texts are cached (the oldest go first).",
+                                value=embedder.cache_size)
+        yield CounterMetricFamily("typedrag_embedded_texts", "Texts MiniLM computed (neither cached nor kept by the index).",
+                                  value=embedder.computed)
+    stores = list(embed._KNOWN)
+    yield GaugeMetricFamily("typedrag_sentence_vectors_added", "Sentence vectors answers added to the open indexes, held in memory.",
+                            value=sum(store.added for store in stores))
+    yield CounterMetricFamily("typedrag_sentence_vectors_hits", "Sentence vectors answers took from the index instead of MiniLM.",
+                              value=sum(store.hits for store in stores))
 
 
 def fastapi_traces_requests() -> bool:

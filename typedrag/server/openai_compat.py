@@ -29,18 +29,30 @@ import time
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter, HTTPException, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import JSONResponse, StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from typedrag.history import Turn
 from typedrag.questions import QuestionError
 from typedrag.result import KNOWLEDGE, AnswerResult
-from typedrag.server.service import CLIENT_CLOSED, SlotStream, api_error, error_body, errors_log, request_id_var, service_of
+from typedrag.library import Caller, CollectionError
+from typedrag.server.service import (
+    CLIENT_CLOSED,
+    SlotStream,
+    api_error,
+    error_body,
+    errors_log,
+    request_id_var,
+    require_key,
+    service_of,
+)
 from typedrag.text import for_terminal
 
 MODELS = {"typedrag-typed": "typed", "typedrag-rag": "rag", "typedrag-llm": "llm"}
 TYPED_PREFIX = "typedrag-typed:"  # + a route label forces the question type
+# + a collection's name: Typed-RAG (typedrag:c) or plain RAG (typedrag-rag:c) in that collection
+COLLECTION_MODELS = {"typedrag:": "typed", "typedrag-rag:": "rag"}
 STARTED = int(time.time())
 
 router = APIRouter(prefix="/v1", tags=["openai-compatible"])
@@ -83,17 +95,23 @@ async def model(model_id: str, request: Request) -> dict[str, Any]:
 
 
 def _models(request: Request) -> dict[str, dict[str, Any]]:
-    forced = [TYPED_PREFIX + label.lower() for label in service_of(request).pipeline.routes]
-    return {name: {"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in [*MODELS, *forced]}
+    service = service_of(request)
+    forced = [TYPED_PREFIX + label.lower() for label in service.pipeline.routes]
+    collections = [prefix + name for name in service.library.names(getattr(request.state, "caller", None) or Caller()) for prefix in COLLECTION_MODELS]
+    return {name: {"id": name, "object": "model", "created": STARTED, "owned_by": "typedrag"} for name in [*MODELS, *forced, *collections]}
 
 
-def method_of(model: str) -> tuple[str, str | None]:
-    """(method, forced type or None) named by a model name; 404 for a name that is not ours."""
+def method_of(model: str) -> tuple[str, str | None, str | None]:
+    """(method, forced type or None, collection or None) named by a model name; 404 for a name that is not ours."""
     if model.startswith(TYPED_PREFIX):
-        return "typed", model[len(TYPED_PREFIX) :]
+        return "typed", model[len(TYPED_PREFIX) :], None
     if model in MODELS:
-        return MODELS[model], None
-    raise api_error(404, f"unknown model {model!r}; use one of: {', '.join(MODELS)}, or {TYPED_PREFIX}<type>")
+        return MODELS[model], None, None
+    for prefix, method in COLLECTION_MODELS.items():
+        if model.startswith(prefix) and len(model) > len(prefix):
+            return method, None, model[len(prefix) :]
+    raise api_error(404, f"unknown model {model!r}; use one of: {', '.join(MODELS)}, {TYPED_PREFIX}<type>, "
+                         f"or typedrag:<collection> / typedrag-rag:<collection>")
 
 
 def brief_value(value: Any) -> str:
@@ -161,10 +179,13 @@ def usage(result: AnswerResult) -> dict[str, int]:
 
 
 @router.post("/chat/completions", response_model=None)
-async def chat_completions(body: ChatCompletionRequest, request: Request) -> dict[str, Any] | StreamingResponse | JSONResponse:
-    """Chat completion, streamed as `data:` chunks ending in `data: [DONE]` when `stream` is true."""
+async def chat_completions(
+    body: ChatCompletionRequest, request: Request, caller: Caller = Depends(require_key)
+) -> dict[str, Any] | StreamingResponse | JSONResponse:
+    """Chat completion, streamed as `data:` chunks ending in `data: [DONE]` when `stream` is true. The model
+    `typedrag:<collection>` (or `typedrag-rag:<collection>`) answers in that collection."""
     service = service_of(request)
-    method, type_ = method_of(body.model)
+    method, type_, collection = method_of(body.model)
     extra = body.model_extra or {}
     n = extra.get("n")
     if n is not None and (type(n) is not int or n != 1):  # True == 1 == 1.0 in Python: only the integer 1 is 1
@@ -190,10 +211,14 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
     question, _ = service.check(asked, None, status=400)
     history = service.check_history(conversation, status=400)
     base = {"id": f"chatcmpl-{request_id_var.get()}", "created": int(time.time()), "model": body.model}
+    try:
+        pipeline = service.library.pipeline(collection, caller) if method != "llm" else service.pipeline
+    except CollectionError as error:  # an unknown collection is an unknown model, as OpenAI clients read it
+        raise api_error(404 if error.status == 404 else error.status, f"model {body.model!r}: {error.message}") from error
     service.slots.take()
     if not body.stream:
         try:
-            result = await service.answer_unless_gone(request, question, method, forced, history, knowledge)
+            result = await service.answer_unless_gone(request, question, method, forced, history, knowledge, pipeline)
         finally:
             service.slots.give()
         if result is None:
@@ -226,7 +251,7 @@ async def chat_completions(body: ChatCompletionRequest, request: Request) -> dic
         yield chunk({"role": "assistant", "content": ""})
         streamed = False
         try:
-            async for name, data in service.events(question, method, forced, history, knowledge):
+            async for name, data in service.events(question, method, forced, history, knowledge, pipeline):
                 if name == "ping":
                     yield ": ping\n\n"
                 elif name == "token":

@@ -9,19 +9,22 @@ and neither imports the other.
 from __future__ import annotations
 
 import asyncio
+import hmac
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.responses import StreamingResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from typedrag.config import Settings
 from typedrag.errors import ModelUnavailable
 from typedrag.history import Turn, clean_history
 from typedrag.index.base import IndexUnusableError
+from typedrag.library import Caller, CollectionError, Library
 from typedrag.llm.base import LLMError
 from typedrag.pipeline import Pipeline
 from typedrag.questions import QuestionError, clean_question
@@ -46,7 +49,7 @@ __all__ = [
     "CLIENT_CLOSED", "KEEPALIVE_SECONDS", "MAX_JSON_DEPTH", "TRACEBACK_CHARS", "TRACEBACK_FRAMES", "JsonFormatter",
     "RateLimitFilter", "RequestContext", "ServerOptions", "Service", "SlotStream", "Slots", "api_error", "client_log",
     "configure_logging", "error_body", "errors_log", "json_depth", "json_safe", "load_models", "log", "request_id_var",
-    "service_of", "short_traceback",
+    "require_key", "service_of", "short_traceback",
 ]
 
 KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing a slow stream
@@ -106,8 +109,15 @@ class SlotStream(StreamingResponse):
 class Service:
     """What the routes share: the pipeline, the concurrency slots, readiness checks."""
 
-    def __init__(self, pipeline: Pipeline, settings: Settings, options: ServerOptions, metrics: ServiceMetrics | None = None) -> None:
+    def __init__(
+        self, pipeline: Pipeline, settings: Settings, options: ServerOptions, metrics: ServiceMetrics | None = None,
+        library: Library | None = None,
+    ) -> None:
         self.pipeline, self.settings, self.options = pipeline, settings, options
+        # The collections answered in: the pipeline's own index as "default" (`--index`), and those of `--data DIR`.
+        self.library = library or Library(
+            pipeline, settings.data, default_index=settings.index, limits=settings.library, retrieval=settings.retrieval
+        )
         self.slots = Slots(options.max_concurrency, options.retry_after_seconds)
         self.metrics = metrics or ServiceMetrics()
         self.model_problem: str | None = None  # why a model the engine needs cannot be loaded (see load_models)
@@ -120,6 +130,13 @@ class Service:
         except ModelUnavailable as error:
             self.model_problem = str(error)
             log.error("a model cannot be loaded: not ready", extra={"fields": {"error": self.model_problem}})
+
+    def pipeline_for(self, collection: str | None, caller: Caller) -> Pipeline:
+        """The pipeline that answers in `collection` (None: the default one), or the 4xx saying why none can."""
+        try:
+            return self.library.pipeline(collection, caller)
+        except CollectionError as error:
+            raise api_error(error.status, error.message) from error
 
     def check(self, question: str, type_: str | None, status: int = 422) -> tuple[str, str | None]:
         """Reject bad input with a 4xx before a slot or a stream is spent on it."""
@@ -139,10 +156,11 @@ class Service:
     async def answer(
         self, question: str, method: str, forced: str | None, on_event: Callable | None = None, history: list[Turn] | None = None,
         knowledge: str | None = None,
+        pipeline: Pipeline | None = None,
     ) -> AnswerResult:
         started = time.perf_counter()
         try:
-            result = await self.pipeline.answer(question, method, forced, on_event=on_event, history=history, knowledge=knowledge)
+            result = await (pipeline or self.pipeline).answer(question, method, forced, on_event=on_event, history=history, knowledge=knowledge)
         except QuestionError as error:
             raise api_error(422, str(error)) from error
         except LLMError as error:  # the details (upstream text, host:port) go to the log, not to the client
@@ -155,6 +173,7 @@ class Service:
         seconds = time.perf_counter() - started
         self.metrics.answered(result, seconds)
         fields = {
+            "collection": result.collection,
             "method": result.method,
             "strategy": result.strategy,
             "type": result.type.type if result.type else None,
@@ -171,9 +190,10 @@ class Service:
     async def answer_unless_gone(
         self, request: Request, question: str, method: str, forced: str | None, history: list[Turn] | None = None,
         knowledge: str | None = None,
+        pipeline: Pipeline | None = None,
     ) -> AnswerResult | None:
         """The answer, or None (the work cancelled: no more LLM calls) if the client disconnects first."""
-        task = asyncio.create_task(self.answer(question, method, forced, history=history, knowledge=knowledge))
+        task = asyncio.create_task(self.answer(question, method, forced, history=history, knowledge=knowledge, pipeline=pipeline))
         gone = asyncio.create_task(_disconnected(request))
         try:
             await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -186,12 +206,13 @@ class Service:
         return task.result()
 
     async def events(
-        self, question: str, method: str, forced: str | None, history: list[Turn] | None = None, knowledge: str | None = None
+        self, question: str, method: str, forced: str | None, history: list[Turn] | None = None, knowledge: str | None = None,
+        pipeline: Pipeline | None = None,
     ) -> AsyncIterator[tuple[str, Any]]:
         """Progress events as the pipeline emits them, a ("ping", None) when quiet, then ("result", AnswerResult)."""
         queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         task = asyncio.create_task(
-            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)), history, knowledge)
+            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)), history, knowledge, pipeline)
         )
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:
@@ -213,13 +234,17 @@ class Service:
         return {"index": await self._index_check(), "llm": await self._llm_check(), "models": models}
 
     async def _index_check(self) -> str:
-        retriever = self.pipeline.retriever
-        if retriever is None:
+        """Every collection's index answers a search ("ok" with none yet under --data: collections come later)."""
+        collections = [self.library.get(name) for name in self.library.names()]
+        retrievers = [(c.name, c.retriever) for c in collections if c.retriever is not None]
+        if not retrievers and self.settings.data is None:
             return "missing"
-        try:
-            await asyncio.to_thread(retriever.search, "readiness", 1)
-        except Exception as error:  # any failure means this replica must not take traffic
-            return f"error: {type(error).__name__}: {error}"
+        for name, retriever in retrievers:
+            try:
+                await asyncio.to_thread(retriever.search, "readiness", 1)
+            except Exception as error:  # any failure means this replica must not take traffic
+                where = "" if name == "default" and self.settings.data is None else f"collection {name}: "
+                return f"error: {where}{type(error).__name__}: {error}"
         return "ok"
 
     async def _llm_check(self) -> str:
@@ -249,6 +274,27 @@ async def _disconnected(request: Request) -> None:
 
 
 CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never seen by the (gone) client
+
+
+_bearer = HTTPBearer(auto_error=False, description="Needed when the server was started with an API key")
+
+
+def require_key(request: Request, credentials: HTTPAuthorizationCredentials | None = Depends(_bearer)) -> Caller:
+    """Who is calling: today, whoever sends the server's key (or anyone, when it has none). What they may read or
+    write is decided by typedrag.library.access, per collection."""
+    expected = service_of(request).options.api_key
+    if expected is None:
+        return Caller()
+    if credentials is None or not hmac.compare_digest(credentials.credentials.encode(), expected.encode()):
+        raise api_error(
+            401, "missing or wrong API key: send 'Authorization: Bearer <key>'", {"WWW-Authenticate": "Bearer"}
+        )
+    return Caller(name="key")
+
+
+async def check_key(request: Request) -> Caller:
+    """`require_key` for a route that is an ASGI app of its own (/mcp), where FastAPI resolves no dependencies."""
+    return require_key(request, await _bearer(request))
 
 
 def service_of(request: Request) -> Service:

@@ -215,7 +215,8 @@ def write_aspect(aspect: Aspect, task: WriteTask) -> Flow[Part | None]:
         yield from drop(aspect, "no sentence of its kind in its passages answers the question")
     if aspect.error is not None:
         return None
-    return Part(label=aspect.label, text=aspect.answer, quotes=written.quotes, lead=not isinstance(task, AspectAnswer), best=written.best)
+    return Part(label=aspect.label, text=aspect.answer, quotes=written.quotes, lead=not isinstance(task, AspectAnswer), best=written.best,
+                filed_under=written.filed_under)
 
 
 def drop(aspect: Aspect, reason: str, *, announce: bool = False) -> Flow[None]:

@@ -39,7 +39,7 @@ def read_docx(path: Path, fallback_title: str | None = None) -> Parsed:
     return Parsed(title, _blocks(path, title))
 
 
-def _check_sizes(path: Path) -> None:
+def check_sizes(path: Path) -> None:
     """`Unreadable` when the package declares more than python-docx should hold in memory."""
     try:
         with zipfile.ZipFile(path) as archive:
@@ -58,7 +58,7 @@ def _check_sizes(path: Path) -> None:
 
 
 def _open(path: Path) -> docx.document.Document:
-    _check_sizes(path)
+    check_sizes(path)
     try:
         return docx.Document(str(path))
     except zipfile.BadZipFile as e:

@@ -7,9 +7,13 @@ with its number), tables, and quotes that open with a note marker ("> **Note**",
 admonitions; in reStructuredText, literal blocks (`::`) and code directives, list items, grid and
 simple tables, admonition directives (their name as the title line), figure captions, and the
 comments and navigation directives (`toctree`) as notices. A first pass checks the whole file is
-UTF-8 without NUL bytes, so a binary file is reported before any of it reaches the index. docutils
-and markdown-it are not used: they need the whole document in memory, and docutils' warnings and
-errors on sloppy input would have to be caught one by one.
+UTF-8 without NUL bytes, so a binary file is reported before any of it reaches the index.
+
+The block structure is read here, line by line: docutils and markdown-it parse a whole document at once,
+in memory, and docutils' warnings and errors on sloppy input would have to be caught one by one. Markdown's
+inline markup within a block (links, images, code spans, escapes) is read by markdown-it's CommonMark
+inline parser, which is linear in the text whatever it holds (150,000 "[" in a row cost a hand-written
+pattern minutes); reStructuredText's roles and links by patterns that never scan past the next backquote.
 """
 
 from __future__ import annotations
@@ -20,6 +24,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from markdown_it import MarkdownIt
+from markdown_it.common.utils import normalizeReference
+
 from typedrag.corpus.formats.common import MAX_BLOCK_CHARS, Outline, Parsed, Unreadable, blocks_of, clean, title_line
 from typedrag.records import Block, BlockKind
 
@@ -27,19 +34,28 @@ _CHUNK = 1 << 20
 _LONGEST_LINE = 1 << 16  # characters read at once: a file with no line breaks still streams
 _TITLE_SEARCH = 1 << 20  # characters to look through for the first heading
 
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
+_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")  # its closing "#"s are cut by `_atx_text`, not by a pattern
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_MD_LINK = re.compile(r"!?\[([^\]\n]*)\]\([^)\n]*\)")
-_MD_REFERENCE_LINK = re.compile(r"!?\[([^\]\n]*)\](?:\[([^\]\n]*)\])?")  # [text][label], [text][], [text]
-_MD_DEFINITION = re.compile(r"^ {0,3}\[([^\]\n]+)\]:[ \t]*\S")  # "[label]: url", what a reference link points to
+# A link reference definition on one line, as CommonMark defines it: "[label]: destination" and an optional title,
+# nothing else ("[fs.ReadStream]: fs.md#class-fsreadstream"). "[Warning]: Never run the backup script as root ..."
+# is a paragraph, and so is a footnote ("[^1]: ...", `definition`). No part can match the same text two ways, and
+# the spaces are taken possessively: linear on any line.
+_MD_DEFINITION = re.compile(
+    r"^ {0,3}\[((?:[^\\\[\]\n]|\\.){1,999})\]:[ \t]*+(?:<(?:[^<>\n\\]|\\.)*+>|[^\s<]\S*+)"
+    r"(?:[ \t]++(?:\"(?:[^\"\\\n]|\\.)*+\"|'(?:[^'\\\n]|\\.)*+'|\((?:[^()\\\n]|\\.)*+\)))?[ \t]*+$"
+)
+_MD_INLINE = MarkdownIt("commonmark")
+_MD_INLINE_MARKS = frozenset("[<&\\")  # a line with none of these has no link, image, autolink, entity or escape
 _RST_ADORNMENT = re.compile(r"^([!-/:-@\[-`{-~])\1+[ \t]*$")  # one punctuation character, repeated
 _RST_EXPLICIT = re.compile(r"^\.\.(?:[ \t]|$)")  # directives, comments and link targets
-_RST_ROLE = re.compile(r":[\w.+-]+:`([^`\n]*?)(?:\s*<[^>\n]*>)?`")
-_RST_LINK = re.compile(r"`([^`<\n]*?)\s*(?:<[^>\n]*>)?`__?")
-_RST_LITERAL = re.compile(r"``([^`\n]+)``")
+# Roles (":class:`tuple`"), links ("`text <url>`_") and literals ("``x``"): each scan stops at the next backquote,
+# so a line of any length is read in linear time; a link's or a role's "<target>" is cut by `_without_target`.
+_RST_ROLE = re.compile(r":[\w.+-]++:`([^`\n]*+)`")
+_RST_LINK = re.compile(r"`([^`\n]*+)`__?")
+_RST_LITERAL = re.compile(r"``([^`\n]++)``")
 _MD_ITEM = re.compile(r"^( {0,3})([-*+]|(\d{1,9})[.)])(?:[ \t]+|$)")
-_MD_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*:?-+:?[ \t]*(?:\|[ \t]*:?-+:?[ \t]*)*\|?[ \t]*$")
+_MD_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*+:?-++:?[ \t]*+(?:\|[ \t]*+:?-++:?[ \t]*+)*+\|?[ \t]*+$")
 _MD_QUOTE = re.compile(r"^ {0,3}> ?")
 # A quote that opens with one of these is a note box: "> **Note**", "> **Warning:** ...", "> [!TIP]", "> Note: ..."
 _MD_ADMONITION = re.compile(
@@ -137,11 +153,38 @@ def link_labels(path: Path, syntax: str) -> frozenset[str]:
     reference link ("[text][label]") reads as its text only when its label is defined, as CommonMark has it."""
     if syntax != "markdown":
         return frozenset()
-    return frozenset(_label(found.group(1)) for line in lines(path) if (found := _MD_DEFINITION.match(line)))
+    return frozenset(normalizeReference(label) for line in lines(path) if (label := definition(line)))
 
 
-def _label(text: str) -> str:
-    return " ".join(text.split()).casefold()
+def definition(line: str) -> str | None:
+    """The label `line` defines a link target for (None: it defines none). A GFM footnote ("[^1]: The migration
+    takes about ten minutes per gigabyte.") is text a reader reads, whatever follows its label."""
+    found = _MD_DEFINITION.match(line)
+    if found is None or not found.group(1).strip() or found.group(1).startswith("^"):
+        return None
+    return found.group(1)
+
+
+def markdown_text(line: str, references: dict[str, dict[str, str]]) -> str:
+    """One line of Markdown as a reader reads it: a link as its text (a reference link only when `references`
+    defines its label), an image as its description, an autolink as its address, escapes and entities as the
+    characters they stand for; code spans, emphasis and anything else as written."""
+    if not _MD_INLINE_MARKS.intersection(line):
+        return line
+    body = line.strip()
+    start = line.index(body[0]) if body else 0
+    tokens = _MD_INLINE.parseInline(body, {"references": references})[0].children or []
+    out = []
+    for token in tokens:
+        if token.type in ("link_open", "link_close"):
+            continue
+        if token.type == "code_inline":
+            out.append(f"{token.markup}{token.content}{token.markup}")
+        elif token.type in ("softbreak", "hardbreak"):
+            out.append(" ")
+        else:  # text, html_inline, an image's description; emphasis is its marker
+            out.append(token.content or token.markup)
+    return line[:start] + "".join(out) + line[start + len(body) :]
 
 
 def events(source: Iterator[str], syntax: str, labels: frozenset[str] = frozenset()) -> Iterator[Heading | Paragraph]:
@@ -226,6 +269,15 @@ def _dedent(line: str, width: int) -> str:
     return line[min(width, _indent(line)) :]
 
 
+def _atx_text(text: str) -> str:
+    """An ATX heading's text without its closing sequence ("## Usage ##"), which a space must precede."""
+    text = text.strip(" \t")
+    opened = text.rstrip("#")
+    if opened != text and (not opened or opened[-1] in " \t"):
+        return opened.rstrip(" \t")
+    return text
+
+
 def _item_line(order: int | None, text: str) -> str:
     """An item's first line as the document readers write it, whatever its marker was ("*", "+", "#.",
     "a)"): "- " and its text, or its number in its list (typedrag.engines.offline reads it back by its kind)."""
@@ -237,7 +289,8 @@ class _Markdown:
     its list's start), pipe tables, block quotes, ATX and setext headings, paragraphs."""
 
     def __init__(self, labels: frozenset[str] = frozenset()) -> None:
-        self.labels = labels  # the link labels the document defines (link_labels)
+        # the link labels the document defines (link_labels), as markdown-it looks them up
+        self.references = {label: {"href": "", "title": ""} for label in labels}
         self.buffer = _Buffer()
         self.mode = ""  # "", "prose", "fence", "code", "item", "quote", "table"
         self.fence = ""
@@ -258,12 +311,9 @@ class _Markdown:
             yield done
 
     def inline(self, text: str) -> str:
-        """The text of links: inline ones ("[text](url)"), and reference ones whose label the document defines."""
-
-        def text_of(link: re.Match) -> str:
-            return link.group(1) if _label(link.group(2) or link.group(1)) in self.labels else link.group(0)
-
-        return _MD_REFERENCE_LINK.sub(text_of, _MD_LINK.sub(r"\1", text))
+        """The text a reader reads, line by line (`markdown_text`): links as their text, inline ones ("[text](url)")
+        and reference ones whose label the document defines."""
+        return "\n".join(markdown_text(line, self.references) for line in text.split("\n"))
 
     def add(self, line: str) -> Iterator[Paragraph]:
         if done := self.buffer.add(line):
@@ -300,11 +350,11 @@ class _Markdown:
             self.fence = opened.group(1)
             yield from self.begin("fence", BlockKind.CODE, verbatim=True)
             return
-        if self.mode == "" and _MD_DEFINITION.match(line):
+        if self.mode == "" and definition(line) is not None:
             return  # a link's target ("[fs.ReadStream]: fs.md#..."), no text of the document
         if atx := _ATX.match(line):
             yield from self.end()
-            yield Heading(len(atx.group(1)), self.inline(atx.group(2) or ""))
+            yield Heading(len(atx.group(1)), self.inline(_atx_text(atx.group(2) or "")))
             return
         if self.mode == "prose" and (setext := _SETEXT.match(line)):
             text = " ".join(self.buffer.lines)
@@ -376,7 +426,17 @@ class _Markdown:
 
 
 def _rst_inline(text: str) -> str:
-    return _RST_LITERAL.sub(r"\1", _RST_LINK.sub(r"\1", _RST_ROLE.sub(r"\1", text)))
+    return _RST_LITERAL.sub(r"\1", _RST_LINK.sub(_without_target, _RST_ROLE.sub(_without_target, text)))
+
+
+def _without_target(found: re.Match) -> str:
+    """A role's or a link's text without the target it names ("`Python <https://python.org>`_" is "Python"); a
+    link that is only its target ("`<https://python.org>`_") is its address."""
+    text = found.group(1)
+    opening = text.rfind("<")
+    if opening < 0 or not text.endswith(">"):
+        return text
+    return text[:opening].rstrip() or text[opening + 1 : -1]
 
 
 # What a directive's content is, by the directive's name.

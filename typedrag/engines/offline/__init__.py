@@ -91,4 +91,4 @@ class OfflineEngine:
         # An answer that quotes nothing answers nothing, whatever the reader's best chance among sentences it
         # could not quote (none on topic): the final step is then abstained on, not "do not speak to this".
         best = written.best if written.lead or written.groups else 0.0
-        return Written(written.text(), written.quotes(), written.supported, best=best, notes=tuple(notes))
+        return Written(written.text(), written.quotes(), written.supported, best=best, notes=tuple(notes), filed_under=written.filed_under)

@@ -13,8 +13,9 @@ RAG where they were added); by default a typed answer adds only a procedure the 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
+from typedrag.abstain import question_heading
 from typedrag.engines.base import Advised, AspectAnswer, Combined, Compared, Facet, Quote, WriteTask
 from typedrag.engines.offline.sentences import (
     Filter,
@@ -64,6 +65,7 @@ class Answer:
     best: float = 0.0  # the reader's highest chance of answering among the sentences of the step's whole pool
     dropped: list[str] = field(default_factory=list)  # additions left out, and why
     held_back: str | None = None  # additions the settings leave out (`ROLES_OFF`)
+    filed_under: str | None = None  # the question heading of the entry it answers from (`Written.filed_under`)
 
     def text(self) -> str:
         if not self.lead and not self.groups:
@@ -109,6 +111,32 @@ def quoted_from(task: WriteTask, settings: OfflineSettings) -> list[Source]:
 
 
 def answer(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer:
+    """The extractive answer of `task`, by its kind (`by_kind`), from the entry filed under the question it asks
+    alone when the reader reads that entry as answering it (`the_entry`)."""
+    if task.filed_under is not None and not isinstance(task, Combined):
+        task = the_entry(task, reader, settings)
+    written = by_kind(task, reader, settings)
+    if not isinstance(task, Combined):
+        written.filed_under = task.filed_under
+    return written
+
+
+def the_entry(task: WriteTask, reader: Reader, settings: OfflineSettings) -> WriteTask:
+    """`task` with only the entry filed under the question it asks as its sources (a FAQ's entry whose heading
+    reads as the question, `task.filed_under`), when the reader, reading every sentence of the sources against
+    the question, reads one of that entry's as on the question's topic (at its on-topic bar): under a heading
+    that asks the question, a sentence on its topic is its answer, however tersely it is worded. A placeholder,
+    an advert or a note under the heading is not on it; then the heading is forgotten and the sources are read,
+    and judged, as any others (BENCHMARKS.md section 35)."""
+    entry = [source for source in task.sources if question_heading(source.section) == task.filed_under]
+    numbers = {source.number for source in entry}
+    material = Material(task.question, task.sources, reader, settings)
+    if any(s.source in numbers and s.reading.on_topic >= reader.bars.on_topic for s in material.sentences):
+        return replace(task, sources=entry)
+    return replace(task, filed_under=None)
+
+
+def by_kind(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answer:
     """The extractive answer of `task`, by its kind; a step of a route typedrag does not know is
     answered as plain RAG answers."""
     if isinstance(task, Combined):
@@ -178,9 +206,10 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
 
 
 def entry(task: WriteTask, material: Material, settings: OfflineSettings) -> Answer:
-    """The entry of a FAQ filed under the question asked: its opening sentences, in its document's order (at
-    most `lead_sentences`), whatever the reader makes of their wording: the heading already asks the question,
-    and an entry opens with its answer ("Yes, instead of just running it in a console, definitely.")."""
+    """The entry of a FAQ filed under the question asked, which the reader read as on its topic (`the_entry`): its
+    opening sentences, in its document's order (at most `lead_sentences`), however their wording reads: the
+    heading already asks the question, and an entry opens with its answer ("Yes, instead of just running it in
+    a console, definitely.")."""
     place = {source.number: passage_place(source.passage_id) for source in task.sources}
     opening = sorted(material.sentences, key=lambda s: (place.get(s.source, 0), s.position))
     return Answer(opening[: settings.lead_sentences], best=material.best())
@@ -246,6 +275,7 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     # on one out of reach) as its best, and plain RAG's answer is judged on that.
     bests = [q.answers for q in every_quote] + [part.best for part in task.parts if part.best is not None]
     result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max(bests, default=0.0))
+    result.filed_under = next((part.filed_under for part in task.parts if part.lead and part.filed_under), None)
     ok = adding(bars, settings)
     if added_by_role_only(task.facet, settings):
         pass  # no aspect was written (`declined`), and each said why

@@ -17,12 +17,10 @@ from typedrag.engines.base import Quote
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
 from typedrag.questions import Amount, states_an_amount
-from typedrag.reader import Reader, Reading, Role
-from typedrag.records import PROSE_LINE, BlockKind, LineKind
+from typedrag.reader import Reader, Reading, Role, quoted_pieces
 from typedrag.result import Source
-from typedrag.text import split_sentences, terms
+from typedrag.text import terms
 
-QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM})
 # A sentence that opens with one of these takes its subject from the sentence before it ("This makes Memcheck
 # run more slowly", "These phenomena are due to ..."); so does one opening with a quantifier standing for a
 # noun, a verb after it ("Many are fragments of comets"). Quoted without that sentence, it speaks of nothing
@@ -64,26 +62,10 @@ def refers_back(text: str) -> bool:
     return words[0] in _STANDING_IN and len(words) > 1 and words[1] in _VERBS_AFTER
 
 
-def lines_of(source: Source) -> list[tuple[str, LineKind]]:
-    """A source's lines with their kinds; a passage whose reader gave no kinds is prose."""
-    lines = source.text.split("\n")
-    kinds = source.lines if len(source.lines) == len(lines) else (PROSE_LINE,) * len(lines)
-    return list(zip(lines, kinds))
-
-
 def pieces_of(source: Source, settings: OfflineSettings) -> Iterable[tuple[str, int | None]]:
     """(text, order in a list) of each quotable piece of a source: prose sentences and list items, of
     `min_words` to `max_words` words."""
-    for line, kind in lines_of(source):
-        if kind.kind not in QUOTED_KINDS or not line.strip():
-            continue
-        if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " or its number, and its text
-            line = line.strip().removeprefix("- ").removeprefix(f"{kind.order}. ")
-        whole = kind.kind is BlockKind.ITEM and len(line.split()) <= settings.max_words  # an item is one piece
-        for piece in [line] if whole else split_sentences(line):
-            words = piece.split()
-            if settings.min_words <= len(words) <= settings.max_words:
-                yield " ".join(words), kind.order
+    return quoted_pieces(source.text, source.lines, settings.min_words, settings.max_words)
 
 
 class Material:

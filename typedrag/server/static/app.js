@@ -109,12 +109,16 @@ function cited(text, numbers, sources = book) {
   return frag;
 }
 
+// A citation links to its source's original (the viewer, at the passage, highlighted): a click shows it beside the
+// answer and marks the source's card; a middle click or a new tab opens the viewer itself.
 function citeLink(n, sources = book) {
   const named = sources.byNumber.get(n);
   const id = `${sources.prefix}source-${n}`;
-  const link = el("a", { class: "cite", href: `#${id}`, "data-source": String(n), title: named ? sourceName(named) : `source ${n}` }, `[${n}]`);
+  const link = el("a", { class: "cite", href: named?.link || `#${id}`, "data-source": String(n), title: named ? sourceName(named) : `source ${n}` }, `[${n}]`);
   link.addEventListener("click", (event) => {
+    if (event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return; // the browser opens the link
     event.preventDefault();
+    if (named?.link) openViewer(named.link);
     const target = $(id);
     const folded = target.closest("details");
     if (folded) folded.open = true; // an earlier turn's sources are folded under it
@@ -151,13 +155,29 @@ function listed(r) {
 }
 
 function sourceItems(sources, prefix) {
-  return sources.map((s) =>
-    el("li", { id: `${prefix}source-${s.number}` },
+  return sources.map((s) => {
+    const open = s.link ? [el("a", { class: "open-source", href: s.link, target: "_blank", rel: "noopener" }, "Open the original")] : [];
+    if (open.length) {
+      open[0].addEventListener("click", (event) => {
+        if (event.ctrlKey || event.metaKey || event.shiftKey || event.button !== 0) return;
+        event.preventDefault();
+        openViewer(s.link);
+      });
+    }
+    return el("li", { id: `${prefix}source-${s.number}` },
       el("div", { class: "source-head" },
         el("span", { class: "num" }, `[${s.number}]`),
         el("span", { class: "title" }, sourceName(s)),
-        el("span", { class: "source-id" }, s.passage_id)),
-      el("p", { class: "source-text" }, s.text)));
+        el("span", { class: "source-id" }, s.passage_id), ...open),
+      el("p", { class: "source-text" }, s.text));
+  });
+}
+
+// The viewer beside the answer: the original document at the passage (same page, so it reads the same key).
+function openViewer(link) {
+  $("viewer-frame").src = link;
+  $("viewer-tab").href = link;
+  $("viewer-panel").hidden = false;
 }
 
 function renderSources(r) {
@@ -249,7 +269,7 @@ function renderResult(r) {
   $("answer").replaceChildren(cited(r.answer, new Set(r.citations.flatMap((c) => c.source_numbers))));
   showUnsourced(r.unsourced);
   const readAs = r.rewrite && r.rewrite.rewritten ? [el("p", { class: "read-as-line" }, `Read as: ${r.standalone_question}`)] : [];
-  const pills = [`method ${r.method}`];
+  const pills = r.collection ? [`collection ${r.collection}`, `method ${r.method}`] : [`method ${r.method}`];
   if (r.type) pills.push(`type ${r.type.type.toLowerCase()}`);
   if (!r.type || r.strategy !== r.type.type.toLowerCase()) pills.push(`strategy ${r.strategy}`);
   $("meta").replaceChildren(...pills.map((p) => el("span", { class: "pill" }, p)),
@@ -337,6 +357,7 @@ function keepInThread() {
 }
 
 function startOver() {
+  $("viewer-panel").hidden = true;
   history = [];
   current = null;
   turnsKept = 0;
@@ -370,6 +391,7 @@ async function ask(event) {
   const headers = { "Content-Type": "application/json" };
   if (keyInput.value.trim()) headers.Authorization = `Bearer ${keyInput.value.trim()}`;
   const body = { question, method: $("method").value, type: $("type").value || null, history: windowOf(history), knowledge: $("knowledge").value };
+  if (library.current) body.collection = library.current;
   try {
     const response = await fetch("/v1/answer/stream", { method: "POST", headers, body: JSON.stringify(body) });
     if (!response.ok) {
@@ -408,3 +430,183 @@ $("question").addEventListener("keydown", (event) => {
     $("ask").requestSubmit();
   }
 });
+
+$("viewer-close").addEventListener("click", () => { $("viewer-panel").hidden = true; $("viewer-frame").removeAttribute("src"); });
+
+// --- collections: choose one, create and delete them, upload documents and watch them ingested ----------------
+
+const library = { current: null, collections: [], writable: false, limits: null, polling: null };
+
+function authHeaders() {
+  const key = keyInput.value.trim();
+  return key ? { Authorization: `Bearer ${key}` } : {};
+}
+
+async function api(path, options = {}) {
+  const response = await fetch(path, { ...options, headers: { ...authHeaders(), ...(options.headers || {}) } });
+  const body = await response.json().catch(() => ({}));
+  if (!response.ok && !(response.status === 422 && body.rejected)) {
+    if (response.status === 401) $("key-box").open = true;
+    throw new Error(`${response.status}: ${body.error?.message || response.statusText}`);
+  }
+  return body;
+}
+
+const collectionURL = (name) => `/v1/collections/${encodeURIComponent(name)}`;
+
+function size(bytes) {
+  return bytes >= 1 << 20 ? `${(bytes / (1 << 20)).toFixed(1)} MB` : `${Math.max(1, Math.round(bytes / 1024))} KB`;
+}
+
+function progressLine(info) {
+  const p = info.progress;
+  if (!p) return info.state === "queued" ? "waiting to be ingested" : "";
+  const left = p.seconds_left != null ? ` · about ${p.seconds_left >= 90 ? `${Math.round(p.seconds_left / 60)} min` : `${Math.round(p.seconds_left)} s`} left` : "";
+  if (p.phase === "embedding") return `embedding: ${p.vectors_done} of ${p.vectors_total} passages${left}`;
+  if (p.phase === "reading") return `reading: ${p.files_done} of ${p.files_total} files, ${p.passages} passages${left}`;
+  if (p.phase === "writing") return `writing the index: ${p.passages} passages`;
+  return "looking for changes";
+}
+
+function renderCollection(info, documents) {
+  $("collection-state").textContent = info.state;
+  $("collection-state").className = `pill state-${info.state}`;
+  $("collection-counts").textContent = `${info.files} file${info.files === 1 ? "" : "s"} · ${info.passages} passages` +
+    (info.retriever ? ` · ${info.retriever}` : "");
+  $("read-only").hidden = !info.read_only;
+  $("dropzone").hidden = info.read_only;
+  $("delete-collection").hidden = info.read_only;
+  const busy = info.state === "ingesting" || info.state === "queued";
+  $("ingestion").hidden = !busy;
+  if (busy) {
+    const p = info.progress;
+    const bar = $("ingest-bar");
+    if (p && p.phase === "embedding" && p.vectors_total) { bar.max = p.vectors_total; bar.value = p.vectors_done; }
+    else if (p && p.phase === "reading" && p.files_total) { bar.max = p.files_total; bar.value = p.files_done; }
+    else bar.removeAttribute("value");
+    $("ingest-line").textContent = progressLine(info);
+  }
+  $("documents").hidden = info.read_only || !documents.length;
+  $("documents").querySelector("tbody").replaceChildren(...documents.map((d) => {
+    const problems = d.problems.map((p) => el("div", { class: "problem" }, p));
+    const name = d.link ? el("a", { href: d.link, target: "_blank", rel: "noopener" }, d.name) : el("span", {}, d.name);
+    const remove = el("button", { type: "button", class: "secondary remove", "data-name": d.name }, "Delete");
+    remove.addEventListener("click", () => removeDocument(d.name).catch((e) => showError(e.message)));
+    const row = el("tr", { "data-name": d.name },
+      el("td", {}, name, el("span", { class: "muted" }, ` ${d.size != null ? size(d.size) : ""}`)),
+      el("td", { class: `status status-${d.status}` }, d.status, ...problems),
+      el("td", {}, String(d.passages)),
+      el("td", {}, ...(d.status === "removing" ? [] : [remove])));
+    return row;
+  }));
+  const unsettled = busy || documents.some((d) => ["queued", "indexing", "removing"].includes(d.status));
+  clearTimeout(library.polling);
+  if (unsettled) library.polling = setTimeout(() => showCollection().catch((e) => showError(e.message)), 1000);
+  document.body.dataset.collectionState = unsettled ? "busy" : info.state;
+}
+
+async function showCollection() {
+  if (!library.current) return;
+  const name = library.current;
+  const listing = await api(`${collectionURL(name)}/documents`);
+  if (name !== library.current) return; // switched meanwhile
+  renderCollection(listing.collection, listing.documents);
+}
+
+async function loadCollections(choose) {
+  const listing = await api("/v1/collections");
+  library.collections = listing.collections.map((c) => c.name);
+  library.writable = listing.writable;
+  library.limits = listing.limits;
+  const select = $("collection");
+  select.replaceChildren(...library.collections.map((name) => el("option", { value: name }, name)));
+  library.current = choose && library.collections.includes(choose) ? choose
+    : library.collections.includes(library.current) ? library.current : (listing.default || library.collections[0] || null);
+  if (library.current) select.value = library.current;
+  $("library").hidden = !library.writable && library.collections.length === 0;
+  $("new-collection-box").hidden = !library.writable;
+  $("new-collection-box").open = library.writable && library.collections.length === 0;
+  $("accepted-types").textContent = listing.limits ? `(${listing.limits.upload_types.join(" ")}; up to ${size(listing.limits.max_file_bytes)} each)` : "";
+  select.disabled = library.collections.length === 0;
+  if (!library.current) {
+    for (const id of ["dropzone", "documents", "ingestion", "delete-collection", "read-only"]) $(id).hidden = true;
+    $("collection-state").textContent = "no collection yet";
+    $("collection-state").className = "pill";
+    $("collection-counts").textContent = "";
+    return;
+  }
+  await showCollection();
+}
+
+async function upload(files) {
+  if (!files.length || !library.current) return;
+  const form = new FormData();
+  for (const file of files) form.append("files", file, file.name);
+  const sending = el("li", { class: "muted" }, `uploading ${files.length} file${files.length === 1 ? "" : "s"}…`);
+  $("upload-result").prepend(sending); // each upload's outcome stays listed, newest first
+  $("upload-result").hidden = false;
+  try {
+    const result = await api(`${collectionURL(library.current)}/documents`, { method: "POST", body: form });
+    sending.replaceWith(
+      ...result.accepted.map((a) => el("li", {}, `${a.name}: ${a.replaced ? "replaced" : "added"}, being ingested`)),
+      ...result.rejected.map((r) => el("li", { class: "bad rejected" }, `${r.name}: ${r.reason}`)));
+  } catch (error) {
+    sending.remove();
+    throw error;
+  }
+  await showCollection();
+}
+
+async function removeDocument(name) {
+  await api(`${collectionURL(library.current)}/documents/${encodeURIComponent(name)}`, { method: "DELETE" });
+  await showCollection();
+}
+
+$("collection").addEventListener("change", () => {
+  library.current = $("collection").value;
+  startOver();
+  $("upload-result").replaceChildren();
+  $("upload-result").hidden = true;
+  showCollection().catch((e) => showError(e.message));
+});
+$("new-collection").addEventListener("submit", async (event) => {
+  event.preventDefault();
+  const name = $("new-name").value.trim();
+  try {
+    await api("/v1/collections", { method: "POST", headers: { "Content-Type": "application/json" },
+      body: JSON.stringify({ name, retrieval: $("new-retrieval").value || null }) });
+    $("new-name").value = "";
+    $("new-collection-box").open = false;
+    startOver();
+    await loadCollections(name);
+  } catch (error) {
+    showError(error.message);
+  }
+});
+$("delete-collection").addEventListener("click", async () => {
+  const name = library.current;
+  if (!name || !confirm(`Delete the collection ${name} and every document in it?`)) return;
+  try {
+    await api(collectionURL(name), { method: "DELETE" });
+    library.current = null;
+    startOver();
+    await loadCollections();
+  } catch (error) {
+    showError(error.message);
+  }
+});
+$("files").addEventListener("change", () => {
+  const files = [...$("files").files];
+  $("files").value = "";
+  upload(files).catch((e) => showError(e.message));
+});
+const zone = $("dropzone");
+zone.addEventListener("dragover", (event) => { event.preventDefault(); zone.classList.add("over"); });
+zone.addEventListener("dragleave", () => zone.classList.remove("over"));
+zone.addEventListener("drop", (event) => {
+  event.preventDefault();
+  zone.classList.remove("over");
+  upload([...event.dataTransfer.files]).catch((e) => showError(e.message));
+});
+keyInput.addEventListener("change", () => loadCollections().catch((e) => showError(e.message)));
+loadCollections().catch((e) => showError(e.message));
