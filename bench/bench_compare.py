@@ -7,6 +7,14 @@
     python bench/bench_compare.py blind --out-dir /tmp/cmp --to /tmp/blind
     python bench/bench_compare.py agreement --out-dir /tmp/cmp --blind /tmp/blind
 
+Without `eval compare`'s own judge (a separate blind judge reads the pairs), each method answers on its own, every
+question forced to its file's type, resumable; then the sentences about what the sources do not say are counted:
+
+    python bench/bench_compare.py answers --indexes-dir /tmp/manuals --out-dir /tmp/ans --methods rag,typed \\
+        --llm probe-model --base-url http://127.0.0.1:18555/v1 --llm-timeout 5000 [--knowledge labelled]
+    python bench/bench_compare.py filler --out-dir /tmp/ans
+    python bench/bench_compare.py blind --out-dir /tmp/ans --to /tmp/blind --a rag --b typed
+
 Questions: bench/data/compare-manuals.jsonl (38, written for this run: PostgreSQL 15 and Python 3.11 manuals,
 three of each type per manual and four debates, two where the manual recommends one side and two it leaves
 open). Its `docs` and `expect` fields say where the answer is and what it holds, for a person checking the
@@ -111,9 +119,93 @@ def run(args: argparse.Namespace) -> None:
             stub.__exit__(None, None, None)
 
 
+def answers(args: argparse.Namespace) -> None:
+    """Each method's answers to every question of each manual, its type forced as the file gives it, in
+    OUT/MANUAL/METHOD.jsonl ({id, question, type, answer: what a reader reads, result}); a rerun adds what is missing."""
+    import asyncio
+
+    sys.path.insert(0, str(ROOT))
+    from typedrag.config import load_settings
+    from typedrag.factory import Resources, build_pipeline
+
+    rows = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
+    overrides = {"llm.model": args.llm, "llm.base_url": args.base_url, "llm.timeout": args.llm_timeout,
+                 "llm.concurrency": args.llm_concurrency, "knowledge": args.knowledge}
+    resources = Resources()
+
+    async def run_manual(manual: str) -> None:
+        settings = load_settings({**overrides, "index": str(args.indexes_dir / manual)})
+        pipeline = build_pipeline(settings, resources, need_classifier=False)
+        limit = asyncio.Semaphore(args.concurrency)
+        for method in args.methods.split(","):
+            path = args.out_dir / manual / f"{method}.jsonl"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            done = {json.loads(line)["id"] for line in path.read_text().splitlines()} if path.exists() else set()
+
+            async def one(row: dict) -> None:
+                async with limit:
+                    result = await pipeline.answer(row["question"], method, row["type"] if method == "typed" else None)
+                with path.open("a", encoding="utf-8") as out:
+                    out.write(json.dumps({"id": row["id"], "question": row["question"], "type": row["type"], "answer": result.reply,
+                                          "result": result.model_dump(mode="json")}) + "\n")
+                print(f"{manual} {method} {row['id']}: {result.strategy}, {result.usage.calls} calls", flush=True)
+
+            await asyncio.gather(*(one(r) for r in rows if r["manual"] == manual and r["id"] not in done))
+
+    try:
+        for manual in MANUALS:
+            asyncio.run(resources.run(run_manual(manual)))
+    finally:
+        resources.close()
+
+
+def filler(args: argparse.Namespace) -> None:
+    """Per method and type: answers, abstentions, sentences about what the sources do not say (in answers that
+    are no abstention: typedrag.evaluation.filler.meta_sentences), sentences of the model's own (labelled)."""
+    import collections
+
+    sys.path.insert(0, str(ROOT))
+    from typedrag.evaluation.filler import meta_sentences
+
+    counts: dict = collections.defaultdict(lambda: collections.Counter())
+    for path in sorted(args.out_dir.glob("*/*.jsonl")):
+        method = path.stem
+        for line in path.read_text().splitlines():
+            row = json.loads(line)
+            result = row["result"]
+            for group in (row["type"], "all"):
+                tally = counts[(method, group)]
+                tally["answers"] += 1
+                tally["abstained"] += result["abstained"]
+                meta = [] if result["abstained"] else meta_sentences(result["answer"])
+                tally["meta"] += len(meta)
+                tally["with meta"] += bool(meta)
+                tally["unsourced"] += len((result.get("unsourced") or {}).get("sentences", []))
+                tally["with unsourced"] += bool((result.get("unsourced") or {}).get("sentences"))
+                tally["calls"] += result["usage"]["calls"]
+                if args.show and meta:
+                    print(f"  {method} {row['id']}: {' | '.join(meta)}")
+    print("| method | type | answers | abstained | meta sentences (answers with any) | unsourced sentences (answers with any) | calls per answer |")
+    print("|---|---|---|---|---|---|---|")
+    for (method, group), t in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] != "all", kv[0][1])):
+        print(f"| {method} | {group.lower()} | {t['answers']} | {t['abstained']} | {t['meta']} ({t['with meta']}) | "
+              f"{t['unsourced']} ({t['with unsourced']}) | {t['calls'] / max(t['answers'], 1):.1f} |")
+
+
 def blind(args: argparse.Namespace) -> None:
     """Per manual: QUESTIONS.jsonl, A.jsonl (rag) and B.jsonl (typed) as blind_judge.py prepare reads them."""
     for manual in MANUALS:
+        if (args.out_dir / manual / f"{args.a}.jsonl").exists():  # `answers` output: one file per method
+            target = args.to / manual
+            target.mkdir(parents=True, exist_ok=True)
+            rows = {name: [json.loads(line) for line in (args.out_dir / manual / f"{method}.jsonl").read_text().splitlines()]
+                    for name, method in (("A", args.a), ("B", args.b))}
+            (target / "questions.jsonl").write_text("".join(json.dumps({"id": r["id"], "question": r["question"], "type": r["type"]}) + "\n"
+                                                            for r in sorted(rows["A"], key=lambda r: r["id"])))
+            for name, found in rows.items():
+                (target / f"{name}.jsonl").write_text("".join(json.dumps({"id": r["id"], "answer": r["answer"]}) + "\n" for r in found))
+            print(f"python ../shared/tools/blind_judge.py prepare {target}/questions.jsonl {target}/A.jsonl {target}/B.jsonl {target}/judged")
+            continue
         answers = [json.loads(line) for line in (args.out_dir / manual / "answers.jsonl").read_text().splitlines()]
         target = args.to / manual
         target.mkdir(parents=True, exist_ok=True)
@@ -168,14 +260,29 @@ def main() -> None:
     p.add_argument("--llm-concurrency", type=int)
     p.add_argument("--concurrency", type=int, default=3)
     p.add_argument("--cache-dir", type=Path)
+    p = sub.add_parser("answers")
+    p.add_argument("--indexes-dir", type=Path, required=True)
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--methods", default="rag,typed")
+    p.add_argument("--llm")
+    p.add_argument("--base-url")
+    p.add_argument("--llm-timeout", type=float)
+    p.add_argument("--llm-concurrency", type=int)
+    p.add_argument("--concurrency", type=int, default=3)
+    p.add_argument("--knowledge", choices=("documents", "labelled"))
+    p = sub.add_parser("filler")
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--show", action="store_true", help="print each sentence counted")
     p = sub.add_parser("blind")
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--to", type=Path, required=True)
+    p.add_argument("--a", default="rag", help="with `answers` output: the method shown as A")
+    p.add_argument("--b", default="typed")
     p = sub.add_parser("agreement")
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--blind", type=Path, required=True)
     args = parser.parse_args()
-    {"index": index, "run": run, "blind": blind, "agreement": agreement}[args.command](args)
+    {"index": index, "run": run, "answers": answers, "filler": filler, "blind": blind, "agreement": agreement}[args.command](args)
 
 
 if __name__ == "__main__":

@@ -206,6 +206,29 @@ def test_an_option_several_commands_take_reads_the_same_in_each(command, options
         assert "".join(declared.help.split()) in shown, (command, name)
 
 
+def test_ask_with_knowledge_labelled_prints_the_models_own_part_apart_and_an_unknown_value_is_one_line(small_index):
+    def knowing(request):
+        from typedrag.testing.openai_stub import default_content
+
+        if request.schema_name == "LabelledAnswer":
+            return Reply(content=json.dumps({"from_sources": "Crocodiles have a V-shaped snout [1].", "not_covered": "speed",
+                                             "from_own_knowledge": ["Crocodiles can gallop briefly."]}))
+        return Reply(content=default_content(request))
+
+    with OpenAIStubServer(knowing) as server:
+        args = ["ask", "What is the difference between a crocodile and an alligator?", "--index", str(small_index),
+                "--llm", "stub", "--base-url", server.base_url, "--method", "rag", "--knowledge", "labelled"]
+        out = runner.invoke(app, args)
+        as_json = runner.invoke(app, [*args, "--json"])
+    assert out.exit_code == 0, out.output
+    assert "Crocodiles have a V-shaped snout [1]." in out.stdout
+    assert out.stdout.index("Not from your documents:") > out.stdout.index("V-shaped snout") and "Crocodiles can gallop briefly." in out.stdout
+    result = json.loads(as_json.stdout)
+    assert result["knowledge"] == "labelled" and result["unsourced"]["sentences"] == ["Crocodiles can gallop briefly."]
+    bad = runner.invoke(app, ["ask", "Why?", "--index", str(small_index), "--knowledge", "everything"])
+    assert bad.exit_code == 2 and "knowledge" in bad.output and "Traceback" not in bad.output
+
+
 # --- issue 55: a newcomer's first hour ----------------------------------------------------------------------
 
 GERMAN_FAQ = """# Häufige Fragen zur Kaffeemaschine

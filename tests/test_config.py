@@ -47,6 +47,20 @@ def test_invalid_values_are_a_clear_config_error(no_config_file):
         load_settings(env={})
 
 
+def test_knowledge_is_set_in_the_file_the_environment_or_a_flag_and_reaches_the_pipeline(no_config_file, small_index):
+    from typedrag.factory import Resources, build_pipeline
+
+    assert load_settings(env={}).knowledge == "documents"  # the default: nothing unsourced
+    no_config_file.write_text(f'knowledge = "labelled"\nindex = "{small_index}"\n')
+    settings = load_settings(env={})
+    assert settings.knowledge == "labelled"
+    assert build_pipeline(settings, Resources(), need_classifier=False).settings.knowledge == "labelled"
+    assert load_settings({"knowledge": "documents"}, env={}).knowledge == "documents"
+    assert load_settings(env={"TYPEDRAG_KNOWLEDGE": "documents"}).knowledge == "documents"
+    with pytest.raises(ConfigError, match="knowledge"):
+        load_settings({"knowledge": "everything"}, env={})
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [

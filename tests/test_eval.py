@@ -441,3 +441,65 @@ def test_chart_title_stays_inside_the_figure_when_the_chart_is_narrow(tmp_path, 
     assert draw_chart(_Table(summary, proxy=False), tmp_path / "chart.png") is None
     (title, frame), = seen
     assert frame.x0 <= title.x0 and title.x1 <= frame.x1 and title.y1 <= frame.y1, (title, frame)
+
+
+def knowing_or_judging(request: ChatRequest) -> Reply:
+    """Generator: cited answers from the sources and, labelled, one sentence of its own. Judge: an answer with a
+    part of the model's own ranks 1, a cited one 2, the rest 4 (of 4)."""
+    if request.schema_name == "LabelledAnswer":
+        first = re.findall(r"\[(\d+)\]", request.last_user)[0]
+        return Reply(content=json.dumps({"from_sources": f"From the sources [{first}].", "not_covered": "more",
+                                         "from_own_knowledge": ["Known besides."]}))
+    if "Candidate answer:" not in request.last_user:
+        return Reply(content=default_content(request))
+    candidate = _candidate(request)
+    return Reply(content="[[1]]" if "Not from your documents: Known besides." in candidate else "[[2]]" if re.search(r"\[\d+\]", candidate) else "[[4]]")
+
+
+def test_eval_on_wiki_nfqa_with_labelled_knowledge_reports_beside_the_papers_table(tmp_path, small_index, monkeypatch):
+    monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
+    grades = [3, 2, 1, 0]
+    rows = [{"question_id": f"nq{i}", "question_text": text, "answer_list": [f"{topic} {g}" for g in grades], "answer_label": grades}
+            for i, (text, topic) in enumerate(QUESTIONS)]
+    dataset = tmp_path / "wiki"
+    dataset.mkdir()
+    _write_jsonl(dataset / "nq.jsonl", rows)  # a Wiki-NFQA source file, by its name
+    out = tmp_path / "run"
+    with OpenAIStubServer(knowing_or_judging) as server:
+        args = ["--dataset", str(dataset), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url",
+                server.base_url, "--judge", "judge", "--judge-base-url", server.base_url, "--rounds", "1", "--no-progress",
+                "--knowledge", "labelled", "--rank-convention", "typed-rag"]
+        result = CliRunner().invoke(eval_app(), args)
+    assert result.exit_code == 0, result.output
+    answers = {(a["question_id"], a["method"]): a for a in map(json.loads, (out / "answers.jsonl").read_text().splitlines())}
+    typed = answers[("nq0", "typed")]
+    # what the judge ranked: the answer and, labelled, the model's own part; the part also recorded on its own
+    assert typed["knowledge"] == "labelled" and typed["unsourced"] == ["Known besides."]
+    assert typed["answer"].endswith("\n\nNot from your documents: Known besides.")
+    assert answers[("nq0", "llm")]["unsourced"] == []  # the LLM-only baseline is all the model's own already
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["configuration"]["knowledge"] == "labelled"
+    assert summary["paper"]["table"].endswith("Table 3") and {"method": "typed", "source": "nq", "mrr": 0.766} .items() <= summary["paper"]["figures"][0].items()
+    markdown = (out / "results.md").read_text()
+    assert "- Knowledge: labelled" in markdown
+    section = markdown.split("## Beside the paper", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in section.splitlines() if line.startswith("| ")]
+    assert lines[0].startswith("| Method | figures | NQ-NF MRR | NQ-NF MPR | SQuAD-NF MRR |")
+    assert "| Typed-RAG | this run | 1.000 | 100.0 | – | – |" in section
+    assert "| Typed-RAG | paper (Llama-3.2-3B generator, Mistral-7B judge) | 0.766 | · | · | · |" in section
+    assert "| LLM | paper (Llama-3.2-3B generator, Mistral-7B judge) | 0.589 | · |" in section
+    assert "| RAG | paper (Llama-3.2-3B generator, Mistral-7B judge) | · | · |" in section
+    assert "rank convention typed-rag" in section and "rerun with" not in section
+    assert "carried over: Typed-RAG NQ-NF MRR 0.766, from typedrag issue 53" in section
+
+
+def test_a_dataset_that_is_not_wiki_nfqa_gets_no_comparison_with_the_paper(tmp_path, small_index, monkeypatch):
+    monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
+    dataset, out = write_dataset(tmp_path / "data"), tmp_path / "run"
+    with OpenAIStubServer(judge_or_answer) as server:
+        args = ["--dataset", str(dataset), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url",
+                server.base_url, "--judge", "judge", "--judge-base-url", server.base_url, "--rounds", "1", "--no-progress",
+                "--methods", "rag"]
+        assert CliRunner().invoke(eval_app(), args).exit_code == 0
+    assert "Beside the paper" not in (out / "results.md").read_text()
+    assert "paper" not in json.loads((out / "summary.json").read_text())

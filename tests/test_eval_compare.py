@@ -136,6 +136,15 @@ def test_a_side_may_expand_its_queries():
     assert load_settings(overrides).expand_queries is True and load_settings({}).expand_queries is None  # the pipeline's default
 
 
+def test_a_side_may_add_the_models_own_knowledge_labelled():
+    """typed with knowledge = labelled against typed from the documents alone: the judge reads each whole reply."""
+    from typedrag.config import load_settings
+
+    a, b = parse_side("typed"), parse_side("typed,knowledge=labelled,name=labelled")
+    assert b == ("typed", "labelled", {"knowledge": "labelled"}) and side_names(a, b, ("typed", "typed,knowledge=labelled")) == ("typed", "labelled")
+    assert load_settings(b[2]).knowledge == "labelled" and load_settings(a[2]).knowledge == "documents"
+
+
 @pytest.mark.parametrize(
     ("a", "b", "message"),
     [

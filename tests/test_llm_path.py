@@ -1,12 +1,17 @@
 """The LLM path's own checks, against the loopback OpenAI stub: a model's "not in the sources" for a part of
-the answer is checked by the offline reader before the part is dropped."""
+the answer is checked by the offline reader before the part is dropped; knowledge = "labelled" keeps what a
+model adds of its own apart from the cited answer."""
 
 from __future__ import annotations
 
 import json
 import re
 
+import pytest
+
 from typedrag.engines.llm_engine import LLMEngine
+from typedrag.engines.offline import OfflineEngine
+from typedrag.errors import QuestionError
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.pipeline import Pipeline, PipelineSettings
 from typedrag.testing import ListRetriever
@@ -235,3 +240,121 @@ async def test_offline_expansion_asks_nothing_and_changes_nothing():
     a, b = await plain.answer(SHIP_QUESTION, "rag"), await expanding_offline.answer(SHIP_QUESTION, "rag")
     assert a.answer == b.answer and a.sources == b.sources and [s.role for s in a.steps] == [s.role for s in b.steps]
     assert not any(s.role == "expand:query" for s in b.steps)
+
+
+# ---------------------------------------------------------------- knowledge beyond the documents, labelled
+
+VACUUM = [
+    "VACUUM marks the space taken by dead rows as reusable; it runs alongside reads and writes of the table.",
+    "VACUUM FULL rewrites the whole table into a new file and returns the freed space to the operating system.",
+    "VACUUM FULL takes an ACCESS EXCLUSIVE lock on the table while it works.",
+]
+DIFFERENCE = "What is the difference between VACUUM and VACUUM FULL?"
+OWN = ["On a large table VACUUM FULL can take hours [2].", "The pg_repack extension rewrites a table with a shorter lock."]
+
+
+def knowing(from_sources: str | None = None, own=OWN, covers="how long it takes"):
+    """A model that keeps what it knows apart: the cited answer from the first source it is shown (or
+    `from_sources`), and `own` sentences for what the sources do not cover."""
+
+    def responder(request):
+        if request.schema_name == "LabelledAnswer":
+            first = re.findall(r"\[(\d+)\]", request.last_user)[0]
+            cited = f"VACUUM FULL returns the space to the operating system [{first}]." if from_sources is None else from_sources
+            return Reply(content=json.dumps({"from_sources": cited, "not_covered": covers, "from_own_knowledge": own}))
+        return Reply(content=default_content(request))
+
+    return responder
+
+
+def vacuum_pipeline(server, **settings) -> Pipeline:
+    model = OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)
+    return Pipeline(LLMEngine(model), ListRetriever(VACUUM), settings=PipelineSettings(top_k=3, **settings))
+
+
+async def test_labelled_keeps_the_models_own_knowledge_apart_uncited_and_recorded_sentence_by_sentence(stub):
+    server = stub(knowing())
+    events: list[tuple[str, dict]] = []
+    result = await vacuum_pipeline(server, knowledge="labelled").answer(
+        DIFFERENCE, "typed", "comparison", on_event=lambda name, data: events.append((name, data)))
+    assert result.knowledge == "labelled" and not result.abstained
+    # the cited part is the answer, its citations its own; the unsourced part has no marker, one sentence an item
+    assert re.fullmatch(r"VACUUM FULL returns the space to the operating system \[\d\]\.", result.answer)
+    assert [c.source_numbers for c in result.citations] == [[int(re.findall(r"\d", result.answer)[0])]]
+    assert result.unsourced.sentences == ["On a large table VACUUM FULL can take hours.", OWN[1]]
+    assert result.unsourced.covers == "how long it takes" and result.unsourced.by == result.engines.generator
+    assert result.reply == result.answer + "\n\nNot from your documents: " + " ".join(result.unsourced.sentences)
+    # the final step's reply was a validated structured output; the plan's was not asked for it
+    labelled = [r for r in server.requests if r.schema_name == "LabelledAnswer"]
+    assert len(labelled) == 1 and "your own sentences for what the sources do not cover" in labelled[0].messages[0]["content"]
+    assert '"not_in_sources"' not in labelled[0].messages[0]["content"]  # the rule it replaces
+    assert [c.structured for c in result.llm_calls if c.role == "answer:comparison"] == ["ok"]
+    # streamed: the cited text as tokens, then the unsourced part as an event of its own, before the sources
+    names = [name for name, _ in events]
+    assert "".join(d["text"] for n, d in events if n == "token") == result.answer
+    assert names.index("unsourced") > max(i for i, n in enumerate(names) if n == "token") and names[-1] == "sources"
+    unsourced = dict(events)["unsourced"]
+    assert unsourced["sentences"] == result.unsourced.sentences and unsourced["text"].startswith("Not from your documents: ")
+
+
+async def test_documents_the_default_asks_for_no_knowledge_of_the_models_own(stub):
+    server = stub(knowing())
+    result = await vacuum_pipeline(server).answer(DIFFERENCE, "rag")
+    assert result.knowledge == "documents" and result.unsourced is None and result.reply == result.answer
+    assert not any(r.schema_name == "LabelledAnswer" for r in server.requests)
+    final = [r for r in server.requests if r.schema_name is None][-1]
+    assert "your own" not in final.messages[0]["content"] and '"not_in_sources"' in final.messages[0]["content"]
+    # the rule on gaps: a sentence on what the sources lack only for a part the question asks about
+    assert "only when it is a part the question itself asks about" in final.messages[0]["content"]
+
+
+async def test_where_the_documents_do_not_answer_the_abstention_stands_and_the_labelled_part_beside_it(stub):
+    server = stub(knowing(from_sources="", covers="what VACUUM FULL costs"))
+    result = await vacuum_pipeline(server, knowledge="labelled").answer(DIFFERENCE, "rag")
+    assert result.abstained and result.abstention.by.startswith("openai-compatible:stub")
+    assert result.abstention.reason.endswith("what VACUUM FULL costs") or "what VACUUM FULL costs" in result.abstention.reason
+    assert result.answer.startswith("The documents do not answer this") and result.citations == []
+    assert result.unsourced.sentences[1] == OWN[1] and result.reply.endswith(" ".join(result.unsourced.sentences))
+
+
+async def test_a_labelled_reply_that_never_validates_is_recorded_and_answered_from_the_documents(stub):
+    def broken(request):
+        if request.schema_name == "LabelledAnswer":
+            return Reply(content="Sure! VACUUM FULL is slower.")  # no JSON: the repair gets the same
+        return Reply(content=default_content(request))
+
+    server = stub(broken)
+    result = await vacuum_pipeline(server, knowledge="labelled").answer(DIFFERENCE, "rag")
+    assert result.unsourced is None and not result.abstained and result.answer.startswith("Stub answer to")
+    calls = [c for c in result.llm_calls if c.role == "answer:rag"]
+    assert [c.structured for c in calls] == ["failed", None] and calls[0].requests == 2  # one repair, then plain
+    assert any(f.step == "answer:rag" and f.reason.startswith("knowledge = labelled: invalid structured output after one repair")
+               and f.reason.endswith("answered from the documents alone") for f in result.fallbacks)
+
+
+async def test_only_the_final_step_of_a_decomposed_answer_may_add_knowledge(stub):
+    server = stub(knowing())
+    result = await pipeline(server, knowledge="labelled").answer(QUESTION, "typed", "reason")
+    assert result.strategy == "reason" and result.unsourced is not None
+    kinds = {(r.schema_name, r.messages[0]["content"].count("your own sentences")) for r in server.requests if r.messages}
+    aspects = [r for r in server.requests if "Answer only this part of it" in r.last_user]
+    assert aspects and all(r.schema_name is None and "your own" not in r.messages[0]["content"] for r in aspects)
+    assert ("LabelledAnswer", 1) in kinds and sum(r.schema_name == "LabelledAnswer" for r in server.requests) == 1
+
+
+async def test_offline_labelled_adds_nothing_and_says_so_in_the_trace():
+    offline = Pipeline(OfflineEngine(), ListRetriever(VACUUM), settings=PipelineSettings(top_k=3, knowledge="labelled"))
+    documents = Pipeline(OfflineEngine(), ListRetriever(VACUUM), settings=PipelineSettings(top_k=3))
+    labelled, plain = await offline.answer(DIFFERENCE, "rag"), await documents.answer(DIFFERENCE, "rag")
+    assert labelled.answer == plain.answer and labelled.unsourced is None and labelled.knowledge == "labelled"
+    [note] = [f for f in labelled.fallbacks if f.step == "knowledge"]
+    assert "the offline engine" in note.reason and "no knowledge of its own" in note.reason
+    assert not any(f.step == "knowledge" for f in plain.fallbacks)
+
+
+async def test_knowledge_is_chosen_per_answer_and_an_unknown_setting_is_refused(stub):
+    server = stub(knowing())
+    documents = vacuum_pipeline(server)
+    assert (await documents.answer(DIFFERENCE, "rag", knowledge="labelled")).unsourced is not None
+    with pytest.raises(QuestionError, match="unknown knowledge setting 'everything'"):
+        await documents.answer(DIFFERENCE, "rag", knowledge="everything")

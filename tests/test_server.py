@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -585,3 +586,77 @@ def test_serve_command_imports_no_web_framework():
     code = "import sys, typedrag.server.command; print('fastapi' in sys.modules, 'uvicorn' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, check=True).stdout
     assert out.strip() == "False False"
+
+
+# --- knowledge = "labelled": what the model adds of its own, apart, on every way out ----------------------------
+
+
+def knowing(request):
+    """A model that answers from the sources and adds, apart, what it knows itself."""
+    from typedrag.testing.openai_stub import default_content
+
+    if request.schema_name == "LabelledAnswer":
+        first = re.findall(r"\[(\d+)\]", request.last_user)[0]
+        return Reply(content=json.dumps({
+            "from_sources": f"Crocodiles have a V-shaped snout [{first}].", "not_covered": "how fast they run",
+            "from_own_knowledge": ["Crocodiles can gallop for short distances [3].", "Alligators are slower on land."],
+        }))
+    return Reply(content=default_content(request))
+
+
+@pytest.fixture(scope="module")
+def knowing_url(small_index, classifier):
+    with OpenAIStubServer(knowing) as server:
+        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(server, small_index, classifier))
+        with serving(app) as url:
+            yield url
+
+
+OWN_KNOWLEDGE = "Not from your documents: Crocodiles can gallop for short distances. Alligators are slower on land."
+
+
+def test_the_api_takes_knowledge_per_request_and_streams_the_unsourced_part_apart(knowing_url):
+    body = {"question": COMPARISON, "type": "comparison", "knowledge": "labelled"}
+    with httpx.stream("POST", f"{knowing_url}/v1/answer/stream", json=body, timeout=60) as response:
+        events = sse_events(response)
+    names = [name for name, _ in events]
+    result = AnswerResult.model_validate(events[-1][1])
+    assert result.knowledge == "labelled" and result.answer.startswith("Crocodiles have a V-shaped snout [")
+    # the tokens are the cited answer alone; the unsourced part comes after them, as its own event
+    assert "".join(data["text"] for name, data in events if name == "token") == result.answer
+    assert names.index("unsourced") > max(i for i, n in enumerate(names) if n == "token") and names[-3:] == ["sources", "answer", "result"]
+    unsourced = dict(events)["unsourced"]
+    assert unsourced["sentences"] == result.unsourced.sentences == ["Crocodiles can gallop for short distances.", "Alligators are slower on land."]
+    assert unsourced["text"] == OWN_KNOWLEDGE
+    plain = httpx.post(f"{knowing_url}/v1/answer", json={"question": COMPARISON, "type": "comparison"}, timeout=60).json()
+    assert plain["knowledge"] == "documents" and plain["unsourced"] is None  # the server's default
+    bad = httpx.post(f"{knowing_url}/v1/answer", json={**body, "knowledge": "everything"})
+    assert bad.status_code == 422 and "knowledge" in bad.json()["error"]["message"]
+
+
+def test_the_openai_compatible_endpoint_takes_knowledge_in_the_extra_body_and_labels_the_part(knowing_url):
+    client = openai.OpenAI(base_url=f"{knowing_url}/v1", api_key="unused", max_retries=0)
+    messages = [{"role": "user", "content": COMPARISON}]
+    completion = client.chat.completions.create(model="typedrag-typed:comparison", messages=messages, extra_body={"knowledge": "labelled"})
+    content = completion.choices[0].message.content
+    result = AnswerResult.model_validate(completion.model_extra["typedrag"])
+    # the answer, then the part from the model's own knowledge, then the sources: each a paragraph of its own
+    assert content == with_sources(result) and content.startswith(result.answer + "\n\n" + OWN_KNOWLEDGE + "\n\nSources:")
+    chunks = list(client.chat.completions.create(model="typedrag-typed:comparison", messages=messages, stream=True,
+                                                 extra_body={"knowledge": "labelled"}))
+    streamed = "".join(c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content)
+    final = AnswerResult.model_validate(next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").model_extra["typedrag"])
+    assert streamed == with_sources(final) and OWN_KNOWLEDGE in streamed
+    events = [c.model_extra["typedrag_event"]["event"] for c in chunks if (c.model_extra or {}).get("typedrag_event")]
+    assert "unsourced" in events
+    documents = client.chat.completions.create(model="typedrag-typed:comparison", messages=messages)
+    assert "Not from your documents" not in documents.choices[0].message.content
+    with pytest.raises(openai.BadRequestError, match="knowledge must be one of documents, labelled"):
+        client.chat.completions.create(model="typedrag-rag", messages=messages, extra_body={"knowledge": "all"})
+
+
+def test_the_page_offers_the_knowledge_setting_and_shows_the_unsourced_part_apart(offline_url):
+    page = httpx.get(f"{offline_url}/").text
+    script = httpx.get(f"{offline_url}/static/app.js").text
+    assert 'id="knowledge"' in page and 'value="labelled"' in page and 'id="unsourced"' in page
+    assert "knowledge: $(\"knowledge\").value" in script and "unsourced: (d) =>" in script

@@ -387,6 +387,43 @@ def test_the_pages_window_is_the_servers_bound():
     assert re.search(r"const TURN_CHARS = (\d+);", script).group(1) == str(MAX_TURN_CHARS)
 
 
+def test_what_the_model_adds_of_its_own_is_shown_apart_from_the_cited_answer(small_index, classifier):
+    """knowledge = labelled, chosen on the page: the cited answer in the answer's box, the model's own sentences
+    in a box of their own under it, in the thread too once a follow-up is asked, and named in the details."""
+    from typedrag.engines.llm_engine import LLMEngine
+    from typedrag.index import FunctionRetriever
+    from typedrag.llm.openai_chat import OpenAIChatModel
+    from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_content
+
+    def knowing(request):
+        if request.schema_name == "LabelledAnswer":
+            return Reply(content=json.dumps({"from_sources": "Water becomes sugar in the chloroplasts [1].", "not_covered": "the history",
+                                             "from_own_knowledge": ["Jan Ingenhousz described it in 1779."]}))
+        return Reply(content=default_content(request))
+
+    texts = ["Photosynthesis turns water and carbon dioxide into sugar in the chloroplasts."]
+    with OpenAIStubServer(knowing) as stub:
+        chat = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=30)
+        pipeline = Pipeline(LLMEngine(chat), FunctionRetriever(lambda query, k: texts), classifier=classifier)
+        with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url, browsing(url) as page:
+            page.select_option("#knowledge", "labelled")
+            ask(page, "How does photosynthesis work?", "rag")
+            done(page)
+            answer = page.locator("#answer").inner_text()
+            own = page.locator("#unsourced")
+            sync_api.expect(own).to_be_visible()
+            shown_apart = own.inner_text()
+            page.click("#details-summary")
+            trace = page.locator("#trace").inner_text()
+            ask(page, "And who found it?", "rag")
+            done(page)
+            kept = page.locator("#thread .turn .unsourced").inner_text()
+    assert answer == "Water becomes sugar in the chloroplasts [1]."  # nothing of the model's own in the cited answer
+    assert shown_apart.lower().startswith("not from your documents") and "Jan Ingenhousz described it in 1779." in shown_apart
+    assert "labelled: 1 sentence by openai-compatible:stub" in trace and "the history" in trace
+    assert "Jan Ingenhousz" in kept
+
+
 def test_the_api_docs_render_offline(page_url):
     """Issue 58 #6: /docs (Swagger UI) shows the API with nothing fetched from off this server."""
     with sync_api.sync_playwright() as playwright:

@@ -109,8 +109,9 @@ def test_metrics_count_llm_calls_tokens_and_errors_by_role_and_model(small_index
     # the comparison's answer failed, then plain RAG's answer (the fallback) did too
     assert value(errors, role="answer:comparison", model="stub", error_type="LLMError") == 1
     assert value(errors, role="answer:rag", model="stub", error_type="LLMError") == 1
-    assert value(calls, role="expand:query", model="stub") == 1  # plain RAG's search widened, on by default
-    assert histogram_count(families["typedrag_llm_queue_wait_seconds"], model="stub") == 4
+    # the question's search widened, on by default: the comparison's, then plain RAG's
+    assert value(calls, role="expand:query", model="stub") == 2
+    assert histogram_count(families["typedrag_llm_queue_wait_seconds"], model="stub") == 5
     assert value(families["typedrag_http_requests"], route="/v1/answer", method="POST", status="502") == 1
 
 

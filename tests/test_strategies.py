@@ -69,45 +69,97 @@ def test_comparison_searches_each_item_with_the_questions_other_words_and_writes
         match step:
             case Plan():
                 return plan
+            case Search() if step.queries == (question,):
+                return [by_question]
             case Search():
-                return [by_question, *per_item]
+                return per_item
             case Rank():
                 return [[hit("nile", 0.7)]]
             case Write():
                 return Written("Crocodiles have a V-shaped snout [1].")
 
     played = play(ComparisonStrategy().flow(question, DEPTHS), answer)
-    assert [type(s) for s in played.steps] == [Plan, Planned, Search, Rank, Number, Write]
-    search, rank, write = played.of(Search)[0], played.of(Rank)[0], played.of(Write)[0]
+    # the question's own search widened as plain RAG's is (Expand: nothing offline), then the items'
+    assert [type(s) for s in played.steps] == [Plan, Planned, Expand, Search, Search, Rank, Number, Write]
+    (own, items), rank, write = played.of(Search), played.of(Rank)[0], played.of(Write)[0]
+    assert own.queries == (question,) and own.k == DEPTHS.item_search
     # each item searched with the question's other words, never the other item's nor the comparing ones
-    assert search.queries == (question, "crocodile snout tell", "alligator snout tell") and search.k == DEPTHS.item_search
+    assert items.queries == ("crocodile snout tell", "alligator snout tell") and items.k == DEPTHS.item_search
     assert rank.queries == (question,) and ids(rank.hits) == ["croc", "nile", "gator"] and rank.k == 2
     task = write.task
     assert isinstance(task, Compared) and write.final and task.items == ("crocodile snout", "alligator snout")
-    assert task.purpose == "difference" and task.instruction.startswith("Set out how they differ")
+    assert task.purpose == "difference" and task.instruction.startswith("Open with the decisive difference")
     # the question's own passages first (plain RAG's lead), each item's best, the reranked best; each once
     assert ids(played.sources) == ["croc", "gator", "nile"] and task.lead == 2
     assert [(a.label, a.source_numbers) for a in played.outcome.aspects] == [("crocodile snout", [1, 3]), ("alligator snout", [2, 1])]
+    # the prompt names each item's own passages, so each is described from them
+    assert task.item_sources == ((1, 3), (2, 1))
+    assert task.values()["item_passages"] == " Passages found for each: crocodile snout [1] [3]; alligator snout [2] [1]."
     assert played.events[0] == ("plan", {"plan": plan.model_dump()})
+
+
+def test_a_comparison_that_asks_which_is_better_opens_with_its_conclusion():
+    plan = ComparisonPlan(purpose="superiority", items=["json", "jsonb"])
+    answers = {Plan: plan, Rank: [[hit("a")]], Write: Written("jsonb [1].")}
+    played = play(ComparisonStrategy().flow("json or jsonb: which should I use?", DEPTHS),
+                  lambda step: [[hit(q)] for q in step.queries] if isinstance(step, Search) else answers[type(step)])
+    prompt = played.of(Write)[0].task.prompt.messages(**played.of(Write)[0].task.values(), sources="(s)")[1]["content"]
+    assert "Open with the conclusion: which is better" in prompt and prompt.index("Open with") < prompt.index("other points")
 
 
 def test_a_comparison_of_more_items_than_its_cap_keeps_the_first_and_records_the_rest():
     plan = ComparisonPlan(purpose="superiority", items=["tea", "coffee", "cocoa", "mate", "chai", "kvass"])
-    answers = {Plan: plan, Search: [[hit("a")]] * 6, Rank: [[hit("a")]], Write: Written("Tea [1].")}
-    played = play(ComparisonStrategy().flow("Which drink is best?", DEPTHS), lambda step: answers[type(step)])
+    answers = {Plan: plan, Rank: [[hit("a")]], Write: Written("Tea [1].")}
+    played = play(ComparisonStrategy().flow("Which drink is best?", DEPTHS),
+                  lambda step: [[hit("a")] for _ in step.queries] if isinstance(step, Search) else answers[type(step)])
     assert played.of(Write)[0].task.items == ("tea", "coffee", "cocoa", "mate", "chai")
     assert [(n.step, n.reason) for n in played.notes] == [("plan:comparison", "6 items planned, the first 5 kept; dropped: kvass")]
 
 
 def test_experience_reranks_the_pool_by_its_keywords_and_keeps_the_questions_own_passages():
     plan = ExperiencePlan(topic="learning guitar", keywords=["guitar", "chords", "practise"])
-    answers = {Plan: plan, Search: [[hit("q1"), hit("q2")], [hit("k1"), hit("q1")]], Rank: [[hit("k1", 0.9)]], Write: Written("Practise daily [3].")}
-    played = play(ExperienceStrategy().flow("Any tips for a beginner?", DEPTHS), lambda step: answers[type(step)])
-    search, rank, write = played.of(Search)[0], played.of(Rank)[0], played.of(Write)[0]
-    assert search.queries == ("Any tips for a beginner?", "guitar chords practise") and search.k == DEPTHS.candidates_k
+    found = {("Any tips for a beginner?",): [[hit("q1"), hit("q2")]], ("guitar chords practise",): [[hit("k1"), hit("q1")]]}
+    answers = {Plan: plan, Rank: [[hit("k1", 0.9)]], Write: Written("Practise daily [3].")}
+    played = play(ExperienceStrategy().flow("Any tips for a beginner?", DEPTHS),
+                  lambda step: found[step.queries] if isinstance(step, Search) else answers[type(step)])
+    assert [type(s) for s in played.steps] == [Plan, Planned, Expand, Search, Search, Rank, Number, Write]  # no facets: no more
+    (own, keywords), rank, write = played.of(Search), played.of(Rank)[0], played.of(Write)[0]
+    assert own.k == keywords.k == DEPTHS.candidates_k
     assert rank.queries == ("guitar chords practise",) and ids(rank.hits) == ["q1", "q2", "k1"] and rank.k == DEPTHS.top_k
     assert isinstance(write.task, Advised) and write.task.topic == "learning guitar" and write.task.lead == 2
-    assert ids(played.sources) == ["q1", "q2", "k1"]
+    assert ids(played.sources) == ["q1", "q2", "k1"] and write.task.values()["facets"] == ""
+
+
+def test_experience_searches_each_facet_of_the_advice_and_adds_its_best_passages_on_topic():
+    plan = ExperiencePlan(topic="bulk loading", keywords=["COPY", "indexes"],
+                          facets=["COPY command bulk load", "drop indexes before loading", "maintenance_work_mem setting"])
+    question = "Any tips for loading a few million rows quickly?"
+
+    def answer(step):
+        match step:
+            case Plan():
+                return plan
+            case Search() if len(step.queries) == 1:
+                return [[hit("q1"), hit("q2")]]
+            case Search():  # the facets' searches
+                return [[hit("copy"), hit("q1")], [hit("index"), hit("noise")], [hit("mem")]]
+            case Rank() if step.queries == ("COPY indexes",):
+                return [[hit("q1")]]
+            case Rank() if len(step.queries) == 1:  # the facets' pool against the question: "noise" is off topic
+                return [[hit(i, 0.9) for i in ids(step.hits) if i != "noise"] + [hit("noise", 0.1)]]
+            case Rank():
+                return [list(step.hits) for _ in step.queries]
+            case Write():
+                return Written("Use COPY [3].")
+
+    played = play(ExperienceStrategy().flow(question, DEPTHS), answer)
+    facets = played.of(Search)[2]
+    assert facets.queries[0].startswith("COPY command bulk load ") and "million rows" in facets.queries[0]
+    assert facets.k == DEPTHS.aspect_search
+    # each facet's own on-topic passages, after the question's and the keywords' best; the off-topic one left out
+    assert ids(played.sources) == ["q1", "q2", "copy", "index", "mem"]
+    task = played.of(Write)[0].task
+    assert task.facets == tuple(plan.facets) and "drop indexes before loading" in task.values()["facets"]
 
 
 ROME_PLAN = SubQueryPlan(sub_queries=["economic troubles taxation", "Germanic invasions frontiers", "political instability"])

@@ -31,6 +31,7 @@ _EXPORTS = {
     "Source": "typedrag.result",
     "Trace": "typedrag.result",
     "TypeDecision": "typedrag.result",
+    "Unsourced": "typedrag.result",
     "Passage": "typedrag.records",
     "ScoredPassage": "typedrag.records",
     # the parts you can swap (protocols) and the ones that ship

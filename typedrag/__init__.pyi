@@ -51,6 +51,7 @@ from typedrag.result import (
     Source as Source,
     Trace as Trace,
     TypeDecision as TypeDecision,
+    Unsourced as Unsourced,
 )
 from typedrag.steps import Depths as Depths, Strategy as Strategy, StrategyOutput as StrategyOutput
 from typedrag.strategies import default_routes as default_routes

@@ -19,6 +19,7 @@ from typedrag.commands import (
     ClassifierOpt,
     CollectionOpt,
     ExpandOpt,
+    KnowledgeOpt,
     IndexOpt,
     LLMConcurrencyOpt,
     LLMOpt,
@@ -286,6 +287,7 @@ def ask(
     token: TokenOpt = None,
     milvus_mode: RetrievalOpt = None,
     expand: ExpandOpt = None,
+    knowledge: KnowledgeOpt = None,
 ) -> None:
     """Answer a question (or a file of them) over an index, with citations and the engine that answered."""
     from typedrag.factory import Resources, build_pipeline
@@ -295,6 +297,7 @@ def ask(
         classifier=classifier,
         top_k=top_k,
         expand_queries=expand,
+        knowledge=knowledge,
         **{"llm.model": llm, "llm.base_url": base_url},
         **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, token, milvus_mode),
@@ -367,6 +370,7 @@ def chat(
     token: TokenOpt = None,
     milvus_mode: RetrievalOpt = None,
     expand: ExpandOpt = None,
+    knowledge: KnowledgeOpt = None,
 ) -> None:
     """A conversation over an index: each question is read with the ones before it, each answer streams as it
     is written. /reset starts over, /trace shows the last answer's trace, /quit (or end of input) leaves."""
@@ -377,6 +381,7 @@ def chat(
         classifier=classifier,
         top_k=top_k,
         expand_queries=expand,
+        knowledge=knowledge,
         **{"llm.model": llm, "llm.base_url": base_url},
         **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, token, milvus_mode),

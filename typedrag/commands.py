@@ -45,6 +45,14 @@ ExpandOpt = Annotated[
     Optional[bool],
     typer.Option("--expand/--no-expand", help="With --llm: widen a plain-RAG search with queries the model writes (on by default; one more call)."),
 ]
+KnowledgeOpt = Annotated[
+    Optional[str],
+    typer.Option(
+        "--knowledge",
+        help="documents (default): answers hold only what the documents support; labelled: with --llm, where they do not "
+        "cover the question, the model may add what it knows, apart, as \"Not from your documents: ...\" (or TYPEDRAG_KNOWLEDGE).",
+    ),
+]
 # The index backend (settings keys backend, milvus_* and retrieval).
 BackendOpt = Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")]
 UriOpt = Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")]

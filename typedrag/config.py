@@ -110,6 +110,9 @@ class Settings(BaseModel):
     # With an LLM: widen the question's own search with a rewrite and a hypothetical answer passage the model
     # writes (one more call, cached). None: the pipeline's default (typedrag.pipeline.PipelineSettings).
     expand_queries: bool | None = None
+    # What an answer may hold: "documents" (only what the documents support) or "labelled" (with an LLM, where the
+    # documents do not cover the question, what the model knows too, apart and labelled "Not from your documents").
+    knowledge: Literal["documents", "labelled"] = "documents"
     # Question, passage and answer text in OpenTelemetry spans: off, so traces hold ids, counts and timings only.
     trace_content: bool = False
     # `serve --data DIR`: the server's folder: its collections (uploaded originals and indexes) and the store's
@@ -162,6 +165,7 @@ _ENV = {
     "TYPEDRAG_CACHE_DIR": ("cache_dir",),
     "TYPEDRAG_MAX_QUESTION_CHARS": ("max_question_chars",),
     "TYPEDRAG_TRACE_CONTENT": ("trace_content",),
+    "TYPEDRAG_KNOWLEDGE": ("knowledge",),
     "TYPEDRAG_DATA": ("data",),
     "TYPEDRAG_DATABASE": ("database",),
     "TYPEDRAG_RETENTION_DAYS": ("retention_days",),

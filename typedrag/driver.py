@@ -5,7 +5,8 @@ For each step the driver awaits the engine, the retriever or the reranker (block
 thread) inside the step's span, named by the step's type (typedrag.telemetry). Besides, it:
 - asks the engine's model for more queries when the pipeline expands them (Expand; never offline);
 - numbers the passages of a run, so [n] means the same passage in every step of it;
-- writes every step with the reader's own instructions (a chat's system messages);
+- writes every step with the reader's own instructions (a chat's system messages), and a final step with
+  knowledge = "labelled" (a generative engine may add what its model knows, apart: `Written.unsourced`);
 - applies the abstention policy (typedrag.abstain) to every writing step: when the sources of a final step
   do not answer, the run's answer is an abstention (the flow is sent the step declined, and what it returns
   is set aside but for its sources); any other comes back declined, with the reason, for the flow to drop;
@@ -34,12 +35,12 @@ from pydantic import BaseModel
 from typedrag import telemetry
 from typedrag.abstain import Policy, Support, Verdict, support
 from typedrag.attribution import settle
-from typedrag.engines.base import Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
+from typedrag.engines.base import ClosedBook, Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, PlanFailed, StrategyError
 from typedrag.index.base import DUPLICATE_ROOM, Retriever, distinct
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
-from typedrag.result import Abstention, Aspect, EngineStep, Fallback, Source, extract_citations
+from typedrag.result import Abstention, Aspect, EngineStep, Fallback, Knowledge, Source, Unsourced, extract_citations
 from typedrag.steps import (
     Depths,
     Expand,
@@ -88,6 +89,8 @@ class Services:
     reranker: Reranker
     checker: Engine | None = None
     expand: bool = False  # Expand steps ask the engine's model for more queries (off: the question alone)
+    # "labelled": a generative engine's final step may add what its model knows, apart from the cited answer
+    knowledge: Knowledge = "documents"
 
 
 class SourceBook:
@@ -148,6 +151,7 @@ class Run:
     book: SourceBook = field(default_factory=SourceBook)
     streamed: int = 0
     abstention: Abstention | None = None
+    unsourced: Unsourced | None = None  # what the final step's model added from its own knowledge
 
 
 @dataclass(frozen=True)
@@ -165,6 +169,7 @@ class Drive:
     abstention: Abstention | None = None
     reranked: bool = False  # some step reranked: the result names the reranker
     streamed: int = 0  # characters of the final run's text a client heard
+    unsourced: Unsourced | None = None  # knowledge = labelled: the model's own part, kept beside an abstention too
 
 
 class Driver:
@@ -227,7 +232,7 @@ class Driver:
             aspects = [a.model_copy(update={"used": False, "source_numbers": []}) for a in self.planned.aspects]
         return Drive(
             strategy=name, answer=output.answer, sources=run.book.sources, plan=plan, aspects=aspects, plan_used=used,
-            abstention=run.abstention, reranked=self.reranked, streamed=run.streamed,
+            abstention=run.abstention, reranked=self.reranked, streamed=run.streamed, unsourced=run.unsourced,
         )
 
     async def follow(self, flow: Flow[Any], run: Run) -> Any:
@@ -358,6 +363,8 @@ class Driver:
         """The step written with the reader's instructions, judged by the abstention policy before (its
         passages) and after (what the engine reports); a model's partial answer has its markers checked."""
         task = replace(step.task, instructions=self.instructions)
+        if step.final and self.services.knowledge == "labelled" and self.services.engine.generative and not isinstance(task, ClosedBook):
+            task = replace(task, knowledge="labelled")
         unknown = self.policy.unknown_names()
         if unknown is not None:  # nothing the passages say is about what the question names
             return self._declined(unknown, step, run)
@@ -373,6 +380,8 @@ class Driver:
                 task = replace(task, filed_under=judged.heading)
         judge = partial(self._judged, judged, step, run)
         written = await self._written(step, task, run, judge)
+        if step.final:
+            run.unsourced = written.unsourced
         if written.not_in_sources is not None and not step.final:
             written = await self._checked(step, task, written)
         verdict = judge(written)

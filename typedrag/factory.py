@@ -137,6 +137,7 @@ def build_pipeline(
             aspect_k=settings.aspect_k,
             max_question_chars=settings.max_question_chars,
             assume_non_factoid=settings.assume_non_factoid,
+            knowledge=settings.knowledge,
             collection=collection_of_index(settings.index) if need_index and settings.backend == "tantivy" else None,
             **({} if settings.expand_queries is None else {"expand_queries": settings.expand_queries}),
         ),

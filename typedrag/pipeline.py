@@ -34,7 +34,19 @@ from typedrag.links import viewer_link
 from typedrag.prompts import PROMPT_VERSION, REWRITE_QUESTION
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
 from typedrag.rerank import EmbeddingReranker, Reranker
-from typedrag.result import Abstention, AnswerResult, Citation, Engines, Rewrite, Source, TypeDecision, Usage, extract_citations
+from typedrag.result import (
+    KNOWLEDGE,
+    Abstention,
+    AnswerResult,
+    Citation,
+    Engines,
+    Knowledge,
+    Rewrite,
+    Source,
+    TypeDecision,
+    Usage,
+    extract_citations,
+)
 from typedrag.steps import Depths, Strategy
 from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, default_routes
 
@@ -69,6 +81,10 @@ class PipelineSettings:
     # hypothetical answer passage, fused by reciprocal rank): one more call a plain-RAG answer or overview, measured
     # to help with a capable model on two manuals (BENCHMARKS.md, section 28). Offline nothing is asked.
     expand_queries: bool = True
+    # What an answer may hold: "documents", only what the documents support (cited); "labelled", also, where they
+    # do not cover the question or a part of it, what the model knows itself, kept apart and labelled
+    # (`AnswerResult.unsourced`). Offline there is nothing to add: the offline engine knows nothing of its own.
+    knowledge: Knowledge = "documents"
     # The collection this pipeline answers in (`serve --data`): each source then links to its original
     # (typedrag.links); None: no link.
     collection: str | None = None
@@ -91,6 +107,7 @@ class Asked:
     instructions: str
     trace: Trace
     on_event: Listener | None
+    knowledge: Knowledge = "documents"
 
     def emit(self, event: str, **data: Any) -> None:
         if self.on_event is not None:
@@ -153,10 +170,14 @@ class Pipeline:
         on_event: Callable[[str, dict[str, Any]], None] | None = None,
         decision: TypePrediction | None = None,
         history: Iterable[Turn | Mapping[str, Any]] | None = None,
+        knowledge: Knowledge | None = None,
     ) -> AnswerResult:
         """Answer `question`; `on_event(name, data)` hears progress: type, plan, aspect (each), then the
         final step's text as `token` events (with a `citation` event per finished cited sentence; a
-        `restart` event if a failing strategy hands over to plain RAG mid-answer), then sources.
+        `restart` event if a failing strategy hands over to plain RAG mid-answer), then `unsourced` (with
+        knowledge = "labelled", what the model added from its own knowledge), then sources.
+
+        `knowledge` ("documents" or "labelled") overrides the settings' for this answer.
 
         `forced_type` skips the classifier (any route label, e.g. "comparison"); `decision` is a type
         already decided by `decide_type` (batch evaluation decides once per question).
@@ -166,8 +187,10 @@ class Pipeline:
         classified and answered as usual; system turns are instructions for the writing steps. When the
         passages do not answer, the result says so (`abstained`) and keeps them as the nearest passages.
         """
+        if knowledge is not None and knowledge not in KNOWLEDGE:
+            raise QuestionError(f"unknown knowledge setting {knowledge!r}; choose one of: {', '.join(KNOWLEDGE)}")
         with telemetry.answering(question, str(method)) as span:
-            result = await self._answer(question, method, forced_type, on_event, decision, history)
+            result = await self._answer(question, method, forced_type, on_event, decision, history, knowledge or self.settings.knowledge)
             telemetry.answered(span, result)
             return result
 
@@ -179,26 +202,32 @@ class Pipeline:
         on_event: Listener | None,
         decision: TypePrediction | None,
         history: Iterable[Turn | Mapping[str, Any]] | None,
+        knowledge: Knowledge = "documents",
     ) -> AnswerResult:
         """Read the question, route it, drive its strategy, assemble the result."""
         started = time.perf_counter()
-        asked = await self._read(question, history, on_event)
+        asked = await self._read(question, history, on_event, knowledge)
         route = await self._route(asked, Method(method), forced_type, decision, started)
         drove = await self._drive(asked, route)
         return await self._assemble(asked, route, drove, started)
 
-    async def _read(self, question: str, history: Iterable[Turn | Mapping[str, Any]] | None, on_event: Listener | None) -> Asked:
+    async def _read(
+        self, question: str, history: Iterable[Turn | Mapping[str, Any]] | None, on_event: Listener | None, knowledge: Knowledge = "documents"
+    ) -> Asked:
         """The question checked, a follow-up read to stand alone (said in a `rewrite` event), and the
-        conversation's instructions (recorded as not followed by an engine that cannot)."""
+        conversation's instructions (recorded as not followed by an engine that cannot), as is knowledge =
+        "labelled" offline (the offline engine has no knowledge of its own to add)."""
         question = clean_question(question, self.settings.max_question_chars)
         turns = clean_history(history)
         trace = Trace()
         standalone, rewrite = await self._standalone(question, dialogue_of(turns), trace)
-        asked = Asked(question, standalone, rewrite, bool(turns), instructions_of(turns), trace, on_event)
+        asked = Asked(question, standalone, rewrite, bool(turns), instructions_of(turns), trace, on_event, knowledge)
         if rewrite is not None:
             asked.emit("rewrite", question=question, standalone_question=standalone.question, **rewrite.model_dump())
         if asked.instructions and not self.engine.generative:
             trace.fallback("instructions", "the offline engine quotes passages and cannot follow the conversation's instructions; configure an LLM (--llm) for that")
+        if knowledge == "labelled" and not self.engine.generative:
+            trace.fallback("knowledge", 'knowledge = "labelled" adds nothing here: the offline engine quotes the documents and has no knowledge of its own; configure an LLM (--llm) for that')
         return asked
 
     async def _route(self, asked: Asked, method: Method, forced_type: str | None, decision: TypePrediction | None, started: float) -> Route:
@@ -226,7 +255,9 @@ class Pipeline:
         retriever, searches = self.retriever, asked.standalone.searches
         if retriever is not None and len(searches) > 1:
             retriever = FusingRetriever(retriever, {asked.standalone.question: searches})
-        services = Services(self.engine, retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries)
+        services = Services(
+            self.engine, retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries, knowledge=asked.knowledge
+        )
         driver = Driver(services, asked.trace, policy=self._policy(asked, route), instructions=asked.instructions, on_event=asked.on_event)
         return await driver.drive(route.strategy, asked.standalone.question, self.settings.depths, route.fallback)
 
@@ -260,6 +291,8 @@ class Pipeline:
             asked.emit("token", text=answer)
         else:
             answer, citations = await self._cite(drove.answer, sources, asked.trace)
+        if drove.unsourced is not None:  # after the answer's own text, apart from it
+            asked.emit("unsourced", **drove.unsourced.model_dump(), text=drove.unsourced.text)
         timings = {**route.timings_ms, "total": _ms(started)}
         if self.settings.collection is not None:
             sources = [s.model_copy(update={"link": viewer_link(self.settings.collection, s.passage_id)}) for s in sources]
@@ -293,6 +326,8 @@ class Pipeline:
                 reranker=self.reranker.name if drove.reranked else None,
             ),
             prompt_version=PROMPT_VERSION,
+            knowledge=asked.knowledge,
+            unsourced=drove.unsourced,
             collection=self.settings.collection,
         )
 

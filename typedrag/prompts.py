@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from typedrag.llm.base import Message
 
-PROMPT_VERSION = "2026-12-09.2"
+PROMPT_VERSION = "2026-12-10.1"
 
 # Per passage in a prompt: ~100-word passages fit whole; runaway ones are cut.
 SOURCE_CHARS = 1200
@@ -90,11 +90,25 @@ ANSWERER = (
 )
 # The reply that says the sources do not answer: recognised as a whole by typedrag.abstain, never by its words.
 NOT_IN_SOURCES = '{{"not_in_sources": "<what the question asks that the sources do not say>"}}'
+# When a gap in the sources is worth a sentence: only for a part the reader asked about. A sentence on what the
+# sources do not mention, written as padding, is what a reader (and a blind judge) holds against an answer.
+GAPS = (
+    "Say that the sources do not cover something only when it is a part the question itself asks about, in a "
+    "few words; never write about the sources otherwise, and never open or close with such a sentence."
+)
+ABSTAIN = "If they do not answer it at all, reply with only this JSON object and nothing else: " + NOT_IN_SOURCES
 GROUNDED = (
     ANSWERER + " Base the answer on the numbered sources. After each sentence that uses a source, cite it "
-    "with its number in square brackets, like [2] or [1][4]. If the sources do not cover part of the "
-    "question, say so briefly. If they do not answer it at all, reply with only this JSON object and "
-    "nothing else: " + NOT_IN_SOURCES + " " + DATA_RULE
+    "with its number in square brackets, like [2] or [1][4]. " + GAPS + " " + ABSTAIN + " " + DATA_RULE
+)
+# knowledge = "labelled": what replaces GAPS and ABSTAIN in a final step's prompt (or is added to it), with the
+# reply shape of typedrag.engines.base.LabelledAnswer after the user message.
+LABELLED = (
+    "Where the sources do not cover the question, or a part of it the question asks about, you may add what you "
+    "know yourself, kept apart from the answer from the sources: the reply is a JSON object holding the answer "
+    "from the sources, with its citations, and separately, without source numbers, your own sentences for "
+    "what the sources do not cover. Add nothing of your own where the sources cover the question; if they do "
+    "not answer it at all, leave the answer from the sources empty and answer from your own knowledge."
 )
 PLANNER = "Reply with JSON only. " + DATA_RULE
 # What every step that merges partial answers is told: a reader pays for each sentence that says nothing.
@@ -121,6 +135,16 @@ CLOSED_BOOK = Prompt(
     ANSWERER,
     "Question: {question}\n\nAnswer in at most five sentences.",
 )
+
+
+def labelled(messages: list[Message], reply_shape: str) -> list[Message]:
+    """A final step's messages for knowledge = "labelled": the rule on gaps and the not-in-sources reply give way to
+    LABELLED (added where a prompt has neither, as a combining step's), and the user message ends with the reply's
+    JSON shape."""
+    system, user = messages[0]["content"], messages[-1]["content"]
+    rule = " " + GAPS + " " + ABSTAIN.format()  # as the filled prompt reads it: the JSON's braces single
+    system = system.replace(rule, " " + LABELLED) if rule in system else system + " " + LABELLED
+    return [{"role": "system", "content": system}, *messages[1:-1], {"role": messages[-1]["role"], "content": user + "\n\n" + reply_shape}]
 
 
 def delimit(tag: str, text: str, **attributes: Any) -> str:

@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.text import Text as _RichText
 from rich.tree import Tree
 
-from typedrag.result import AnswerResult
+from typedrag.result import UNSOURCED_LABEL, AnswerResult
 from typedrag.text import for_terminal
 
 
@@ -38,6 +38,9 @@ def _notes(result: AnswerResult, show_sources: int = 5) -> list[Text]:
     """What follows the answer text: the sources it cites (or the top few). What the pipeline noted on the way
     (fallbacks, dropped aspects) is for `--trace` and `/trace`, not for every answer."""
     notes = []
+    if result.unsourced is not None and result.unsourced.sentences:  # apart from the answer: the documents do not say it
+        notes.append(Text(f"\n{UNSOURCED_LABEL}", style="bold yellow"))
+        notes.append(Text(" ".join(result.unsourced.sentences)))
     cited = {n for c in result.citations for n in c.source_numbers}
     listed = [s for s in result.sources if s.number in cited] or result.sources[:show_sources]
     if listed:
@@ -130,5 +133,9 @@ def trace_tree(result: AnswerResult) -> Tree:
         for step in result.steps:
             steps.add(Text(f"{step.role} · {step.engine} · {step.latency_ms:.0f} ms" + (f" error={step.error}" if step.error else "")))
     tree.add(Text(f"answer: {result.answer}"))
+    if result.unsourced is not None:
+        unsourced = tree.add(Text(f"not from the documents (knowledge = {result.knowledge}, by {result.unsourced.by}; not covered: {result.unsourced.covers or '-'})", style="yellow"))
+        for sentence in result.unsourced.sentences:
+            unsourced.add(Text(sentence))
     tree.add(Text(f"timings (ms): {result.timings_ms} · prompts {result.prompt_version}"))
     return tree

@@ -162,6 +162,26 @@ class Abstention(BaseModel):
     bar: float | None = Field(None, description="the score below which typedrag abstains")
 
 
+Knowledge = Literal["documents", "labelled"]
+KNOWLEDGE: tuple[Knowledge, ...] = ("documents", "labelled")
+# How the part of an answer written from the model's own knowledge is introduced wherever it is shown as text.
+UNSOURCED_LABEL = "Not from your documents:"
+
+
+class Unsourced(BaseModel):
+    """The part of an answer the model wrote from its own knowledge (knowledge = "labelled"), where the documents
+    do not cover the question or a part of it: kept apart from the cited answer, never cited, sentence by sentence."""
+
+    sentences: list[str] = Field(description="what the model added from its own knowledge, one sentence each, without citation markers")
+    covers: str = Field("", description="what the question asks that the documents do not cover, in the model's words")
+    by: str = Field(description="the model that wrote it")
+
+    @property
+    def text(self) -> str:
+        """The part as a reader sees it: "Not from your documents: ..." """
+        return f"{UNSOURCED_LABEL} {' '.join(self.sentences)}"
+
+
 class AnswerResult(BaseModel):
     """One answered question with its whole trace: type, plan, aspects, sources, citations, calls, fallbacks."""
 
@@ -188,6 +208,15 @@ class AnswerResult(BaseModel):
     timings_ms: dict[str, float] = {}
     engines: Engines
     prompt_version: str
+    knowledge: Knowledge = Field("documents", description="documents: the answer holds nothing unsourced; labelled: where the documents do not cover the question, the model may add what it knows, apart (`unsourced`)")
+    unsourced: Unsourced | None = Field(None, description="knowledge = labelled: what the model added from its own knowledge, apart from `answer` (which holds only what the documents support)")
+
+    @property
+    def reply(self) -> str:
+        """The whole text a reader reads: the answer, then the part from the model's own knowledge, labelled."""
+        if self.unsourced is None or not self.unsourced.sentences:
+            return self.answer
+        return f"{self.answer}\n\n{self.unsourced.text}" if self.answer else self.unsourced.text
     collection: str | None = Field(None, description="the collection answered in (its sources link to their originals)")
 
 

@@ -543,3 +543,26 @@ def test_chat_history_in_a_dict_and_a_chat_prompt_value_are_conversations_too():
     assert read_with_history(chunks[-1]["trace"])
     with pytest.raises(ValueError, match="needs a human message"):
         chain.invoke([SystemMessage("Answer briefly.")])
+
+
+def test_labelled_knowledge_reaches_the_runnables_output_and_stream_apart_and_labelled():
+    """knowledge = labelled through ChatOpenAI on the stub: the model's own sentences end the answer as a paragraph
+    of their own, "Not from your documents: ...", are listed in `unsourced`, and the stream adds up to the same."""
+    from langchain_openai import ChatOpenAI
+
+    def knowing(request):
+        if request.schema_name == "LabelledAnswer":
+            return Reply(content=json.dumps({"from_sources": "It struck an iceberg [1].", "not_covered": "the band",
+                                             "from_own_knowledge": ["The band is said to have played on."]}))
+        return default_responder(request)
+
+    with OpenAIStubServer(knowing) as server:
+        model = ChatOpenAI(model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0)
+        chain = TypedRAGRunnable.from_components(vector_store().as_retriever(), model, method="rag",
+                                                 settings=PipelineSettings(knowledge="labelled"))
+        output = chain.invoke(QUESTION)
+        chunks = list(chain.stream(QUESTION))
+    assert output["answer"] == "It struck an iceberg [1].\n\nNot from your documents: The band is said to have played on."
+    assert output["unsourced"] == ["The band is said to have played on."] and output["trace"].answer == "It struck an iceberg [1]."
+    assert [c.source_numbers for c in output["trace"].citations] == [[1]]
+    assert "".join(c.get("answer", "") for c in chunks) == output["answer"] and chunks[-1]["unsourced"] == output["unsourced"]

@@ -19,11 +19,13 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Generic, Literal, Protocol, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, field_validator
 
+from typedrag.citations import strip_markers
 from typedrag.prompts import Prompt
 from typedrag.reader import Role
-from typedrag.result import Source, Trace
+from typedrag.result import Knowledge, Source, Trace, Unsourced
+from typedrag.text import split_sentences
 
 __all__ = [
     "Advised",
@@ -35,6 +37,7 @@ __all__ = [
     "Engine",
     "Facet",
     "Grounded",
+    "LabelledAnswer",
     "Part",
     "PlanT",
     "PlanTask",
@@ -50,6 +53,7 @@ __all__ = [
 
 PlanT = TypeVar("PlanT", bound=BaseModel)
 TextSink = Callable[[str], None]  # hears a step's text piece by piece as it is written
+_SPACE_BEFORE_STOP = re.compile(r"\s+([.,;:!?])")  # "is b [2]." without its marker is "is b ."
 _PIECE_END = re.compile(r"(?<=[.!?\]])[ \t]+(?!\[)|\n+")
 
 
@@ -105,6 +109,9 @@ class Written:
     not_in_sources: str | None = None
     notes: tuple[str, ...] = ()  # what the engine left out and why, recorded in the trace when the text is used
     declined: str | None = None
+    # knowledge = "labelled", a final step: what the model added from its own knowledge, apart from `text` (kept
+    # even when the policy turns the text down: then it stands beside the abstention)
+    unsourced: Unsourced | None = None
     # The question heading of the entry the text answers from, when the engine read that entry as answering the
     # question it is filed under (`WriteTask.filed_under`): the policy's bars are then not read. None: it did not.
     filed_under: str | None = None
@@ -138,6 +145,9 @@ class WriteTask:
     # typedrag.abstain.HEADING_BAR): that entry is the answer's first candidate, answered from alone when the
     # engine reads it as answering (and says so in `Written.filed_under`); else the sources are read as any.
     filed_under: str | None = None
+    # "labelled" (set by the driver on a final step when the reader allows it): a generative engine may add what
+    # its model knows where the sources do not cover the question, apart from the cited answer (`LabelledAnswer`)
+    knowledge: Knowledge = "documents"
 
     def values(self) -> dict[str, str]:
         """The prompt's placeholders other than the sources and parts."""
@@ -164,9 +174,20 @@ class Compared(WriteTask):
     items: tuple[str, ...]
     instruction: str  # how the purpose shapes the answer, in the prompt's words
     lead: int = 0
+    # The numbers of the sources found for each item, in `items` order: the prompt names them, so each item is
+    # described from its own passages.
+    item_sources: tuple[tuple[int, ...], ...] = ()
 
     def values(self) -> dict[str, str]:
-        return {**super().values(), "purpose": self.purpose, "items": "; ".join(self.items), "purpose_instruction": self.instruction}
+        return {
+            **super().values(), "purpose": self.purpose, "items": "; ".join(self.items), "purpose_instruction": self.instruction,
+            "item_passages": self.item_passages(),
+        }
+
+    def item_passages(self) -> str:
+        """" Passages found for each: VACUUM [1] [3]; VACUUM FULL [2]." (empty when unknown)."""
+        named = [f"{item} {' '.join(f'[{n}]' for n in numbers)}" for item, numbers in zip(self.items, self.item_sources) if numbers]
+        return f" Passages found for each: {'; '.join(named)}." if named else ""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -175,9 +196,11 @@ class Advised(WriteTask):
 
     topic: str
     lead: int = 0
+    facets: tuple[str, ...] = ()  # the facets of the advice the plan searched for (the prompt names them)
 
     def values(self) -> dict[str, str]:
-        return {**super().values(), "topic": self.topic}
+        facets = FACETS_LINE.format(facets="; ".join(self.facets)) if self.facets else ""
+        return {**super().values(), "topic": self.topic, "facets": facets}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -205,6 +228,34 @@ class Combined(WriteTask):
 
     def values(self) -> dict[str, str]:
         return {**super().values(), "topic": self.topic} if self.topic else super().values()
+
+
+# How an advice step's prompt names the facets its plan searched for.
+FACETS_LINE = " The advice should cover, as far as the sources allow: {facets}."
+MAX_UNSOURCED = 6  # sentences of its own a model may add
+
+
+class LabelledAnswer(BaseModel):
+    """A final step's reply with knowledge = "labelled": the answer from the numbered sources, cited, and apart
+    from it what the model knows itself about what the sources do not cover (no citation markers, one sentence
+    an item: markers a model puts there anyway are removed, a paragraph is split into its sentences)."""
+
+    from_sources: str = Field(
+        description="the answer from the numbered sources, each sentence citing its sources like [2]; empty when they do not answer the question at all"
+    )
+    not_covered: str = Field(
+        "", max_length=300, description="what the question asks that the sources do not cover, in a few words; empty when they cover all of it"
+    )
+    from_own_knowledge: list[str] = Field(
+        [], json_schema_extra={"maxItems": MAX_UNSOURCED},
+        description=f"only for what the sources do not cover: up to {MAX_UNSOURCED} sentences from your own knowledge, without source numbers; empty when the sources cover the question",
+    )
+
+    @field_validator("from_own_knowledge", mode="after")
+    @classmethod
+    def _sentences(cls, value: list[str]) -> list[str]:
+        sentences = [_SPACE_BEFORE_STOP.sub(r"\1", " ".join(strip_markers(s).split())) for item in value for s in split_sentences(item)]
+        return [s for s in sentences if s][: 2 * MAX_UNSOURCED]
 
 
 class Weighing(BaseModel):

@@ -20,6 +20,7 @@ from typedrag.commands import (
     ClassifierOpt,
     CollectionOpt,
     IndexOpt,
+    KnowledgeOpt,
     LLMConcurrencyOpt,
     LLMTimeoutOpt,
     RetrievalOpt,
@@ -69,6 +70,7 @@ def eval_command(
     milvus_mode: RetrievalOpt = None,
     llm_timeout: LLMTimeoutOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
+    knowledge: KnowledgeOpt = None,
 ) -> None:
     """Evaluate methods on graded references (yours, or Wiki-NFQA's) with LINKAGE: MRR and MPR per method, type and
     source. Subcommands: `compare` (two methods on your questions, judged blind pairwise), `questions`, `retrieval` and
@@ -90,6 +92,7 @@ def eval_command(
         index=index_dir,
         assume_non_factoid=assume_non_factoid,
         classifier=classifier,
+        knowledge=knowledge,
         **{"llm.model": llm, "llm.base_url": base_url, "judge.model": judge, "judge.base_url": judge_base_url},
         **llm_limits(llm_timeout, llm_concurrency),
         **backend_overrides(backend, uri, collection, mode=milvus_mode),  # the token only from env/config
@@ -136,6 +139,7 @@ SIDE_KEYS = {
     "collection": "milvus_collection",
     "milvus_mode": "milvus_mode",
     "expand": "expand_queries",
+    "knowledge": "knowledge",
 }
 SideOpt = "METHOD[,key=value...], e.g. rag, typed, or typed,llm=MODEL,top_k=8,name=deep (keys: name, " + ", ".join(SIDE_KEYS) + ")"
 

@@ -375,7 +375,8 @@ def _answer_record(question: EvalQuestion, system: str, result) -> dict[str, Any
     return {
         "question_id": question.id,
         "system": system,
-        "answer": result.answer,
+        "answer": result.reply,  # with knowledge = "labelled", what the model added follows, labelled: the judge reads it all
+        "unsourced": list(result.unsourced.sentences) if result.unsourced is not None else [],
         "question": question.text,
         "method": result.method,
         "type": result.type.type if result.type is not None else None,

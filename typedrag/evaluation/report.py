@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from typedrag.evaluation import paper
 from typedrag.evaluation.metrics import ALL
 from typedrag.nfq import NFQType
 
@@ -48,6 +49,9 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
         files.pop("chart")
         files["markdown"].write_text(table.markdown([f"no chart: {chart_missing}"]), encoding="utf-8")
     summary = {**summary, "files": {k: p.name for k, p in files.items()}, "chart_missing": chart_missing}
+    if table.beside_paper():
+        summary["paper"] = {"table": paper.PAPER, "setting": paper.SETTING, "rank_convention": paper.CONVENTION,
+                            "figures": paper.carried_over()}
     files["summary"].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return files
 
@@ -136,6 +140,8 @@ class _Table:
             f"- Rank convention: {CONVENTIONS[c['rank_convention']]}",
             f"- Rounds: {c['rounds']}; {c['round_aggregation']}",
             f"- Index: {index.get('path', 'none')}",
+            f"- Knowledge: {c.get('knowledge', 'documents')}"
+            + (" (where the documents do not cover a question, the generator may add what it knows, labelled)" if c.get("knowledge") == "labelled" else ""),
             f"- {mrr} = mean(1/rank); {mpr} = mean((1 - (rank - 1)/|R|) x 100), |R| = references per question",
             "",
             "## By source dataset",
@@ -143,6 +149,7 @@ class _Table:
         ]
         by_source = [col for col in self.columns() if col[2] == ALL]
         lines += self._metric_table("Method", by_source)
+        lines += self.paper_section()
         lines += ["", f"## By {self.type_header}", ""]
         by_type = [col for col in self.columns() if col[1] == ALL and col[2] != ALL]
         lines += self._metric_table(f"Method \\ {self.type_header}", by_type)
@@ -155,6 +162,42 @@ class _Table:
         notes += list(extra_notes)
         lines += ["", "## Notes", ""] + [f"- {n}" for n in notes]
         return "\n".join(lines) + "\n"
+
+    def beside_paper(self) -> bool:
+        """An LLM-judged run on Wiki-NFQA's questions: its figures are set beside the paper's."""
+        return not self.proxy and paper.is_wiki_nfqa(set(self.sources))
+
+    def paper_section(self) -> list[str]:
+        """The run's MRR and MPR per source dataset beside the paper's Table 3 (what of it is carried over, each
+        figure's source named), one row pair per method; nothing for another dataset or a proxy judge."""
+        if not self.beside_paper():
+            return []
+        systems = self.config.get("systems", {})
+        mrr, mpr = self.metrics
+        header = ["Method", "figures"] + [f"{paper.SOURCE_NAMES[s]} {m}" for s in paper.SOURCES for m in (mrr, mpr)]
+        lines = ["", f"## Beside the paper ({paper.PAPER})", "", _row(header), _row(["---", "---"] + ["---:"] * (len(header) - 2))]
+        for method in ("llm", "rag", "typed"):
+            for name in [n for n in self.methods if systems.get(n, {}).get("method", n) == method]:
+                cells = [v for s in paper.SOURCES for v in (self.values(name, s, ALL) if s in self.sources else ("–", "–"))]
+                lines.append(_row([METHOD_NAMES.get(name, name), "this run"] + cells))
+            figures = [paper.paper_figure(method, s) for s in paper.SOURCES]
+            cells = [v for f in figures for v in ((_paper_value(f.mrr, 3), _paper_value(f.mpr, 1)) if f else ("·", "·"))]
+            lines.append(_row([METHOD_NAMES[method], f"paper ({paper.SETTING})"] + cells))
+        convention = self.config["rank_convention"]
+        missing = 3 * len(paper.SOURCES) * 2 - sum((f.mrr is not None) + (f.mpr is not None) for f in paper.FIGURES)
+        lines += [
+            "",
+            f"- This run: generator {self.config['generator']['engine']}, judge {self.config['judge']['name']}, "
+            f"{self.config['questions_selected']} questions, rank convention {convention}"
+            + ("" if convention == paper.CONVENTION else f" (the paper's is {paper.CONVENTION}: rerun with --rank-convention "
+               f"{paper.CONVENTION}, the verdicts are reused, for figures computed as the paper's)"),
+            f"- The paper's figures: {paper.SETTING}; · = not carried over ({missing} of {6 * len(paper.SOURCES)} figures), "
+            "never estimated",
+        ]
+        lines += [f"- carried over: {METHOD_NAMES[f.method]} {paper.SOURCE_NAMES[f.source]}"
+                  f"{f' MRR {f.mrr:.3f}' if f.mrr is not None else ''}{f' MPR {f.mpr:.1f}' if f.mpr is not None else ''}, "
+                  f"from {f.carried_from}" for f in paper.FIGURES]
+        return lines
 
     def _metric_table(self, first: str, columns: list[tuple[str, str, str]]) -> list[str]:
         header = [first] + [f"{label} {m}" for label, _, _ in columns for m in self.metrics]
@@ -173,6 +216,10 @@ class _Table:
         for method in self.methods:
             rows.append([METHOD_NAMES[method]] + [v for _, s, t in self.columns() for v in self.values(method, s, t, True)])
         return rows
+
+
+def _paper_value(value: float | None, digits: int) -> str:
+    return f"{value:.{digits}f}" if value is not None else "·"
 
 
 def _row(cells: list[str]) -> str:

@@ -30,6 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from typedrag.classify.base import TypePrediction
 from typedrag.errors import LLMError, QuestionError, RunError
 from typedrag.evaluation.datasets import EvalQuestion, load_dataset, stratified_sample
+from typedrag.evaluation.filler import meta_sentences
 from typedrag.evaluation.judges import JUDGE_TEMPERATURE, Judge, ProxyJudge
 from typedrag.evaluation.linkage import LINKAGE_JUDGE, RankConvention, question_rank, select_references
 from typedrag.evaluation.metrics import Score, cells
@@ -166,6 +167,7 @@ async def aevaluate(
             "index": identity["index_fingerprint"] or None,
             "top_k": first.settings.top_k,
             "aspect_k": first.settings.aspect_k,
+            "knowledge": first.settings.knowledge,
             "concurrency": options.concurrency,
             "prompt_version": PROMPT_VERSION,
             "git": _git_state(),
@@ -310,7 +312,12 @@ def _answer_record(question: EvalQuestion, method: str, predicted_type: str, res
         "source": question.source,
         "predicted_type": predicted_type,
         "gold_type": question.gold_type,
-        "answer": result.answer,
+        "answer": result.reply,  # with knowledge = "labelled", what the model added follows, labelled: the judge ranks it all
+        "knowledge": result.knowledge,
+        "unsourced": list(result.unsourced.sentences) if result.unsourced is not None else [],
+        "abstained": result.abstained,
+        # sentences about what the sources do not say (typedrag.evaluation.filler), in an answer that is no abstention
+        "meta_sentences": 0 if result.abstained else len(meta_sentences(result.answer)),
         "strategy": result.strategy,
         "generator": result.engines.generator,
         "fallbacks": [f.reason for f in result.fallbacks],
@@ -383,6 +390,7 @@ def _identity(dataset, systems: list[System], classifier: str) -> dict[str, Any]
         "prompt_version": PROMPT_VERSION,
         "top_k": first.settings.top_k,
         "aspect_k": first.settings.aspect_k,
+        "knowledge": first.settings.knowledge,
         "index_fingerprint": fingerprint,
     }
 
@@ -438,6 +446,9 @@ def _per_method(scores: list[Score], run: _Run, questions: list[EvalQuestion]) -
             "verdict_rounds": len(verdict_records),
             "unparsable_rounds": sum(v["position"] is None for v in verdict_records),
             "retried_rounds": sum(v["retried"] for v in verdict_records),
+            "abstained": sum(r.get("abstained", False) for r in answer_records),
+            "meta_sentences": sum(r.get("meta_sentences", 0) for r in answer_records),
+            "answers_with_unsourced": sum(bool(r.get("unsourced")) for r in answer_records),
             "generator_usage": _total_usage(r["usage"] for r in answer_records),
             "judge_usage": _total_usage(v["usage"] for v in verdict_records),
         }

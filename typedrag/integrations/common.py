@@ -51,9 +51,11 @@ def restart_marker(reason: str) -> str:
 
 async def answer_stream(
     pipeline: Pipeline, question: str, *, method: str = "typed", forced_type: str | None = None,
-    history: list[Turn] | None = None, context: contextvars.Context | None = None,
+    history: list[Turn] | None = None, context: contextvars.Context | None = None, knowledge: str | None = None,
 ) -> AsyncIterator[str | AnswerResult]:
-    """The answer's text piece by piece as it is written, then the finished `AnswerResult` (last item).
+    """The answer's text piece by piece as it is written, then the finished `AnswerResult` (last item): the
+    pieces concatenate to `AnswerResult.reply`, the answer followed (knowledge = "labelled") by what the model
+    added from its own knowledge as a paragraph of its own, "Not from your documents: ...".
     An engine that does not stream gives its whole answer as one piece. Closing the iterator early
     cancels the answer, so no more model calls are spent on it. `history`: the conversation before it.
     The answer runs in a copy of `context` (default: the reader's when it first asks): a caller that hands
@@ -66,8 +68,10 @@ async def answer_stream(
             loop.call_soon_threadsafe(pieces.put_nowait, data["text"])
         elif name == "restart":
             loop.call_soon_threadsafe(pieces.put_nowait, restart_marker(data["reason"]))
+        elif name == "unsourced":
+            loop.call_soon_threadsafe(pieces.put_nowait, "\n\n" + data["text"])
 
-    answering = pipeline.answer(question, method=method, forced_type=forced_type, on_event=on_event, history=history)
+    answering = pipeline.answer(question, method=method, forced_type=forced_type, on_event=on_event, history=history, knowledge=knowledge)
     task = asyncio.create_task(answering, context=context.copy() if context is not None else None)
     task.add_done_callback(lambda _: pieces.put_nowait(None))
     streamed = False
@@ -76,8 +80,8 @@ async def answer_stream(
             streamed = True
             yield piece
         result = task.result()
-        if not streamed and result.answer:
-            yield result.answer
+        if not streamed and result.reply:
+            yield result.reply
         yield result
     finally:
         task.cancel()

@@ -31,7 +31,7 @@ import os
 import re
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from typedrag.extras import require
 
@@ -303,6 +303,8 @@ class TypedRAG:
     is searched for each sub-query when `run` gets no `documents`: a Haystack retriever component, or typedrag's
     own index (`TypedragRetriever(index=...)`, or a retriever `open_retriever(...)` gave). With `documents`, the
     plans search those (BM25 over the given documents), so they come from your retriever and its filters.
+    `knowledge="labelled"` lets the generator add what it knows where the documents do not cover the question,
+    apart: the answer ends with it, "Not from your documents: ...", and its `meta["unsourced"]` lists those sentences.
     """
 
     def __init__(
@@ -313,11 +315,13 @@ class TypedRAG:
         method: str = "typed",
         top_k: int = 5,
         streaming_callback: StreamingCallback | None = None,
+        knowledge: Literal["documents", "labelled"] = "documents",
     ) -> None:
         if _is_typedrag_retriever(retriever):
             retriever = TypedragRetriever(index=retriever)
         self.chat_generator, self.retriever = chat_generator, retriever
         self.method, self.top_k, self.streaming_callback = method, top_k, streaming_callback
+        self.knowledge = knowledge
         self._pipeline: Pipeline | None = None
 
     def warm_up(self) -> None:
@@ -335,6 +339,7 @@ class TypedRAG:
             retriever = HaystackRetriever(self.retriever)
         pipeline = pipeline_for(retriever, model)  # type: ignore[arg-type]  # None: documents come with each run
         pipeline.settings.top_k = self.top_k
+        pipeline.settings.knowledge = self.knowledge
         if pipeline.classifier is None:
             from typedrag.classify.shipped import load_default_classifier
 
@@ -400,6 +405,7 @@ class TypedRAG:
             retriever=component_to_dict(self.retriever, "retriever") if self.retriever is not None else None,
             method=self.method,
             top_k=self.top_k,
+            knowledge=self.knowledge,
             streaming_callback=serialize_callable(self.streaming_callback) if self.streaming_callback else None,
         )
 
@@ -427,8 +433,9 @@ def _outputs(query: str, result: AnswerResult) -> dict[str, Any]:
         "strategy": result.strategy,
         "standalone_question": result.standalone_question,
         "abstained": result.abstained,
+        "unsourced": list(result.unsourced.sentences) if result.unsourced is not None else [],  # knowledge = labelled
         "citations": [c.model_dump() for c in result.citations],
         "fallbacks": [f.model_dump() for f in result.fallbacks],
     }
-    answer = GeneratedAnswer(data=result.answer, query=query, documents=documents, meta=meta)
+    answer = GeneratedAnswer(data=result.reply, query=query, documents=documents, meta=meta)
     return {"answers": [answer], "documents": documents, "trace": result.model_dump(mode="json")}

@@ -235,6 +235,9 @@ class TypedRAGOutput(TypedDict, total=False):
     type: str | None
     strategy: str
     abstained: bool  # the documents do not answer: `sources` are the nearest passages, not an answer
+    # knowledge = "labelled": the sentences the model added from its own knowledge (the end of `answer`, labelled
+    # "Not from your documents: ..."); empty when it added none
+    unsourced: list[str]
     sources: list[Document]
     trace: AnswerResult
 
@@ -349,8 +352,8 @@ class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput | AIMessage]):
         question, history = conversation_of(value)
         result = await self.pipeline.answer(question, method=self.method, forced_type=self.forced_type, history=history)
         if as_chat_model(value):
-            return AIMessage(content=result.answer, name=self.name, response_metadata=dict(_rest(result)))
-        return {"answer": result.answer, **_rest(result)}
+            return AIMessage(content=result.reply, name=self.name, response_metadata=dict(_rest(result)))
+        return {"answer": result.reply, **_rest(result)}
 
     def _chunks(self, inputs: Iterator[TypedRAGInput]) -> Iterator[Any]:
         value = list(inputs)[-1]
@@ -420,6 +423,7 @@ def _rest(result: AnswerResult) -> TypedRAGOutput:
         "type": result.type.type if result.type else None,
         "strategy": result.strategy,
         "abstained": result.abstained,
+        "unsourced": list(result.unsourced.sentences) if result.unsourced is not None else [],
         "sources": [document_of(s) for s in result.sources],
         "trace": result,
     }

@@ -353,7 +353,7 @@ class TypedRAGChatEngine(BaseChatEngine):
         history = self._begin(chat_history)
         result = await self.pipeline.answer(message, method=self.method, forced_type=self.forced_type, history=history)
         self._remember(message, result)
-        return AgentChatResponse(response=result.answer, source_nodes=[node_of(s) for s in result.sources], metadata=_metadata(result))
+        return AgentChatResponse(response=result.reply, source_nodes=[node_of(s) for s in result.sources], metadata=_metadata(result))
 
     def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
         history, nodes = self._begin(chat_history), []
@@ -398,7 +398,7 @@ class TypedRAGChatEngine(BaseChatEngine):
         return system + turns_of(self._history)
 
     def _remember(self, message: str, result: AnswerResult) -> None:
-        self._history += [ChatMessage(role=MessageRole.USER, content=message), ChatMessage(role=MessageRole.ASSISTANT, content=result.answer)]
+        self._history += [ChatMessage(role=MessageRole.USER, content=message), ChatMessage(role=MessageRole.ASSISTANT, content=result.reply)]
 
 
 def turns_of(messages: list[ChatMessage]) -> list[Turn]:
@@ -416,7 +416,7 @@ def _nodes(result: AnswerResult) -> list[NodeWithScore]:
 
 
 def _response(result: AnswerResult) -> Response:
-    return Response(result.answer, [node_of(s) for s in result.sources], _metadata(result))
+    return Response(result.reply, [node_of(s) for s in result.sources], _metadata(result))
 
 
 def _metadata(result: AnswerResult) -> dict[str, Any]:
@@ -424,6 +424,7 @@ def _metadata(result: AnswerResult) -> dict[str, Any]:
         "type": result.type.type if result.type else None,
         "strategy": result.strategy,
         "abstained": result.abstained,
+        "unsourced": list(result.unsourced.sentences) if result.unsourced is not None else [],  # knowledge = labelled
         "standalone_question": result.standalone_question,
         "plan": result.plan,
         "plan_used": result.plan_used,

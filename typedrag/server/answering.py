@@ -32,6 +32,11 @@ class AnswerRequest(BaseModel):
         description="The conversation before this question, oldest first: user and assistant turns (a follow-up is "
         "read with them) and system turns (instructions for the answer's writing: language, tone, length)",
     )
+    knowledge: Literal["documents", "labelled"] | None = Field(
+        None,
+        description="documents: only what the documents support; labelled: where they do not cover the question, the model "
+        "may add what it knows, apart (the result's `unsourced`, an `unsourced` event when streaming); default: the server's setting",
+    )
     collection: str | None = Field(
         None, description="The collection to answer in (GET /v1/collections); default: the --index one, or the only one"
     )
@@ -43,14 +48,14 @@ def sse(event: str, data: Any) -> str:
 
 
 def answer_stream(service: Service, question: str, method: str, forced: str | None, history: list[Turn],
-                  pipeline: Pipeline, finish: Finish | None = None) -> SlotStream:
+                  pipeline: Pipeline, finish: Finish | None = None, knowledge: str | None = None) -> SlotStream:
     """The answer's events as they happen, then `answer` and `result`, then what `finish` adds; `error` last on a
     failure. Takes one of the service's answer slots (503 when none is free), given back however the stream ends."""
     service.slots.take()
 
     async def stream() -> AsyncIterator[str]:
         try:
-            async for name, data in service.events(question, method, forced, history, pipeline):
+            async for name, data in service.events(question, method, forced, history, knowledge=knowledge, pipeline=pipeline):
                 if name == "ping":
                     yield ": ping\n\n"
                 elif name == "result":
@@ -70,10 +75,10 @@ def answer_stream(service: Service, question: str, method: str, forced: str | No
 
 
 async def answer_once(service: Service, request: Request, question: str, method: str, forced: str | None,
-                      history: list[Turn], pipeline: Pipeline) -> AnswerResult | None:
+                      history: list[Turn], pipeline: Pipeline, knowledge: str | None = None) -> AnswerResult | None:
     """The whole answer (None: the client left first), within one of the service's answer slots."""
     service.slots.take()
     try:
-        return await service.answer_unless_gone(request, question, method, forced, history, pipeline)
+        return await service.answer_unless_gone(request, question, method, forced, history, knowledge=knowledge, pipeline=pipeline)
     finally:
         service.slots.give()

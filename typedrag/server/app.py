@@ -137,7 +137,7 @@ async def _answer(body: AnswerRequest, request: Request, caller: Caller, collect
     question, forced = service.check(body.question, body.type)
     history = service.check_history(body.history)
     pipeline = service.pipeline_for(collection, caller) if body.method != "llm" or collection else service.pipeline
-    result = await answer_once(service, request, question, body.method, forced, history, pipeline)
+    result = await answer_once(service, request, question, body.method, forced, history, pipeline, knowledge=body.knowledge)
     if result is None:
         return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
     return result
@@ -146,7 +146,7 @@ async def _answer(body: AnswerRequest, request: Request, caller: Caller, collect
 _STREAM_RESPONSES = {
     200: {
         "content": {"text/event-stream": {}},
-        "description": "rewrite, type, plan, aspect*, token* (citation*), abstained, sources, answer, result (or error)",
+        "description": "rewrite, type, plan, aspect*, token* (citation*), abstained, unsourced, sources, answer, result (or error)",
     }
 }
 
@@ -164,7 +164,9 @@ async def answer_stream(body: AnswerRequest, request: Request, caller: Caller = 
     then the answer as it is written: `token` {text} pieces that concatenate to the answer, and `citation`
     {text, source_numbers, passage_ids} once each cited sentence is complete (`restart` {reason} means a
     failing typed plan handed over to plain RAG: drop the text so far; `abstained` {looked_for, reason, ...}
-    when the documents do not answer); then `sources`, `answer` {text}, `result` (the full AnswerResult).
+    when the documents do not answer); `unsourced` {sentences, covers, by, text} with knowledge = "labelled"
+    when the model added what it knows, apart from the answer; then `sources`, `answer` {text}, `result` (the
+    full AnswerResult).
     On failure the last event is `error` {status, message}."""
     return _stream(body, request, caller, body.collection)
 
@@ -174,7 +176,7 @@ def _stream(body: AnswerRequest, request: Request, caller: Caller, collection: s
     question, forced = service.check(body.question, body.type)
     history = service.check_history(body.history)
     pipeline = service.pipeline_for(collection, caller) if body.method != "llm" or collection else service.pipeline
-    return stream_of(service, question, body.method, forced, history, pipeline)
+    return stream_of(service, question, body.method, forced, history, pipeline, knowledge=body.knowledge)
 
 
 def create_app(settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None, store: Any = None) -> FastAPI:

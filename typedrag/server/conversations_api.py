@@ -52,6 +52,9 @@ class Question(BaseModel):
     question: str = Field(examples=["And why does that matter?"])
     method: Literal["typed", "rag", "llm"] = "typed"
     type: str | None = Field(None, description="Force the question type, e.g. comparison; default: classify it")
+    knowledge: Literal["documents", "labelled"] | None = Field(
+        None, description="documents or labelled (the model's own knowledge, apart); default: the server's setting"
+    )
 
 
 class Verdict(BaseModel):
@@ -193,7 +196,7 @@ async def answer_in_conversation(conversation_id: str, body: Question, request: 
     far, kept in it with the question (both or neither)."""
     service, store, user, conversation, question, forced, history, pipeline = await _prepared(conversation_id, body, request, caller)
     traced = trace_id()
-    result = await answer_once(service, request, question, body.method, forced, history, pipeline)
+    result = await answer_once(service, request, question, body.method, forced, history, pipeline, knowledge=body.knowledge)
     if result is None:
         return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
     asked, answered, kept = await in_store(store.add_exchange, user, conversation.id, question, result.answer, result=result,
@@ -218,7 +221,7 @@ async def answer_stream_in_conversation(conversation_id: str, body: Question, re
             return [("error", {"status": 503, "message": "the answer was not saved: the store is unavailable; see the server log"})]
         return [("saved", {"conversation": conversation_json(kept), "question": asked.id, "answer": answered.id})]
 
-    return answer_stream(service, question, body.method, forced, history, pipeline, save)
+    return answer_stream(service, question, body.method, forced, history, pipeline, save, knowledge=body.knowledge)
 
 
 @router.post("/v1/messages/{message_id}/feedback")

@@ -51,7 +51,7 @@ STRATEGIES = ("evidence-based", "comparison", "experience", "reason", "instructi
 ROLE_KINDS = ("plan", "answer", "overview", "aspect", "aggregate", "mediate", "classify", "rewrite", "judge", "expand", "weigh")
 # The steps a fallback is recorded at (the part before a colon, which may name an aspect by the question's
 # words): the pipeline's own steps, the roles above, and a strategy whose plan failed.
-FALLBACK_STEPS = ("route", "classify", "rewrite", "instructions", "citations", *ROLE_KINDS)
+FALLBACK_STEPS = ("route", "classify", "rewrite", "instructions", "knowledge", "citations", *ROLE_KINDS)
 CAP = 32  # values a label with no fixed set (a model name, an error type) keeps before the rest count as other
 
 

@@ -13,7 +13,10 @@ often print to a terminal: the text's control characters and bidi overrides are 
 AnswerResult (type, plan, aspects, sources, citations, LLM calls) travels in the extension field
 `typedrag` of the response, or of the final chunk when streaming. While streaming, the answer's
 text arrives as content deltas as it is written, and progress events travel as
-`typedrag_event: {"event", "data"}` on chunks with an empty delta. A stream always carries the answer's
+`typedrag_event: {"event", "data"}` on chunks with an empty delta. `knowledge` in the request body ("documents" or
+"labelled"; the OpenAI SDKs send it with `extra_body`) sets what the answer may hold for this request: with
+"labelled", what the model adds from its own knowledge where the documents do not cover the question follows the
+answer as a paragraph of its own, "Not from your documents: ...", with no citation (in the result's `unsourced`). A stream always carries the answer's
 token usage, once: with `stream_options: {"include_usage": true}` in a last chunk with no choices, as
 OpenAI sends it; without, on the chunk that says `finish_reason: "stop"` (LangChain's ChatOpenAI asks
 only when `stream_usage=True`, yet reads usage from any chunk).
@@ -32,7 +35,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from typedrag.history import Turn
 from typedrag.questions import QuestionError
-from typedrag.result import AnswerResult
+from typedrag.result import KNOWLEDGE, AnswerResult
 from typedrag.library import Caller, CollectionError
 from typedrag.server.service import (
     CLIENT_CLOSED,
@@ -121,6 +124,12 @@ def method_of(model: str) -> tuple[str, str | None, str | None]:
                          f"or typedrag:<collection> / typedrag-rag:<collection>")
 
 
+def brief_value(value: Any) -> str:
+    """A client's value in an error message, short."""
+    text = repr(value)
+    return text if len(text) <= 40 else text[:40] + "…"
+
+
 def conversation_of(messages: list[ChatMessage]) -> tuple[str, list[Turn]]:
     """(the question: the last user message, the conversation before it). System and developer messages
     are instructions; other roles (tool results) and messages after the question are not part of it."""
@@ -146,8 +155,14 @@ def _text_of(message: ChatMessage) -> str:
 
 
 def with_sources(result: AnswerResult, show: int = 5) -> str:
-    """The answer plus the passages it cites (or the top few if it cites none), for text-only clients."""
-    return for_terminal(result.answer) + sources_list(result, show)
+    """The answer, what the model added from its own knowledge (labelled, apart), and the passages it cites (or
+    the top few if it cites none), for text-only clients."""
+    return for_terminal(result.reply) + sources_list(result, show)
+
+
+def unsourced_text(unsourced: dict[str, Any]) -> str:
+    """The labelled part as it follows the streamed answer: a paragraph of its own."""
+    return "\n\n" + for_terminal(unsourced["text"])
 
 
 def sources_list(result: AnswerResult, show: int = 5) -> str:
@@ -193,6 +208,9 @@ async def chat_completions(
         kind = shape.get("type") if isinstance(shape, dict) else shape
         raise api_error(400, f"typedrag answers in text with its sources, so response_format {kind!r} cannot be honoured: "
                              "remove it (the structured result is the response's `typedrag` field)")
+    knowledge = extra.get("knowledge")
+    if knowledge is not None and knowledge not in KNOWLEDGE:
+        raise api_error(400, f"knowledge must be one of {', '.join(KNOWLEDGE)} (got {brief_value(knowledge)})")
     forced = None
     if type_ is not None:  # a type in the model name that is not routed means an unknown model
         try:
@@ -210,7 +228,7 @@ async def chat_completions(
     service.slots.take()
     if not body.stream:
         try:
-            result = await service.answer_unless_gone(request, question, method, forced, history, pipeline)
+            result = await service.answer_unless_gone(request, question, method, forced, history, knowledge=knowledge, pipeline=pipeline)
         finally:
             service.slots.give()
         if result is None:
@@ -243,12 +261,15 @@ async def chat_completions(
         yield chunk({"role": "assistant", "content": ""})
         streamed = False
         try:
-            async for name, data in service.events(question, method, forced, history, pipeline):
+            async for name, data in service.events(question, method, forced, history, knowledge=knowledge, pipeline=pipeline):
                 if name == "ping":
                     yield ": ping\n\n"
                 elif name == "token":
                     streamed = True
                     yield chunk({"content": for_terminal(data["text"])})
+                elif name == "unsourced":  # the model's own part follows the answer in the text, labelled
+                    streamed = True
+                    yield chunk({"content": unsourced_text(data)}, typedrag_event={"event": name, "data": data})
                 elif name == "restart":  # deltas cannot be taken back: say so in the text itself
                     yield chunk({"content": f"\n\n[{for_terminal(data['reason'])}]\n\n"}, typedrag_event={"event": name, "data": data})
                 elif name != "result":

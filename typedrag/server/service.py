@@ -164,11 +164,12 @@ class Service:
 
     async def answer(
         self, question: str, method: str, forced: str | None, on_event: Callable | None = None, history: list[Turn] | None = None,
+        knowledge: str | None = None,
         pipeline: Pipeline | None = None,
     ) -> AnswerResult:
         started = time.perf_counter()
         try:
-            result = await (pipeline or self.pipeline).answer(question, method, forced, on_event=on_event, history=history)
+            result = await (pipeline or self.pipeline).answer(question, method, forced, on_event=on_event, history=history, knowledge=knowledge)
         except QuestionError as error:
             raise api_error(422, str(error)) from error
         except LLMError as error:  # the details (upstream text, host:port) go to the log, not to the client
@@ -197,10 +198,11 @@ class Service:
 
     async def answer_unless_gone(
         self, request: Request, question: str, method: str, forced: str | None, history: list[Turn] | None = None,
+        knowledge: str | None = None,
         pipeline: Pipeline | None = None,
     ) -> AnswerResult | None:
         """The answer, or None (the work cancelled: no more LLM calls) if the client disconnects first."""
-        task = asyncio.create_task(self.answer(question, method, forced, history=history, pipeline=pipeline))
+        task = asyncio.create_task(self.answer(question, method, forced, history=history, knowledge=knowledge, pipeline=pipeline))
         gone = asyncio.create_task(_disconnected(request))
         try:
             await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
@@ -213,12 +215,13 @@ class Service:
         return task.result()
 
     async def events(
-        self, question: str, method: str, forced: str | None, history: list[Turn] | None = None, pipeline: Pipeline | None = None
+        self, question: str, method: str, forced: str | None, history: list[Turn] | None = None, knowledge: str | None = None,
+        pipeline: Pipeline | None = None,
     ) -> AsyncIterator[tuple[str, Any]]:
         """Progress events as the pipeline emits them, a ("ping", None) when quiet, then ("result", AnswerResult)."""
         queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
         task = asyncio.create_task(
-            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)), history, pipeline)
+            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)), history, knowledge, pipeline)
         )
         task.add_done_callback(lambda _: queue.put_nowait(None))
         try:

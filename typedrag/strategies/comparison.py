@@ -12,6 +12,7 @@ from typedrag.questions import compared, says_compare
 from typedrag.result import Aspect
 from typedrag.steps import Depths, Flow, Number, Plan, Planned, Rank, Search, StrategyOutput, Write
 from typedrag.strategies.base import union
+from typedrag.strategies.evidence import question_hits
 from typedrag.strategies.plans import MAX_ASPECTS, Name, aspect_list, clean_phrases, keep_at_most
 from typedrag.text import content_words
 
@@ -47,15 +48,20 @@ COMPARISON_ANSWER = Prompt(
     "comparison_answer",
     GROUNDED,
     "Sources:\n{sources}\n\nQuestion: {question}\n\n"
-    "The reader wants to know the {purpose} among these: {items}. Cover every one of them. "
-    "{purpose_instruction} Answer in at most seven sentences. " + CITE,
+    "The reader wants to know the {purpose} among these: {items}.{item_passages} {purpose_instruction} Then the "
+    "other points that matter, each stated for every item from what its own passages say about it. Describe each "
+    "item by what it does; call something a drawback only where the sources present it as one (a setting that "
+    "can be tuned is not a weakness). Answer in at most seven sentences. " + CITE,
 )
 
+# How the answer opens, by purpose: with what decides it, never with a summary that keeps it for the end.
 PURPOSE_INSTRUCTIONS = {
-    "difference": "Set out how they differ, point by point.",
-    "similarity": "Set out what they have in common, and note any important difference.",
-    "superiority": "Weigh their strengths and weaknesses, then say which is better for what, and why.",
+    "difference": "Open with the decisive difference, the one that matters most for the question, stated for each item.",
+    "similarity": "Open with what they have most in common, then the one difference that matters most.",
+    "superiority": "Open with the conclusion: which is better for what the question asks, and the difference that decides it; "
+    "then say when the other is the better choice.",
 }
+
 def item_query(item: str, question: str, items: list[str]) -> str:
     """The item, then the question's other content words: "Forgotten Pills film came first" finds the film,
     where "Forgotten Pills" alone finds contraceptive tablets. The item's own words come first and stay the
@@ -89,7 +95,9 @@ class ComparisonStrategy:
         items = yield from keep_at_most(plan.items, MAX_ASPECTS, "items", "plan:comparison")
         yield Planned(plan)
         queries = [item_query(item, question, items) for item in items]
-        by_question, *per_item = yield Search([question, *queries], depths.item_search)
+        # The question's own search, widened as plain RAG's is (a model's queries, fused; offline the question alone).
+        by_question = yield from question_hits(question, depths.item_search)
+        per_item = yield Search(queries, depths.item_search)
         [best] = yield Rank([question], union(per_item), len(items))
         # The question's own top passages (never less evidence than plain RAG), every item's best passage
         # (no item goes unanswered because the others rank higher), and the item passages closest to the question.
@@ -108,6 +116,7 @@ class ComparisonStrategy:
             instruction=PURPOSE_INSTRUCTIONS[plan.purpose],
             sources=sources,
             lead=len(by_question[: depths.top_k]),
+            item_sources=tuple(tuple(aspect.source_numbers) for aspect in aspects),
         )
         written = yield Write(task, final=True)
         return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)

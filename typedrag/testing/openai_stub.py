@@ -164,6 +164,8 @@ def default_content(request: ChatRequest) -> str:
     cite = f" [{numbers[0]}]" if numbers else ""
     if "judge" in request.prompt.lower() and "[[" in request.prompt:
         return "Rank: [[2]]"
+    if name == "LabelledAnswer":  # knowledge = "labelled": the answer from the sources, nothing of its own
+        return json.dumps({"from_sources": f"Stub answer to: {question[:80]}{cite}.", "not_covered": "", "from_own_knowledge": []})
     focus = re.search(r"(?:Answer only this part of it: |as seen by )(.+?)(?:, using the sources)?\.?\n", request.last_user + "\n")
     if focus:  # an aspect: about its own focus, so aspects do not repeat each other
         return f"Stub answer about {focus.group(1)[:80]}{cite}."
@@ -171,7 +173,7 @@ def default_content(request: ChatRequest) -> str:
 
 
 def _schema_from_prompt(prompt: str) -> str | None:
-    markers = (('"winner"', "PairVerdict"), ('"questions": [', "WrittenQuestions"), ('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"),
+    markers = (('"from_sources"', "LabelledAnswer"), ('"winner"', "PairVerdict"), ('"questions": [', "WrittenQuestions"), ('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"),
                ('"leaning"', "Weighing"), ('"rewrite"', "Expansion"), ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"), ("Last question:", "StandaloneQuestion"))
     for marker, name in markers:
         if marker in prompt:

@@ -219,6 +219,11 @@ function renderTrace(r) {
       el("ul", {}, el("li", { class: "muted" }, probs))));
   }
   root.append(item("strategy", r.strategy));
+  if (r.knowledge === "labelled") {
+    const u = r.unsourced;
+    root.append(item("knowledge", u ? `labelled: ${u.sentences.length} sentence${u.sentences.length === 1 ? "" : "s"} by ${u.by}` +
+      (u.covers ? ` for what the documents do not cover: ${u.covers}` : "") : "labelled: nothing added"));
+  }
   if (r.plan) {
     root.append(item("plan", el("ul", {}, ...Object.entries(r.plan).map(([k, v]) =>
       Array.isArray(v) ? item(k, el("ul", {}, ...v.map((x) => el("li", {}, summary(x))))) : item(k, summary(v))))));
@@ -254,9 +259,17 @@ function renderTrace(r) {
     : "Details: type, plan and trace";
 }
 
+// What the model added from its own knowledge (knowledge = labelled): apart from the answer, never cited.
+function showUnsourced(unsourced) {
+  const some = Boolean(unsourced && unsourced.sentences.length);
+  $("unsourced").hidden = !some;
+  $("unsourced-text").textContent = some ? shown(unsourced.sentences.join(" ")) : "";
+}
+
 function renderResult(r) {
   renderSources(r);
   $("answer").replaceChildren(cited(r.answer, new Set(r.citations.flatMap((c) => c.source_numbers))));
+  showUnsourced(r.unsourced);
   const readAs = r.rewrite && r.rewrite.rewritten ? [el("p", { class: "read-as-line" }, `Read as: ${r.standalone_question}`)] : [];
   const pills = r.collection ? [`collection ${r.collection}`, `method ${r.method}`] : [`method ${r.method}`];
   if (r.type) pills.push(`type ${r.type.type.toLowerCase()}`);
@@ -282,6 +295,10 @@ const handlers = {
   rewrite: (d) => progress(d.rewritten ? `Read as: ${d.standalone_question}` : "Stands alone: not rewritten"),
   abstained: (d) => progress(`The documents do not answer: ${d.reason}`),
   token: (d) => writeToken(d.text),
+  unsourced: (d) => {
+    showUnsourced(d);
+    progress("Added from the model's own knowledge, apart");
+  },
   restart: (d) => {
     written = null;
     $("answer").replaceChildren(el("span", { class: "muted" }, "working…"));
@@ -335,13 +352,16 @@ function keepInThread() {
   const badge = r.abstained ? [el("span", { class: "pill none" }, "the documents do not answer")] : [];
   const said = el("p", { class: "said" });
   said.append(cited(r.answer, new Set(r.citations.flatMap((c) => c.source_numbers)), own));
+  const unsourced = r.unsourced && r.unsourced.sentences.length
+    ? [el("aside", { class: "unsourced" }, el("h3", {}, "Not from your documents"), el("p", {}, r.unsourced.sentences.join(" ")))]
+    : [];
   const listing = sources.length
     ? [el("details", { class: "turn-sources" },
         el("summary", {}, `${r.abstained ? "Nearest passages" : "Sources"} (${sources.length})`),
         el("ol", { class: "sources" }, ...sourceItems(sources, own.prefix)))]
     : [];
   const verdict = current.messageId ? [feedbackBar(current.messageId, current.feedback || null, r)] : [];
-  const turn = el("article", { class: "turn" }, el("p", { class: "asked" }, current.question), ...readAs, ...badge, said, ...verdict, ...listing);
+  const turn = el("article", { class: "turn" }, el("p", { class: "asked" }, current.question), ...readAs, ...badge, said, ...unsourced, ...verdict, ...listing);
   turn.dataset.turn = String(number);
   $("thread").append(turn);
   $("thread").hidden = false;
@@ -379,13 +399,14 @@ async function ask(event) {
   $("sources").replaceChildren();
   $("meta").replaceChildren();
   $("answer").replaceChildren(el("span", { class: "muted" }, "working…"));
+  showUnsourced(null);
   written = null;
   $("trace").replaceChildren(el("span", { class: "muted" }, "appears when the answer is ready"));
   $("submit").disabled = true;
   started = performance.now();
   const headers = { "Content-Type": "application/json", ...authHeaders() };
   let path = "/v1/answer/stream";
-  const body = { question, method: $("method").value, type: $("type").value || null };
+  const body = { question, method: $("method").value, type: $("type").value || null, knowledge: $("knowledge").value };
   try {
     if (account.conversations) {
       // A saved conversation: the server reads the question against the conversation's own history, and keeps both.
