@@ -104,6 +104,9 @@ class Written:
     best: float | None = None
     not_in_sources: str | None = None
     notes: tuple[str, ...] = ()  # what the engine left out and why, recorded in the trace when the text is used
+    # How the engine wrote the step by its design (the offline engine quotes only what its reader reads as
+    # answering): recorded on the step in the trace, never as a fallback.
+    said: tuple[str, ...] = ()
     declined: str | None = None
     # The question heading of the entry the text answers from, when the engine read that entry as answering the
     # question it is filed under (`WriteTask.filed_under`): the policy's bars are then not read. None: it did not.
