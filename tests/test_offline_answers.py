@@ -492,3 +492,17 @@ def test_advice_is_judged_on_the_passages_its_answer_quotes():
     assert typed.abstention is not None and typed.abstention.by == "relevance bar", typed.answer
     with_roles = run(Pipeline(OfflineEngine(reader, settings=ROLES), retriever).answer(question, "typed", "experience"))
     assert with_roles.abstention is None and "struck an iceberg" in with_roles.answer  # advice from the keyword search
+
+
+def test_a_planned_aspect_that_finds_nothing_sure_is_said_on_its_step_never_a_fallback():
+    """Issue 55: offline, every planned step showed as "dropped" (in the trace, on the page, in
+    typedrag_fallbacks_total) where it did what the offline engine does by design: quote only what its reader is
+    sure answers. It is said on the step; a fallback stays what failed."""
+    reader = reads({"struck an iceberg": Reading(0.95, 0.95, Role.FACT), "brittle": Reading(0.3, 0.9, Role.CAUSE)})
+    typed = run(Pipeline(OfflineEngine(reader), titanic_retriever()).answer("Why did the Titanic sink?", "typed", "reason"))
+    assert typed.answer == run(Pipeline(OfflineEngine(reader), titanic_retriever()).answer("Why did the Titanic sink?", "rag")).answer
+    assert not [f for f in typed.fallbacks if f.step.startswith("aspect:")], typed.fallbacks
+    planned = [a for a in typed.aspects if a.label != "overview"]
+    assert planned and all(a.error is None and a.answer == "" for a in planned)
+    said = [n for step in typed.steps if step.role.startswith("aspect:") for n in step.notes]
+    assert said and all("sure answers the question (at 0.50)" in n for n in said), said

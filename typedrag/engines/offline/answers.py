@@ -276,7 +276,10 @@ def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: Offline
             found = material.pick(settings.aspect_sentences, sure(bars, settings), standing_alone)
     if task.facet is Facet.STEPS and found and found[0].order is not None:
         found = material.ordered_list(found[0], settings.list_steps)
-    return Answer(found, supported=bool(found))
+    written = Answer(found, supported=bool(found))
+    if not found and not settings.role_additions:
+        written.dropped.append(f"a sentence of its passages the reader is sure answers the question (at {max(bars.answers, settings.aspect_bar):.2f})")
+    return written
 
 
 def sure(bars: Bars, settings: OfflineSettings) -> Filter:
