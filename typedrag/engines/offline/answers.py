@@ -166,9 +166,16 @@ def planned_finds(task: Compared | Advised, lead: Answer, reader: Reader, settin
         return lead
     searches = len(task.items) if isinstance(task, Compared) else 1
     material = Material(task.question, beyond, reader, settings)
-    found = material.pick(settings.aspect_sentences * searches, sure(reader.bars, settings), standing_alone, beside=lead.lead)
+    found = material.pick(settings.aspect_sentences * searches, sure(reader.bars, settings), better_than(lead.lead), standing_alone, beside=lead.lead)
     lead.lead = [*lead.lead, *found]
     return lead
+
+
+def better_than(quoted: list[Sentence]) -> Filter:
+    """The reader reads the sentence as likelier to answer than every one of `quoted` (plain RAG's answer): what
+    a typed answer adds from the plan's searches is what they found better."""
+    best = max((s.answers for s in quoted), default=0.0)
+    return lambda s: s.answers > best
 
 
 def asked_type(task: WriteTask) -> NFQType | None:
@@ -278,13 +285,13 @@ def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: Offline
         found = material.ordered_list(found[0], settings.list_steps)
     written = Answer(found, supported=bool(found))
     if not found and not settings.role_additions:
-        written.dropped.append(f"a sentence of its passages the reader is sure answers the question (at {max(bars.answers, settings.aspect_bar):.2f})")
+        written.dropped.append(f"a sentence of its passages the reader reads as answering the question (at {max(bars.answers, settings.aspect_bar):.2f})")
     return written
 
 
 def sure(bars: Bars, settings: OfflineSettings) -> Filter:
-    """The reader is sure the sentence answers the question (`OfflineSettings.aspect_bar`): what a planned aspect
-    adds offline, read by no role, must be likelier right than the lead's sentences."""
+    """The reader reads the sentence as answering the question, at its bar and at least `OfflineSettings.aspect_bar`:
+    what a planned aspect may add offline, read by no role."""
     return answering(max(bars.answers, settings.aspect_bar))
 
 
@@ -336,15 +343,16 @@ def with_aspects(result: Answer, lead: list[Sentence], added: list[Sentence], fa
     steps = first_list(added) if facet is Facet.STEPS else []
     if not result.supported and (steps or any(sentence not in steps for sentence in added)):
         lead = []
+    better = better_than(lead if result.supported else [])
     if steps:
         result.groups.append(Group("Steps", steps, "steps"))
     more: list[Sentence] = []
     for sentence in added:
-        if sentence not in steps and not any(repeats(sentence, other) for other in [*lead, *steps, *more]):
+        if sentence not in steps and better(sentence) and not any(repeats(sentence, other) for other in [*lead, *steps, *more]):
             more.append(sentence)
     result.lead = [*lead, *more]
     if not steps and not more:
-        result.dropped.append("the planned aspects found no sentence the reader is sure answers beyond the overview's")
+        result.dropped.append("the planned aspects found no sentence the reader reads as likelier to answer than the overview's")
     result.supported = result.supported or bool(steps) or bool(more)
     return result
 
