@@ -393,6 +393,30 @@ def test_markdown_atx_and_setext_headings_and_fenced_code(tmp_path):
     ]
 
 
+def test_markdown_front_matter_is_metadata_not_text(tmp_path):
+    """Regression (issue 55): Docker's pages open with YAML front matter, which was read as a setext heading and
+    made the title ('title: "attach" description: ...'). Its `title` is the page's title; none of it is text."""
+    (tmp_path / "attach.md").write_text(
+        '---\ntitle: "attach"\ndescription: "The attach command description and usage"\nkeywords: "attach, running"\n---\n\n'
+        "# attach\n\nAttach local standard input to a running container.\n\n## Description\n\nUse `docker attach`.\n",
+        encoding="utf-8",
+    )
+    doc = read_one(tmp_path / "attach.md")
+    assert doc.title == "attach"
+    assert [(b.section, b.text) for b in doc.blocks] == [
+        ((), "Attach local standard input to a running container."),
+        (("Description",), "Use `docker attach`."),
+    ]
+    # No title in it: the first heading is the title, as without front matter.
+    (tmp_path / "run.md").write_text("---\nkeywords: run\n---\n# Run a container\n\nStarts it.\n", encoding="utf-8")
+    doc = read_one(tmp_path / "run.md")
+    assert doc.title == "Run a container" and [b.text for b in doc.blocks] == ["Starts it."]
+    # A thematic break over a paragraph is not front matter (YAML does not read it as a mapping): read as before.
+    (tmp_path / "rule.md").write_text("---\nJust a paragraph after a rule.\n\nMore text.\n", encoding="utf-8")
+    doc = read_one(tmp_path / "rule.md")
+    assert [b.text for b in doc.blocks] == ["Just a paragraph after a rule.", "More text."]
+
+
 def test_restructuredtext_sections_follow_adornment_order(tmp_path):
     (tmp_path / "manual.rst").write_text(
         "=============\nRoutine Tasks\n=============\n\nEvery database needs care.\n\n"

@@ -102,8 +102,10 @@ def faq_pipeline() -> Pipeline:
     ("Why is my account blocked?", 1),  # its sentence 0.49 from the question, under the relevance bar of 0.50
     ("Does the library have Wi-Fi?", 2),
     ("Where do I park my car?", 3),
-    # Not "How can I donate my old books?" (4): since issue 57 the reader must read the entry as on the question's
-    # topic, and reads "Donations in good condition can be dropped off ..." at 0.19 (bar 0.34): withheld.
+    # Issue 57 N7: withheld since the heading stopped letting anything under it through (the reader read "Donations
+    # in good condition can be dropped off ..." at 0.19, bar 0.34), answered by the reader retrained in issue 55.
+    ("How can I donate my old books?", 4),
+    ("Can I print at the library?", 6),
 ])
 def test_a_faqs_entry_answers_the_question_it_is_filed_under(question, entry):
     tokens: list[str] = []

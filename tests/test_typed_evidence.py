@@ -14,7 +14,8 @@ from typedrag.engines.llm_engine import LLMEngine
 from typedrag.records import Passage
 from typedrag.result import Source, extract_citations
 from typedrag.strategies.decomposed import repeats
-from typedrag.testing import ScriptedChatModel
+from typedrag.reader import Reading, Role
+from typedrag.testing import ScriptedChatModel, ScriptedReader
 
 TITANIC = [
     "RMS Titanic sank in the North Atlantic in April 1912 after she struck an iceberg on her maiden voyage.",
@@ -36,14 +37,20 @@ def article(title: str, text: str) -> Passage:
     return Passage(f"{title}#0", title, title, text)
 
 
-# The aspects' evidence is under test here, not how sure the reader must be to add a sentence: an aspect is kept
-# at the reader's own bar (the shipped `added_bar`, 0.40, leaves these short passages' causes out), and causes are
-# added by their role (off by default: OfflineSettings.role_additions).
-EVIDENCE = OfflineSettings(added_bar=0.0, role_additions=True)
+# The aspects' evidence is under test here, not how sure the reader must be to add a sentence: an aspect adds the
+# sentence the reader reads as answering at its own bar (the shipped `aspect_bar`, 0.50, leaves these short passages'
+# causes out), whatever its role (the retrained reader of issue 55 reads none of them as a cause).
+EVIDENCE = OfflineSettings(added_bar=0.0, aspect_bar=0.0)
+
+
+def evidence_engine() -> OfflineEngine:
+    """The offline engine with a reader that reads every sentence naming the Titanic as answering (the retrained
+    reader of issue 55 reads these short causes at 0.10-0.16, under its bar of 0.22): the evidence is under test."""
+    return OfflineEngine(ScriptedReader(lambda q, title, s: Reading(0.6, 0.8, Role.CAUSE) if "Titanic" in s else Reading(0.01, 0.05, Role.NONE)), settings=EVIDENCE)
 
 
 def test_cue_words_do_not_pull_in_passages_off_the_question():
-    result = run(Pipeline(OfflineEngine(settings=EVIDENCE), ListRetriever(TITANIC)).answer("Why did the Titanic sink?", "typed", "reason"))
+    result = run(Pipeline(evidence_engine(), ListRetriever(TITANIC)).answer("Why did the Titanic sink?", "typed", "reason"))
     assert result.strategy == "reason"
     by_number = {s.number: s.text for s in result.sources}
     planned = [a for a in result.aspects if a.label != "overview"]
@@ -54,7 +61,7 @@ def test_cue_words_do_not_pull_in_passages_off_the_question():
 
 
 def test_typed_evidence_includes_plain_rag_evidence_and_aspects_add_their_own():
-    pipeline = Pipeline(OfflineEngine(settings=EVIDENCE), ListRetriever(TITANIC))
+    pipeline = Pipeline(evidence_engine(), ListRetriever(TITANIC))
     rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
     typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
     rag_ids = {s.passage_id for s in rag.sources}
@@ -118,7 +125,6 @@ def test_every_typed_answer_holds_plain_rags_answer_whole():
     assert overview.label == "overview" and overview.answer == rag.answer
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the reader model (MiniLM features) scores the fleas sentence below its bar: it does not read 'spread through bites' as a cause (BENCHMARKS.md, the reader section)")
 def test_a_sentence_from_the_article_the_question_names_outranks_one_that_only_shares_its_words():
     """Regression: "What caused the Black Death?" quoted gangrene ("tissue death caused by ...") and homicide
     ("causes the death of another person") and left out the Black Death article's own cause, the fleas."""

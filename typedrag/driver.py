@@ -305,6 +305,13 @@ class Driver:
             name = engine or self.services.engine.name
             self._record().steps.append(EngineStep(step=kind, role=role, engine=name, latency_ms=latency, error=error))
 
+    def _said(self, role: str, said: tuple[str, ...]) -> None:
+        """What an engine says of how it wrote a step by its design, kept on that step in the trace (not a fallback)."""
+        for engine_step in reversed(self._record().steps):
+            if engine_step.step == "write" and engine_step.role == role:
+                engine_step.notes.extend(said)
+                return
+
     def _record(self) -> Record:
         return _branch.get() or Record(self.trace.fallbacks, self.trace.steps)
 
@@ -389,6 +396,8 @@ class Driver:
             return self._declined(verdict, step, run)
         for note in written.notes:
             self._note(task.role, note)
+        if written.said:
+            self._said(task.role, written.said)
         if not step.final and self.services.engine.generative and task.sources:
             written = await self._settled(step, written)
         return written

@@ -98,6 +98,9 @@ class EngineStep(BaseModel):
     engine: str
     latency_ms: float = 0.0
     error: str | None = Field(None, description="why it gave nothing usable (a plan that failed, an endpoint that did)")
+    notes: list[str] = Field(
+        default_factory=list, description="how the engine wrote the step by its design (what the offline engine left out and why): not a fallback"
+    )
 
 
 @dataclass

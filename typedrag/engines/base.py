@@ -108,6 +108,9 @@ class Written:
     best: float | None = None
     not_in_sources: str | None = None
     notes: tuple[str, ...] = ()  # what the engine left out and why, recorded in the trace when the text is used
+    # How the engine wrote the step by its design (the offline engine quotes only what its reader reads as
+    # answering): recorded on the step in the trace, never as a fallback.
+    said: tuple[str, ...] = ()
     declined: str | None = None
     # knowledge = "labelled", a final step: what the model added from its own knowledge, apart from `text` (kept
     # even when the policy turns the text down: then it stands beside the abstention)

@@ -6,10 +6,12 @@ For one question and the sentences an answer may quote, the reader gives each se
 - `role`: what it does for an answer (a cause, a step, an argument for or against, a sentence that
   relates compared items, advice, ...).
 
-It reads the question, each sentence and its document's title with the MiniLM embedder typedrag already
-runs, and scores them by features that hold across corpora: meaning (cosine to the question and to the
-title), how a sentence ranks among the others, the question's rare words it holds, and its shape
-(length, punctuation, a capital, a pronoun, digits). Two small gradient-boosted tree ensembles turn the
+It reads the question, each sentence, its document's title and the heading it is filed under with the MiniLM
+embedder typedrag already runs, and scores them by features that hold across corpora: meaning (cosine to the
+question, to the title and to the heading), how a sentence ranks among the others, the question's rare words it
+holds, its shape (length, punctuation, a capital, a pronoun, digits), and what the document's reader knows of
+where it stands (`Piece`: a list item, an ordered one, a note box; under a heading that is itself a question; its
+passage's place among the answer's sources). Two small gradient-boosted tree ensembles turn the
 features into the two chances; a logistic regression on the embeddings gives the role. The model ships
 in typedrag/reader/model/ (arrays and JSON, no pickle) with its card; `python -m typedrag.reader.train`
 rebuilds it from the labels and reports it leave-one-corpus-out.
@@ -35,7 +37,7 @@ import numpy as np
 from typedrag.embed import Embedder, default_embedder
 from typedrag.errors import ModelUnavailable
 from typedrag.nfq import NFQType
-from typedrag.records import PROSE_LINE, BlockKind, LineKind
+from typedrag.records import PROSE_LINE, SECTION_SEPARATOR, BlockKind, LineKind
 from typedrag.text import split_sentences, terms
 
 MODEL_DIR = Path(__file__).parent / "model"
@@ -46,6 +48,9 @@ _SENTENCE_ENDS = (".", "!", "?", '."', ".'", ".)", ".”", "?)", "!)")
 FEATURES = (
     "cosine", "title cosine", "below the best", "rank", "question words held", "question words in title",
     "log words", "ends a sentence", "symbols", "capital", "digits", "near the others", "opens with a pronoun", "question words",
+    # what the document's reader knows (NaN where a labelled pair does not say: the labels made before it was kept)
+    "list item", "ordered item", "note box", "source rank",
+    "heading cosine", "question words in heading", "heading asks",
 )
 # The question types the role is read with (a cause is what a "why" question's answering sentence mostly
 # is); scaled so the regression weighs the type about as much as the vectors.
@@ -88,6 +93,23 @@ class Reading:
 
 
 @dataclass(frozen=True, slots=True)
+class Piece:
+    """A sentence an answer may quote, with what its document's reader knows of where it stands."""
+
+    text: str
+    title: str = ""
+    section: str = ""  # its heading path ("Frequently asked questions › Can I renew a loan?")
+    kind: BlockKind | None = None  # the kind of its line (prose, item, admonition); None: not known
+    order: int | None = None  # an ordered item's position
+    rank: int | None = None  # its passage's number among the answer's sources (1: the search's best); None: not known
+
+    @property
+    def heading(self) -> str:
+        """The last heading of its path ("" when it has none)."""
+        return self.section.rsplit(SECTION_SEPARATOR.strip(), 1)[-1].strip()
+
+
+@dataclass(frozen=True, slots=True)
 class Bars:
     """The reader's calibrated thresholds (set on leave-one-corpus-out scores, see the model card)."""
 
@@ -99,13 +121,14 @@ class ReaderUnavailable(ModelUnavailable):
     """The reader's model files are missing or do not match their checksum."""
 
 
-def features(question: str, sentences: list[str], titles: list[str], q: np.ndarray, s: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """One row of FEATURES per sentence, read against the question and the other sentences: `q` is the
-    question's vector, `s` and `t` the sentences' and their titles' (unit length)."""
-    n = len(sentences)
+def features(question: str, pieces: Sequence[Piece], q: np.ndarray, s: np.ndarray, t: np.ndarray, h: np.ndarray) -> np.ndarray:
+    """One row of FEATURES per piece, read against the question and the other pieces: `q` is the question's
+    vector, `s`, `t` and `h` the pieces', their titles' and their headings' (unit length; zeros for no heading)."""
+    n = len(pieces)
     if n == 0:
         return np.zeros((0, len(FEATURES)), dtype=np.float32)
-    cosine, title_cosine = s @ q, t @ q
+    sentences = [piece.text for piece in pieces]
+    cosine, title_cosine, heading_cosine = s @ q, t @ q, h @ q
     rank = (-cosine).argsort().argsort() / n
     held = [terms(text) for text in sentences]
     counts = Counter(term for found in held for term in found)
@@ -113,10 +136,14 @@ def features(question: str, sentences: list[str], titles: list[str], q: np.ndarr
     weight = {term: math.log(1 + n / (1 + counts.get(term, 0))) for term in asked}
     total = sum(weight.values()) or 1.0
     centre = s.mean(axis=0)
+    nan = float("nan")
     rows = []
-    for i, text in enumerate(sentences):
-        title_terms = terms(titles[i])
+    for i, piece in enumerate(pieces):
+        text = piece.text
+        title_terms, heading = terms(piece.title), piece.heading
+        heading_terms = terms(heading)
         words = text.split()
+        known = piece.kind is not None
         rows.append((
             cosine[i], title_cosine[i], cosine[i] - cosine.max(), rank[i],
             sum(w for term, w in weight.items() if term in held[i]) / total,
@@ -125,6 +152,13 @@ def features(question: str, sentences: list[str], titles: list[str], q: np.ndarr
             sum(not c.isalnum() and not c.isspace() for c in text) / max(len(text), 1), text[:1].isupper(),
             sum(c.isdigit() for c in text) / max(len(text), 1), float(s[i] @ centre),
             bool(words) and words[0].lower().strip(",") in _PRONOUNS, len(asked),
+            piece.kind is BlockKind.ITEM if known else nan,
+            piece.order is not None if known else nan,
+            piece.kind is BlockKind.ADMONITION if known else nan,
+            piece.rank if piece.rank is not None else nan,
+            heading_cosine[i] if heading else nan,
+            sum(w for term, w in weight.items() if term in heading_terms) / total if heading else nan,
+            heading.endswith("?") and len(heading.split()) >= 3,
         ))
     return np.asarray(rows, dtype=np.float32)
 
@@ -281,15 +315,22 @@ class Reader:
             self._embedder = default_embedder()
         return self._embedder
 
-    def read(self, question: str, sentences: list[tuple[str, str]], asked: NFQType | None = None) -> list[Reading]:
-        """A reading of each (title, sentence) for `question`, the sentences read as one set (how each
-        ranks among the others is part of its reading); `asked`, the question's type, informs the role."""
+    def read(self, question: str, sentences: Sequence[Piece | tuple[str, str]], asked: NFQType | None = None) -> list[Reading]:
+        """A reading of each piece (or (title, sentence), where nothing else is known of it) for `question`, the
+        pieces read as one set (how each ranks among the others is part of its reading); `asked`, the question's
+        type, informs the role."""
         if not sentences:
             return []
-        titles, texts = [title for title, _ in sentences], [text for _, text in sentences]
-        vectors = self.embedder.embed([question, *texts, *titles], keep_from=1)  # a passage's: an index keeps them
-        q, s, t = vectors[0], vectors[1 : 1 + len(texts)], vectors[1 + len(texts) :]
-        x = features(question, texts, titles, q, s, t)
+        pieces = [piece if isinstance(piece, Piece) else Piece(piece[1], piece[0]) for piece in sentences]
+        texts, titles = [piece.text for piece in pieces], [piece.title for piece in pieces]
+        headings = [piece.heading for piece in pieces]
+        named = list(dict.fromkeys(heading for heading in headings if heading))
+        vectors = self.embedder.embed([question, *texts, *titles, *named], keep_from=1)  # a passage's: an index keeps them
+        n = len(texts)
+        q, s, t = vectors[0], vectors[1 : 1 + n], vectors[1 + n : 1 + 2 * n]
+        found = dict(zip(named, vectors[1 + 2 * n :]))
+        h = np.stack([found[heading] if heading else np.zeros_like(q) for heading in headings])
+        x = features(question, pieces, q, s, t, h)
         on_topic = self._on_topic.chance(x)
         answers = answering(self._answers.chance(x), on_topic)
         roles = (role_input(q, s, asked) @ self._role_weights + self._role_bias).argmax(axis=1)
@@ -310,21 +351,27 @@ def default_reader() -> Reader:
         return _default()
 
 
-QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM})
+QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION})
 
 
-def quoted_pieces(text: str, kinds: Sequence[LineKind], min_words: int, max_words: int) -> Iterator[tuple[str, int | None]]:
-    """(text, order in a list) of each piece of a passage an extractive answer may quote, and so the reader reads:
-    prose sentences and list items, of `min_words` to `max_words` words. `kinds` are the passage's line kinds (none
-    that fit its lines: all prose). Here, below the offline engine, so an index can keep these pieces' vectors."""
+def quoted_pieces(text: str, kinds: Sequence[LineKind], min_words: int, max_words: int) -> Iterator[tuple[str, LineKind]]:
+    """(text, kind of its line) of each piece of a passage an extractive answer may quote, and so the reader reads:
+    prose sentences, list items and the sentences of note boxes, of `min_words` to `max_words` words. `kinds` are
+    the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index can
+    keep these pieces' vectors."""
     lines = text.split("\n")
     for line, kind in zip(lines, kinds if len(kinds) == len(lines) else (PROSE_LINE,) * len(lines)):
         if kind.kind not in QUOTED_KINDS or not line.strip():
             continue
         if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " or its number, and its text
-            line = line.strip().removeprefix("- ").removeprefix(f"{kind.order}. ")
+            line = without_marker(line, kind.order)
         whole = kind.kind is BlockKind.ITEM and len(line.split()) <= max_words  # an item is one piece
         for piece in [line] if whole else split_sentences(line):
             words = piece.split()
             if min_words <= len(words) <= max_words:
-                yield " ".join(words), kind.order
+                yield " ".join(words), kind
+
+
+def without_marker(line: str, order: int | None) -> str:
+    """A list item's text without the marker the document readers write before it ("- ", or "3. " for the third)."""
+    return line.strip().removeprefix("- ").removeprefix(f"{order}. ")

@@ -5,7 +5,11 @@
         --extra /path/to/more/pairs.jsonl --out typedrag/reader/model
 
 Each labels file holds one JSON object per line with `qid, corpus, question, title, sentence, label (0-2),
-role` (the reader-labels format). `--labels` corpora are reported leave-one-corpus-out: for each, a
+role` (the reader-labels format), and, where the labels know them, `section` (the heading path), `block` (the kind
+of the sentence's line), `item_order` and `source_rank` (the passage's number in the answer). A pair whose line the
+offline engine never quotes (code, a table, a heading, a caption, a notice) is left out: the reader never reads
+one; a list item is read without its marker, as the engine reads it. `--vectors FILE` keeps the MiniLM vectors of
+every text read (an .npz of `texts` and `vectors`), so a second run embeds nothing. `--labels` corpora are reported leave-one-corpus-out: for each, a
 reader trained on every other corpus (and the `--extra` files, which are never reported) is tested on
 it, beside MiniLM cosine alone and the oracle; the out-of-fold scores set the bars. Then one reader is
 trained on everything and written as arrays (reader.npz), meta.json and the model card. Training needs
@@ -22,7 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from typedrag.reader import FEATURES, META_FILE, MODEL_DIR, MODEL_FILE, Role, answering, features, role_input
+from typedrag.reader import FEATURES, META_FILE, MODEL_DIR, MODEL_FILE, QUOTED_KINDS, Piece, Role, answering, features, role_input, without_marker
+from typedrag.records import BlockKind
 
 ROLES = [role.value for role in Role]
 # The bars weigh precision above recall (F-beta, beta < 1), but not so far that most questions quote nothing.
@@ -31,11 +36,32 @@ TREES = {"max_depth": 3, "max_iter": 150, "learning_rate": 0.05, "random_state":
 
 
 def load_pairs(paths: list[Path]) -> list[dict]:
+    """The labelled pairs of `paths` the reader reads (`as_read`), the others left out."""
     rows = []
     for path in paths:
         with path.open(encoding="utf-8") as lines:
-            rows += [json.loads(line) for line in lines if line.strip()]
+            rows += [read for line in lines if line.strip() and (read := as_read(json.loads(line))) is not None]
     return rows
+
+
+def as_read(row: dict) -> dict | None:
+    """A labelled pair as the offline engine reads its sentence: a list item without its marker; None for a
+    sentence of a line it never quotes (code, a table, a heading, ...), which the reader never reads."""
+    block = row.get("block")
+    if block is not None and BlockKind(block) not in QUOTED_KINDS:
+        return None
+    if block == BlockKind.ITEM or (block is None and row["sentence"].startswith("- ")):  # the first labels wrote an item so
+        return {**row, "sentence": " ".join(without_marker(row["sentence"], row.get("item_order")).split())}
+    return row
+
+
+def piece(row: dict) -> Piece:
+    """What the reader knows of a labelled pair's sentence (what the labels do not say, it does not know)."""
+    block = row.get("block")
+    return Piece(
+        row["sentence"], row.get("title") or "", row.get("section") or "", BlockKind(block) if block else None,
+        row.get("item_order"), row.get("source_rank"),
+    )
 
 
 # --- measures ------------------------------------------------------------------------------------------
@@ -95,27 +121,41 @@ class Pairs:
     """The labelled pairs with what the reader reads of them: feature rows (each question's candidates read
     as one set, as the engine reads a step's sentences) and the embeddings the role is read from."""
 
-    def __init__(self, rows: list[dict]) -> None:
-        from typedrag.embed import default_embedder
-
-        embedder = default_embedder()
+    def __init__(self, rows: list[dict], vectors: Path | None = None) -> None:
         self.rows = rows
-        q = embedder.embed([r["question"] for r in rows])
-        s = embedder.embed([r["sentence"] for r in rows])
-        t = embedder.embed([r.get("title", "") for r in rows])
+        pieces = [piece(row) for row in rows]
+        embed = _embedding([r["question"] for r in rows] + [p.text for p in pieces] + [p.title for p in pieces] + [p.heading for p in pieces], vectors)
+        q, s = embed([r["question"] for r in rows]), embed([p.text for p in pieces])
+        t, h = embed([p.title for p in pieces]), embed([p.heading for p in pieces])
+        h[[not p.heading for p in pieces]] = 0.0
         self.cosine = (q * s).sum(1)
         self.x = np.zeros((len(rows), len(FEATURES)), dtype=np.float32)
         by_question = collections.defaultdict(list)
         for i, row in enumerate(rows):
             by_question[row["qid"]].append(i)
         for idx in by_question.values():
-            self.x[idx] = features(
-                rows[idx[0]]["question"], [rows[i]["sentence"] for i in idx], [rows[i].get("title", "") for i in idx], q[idx[0]], s[idx], t[idx]
-            )
+            self.x[idx] = features(rows[idx[0]]["question"], [pieces[i] for i in idx], q[idx[0]], s[idx], t[idx], h[idx])
         self.role_input = np.vstack([role_input(q[i], s[i : i + 1], row.get("type")) for i, row in enumerate(rows)])
 
     def subset(self, idx: list[int]) -> tuple[list[dict], np.ndarray, np.ndarray]:
         return [self.rows[i] for i in idx], self.x[idx], self.role_input[idx]
+
+
+def _embedding(texts: list[str], cache: Path | None):
+    """A function from texts to their MiniLM vectors: each text embedded once, kept in `cache` (read first)."""
+    known: dict[str, np.ndarray] = {}
+    if cache is not None and cache.exists():
+        with np.load(cache, allow_pickle=False) as stored:
+            known = dict(zip(stored["texts"].tolist(), stored["vectors"]))
+    missing = [text for text in dict.fromkeys(texts) if text not in known]
+    if missing:
+        from typedrag.embed import default_embedder
+
+        known.update(zip(missing, default_embedder().embed(missing)))
+        if cache is not None:
+            order = list(known)
+            np.savez(cache, texts=np.array(order), vectors=np.stack([known[t] for t in order]).astype(np.float32))
+    return lambda wanted: np.stack([known[text] for text in wanted]).astype(np.float32)
 
 
 def fit(rows: list[dict], x: np.ndarray, role_input: np.ndarray) -> dict:
@@ -156,7 +196,9 @@ def tree_arrays(classifier, prefix: str) -> dict[str, np.ndarray]:
     return {
         f"{prefix}.baseline": np.asarray(classifier._baseline_prediction).reshape(-1)[:1].astype(np.float64),
         f"{prefix}.feature": padded("feature_idx", np.int64),
-        f"{prefix}.threshold": padded("num_threshold", np.float64),
+        # A split on whether a value is missing has the threshold +inf (every value goes left, NaN by
+        # `missing_left`); the largest float says the same and keeps the file's numbers finite (the loader checks).
+        f"{prefix}.threshold": np.minimum(padded("num_threshold", np.float64), np.finfo(np.float64).max),
         f"{prefix}.left": padded("left", np.int64),
         f"{prefix}.right": padded("right", np.int64),
         f"{prefix}.value": padded("value", np.float64),
@@ -221,10 +263,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--extra", type=Path, nargs="*", default=[], help="more labelled pairs: trained on, never reported")
     parser.add_argument("--out", type=Path, default=MODEL_DIR)
     parser.add_argument("--loco-only", action="store_true", help="only print the leave-one-corpus-out report")
+    parser.add_argument("--vectors", type=Path, help="an .npz of the texts' MiniLM vectors, read first and kept")
+    parser.add_argument("--out-of-fold", type=Path, help="write each reported pair's out-of-fold chances here (.jsonl: pid or qid, corpus, label, answers, on_topic, cosine), to calibrate on")
     args = parser.parse_args(argv)
     reported_rows, extra_rows = load_pairs(args.labels), load_pairs(args.extra)
-    pairs = Pairs(reported_rows + extra_rows)
+    pairs = Pairs(reported_rows + extra_rows, args.vectors)
     table, out_of_fold = leave_one_corpus_out(pairs, {r["corpus"] for r in reported_rows})
+    if args.out_of_fold is not None:
+        write_out_of_fold(args.out_of_fold, out_of_fold, pairs)
     bars = {
         "answers": best_bar([a for _, a, _ in out_of_fold], [r["label"] == 2 for r, _, _ in out_of_fold], BAR_BETA),
         "on_topic": best_bar([o for _, _, o in out_of_fold], [r["label"] >= 1 for r, _, _ in out_of_fold], BAR_BETA),
@@ -250,6 +296,16 @@ def main(argv: list[str] | None = None) -> None:
     (args.out / META_FILE).write_text(json.dumps(meta, indent=2) + "\n")
     (args.out / "MODEL_CARD.md").write_text(card(meta), encoding="utf-8")
     print(f"wrote {args.out / MODEL_FILE}, {args.out / META_FILE} and the model card; bars {bars}")
+
+
+def write_out_of_fold(path: Path, out_of_fold: list[tuple[dict, float, float]], pairs: Pairs) -> None:
+    """Each reported pair's chances from the reader trained without its corpus, one JSON object a line: what the
+    abstention bar is calibrated on (a question's best chance against whether any of its pairs answers)."""
+    cosine = {id(row): float(c) for row, c in zip(pairs.rows, pairs.cosine)}
+    with path.open("w", encoding="utf-8") as out:
+        for row, answers, on_topic in out_of_fold:
+            kept = {k: row.get(k) for k in ("pid", "qid", "corpus", "label", "answerable")}
+            out.write(json.dumps({**kept, "answers": round(float(answers), 6), "on_topic": round(float(on_topic), 6), "cosine": round(cosine[id(row)], 6)}) + "\n")
 
 
 def card(meta: dict) -> str:

@@ -212,6 +212,9 @@ def write_aspect(aspect: Aspect, task: WriteTask) -> Flow[Part | None]:
     if written.declined:
         yield from drop(aspect, written.declined)
     elif not written.supported and isinstance(task, AspectAnswer):
+        if written.said:  # an extractive engine quoted nothing by its design, and said why on the step: no failure
+            aspect.answer = ""
+            return None
         yield from drop(aspect, "no sentence of its kind in its passages answers the question")
     if aspect.error is not None:
         return None

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import BaseModel
 
-from typedrag.reader import Bars, Reading
+from typedrag.reader import Bars, Piece, Reading
 
 from typedrag.llm.base import Completion, LLMCall, Message, StructuredOutcome
 from typedrag.llm.structured import parse_structured
@@ -111,5 +111,6 @@ class ScriptedReader:
     bars: Bars = Bars(answers=0.5, on_topic=0.5)
     name: str = "scripted-reader"
 
-    def read(self, question: str, sentences: list[tuple[str, str]], asked: object = None) -> list[Reading]:
-        return [self.script(question, title, text) for title, text in sentences]
+    def read(self, question: str, sentences: Sequence[Piece | tuple[str, str]], asked: object = None) -> list[Reading]:
+        pairs = [(s.title, s.text) if isinstance(s, Piece) else s for s in sentences]
+        return [self.script(question, title, text) for title, text in pairs]

@@ -7,7 +7,9 @@ with its number), tables, and quotes that open with a note marker ("> **Note**",
 admonitions; in reStructuredText, literal blocks (`::`) and code directives, list items, grid and
 simple tables, admonition directives (their name as the title line), figure captions, and the
 comments and navigation directives (`toctree`) as notices. A first pass checks the whole file is
-UTF-8 without NUL bytes, so a binary file is reported before any of it reaches the index.
+UTF-8 without NUL bytes, so a binary file is reported before any of it reaches the index. A Markdown file's YAML
+front matter (Jekyll's and Hugo's "---" block of `title:`, `description:`, ... at its very start) is metadata, not
+text: its `title` is the page's title, and none of it is read as a paragraph or a heading.
 
 The block structure is read here, line by line: docutils and markdown-it parse a whole document at once,
 in memory, and docutils' warnings and errors on sloppy input would have to be caught one by one. Markdown's
@@ -24,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import yaml
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import normalizeReference
 
@@ -33,6 +36,9 @@ from typedrag.records import Block, BlockKind
 _CHUNK = 1 << 20
 _LONGEST_LINE = 1 << 16  # characters read at once: a file with no line breaks still streams
 _TITLE_SEARCH = 1 << 20  # characters to look through for the first heading
+# Front matter longer than this is no page's metadata: the file is read as Markdown from its first line.
+_FRONT_MATTER_LINES = 200
+_FRONT_MATTER_CHARS = 64 * 1024
 
 _ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*))?$")  # its closing "#"s are cut by `_atx_text`, not by a pattern
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
@@ -91,10 +97,38 @@ def read_markup(path: Path, syntax: str, fallback_title: str | None = None) -> P
     """`syntax` is "text", "markdown" or "rst"; raises `Unreadable` (with the line) for binary content. The title
     is the first heading, else `fallback_title` (else the file name)."""
     check_utf8(path)
+    meta, skip = front_matter(path) if syntax == "markdown" else ({}, 0)
     labels = link_labels(path, syntax)
-    title = "" if syntax == "text" else title_line(first_heading(path, syntax, labels))
+    stated = meta.get("title")
+    title = title_line(stated) if isinstance(stated, str) else ""
+    if not title and syntax != "text":
+        title = title_line(first_heading(path, syntax, labels, skip))
     title = title or (title_line(path.stem) if fallback_title is None else fallback_title)
-    return Parsed(title, _blocks(path, syntax, title, labels))
+    return Parsed(title, _blocks(path, syntax, title, labels, skip))
+
+
+def front_matter(path: Path) -> tuple[dict, int]:
+    """The YAML front matter a Markdown file opens with ("---", `key: value` lines, "---" or "..."), and how many
+    lines it takes; ({}, 0) when there is none. Only a block that YAML reads as a mapping counts: a file that opens
+    with a thematic break ("---") over a paragraph is Markdown, read from its first line."""
+    held: list[str] = []
+    size = 0
+    for number, line in enumerate(lines(path)):
+        if number == 0:
+            if line.rstrip() != "---":
+                return {}, 0
+            continue
+        if line.rstrip() in ("---", "..."):
+            try:
+                meta = yaml.safe_load("\n".join(held))
+            except yaml.YAMLError:
+                return {}, 0
+            return (meta, number + 1) if isinstance(meta, dict) else ({}, 0)
+        size += len(line)
+        if number > _FRONT_MATTER_LINES or size > _FRONT_MATTER_CHARS:
+            break
+        held.append(line)
+    return {}, 0
 
 
 def check_utf8(path: Path) -> None:
@@ -120,17 +154,22 @@ def check_utf8(path: Path) -> None:
             raise Unreadable("not a UTF-8 text file (binary?), skipped", line) from None
 
 
-def lines(path: Path) -> Iterator[str]:
-    """Decoded lines without their line break; a line longer than 64 K characters comes in pieces."""
+def lines(path: Path, skip: int = 0) -> Iterator[str]:
+    """Decoded lines without their line break, but the first `skip` (front matter); a line longer than 64 K
+    characters comes in pieces."""
     with open(path, encoding="utf-8-sig", errors="replace", newline=None) as f:
         while line := f.readline(_LONGEST_LINE):
+            if skip:  # front matter's lines are short (`front_matter`): each is read whole
+                skip -= 1
+                continue
             yield clean(line.removesuffix("\n"))
 
 
-def first_heading(path: Path, syntax: str, labels: frozenset[str] = frozenset()) -> str:
-    """The first heading in the first megabyte of the file, or "" (`labels`: see `link_labels`)."""
+def first_heading(path: Path, syntax: str, labels: frozenset[str] = frozenset(), skip: int = 0) -> str:
+    """The first heading in the first megabyte of the file past its first `skip` lines, or "" (`labels`: see
+    `link_labels`)."""
     seen = 0
-    for event in events(lines(path), syntax, labels):
+    for event in events(lines(path, skip), syntax, labels):
         if isinstance(event, Heading):
             return event.text
         seen += len(event.text)
@@ -139,9 +178,9 @@ def first_heading(path: Path, syntax: str, labels: frozenset[str] = frozenset())
     return ""
 
 
-def _blocks(path: Path, syntax: str, title: str, labels: frozenset[str]) -> Iterator[Block]:
+def _blocks(path: Path, syntax: str, title: str, labels: frozenset[str], skip: int = 0) -> Iterator[Block]:
     outline = Outline(title)
-    for event in events(lines(path), syntax, labels):
+    for event in events(lines(path, skip), syntax, labels):
         if isinstance(event, Heading):
             outline.heading(event.level, event.text)
         else:

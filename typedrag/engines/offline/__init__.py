@@ -14,7 +14,7 @@ import asyncio
 from pydantic import BaseModel
 
 from typedrag.engines.base import AspectAnswer, ClosedBook, Combined, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, sentence_pieces
-from typedrag.engines.offline.answers import NO_PASSAGES, answer, declined, quoted_from
+from typedrag.engines.offline.answers import NO_PASSAGES, answer, quoted_from
 from typedrag.engines.offline.settings import DEFAULT, OfflineSettings
 from typedrag.errors import PlanFailed
 from typedrag.reader import Reader, default_reader
@@ -80,15 +80,15 @@ class OfflineEngine:
             return Written(CLOSED_BOOK, supported=False)
         if not task.sources and not (isinstance(task, Combined) and task.parts):
             return Written(NO_PASSAGES, supported=False)
-        if (why := declined(task, self.settings)) is not None:
-            return Written("", supported=False, declined=why)
         written = answer(task, self.reader, self.settings)
-        notes = [f"left out: {reason_left_out} (the reader found none in the passages)" for reason_left_out in written.dropped]
+        # What it left out is what the offline engine does by design (it quotes only what its reader reads as
+        # answering): said on the step in the trace, never a fallback (issue 55).
+        said = [f"left out: {reason_left_out} (the reader found none in the passages)" for reason_left_out in written.dropped]
         if written.held_back is not None:
-            notes.append(f"not added: {written.held_back}")
+            said.append(f"not added: {written.held_back}")
         if not written.supported and written.lead and not isinstance(task, AspectAnswer | Combined):  # said of the parts
-            notes.append("the reader found no sentence that answers; the nearest on-topic ones are quoted")
+            said.append("the reader found no sentence that answers; the nearest on-topic ones are quoted")
         # An answer that quotes nothing answers nothing, whatever the reader's best chance among sentences it
         # could not quote (none on topic): the final step is then abstained on, not "do not speak to this".
         best = written.best if written.lead or written.groups else 0.0
-        return Written(written.text(), written.quotes(), written.supported, best=best, notes=tuple(notes), filed_under=written.filed_under)
+        return Written(written.text(), written.quotes(), written.supported, best=best, said=tuple(said), filed_under=written.filed_under)

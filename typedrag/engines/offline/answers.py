@@ -27,6 +27,7 @@ from typedrag.engines.offline.sentences import (
     naming_two,
     on_topic,
     playing,
+    repeats,
     standing_alone,
     stating,
 )
@@ -89,17 +90,9 @@ def quoted(sentence: Sentence) -> str:
 
 
 def added_by_role_only(facet: Facet, settings: OfflineSettings) -> bool:
-    """Whether what a facet's aspects add (causes, for and against) would be chosen by role alone, with those
-    additions off: steps may still come from a list the document numbered."""
+    """Whether what a facet's aspects add would be chosen by role alone (causes, for and against), were those
+    additions on: off, an aspect adds what the reader is sure answers the question, whatever its role."""
     return facet is not Facet.STEPS and not settings.role_additions
-
-
-def declined(task: WriteTask, settings: OfflineSettings) -> str | None:
-    """Why a step is not written at all (None: it is): a planned aspect whose sentences would be added only by
-    their role (causes, for and against) while those additions are off."""
-    if isinstance(task, AspectAnswer) and added_by_role_only(task.facet, settings):
-        return f"not written offline: {ROLES_OFF}"
-    return None
 
 
 def quoted_from(task: WriteTask, settings: OfflineSettings) -> list[Source]:
@@ -127,10 +120,12 @@ def the_entry(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Wri
     the question, reads one of that entry's as on the question's topic (at its on-topic bar): under a heading
     that asks the question, a sentence on its topic is its answer, however tersely it is worded. A placeholder,
     an advert or a note under the heading is not on it; then the heading is forgotten and the sources are read,
-    and judged, as any others (BENCHMARKS.md section 35)."""
+    and judged, as any others (BENCHMARKS.md section 35). The entry's sentences are read here without their
+    headings: the reader weighs a heading that asks the question, and would let a placeholder under it through
+    (issue 55; what the entry says decides, never where it is filed)."""
     entry = [source for source in task.sources if question_heading(source.section) == task.filed_under]
     numbers = {source.number for source in entry}
-    material = Material(task.question, task.sources, reader, settings)
+    material = Material(task.question, task.sources, reader, settings, headings=False)
     if any(s.source in numbers and s.reading.on_topic >= reader.bars.on_topic for s in material.sentences):
         return replace(task, sources=entry)
     return replace(task, filed_under=None)
@@ -147,7 +142,7 @@ def by_kind(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answe
         lead = plain(Material(task.question, own_sources(task), reader, settings), reader.bars, settings)
         if not settings.role_additions:
             lead.held_back = ROLES_OFF
-            return lead
+            return planned_finds(task, lead, reader, settings)
         material = Material(task.question, task.sources, reader, settings, asked_type(task))
         if isinstance(task, Compared):
             return comparison(task, lead, material, reader.bars, settings)
@@ -160,6 +155,27 @@ def by_kind(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answe
             return entry(task, material, settings)
         case _:
             return plain(material, reader.bars, settings)
+
+
+def planned_finds(task: Compared | Advised, lead: Answer, reader: Reader, settings: OfflineSettings) -> Answer:
+    """Plain RAG's `lead`, then what the plan's searches found beyond the question's own passages (each compared
+    item's, the advice sought) that the reader is sure answers the question: at most `aspect_sentences` for each
+    search, none repeating the lead. The lead's passages alone are judged by the relevance bar (`quoted_from`)."""
+    beyond = task.sources[len(own_sources(task)) :]
+    if not beyond or not lead.supported:
+        return lead
+    searches = len(task.items) if isinstance(task, Compared) else 1
+    material = Material(task.question, beyond, reader, settings)
+    found = material.pick(settings.aspect_sentences * searches, sure(reader.bars, settings), better_than(lead.lead), standing_alone, beside=lead.lead)
+    lead.lead = [*lead.lead, *found]
+    return lead
+
+
+def better_than(quoted: list[Sentence]) -> Filter:
+    """The reader reads the sentence as likelier to answer than every one of `quoted` (plain RAG's answer): what
+    a typed answer adds from the plan's searches is what they found better."""
+    best = max((s.answers for s in quoted), default=0.0)
+    return lambda s: s.answers > best
 
 
 def asked_type(task: WriteTask) -> NFQType | None:
@@ -255,13 +271,28 @@ def experience(lead: Answer, material: Material, bars: Bars, settings: OfflineSe
 
 
 def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
-    """A planned aspect: its passages' sentences of its facet's role that answer; a procedure the document
-    numbered itself is quoted as its list (with additions by role off, only such a list)."""
-    numbered = [] if settings.role_additions else [listed]
-    found = material.pick(settings.added_sentences, adding(bars, settings), playing(*FACET_ROLES[task.facet]), standing_alone, *numbered)
+    """A planned aspect, from its own passages: a procedure the document numbered itself is quoted as its list;
+    otherwise, with additions by role on, its passages' sentences of its facet's role that answer; off (the
+    default), the sentence the reader is surest answers the question, when it is sure (`aspect_bar`): what the
+    plan's search found that the question's own did not (issue 55)."""
+    if settings.role_additions:
+        found = material.pick(settings.added_sentences, adding(bars, settings), playing(*FACET_ROLES[task.facet]), standing_alone)
+    else:
+        found = material.pick(1, adding(bars, settings), playing(Role.STEP), standing_alone, listed) if task.facet is Facet.STEPS else []
+        if not found:
+            found = material.pick(settings.aspect_sentences, sure(bars, settings), standing_alone)
     if task.facet is Facet.STEPS and found and found[0].order is not None:
         found = material.ordered_list(found[0], settings.list_steps)
-    return Answer(found, supported=bool(found))
+    written = Answer(found, supported=bool(found))
+    if not found and not settings.role_additions:
+        written.dropped.append(f"a sentence of its passages the reader reads as answering the question (at {max(bars.answers, settings.aspect_bar):.2f})")
+    return written
+
+
+def sure(bars: Bars, settings: OfflineSettings) -> Filter:
+    """The reader reads the sentence as answering the question, at its bar and at least `OfflineSettings.aspect_bar`:
+    what a planned aspect may add offline, read by no role."""
+    return answering(max(bars.answers, settings.aspect_bar))
 
 
 def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
@@ -277,9 +308,9 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     result = Answer(lead, supported=any(q.answers >= bars.answers for q in lead_quotes), best=max(bests, default=0.0))
     result.filed_under = next((part.filed_under for part in task.parts if part.lead and part.filed_under), None)
     ok = adding(bars, settings)
-    if added_by_role_only(task.facet, settings):
-        pass  # no aspect was written (`declined`), and each said why
-    elif task.facet is Facet.VIEWS:
+    if not settings.role_additions:
+        return with_aspects(result, lead, added.sentences, task.facet)
+    if task.facet is Facet.VIEWS:
         for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):
             taken = [*lead, *(s for g in result.groups for s in g.sentences)]
             view = added.pick(1, ok, playing(role), beside=taken)
@@ -302,6 +333,27 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
         else:
             result.dropped.append("no cause")
     result.supported = result.supported or bool(result.groups)
+    return result
+
+
+def with_aspects(result: Answer, lead: list[Sentence], added: list[Sentence], facet: Facet) -> Answer:
+    """The overview, then what the planned aspects quoted that it does not say: a procedure the document numbered
+    (steps), and each aspect's sentence the reader is sure answers, after the overview's own. An overview that
+    quotes only the nearest sentences (none answers) is left out when the aspects found what answers."""
+    steps = first_list(added) if facet is Facet.STEPS else []
+    if not result.supported and (steps or any(sentence not in steps for sentence in added)):
+        lead = []
+    better = better_than(lead if result.supported else [])
+    if steps:
+        result.groups.append(Group("Steps", steps, "steps"))
+    more: list[Sentence] = []
+    for sentence in added:
+        if sentence not in steps and better(sentence) and not any(repeats(sentence, other) for other in [*lead, *steps, *more]):
+            more.append(sentence)
+    result.lead = [*lead, *more]
+    if not steps and not more:
+        result.dropped.append("the planned aspects found no sentence the reader reads as likelier to answer than the overview's")
+    result.supported = result.supported or bool(steps) or bool(more)
     return result
 
 

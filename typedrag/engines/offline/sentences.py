@@ -17,7 +17,8 @@ from typedrag.engines.base import Quote
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
 from typedrag.questions import Amount, states_an_amount
-from typedrag.reader import Reader, Reading, Role, quoted_pieces
+from typedrag.reader import Piece, Reader, Reading, Role, quoted_pieces
+from typedrag.records import LineKind
 from typedrag.result import Source
 from typedrag.text import terms
 
@@ -62,9 +63,9 @@ def refers_back(text: str) -> bool:
     return words[0] in _STANDING_IN and len(words) > 1 and words[1] in _VERBS_AFTER
 
 
-def pieces_of(source: Source, settings: OfflineSettings) -> Iterable[tuple[str, int | None]]:
-    """(text, order in a list) of each quotable piece of a source: prose sentences and list items, of
-    `min_words` to `max_words` words."""
+def pieces_of(source: Source, settings: OfflineSettings) -> Iterable[tuple[str, LineKind]]:
+    """(text, kind of its line) of each quotable piece of a source: prose sentences, list items and the sentences
+    of note boxes, of `min_words` to `max_words` words."""
     return quoted_pieces(source.text, source.lines, settings.min_words, settings.max_words)
 
 
@@ -72,20 +73,24 @@ class Material:
     """Every quotable sentence of some sources, read against one question."""
 
     def __init__(
-        self, question: str, sources: list[Source], reader: Reader, settings: OfflineSettings, asked: NFQType | None = None
+        self, question: str, sources: list[Source], reader: Reader, settings: OfflineSettings, asked: NFQType | None = None,
+        headings: bool = True,
     ) -> None:
+        """The quotable pieces of `sources`, read against `question`; `headings` False: each read without the heading
+        it is filed under, for what it says alone."""
         self.question = question
-        found: list[tuple[str, int, int | None, str]] = []
+        found: list[tuple[Piece, int]] = []
         seen: set[str] = set()
         for source in sources:
-            for text, order in pieces_of(source, settings):
+            for text, kind in pieces_of(source, settings):
                 if text not in seen:
                     seen.add(text)
-                    found.append((text, source.number, order, source.title))
-        readings = reader.read(question, [(title, text) for text, _, _, title in found], asked)
+                    piece = Piece(text, source.title, source.section if headings else "", kind.kind, kind.order, source.number)
+                    found.append((piece, source.number))
+        readings = reader.read(question, [piece for piece, _ in found], asked)
         self.sentences = [
-            Sentence(text, number, position, reading, order, frozenset(terms(text)))
-            for position, ((text, number, order, _), reading) in enumerate(zip(found, readings))
+            Sentence(piece.text, number, position, reading, piece.order, frozenset(terms(piece.text)))
+            for position, ((piece, number), reading) in enumerate(zip(found, readings))
         ]
 
     @classmethod
