@@ -118,7 +118,7 @@ def test_every_typed_answer_holds_plain_rags_answer_whole():
     assert overview.label == "overview" and overview.answer == rag.answer
 
 
-@pytest.mark.xfail(strict=True, reason="known gap: the reader model (MiniLM features) scores the fleas sentence below its bar: it does not read 'spread through bites' as a cause (BENCHMARKS.md, the reader section)")
+@pytest.mark.xfail(strict=True, reason="known gap: the reader model (MiniLM features) scores the fleas sentence below its bar: it does not read 'spread through bites' as a cause (docs/lab/2026-12-02-reader-model.md)")
 def test_a_sentence_from_the_article_the_question_names_outranks_one_that_only_shares_its_words():
     """Regression: "What caused the Black Death?" quoted gangrene ("tissue death caused by ...") and homicide
     ("causes the death of another person") and left out the Black Death article's own cause, the fleas."""
