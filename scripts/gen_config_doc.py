@@ -33,7 +33,7 @@ PAGE = ROOT / "docs" / "configuration.md"
 CONFIG_SOURCE = Path(config.__file__)
 
 # Environment variables read outside the settings, by what they do. A name found in typedrag/ and missing here is
-# still listed, with the modules that read it, and a note asking for a line here.
+# still listed, with a note asking for a line here.
 OTHER_VARIABLES = {
     "TYPEDRAG_CONFIG": "the config file to read, instead of ./typedrag.toml or ~/.config/typedrag/config.toml",
     "TYPEDRAG_SERVER_API_KEY": "`serve`: the key clients must send (the variable `--api-key-env` names; unset: no key)",
@@ -171,18 +171,13 @@ def table(model: type[BaseModel], prefix: tuple[str, ...], comments: dict[tuple[
     return rows
 
 
-def other_variables() -> dict[str, list[str]]:
-    """TYPEDRAG_* names the package's code mentions that the settings do not map, with the modules mentioning them."""
-    found: dict[str, set[str]] = {}
+def other_variables() -> list[str]:
+    """TYPEDRAG_* names the package's code mentions that the settings do not map (modules move; names stay)."""
+    found = set(OTHER_VARIABLES)
     for path in sorted((ROOT / "typedrag").rglob("*.py")):
-        if path == CONFIG_SOURCE:
-            continue
-        for name in re.findall(r"[\"'](TYPEDRAG_[A-Z0-9_]+)[\"']", path.read_text(encoding="utf-8")):
-            if name not in config._ENV:
-                found.setdefault(name, set()).add(path.relative_to(ROOT).with_suffix("").as_posix().replace("/", "."))
-    for name in OTHER_VARIABLES:
-        found.setdefault(name, set())
-    return {name: sorted(modules) for name, modules in sorted(found.items())}
+        if path != CONFIG_SOURCE:
+            found.update(re.findall(r"[\"'](TYPEDRAG_[A-Z0-9_]+)[\"']", path.read_text(encoding="utf-8")))
+    return sorted(found - set(config._ENV))
 
 
 def render() -> str:
@@ -196,10 +191,10 @@ def render() -> str:
         doc = SECTION_NOTES.get(name) or " ".join((section.__doc__ or "").split())
         out += ["", f"## `[{name}]`", "", doc, ""] if doc else ["", f"## `[{name}]`", ""]
         out += table(section, (name,), comments)
-    out += ["", "## Other environment variables", "", "| variable | what | read by |", "|---|---|---|"]
-    for name, modules in other_variables().items():
+    out += ["", "## Other environment variables", "", "| variable | what |", "|---|---|"]
+    for name in other_variables():
         what = OTHER_VARIABLES.get(name, "(not described yet: add it to OTHER_VARIABLES in scripts/gen_config_doc.py)")
-        out.append(f"| `{name}` | {cell(what)} | {', '.join(f'`{m}`' for m in modules) or '–'} |")
+        out.append(f"| `{name}` | {cell(what)} |")
     return "\n".join(out) + "\n"
 
 
