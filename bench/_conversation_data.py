@@ -5,7 +5,7 @@ The set's answering passages were found by its writer with typedrag's own search
 finds another passage stating the same thing was counted a miss. Pooled judging (as TREC does) closes that
 gap: every passage a benchmarked run put in a turn's top five, for a part of the answer it missed, was shown
 to a judge who did not know which run found it, beside a passage known to state that part; the ones judged
-to state it are added to that part's passages. CONVERSATIONS.md says how, and BENCHMARKS.md reports recall
+to state it are added to that part's passages. CONVERSATIONS.md says how, and docs/lab/2026-12-03-conversation-recall.md reports recall
 both ways.
 """
 

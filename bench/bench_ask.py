@@ -3,7 +3,7 @@
 Cold: a new `typedrag ask` process answering its first question (imports, index open, model
 loads included). Warm: the next questions in one process. Targets: cold <= 10 s, warm <= 1 s.
 `--otlp` traces every answer, exported over OTLP/HTTP to a receiver on loopback (the otel extra;
-BENCHMARKS.md, section 16, compares the two).
+docs/lab/2026-12-02-tracing-cost.md compares the two).
 
     python bench/bench_ask.py --index demo-index        # build it with: typedrag index demo:vital-articles --index demo-index
     python bench/bench_ask.py --index demo-index --otlp

@@ -205,7 +205,7 @@ def calibrate(conversations: list[dict], indexes: dict[str, str], sets: dict[str
 
 
 def choose(path: Path) -> None:
-    """Abstention on tune-half turns and key-term questions for candidate bars, as section 15 chose them."""
+    """Abstention on tune-half turns and key-term questions for candidate bars, as docs/lab/2026-12-02-abstention.md chose them."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     tune = [r for r in rows if r["set"] == "keyterms" or r.get("split") == "tune"]
     print(f"{len(tune)} rows: {sum(r['answerable'] for r in tune)} answerable, {sum(not r['answerable'] for r in tune)} not")

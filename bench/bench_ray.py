@@ -5,7 +5,7 @@ documents) and embedding (`typedrag.embed`'s embedder, one intra-op thread, then
 apart. On the cluster at `--ray`: the same stages as Ray Data jobs (read only; read + chunk + Milvus rows, as
 `index --ray` runs them; embedding in an actor pool of `--actors`). Then, if `--uri` is given, a whole dense
 build of `--e2e-source` in one process and on the cluster. Per-core rates feed the paper estimates in
-BENCHMARKS.md.
+docs/lab/2026-12-02-ray.md.
 
     python bench/bench_ray.py --ray 127.0.0.1:6379 --source /usr/share/doc/postgresql-doc-15/html \
         --embed-passages 2000 --uri http://127.0.0.1:19530 --e2e-source /usr/share/doc/python3.11/html/tutorial

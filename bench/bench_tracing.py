@@ -7,7 +7,7 @@ questions of bench_ask.py are answered once, traced, to count the spans of each.
 
     python bench/bench_tracing.py --index demo-index     # needs the otel extra
 
-Figures: BENCHMARKS.md, section 16.
+Figures: docs/lab/2026-12-02-tracing-cost.md.
 """
 
 from __future__ import annotations

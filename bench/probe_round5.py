@@ -1,5 +1,5 @@
 """The fifth hostile round's probes (issue 42, and items 9, 10, 12 of issue 41), run against whichever typedrag is
-on PYTHONPATH, so the same command gives the "before" and "after" columns of BENCHMARKS.md section 18:
+on PYTHONPATH, so the same command gives the "before" and "after" columns of docs/lab/2026-12-02-hostile-5.md:
 
     PYTHONPATH=/path/to/checkout python bench/probe_round5.py [--only NAME ...]
 

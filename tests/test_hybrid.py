@@ -89,7 +89,7 @@ def test_fusion_is_reciprocal_rank_over_each_legs_top():
 
 
 def test_a_legs_first_passage_outranks_one_both_legs_rank_in_the_middle():
-    """The fusion's constant (BENCHMARKS.md, section 32): with RRF's usual 60, "mid" (10th in both legs) outranked
+    """The fusion's constant (docs/lab/2026-12-03-rrf-15.md): with RRF's usual 60, "mid" (10th in both legs) outranked
     "top" (first for BM25, 30th for dense); at 15 the first passage of a leg stays ahead."""
     bm25 = ["top"] + [f"b{i}" for i in range(8)] + ["mid"]
     near = [f"d{i}" for i in range(9)] + ["mid"] + [f"e{i}" for i in range(19)] + ["top"]

@@ -210,7 +210,7 @@ async def test_expansion_searches_the_models_queries_beside_the_question_fused_r
 
 
 async def test_expansion_is_on_by_default_with_a_model_and_can_be_turned_off(stub):
-    """A blind reader preferred plain RAG with the model's expansion 30 to 2 on two manuals (BENCHMARKS.md 28g)."""
+    """A blind reader preferred plain RAG with the model's expansion 30 to 2 on two manuals (docs/lab/2026-12-03-demo-vectors.md, g)."""
     from typedrag.config import load_settings
     from typedrag.factory import Resources, build_pipeline
 

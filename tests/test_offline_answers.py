@@ -59,7 +59,7 @@ def test_plain_rag_quotes_the_sentences_that_answer_and_no_filler():
 
 
 def test_one_answering_sentence_is_followed_by_on_topic_ones_up_to_the_lead_size_never_by_noise():
-    """The reader misses answers more often than it takes noise on topic (BENCHMARKS.md section 17)."""
+    """The reader misses answers more often than it takes noise on topic (docs/lab/2026-12-02-reader-model.md)."""
     engine = OfflineEngine(reads({"iceberg": Reading(0.9, 0.95, Role.CAUSE), "funnels": Reading(0.1, 0.8, Role.FACT)}))
     text = "The Titanic struck an iceberg at night. The ship had four funnels. Tickets cost up to 870 pounds."
     written = run(engine.write(Grounded(role="answer:rag", prompt=PROMPT, question="Why did the Titanic sink?", sources=[source(1, text)]), Trace()))
@@ -332,7 +332,7 @@ def test_an_it_that_stands_for_nothing_is_no_reference_and_the_rule_never_emptie
 
 def test_by_default_a_typed_answer_adds_what_its_aspects_found_better_by_no_role():
     """Where offline typed answers added causes, points about items, advice or sides by the reader's role, a blind
-    reader preferred plain RAG's (BENCHMARKS.md sections 28h, 30): no "Causes:" label. Since issue 55 each planned
+    reader preferred plain RAG's (docs/lab/2026-12-03-demo-vectors.md h, docs/lab/2026-12-03-typed-never-loses.md): no "Causes:" label. Since issue 55 each planned
     aspect quotes, from the passages its own search found, the sentence the reader reads as answering the question
     and as likelier to answer than every sentence plain RAG quotes, after plain RAG's answer: before, every aspect was
     "not written" and typed equalled plain RAG on 24 of 24 questions; the trace says what each step left out on the

@@ -1,4 +1,4 @@
-"""The public API: the README's Python block runs as printed, and a route added from outside the package answers."""
+"""The public API: docs/python-api.md's Python block runs as printed, and a route added from outside the package answers."""
 
 from __future__ import annotations
 
@@ -15,13 +15,12 @@ from typedrag.steps import Number, Plan, Search, Write
 from typedrag.testing import ScriptedChatModel
 from typedrag.engines.llm_engine import LLMEngine
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DOC = Path(__file__).resolve().parents[1] / "docs" / "python-api.md"
 
 
-def test_readme_python_block_runs_as_printed(tmp_path):
-    text = README.read_text(encoding="utf-8")
-    section = text.split("## Python API", 1)[1]
-    block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
+def test_the_python_api_page_block_runs_as_printed(tmp_path):
+    text = DOC.read_text(encoding="utf-8")
+    block = re.search(r"```python\n(.*?)```", text, re.S).group(1)  # the page's first block
     done = subprocess.run([sys.executable, "-c", block], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "REASON -> reason answered by offline-extractive" in done.stdout

@@ -82,7 +82,7 @@ def test_the_shipped_trees_read_as_scikit_learn_fitted_them():
 def test_the_model_card_states_the_figures_the_model_was_accepted_on():
     """The card shows the leave-one-corpus-out figures meta.json holds, for every reported corpus, and the
     reader's four best hold more answers and no more noise than MiniLM cosine's on each (issue 32 asked for half the gap to the oracle:
-    BENCHMARKS.md reports how far short it is)."""
+    docs/lab/2026-12-02-reader-model.md reports how far short it is)."""
     meta = json.loads((MODEL_DIR / "meta.json").read_text())
     folds = meta["leave_one_corpus_out"]
     # the five corpora of the first labels and the fourteen manuals of issue 55's (HTML, PDF, Markdown, RST)

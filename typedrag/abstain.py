@@ -44,15 +44,15 @@ from typedrag.text import split_sentences
 
 # Below this cosine between the question and its passages' best sentence, typedrag abstains, whatever the
 # question's type: lower bars for advice and stances (once 0.36 and 0.44) let typed answers quote what a blind
-# reader judged no answer where plain RAG abstained (BENCHMARKS.md section 30). Calibrated on the tune half of
+# reader judged no answer where plain RAG abstained (docs/lab/2026-12-03-typed-never-loses.md). Calibrated on the tune half of
 # bench/data/conversations.jsonl (unanswerable turns) and the key-term sets (answerable questions):
-# BENCHMARKS.md, "Conversations and abstention".
+# docs/lab/2026-12-02-abstention.md.
 SUPPORT_BAR = 0.50
 # A planned aspect is narrower than its question, and its passages may sit further from the question's
 # words: they are dropped only this far below the question's bar.
 ASPECT_MARGIN = 0.10
 # Offline, past the bar: abstain when no sentence the answer could quote reaches this chance of answering by
-# the reader model (typedrag.reader). Chosen on the conversational set's tune half (BENCHMARKS.md section 15);
+# the reader model (typedrag.reader). Chosen on the conversational set's tune half (docs/lab/2026-12-02-abstention.md);
 # checked for the reader retrained in issue 55 on its out-of-fold chances over 14 manuals it was not trained on
 # (838 questions): it makes the fewest wrong decisions there (answered with no sentence labelled as answering,
 # or abstained with one: 205 + 52), BENCHMARKS.md section 55b.
@@ -65,7 +65,7 @@ READER_BAR = 0.15
 # reset my password?"), so the engine still reads the entry's text (typedrag.engines.offline.answers.the_entry) and
 # the bars above apply unless it reads it as answering. MiniLM alone puts other questions of one domain as close
 # ("How is R different from S?" and "Is there Emacs support for R?": 0.78), so the search must agree: only the top
-# passage's heading counts. Measured in BENCHMARKS.md sections 26 and 35.
+# passage's heading counts. Measured in docs/lab/2026-12-03-faq-entries.md and docs/lab/2026-12-06-hostile-6.md.
 HEADING_BAR = 0.75
 UNMENTIONED = "unmentioned name"  # an abstention's `by` when the question names what no document mentions
 # Languages that write every noun with a capital (py3langid's codes: German, Luxembourgish): there a capital first

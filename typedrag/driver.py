@@ -345,7 +345,7 @@ class Driver:
         if retriever is None:
             raise TypeError("a flow searched, but this pipeline has no retriever")
         # Near-duplicates are set aside (typedrag.index.base.distinct). A model reads the passages that take their
-        # places and picks from them; the extractive engine would quote them as noise (BENCHMARKS.md section 34).
+        # places and picks from them; the extractive engine would quote them as noise (docs/lab/2026-12-03-near-duplicates.md).
         queries = list(step.queries)
         deeper = step.k + (DUPLICATE_ROOM if self.services.engine.generative else 0)
         with telemetry.retrieving(queries, step.k) as span:

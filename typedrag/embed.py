@@ -66,7 +66,7 @@ def model_files() -> tuple[Path, Path]:
 
 
 # ONNX Runtime's threads, and texts per model run, for builds and answers alike. Chosen by measurement on two
-# cores (BENCHMARKS.md section 37); the environment overrides them (TYPEDRAG_EMBED_THREADS, TYPEDRAG_EMBED_BATCH).
+# cores (docs/lab/2026-12-06-sentence-vectors.md); the environment overrides them (TYPEDRAG_EMBED_THREADS, TYPEDRAG_EMBED_BATCH).
 # A text's vector is the same whatever either is (tests/test_embed_speed.py).
 EMBED_THREADS = 2
 EMBED_BATCH = 8
@@ -97,7 +97,7 @@ def session_options(threads: int | None = None):
     """ONNX Runtime's options for MiniLM: `threads` intra-op threads (None: `embed_threads()`), one inter-op
     thread, and no spinning. A spinning thread keeps its core busy between runs waiting for work; on a shared or
     busy machine that steals the core from the tokenizer, the index writer and other processes (it cost a fifth
-    of the embedding rate here: BENCHMARKS.md section 37). Spinning changes when a thread wakes, not what it computes."""
+    of the embedding rate here: docs/lab/2026-12-06-sentence-vectors.md). Spinning changes when a thread wakes, not what it computes."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
@@ -278,7 +278,7 @@ PASSAGE_INPUT = "title. text"  # recorded with an index's vectors: change it, an
 
 def passage_input(title: str, text: str) -> str:
     """What of a passage is embedded for dense search: its document's title, then its text. The title says what
-    a lead-less passage is about ("Comet": a passage that only says "its tail"); BENCHMARKS.md compares both."""
+    a lead-less passage is about ("Comet": a passage that only says "its tail"); docs/lab/2026-12-02-hybrid.md compares both."""
     return f"{title}. {text}" if title else text
 
 

@@ -79,7 +79,7 @@ class PipelineSettings:
     check_not_in_sources: bool = True
     # With an LLM, the question's own search is widened by queries its model writes (a rewrite and a
     # hypothetical answer passage, fused by reciprocal rank): one more call a plain-RAG answer or overview, measured
-    # to help with a capable model on two manuals (BENCHMARKS.md, section 28). Offline nothing is asked.
+    # to help with a capable model on two manuals (docs/lab/2026-12-03-demo-vectors.md). Offline nothing is asked.
     expand_queries: bool = True
     # What an answer may hold: "documents", only what the documents support (cited); "labelled", also, where they
     # do not cover the question or a part of it, what the model knows itself, kept apart and labelled

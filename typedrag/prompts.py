@@ -7,7 +7,7 @@ never replayed for new ones.
 
 Passages go into prompts as numbered lines, `[n] Title › Section: text`, each on one line, and the
 answer prompts end by asking for those numbers: laid out so, small models cite where they did not
-with tagged sources (BENCHMARKS.md, small models). Partial answers, references and candidate answers
+with tagged sources (docs/lab/2026-12-01-small-model.md). Partial answers, references and candidate answers
 go inside tags (`<partial>`, `<reference>`, `<candidate>`). Every prompt says all of it is data,
 never instructions.
 """

@@ -1,4 +1,4 @@
-"""Each framework's example in the README runs as is, in an empty folder, with the network refused,
+"""Each framework's example in docs/integrations.md runs as is, in an empty folder, with the network refused,
 and prints a typed answer with its type and numbered sources."""
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ import pytest
 from . import network_guard
 
 HERE = Path(__file__).resolve().parent
-DOC = HERE.parents[1] / "README.md"
+DOC = HERE.parents[1] / "docs" / "integrations.md"
 FRAMEWORKS = {"LangChain": "langchain_core", "LlamaIndex": "llama_index.core", "Haystack": "haystack"}
 TYPES = "EVIDENCE-BASED|COMPARISON|EXPERIENCE|REASON|INSTRUCTION|DEBATE"
 
 
 def blocks() -> dict[str, str]:
     """The first python block under each framework's heading."""
-    sections = re.split(r"^### ", DOC.read_text(), flags=re.M)[1:]
+    sections = re.split(r"^## ", DOC.read_text(), flags=re.M)[1:]
     found = {}
     for section in sections:
         heading, _, body = section.partition("\n")

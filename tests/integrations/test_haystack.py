@@ -145,14 +145,14 @@ def test_a_long_document_handed_in_is_read_a_passage_at_a_time():
     assert 1 <= len(hits) <= 3 and LONG_ANSWER in hits[0].passage.text and all(len(h.passage.text.split()) <= MOST_WORDS for h in hits)
 
 
-def test_the_readme_names_the_trusted_module_for_each_way_of_loading_a_pipeline():
-    """Issue 35, minor: the README showed `allowed_modules` for `loads` only, and `from_dict` refuses without it."""
+def test_the_docs_name_the_trusted_module_for_each_way_of_loading_a_pipeline():
+    """Issue 35, minor: the README (now docs/integrations.md) showed `allowed_modules` for `loads` only, and `from_dict` refuses without it."""
     import re
 
     from haystack.core.errors import DeserializationError
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme.split("### Haystack", 1)[1].split("\n## ", 1)[0]
+    page = (Path(__file__).resolve().parents[2] / "docs" / "integrations.md").read_text()
+    section = page.split("\n## Haystack", 1)[1].split("\n## ", 1)[0]
     named = re.findall(r'allowed_modules=\["([\w.]+)"\]', section)
     assert named and set(named) == set(TRUSTED)
     for way in ("Pipeline.loads(", "Pipeline.load(", "Pipeline.from_dict("):

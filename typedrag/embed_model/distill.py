@@ -11,7 +11,7 @@ The recipe is Model2Vec's (Tulkens and van Dongen, 2024), done with typedrag's o
    on `--corpus` (general English), so frequent pieces ("the", "##s") weigh little in a text's mean;
 4. rows are stored as int8 with one scale each (about a quarter of float32's size, the same ranking).
 
-The table is then a pure function of the model, the corpus sample and these settings; BENCHMARKS.md has
+The table is then a pure function of the model, the corpus sample and these settings; docs/lab/2026-12-02-hybrid.md has
 what it costs in recall against MiniLM.
 """
 

@@ -19,7 +19,7 @@ __all__ = ["EmptyIndexError", "IndexBuildError", "IndexUnusableError", "Retrieve
 # A passage holding little but what a passage ranked above it holds (one page built both as HTML and as
 # Markdown, the same page again in an "all on one page" file, a section repeated in release notes) adds
 # nothing to an answer and takes the place of one that would: when this share of its word 4-grams is in one
-# passage ranked higher, it is set aside (BENCHMARKS.md section 34). One that holds more keeps its place.
+# passage ranked higher, it is set aside (docs/lab/2026-12-03-near-duplicates.md). One that holds more keeps its place.
 DUPLICATE_SHARE = 0.8
 DUPLICATE_ROOM = 10  # passages a step searches beyond its k for a model to read, so that k distinct ones remain
 _SHINGLE_WORDS = 4

@@ -29,22 +29,22 @@ if TYPE_CHECKING:
 
 DEFAULT_RETRIEVAL = "hybrid"
 # A new index gets vectors by default up to this many passages: MiniLM embeds ~40 passages a second on two
-# idle cores (BENCHMARKS.md), so 50,000 take about 20 minutes; a bigger corpus is indexed for BM25 and told how
+# idle cores (docs/lab/2026-12-02-hybrid.md), so 50,000 take about 20 minutes; a bigger corpus is indexed for BM25 and told how
 # to add them (`--retrieval hybrid`, or `--embedder static` in seconds), never made to wait hours unasked.
 AUTO_VECTORS_MAX_PASSAGES = 50_000
 # RRF's constant. The usual 60 lets a passage ranked fair-to-middling by both legs outrank the first of either;
 # 15 lets a leg's first passages through (chosen on the Debian handbook, where 10 and 15 tie; held on the other
-# corpora's key terms, conversations and FAQs: BENCHMARKS.md, section 32).
+# corpora's key terms, conversations and FAQs: docs/lab/2026-12-03-rrf-15.md).
 FUSION_K = 15
-FUSION_DEPTH = 100  # passages of each leg that the fusion reads (BENCHMARKS.md, section 20)
+FUSION_DEPTH = 100  # passages of each leg that the fusion reads (docs/lab/2026-12-02-hybrid.md)
 # BM25's, dense's and the title leg's weights in the fused score. Dense at 1.5 found key terms for two more
 # questions a corpus, but let the dense leg's nearest passage outrank the one passage holding a rare exact term
 # (an identifier, an error code) that only BM25 found; with equal weights they tie and BM25's wins the tie
-# (BENCHMARKS.md, section 20).
+# (docs/lab/2026-12-02-hybrid.md).
 FUSION_WEIGHTS = (1.0, 1.0, 1.0)
 # A third leg: among both legs' passages, those of a document whose title is the query (a comparison's item
 # "comet" is the article "Comet", not "Halley's Comet"). Titles merely inside the query lost follow-ups on the demo
-# set (BENCHMARKS.md, section 20); the exact title is neutral on every question set and fixed 4 of 27 item queries.
+# set (docs/lab/2026-12-02-hybrid.md); the exact title is neutral on every question set and fixed 4 of 27 item queries.
 TITLE_LEG = True
 FETCH_BATCH = 512
 

@@ -18,7 +18,7 @@ Dense vectors (`retrieval` "dense" or "hybrid" at build time) are the embedded i
 and passage input (`typedrag.embed.passage_input`), quantized the same way, so a passage has the same vector
 in both backends. "hybrid" searches each leg and fuses them with `typedrag.index.dense.fuse`, the tantivy
 index's reciprocal-rank fusion over each leg's top 100, rather than Milvus's RRF ranker over 2k per leg
-(which kept about half of the fusion's gain: BENCHMARKS.md).
+(which kept about half of the fusion's gain: docs/lab/2026-12-02-hybrid.md).
 
 pymilvus is imported lazily so the rest of typedrag works without the `milvus` extra.
 """

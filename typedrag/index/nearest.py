@@ -11,7 +11,7 @@ query at a million rows, and four times the file's size in memory below that); i
 Exact search stays exact: a row outside the candidates scores at most `norm_max × (c + δ)` (c the last candidate's
 int8 cosine, δ how far the quantised query is from the query, `norm_max` the longest stored row), and when that
 could beat the k-th score the search widens until it cannot, or scores every row. The HNSW graph is approximate:
-its recall against exact is measured in BENCHMARKS.md section 37.
+its recall against exact is measured in docs/lab/2026-12-06-sentence-vectors.md.
 
 Files (beside vectors.py's): `vectors.hnsw`, usearch's graph over the rows (keys: row numbers), written by a
 build of ANN_MIN_ROWS or more rows, listed in the manifest; the manifest's `vector_search` section holds
@@ -33,7 +33,7 @@ GRAPH = "vectors.hnsw"
 ANN_MIN_ROWS = int(os.environ.get("TYPEDRAG_ANN_MIN_ROWS", "300000"))
 CONNECTIVITY = 16  # HNSW's M
 EXPANSION_ADD = 64  # efConstruction
-EXPANSION_SEARCH = 128  # ef: the figures of BENCHMARKS.md section 37
+EXPANSION_SEARCH = 128  # ef: the figures of docs/lab/2026-12-06-sentence-vectors.md
 NORM_CHUNK = 65_536
 
 

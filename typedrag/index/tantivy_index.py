@@ -69,7 +69,7 @@ WRITER_THREADS = 2
 # measured on Wiki-NFQA questions: p50 8.3 ms with no stopwords, 1.5 ms with tantivy's short Lucene
 # list, 1.0 ms with this one, and answer coverage 37.6% / 38.0% / 38.7%.
 QUERY_STOPWORDS = sorted(SNOWBALL_STOPWORDS)
-# The fields a query searches, with their weights (BENCHMARKS.md: "Searching titles and sections").
+# The fields a query searches, with their weights (docs/lab/2026-12-01-title-search.md).
 SEARCH_FIELDS = {"text": 1.0, "section": 0.5}
 # A reader's private folder of symlinks in the temporary folder: "<prefix><pid>-<random>".
 MIRROR_PREFIX = "typedrag-index-"
@@ -82,7 +82,7 @@ def _schema() -> tantivy.Schema:
     builder.add_text_field("file", stored=True, tokenizer_name="raw")  # the source file's key: a sync deletes by it
     # "freq" (no positions): BM25 needs term frequencies only; positions made the index 17% bigger
     # (the searchable part 60%) and the build 20% slower. Title and section are indexed, and searched
-    # only as SEARCH_FIELDS says (BENCHMARKS.md has the measurements).
+    # only as SEARCH_FIELDS says (docs/lab/2026-12-01-title-search.md has the measurements).
     builder.add_text_field("title", stored=True, tokenizer_name=TOKENIZER, index_option="freq")
     builder.add_text_field("section", stored=True, tokenizer_name=TOKENIZER, index_option="freq")
     builder.add_text_field("text", stored=True, tokenizer_name=TOKENIZER, index_option="freq")

@@ -17,7 +17,7 @@ typedrag ships the vectors of text every user indexes the same way (the demo cor
 text and the embedder are the same, so the README's first command does not spend two minutes embedding.
 
 Search (typedrag.index.nearest) scores the int8 rows where they lie with usearch's kernels: exact, or through an
-HNSW graph for a large index (BENCHMARKS.md sections 20 and 37).
+HNSW graph for a large index (docs/lab/2026-12-02-hybrid.md and docs/lab/2026-12-06-sentence-vectors.md).
 """
 
 from __future__ import annotations

@@ -370,7 +370,7 @@ and the oracle the reader closes. Role: accuracy of the role on the pairs labell
   on the question's subject from one that is not far better than one that answers from one that only
   mentions. A cross-encoder fine-tuned here from all-MiniLM-L6-v2 (three and six layers, several recipes)
   did worse than cosine on held-out corpora (AUC 0.62-0.68): with a few thousand labels it learned the
-  training corpora, not reading (BENCHMARKS.md, the reader section).
+  training corpora, not reading (docs/lab/2026-12-02-reader-model.md).
 - English only; trained on encyclopedia leads and articles and on software manuals.
 - Its roles for rare labels (consequence, for, step) rest on few examples.
 """

@@ -120,7 +120,7 @@ def the_entry(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Wri
     the question, reads one of that entry's as on the question's topic (at its on-topic bar): under a heading
     that asks the question, a sentence on its topic is its answer, however tersely it is worded. A placeholder,
     an advert or a note under the heading is not on it; then the heading is forgotten and the sources are read,
-    and judged, as any others (BENCHMARKS.md section 35). The entry's sentences are read here without their
+    and judged, as any others (docs/lab/2026-12-06-hostile-6.md). The entry's sentences are read here without their
     headings: the reader weighs a heading that asks the question, and would let a placeholder under it through
     (issue 55; what the entry says decides, never where it is filed)."""
     entry = [source for source in task.sources if question_heading(source.section) == task.filed_under]
