@@ -43,6 +43,8 @@ class NewConversation(BaseModel):
 
 
 class Rename(BaseModel):
+    """A conversation's new title (what the list shows and the search reads)."""
+
     title: str
 
 
