@@ -196,9 +196,9 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
                                        ("POST", f"/v1/messages/{first.id}/feedback", {"verdict": "down"}),
                                        ("GET", f"/v1/messages/{first.id}/feedback", None)]:
                 refused = fetch(bob, method, path, body)
-                assert refused["status"] == 404 and "crocodile" not in refused["text"].lower(), (path, refused)
+                assert refused["status"] == 403 and "crocodile" not in refused["text"].lower(), (path, refused)
             bob.goto(f"{url}/?again#c={conversation.id}")  # alice's conversation by its address: not shown
-            expect(bob.locator("#error")).to_contain_text("404")
+            expect(bob.locator("#error")).to_contain_text("403")
             expect(bob.locator("#answer")).not_to_contain_text("tooth")
 
             # signing out ends the session: the page asks for a key again

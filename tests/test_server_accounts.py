@@ -175,7 +175,7 @@ def test_conversations_and_feedback_are_each_users_own(site):
     assert httpx.post(f"{url}/v1/messages/{answer}/feedback", json={"verdict": "up", "comment": "clear"},
                       headers=alice).json()["verdict"] == "up"
     assert [c["id"] for c in httpx.get(f"{url}/v1/conversations", headers=bob).json()["conversations"]] == []
-    # bob cannot tell alice's conversation from one that does not exist: 404 on each route, nothing of it shown
+    # alice's conversation is refused to bob on each route (403, as the issue asks), nothing of it shown
     for method, path, body in [
         ("GET", f"/v1/conversations/{conversation}", None),
         ("GET", f"/v1/conversations/{conversation}/export?format=json", None),
@@ -187,7 +187,7 @@ def test_conversations_and_feedback_are_each_users_own(site):
         ("GET", f"/v1/messages/{answer}/feedback", None),
     ]:
         response = httpx.request(method, url + path, json=body, headers=bob, timeout=120)
-        assert response.status_code == 404, (path, response.status_code, response.text)
+        assert response.status_code == 403, (path, response.status_code, response.text)
         assert "crocodile" not in response.text.lower()
     kept = httpx.get(f"{url}/v1/conversations/{conversation}", headers=alice).json()
     assert kept["conversation"]["title"] == "Why does a crocodile's fourth tooth stay visible?"

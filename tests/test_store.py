@@ -295,8 +295,9 @@ def test_a_user_never_sees_or_changes_another_users_conversation(store, answered
         lambda: store.give_feedback(bob, answer.id, "down"),
         lambda: store.export_json(bob, conversation.id),
     ):
-        with pytest.raises(NotFound):
+        with pytest.raises(Forbidden, match="another user's") as refused:  # issue 52: 403, never its content
             attempt()
+        assert "Roman" not in str(refused.value)
     assert store.feedback_on(bob, answer.id) is None
     assert store.conversation(alice, conversation.id).title == "Why did the Western Roman Empire fall?"
     for junk in ("../etc", "' OR 1=1 --", "0" * 33, 7):
@@ -558,7 +559,7 @@ def test_a_question_and_its_answer_are_kept_together_or_not_at_all(store, answer
     with pytest.raises(InvalidInput):  # the answer is refused: the question is not kept either
         store.add_exchange(alice, conversation.id, "And then?", "x" * (2 << 20))
     assert [m.role for m in store.messages(alice, conversation.id)] == ["user", "assistant"]
-    with pytest.raises(NotFound):
+    with pytest.raises(Forbidden):
         store.add_exchange(store.add_user("bob", "admin"), conversation.id, "hijack", "no")
 
 

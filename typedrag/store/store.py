@@ -2,7 +2,7 @@
 
 Every method runs in one transaction (all or nothing) with bound parameters only. Methods that act for a user
 take the `User` that `authenticate` returned and see only what that user owns: another user's conversation,
-message or feedback is `NotFound`, the same answer as one that does not exist. Managing users, keys and
+message or feedback is `Forbidden` (403 on the server), and nothing of it is shown. Managing users, keys and
 grants is for admins; the store does not know who asks for those (the CLI is trusted, the server checks the
 role) and says so in docs/store.md.
 """
@@ -426,7 +426,7 @@ class Store:
         return Conversation(conversation_id, collection, title, now, now)
 
     def conversation(self, user: User, conversation_id: str) -> Conversation:
-        """One of the user's conversations; NotFound for another's or a deleted one, Forbidden once the user may no
+        """One of the user's conversations; NotFound for a deleted one, Forbidden for another's or once the user may no
         longer read its collection."""
         with self.db.reading() as c:
             return self._conversation(c, user, conversation_id)
@@ -549,11 +549,12 @@ class Store:
     def _conversation(self, c: sa.Connection, user: User, conversation_id: str, *, check_access: bool = True) -> Conversation:
         row = c.execute(sa.select(conversations).where(
             conversations.c.id == _conversation_id(conversation_id),
-            conversations.c.owner_id == user.id,
             conversations.c.deleted_at.is_(None),
         )).first()
         if row is None:
             raise NotFound("no such conversation")
+        if row.owner_id != user.id:  # ids are random (128 bits): saying it is someone else's reveals nothing guessable
+            raise Forbidden("this conversation is another user's")
         if check_access:
             self._require(c, user, row.collection, "read")
         return _conversation(row)
@@ -595,7 +596,7 @@ class Store:
         return _feedback(saved)
 
     def answer(self, user: User, message_id: int) -> Message:
-        """An answer in one of the user's conversations (NotFound for another's, a deleted one's, or a question)."""
+        """An answer in one of the user's conversations (Forbidden for another's; NotFound for a deleted one's, or a question)."""
         with self.db.reading() as c:
             row = c.execute(sa.select(messages).where(messages.c.id == _message_id(message_id))).first()
             if row is None or row.role != "assistant":
