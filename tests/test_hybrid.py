@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -393,7 +392,7 @@ def test_shipped_vectors_that_do_not_match_their_recorded_digest_are_not_taken_a
     summary = build_index([docs], tmp_path / "index", show_progress=False, embedder="static")
     assert summary.embedded == 5  # every passage embedded afresh
     assert any("static.vectors do not match the sha256 typedrag recorded" in note for note in summary.notes), summary.notes
-    plain = build_index([docs], tmp_path / "plain", show_progress=False, embedder="static")
+    build_index([docs], tmp_path / "plain", show_progress=False, embedder="static")
     assert {k: v.tolist() for k, v in stored_vectors(tmp_path / "index").items()} == {
         k: v.tolist() for k, v in stored_vectors(tmp_path / "plain").items()}
     vectors.shipped_vectors.cache_clear()

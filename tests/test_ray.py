@@ -266,7 +266,7 @@ def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_chan
     assert any("b.jsonl:2" in line and "bad JSON" in line for line in problems(out.stderr))
     assert any("broken.pdf" in line for line in problems(out.stderr))
     summary = next(line for line in out.stderr.splitlines() if line.startswith("ray: "))
-    assert f"passages, " in summary and "on 2 nodes" in summary and "read again for duplicate document ids" in summary
+    assert "passages, " in summary and "on 2 nodes" in summary and "read again for duplicate document ids" in summary
     assert said(out.stdout) == said(reference.stdout)
     assert said(out.stdout)[1] == f"search: hybrid; passage vectors by minilm: {count} embedded"
     # The one document id both record files give is the first file's, as in one process.

@@ -5,7 +5,6 @@ are right."""
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import time
-from pathlib import Path
 
 import httpx
 import pytest
@@ -354,7 +353,7 @@ def test_the_retention_setting_removes_old_conversations_when_the_server_starts(
     database = f"sqlite:///{tmp_path / 'store.db'}"
     store = open_store(database)
     alice = store.add_user("alice", "admin")
-    old, recent = store.start_conversation(alice, "default", "old"), store.start_conversation(alice, "default", "recent")
+    old, _recent = store.start_conversation(alice, "default", "old"), store.start_conversation(alice, "default", "recent")
     with store.db.writing() as c:
         c.execute(sa.update(conversations).where(conversations.c.id == old.id)
                   .values(updated_at=datetime.now(timezone.utc) - timedelta(days=40)))

@@ -22,7 +22,6 @@ from typedrag.llm.base import StructuredOutcome
 from typedrag.nfq import NFQType
 from typedrag.pipeline import Pipeline, PipelineSettings
 from typedrag.records import Passage
-from typedrag.result import Trace
 from typedrag.strategies import comparison, debate, experience, instruction, reason
 from typedrag.strategies.comparison import ComparisonPlan
 from typedrag.strategies.debate import DebatePlan

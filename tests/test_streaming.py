@@ -4,7 +4,6 @@ trickles its tokens like a real server."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys

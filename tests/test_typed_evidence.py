@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
 
-from typedrag import FunctionRetriever, ListRetriever, OfflineEngine, Pipeline
+from typedrag import ListRetriever, OfflineEngine, Pipeline
 from typedrag.engines.offline import OfflineSettings
 from typedrag.pipeline import PipelineSettings
 from typedrag.engines.llm_engine import LLMEngine

@@ -42,7 +42,6 @@ from .conftest import (  # noqa: E402
     TITANIC,
     is_repair,
     long_document,
-    read_with_history,
     replies_by_kind,
 )
 

@@ -25,7 +25,7 @@ from llama_index.core.base.llms.types import CompletionResponse, CompletionRespo
 from llama_index.core.embeddings import MockEmbedding  # noqa: E402
 from llama_index.core.llms import CustomLLM, MockLLM  # noqa: E402
 from llama_index.core.llms.callbacks import llm_completion_callback  # noqa: E402
-from llama_index.core.schema import NodeWithScore, QueryBundle, TextNode  # noqa: E402
+from llama_index.core.schema import NodeWithScore, TextNode  # noqa: E402
 
 from typedrag import ListRetriever, OfflineEngine, Pipeline  # noqa: E402
 from typedrag.engines.llm_engine import LLMEngine  # noqa: E402

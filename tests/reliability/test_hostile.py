@@ -20,7 +20,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest

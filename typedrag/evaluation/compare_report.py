@@ -136,8 +136,8 @@ def _notes(summary: dict[str, Any]) -> list[str]:
     notes = list(summary["notes"])
     if summary["judge"] is not None:
         notes += [
-            f"An item is won when its two orders together favour one system (both, or one and a tie); orders that "
-            f"contradict each other make a tie. 'orders agree' counts items whose two orders named the same outcome.",
+            "An item is won when its two orders together favour one system (both, or one and a tie); orders that "
+            "contradict each other make a tie. 'orders agree' counts items whose two orders named the same outcome.",
             f"{summary['b']} share of decided: its wins over all won items (ties left out), with a Wilson 95% interval.",
             "satisfied / answering / noise: the judge's reading of each answer (would it alone satisfy the asker; "
             "its sentences that answer; its off-topic, misleading or nonsensical ones), averaged over the two orders.",
@@ -249,7 +249,7 @@ def html_page(summary: dict[str, Any], chart: Path | None) -> str:
         parts.append(f"<img alt='outcomes by question type' src='data:image/png;base64,{data}'>")
     linkage = summary.get("linkage")
     if linkage:
-        parts.append(f"<h2>LINKAGE against your references</h2><table><tr><th>system</th><th>type</th><th>MRR</th><th>MPR</th><th>scored</th><th>failed</th></tr>")
+        parts.append("<h2>LINKAGE against your references</h2><table><tr><th>system</th><th>type</th><th>MRR</th><th>MPR</th><th>scored</th><th>failed</th></tr>")
         for cell in linkage["cells"]:
             mrr = "–" if cell["mrr"] is None else f"{cell['mrr']:.3f}"
             mpr = "–" if cell["mpr"] is None else f"{cell['mpr']:.1f}"

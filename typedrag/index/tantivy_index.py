@@ -117,10 +117,10 @@ def bm25_query(
     question's subject in its sub-queries so that it outweighs cue words like "causes".
     """
     clauses = []
-    for term, count in Counter(analyzer.analyze(query)).items():
+    for term, frequency in Counter(analyzer.analyze(query)).items():
         for field, weight in (fields or SEARCH_FIELDS).items():
             clause = tantivy.Query.term_query(schema, field, term, index_option="freq")
-            boost = count * weight
+            boost = frequency * weight
             clauses.append((tantivy.Occur.Should, clause if boost == 1 else tantivy.Query.boost_query(clause, float(boost))))
     return tantivy.Query.boolean_query(clauses) if clauses else None
 

@@ -46,12 +46,12 @@ from typedrag.telemetry.answer import (
     written,
 )
 from typedrag.telemetry.base import (
-    _OFF,
+    _OFF,  # noqa: F401  (tests read it through the package)
     CONTENT_ENV,
     OTEL_FEATURE,
     PREFIX,
     TRACER_NAME,
-    _trace,
+    _trace,  # noqa: F401  (tests read it through the package)
     content_recorded,
     describe,
     failed,

@@ -211,5 +211,5 @@ def _exporter(name: str, env: dict[str, str]) -> tuple[Any, str | None]:
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError:
-        return None, f"the OTLP exporter is missing: pip install 'typedrag[otel]'; no traces sent"
+        return None, "the OTLP exporter is missing: pip install 'typedrag[otel]'; no traces sent"
     return OTLPSpanExporter(), None
