@@ -228,7 +228,9 @@ def assert_same_index(client, expected: str, actual: str) -> int:
 
 
 def problems(output: str) -> list[str]:
-    return sorted(line for line in output.splitlines() if line.startswith(("skipped", "note:")))
+    """The build's problem lines: notes, and files skipped (issue 55 E12: "FILE: reason, skipped" or "skipped FILE...")."""
+    return sorted(line for line in output.splitlines()
+                  if line.startswith(("skipped", "note:")) or line.rstrip().endswith(", skipped") or "skipped (" in line)
 
 
 def said(output: str) -> list[str]:

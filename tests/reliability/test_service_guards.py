@@ -278,7 +278,7 @@ def test_serve_defaults_to_loopback_host_headers_without_a_key(monkeypatch):
         return type("S", (), {"run": lambda self: None})()
 
     monkeypatch.setattr("uvicorn.Server", fake_server)
-    monkeypatch.setattr("typedrag.factory.build_pipeline", lambda settings, resources: object())
+    monkeypatch.setattr("typedrag.factory.build_pipeline", lambda settings, resources, **options: object())
     monkeypatch.delenv("TYPEDRAG_SERVER_API_KEY", raising=False)
     command.serve_command(host="127.0.0.1", port=1, index=None, llm="offline", base_url=None,
                           api_key_env="TYPEDRAG_SERVER_API_KEY", max_concurrency=1, max_request_bytes=4096,

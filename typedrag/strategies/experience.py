@@ -63,7 +63,7 @@ PLAN_EXPERIENCE = Prompt(
     "You analyse requests for advice and recommendations. " + PLANNER,
     "Question: {question}\n\nGive the topic the person needs advice on, the keywords that relevant "
     "experiences would mention, and the facets of the advice an expert would give, each as a search query "
-    "(for example the settings to tune, the tools to use, the practices to follow, the mistakes to avoid).\n{reply_format}",
+    "for one facet: the settings to tune, the tools to use, the practices to follow or the mistakes to avoid.\n{reply_format}",
 )
 
 EXPERIENCE_ANSWER = Prompt(

@@ -685,7 +685,7 @@ async function start() {
   await loadCollections();
   if (account.conversations) {
     await loadConversations();
-    const wanted = /^#c=([0-9a-f]{32})$/.exec(location.hash);
+    const wanted = location.hash.match(/^#c=([0-9a-f]{32})$/);
     if (wanted) await reopen(wanted[1]);
   }
 }
