@@ -132,7 +132,7 @@ def test_manifest_matches_tantivy_and_mismatches_are_refused(server, small):
     assert retriever.manifest["counts"] == tantivy_manifest["counts"]
     assert retriever.manifest["engine"] | {"pymilvus": None} == {
         "name": "milvus", "pymilvus": None, "analyzer": milvus_index.ANALYZER, "terms": "tantivy en_stem", "k1": 1.2, "b": 0.75,
-        "passage_words": 40, "dense": True, "embedder": "all-MiniLM-L6-v2 (onnx int8)", "chunker": 9,
+        "passage_words": 40, "dense": True, "embedder": "all-MiniLM-L6-v2 (onnx int8)", "chunker": 10,
         "embedder_key": "minilm", "vector_identity": tantivy_manifest["vectors"]["identity"],
     }
     assert retriever.manifest["retrieval"] == tantivy_manifest["retrieval"] == "hybrid" and retriever.retrieval == "hybrid"

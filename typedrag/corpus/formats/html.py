@@ -6,7 +6,7 @@ related/sphinxsidebar/footer, Publican's docnav, `role=navigation` ...), scripts
 out before the walk; lists become "- item" lines, tables "cell | cell" rows, `<pre>` keeps its lines.
 
 Each block has the kind the markup says: a list item (its position in an ordered list), `<pre>` and
-API signatures as code, table rows, a caption, a note or warning box (Sphinx and DocBook admonitions,
+API signatures as code (but `<pre class="text">`, prose a page lays out by hand, as prose paragraphs), table rows, a caption, a note or warning box (Sphinx and DocBook admonitions,
 DocBook sidebars), a notice (a legal notice, a table of contents left in the page), else prose.
 """
 
@@ -178,6 +178,22 @@ def _children(node: LexborNode) -> list[LexborNode]:
     return children
 
 
+def laid_out_prose(text: str) -> Iterator[tuple[str, BlockKind]]:
+    """The paragraphs of a `<pre class="text">` (a manual written as plain text and wrapped by hand, as HAProxy's
+    are): blank lines part them; a paragraph's lines are one text, prose; a paragraph indented deeper than the
+    block's own text (an example, a configuration excerpt) keeps its lines, as code."""
+    paragraphs = [p for p in re.split(r"\n[ \t]*\n", text.strip("\n")) if p.strip()]
+    indents = [len(line) - len(line.lstrip()) for p in paragraphs for line in p.splitlines() if line.strip()]
+    base = min(indents, default=0)
+    for paragraph in paragraphs:
+        lines = [line for line in paragraph.splitlines() if line.strip()]
+        if all(len(line) - len(line.lstrip()) > base for line in lines):
+            yield "\n".join(line[base:] for line in lines), BlockKind.CODE
+        else:  # "- item" with its hanging indent is a list item
+            kind = BlockKind.ITEM if lines[0][base:].startswith(("- ", "* ")) else BlockKind.PROSE
+            yield " ".join(line.strip() for line in lines), kind
+
+
 def _classes(node: LexborNode) -> set[str]:
     return set((node.attributes.get("class") or "").split())
 
@@ -242,6 +258,10 @@ class _Walk:
                 continue
             if tag in HEADINGS:
                 yield from self.heading(node, HEADINGS[tag])
+            elif tag == "pre" and "text" in _classes(node):  # prose the page lays out itself (HAProxy's manuals)
+                yield from self.paragraph_break()
+                for paragraph, kind in laid_out_prose(clean(_text(node))):
+                    yield from blocks_of(paragraph, self.outline.path, kind=kind)
             elif tag == "pre":
                 yield from self.paragraph_break()
                 yield from blocks_of(clean(_text(node)).strip("\n"), self.outline.path, kind=BlockKind.CODE)
