@@ -669,7 +669,17 @@ function needSignIn() {
   }
 }
 
+// Ask is enabled once the session and the collections are known (a question asked before would name no collection
+// and no conversation); whatever happens, start() leaves it enabled.
 async function start() {
+  try {
+    await starting();
+  } finally {
+    $("submit").disabled = false;
+  }
+}
+
+async function starting() {
   const response = await fetch("/v1/session", { headers: authHeaders() });
   const s = await response.json().catch(() => ({}));
   applySession(s);
