@@ -18,20 +18,15 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from _serve import free_port, wait_ready  # bench/, the script's own folder
+
 DATA = Path(__file__).resolve().parent / "data"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def cpu_of(pid: int) -> float:
@@ -68,19 +63,8 @@ def start(checkout: str, index: str) -> tuple[subprocess.Popen, str]:
         env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
-    import httpx
-
-    for _ in range(600):  # until ready, or the server has died
-        if server.poll() is not None:
-            raise SystemExit(f"the server of {checkout} exited with {server.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return server, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    server.terminate()
-    raise SystemExit(f"the server of {checkout} was not ready")
+    wait_ready(server, url, f"the server of {checkout}")
+    return server, url
 
 
 async def round_of(url: str, asked: list[str], concurrency: int) -> None:

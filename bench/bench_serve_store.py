@@ -22,7 +22,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -30,6 +29,8 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+
+from _serve import free_port, wait_ready  # bench/, the script's own folder
 
 import httpx
 
@@ -42,12 +43,6 @@ QUESTIONS = [
     "Why is the sky blue?",
     "What are the pros and cons of nuclear power?",
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def small_index(folder: Path) -> Path:
@@ -69,17 +64,8 @@ def start(index: Path, database: str | None, folder: Path) -> tuple[subprocess.P
     env.update(PYTHONPATH=str(ROOT), TYPEDRAG_CACHE_DIR=str(folder / "cache"))
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(1200):
-        if server.poll() is not None:
-            raise SystemExit(f"the server ({database or 'no store'}) exited with {server.returncode}")
-        try:
-            if httpx.get(f"{url}/readyz", timeout=5).status_code == 200:
-                return server, url
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.5)
-    server.terminate()
-    raise SystemExit("the server was not ready")
+    wait_ready(server, url, f"the server ({database or 'no store'})", tries=1200)
+    return server, url
 
 
 async def one(client: httpx.AsyncClient, conversation: str | None, question: str) -> float:
