@@ -305,7 +305,7 @@ def test_card_reports_manuals_left_out_and_sets_labelled_by_others():
     ],
 )
 def test_comparison_phrasings_of_technical_questions(question, comparison):
-    from typedrag.classify.rules import comparison_phrasing
+    from typedrag.phrasing.kinds import comparison_phrasing
 
     assert comparison_phrasing(question) is comparison
 
@@ -346,6 +346,6 @@ def test_a_comparative_forum_question_keeps_nfcats_type(classifier, question):
     ],
 )
 def test_comparative_questions_are_read_from_their_grammar(question, comparative):
-    from typedrag.classify.rules import comparative_question
+    from typedrag.phrasing.kinds import comparative_question
 
     assert comparative_question(question) is comparative

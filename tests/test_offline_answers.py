@@ -435,7 +435,7 @@ def test_a_question_asking_for_an_amount_or_a_date_is_answered_only_by_a_sentenc
 
 
 def test_what_reads_as_asking_for_an_amount_or_a_date():
-    from typedrag.questions import amount_asked, states_an_amount
+    from typedrag.phrasing.questions import amount_asked, states_an_amount
 
     numbers = ["How many people were guillotined during it? (French Revolution, king)", "So how long does a restore take?",
                "What share of the sunlight ends up as sugar?"]

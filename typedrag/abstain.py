@@ -38,6 +38,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from typedrag.citations import cited_numbers, strip_markers
 from typedrag.embed import Embedder, default_embedder
+from typedrag.phrasing.denials import DENIAL as _DENIAL
+from typedrag.phrasing.denials import NAMES_SOURCES as _NAMES_SOURCES
+from typedrag.phrasing.questions import FIRST_PERSON as _FIRST_PERSON
 from typedrag.records import SECTION_SEPARATOR
 from typedrag.result import Abstention
 from typedrag.text import split_sentences
@@ -72,7 +75,6 @@ UNMENTIONED = "unmentioned name"  # an abstention's `by` when the question names
 # letter does not make a name.
 NOUN_CAPITALISING = frozenset({"de", "lb"})
 _NAME_WORD = re.compile(r"[^\W_](?:[\w.+#'-]*[\w+#])?")  # a word, with the dots, pluses and dashes names hold
-_FIRST_PERSON = re.compile(r"^I(?:'\w+)?$")
 MIN_SENTENCE_WORDS = 4  # shorter pieces (a heading, "See also") say nothing a question asks
 MAX_SIGNAL_CHARS = 400  # a reply still open after this much text is an answer, not the signal
 _FENCE = re.compile(r"^```(?:json|JSON)?\s*(.*?)\s*```$", re.DOTALL)
@@ -276,13 +278,6 @@ def said_not_in_sources(reply: str) -> str | None:
 
 
 NOT_SAID = "the sources do not answer the question"
-# The sources a writing step was given, as a model names them ("the sources", "the provided passages").
-_THE_SOURCES = (
-    r"\b(?:the|these|those|my|your|its|provided|given|supplied|retrieved|available)\s+"
-    r"(?:(?:provided|given|supplied|retrieved|available)\s+)?(?:sources?|passages?|documents?|context|texts?|excerpts?)\b"
-)
-_DENIAL = re.compile(r"\b(?:not|no|none|nothing|neither|nor|cannot|unable)\b|n't\b", re.I)
-_NAMES_SOURCES = re.compile(_THE_SOURCES, re.I)
 
 
 def denies_sources(sentence: str) -> bool:

@@ -19,7 +19,6 @@ the conversation's subject, and one after a change of subject carries the new on
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,29 +26,13 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.history import Turn
-from typedrag.questions import DEFAULT_MAX_CHARS, bare_question
+from typedrag.phrasing.followups import CONTINUES as _CONTINUES
+from typedrag.phrasing.questions import bare_question
+from typedrag.phrasing.words import ASKING_WORDS, REFERRING
+from typedrag.questions import DEFAULT_MAX_CHARS
 from typedrag.records import ScoredPassage
 from typedrag.text import WORD, content_words, key_phrases, terms
 
-# Words that point back at something said before ("it", "the other one", "both").
-REFERRING = frozenset(
-    """it its it's itself they them their theirs themselves this that these those he him his she her hers
-    there then one ones other others another former latter both either neither same such""".split()
-)
-# Openings of a question that continues the previous one ("and ...", "what about ...", "why?").
-_CONTINUES = re.compile(
-    r"^(?:and|but|or|also|so|then|what about|how about|what else|anything else|any other|why not|how come|how so|"
-    r"in what way|which one|which of)\b",
-    re.I,
-)
-# Words that say what is asked rather than what about ("what is the difference", "how does it work"):
-# carried into a follow-up they would pull in passages about differences or work in general.
-ASKING_WORDS = frozenset(
-    """difference differences differ different compare comparison similar similarity work works working happen
-    happens happened mean means meaning use used using need needs want wants explain tell describe example
-    examples kind kinds type types reason reasons cause causes start started change changes look looks show
-    find know like just also actually usually often possible""".split()
-)
 CARRIED_TERMS = 6  # words carried in from the conversation, at most
 EARLIER_QUESTIONS = 3  # earlier user turns read for the subject chain, the latest last
 MAX_TERM_CHARS = 40  # a longer "word" (a hash, a pasted blob) names no subject a search can use: never carried

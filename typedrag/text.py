@@ -1,27 +1,15 @@
-"""Text helpers shared by retrieval, planning and extraction: one stopword list, one sentence splitter.
-(How a question is phrased is typedrag.questions'.)"""
+"""Text helpers shared by retrieval, planning and extraction: words, terms, key phrases, one sentence splitter.
+(The English words they read with, and how a question is phrased, are typedrag.phrasing's.)"""
 
 from __future__ import annotations
 
 import re
 
-# English Snowball stopwords. The index drops them from queries (they match most passages and add
-# almost nothing to BM25); the offline planners drop them, plus PLANNING_NOISE, from key phrases.
-SNOWBALL_STOPWORDS = frozenset(
-    """a about above after again against all am an and any are as at be because been before being below
-    between both but by can could did do does doing down during each few for from further had has have having
-    he her here hers herself him himself his how i if in into is it its itself just me more most my myself no
-    nor not now of off on once only or other our ours ourselves out over own same she should so some such than
-    that the their theirs them themselves then there these they this those through to too under until up very
-    was we were what when where which while who whom why will with would you your yours yourself
-    yourselves""".split()
-)
-# Words that carry no subject in a question ("what is the best way to get ..."): never search terms.
-PLANNING_NOISE = frozenset(
-    """get got also may might must shall one ones thing things really much many way ways best better good make
-    someone something anyone anything people person""".split()
-)
-STOPWORDS = SNOWBALL_STOPWORDS | PLANNING_NOISE
+from typedrag.phrasing.words import ABBREVIATIONS, ENDINGS, OWN_S, SNOWBALL_STOPWORDS, STOPWORDS
+
+__all__ = [
+    "SNOWBALL_STOPWORDS", "STOPWORDS", "WORD", "content_words", "for_terminal", "key_phrases", "split_sentences", "terms", "word_pieces",
+]
 
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
 _TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\sA-Za-z0-9]")
@@ -52,33 +40,21 @@ def key_phrases(text: str) -> list[str]:
     return sorted(dict.fromkeys(found), key=lambda p: -len(p.split()))
 
 
-# Endings cut, each with the shortest stem it may leave: a plain plural may leave three letters ("zoos"),
-# but not where the "s" is the word's own ("glass", "virus", "axis").
-_ENDINGS = (("ing", 4), ("ed", 4), ("es", 4), ("s", 3))
-_OWN_S = ("ss", "us", "is")
-
-
 def terms(text: str) -> set[str]:
     """The content words of `text`, lower case, with common English endings cut ("sinking" -> "sink",
     "zoos" -> "zoo", "viruses" and "virus" -> "virus")."""
     found = set()
     for word in content_words(text.lower()):
         word = word.removesuffix("'s")
-        for ending, shortest in _ENDINGS:
+        for ending, shortest in ENDINGS:
             if word.endswith(ending) and len(word) - len(ending) >= shortest:
-                if not (ending == "s" and word.endswith(_OWN_S)):
+                if not (ending == "s" and word.endswith(OWN_S)):
                     word = word[: -len(ending)]
                 break
         found.add(word)
     return found
 
 
-# Words that end with a period without ending a sentence: titles, Latin and reference abbreviations.
-ABBREVIATIONS = frozenset(
-    """mr mrs ms dr prof st jr sr rev gen col lt sgt capt cmdr gov sen rep pres mt ft vs etc al cf eg ie ca
-    approx no nos op vol vols fig figs pp ed eds inc ltd co corp bros dept univ jan feb mar apr jun jul aug
-    sep sept oct nov dec est""".split()
-)
 # A candidate boundary: . ! or ? (and closing quotes/brackets, and citation markers) before a space and
 # a capital, digit, quote or bracket.
 _BOUNDARY = re.compile(r"[.!?][\"')\]]*((?:\s?\[\d{1,3}\])*)\s+(?=[A-Z0-9\"'(]|\[(?!\d{1,3}\]))|\n+")

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from typedrag.classify.base import TypePrediction, check_question
-from typedrag.classify.rules import asks_how_to, comparative_question, comparison_phrasing, weak_choice
+from typedrag.phrasing.kinds import asks_how_to, comparative_question, comparison_phrasing, weak_choice
 from typedrag.nfq import NFQType
 from typedrag.result import Trace
 

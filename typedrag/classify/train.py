@@ -405,7 +405,7 @@ Confusion matrix (rows: true type, columns: predicted):
 {confusion_table}
 
 ## With the phrasing rules: what typedrag routes on
-`typedrag/classify/rules.py` reads a question's shape on top of the model's probabilities: an explicit
+`typedrag/phrasing/kinds.py` reads a question's shape on top of the model's probabilities: an explicit
 comparison ("difference between X and Y", "X vs Y", "compare X and Y", "How do X and Y compare?", "A versus B"
 as a fragment) or a verdict asked between named options ("X or Y: which should I use?", "Which is better for a
 beginner, violin or cello?", "rsync or tar for copying a directory tree?") is COMPARISON (source `classifier:<name>+comparison-rule`); a weaker choice ("Is it better to rent or

@@ -14,34 +14,10 @@ from __future__ import annotations
 import re
 
 from typedrag.citations import strip_markers
+from typedrag.phrasing.denials import FILLER_DENIED, FILLER_SOURCES, NOT_COVERED
 from typedrag.text import split_sentences
 
 __all__ = ["meta_sentences"]
-
-_SOURCES = re.compile(
-    r"\b(?:the|these|those|this|my|your|provided|given|supplied|retrieved|available|cited|numbered)\s+"
-    r"(?:(?:provided|given|supplied|retrieved|available|cited|numbered|above|excerpted)\s+)?"
-    r"(?:sources?|passages?|documents?|documentation|docs|manual|context|excerpts?|material|information|references?)\b",
-    re.I,
-)
-_SAYING = (
-    r"(?:say|state|mention|cover|specify|address|discuss|describe|explain|provide|include|detail|give|contain|"
-    r"answer|list|offer|show|indicate|tell|go into|elaborate|clarify|define)"
-)
-_DENIED = re.compile(
-    rf"\b(?:do|does|did)(?:\s+not|n't)\s+(?:\w+\s+)?{_SAYING}"  # "do not mention", "does not explicitly say"
-    r"|\b(?:is|are|was|were)(?:\s+not|n't)\s+(?:\w+\s+)?(?:covered|mentioned|discussed|addressed|described|specified|"
-    r"included|stated|given|provided|detailed|explained|found|available|listed)"
-    rf"|\b(?:no|not any)\s+(?:\w+\s+)?(?:information|mention|details?|data|guidance|discussion|explanation)\b"
-    r"|\b(?:cannot|can't|can not|unable to)\s+(?:\w+\s+)?(?:determine|say|tell|answer|describe|confirm|be determined|be answered)"
-    r"|\b(?:beyond|outside)\s+(?:the\s+)?scope\b|\bsilent\s+(?:on|about)\b|\bdo(?:es)?\s+not\s+go\s+into\b"
-    r"|\blacks?\b|\blacking\b|\bnothing\s+(?:about|on|in)\b|\bneither\b.*\bnor\b.*\b" + _SAYING,
-    re.I,
-)
-
-
-# Said of what is asked, with no source named: "Which composer wrote it is not covered", "... is not documented".
-_NOT_COVERED = re.compile(r"\b(?:is|are|was|were)(?:\s+not|n't)\s+(?:covered|documented|mentioned|addressed)\b", re.I)
 
 
 def meta_sentences(answer: str) -> list[str]:
@@ -49,6 +25,6 @@ def meta_sentences(answer: str) -> list[str]:
     found = []
     for sentence in split_sentences(answer):
         text = strip_markers(sentence)
-        if (_SOURCES.search(text) and _DENIED.search(text)) or _NOT_COVERED.search(text):
+        if (FILLER_SOURCES.search(text) and FILLER_DENIED.search(text)) or NOT_COVERED.search(text):
             found.append(re.sub(r"\s+([.,;:!?])", r"\1", " ".join(text.split())))
     return found

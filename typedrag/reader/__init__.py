@@ -37,13 +37,13 @@ import numpy as np
 from typedrag.embed import Embedder, default_embedder
 from typedrag.errors import ModelUnavailable
 from typedrag.nfq import NFQType
+from typedrag.phrasing.words import PRONOUNS as _PRONOUNS
 from typedrag.records import PROSE_LINE, SECTION_SEPARATOR, BlockKind, LineKind
 from typedrag.text import split_sentences, terms
 
 MODEL_DIR = Path(__file__).parent / "model"
 MODEL_FILE = "reader.npz"
 META_FILE = "meta.json"
-_PRONOUNS = frozenset({"it", "its", "they", "their", "this", "these", "he", "she", "his", "her"})
 _SENTENCE_ENDS = (".", "!", "?", '."', ".'", ".)", ".”", "?)", "!)")
 FEATURES = (
     "cosine", "title cosine", "below the best", "rank", "question words held", "question words in title",

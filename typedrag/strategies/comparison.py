@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Compared, PlanTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
-from typedrag.questions import compared, says_compare
+from typedrag.phrasing.questions import compared, says_compare
 from typedrag.result import Aspect
 from typedrag.steps import Depths, Flow, Number, Plan, Planned, Rank, Search, StrategyOutput, Write
 from typedrag.strategies.base import union

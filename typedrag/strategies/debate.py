@@ -8,7 +8,7 @@ from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Facet, PlanTask, Weighing
 from typedrag.prompts import CITE, DATA_RULE, GROUNDED, NO_FILLER, PLANNER, Prompt
-from typedrag.questions import SHOULD, subject
+from typedrag.phrasing.plans import debate_sides
 from typedrag.result import Aspect
 from typedrag.steps import Depths, Flow, Plan, Planned, StrategyOutput
 from typedrag.strategies.decomposed import Combination, Planning, answer_and_combine
@@ -90,15 +90,9 @@ BALANCE = (
 )
 
 def offline_plan(question: str) -> DebatePlan:
-    """The case for and the case against, each searched around the topic the question names."""
-    core, phrase = subject(question, SHOULD, "debated topic")
-    return DebatePlan(
-        topic=core or phrase,
-        perspectives=[
-            Perspective(name="in favour", sub_query=f"{phrase} benefits"),
-            Perspective(name="against", sub_query=f"{phrase} criticism"),
-        ],
-    )
+    """The case for and the case against, each searched around the topic the question names (typedrag.phrasing.plans)."""
+    topic, sides = debate_sides(question)
+    return DebatePlan(topic=topic, perspectives=[Perspective(name=name, sub_query=query) for name, query in sides])
 
 
 PLAN = PlanTask(role="plan:debate", prompt=PLAN_DEBATE, schema=DebatePlan, offline=offline_plan)

@@ -30,7 +30,7 @@ from typedrag.steps import Depths, Flow, Note, Number, Plan, Planned, Search, St
 from typedrag.strategies.base import assign, on_topic, union
 from typedrag.strategies.evidence import grounded_answer, question_hits
 from typedrag.strategies.plans import MAX_ASPECTS, Query, aspect_list, clean_phrases, keep_at_most
-from typedrag.questions import bare_question
+from typedrag.phrasing.questions import bare_question
 from typedrag.text import content_words
 
 # Two sub-answers that share this much of the shorter one's words (and at least REPEAT_MIN_WORDS of them)

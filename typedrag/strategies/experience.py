@@ -14,14 +14,13 @@ from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Advised, PlanTask
 from typedrag.prompts import CITE, GROUNDED, PLANNER, Prompt
-from typedrag.questions import advice_topic
+from typedrag.phrasing.plans import advice_keywords
 from typedrag.records import ScoredPassage
 from typedrag.steps import Depths, Flow, Number, Plan, Planned, Rank, Search, StrategyOutput, Write
 from typedrag.strategies.base import on_topic, union
 from typedrag.strategies.decomposed import retrieval_query
 from typedrag.strategies.evidence import question_hits
 from typedrag.strategies.plans import Name, Query, aspect_list, clean_phrases
-from typedrag.text import content_words, key_phrases
 
 MAX_KEYWORDS = 8
 MAX_FACETS = 4
@@ -78,13 +77,9 @@ EXPERIENCE_ANSWER = Prompt(
 )
 
 def offline_plan(question: str) -> ExperiencePlan:
-    """The question's content words as the topic, its noun phrases and words as keywords."""
-    text = advice_topic(question)
-    phrases = key_phrases(text)
-    if not phrases:
-        raise ValueError("no keywords found in the question")
-    keywords = list(dict.fromkeys(phrases + content_words(text)))
-    return ExperiencePlan(topic=" ".join(content_words(text)), keywords=keywords)
+    """The question's content words as the topic, its noun phrases and words as keywords (typedrag.phrasing.plans)."""
+    topic, keywords = advice_keywords(question)
+    return ExperiencePlan(topic=topic, keywords=keywords)
 
 
 PLAN = PlanTask(role="plan:experience", prompt=PLAN_EXPERIENCE, schema=ExperiencePlan, offline=offline_plan)

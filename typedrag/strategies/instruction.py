@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typedrag.engines.base import Facet, PlanTask
 from typedrag.prompts import DATA_RULE, NO_FILLER, PLANNER, Prompt
-from typedrag.questions import HOW_TO, subject
+from typedrag.phrasing.plans import instruction_queries
 from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy
 
 PLAN_INSTRUCTION = Prompt(
@@ -26,9 +26,8 @@ AGGREGATE_INSTRUCTION = Prompt(
 )
 
 def offline_plan(question: str) -> SubQueryPlan:
-    """What the task needs first, then its steps, searched around its words as the question names it."""
-    _, phrase = subject(question, HOW_TO, "task")
-    return SubQueryPlan(sub_queries=[f"{phrase} requirements", f"{phrase} steps"])
+    """What the task needs first, then its steps, read from the question (typedrag.phrasing.plans)."""
+    return SubQueryPlan(sub_queries=instruction_queries(question))
 
 
 PLAN = PlanTask(role="plan:instruction", prompt=PLAN_INSTRUCTION, schema=SubQueryPlan, offline=offline_plan)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typedrag.engines.base import Facet, PlanTask
 from typedrag.prompts import DATA_RULE, NO_FILLER, PLANNER, Prompt
-from typedrag.questions import WHY, subject
+from typedrag.phrasing.plans import reason_queries
 from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy
 
 PLAN_REASON = Prompt(
@@ -26,9 +26,8 @@ AGGREGATE_REASON = Prompt(
 )
 
 def offline_plan(question: str) -> SubQueryPlan:
-    """Two searches for the subject's causes, read from the question: its causes, and the factors behind it."""
-    _, phrase = subject(question, WHY, "subject")
-    return SubQueryPlan(sub_queries=[f"{phrase} causes", f"{phrase} factors"])
+    """Two searches for the subject's causes, read from the question (typedrag.phrasing.plans)."""
+    return SubQueryPlan(sub_queries=reason_queries(question))
 
 
 PLAN = PlanTask(role="plan:reason", prompt=PLAN_REASON, schema=SubQueryPlan, offline=offline_plan)

@@ -33,7 +33,7 @@ from typedrag.engines.offline.sentences import (
 )
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
-from typedrag.questions import amount_asked
+from typedrag.phrasing.questions import amount_asked
 from typedrag.reader import Bars, Reader, Role
 from typedrag.result import Source
 

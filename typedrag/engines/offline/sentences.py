@@ -16,19 +16,15 @@ from dataclasses import dataclass
 from typedrag.engines.base import Quote
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
-from typedrag.questions import Amount, states_an_amount
+from typedrag.phrasing.words import POINTING as _REFERRING
+from typedrag.phrasing.words import STANDING_IN as _STANDING_IN
+from typedrag.phrasing.words import VERBS_AFTER as _VERBS_AFTER
+from typedrag.phrasing.questions import Amount, states_an_amount
 from typedrag.reader import Piece, Reader, Reading, Role, quoted_pieces
 from typedrag.records import LineKind
 from typedrag.result import Source
 from typedrag.text import terms
 
-# A sentence that opens with one of these takes its subject from the sentence before it ("This makes Memcheck
-# run more slowly", "These phenomena are due to ..."); so does one opening with a quantifier standing for a
-# noun, a verb after it ("Many are fragments of comets"). Quoted without that sentence, it speaks of nothing
-# the asker can see.
-_REFERRING = frozenset({"this", "these", "that", "those", "it", "its", "they", "their", "them", "he", "she", "his", "her", "such"})
-_STANDING_IN = frozenset({"many", "some", "most", "several", "both", "others", "each", "few"})
-_VERBS_AFTER = frozenset({"is", "are", "was", "were", "have", "has", "had", "can", "could", "will", "would", "may", "might", "do", "does", "did", "also", "remain", "remained"})
 
 
 @dataclass(frozen=True)

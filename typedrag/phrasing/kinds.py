@@ -16,7 +16,7 @@
   indexes smaller than B-tree indexes?") is a comparison by our guidelines (bench/data/TYPES.md), but only in
   a question about a manual: NF-CATS's annotators labelled every such question of theirs a debate ("Is Android
   better than iOS?") or a factoid ("is the xbox one newer than the xbox 360"), so the classifier applies it
-  where its own domain regression says the question reads technical (shipped.py).
+  where its own domain regression says the question reads technical (typedrag/classify/shipped.py).
 The validation figures with and without the rules are in classify/model/MODEL_CARD.md.
 """
 
