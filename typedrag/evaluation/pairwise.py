@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.llm.base import ChatModel, LLMCall
+from typedrag.phrasing.words import TIE_WORDS
 from typedrag.prompts import DATA_RULE, Prompt, delimit, reply_format
 
 JUDGE_ROLE = "judge:pairwise"
@@ -60,7 +61,7 @@ class PairVerdict(BaseModel):
         text = value.strip().lower().removeprefix("answer").strip(" .:")
         if text in ("a", "b"):
             return text.upper()
-        if text in ("tie", "neither", "equal", "both", "draw"):
+        if text in TIE_WORDS:
             return "tie"
         return value
 

@@ -48,6 +48,8 @@ REFERRING = POINTING | frozenset(
     neither same""".split()
 )
 STANDING_IN = frozenset("many some most several both others each few".split())
+# "It is important to ...", "It may happen that ...": after "it" and a verb, one of these says "it" stands for nothing.
+EXTRAPOSING = frozenset({"to", "that"})
 VERBS_AFTER = frozenset("is are was were have has had can could will would may might do does did also remain remained".split())
 
 # Words that say what is asked rather than what about ("what is the difference", "how does it work"): carried
@@ -59,3 +61,6 @@ ASKING_WORDS = frozenset(
     examples kind kinds type types reason reasons cause causes start started change changes look looks show
     find know like actually usually often possible""".split()
 )
+
+# How a judge model says neither answer is better ("TIE", "neither"; typedrag.evaluation.pairwise).
+TIE_WORDS = ("tie", "neither", "equal", "both", "draw")

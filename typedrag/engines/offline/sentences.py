@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typedrag.engines.base import Quote
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
+from typedrag.phrasing.words import EXTRAPOSING
 from typedrag.phrasing.words import POINTING as _REFERRING
 from typedrag.phrasing.words import STANDING_IN as _STANDING_IN
 from typedrag.phrasing.words import VERBS_AFTER as _VERBS_AFTER
@@ -52,7 +53,7 @@ def refers_back(text: str) -> bool:
     words = [w.strip(",;:()\"'").lower() for w in text.split()[:8]]
     if not words:
         return False
-    if words[0] == "it" and len(words) > 1 and words[1] in _VERBS_AFTER and ({"to", "that"} & set(words[2:])):
+    if words[0] == "it" and len(words) > 1 and words[1] in _VERBS_AFTER and (EXTRAPOSING & set(words[2:])):
         return False  # "It is very important to distinguish ...", "It may happen that ...": "it" stands for nothing
     if words[0] in _REFERRING:
         return True
