@@ -1,4 +1,4 @@
-"""The offline plans each strategy reads from common phrasings (typedrag.questions), the comparison's item
+"""The offline plans each strategy reads from common phrasings (typedrag.phrasing), the comparison's item
 queries, and the sentence splitter."""
 
 import pytest

@@ -7,6 +7,7 @@ import re
 
 from typedrag.phrasing.words import ABBREVIATIONS, ENDINGS, OWN_S, SNOWBALL_STOPWORDS, STOPWORDS
 
+# SNOWBALL_STOPWORDS is named here too: the index reads its query stop words from typedrag.text.
 __all__ = [
     "SNOWBALL_STOPWORDS", "STOPWORDS", "WORD", "content_words", "for_terminal", "key_phrases", "split_sentences", "terms", "word_pieces",
 ]

@@ -1,7 +1,7 @@
 """The built-in engine for machines with no LLM: plans read from the question, answers quoted from passages.
 
 It plans with the planner each plan names (`PlanTask.offline`: every strategy reads its plan from the
-question's phrasing, typedrag.questions) and writes each step by its kind (typedrag/engines/offline/answers.py):
+question's phrasing, typedrag.phrasing) and writes each step by its kind (typedrag/engines/offline/answers.py):
 the reader model (typedrag/reader) reads every quotable sentence against the question, and an answer quotes
 those it says answer, by the role each plays. Every result names this engine, and nothing is invented: each
 sentence is quoted with the number of the passage it came from. A route added from outside typedrag works
