@@ -31,7 +31,8 @@ ALLOWED = {
     "in whatever case a document or a model writes them: markup, not English",
 }
 
-_RE_FUNCTIONS = {"compile", "search", "match", "fullmatch", "sub", "subn", "split", "findall", "finditer"}
+# The `re` functions that take a pattern, and where each takes its flags positionally.
+_FLAGS_AT = {"compile": 1, "search": 2, "match": 2, "fullmatch": 2, "findall": 2, "finditer": 2, "split": 3, "sub": 4, "subn": 4}
 _IGNORECASE = {"I", "IGNORECASE"}
 _INLINE_I = re.compile(r"\(\?[aiLmsux]*i[aiLmsux]*[:)]")  # (?i), (?si), (?i:...); not (?-i:...)
 
@@ -53,7 +54,7 @@ def _re_names(tree: ast.Module) -> tuple[set[str], set[str]]:
         if isinstance(node, ast.Import):
             modules |= {alias.asname or alias.name for alias in node.names if alias.name == "re"}
         elif isinstance(node, ast.ImportFrom) and node.module == "re":
-            functions |= {alias.asname or alias.name for alias in node.names if alias.name in _RE_FUNCTIONS}
+            functions |= {alias.asname or alias.name for alias in node.names if alias.name in _FLAGS_AT}
     return modules, functions
 
 
@@ -66,13 +67,12 @@ def re_calls(path: Path) -> list[Call]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        is_re = (isinstance(func, ast.Attribute) and func.attr in _RE_FUNCTIONS and isinstance(func.value, ast.Name)
+        is_re = (isinstance(func, ast.Attribute) and func.attr in _FLAGS_AT and isinstance(func.value, ast.Name)
                  and func.value.id in modules) or (isinstance(func, ast.Name) and func.id in functions)
         if not is_re:
             continue
         name = func.attr if isinstance(func, ast.Attribute) else func.id
-        flag_position = {"compile": 1, "search": 2, "match": 2, "fullmatch": 2, "split": 3, "findall": 2, "finditer": 2,
-                         "sub": 4, "subn": 4}[name]
+        flag_position = _FLAGS_AT[name]
         flags = next((k.value for k in node.keywords if k.arg == "flags"), None)
         if flags is None and len(node.args) > flag_position:
             flags = node.args[flag_position]

@@ -16,16 +16,15 @@ from dataclasses import dataclass
 from typedrag.engines.base import Quote
 from typedrag.engines.offline.settings import OfflineSettings
 from typedrag.nfq import NFQType
+from typedrag.phrasing.questions import Amount, states_an_amount
 from typedrag.phrasing.words import EXTRAPOSING
 from typedrag.phrasing.words import POINTING as _REFERRING
 from typedrag.phrasing.words import STANDING_IN as _STANDING_IN
 from typedrag.phrasing.words import VERBS_AFTER as _VERBS_AFTER
-from typedrag.phrasing.questions import Amount, states_an_amount
 from typedrag.reader import Piece, Reader, Reading, Role, quoted_pieces
 from typedrag.records import LineKind
 from typedrag.result import Source
 from typedrag.text import terms
-
 
 
 @dataclass(frozen=True)
