@@ -171,12 +171,12 @@ def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, 
     from typedrag.evaluation.retrieval import read_questions, score
     from typedrag.followup import FusingRetriever, offline_standalone
     from typedrag.history import Turn
-    from typedrag.index import dense
+    from typedrag.index import fusion
 
     if depth:
-        dense.FUSION_DEPTH = depth
+        fusion.HYBRID_DEPTH = depth
     if weights:
-        dense.FUSION_WEIGHTS = weights
+        fusion.HYBRID_WEIGHTS = weights
     rows = []
     retrievers = {mode: open_retriever(index, mode) for mode in modes}
     if corpus in KEYTERM_SETS:

@@ -154,7 +154,7 @@ def test_a_passage_has_the_same_vector_and_hybrid_the_same_fusion_in_both_backen
     """One embedding of a passage (a pure function of its text and the model) and one fusion, whichever the backend."""
     import numpy as np
 
-    from typedrag.index import dense as fusion
+    from typedrag.index import fusion
     from typedrag.index.vectors import DenseVectors, Table
 
     _, _, passages, tantivy_dir = small
@@ -168,7 +168,7 @@ def test_a_passage_has_the_same_vector_and_hybrid_the_same_fusion_in_both_backen
     legs = {mode: MilvusRetriever(server.uri, "small", mode=mode) for mode in ("bm25", "dense", "hybrid")}
     analyze = milvus_index._QUERY_ANALYZER.analyze
     for question in ("crocodile snout", "Why did the Western Roman Empire fall?", "baking with yeast"):
-        bm25, near = (legs[m].search(question, fusion.FUSION_DEPTH) for m in ("bm25", "dense"))
+        bm25, near = (legs[m].search(question, fusion.HYBRID_DEPTH) for m in ("bm25", "dense"))
         expected = fusion.hybrid(set(analyze(question)), [(h.passage_id, h.passage.title) for h in bm25],
                                  [(h.passage_id, h.passage.title) for h in near], 5, lambda title: set(analyze(title)))
         assert [(h.passage_id, round(h.score, 6)) for h in legs["hybrid"].search(question, 5)] == expected

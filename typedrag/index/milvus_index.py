@@ -16,7 +16,7 @@ to, not equal to, tantivy's.
 
 Dense vectors (`retrieval` "dense" or "hybrid" at build time) are the embedded index's: the same embedder
 and passage input (`typedrag.embed.passage_input`), quantized the same way, so a passage has the same vector
-in both backends. "hybrid" searches each leg and fuses them with `typedrag.index.dense.fuse`, the tantivy
+in both backends. "hybrid" searches each leg and fuses them with `typedrag.index.fusion.hybrid`, the tantivy
 index's reciprocal-rank fusion over each leg's top 100, rather than Milvus's RRF ranker over 2k per leg
 (which kept about half of the fusion's gain: docs/lab/2026-12-02-hybrid.md).
 
@@ -45,7 +45,7 @@ import numpy as np
 import typedrag
 from typedrag.corpus.chunker import CHUNKER_VERSION
 from typedrag.embed import embedder_for, passage_input
-from typedrag.index import dense as fusion
+from typedrag.index import dense, fusion
 from typedrag.index.base import IndexUnusableError, empty_index_error
 from typedrag.corpus.readers import FileFilter
 from typedrag.index.ingest import FileRecord, corpus_sha256, count, filters_for, ingest, plan, scan_filtered
@@ -288,17 +288,17 @@ def sync_milvus_index(
     return summary
 
 
-def _wanted(conn: _Connection, live: str | None, retrieval: str | None, embedder: str | None, summary: IndexSummary) -> "fusion.Wanted":
-    """What a build or sync of the collection whose live target is `live` makes (`fusion.wanted`), noted in `summary`:
+def _wanted(conn: _Connection, live: str | None, retrieval: str | None, embedder: str | None, summary: IndexSummary) -> "dense.Wanted":
+    """What a build or sync of the collection whose live target is `live` makes (`dense.wanted`), noted in `summary`:
     the one decision for a build in this process and one on a cluster (index.distributed)."""
     current = _live_manifest(conn, live) if live is not None else None
-    want = fusion.wanted(current, retrieval, embedder)
+    want = dense.wanted(current, retrieval, embedder)
     summary.retrieval, summary.embedder = want.retrieval, want.embedder
     return want
 
 
 def _live_manifest(conn: _Connection, live: str) -> dict | None:
-    """The live collection's manifest, as `fusion.wanted` reads it (retrieval, vectors' embedder), or None."""
+    """The live collection's manifest, as `dense.wanted` reads it (retrieval, vectors' embedder), or None."""
     with conn.errors("reading the manifest"):
         properties = conn.client.describe_collection(live, timeout=CALL_TIMEOUT).get("properties") or {}
     try:
@@ -314,7 +314,7 @@ def _live_manifest(conn: _Connection, live: str) -> dict | None:
     return manifest
 
 
-def _reusable_manifest(conn: _Connection, live: str, passage_words: int, want: "fusion.Wanted") -> dict | None:
+def _reusable_manifest(conn: _Connection, live: str, passage_words: int, want: "dense.Wanted") -> dict | None:
     """The live collection's manifest if a sync can build on it: same format and build parameters."""
     with conn.errors("reading the manifest"):
         properties = conn.client.describe_collection(live, timeout=CALL_TIMEOUT).get("properties") or {}
@@ -338,7 +338,7 @@ def _reusable_manifest(conn: _Connection, live: str, passage_words: int, want: "
 
 def _build_fresh(
     conn: _Connection, sources, collection: str, live: str | None, summary: IndexSummary,
-    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "fusion.Wanted", filters: FileFilter,
+    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "dense.Wanted", filters: FileFilter,
 ) -> None:
     with conn.errors("checking collections"):
         names = conn.client.list_collections(timeout=CALL_TIMEOUT)
@@ -393,7 +393,7 @@ def _publish(conn: _Connection, building: str, collection: str, live: str | None
 
 def _sync_in_place(
     conn: _Connection, live: str, previous: dict, sources, summary: IndexSummary,
-    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "fusion.Wanted", remove_missing: bool,
+    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "dense.Wanted", remove_missing: bool,
     filters: FileFilter,
 ) -> None:
     held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()}
@@ -449,7 +449,7 @@ def _kept_document_check(conn: _Connection, collection: str, leaving: set[str]):
 
 def _write_manifest(
     conn: _Connection, collection: str, sources, records: dict[str, FileRecord], summary: IndexSummary,
-    passage_words: int, want: "fusion.Wanted", generation: int = 1, filters: FileFilter = FileFilter(),
+    passage_words: int, want: "dense.Wanted", generation: int = 1, filters: FileFilter = FileFilter(),
 ) -> None:
     """The file table and the manifest, written last: their presence means the build or sync finished."""
     files = _pack_files(records)
@@ -699,8 +699,8 @@ class MilvusRetriever:
                 self.collection, data=vectors, anns_field="dense", limit=k, output_fields=self._fields,
                 search_params=cosine, timeout=SEARCH_TIMEOUT,
             )
-        # Each leg's top FUSION_DEPTH, fused here exactly as the embedded index fuses them.
-        depth = max(k, fusion.FUSION_DEPTH)
+        # Each leg's top HYBRID_DEPTH, fused here exactly as the embedded index fuses them.
+        depth = max(k, fusion.HYBRID_DEPTH)
         lexical = client.search(
             self.collection, data=terms, anns_field="sparse", limit=depth, output_fields=self._fields,
             search_params=bm25, timeout=SEARCH_TIMEOUT,

@@ -50,7 +50,7 @@ except ImportError:  # Windows: no flock; builds there are not guarded against e
 from typedrag.records import IndexSummary, Passage, ScoredPassage, encode_lines, lines_of
 from typedrag.text import SNOWBALL_STOPWORDS
 from typedrag.embed import EMBEDDERS, embedder_for
-from typedrag.index import dense
+from typedrag.index import dense, fusion
 from typedrag.index.vectors import FILES as VECTOR_FILES
 from typedrag.index.vectors import DenseVectors, Table, identity_of
 from typedrag.index.sentences import SENTENCES, SentenceStore, section_of
@@ -690,7 +690,7 @@ class TantivyRetriever:
                 for i, hits in zip(searchable, found):
                     results[i] = hits
                 return results
-        depth = max(k, dense.FUSION_DEPTH)
+        depth = max(k, fusion.HYBRID_DEPTH)
         nearest = view.vectors.search(view.embedder().embed(queries), depth if view.mode == "hybrid" else k)
         if view.mode == "dense":
             docs = self._docs(view, {pid for hits in nearest for pid, _ in hits})
@@ -699,7 +699,7 @@ class TantivyRetriever:
         known = {doc.get_first("passage_id"): doc for hits in lexical for _, doc in hits}
         known.update(self._docs(view, {pid for hits in nearest for pid, _ in hits} - known.keys()))
         fused = [
-            dense.hybrid(
+            fusion.hybrid(
                 set(self._analyzer.analyze(query)),
                 [(d.get_first("passage_id"), d.get_first("title") or "") for _, d in bm25],
                 [(pid, known[pid].get_first("title") or "") for pid, _ in near if pid in known],
