@@ -17,7 +17,7 @@ from typedrag.errors import IndexUnusableError
 from typedrag.index import build_index, open_retriever
 from typedrag.index import dense, fusion, vectors
 from typedrag.index.manifest import MANIFEST
-from typedrag.index.tantivy_index import sync_index
+from typedrag.index.tantivy import sync_index
 
 DOCS = {
     "automobile.txt": "The automobile is a wheeled motor vehicle used for transportation on roads.",
