@@ -342,7 +342,7 @@ def ask(
 
 def _note_retrieval(retriever) -> None:
     """What the index says about how it is searched (an index without vectors: how to add them), on stderr."""
-    notice = retriever.describe().notice
+    notice = retriever.describe().notice if retriever is not None else None  # None: the LLM-only baseline
     if notice:
         errors.print(f"note: {for_terminal(notice)}", markup=False, style="dim")
 
