@@ -57,6 +57,16 @@ def test_a_users_retriever_with_three_members_gets_the_defaults_and_typedrags_ow
     assert unmentioned_names("Why does the Zyzzyva have a tail?", own) == ["Zyzzyva"]
 
 
+def test_a_users_retriever_keeps_the_optional_members_it_implements():
+    class WithMentions(ThreeMembers):
+        def mentions(self, word):
+            return word.casefold() in {"comet", "comets"}
+
+    adapted = Pipeline(OfflineEngine(), WithMentions()).retriever
+    assert isinstance(adapted, Adapted) and adapted.describe() == Description("mine")
+    assert unmentioned_names("Why does the Zyzzyva have a tail?", adapted) == ["Zyzzyva"]  # as before: its own is asked
+
+
 def test_sync_options_default_as_build_configured_index_did():
     options = SyncOptions(passage_words=100, strict=False)
     assert (options.retrieval, options.embedder, options.rebuild, options.remove_missing, options.show_progress) == (

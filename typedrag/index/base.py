@@ -105,8 +105,8 @@ class Retriever(Protocol):
     """Finds passages for a query. Synchronous and thread-safe: strategies call it from worker threads.
 
     Implement `name`, `search` and `search_many` to put any index behind typedrag (see ListRetriever).
-    `describe` and `mentions` are optional: subclass `Retriever` to inherit their defaults, or the pipeline
-    gives a retriever without them the defaults (`adapt`).
+    `describe`, `mentions` and `passage` are optional: subclass `Retriever` to inherit their defaults (or
+    implement them); the pipeline gives a retriever that does neither the defaults of those it lacks (`adapt`).
     """
 
     name: str  # engine name shown in traces, e.g. "tantivy-bm25"
@@ -135,11 +135,15 @@ class Retriever(Protocol):
 
 
 class Adapted(Retriever):
-    """A retriever that implements only `name`, `search` and `search_many` (a user's), with the defaults of the
-    rest: what `adapt` gives the pipeline, so that nothing downstream asks an object what it has."""
+    """A user's retriever that is not a whole `Retriever` (it implements `name`, `search`, `search_many` and maybe
+    some of the optional members), with the defaults of the members it lacks: what `adapt` gives the pipeline.
+    The one place a retriever is asked what it has, where it comes in, so that nothing downstream asks."""
 
     def __init__(self, inner) -> None:
         self.inner = inner
+        for member in ("describe", "mentions", "passage"):  # its own, where it has them (a user's `mentions`)
+            if callable(own := getattr(inner, member, None)):
+                setattr(self, member, own)
 
     @property
     def name(self) -> str:  # type: ignore[override]
@@ -153,8 +157,8 @@ class Adapted(Retriever):
 
 
 def adapt(retriever):
-    """`retriever` as a full `Retriever`: itself when it is one (typedrag's own, or a class that subclasses
-    `Retriever` or implements `describe` and `mentions`), else `Adapted` (None stays None)."""
+    """`retriever` as a whole `Retriever`: itself when it is one (typedrag's own, a subclass of `Retriever`, or a
+    class implementing every member), else `Adapted` (None stays None)."""
     if retriever is None or isinstance(retriever, Retriever):
         return retriever
     return Adapted(retriever)
