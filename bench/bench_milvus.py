@@ -26,7 +26,7 @@ from _machine import machine_line
 
 from typedrag.corpus import chunk_document, iter_documents
 from typedrag.index import build_index, open_retriever
-from typedrag.index.milvus_index import MilvusRetriever, build_milvus_index
+from typedrag.index.milvus import MilvusRetriever, build_milvus_index
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 

@@ -53,7 +53,7 @@ from typedrag.evaluation.judges import ProxyJudge  # noqa: E402
 from typedrag.evaluation.linkage import select_references  # noqa: E402
 from typedrag.evaluation.metrics import percentile_rank  # noqa: E402
 from typedrag.factory import Resources, build_pipeline  # noqa: E402
-from typedrag.index.tantivy_index import sync_index  # noqa: E402
+from typedrag.index.tantivy import sync_index  # noqa: E402
 from typedrag.strategies.decomposed import repeats  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -53,9 +53,9 @@ def chunk_all(documents: list[Document], words: int) -> list[str]:
 
 
 def _read_only(item: dict) -> dict:
-    from typedrag.index.distributed import _rebuild
+    from typedrag.index.milvus.ray_workers import rebuild_scanned
 
-    scanned = _rebuild(item)
+    scanned = rebuild_scanned(item)
     blocks = sum(len(list(doc.iter_blocks())) for doc in read_file(scanned.file, strict=False, problems=[]))
     return {"blocks": blocks}
 
@@ -73,7 +73,10 @@ def main() -> None:
     import ray
 
     from typedrag.embed import Embedder
-    from typedrag.index.distributed import EMBED_BATCH, RayRun, _configured, _connect, _Embed, _item, _read_chunk
+    from typedrag.index.milvus.ray import connect
+    from typedrag.index.milvus.ray_job import item_of
+    from typedrag.index.milvus.ray_ledger import RayRun
+    from typedrag.index.milvus.ray_workers import EMBED_BATCH, Embed, configured, read_chunk
 
     print(machine_line())
     problems: list = []
@@ -97,22 +100,22 @@ def main() -> None:
           f"{len(sample) / embed2_s:.1f} passages per wall second)")
 
     run = RayRun()
-    _connect(args.ray, run)
+    connect(args.ray, run)
     actors = args.actors or run.cpus
     print(f"ray cluster at {args.ray}: {run.nodes} nodes, {run.cpus} CPUs")
-    items = [_item(n, s) for n, s in enumerate(files)]
+    items = [item_of(n, s) for n, s in enumerate(files)]
 
     def read_job():
         return ray.data.from_items(items, override_num_blocks=len(items)).map(_read_only, num_cpus=1).count()
 
     def chunk_job():
         ds = ray.data.from_items(items, override_num_blocks=len(items))
-        return ds.flat_map(_read_chunk, fn_kwargs=dict(passage_words=100, generation=1, taken={}, carrier={}), num_cpus=1).count()
+        return ds.flat_map(read_chunk, fn_kwargs=dict(passage_words=100, generation=1, taken={}, carrier={}), num_cpus=1).count()
 
     def embed_job():
         ds = ray.data.from_items([{"kind": "passage", "title": "", "text": t} for t in sample],
                                  override_num_blocks=max(1, len(sample) // EMBED_BATCH))
-        embedder = _configured(_Embed, embedder="minilm", carrier={})
+        embedder = configured(Embed, embedder="minilm", carrier={})
         return ds.map_batches(embedder, batch_size=EMBED_BATCH, batch_format="numpy",
                               compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=1).count()
 
@@ -125,8 +128,8 @@ def main() -> None:
     print(f"  embedding        {ray_embed_s:7.1f} s  {len(sample) / ray_embed_s:8.1f} passages/s ({actors} actors)")
 
     if args.uri and args.e2e_source:
-        from typedrag.index.distributed import sync_milvus_index_on_ray
-        from typedrag.index.milvus_index import build_milvus_index
+        from typedrag.index.milvus.ray import sync_milvus_index_on_ray
+        from typedrag.index.milvus import build_milvus_index
 
         stamp = int(time.time())
         single, single_s = timed(lambda: build_milvus_index([args.e2e_source], args.uri, f"bench_one_{stamp}", retrieval="hybrid",

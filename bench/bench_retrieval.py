@@ -42,7 +42,7 @@ import typedrag
 from typedrag.corpus import chunk_document, iter_documents
 from typedrag.extras import require_or_exit
 from typedrag.index import build_index, open_retriever
-from typedrag.index.tantivy_index import _query_analyzer
+from typedrag.index.tantivy.schema import query_analyzer
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -123,7 +123,7 @@ def bench_rank_bm25(corpus: str, subset: int, queries: list[str], k: int, n_quer
     F = tantivy.Filter  # the index's en_stem chain for passages, the retriever's query chain for queries
     en_stem = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(F.remove_long(40)).filter(F.lowercase())
     en_stem = en_stem.filter(F.stemmer("english")).build()
-    query_analyzer = _query_analyzer()
+    analyzer = query_analyzer()
     start = time.perf_counter()
     bm25 = BM25Okapi([en_stem.analyze(p.text) for p in passages], k1=1.2, b=0.75)
     print(
@@ -134,7 +134,7 @@ def bench_rank_bm25(corpus: str, subset: int, queries: list[str], k: int, n_quer
     top_bm25 = []
 
     def search(q: str, k: int) -> None:
-        scores = bm25.get_scores(query_analyzer.analyze(q))
+        scores = bm25.get_scores(analyzer.analyze(q))
         top_bm25.append([ids[i] for i in numpy.argsort(-scores)[:k]])
 
     times = latencies_ms(search, queries[:n_queries], k)
@@ -171,12 +171,12 @@ def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, 
     from typedrag.evaluation.retrieval import read_questions, score
     from typedrag.followup import FusingRetriever, offline_standalone
     from typedrag.history import Turn
-    from typedrag.index import dense
+    from typedrag.index import fusion
 
     if depth:
-        dense.FUSION_DEPTH = depth
+        fusion.HYBRID_DEPTH = depth
     if weights:
-        dense.FUSION_WEIGHTS = weights
+        fusion.HYBRID_WEIGHTS = weights
     rows = []
     retrievers = {mode: open_retriever(index, mode) for mode in modes}
     if corpus in KEYTERM_SETS:

@@ -24,7 +24,7 @@ from _machine import machine_line  # noqa: E402
 
 RUN = """
 import json, resource, sys, time
-from typedrag.index.tantivy_index import sync_index
+from typedrag.index.tantivy import sync_index
 started = time.perf_counter()
 summary = sync_index([sys.argv[1]], sys.argv[2], show_progress=False, rebuild=sys.argv[3] == "rebuild")
 print(json.dumps({"seconds": time.perf_counter() - started, "rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,

@@ -243,8 +243,8 @@ def reader_model(index: Path, workdir: Path) -> str:
 
 def vanished_file(index: Path, workdir: Path) -> str:
     """D6: a swap file under the folder vanishes between being listed and being measured, as the manifest is written."""
-    import typedrag.index.tantivy_index as tantivy_index
-    from typedrag.index.tantivy_index import sync_index
+    import typedrag.index.tantivy.build as tantivy_build
+    from typedrag.index.tantivy import sync_index
 
     docs, target = workdir / "docs", workdir / "synced"
     docs.mkdir(exist_ok=True)
@@ -253,7 +253,7 @@ def vanished_file(index: Path, workdir: Path) -> str:
     (docs / "b.txt").write_text("The quokka lives on Rottnest Island.\n")
     swap = docs / ".b.txt.swp"
     swap.write_bytes(b"b0VIM")
-    real_manifest, real_stat, active = tantivy_index._manifest, os.stat, [False]
+    real_manifest, real_stat, active = tantivy_build._manifest, os.stat, [False]
 
     def manifest(*args, **kwargs):
         active[0] = True
@@ -268,14 +268,14 @@ def vanished_file(index: Path, workdir: Path) -> str:
             swap.unlink(missing_ok=True)
         return result
 
-    tantivy_index._manifest, os.stat = manifest, stat
+    tantivy_build._manifest, os.stat = manifest, stat
     try:
         summary = sync_index([docs], target, show_progress=False)
         return f"synced: added {summary.added}, {summary.documents} documents"
     except Exception as error:
         return f"{type(error).__name__}: {str(error).replace(str(workdir), '...')}"
     finally:
-        tantivy_index._manifest, os.stat = real_manifest, real_stat
+        tantivy_build._manifest, os.stat = real_manifest, real_stat
 
 
 def sigterm(index: Path, workdir: Path) -> str:

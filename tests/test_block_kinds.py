@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 from typedrag.corpus import iter_documents
 from typedrag.corpus.chunker import iter_passages
 from typedrag.index import build_index, open_retriever
-from typedrag.index.tantivy_index import sync_index
+from typedrag.index.tantivy import sync_index
 from typedrag.records import Block, BlockKind, Document, LineKind, decode_lines, encode_lines, lines_of
 
 from conftest import raw_pdf
@@ -441,30 +441,30 @@ def test_an_index_built_before_kinds_were_kept_still_answers_and_a_sync_rebuilds
     """An index of the last format (no `lines` field, chunker 5), made by this code with the field left out."""
     import tantivy
 
-    import typedrag.index.tantivy_index as tantivy_index
+    import typedrag.index.tantivy.build as tantivy_build
 
     (tmp_path / "brewing.md").write_text(MARKDOWN)
-    real_schema = tantivy_index._schema
+    real_schema = tantivy_build.schema
 
     def old_schema():
         builder = tantivy.SchemaBuilder()
         for name in ("passage_id", "doc_id", "file"):
             builder.add_text_field(name, stored=True, tokenizer_name="raw")
         for name in ("title", "section", "text"):
-            builder.add_text_field(name, stored=True, tokenizer_name=tantivy_index.TOKENIZER, index_option="freq")
+            builder.add_text_field(name, stored=True, tokenizer_name=tantivy_build.TOKENIZER, index_option="freq")
         builder.add_unsigned_field("position", stored=True, indexed=True)
         builder.add_unsigned_field("page", stored=True)
         builder.add_unsigned_field("page_end", stored=True)
         return builder.build()
 
-    real_adder = tantivy_index._adder
-    monkeypatch.setattr(tantivy_index, "_schema", old_schema)
-    monkeypatch.setattr(tantivy_index, "_adder", lambda writer: lambda p, key: real_adder(writer)(p.__class__(
+    real_adder = tantivy_build._adder
+    monkeypatch.setattr(tantivy_build, "schema", old_schema)
+    monkeypatch.setattr(tantivy_build, "_adder", lambda writer: lambda p, key: real_adder(writer)(p.__class__(
         p.passage_id, p.doc_id, p.title, p.text, p.section, p.page, p.page_end), key))
-    monkeypatch.setattr(tantivy_index, "CHUNKER_VERSION", 5)
+    monkeypatch.setattr(tantivy_build, "CHUNKER_VERSION", 5)
     build_index([tmp_path / "brewing.md"], tmp_path / "index", passage_words=40, show_progress=False)
     monkeypatch.undo()
-    assert real_schema is tantivy_index._schema
+    assert real_schema is tantivy_build.schema
 
     hits = open_retriever(tmp_path / "index").search("boil water pot", 5)
     assert hits and all(hit.passage.lines == () for hit in hits)

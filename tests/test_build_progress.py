@@ -136,7 +136,7 @@ def test_a_resumed_build_shows_no_rate_for_what_its_journal_held(tmp_path, capsy
     """Every passage of this build is in the journal a killed build left: nothing is embedded, so no rate is shown
     (before, the journal's passages made the rate)."""
     from typedrag.index import dense
-    from typedrag.index.tantivy_index import sync_index
+    from typedrag.index.tantivy import sync_index
 
     monkeypatch.setattr(build_progress, "PLAIN_EVERY", 0.0)
     monkeypatch.setattr(dense, "finished", lambda index_dir: None)  # keep the journal, as a killed build does

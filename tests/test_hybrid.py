@@ -15,9 +15,9 @@ import pytest
 from typedrag.embed import embedder_for, passage_input
 from typedrag.errors import IndexUnusableError
 from typedrag.index import build_index, open_retriever
-from typedrag.index import dense, vectors
+from typedrag.index import dense, fusion, vectors
 from typedrag.index.manifest import MANIFEST
-from typedrag.index.tantivy_index import sync_index
+from typedrag.index.tantivy import sync_index
 
 DOCS = {
     "automobile.txt": "The automobile is a wheeled motor vehicle used for transportation on roads.",
@@ -76,15 +76,15 @@ def test_hybrid_finds_what_bm25_misses_and_keeps_what_it_finds(hybrid_index):
 
 
 def test_fusion_is_reciprocal_rank_over_each_legs_top():
-    fused = dense.fuse([["a", "b", "c"], ["c", "d", "a"]], 3, weights=(1, 1))
+    fused = fusion.fuse([["a", "b", "c"], ["c", "d", "a"]], 3, weights=(1, 1))
     assert [pid for pid, _ in fused] == ["a", "c", "b"]
-    k = dense.FUSION_K
+    k = fusion.HYBRID_K
     assert fused[0][1] == pytest.approx(1 / (k + 1) + 1 / (k + 3), abs=1e-6)
-    assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1))] == ["a", "b"]  # a tie: the first leg's best
-    assert [pid for pid, _ in dense.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1.5))] == ["b", "a"]
+    assert [pid for pid, _ in fusion.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1))] == ["a", "b"]  # a tie: the first leg's best
+    assert [pid for pid, _ in fusion.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1.5))] == ["b", "a"]
     # BM25's only hit for a rare term and dense's nearest passage tie, and BM25's comes first
-    assert [pid for pid, _ in dense.fuse([["rare#9"], ["noise#1", "noise#2"]], 1)] == ["rare#9"]
-    assert [pid for pid, _ in dense.fuse([["x"] + [f"p{i}" for i in range(200)], []], 500, depth=100)][-1] == "p98"
+    assert [pid for pid, _ in fusion.fuse([["rare#9"], ["noise#1", "noise#2"]], 1)] == ["rare#9"]
+    assert [pid for pid, _ in fusion.fuse([["x"] + [f"p{i}" for i in range(200)], []], 500, depth=100)][-1] == "p98"
 
 
 def test_a_legs_first_passage_outranks_one_both_legs_rank_in_the_middle():
@@ -92,7 +92,7 @@ def test_a_legs_first_passage_outranks_one_both_legs_rank_in_the_middle():
     "top" (first for BM25, 30th for dense); at 15 the first passage of a leg stays ahead."""
     bm25 = ["top"] + [f"b{i}" for i in range(8)] + ["mid"]
     near = [f"d{i}" for i in range(9)] + ["mid"] + [f"e{i}" for i in range(19)] + ["top"]
-    ranked = [pid for pid, _ in dense.fuse([bm25, near], 3)]
+    ranked = [pid for pid, _ in fusion.fuse([bm25, near], 3)]
     assert ranked.index("top") < ranked.index("mid")
 
 
@@ -272,10 +272,10 @@ def test_a_query_that_is_a_title_puts_that_article_first():
 
     bm25 = [("halley#0", "Halley's Comet"), ("herschel#0", "Caroline Herschel"), ("minor#0", "Minor planet"), ("comet#0", "Comet")]
     near = [("halley#0", "Halley's Comet"), ("comet#0", "Comet"), ("comet#1", "Comet")]
-    ranked = [pid for pid, _ in dense.hybrid({"comet"}, bm25, near, 3, terms)]
+    ranked = [pid for pid, _ in fusion.hybrid({"comet"}, bm25, near, 3, terms)]
     assert ranked == ["comet#0", "halley#0", "comet#1"]  # "comet" is the article "Comet", not "Halley's Comet"
-    assert [pid for pid, _ in dense.hybrid({"comet", "tail"}, bm25, near, 1, terms)] == ["halley#0"]  # a title inside a query: no
-    assert [pid for pid, _ in dense.hybrid(set(), bm25, near, 1, terms)] == ["halley#0"]
+    assert [pid for pid, _ in fusion.hybrid({"comet", "tail"}, bm25, near, 1, terms)] == ["halley#0"]  # a title inside a query: no
+    assert [pid for pid, _ in fusion.hybrid(set(), bm25, near, 1, terms)] == ["halley#0"]
 
 
 ASTRONOMY = {"Comet", "Halley's Comet", "Caroline Herschel", "Minor planet", "Asteroid", "Meteoroid", "Asteroid belt",

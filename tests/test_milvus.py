@@ -24,8 +24,10 @@ from conftest import DOCUMENTS  # noqa: E402
 from typedrag.cli import app  # noqa: E402
 from typedrag.corpus import DEMO_SOURCE, chunk_document, iter_documents  # noqa: E402
 from typedrag.index import IndexUnusableError, Retriever, build_index, open_retriever  # noqa: E402
-from typedrag.index import milvus_index  # noqa: E402
-from typedrag.index.milvus_index import MANIFEST_PROPERTY, MilvusRetriever, build_milvus_index  # noqa: E402
+from typedrag.index.milvus import build as milvus_build  # noqa: E402
+from typedrag.index.milvus import schema as milvus_schema  # noqa: E402
+from typedrag.index.milvus import MilvusRetriever, build_milvus_index  # noqa: E402
+from typedrag.index.milvus.schema import MANIFEST_PROPERTY  # noqa: E402
 from typedrag.records import Document  # noqa: E402
 
 # Odd ids and titles must come back byte for byte.
@@ -131,7 +133,7 @@ def test_manifest_matches_tantivy_and_mismatches_are_refused(server, small):
         assert retriever.manifest["corpus"][key] == tantivy_manifest["corpus"][key]
     assert retriever.manifest["counts"] == tantivy_manifest["counts"]
     assert retriever.manifest["engine"] | {"pymilvus": None} == {
-        "name": "milvus", "pymilvus": None, "analyzer": milvus_index.ANALYZER, "terms": "tantivy en_stem", "k1": 1.2, "b": 0.75,
+        "name": "milvus", "pymilvus": None, "analyzer": milvus_schema.ANALYZER, "terms": "tantivy en_stem", "k1": 1.2, "b": 0.75,
         "passage_words": 40, "dense": True, "embedder": "all-MiniLM-L6-v2 (onnx int8)", "chunker": 10,
         "embedder_key": "minilm", "vector_identity": tantivy_manifest["vectors"]["identity"],
     }
@@ -154,7 +156,7 @@ def test_a_passage_has_the_same_vector_and_hybrid_the_same_fusion_in_both_backen
     """One embedding of a passage (a pure function of its text and the model) and one fusion, whichever the backend."""
     import numpy as np
 
-    from typedrag.index import dense as fusion
+    from typedrag.index import fusion
     from typedrag.index.vectors import DenseVectors, Table
 
     _, _, passages, tantivy_dir = small
@@ -166,9 +168,9 @@ def test_a_passage_has_the_same_vector_and_hybrid_the_same_fusion_in_both_backen
     for row in rows:
         assert np.allclose(np.array(row["dense"], dtype=np.float32), in_tantivy[row["passage_id"]], atol=1e-6)
     legs = {mode: MilvusRetriever(server.uri, "small", mode=mode) for mode in ("bm25", "dense", "hybrid")}
-    analyze = milvus_index._QUERY_ANALYZER.analyze
+    analyze = milvus_schema.QUERY_ANALYZER.analyze
     for question in ("crocodile snout", "Why did the Western Roman Empire fall?", "baking with yeast"):
-        bm25, near = (legs[m].search(question, fusion.FUSION_DEPTH) for m in ("bm25", "dense"))
+        bm25, near = (legs[m].search(question, fusion.HYBRID_DEPTH) for m in ("bm25", "dense"))
         expected = fusion.hybrid(set(analyze(question)), [(h.passage_id, h.passage.title) for h in bm25],
                                  [(h.passage_id, h.passage.title) for h in near], 5, lambda title: set(analyze(title)))
         assert [(h.passage_id, round(h.score, 6)) for h in legs["hybrid"].search(question, 5)] == expected
@@ -270,7 +272,7 @@ def test_corpus_error_mid_build_leaves_no_partial_collection(server, tmp_path):
 def test_a_rerun_syncs_the_collection_in_place(server, tmp_path):
     """Three of 21 files change (one edited, one deleted, one new): a rerun reads only those, and the alias
     keeps pointing at the same collection."""
-    from typedrag.index.milvus_index import sync_milvus_index
+    from typedrag.index.milvus import sync_milvus_index
 
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -304,7 +306,7 @@ def test_filters_are_recorded_in_the_collection_and_a_later_sync_keeps_them(serv
     """Issue 55 E7, in Milvus: what --include/--exclude leave out is not indexed, the filters are in the manifest,
     a sync given none applies them again, and new ones remove the files they now leave out."""
     from typedrag.corpus.readers import FileFilter
-    from typedrag.index.milvus_index import sync_milvus_index
+    from typedrag.index.milvus import sync_milvus_index
 
     folder = tmp_path / "docs"
     (folder / "changelog").mkdir(parents=True)
@@ -340,20 +342,20 @@ def test_line_kinds_round_trip_and_a_collection_built_before_them_still_answers(
     found = {h.passage_id: h.passage for h in MilvusRetriever(server.uri, "kinds").search("tea water pot brew green warm", 50)}
     assert found == expected
 
-    real_schema, real_send = milvus_index._schema, milvus_index._Inserter.send
+    real_schema, real_send = milvus_build.schema, milvus_build._Inserter.send
 
     def old_schema(pymilvus, dense):
         schema = real_schema(pymilvus, dense)
-        schema._fields = [field for field in schema.fields if field.name != milvus_index.LINES]
+        schema._fields = [field for field in schema.fields if field.name != milvus_schema.LINES]
         return schema
 
     def send_without_lines(inserter):
         for row in inserter.rows:
-            row.pop(milvus_index.LINES)
+            row.pop(milvus_schema.LINES)
         real_send(inserter)
 
-    monkeypatch.setattr(milvus_index, "_schema", old_schema)
-    monkeypatch.setattr(milvus_index._Inserter, "send", send_without_lines)
+    monkeypatch.setattr(milvus_build, "schema", old_schema)
+    monkeypatch.setattr(milvus_build._Inserter, "send", send_without_lines)
     build_milvus_index([tmp_path / "brewing.md"], server.uri, "kinds_old", passage_words=40, show_progress=False)
     monkeypatch.undo()
     hits = MilvusRetriever(server.uri, "kinds_old").search("tea water pot brew green warm", 50)
@@ -363,7 +365,7 @@ def test_line_kinds_round_trip_and_a_collection_built_before_them_still_answers(
 def test_a_sync_killed_part_way_then_rerun_holds_each_passage_once(server, tmp_path, monkeypatch):
     """A sync killed after it sent some rows of its new generation: the rerun writes that generation again under the
     same row ids, so it first deletes what the killed run left, the rows of a file edited again since included."""
-    from typedrag.index.milvus_index import sync_milvus_index
+    from typedrag.index.milvus import sync_milvus_index
 
     folder = tmp_path / "docs"
     folder.mkdir()
@@ -372,7 +374,7 @@ def test_a_sync_killed_part_way_then_rerun_holds_each_passage_once(server, tmp_p
     sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, retrieval="bm25", show_progress=False)
     (folder / "note-1.txt").write_text("Edited: herons wait at the edge of the pond. " * 15, encoding="utf-8")
     (folder / "note-2.txt").write_text("Edited: egrets fish in the shallows. " * 15, encoding="utf-8")
-    real_send, sent = milvus_index._Inserter.send, []
+    real_send, sent = milvus_build._Inserter.send, []
 
     def send_then_die(inserter):
         real_send(inserter)
@@ -380,10 +382,10 @@ def test_a_sync_killed_part_way_then_rerun_holds_each_passage_once(server, tmp_p
         if len(sent) == 2:
             raise KeyboardInterrupt  # as a kill between two batches of the sync
 
-    monkeypatch.setattr(milvus_index._Inserter, "send", send_then_die)
+    monkeypatch.setattr(milvus_build._Inserter, "send", send_then_die)
     with pytest.raises(KeyboardInterrupt):
         sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, batch_size=3, show_progress=False)
-    monkeypatch.setattr(milvus_index._Inserter, "send", real_send)
+    monkeypatch.setattr(milvus_build._Inserter, "send", real_send)
     (folder / "note-1.txt").write_text("Edited again: one heron.", encoding="utf-8")  # fewer passages than were sent
 
     summary = sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, batch_size=3, show_progress=False)
@@ -405,8 +407,8 @@ def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, 
     docs = [{"id": f"doc{n}", "title": f"Doc {n}", "text": f"passage number {n} " * 30} for n in range(60)]
     corpus = write_jsonl(tmp_path / "many.jsonl", docs)
     expected = sum(len(chunk_document(Document(d["id"], d["title"], d["text"]), 20)) for d in docs)
-    monkeypatch.setattr(milvus_index, "CALL_TIMEOUT", 3.0)  # report the dead server after 3 s of retries, not 15
-    real_send, calls = milvus_index._Inserter.send, []
+    monkeypatch.setattr(milvus_build, "CALL_TIMEOUT", 3.0)  # report the dead server after 3 s of retries, not 15
+    real_send, calls = milvus_build._Inserter.send, []
 
     def send_then_die(inserter):
         calls.append(len(inserter.rows))
@@ -414,7 +416,7 @@ def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, 
             server.kill()  # a real SIGKILL of the server, between two batches of the build
         real_send(inserter)
 
-    monkeypatch.setattr(milvus_index._Inserter, "send", send_then_die)
+    monkeypatch.setattr(milvus_build._Inserter, "send", send_then_die)
     try:
         with pytest.raises(IndexUnusableError) as failure:
             build_milvus_index([corpus], server.uri, "many", passage_words=20, batch_size=25, show_progress=False)
@@ -422,7 +424,7 @@ def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, 
         assert "\n" not in message and "while indexing" in message and "re-run `typedrag index`" in message
     finally:
         server.start()
-    monkeypatch.setattr(milvus_index._Inserter, "send", real_send)
+    monkeypatch.setattr(milvus_build._Inserter, "send", real_send)
     summary = build_milvus_index([corpus], server.uri, "many", passage_words=20, batch_size=25, show_progress=False)
     assert summary.passages == expected
     client = pymilvus.MilvusClient(uri=server.uri)
@@ -451,7 +453,7 @@ def test_typedrags_milvus_channel_does_not_ping_while_idle(server):
     """pymilvus pings an idle channel every 10 s and milvus-lite answers the third ping with GOAWAY "too_many_pings",
     after which a call could fail to connect (seen in CI after a long Ray run): typedrag's channel pings only
     while a call runs, at most once in five minutes."""
-    connection = milvus_index._Connection(server.uri, None)
+    connection = milvus_schema.Connection(server.uri, None)
     try:
         options = connection.client._handler._grpc_options
         assert options["grpc.keepalive_permit_without_calls"] is False

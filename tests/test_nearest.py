@@ -11,7 +11,7 @@ import numpy as np
 
 from typedrag.index import build_index, nearest, open_retriever
 from typedrag.index.manifest import MANIFEST, is_typedrag_index
-from typedrag.index.tantivy_index import ENGINE, sync_index
+from typedrag.index.tantivy import ENGINE, sync_index
 from typedrag.index.vectors import quantize
 
 

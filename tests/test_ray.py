@@ -191,7 +191,7 @@ def milvus_args(server, collection: str, *options: str) -> list[str]:
 def milvus(server):
     """A client on its own channel, opened just before use: milvus-lite drops a channel left idle through a long
     run ("too many pings", from gRPC keepalives), and pymilvus shares one channel per URI unless told not to."""
-    from typedrag.index.milvus_index import CHANNEL_OPTIONS
+    from typedrag.index.milvus.schema import CHANNEL_OPTIONS
 
     return closing(pymilvus.MilvusClient(uri=server.uri, dedicated=True, grpc_options=CHANNEL_OPTIONS))
 
@@ -323,7 +323,7 @@ def test_retrieval_and_embedder_options_give_the_build_of_one_process(cluster, s
 def test_a_sync_killed_in_one_process_is_completed_on_the_cluster(cluster, server, env, tmp_path, monkeypatch):
     """A sync in one process killed after it sent rows of its new generation, one of its files then put back as it
     was (so the rerun does not read it): the rerun on the cluster drops every row the killed sync left."""
-    from typedrag.index import milvus_index
+    from typedrag.index.milvus import build as milvus_build
 
     folder = tmp_path / "notes"
     folder.mkdir()
@@ -333,16 +333,16 @@ def test_a_sync_killed_in_one_process_is_completed_on_the_cluster(cluster, serve
     index([str(folder), *milvus_args(server, "half_synced", "--retrieval", "bm25", "--passage-words", "20")], env)
     (folder / "note-1.txt").write_text("Edited: herons wait at the edge of the pond. " * 15, encoding="utf-8")
     (folder / "note-2.txt").write_text("Edited: egrets fish in the shallows. " * 15, encoding="utf-8")
-    real_send = milvus_index._Inserter.send
+    real_send = milvus_build._Inserter.send
 
     def send_then_die(inserter):
         real_send(inserter)
         raise KeyboardInterrupt  # as a kill after the first batch
 
-    monkeypatch.setattr(milvus_index._Inserter, "send", send_then_die)
+    monkeypatch.setattr(milvus_build._Inserter, "send", send_then_die)
     with pytest.raises(KeyboardInterrupt):
-        milvus_index.sync_milvus_index([folder], server.uri, "half_synced", passage_words=20, batch_size=3, show_progress=False)
-    monkeypatch.setattr(milvus_index._Inserter, "send", real_send)
+        milvus_build.sync_milvus_index([folder], server.uri, "half_synced", passage_words=20, batch_size=3, show_progress=False)
+    monkeypatch.setattr(milvus_build._Inserter, "send", real_send)
     (folder / "note-1.txt").write_text(original, encoding="utf-8")
 
     out = index([str(folder), *milvus_args(server, "half_synced", "--passage-words", "20"), "--ray", cluster.address], env)
@@ -403,7 +403,7 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, server, c
     driver = start_index(args, env, log)
 
     def embedding_actor() -> int | None:
-        return next((pid for pid, command in cluster.processes().items() if "MapBatches(_Embed)" in command), None)
+        return next((pid for pid, command in cluster.processes().items() if "MapBatches(Embed)" in command), None)
 
     def rows_written() -> bool:
         with milvus(server) as poll:

@@ -15,7 +15,7 @@ from typedrag.config import ConfigError, load_settings
 from typedrag.factory import Resources, build_pipeline
 from typedrag.index import build_index, open_retriever, sentences
 from typedrag.index.manifest import MANIFEST, is_typedrag_index
-from typedrag.index.tantivy_index import ENGINE, sync_index
+from typedrag.index.tantivy import ENGINE, sync_index
 
 DOCS = {
     "tides.txt": "Tides are the rise and fall of sea levels. They are caused by the gravity of the Moon and the Sun. "

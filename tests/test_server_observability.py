@@ -20,7 +20,7 @@ from typedrag import OfflineEngine, Pipeline, telemetry
 from typedrag.config import Settings
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.index import open_retriever
-from typedrag.index.tantivy_index import sync_index
+from typedrag.index.tantivy import sync_index
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.server.app import create_app
 from typedrag.server.metrics import RequestObserver, ServiceMetrics

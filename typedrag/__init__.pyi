@@ -30,7 +30,7 @@ from typedrag.evaluation.runner import (
 from typedrag.history import Turn as Turn
 from typedrag.index.base import Retriever as Retriever
 from typedrag.index.memory import FunctionRetriever as FunctionRetriever, ListRetriever as ListRetriever
-from typedrag.index.tantivy_index import (
+from typedrag.index.tantivy import (
     TantivyRetriever as TantivyRetriever,
     build_index as build_index,
     open_retriever as open_retriever,

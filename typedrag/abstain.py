@@ -187,10 +187,15 @@ def unmentioned_names(question: str, retriever) -> list[str]:
     """The names of `question` that no passage holds, as the retriever says (none when it cannot say). In a
     question whose language capitalises every noun, only words with a capital inside them count: "Kühlschrank"
     missing from a coffee machine's manual is a noun the manual may not use, not a product it does not cover."""
-    mentions = getattr(retriever, "mentions", None)
-    if mentions is None:
+    if retriever is None:
         return []
-    unmentioned = [name for name in names(question) if not mentions(name)]
+    unmentioned = []
+    for name in names(question):
+        held = retriever.mentions(name)
+        if held is None:  # it cannot say
+            return []
+        if not held:
+            unmentioned.append(name)
     if unmentioned and capitalises_nouns(question):  # the language is read only when it would decide
         unmentioned = [name for name in unmentioned if _capital_inside(name)]
     return unmentioned

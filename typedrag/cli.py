@@ -156,8 +156,8 @@ def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dens
 
     try:
         if ray_address is not None:
-            from typedrag.index.distributed import index_on_ray
-            from typedrag.index.open import check_no_sentence_vectors
+            from typedrag.index.milvus.ray import index_on_ray
+            from typedrag.index.milvus.backend import check_no_sentence_vectors
 
             check_no_sentence_vectors(settings)
 
@@ -342,7 +342,7 @@ def ask(
 
 def _note_retrieval(retriever) -> None:
     """What the index says about how it is searched (an index without vectors: how to add them), on stderr."""
-    notice = getattr(retriever, "notice", None)
+    notice = retriever.describe().notice if retriever is not None else None  # None: the LLM-only baseline
     if notice:
         errors.print(f"note: {for_terminal(notice)}", markup=False, style="dim")
 

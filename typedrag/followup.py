@@ -26,6 +26,7 @@ import numpy as np
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.history import Turn
+from typedrag.index.fusion import fuse_searches
 from typedrag.phrasing.followups import CONTINUES as _CONTINUES
 from typedrag.phrasing.questions import bare_question
 from typedrag.phrasing.words import ASKING_WORDS, REFERRING
@@ -40,7 +41,6 @@ SUBJECT_FLOOR = 0.20  # a phrase's MiniLM cosine to its question below which it 
 LEAN_MARGIN = 0.10  # how much closer the passages found with the subject must come for a follow-up to lean
 LEAN_DEPTH = 5  # passages of each search compared
 MAX_PHRASES = 16  # of an earlier question's phrases, the ones scored (a pasted page holds hundreds)
-FUSION_K = 60  # reciprocal-rank fusion's constant (Cormack et al. 2009)
 
 
 @dataclass(frozen=True)
@@ -190,18 +190,6 @@ def offline_standalone(question: str, dialogue: Sequence[Turn], retriever=None, 
     return _read(question, earlier, retriever, embedder, max_chars)[1]
 
 
-def fuse(rankings: Sequence[Sequence[ScoredPassage]], k: int) -> list[ScoredPassage]:
-    """The `k` passages ranked best over `rankings` by reciprocal-rank fusion, each with its fused score."""
-    scores: dict[str, float] = {}
-    first: dict[str, ScoredPassage] = {}
-    for ranking in rankings:
-        for rank, hit in enumerate(ranking):
-            scores[hit.passage_id] = scores.get(hit.passage_id, 0.0) + 1.0 / (FUSION_K + rank + 1)
-            first.setdefault(hit.passage_id, hit)
-    best = sorted(scores, key=lambda pid: -scores[pid])[:k]
-    return [ScoredPassage(first[pid].passage, round(scores[pid], 6)) for pid in best]
-
-
 class FusingRetriever:
     """A retriever that searches a rewritten follow-up as each of its searches and fuses the rankings; every
     other query (a sub-query, an item) goes to the index as it is."""
@@ -220,5 +208,5 @@ class FusingRetriever:
         results = []
         for group in asked:
             rankings = [next(found) for _ in group]
-            results.append(rankings[0] if len(rankings) == 1 else fuse(rankings, k))
+            results.append(rankings[0] if len(rankings) == 1 else fuse_searches(rankings, k))
         return results

@@ -102,7 +102,7 @@ class SingleIndex:
     def list(self) -> list[CollectionInfo]:
         pipeline = self._pipeline()
         retriever = pipeline.retriever
-        counts = (getattr(retriever, "manifest", None) or {}).get("counts", {})
+        counts = ((retriever.describe().manifest if retriever is not None else None) or {}).get("counts", {})
         return [
             CollectionInfo(
                 name=self.name,

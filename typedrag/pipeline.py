@@ -29,7 +29,7 @@ from typedrag.engines.offline import OfflineEngine
 from typedrag.errors import LLMError, PlanFailed, QuestionError
 from typedrag.followup import FusingRetriever, Standalone, StandaloneQuestion, conversation_text, offline_standalone
 from typedrag.history import Turn, clean_history, dialogue_of, instructions_of
-from typedrag.index.base import Retriever
+from typedrag.index.base import Retriever, adapt
 from typedrag.links import viewer_link
 from typedrag.prompts import PROMPT_VERSION, REWRITE_QUESTION
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
@@ -148,7 +148,7 @@ class Pipeline:
     ) -> None:
         self.engine = engine
         self._offline: OfflineEngine | None = None
-        self.retriever = retriever
+        self.retriever = adapt(retriever)  # a user's retriever gets the optional members' defaults
         self.classifier = classifier
         self.reranker = reranker or EmbeddingReranker()
         self.settings = settings or PipelineSettings()

@@ -26,9 +26,9 @@ from pathlib import Path
 
 import pytest
 
-import typedrag.index.tantivy_index as tantivy_index
+import typedrag.index.tantivy.build as tantivy_build
 from typedrag.index import open_retriever
-from typedrag.index.tantivy_index import sync_index
+from typedrag.index.tantivy import sync_index
 
 from conftest import raw_pdf
 
@@ -42,14 +42,14 @@ def texts_in(index_dir: Path, query: str = "okapi quokka pangolin stub secret") 
 def after_scan(monkeypatch, action) -> None:
     """Run `action()` once, right after the sync's scan hashed the files and before any is read: the window
     in which a file can vanish, change or be swapped."""
-    real = tantivy_index.scan_filtered
+    real = tantivy_build.scan_filtered
 
     def scan_then_act(*args, **kwargs):
         found = real(*args, **kwargs)
         action()
         return found
 
-    monkeypatch.setattr(tantivy_index, "scan_filtered", scan_then_act)
+    monkeypatch.setattr(tantivy_build, "scan_filtered", scan_then_act)
 
 
 # --- D9: what was read, not what was scanned ------------------------------------------------------------

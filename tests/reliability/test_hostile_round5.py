@@ -34,12 +34,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 import typedrag.engines.offline as offline_engine
-import typedrag.index.tantivy_index as tantivy_index
+import typedrag.index.tantivy.build as tantivy_build
 from typedrag import OfflineEngine, Pipeline, telemetry
 from typedrag.config import Settings
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.index import open_retriever
-from typedrag.index.tantivy_index import sync_index
+from typedrag.index.tantivy import sync_index
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.reader import MODEL_DIR, META_FILE, MODEL_FILE, Reader, ReaderUnavailable
 from typedrag.server.app import create_app
@@ -500,7 +500,7 @@ def while_the_manifest_is_written(monkeypatch, action) -> None:
     """Call `action(path, when)` around every listing ("listing", before a folder is read) and every stat
     ("statted", after a path's status was read) while the sync writes its manifest, after the index is built
     and before it is swapped in: the window in which an editor's swap file can come and go."""
-    real_manifest = tantivy_index._manifest
+    real_manifest = tantivy_build._manifest
     active = False
 
     def manifest(*args, **kwargs):
@@ -524,7 +524,7 @@ def while_the_manifest_is_written(monkeypatch, action) -> None:
             action(Path(path), "statted")
         return result
 
-    monkeypatch.setattr(tantivy_index, "_manifest", manifest)
+    monkeypatch.setattr(tantivy_build, "_manifest", manifest)
     monkeypatch.setattr(os, "scandir", scandir)
     monkeypatch.setattr(os, "stat", stat)
 
@@ -585,7 +585,7 @@ def test_a_write_that_fails_for_another_reason_names_it_not_a_full_disk(tmp_path
     def refuse(building, manifest):
         raise PermissionError(13, "Permission denied", str(building / "manifest.json.tmp"))
 
-    monkeypatch.setattr(tantivy_index, "write_manifest", refuse)
+    monkeypatch.setattr(tantivy_build, "write_manifest", refuse)
     with pytest.raises(Exception) as raised:
         sync_index([docs], index_dir, show_progress=False)
     message = str(raised.value)

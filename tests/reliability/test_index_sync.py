@@ -23,7 +23,7 @@ import pytest
 from typedrag.corpus.readers import FileFilter
 from typedrag.index import open_retriever
 from typedrag.index.base import EmptyIndexError
-from typedrag.index.tantivy_index import build_index, sync_index
+from typedrag.index.tantivy import build_index, sync_index
 
 from .conftest import assert_clean_failure, run_cli
 
@@ -336,11 +336,11 @@ def test_a_docx_made_by_python_docx_indexes_with_its_headings_as_sections(tmp_pa
 
 def test_a_sync_after_the_chunker_changed_rebuilds_every_file(tmp_path, monkeypatch):
     """Passages of unchanged files were cut by the old rules: an index from another chunker version is rebuilt."""
-    import typedrag.index.tantivy_index as tantivy_index
+    import typedrag.index.tantivy.build as tantivy_build
 
     folder = write_folder(tmp_path / "docs", 3)
     build_index([folder], tmp_path / "index", show_progress=False)
-    monkeypatch.setattr(tantivy_index, "CHUNKER_VERSION", 99)
+    monkeypatch.setattr(tantivy_build, "CHUNKER_VERSION", 99)
     summary = sync_index([folder], tmp_path / "index", show_progress=False)
     assert not summary.synced and summary.documents == 3
     assert open_retriever(tmp_path / "index").manifest["engine"]["chunker"] == 99

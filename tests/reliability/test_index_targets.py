@@ -92,7 +92,7 @@ def test_a_build_whose_lock_file_was_removed_while_it_opened_it_locks_the_name_a
     """Issue 55 E12: the lock file is removed when a build ends (the README's first command left `.demo-index.lock`
     in the user's checkout). A build that opened the file just before its holder removed it must not go on
     holding a lock on a file no other build can see: it locks the name anew."""
-    from typedrag.index import tantivy_index
+    from typedrag.index.tantivy import folder
 
     lock = tmp_path / ".index.lock"
     lock.write_bytes(b"")
@@ -106,7 +106,7 @@ def test_a_build_whose_lock_file_was_removed_while_it_opened_it_locks_the_name_a
                 lock.unlink()  # the build that held it ended between this open and the flock
         return handle
 
-    monkeypatch.setattr(tantivy_index, "open", open_then_removed, raising=False)
+    monkeypatch.setattr(folder, "open", open_then_removed, raising=False)
     build_index([corpus], tmp_path / "index", show_progress=False)
     assert len(opened) == 2 and not lock.exists() and open_retriever(tmp_path / "index").search("crocodile snout", 1)
 

@@ -472,16 +472,15 @@ def _linkage(questions, run: _Run, types: dict[str, str], judge: LLMJudge | None
 def _describe(side: Side) -> dict[str, Any]:
     pipeline = side.pipeline
     model = getattr(pipeline.engine, "model", None)
-    retriever = pipeline.retriever
+    index = pipeline.retriever.describe() if pipeline.retriever is not None else None
     return {
         "method": str(Method(side.method)),
         "described": side.described or str(side.method),
         "generator": pipeline.engine.name,
         "model": getattr(model, "model", None),
         "base_url": redact_url(getattr(model, "base_url", None)),
-        "index": str(Path(retriever.index_dir).resolve()) if getattr(retriever, "index_dir", None) else getattr(retriever, "name", None),
-        "passages_sha256": (getattr(retriever, "manifest", None) or {}).get("corpus", {}).get("passages_sha256")
-        if isinstance(getattr(retriever, "manifest", None), dict) else None,
+        "index": None if index is None else str(Path(index.index_dir).resolve()) if index.index_dir else index.name,
+        "passages_sha256": index.manifest.get("corpus", {}).get("passages_sha256") if index and index.manifest is not None else None,
         "top_k": pipeline.settings.top_k,
         "aspect_k": pipeline.settings.aspect_k,
         "classifier": _classifier_name(pipeline),

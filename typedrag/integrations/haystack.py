@@ -258,7 +258,7 @@ class TypedragRetriever:
     def warm_up(self) -> None:
         """Open the index (once)."""
         if self.retriever is None:
-            from typedrag.index.tantivy_index import open_retriever
+            from typedrag.index.tantivy import open_retriever
 
             self.retriever = open_retriever(Path(self.index), self.mode)  # type: ignore[arg-type]  # a path here
 

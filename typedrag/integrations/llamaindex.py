@@ -138,7 +138,7 @@ class TypedragRetriever(BaseRetriever):
                  mode: str | None = None, callback_manager: CallbackManager | None = None) -> None:
         super().__init__(callback_manager=callback_manager)
         if isinstance(index, (str, os.PathLike)):
-            from typedrag.index.tantivy_index import open_retriever
+            from typedrag.index.tantivy import open_retriever
 
             index = open_retriever(Path(index), mode)
         self.retriever: Retriever = index

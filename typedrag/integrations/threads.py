@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 
 from anyio.from_thread import start_blocking_portal
 
+from typedrag.index.base import Retriever
 from typedrag.records import ScoredPassage
 
 T = TypeVar("T")
@@ -71,7 +72,7 @@ def sync_or_async(call: Callable[[], T], acall: Callable[[], Coroutine[Any, Any,
         return run_sync(acall())
 
 
-class ThreadedSearch:
+class ThreadedSearch(Retriever):
     """`search_many` for an adapter: the queries run side by side, as typedrag's own retrievers do."""
 
     name: str

@@ -39,7 +39,7 @@ from typedrag.history import Turn
 from typedrag.index.base import EmptyIndexError, IndexUnusableError
 from typedrag.index.manifest import MANIFEST
 from typedrag.index.progress import BuildCancelled, BuildWatch
-from typedrag.index.tantivy_index import TantivyRetriever, open_retriever, remove_index, sync_index
+from typedrag.index.tantivy import TantivyRetriever, open_retriever, remove_index, sync_index
 from typedrag.library.access import Action, Caller, may
 from typedrag.library.uploads import Rejected, Staged, Staging
 from typedrag.links import COLLECTIONS, DEFAULT_COLLECTION, FILES, INDEX, viewer_link
@@ -283,7 +283,7 @@ class Collection:
     # --- the originals ---------------------------------------------------------------------------
 
     def passage(self, passage_id: str) -> tuple[Passage, str, dict] | None:
-        if self.retriever is None or not hasattr(self.retriever, "passage"):
+        if self.retriever is None:
             return None
         return self.retriever.passage(passage_id)
 

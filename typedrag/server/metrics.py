@@ -190,7 +190,7 @@ class _ServiceState:
         yield GaugeMetricFamily("typedrag_answer_slots", "Answers allowed in flight at once (more get 503).", value=service.slots.size)
         library = getattr(service, "library", None)
         retrievers = library.retrievers() if library is not None else [service.pipeline.retriever]
-        counts = [r for r in (getattr(retriever, "reloads", None) for retriever in retrievers) if isinstance(r, int)]
+        counts = [r for r in (retriever.describe().reloads for retriever in retrievers if retriever is not None) if r is not None]
         if counts:  # indexes that reopen themselves when a sync swaps in a new version (every collection's)
             yield CounterMetricFamily("typedrag_index_reloads", "Times an index was reopened after a sync replaced it.", value=sum(counts))
         yield from _caches()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pydantic import BaseModel, Field
 
 from typedrag.engines.base import ClosedBook, Grounded, PlanTask
-from typedrag.followup import fuse
+from typedrag.index.fusion import fuse_searches
 from typedrag.index.base import distinct
 from typedrag.prompts import CITE, CLOSED_BOOK, GROUNDED, PLANNER, Prompt
 from typedrag.records import ScoredPassage
@@ -48,7 +48,7 @@ def question_hits(question: str, k: int) -> Flow[list[ScoredPassage]]:
         [hits] = yield Search([question], k)
         return hits
     rankings = yield Search([question, *extra], k)
-    return distinct(fuse(rankings, k * len(rankings)), k)  # one query's passage may be another's near-duplicate
+    return distinct(fuse_searches(rankings, k * len(rankings)), k)  # one query's passage may be another's near-duplicate
 
 
 def grounded_answer(question: str, sources: list[Source], role: str) -> Grounded:
