@@ -31,8 +31,9 @@ from typedrag.llm.openai_chat import OpenAIChatModel  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.result import AnswerResult  # noqa: E402
 from typedrag.server.app import create_app  # noqa: E402
-from typedrag.server.openai_compat import with_sources  # noqa: E402
-from typedrag.server.service import JsonFormatter, ServerOptions  # noqa: E402
+from typedrag.server.logs import JsonFormatter  # noqa: E402
+from typedrag.server.openai_format import with_sources  # noqa: E402
+from typedrag.server.service import ServerOptions  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply  # noqa: E402
 
 COMPARISON = "What is the difference between a crocodile and an alligator?"
