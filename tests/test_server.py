@@ -1,8 +1,11 @@
-"""The HTTP service on a real uvicorn server on 127.0.0.1: every route, its errors, auth, limits, SSE order,
-and the OpenAI-compatible endpoint driven by the official `openai` SDK."""
+"""The HTTP service: every route, its errors, auth, limits, SSE order, and the OpenAI-compatible endpoint driven by
+the official `openai` SDK, in process through httpx's ASGI transport (`in_process`); on a real uvicorn server on
+127.0.0.1 (`serving`) only what needs a connection: a stream read as it is written, a client that walks away, a
+body sent in pieces, the `serve` command."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import os
@@ -12,7 +15,7 @@ import subprocess
 import sys
 import threading
 import time
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 import httpx
@@ -31,8 +34,9 @@ from typedrag.llm.openai_chat import OpenAIChatModel  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.result import AnswerResult  # noqa: E402
 from typedrag.server.app import create_app  # noqa: E402
-from typedrag.server.openai_compat import with_sources  # noqa: E402
-from typedrag.server.service import JsonFormatter, ServerOptions  # noqa: E402
+from typedrag.server.logs import JsonFormatter  # noqa: E402
+from typedrag.server.openai_format import with_sources  # noqa: E402
+from typedrag.server.service import ServerOptions  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply  # noqa: E402
 
 COMPARISON = "What is the difference between a crocodile and an alligator?"
@@ -59,6 +63,35 @@ def serving(app):
         sock.close()
 
 
+@asynccontextmanager
+async def in_process(app):
+    """`app` started (its lifespan run) and called in this process through httpx's ASGI transport: no socket, no
+    server thread. Responses arrive whole: what needs a connection (a stream read as it is written, a client that
+    walks away) uses `serving`."""
+    started, stop = asyncio.Event(), asyncio.Event()
+
+    async def lifespan() -> None:  # in a task of its own: its task groups end in the task that began them
+        async with app.router.lifespan_context(app):
+            started.set()
+            await stop.wait()
+
+    running = asyncio.create_task(lifespan())
+    await asyncio.wait({running, asyncio.create_task(started.wait())}, return_when=asyncio.FIRST_COMPLETED)
+    if running.done():
+        running.result()  # the app did not start: its error
+    try:
+        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://typedrag.test", timeout=60) as client:
+            yield client
+    finally:
+        stop.set()
+        await running
+
+
+def openai_client(client: httpx.AsyncClient, api_key: str = "unused") -> openai.AsyncOpenAI:
+    """The official SDK, calling the app in process through `client`."""
+    return openai.AsyncOpenAI(base_url=f"{client.base_url}/v1", api_key=api_key, max_retries=0, http_client=client)
+
+
 @pytest.fixture(scope="session")
 def classifier():
     return load_default_classifier()
@@ -75,11 +108,10 @@ def stub_pipeline(stub: OpenAIStubServer, small_index: Path, classifier, **model
     return Pipeline(LLMEngine(model), open_retriever(small_index), classifier=classifier)
 
 
-@pytest.fixture(scope="module")
-def offline_url(offline_pipeline, small_index):
-    app = create_app(Settings(index=small_index, cache_dir=None), offline_pipeline)
-    with serving(app) as url:
-        yield url
+@pytest.fixture
+async def offline(offline_pipeline, small_index):
+    async with in_process(create_app(Settings(index=small_index, cache_dir=None), offline_pipeline)) as client:
+        yield client
 
 
 @pytest.fixture(scope="module")
@@ -89,15 +121,21 @@ def stub():
 
 
 @pytest.fixture(scope="module")
-def stub_url(stub, small_index, classifier):
-    app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(stub, small_index, classifier))
-    with serving(app) as url:
-        yield url
+def stubbed_pipeline(stub, small_index, classifier):
+    return stub_pipeline(stub, small_index, classifier)
+
+
+@pytest.fixture
+async def stubbed(stubbed_pipeline, small_index):
+    async with in_process(create_app(Settings(index=small_index, cache_dir=None), stubbed_pipeline)) as client:
+        yield client
 
 
 def sse_events(response: httpx.Response) -> list[tuple[str, dict]]:
+    """The (event, data) pairs of a Server-Sent Events response (read whole, or as it streams)."""
     events, name = [], None
-    for line in response.iter_lines():
+    lines = response.text.splitlines() if response.is_stream_consumed else response.iter_lines()
+    for line in lines:
         if line.startswith("event: "):
             name = line[len("event: ") :]
         elif line.startswith("data: "):
@@ -108,8 +146,8 @@ def sse_events(response: httpx.Response) -> list[tuple[str, dict]]:
 # --- native API -------------------------------------------------------------------------------
 
 
-def test_answer_returns_the_full_result(offline_url):
-    response = httpx.post(f"{offline_url}/v1/answer", json={"question": COMPARISON}, timeout=60)
+async def test_answer_returns_the_full_result(offline):
+    response = await offline.post("/v1/answer", json={"question": COMPARISON})
     assert response.status_code == 200, response.text
     result = AnswerResult.model_validate(response.json())
     assert result.method == "typed" and result.strategy == "comparison"
@@ -119,19 +157,15 @@ def test_answer_returns_the_full_result(offline_url):
 
 
 @pytest.mark.parametrize(("method", "strategy"), [("rag", "rag"), ("llm", "llm")])
-def test_answer_with_baseline_methods(offline_url, method, strategy):
-    response = httpx.post(
-        f"{offline_url}/v1/answer", json={"question": "Why did Rome fall?", "method": method}, timeout=60
-    )
+async def test_answer_with_baseline_methods(offline, method, strategy):
+    response = await offline.post("/v1/answer", json={"question": "Why did Rome fall?", "method": method})
     assert response.status_code == 200, response.text
     body = response.json()
     assert body["method"] == method and body["strategy"] == strategy and body["type"] is None
 
 
-def test_forced_type_is_used(offline_url):
-    response = httpx.post(
-        f"{offline_url}/v1/answer", json={"question": "Tell me about nuclear power", "type": "debate"}, timeout=60
-    )
+async def test_forced_type_is_used(offline):
+    response = await offline.post("/v1/answer", json={"question": "Tell me about nuclear power", "type": "debate"})
     assert response.status_code == 200, response.text
     assert response.json()["type"]["source"] == "forced" and response.json()["strategy"] == "debate"
 
@@ -146,26 +180,24 @@ def test_forced_type_is_used(offline_url):
         ({}, "question: Field required"),
     ],
 )
-def test_bad_input_is_422_with_a_message(offline_url, body, message):
-    response = httpx.post(f"{offline_url}/v1/answer", json=body, timeout=30)
+async def test_bad_input_is_422_with_a_message(offline, body, message):
+    response = await offline.post("/v1/answer", json=body)
     assert response.status_code == 422
     assert message in response.json()["error"]["message"]
     assert response.json()["detail"]
 
 
-def test_malformed_json_is_422(offline_url):
-    response = httpx.post(
-        f"{offline_url}/v1/answer", content=b"{not json", headers={"Content-Type": "application/json"}
-    )
+async def test_malformed_json_is_422(offline):
+    response = await offline.post("/v1/answer", content=b"{not json", headers={"Content-Type": "application/json"})
     assert response.status_code == 422 and "JSON" in response.json()["error"]["message"]
 
 
-def test_stream_events_come_in_the_documented_order(offline_url):
+async def test_stream_events_come_in_the_documented_order(offline):
     body = {"question": "Why did the Western Roman Empire fall?", "type": "reason"}  # reason answers aspects one by one
-    with httpx.stream("POST", f"{offline_url}/v1/answer/stream", json=body, timeout=60) as response:
-        assert response.status_code == 200
-        assert response.headers["content-type"].startswith("text/event-stream")
-        events = sse_events(response)
+    response = await offline.post("/v1/answer/stream", json=body)
+    assert response.status_code == 200
+    assert response.headers["content-type"].startswith("text/event-stream")
+    events = sse_events(response)
     names = [name for name, _ in events]
     aspects = names.count("aspect")
     assert aspects >= 2
@@ -213,94 +245,86 @@ def test_stream_delivers_progress_while_the_answer_is_being_made(small_index, cl
     assert released == [True] and held[:2] == ["type", "plan"] and "result" not in held, (released, held)
 
 
-def test_stream_for_plain_rag_has_no_type_or_plan(offline_url):
-    with httpx.stream(
-        "POST",
-        f"{offline_url}/v1/answer/stream",
-        json={"question": "How do plants make sugar?", "method": "rag"},
-        timeout=60,
-    ) as response:
-        names = [name for name, _ in sse_events(response)]
+async def test_stream_for_plain_rag_has_no_type_or_plan(offline):
+    response = await offline.post("/v1/answer/stream", json={"question": "How do plants make sugar?", "method": "rag"})
+    names = [name for name, _ in sse_events(response)]
     assert names[-3:] == ["sources", "answer", "result"] and set(names[:-3]) <= {"token", "citation"} and names[0] == "token"
 
 
-def test_stream_rejects_bad_input_before_streaming(offline_url):
-    response = httpx.post(f"{offline_url}/v1/answer/stream", json={"question": ""}, timeout=30)
+async def test_stream_rejects_bad_input_before_streaming(offline):
+    response = await offline.post("/v1/answer/stream", json={"question": ""})
     assert response.status_code == 422 and "empty" in response.json()["error"]["message"]
 
 
-def test_llm_failure_is_502_and_an_error_event(small_index, classifier):
+async def test_llm_failure_is_502_and_an_error_event(small_index, classifier):
     with OpenAIStubServer(lambda request: Reply(content="model exploded", status=500)) as broken:
         app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(broken, small_index, classifier))
-        with serving(app) as url:
-            response = httpx.post(f"{url}/v1/answer", json={"question": "Why?", "method": "llm"}, timeout=30)
+        async with in_process(app) as client:
+            response = await client.post("/v1/answer", json={"question": "Why?", "method": "llm"})
             assert response.status_code == 502
             assert "LLM endpoint failed" in response.json()["error"]["message"]
-            with httpx.stream(
-                "POST", f"{url}/v1/answer/stream", json={"question": "Why?", "method": "llm"}, timeout=30
-            ) as stream:
-                events = sse_events(stream)
+            events = sse_events(await client.post("/v1/answer/stream", json={"question": "Why?", "method": "llm"}))
             assert events[-1][0] == "error" and events[-1][1]["status"] == 502
 
 
 # --- health, page, schema, request ids ----------------------------------------------------------
 
 
-def test_health_and_readiness_offline(offline_url):
-    assert httpx.get(f"{offline_url}/healthz").json() == {"status": "ok"}
-    ready = httpx.get(f"{offline_url}/readyz")
+async def test_health_and_readiness_offline(offline):
+    assert (await offline.get("/healthz")).json() == {"status": "ok"}
+    ready = await offline.get("/readyz")
     assert ready.status_code == 200 and ready.json() == {"status": "ready", "checks": {"index": "ok", "llm": "offline", "models": "ok"}}
 
 
-def test_readiness_checks_the_llm_endpoint(stub_url, small_index, classifier):
-    assert httpx.get(f"{stub_url}/readyz").json()["checks"] == {"index": "ok", "llm": "ok", "models": "ok"}
+async def test_readiness_checks_the_llm_endpoint(stubbed, small_index, classifier):
+    assert (await stubbed.get("/readyz")).json()["checks"] == {"index": "ok", "llm": "ok", "models": "ok"}
     with OpenAIStubServer() as gone:
         pipeline = stub_pipeline(gone, small_index, classifier)
     app = create_app(Settings(index=small_index, cache_dir=None), pipeline)  # its LLM endpoint is now closed
-    with serving(app) as url:
-        ready = httpx.get(f"{url}/readyz", timeout=10)
-        assert httpx.get(f"{url}/healthz").status_code == 200
+    async with in_process(app) as client:
+        ready = await client.get("/readyz")
+        assert (await client.get("/healthz")).status_code == 200
     assert ready.status_code == 503
     assert ready.json()["status"] == "not ready" and ready.json()["checks"]["llm"].startswith("unreachable")
 
 
-def test_web_page_and_its_assets_are_served(offline_url):
-    page = httpx.get(f"{offline_url}/")
+async def test_web_page_and_its_assets_are_served(offline):
+    page = await offline.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "/static/app.js" in page.text and "http" not in page.text  # nothing off-box
     for asset in ("app.js", "style.css"):
-        assert httpx.get(f"{offline_url}/static/{asset}").status_code == 200
+        assert (await offline.get(f"/static/{asset}")).status_code == 200
 
 
-def test_api_docs_load_every_script_and_style_from_this_server(offline_url):
+async def test_api_docs_load_every_script_and_style_from_this_server(offline):
     """Issue 58 #6: FastAPI's /docs loaded Swagger UI from a CDN, and was blank offline. (ReDoc, whose page
     fetches its logo from its CDN whatever it is served from, is not offered.)"""
     from selectolax.lexbor import LexborHTMLParser as HTMLParser
 
-    assert httpx.get(f"{offline_url}/redoc").status_code == 404
-    html = httpx.get(f"{offline_url}/docs")
+    assert (await offline.get("/redoc")).status_code == 404
+    html = await offline.get("/docs")
     assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
     tree = HTMLParser(html.text)
     assets = [node.attributes["src"] for node in tree.css("script[src]")] + [node.attributes["href"] for node in tree.css("link[href]")]
     assert any(a.endswith(".js") for a in assets) and "//" not in "".join(assets)  # every asset a path on this server
     for asset in assets:
-        response = httpx.get(f"{offline_url}{asset}")
+        response = await offline.get(asset)
         assert response.status_code == 200 and len(response.content) > 1000, asset
     assert "fonts.googleapis" not in html.text and "cdn" not in html.text.lower()
 
 
-def test_openapi_schema_lists_the_routes(offline_url):
-    paths = httpx.get(f"{offline_url}/openapi.json").json()["paths"]
+async def test_openapi_schema_lists_the_routes(offline):
+    paths = (await offline.get("/openapi.json")).json()["paths"]
     for path in ("/v1/answer", "/v1/answer/stream", "/v1/chat/completions", "/v1/models", "/healthz", "/readyz"):
         assert path in paths
 
 
-def test_unknown_route_is_404_with_a_message(offline_url):
-    response = httpx.get(f"{offline_url}/v1/nothing")
+async def test_unknown_route_is_404_with_a_message(offline):
+    response = await offline.get("/v1/nothing")
     assert response.status_code == 404 and response.json()["error"]["message"] == "Not Found"
 
 
-def test_request_id_in_out_and_in_the_json_log(offline_url):
+async def test_request_id_in_out_and_in_the_json_log(offline):
     lines: list[str] = []
     handler = logging.Handler()
     handler.emit = lambda record: lines.append(JsonFormatter().format(record))
@@ -309,13 +333,8 @@ def test_request_id_in_out_and_in_the_json_log(offline_url):
     level = logger.level
     logger.setLevel(logging.INFO)
     try:
-        given = httpx.post(
-            f"{offline_url}/v1/answer",
-            json={"question": "Why did Rome fall?"},
-            headers={"X-Request-ID": "req-42"},
-            timeout=60,
-        )
-        made = httpx.get(f"{offline_url}/healthz", headers={"X-Request-ID": "bad id with spaces"})
+        given = await offline.post("/v1/answer", json={"question": "Why did Rome fall?"}, headers={"X-Request-ID": "req-42"})
+        made = await offline.get("/healthz", headers={"X-Request-ID": "bad id with spaces"})
     finally:
         logger.removeHandler(handler)
         logger.setLevel(level)
@@ -331,19 +350,19 @@ def test_request_id_in_out_and_in_the_json_log(offline_url):
 # --- auth, size limit, concurrency limit --------------------------------------------------------
 
 
-def test_api_key_guards_the_api_but_not_health(offline_pipeline, small_index):
+async def test_api_key_guards_the_api_but_not_health(offline_pipeline, small_index):
     app = create_app(Settings(index=small_index, cache_dir=None), offline_pipeline, ServerOptions(api_key="s3cret"))
-    with serving(app) as url:
+    async with in_process(app) as client:
         body = {"question": "Why did Rome fall?", "method": "rag"}
-        missing = httpx.post(f"{url}/v1/answer", json=body)
-        wrong = httpx.post(f"{url}/v1/answer", json=body, headers={"Authorization": "Bearer nope"})
-        right = httpx.post(f"{url}/v1/answer", json=body, headers={"Authorization": "Bearer s3cret"}, timeout=60)
-        models = httpx.get(f"{url}/v1/models")
-        health = httpx.get(f"{url}/healthz")
-        page = httpx.get(f"{url}/")
+        missing = await client.post("/v1/answer", json=body)
+        wrong = await client.post("/v1/answer", json=body, headers={"Authorization": "Bearer nope"})
+        right = await client.post("/v1/answer", json=body, headers={"Authorization": "Bearer s3cret"})
+        models = await client.get("/v1/models")
+        health = await client.get("/healthz")
+        page = await client.get("/")
         with pytest.raises(openai.AuthenticationError, match="API key"):
-            openai.OpenAI(base_url=f"{url}/v1", api_key="nope", max_retries=0).models.list()
-        listed = openai.OpenAI(base_url=f"{url}/v1", api_key="s3cret").models.list()
+            await openai_client(client, api_key="nope").models.list()
+        listed = await openai_client(client, api_key="s3cret").models.list()
     assert missing.status_code == 401 and wrong.status_code == 401 and models.status_code == 401
     assert missing.headers["www-authenticate"] == "Bearer"
     assert "API key" in missing.json()["error"]["message"]
@@ -421,10 +440,10 @@ def wait_for(condition, seconds: float = 20) -> None:
 # --- OpenAI-compatible endpoint, driven by the official SDK -------------------------------------
 
 
-def test_openai_sdk_non_streaming(stub_url, stub):
-    client = openai.OpenAI(base_url=f"{stub_url}/v1", api_key="unused", max_retries=0)
-    assert [m.id for m in client.models.list().data][:3] == ["typedrag-typed", "typedrag-rag", "typedrag-llm"]
-    completion = client.chat.completions.create(
+async def test_openai_sdk_non_streaming(stubbed, stub):
+    client = openai_client(stubbed)
+    assert [m.id for m in (await client.models.list()).data][:3] == ["typedrag-typed", "typedrag-rag", "typedrag-llm"]
+    completion = await client.chat.completions.create(
         model="typedrag-typed",
         messages=[
             {"role": "system", "content": "You are helpful."},
@@ -450,16 +469,14 @@ def test_openai_sdk_non_streaming(stub_url, stub):
     assert "Stub answer to:" in result.answer and stub.requests  # the pipeline's own LLM was the stub
 
 
-def test_openai_sdk_streaming(stub_url):
-    client = openai.OpenAI(base_url=f"{stub_url}/v1", api_key="unused", max_retries=0)
-    chunks = list(
-        client.chat.completions.create(
-            model="typedrag-typed",
-            messages=[{"role": "user", "content": "Why did the Western Roman Empire fall?"}],
-            stream=True,
-            stream_options={"include_usage": True},
-        )
+async def test_openai_sdk_streaming(stubbed):
+    stream = await openai_client(stubbed).chat.completions.create(
+        model="typedrag-typed",
+        messages=[{"role": "user", "content": "Why did the Western Roman Empire fall?"}],
+        stream=True,
+        stream_options={"include_usage": True},
     )
+    chunks = [chunk async for chunk in stream]
     events = [c.model_extra["typedrag_event"] for c in chunks if (c.model_extra or {}).get("typedrag_event")]
     deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop")
@@ -475,7 +492,7 @@ def test_openai_sdk_streaming(stub_url):
     assert len({c.id for c in chunks}) == 1
 
 
-def test_langchain_chat_openai_gets_the_usage_of_a_stream_however_it_asks(stub_url):
+async def test_langchain_chat_openai_gets_the_usage_of_a_stream_however_it_asks(stubbed):
     """Issue 41 #12: LangChain's ChatOpenAI sends `stream_options.include_usage` only with stream_usage=True (for
     a base URL of its own choosing); the usage comes either way, and once."""
     from langchain_openai import ChatOpenAI
@@ -483,8 +500,9 @@ def test_langchain_chat_openai_gets_the_usage_of_a_stream_however_it_asks(stub_u
     question = [("user", "Why did the Western Roman Empire fall?")]
     usage = {}
     for asks in (None, False, True):
-        model = ChatOpenAI(model="typedrag-rag", base_url=f"{stub_url}/v1", api_key="unused", max_retries=0, stream_usage=asks)
-        chunks = list(model.stream(question))
+        model = ChatOpenAI(model="typedrag-rag", base_url=f"{stubbed.base_url}/v1", api_key="unused", max_retries=0, stream_usage=asks,
+                           http_async_client=stubbed)
+        chunks = [chunk async for chunk in model.astream(question)]
         whole = chunks[0]
         for chunk in chunks[1:]:
             whole += chunk
@@ -495,36 +513,34 @@ def test_langchain_chat_openai_gets_the_usage_of_a_stream_however_it_asks(stub_u
 
 
 @pytest.mark.parametrize(("model", "method"), [("typedrag-rag", "rag"), ("typedrag-llm", "llm")])
-def test_openai_model_name_picks_the_method(stub_url, model, method):
-    client = openai.OpenAI(base_url=f"{stub_url}/v1", api_key="unused", max_retries=0)
-    completion = client.chat.completions.create(
+async def test_openai_model_name_picks_the_method(stubbed, model, method):
+    completion = await openai_client(stubbed).chat.completions.create(
         model=model, messages=[{"role": "user", "content": "Why did Rome fall?"}]
     )
     assert completion.model == model and completion.model_extra["typedrag"]["method"] == method
 
 
-def test_openai_errors_reach_the_sdk_with_their_message(stub_url):
-    client = openai.OpenAI(base_url=f"{stub_url}/v1", api_key="unused", max_retries=0)
+async def test_openai_errors_reach_the_sdk_with_their_message(stubbed):
+    client = openai_client(stubbed)
     with pytest.raises(openai.NotFoundError, match="unknown model 'gpt-4o'"):
-        client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Why?"}])
+        await client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "Why?"}])
     with pytest.raises(openai.BadRequestError, match="the question is empty"):
-        client.chat.completions.create(model="typedrag-typed", messages=[{"role": "user", "content": " "}])
+        await client.chat.completions.create(model="typedrag-typed", messages=[{"role": "user", "content": " "}])
     with pytest.raises(openai.BadRequestError, match="no user message"):
-        client.chat.completions.create(model="typedrag-typed", messages=[{"role": "system", "content": "Be brief."}])
+        await client.chat.completions.create(model="typedrag-typed", messages=[{"role": "system", "content": "Be brief."}])
     with pytest.raises(openai.UnprocessableEntityError, match="messages"):
-        client.chat.completions.create(model="typedrag-typed", messages=[])
+        await client.chat.completions.create(model="typedrag-typed", messages=[])
 
 
-def test_openai_stream_reports_a_failure_as_an_error(small_index, classifier):
+async def test_openai_stream_reports_a_failure_as_an_error(small_index, classifier):
     with OpenAIStubServer(lambda request: Reply(content="model exploded", status=500)) as broken:
         app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(broken, small_index, classifier))
-        with serving(app) as url:
-            client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
-            stream = client.chat.completions.create(
+        async with in_process(app) as client:
+            stream = await openai_client(client).chat.completions.create(
                 model="typedrag-llm", messages=[{"role": "user", "content": "Why?"}], stream=True
             )
             with pytest.raises(openai.APIError, match="LLM endpoint failed"):
-                list(stream)
+                [chunk async for chunk in stream]
 
 
 # --- the command ----------------------------------------------------------------------------------
@@ -605,20 +621,23 @@ def knowing(request):
 
 
 @pytest.fixture(scope="module")
-def knowing_url(small_index, classifier):
+def knowing_pipeline(small_index, classifier):
     with OpenAIStubServer(knowing) as server:
-        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(server, small_index, classifier))
-        with serving(app) as url:
-            yield url
+        yield stub_pipeline(server, small_index, classifier)
+
+
+@pytest.fixture
+async def knowing_client(knowing_pipeline, small_index):
+    async with in_process(create_app(Settings(index=small_index, cache_dir=None), knowing_pipeline)) as client:
+        yield client
 
 
 OWN_KNOWLEDGE = "Not from your documents: Crocodiles can gallop for short distances. Alligators are slower on land."
 
 
-def test_the_api_takes_knowledge_per_request_and_streams_the_unsourced_part_apart(knowing_url):
+async def test_the_api_takes_knowledge_per_request_and_streams_the_unsourced_part_apart(knowing_client):
     body = {"question": COMPARISON, "type": "comparison", "knowledge": "labelled"}
-    with httpx.stream("POST", f"{knowing_url}/v1/answer/stream", json=body, timeout=60) as response:
-        events = sse_events(response)
+    events = sse_events(await knowing_client.post("/v1/answer/stream", json=body))
     names = [name for name, _ in events]
     result = AnswerResult.model_validate(events[-1][1])
     assert result.knowledge == "labelled" and result.answer.startswith("Crocodiles have a V-shaped snout [")
@@ -628,35 +647,36 @@ def test_the_api_takes_knowledge_per_request_and_streams_the_unsourced_part_apar
     unsourced = dict(events)["unsourced"]
     assert unsourced["sentences"] == result.unsourced.sentences == ["Crocodiles can gallop for short distances.", "Alligators are slower on land."]
     assert unsourced["text"] == OWN_KNOWLEDGE
-    plain = httpx.post(f"{knowing_url}/v1/answer", json={"question": COMPARISON, "type": "comparison"}, timeout=60).json()
+    plain = (await knowing_client.post("/v1/answer", json={"question": COMPARISON, "type": "comparison"})).json()
     assert plain["knowledge"] == "documents" and plain["unsourced"] is None  # the server's default
-    bad = httpx.post(f"{knowing_url}/v1/answer", json={**body, "knowledge": "everything"})
+    bad = await knowing_client.post("/v1/answer", json={**body, "knowledge": "everything"})
     assert bad.status_code == 422 and "knowledge" in bad.json()["error"]["message"]
 
 
-def test_the_openai_compatible_endpoint_takes_knowledge_in_the_extra_body_and_labels_the_part(knowing_url):
-    client = openai.OpenAI(base_url=f"{knowing_url}/v1", api_key="unused", max_retries=0)
+async def test_the_openai_compatible_endpoint_takes_knowledge_in_the_extra_body_and_labels_the_part(knowing_client):
+    client = openai_client(knowing_client)
     messages = [{"role": "user", "content": COMPARISON}]
-    completion = client.chat.completions.create(model="typedrag-typed:comparison", messages=messages, extra_body={"knowledge": "labelled"})
+    completion = await client.chat.completions.create(model="typedrag-typed:comparison", messages=messages, extra_body={"knowledge": "labelled"})
     content = completion.choices[0].message.content
     result = AnswerResult.model_validate(completion.model_extra["typedrag"])
     # the answer, then the part from the model's own knowledge, then the sources: each a paragraph of its own
     assert content == with_sources(result) and content.startswith(result.answer + "\n\n" + OWN_KNOWLEDGE + "\n\nSources:")
-    chunks = list(client.chat.completions.create(model="typedrag-typed:comparison", messages=messages, stream=True,
-                                                 extra_body={"knowledge": "labelled"}))
+    stream = await client.chat.completions.create(model="typedrag-typed:comparison", messages=messages, stream=True,
+                                                  extra_body={"knowledge": "labelled"})
+    chunks = [chunk async for chunk in stream]
     streamed = "".join(c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content)
     final = AnswerResult.model_validate(next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").model_extra["typedrag"])
     assert streamed == with_sources(final) and OWN_KNOWLEDGE in streamed
     events = [c.model_extra["typedrag_event"]["event"] for c in chunks if (c.model_extra or {}).get("typedrag_event")]
     assert "unsourced" in events
-    documents = client.chat.completions.create(model="typedrag-typed:comparison", messages=messages)
+    documents = await client.chat.completions.create(model="typedrag-typed:comparison", messages=messages)
     assert "Not from your documents" not in documents.choices[0].message.content
     with pytest.raises(openai.BadRequestError, match="knowledge must be one of documents, labelled"):
-        client.chat.completions.create(model="typedrag-rag", messages=messages, extra_body={"knowledge": "all"})
+        await client.chat.completions.create(model="typedrag-rag", messages=messages, extra_body={"knowledge": "all"})
 
 
-def test_the_page_offers_the_knowledge_setting_and_shows_the_unsourced_part_apart(offline_url):
-    page = httpx.get(f"{offline_url}/").text
-    script = httpx.get(f"{offline_url}/static/app.js").text
+async def test_the_page_offers_the_knowledge_setting_and_shows_the_unsourced_part_apart(offline):
+    page = (await offline.get("/")).text
+    script = (await offline.get("/static/app.js")).text
     assert 'id="knowledge"' in page and 'value="labelled"' in page and 'id="unsourced"' in page
     assert "knowledge: $(\"knowledge\").value" in script and "unsourced: (d) =>" in script

@@ -1,5 +1,5 @@
-"""Issue 34 on the service: `/metrics` read by prometheus_client's own parsers, and `typedrag serve` continuing a
-caller's W3C trace, on a real uvicorn server on 127.0.0.1."""
+"""Issue 34 on the service: `/metrics` read by prometheus_client's own parsers (the app called in process), and
+`typedrag serve` continuing a caller's W3C trace, on a real uvicorn server on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from typedrag.server.metrics import RequestObserver, ServiceMetrics
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder
 
 from conftest import write_corpus
-from test_server import classifier, serving  # noqa: F401  (tests/ is on sys.path, as for conftest)
+from test_server import classifier, in_process, serving  # noqa: F401  (tests/ is on sys.path, as for conftest)
 from otel_fixtures import ancestors, by_name, no_provider, spans  # noqa: F401
 
 COMPARISON = "What is the difference between a crocodile and an alligator?"
@@ -40,9 +40,9 @@ def offline_app(index: Path, classifier):
     return create_app(Settings(index=index, cache_dir=None), Pipeline(OfflineEngine(), open_retriever(index), classifier=classifier))
 
 
-def scrape(url: str) -> dict[str, object]:
+async def scrape(client: httpx.AsyncClient) -> dict[str, object]:
     """The metric families of a /metrics scrape, by name, as prometheus_client's parser reads them."""
-    response = httpx.get(f"{url}/metrics")
+    response = await client.get("/metrics")
     assert response.status_code == 200 and response.headers["content-type"].startswith("text/plain; version=0.0.4")
     return {family.name: family for family in text_string_to_metric_families(response.text)}
 
@@ -61,14 +61,14 @@ def histogram_count(family, **labels) -> float:
 # ---------------------------------------------------------------- /metrics
 
 
-def test_metrics_count_requests_by_route_and_status_with_latency_histograms(small_index, classifier):
-    with serving(offline_app(small_index, classifier)) as url:
-        assert httpx.post(f"{url}/v1/answer", json={"question": COMPARISON}, timeout=60).status_code == 200
-        assert httpx.post(f"{url}/v1/answer", json={"question": REASON, "method": "rag"}, timeout=60).status_code == 200
-        assert httpx.post(f"{url}/v1/answer", json={"question": ""}).status_code == 422
-        assert httpx.get(f"{url}/no/such/page").status_code == 404
-        assert httpx.get(f"{url}/healthz").status_code == 200
-        families = scrape(url)
+async def test_metrics_count_requests_by_route_and_status_with_latency_histograms(small_index, classifier):
+    async with in_process(offline_app(small_index, classifier)) as client:
+        assert (await client.post("/v1/answer", json={"question": COMPARISON})).status_code == 200
+        assert (await client.post("/v1/answer", json={"question": REASON, "method": "rag"})).status_code == 200
+        assert (await client.post("/v1/answer", json={"question": ""})).status_code == 422
+        assert (await client.get("/no/such/page")).status_code == 404
+        assert (await client.get("/healthz")).status_code == 200
+        families = await scrape(client)
 
     requests = families["typedrag_http_requests"]
     assert requests.type == "counter"
@@ -91,17 +91,17 @@ def test_metrics_count_requests_by_route_and_status_with_latency_histograms(smal
     assert "process_cpu_seconds" in families  # the process's own, as every Prometheus target has
 
 
-def test_metrics_count_llm_calls_tokens_and_errors_by_role_and_model(small_index, classifier):
+async def test_metrics_count_llm_calls_tokens_and_errors_by_role_and_model(small_index, classifier):
     def failing_answers(request):  # plans are fine, every written answer fails
         return default_responder(request) if request.schema_name else Reply(status=500, content="down")
 
     with OpenAIStubServer(failing_answers) as stub:
         model = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=20)
         app = create_app(Settings(index=small_index, cache_dir=None), Pipeline(LLMEngine(model), open_retriever(small_index), classifier=classifier))
-        with serving(app) as url:
-            failed = httpx.post(f"{url}/v1/answer", json={"question": COMPARISON, "type": "comparison"}, timeout=60)
+        async with in_process(app) as client:
+            failed = await client.post("/v1/answer", json={"question": COMPARISON, "type": "comparison"})
             assert failed.status_code == 502
-            families = scrape(url)
+            families = await scrape(client)
     calls, tokens, errors = families["typedrag_llm_calls"], families["typedrag_llm_tokens"], families["typedrag_llm_errors"]
     assert value(calls, role="plan:comparison", model="stub") == 1
     assert value(tokens, role="plan:comparison", model="stub", token_type="input") > 0
@@ -115,41 +115,41 @@ def test_metrics_count_llm_calls_tokens_and_errors_by_role_and_model(small_index
     assert value(families["typedrag_http_requests"], route="/v1/answer", method="POST", status="502") == 1
 
 
-def test_metrics_count_fallbacks_abstentions_and_index_reloads(tmp_path, classifier):
+async def test_metrics_count_fallbacks_abstentions_and_index_reloads(tmp_path, classifier):
     corpus = write_corpus(tmp_path / "corpus.jsonl")
     index = tmp_path / "index"
     sync_index([corpus], index, passage_words=40, show_progress=False)
-    with serving(offline_app(index, classifier)) as url:
-        assert value(scrape(url)["typedrag_index_reloads"]) == 0
+    async with in_process(offline_app(index, classifier)) as client:
+        assert value((await scrape(client))["typedrag_index_reloads"]) == 0
         (tmp_path / "more.jsonl").write_text(json.dumps({"id": "tea", "title": "Tea", "text": "Tea is brewed from leaves."}) + "\n")
         sync_index([corpus, tmp_path / "more.jsonl"], index, passage_words=40, show_progress=False)
-        assert httpx.post(f"{url}/v1/answer", json={"question": "How is tea brewed?", "method": "rag"}, timeout=60).status_code == 200
+        assert (await client.post("/v1/answer", json={"question": "How is tea brewed?", "method": "rag"})).status_code == 200
         # a question the offline engine cannot type with confidence falls back to plain RAG, recorded
-        assert httpx.post(f"{url}/v1/answer", json={"question": "Photosynthesis"}, timeout=60).status_code == 200
+        assert (await client.post("/v1/answer", json={"question": "Photosynthesis"})).status_code == 200
         unanswered = {"question": "Which band played music on the deck of the Titanic?", "type": "reason"}
-        abstained = httpx.post(f"{url}/v1/answer", json=unanswered, timeout=60).json()
-        families = scrape(url)
+        abstained = (await client.post("/v1/answer", json=unanswered)).json()
+        families = await scrape(client)
     assert value(families["typedrag_index_reloads"]) == 1
     assert value(families["typedrag_fallbacks"], step="route") == 1
     assert abstained["abstained"] and abstained["abstention"]["by"] == "unmentioned name"  # no passage mentions the Titanic
     assert value(families["typedrag_abstentions"], type="REASON") == 1  # that answer's, and no other
 
 
-def test_metrics_speak_openmetrics_to_a_scraper_that_asks(small_index, classifier):
-    with serving(offline_app(small_index, classifier)) as url:
-        response = httpx.get(f"{url}/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
+async def test_metrics_speak_openmetrics_to_a_scraper_that_asks(small_index, classifier):
+    async with in_process(offline_app(small_index, classifier)) as client:
+        response = await client.get("/metrics", headers={"Accept": "application/openmetrics-text; version=1.0.0"})
     assert response.headers["content-type"].startswith("application/openmetrics-text")
     names = {family.name for family in openmetrics_families(response.text)}
     assert {"typedrag_http_requests", "typedrag_answer_slots_in_use"} <= names
 
 
-def test_static_files_count_under_their_mount_not_as_unmatched(small_index, classifier):
+async def test_static_files_count_under_their_mount_not_as_unmatched(small_index, classifier):
     """Issue 41 #9: the page's assets are served by the /static mount, and counted so."""
-    with serving(offline_app(small_index, classifier)) as url:
-        assert httpx.get(f"{url}/static/app.js").status_code == 200
-        assert httpx.get(f"{url}/static/no-such-file.js").status_code == 404
-        assert httpx.get(f"{url}/").status_code == 200
-        families = scrape(url)
+    async with in_process(offline_app(small_index, classifier)) as client:
+        assert (await client.get("/static/app.js")).status_code == 200
+        assert (await client.get("/static/no-such-file.js")).status_code == 404
+        assert (await client.get("/")).status_code == 200
+        families = await scrape(client)
     requests = families["typedrag_http_requests"]
     assert value(requests, route="/static", method="GET", status="200") == 1
     assert value(requests, route="/static", method="GET", status="404") == 1

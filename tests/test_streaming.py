@@ -26,7 +26,7 @@ from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_conten
 
 pytest.importorskip("fastapi", reason="fastapi and uvicorn are dependencies of typedrag: pip install -e .")
 
-from test_server import classifier, offline_pipeline, serving, sse_events  # noqa: E402,F401
+from test_server import classifier, in_process, offline_pipeline, openai_client, serving, sse_events  # noqa: E402,F401
 
 from typedrag.config import Settings  # noqa: E402
 from typedrag.server.app import create_app  # noqa: E402
@@ -202,43 +202,40 @@ async def test_a_typed_answer_that_breaks_mid_stream_restarts_visibly_as_plain_r
 # --- HTTP: the native stream, chat completions, disconnects ------------------------------------
 
 
-@pytest.fixture(scope="module")
-def offline_app_url(offline_pipeline, small_index):
-    with serving(create_app(Settings(index=small_index, cache_dir=None), offline_pipeline)) as url:
-        yield url
+@pytest.fixture
+async def offline_app(offline_pipeline, small_index):
+    async with in_process(create_app(Settings(index=small_index, cache_dir=None), offline_pipeline)) as client:
+        yield client
 
 
-def test_offline_chat_stream_gives_content_deltas_for_a_multi_aspect_answer(offline_app_url):
-    client = openai.OpenAI(base_url=f"{offline_app_url}/v1", api_key="unused", max_retries=0)
-    chunks = list(
-        client.chat.completions.create(
-            model="typedrag-typed:reason", messages=[{"role": "user", "content": QUESTIONS["reason"]}], stream=True
-        )
+async def test_offline_chat_stream_gives_content_deltas_for_a_multi_aspect_answer(offline_app):
+    stream = await openai_client(offline_app).chat.completions.create(
+        model="typedrag-typed:reason", messages=[{"role": "user", "content": QUESTIONS["reason"]}], stream=True
     )
+    chunks = [chunk async for chunk in stream]
     deltas = [c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content]
     result = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").model_extra["typedrag"]
     assert result["strategy"] == "reason" and len(result["plan"]["sub_queries"]) >= 2
     assert len(deltas) >= 3 and "".join(deltas).startswith(result["answer"])
 
 
-def test_offline_native_stream_gives_tokens_before_the_result(offline_app_url):
+async def test_offline_native_stream_gives_tokens_before_the_result(offline_app):
     body = {"question": QUESTIONS["debate"], "type": "debate"}
-    with httpx.stream("POST", f"{offline_app_url}/v1/answer/stream", json=body, timeout=60) as response:
-        names = [name for name, _ in sse_events(response)]
+    names = [name for name, _ in sse_events(await offline_app.post("/v1/answer/stream", json=body))]
     assert names.count("token") >= 3 and names.index("token") < names.index("result")
 
 
-def test_a_model_name_forces_the_question_type(offline_app_url):
-    client = openai.OpenAI(base_url=f"{offline_app_url}/v1", api_key="unused", max_retries=0)
-    listed = [m.id for m in client.models.list().data]
+async def test_a_model_name_forces_the_question_type(offline_app):
+    client = openai_client(offline_app)
+    listed = [m.id for m in (await client.models.list()).data]
     assert {f"typedrag-typed:{t}" for t in QUESTIONS} <= set(listed)
-    completion = client.chat.completions.create(
+    completion = await client.chat.completions.create(
         model="typedrag-typed:debate", messages=[{"role": "user", "content": "How do I bake bread?"}]
     )
     result = completion.model_extra["typedrag"]
     assert result["strategy"] == "debate" and result["type"]["source"] == "forced"
     with pytest.raises(openai.NotFoundError, match="unknown question type 'poem'"):
-        client.chat.completions.create(model="typedrag-typed:poem", messages=[{"role": "user", "content": "Why?"}])
+        await client.chat.completions.create(model="typedrag-typed:poem", messages=[{"role": "user", "content": "Why?"}])
 
 
 HANG = 300  # seconds: a guard against waiting forever for something that never happens, never a measure

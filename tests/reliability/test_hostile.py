@@ -264,7 +264,7 @@ def test_connections_trickling_a_body_cannot_fill_the_connection_cap(small_index
     import io
     import logging
 
-    from typedrag.server.service import configure_logging
+    from typedrag.server.logs import configure_logging
 
     stream = io.StringIO()
     root = logging.getLogger()

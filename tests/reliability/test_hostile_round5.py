@@ -43,7 +43,7 @@ from typedrag.index.tantivy import sync_index
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.reader import MODEL_DIR, META_FILE, MODEL_FILE, Reader, ReaderUnavailable
 from typedrag.server.app import create_app
-from typedrag.server.service import JsonFormatter
+from typedrag.server.logs import JsonFormatter
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder
 from typedrag.testing.otlp_receiver import OTLPReceiver
 

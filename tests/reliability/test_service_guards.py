@@ -22,7 +22,8 @@ from typedrag.engines.offline import OfflineEngine  # noqa: E402
 from typedrag.index import open_retriever  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
 from typedrag.server.app import create_app  # noqa: E402
-from typedrag.server.service import RateLimitFilter, ServerOptions, configure_logging  # noqa: E402
+from typedrag.server.logs import RateLimitFilter, configure_logging  # noqa: E402
+from typedrag.server.service import ServerOptions  # noqa: E402
 from typedrag.server.command import uvicorn_config  # noqa: E402
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply  # noqa: E402
 

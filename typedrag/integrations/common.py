@@ -1,6 +1,6 @@
 """What the three framework adapters share, so each of them is only the framework's side: the answer as a
 stream of text pieces followed by the finished `AnswerResult`, and typedrag's pipeline over adapted parts.
-The rest lives by job, and is named here too, where the adapters import it from:
+The rest lives by job, and the adapters import it from there:
 
 - typedrag.integrations.threads: running typedrag's async pipeline from synchronous framework code (and a
   notebook's running loop), with the caller's contextvars carried to the thread it runs in;
@@ -19,26 +19,9 @@ from typing import Any
 
 from typedrag.history import Turn
 from typedrag.index.base import Retriever
-from typedrag.integrations.chat import FrameworkChatModel, Reply, count, is_openai_endpoint
-from typedrag.integrations.documents import (
-    WINDOW_WORDS,
-    best_windows,
-    page_number,
-    passage_of,
-    scored,
-    source_metadata,
-    windows_of,
-)
-from typedrag.integrations.threads import ThreadedSearch, iterate_sync, run_sync, sync_or_async
 from typedrag.llm.base import ChatModel
 from typedrag.pipeline import Pipeline
 from typedrag.result import AnswerResult
-
-__all__ = [
-    "WINDOW_WORDS", "FrameworkChatModel", "Reply", "ThreadedSearch", "answer_stream", "best_windows", "count",
-    "is_openai_endpoint", "iterate_sync", "page_number", "passage_of", "pipeline_for", "restart_marker", "run_sync",
-    "scored", "source_metadata", "sync_or_async", "windows_of",
-]
 
 # ---------------------------------------------------------------- the answer as a stream
 

@@ -43,22 +43,10 @@ from haystack.dataclasses import ChatMessage, ChatRole, ComponentInfo, Streaming
 from haystack.utils import deserialize_callable, serialize_callable  # noqa: E402
 from haystack.utils.deserialization import deserialize_component_inplace  # noqa: E402
 
-from typedrag.integrations.common import (  # noqa: E402
-    FrameworkChatModel,
-    Reply,
-    ThreadedSearch,
-    answer_stream,
-    best_windows,
-    count,
-    is_openai_endpoint,
-    iterate_sync,
-    page_number,
-    passage_of,
-    pipeline_for,
-    source_metadata,
-    sync_or_async,
-    windows_of,
-)
+from typedrag.integrations.chat import FrameworkChatModel, Reply, count, is_openai_endpoint  # noqa: E402
+from typedrag.integrations.common import answer_stream, pipeline_for  # noqa: E402
+from typedrag.integrations.documents import best_windows, page_number, passage_of, source_metadata, windows_of  # noqa: E402
+from typedrag.integrations.threads import ThreadedSearch, iterate_sync, sync_or_async  # noqa: E402
 from typedrag.history import Turn  # noqa: E402
 from typedrag.index.base import Retriever  # noqa: E402
 from typedrag.index.memory import ListRetriever  # noqa: E402
@@ -77,7 +65,7 @@ StreamingCallback = Callable[[StreamingChunk], Any]  # sync, or async for run_as
 
 
 def passage_of_document(document: Document) -> Passage:
-    """A Haystack document as a typedrag passage (see `typedrag.integrations.common.passage_of`)."""
+    """A Haystack document as a typedrag passage (see `typedrag.integrations.documents.passage_of`)."""
     meta = document.meta or {}
     return passage_of(document.content or "", meta, node_id=document.id, page=page_number(meta.get("page_number")))
 

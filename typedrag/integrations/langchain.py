@@ -46,22 +46,10 @@ from langchain_core.tools import BaseTool, StructuredTool  # noqa: E402
 from langchain_core.vectorstores import VectorStore, VectorStoreRetriever  # noqa: E402
 from pydantic import BaseModel, ConfigDict, Field  # noqa: E402
 
-from typedrag.integrations.common import (  # noqa: E402
-    FrameworkChatModel,
-    Reply,
-    ThreadedSearch,
-    answer_stream,
-    best_windows,
-    count,
-    is_openai_endpoint,
-    iterate_sync,
-    page_number,
-    passage_of,
-    pipeline_for,
-    run_sync,
-    source_metadata,
-    sync_or_async,
-)
+from typedrag.integrations.chat import FrameworkChatModel, Reply, count, is_openai_endpoint  # noqa: E402
+from typedrag.integrations.common import answer_stream, pipeline_for  # noqa: E402
+from typedrag.integrations.documents import best_windows, page_number, passage_of, source_metadata  # noqa: E402
+from typedrag.integrations.threads import ThreadedSearch, iterate_sync, run_sync, sync_or_async  # noqa: E402
 from typedrag.history import Turn  # noqa: E402
 from typedrag.llm.base import ChatModel, Message  # noqa: E402
 from typedrag.pipeline import Pipeline  # noqa: E402
@@ -84,7 +72,7 @@ __all__ = [
 
 
 def passage_of_document(document: Document) -> Passage:
-    """A LangChain document as a typedrag passage (see `typedrag.integrations.common.passage_of`)."""
+    """A LangChain document as a typedrag passage (see `typedrag.integrations.documents.passage_of`)."""
     meta = document.metadata or {}
     page = page_number(meta.get("page_label")) or page_number(meta.get("page"), zero_based=True)
     return passage_of(document.page_content, meta, node_id=document.id, page=page)

@@ -44,22 +44,10 @@ from llama_index.core.indices.base import BaseIndex  # noqa: E402
 from llama_index.core.llms import LLM, ChatMessage, ChatResponse, MessageRole  # noqa: E402
 from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode  # noqa: E402
 
-from typedrag.integrations.common import (  # noqa: E402
-    FrameworkChatModel,
-    Reply,
-    ThreadedSearch,
-    answer_stream,
-    best_windows,
-    count,
-    is_openai_endpoint,
-    iterate_sync,
-    page_number,
-    passage_of,
-    pipeline_for,
-    run_sync,
-    source_metadata,
-    sync_or_async,
-)
+from typedrag.integrations.chat import FrameworkChatModel, Reply, count, is_openai_endpoint  # noqa: E402
+from typedrag.integrations.common import answer_stream, pipeline_for  # noqa: E402
+from typedrag.integrations.documents import best_windows, page_number, passage_of, source_metadata  # noqa: E402
+from typedrag.integrations.threads import ThreadedSearch, iterate_sync, run_sync, sync_or_async  # noqa: E402
 from typedrag.history import Turn  # noqa: E402
 from typedrag.index.base import Retriever  # noqa: E402
 from typedrag.llm.base import ChatModel, Message  # noqa: E402
@@ -76,7 +64,7 @@ __all__ = [
 
 
 def passage_of_node(node: NodeWithScore | TextNode) -> Passage:
-    """A LlamaIndex node as a typedrag passage (see `typedrag.integrations.common.passage_of`)."""
+    """A LlamaIndex node as a typedrag passage (see `typedrag.integrations.documents.passage_of`)."""
     base = node.node if isinstance(node, NodeWithScore) else node
     meta = dict(base.metadata or {})
     if base.ref_doc_id and "doc_id" not in meta:

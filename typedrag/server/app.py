@@ -1,4 +1,4 @@
-"""The HTTP service: the native answer API (JSON and Server-Sent Events), health, and the web page.
+"""The HTTP service: the app, its middleware, error handlers and lifespan; the routes by job (typedrag.server.routes).
 
 Stateless by design: the pipeline is built once per process and a request keeps nothing on disk,
 so replicas behind a load balancer need only the same read-only index and LLM endpoint.
@@ -12,9 +12,8 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from fastapi import APIRouter, Depends, FastAPI, Request
+from fastapi import Depends, FastAPI
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse, Response, StreamingResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi_offline import FastAPIOffline
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -22,161 +21,21 @@ from starlette.middleware.trustedhost import TrustedHostMiddleware
 
 from typedrag import telemetry
 from typedrag.config import Settings
+from typedrag.library import CollectionError
 from typedrag.pipeline import Pipeline
-from typedrag.result import AnswerResult
-from typedrag.library import Caller, CollectionError
-from typedrag.server.answering import AnswerRequest, answer_once
-from typedrag.server.answering import answer_stream as stream_of
 from typedrag.server.auth import check_bearer, require_caller, store_error
 from typedrag.server.auth import router as auth_router
-from typedrag.server.conversations_api import router as conversations_router
-from typedrag.server.library_api import UPLOAD_PATH, collection_error
-from typedrag.server.library_api import router as library_router
+from typedrag.server.error_bodies import hide, http_error, invalid, without_keys
+from typedrag.server.logs import log
 from typedrag.server.mcp_http import mount_mcp
 from typedrag.server.metrics import RequestObserver, ServiceMetrics, fastapi_traces_requests
-from typedrag.server.openai_compat import router as openai_router
-from typedrag.server.error_bodies import hide, without_keys
-from typedrag.server.service import (
-    CLIENT_CLOSED,
-    RequestContext,
-    ServerOptions,
-    Service,
-    error_body,
-    json_safe,
-    log,
-    service_of,
-)
+from typedrag.server.middleware import RequestContext
+from typedrag.server.routes import collections as library_routes
+from typedrag.server.routes import conversations, health, native, openai
+from typedrag.server.service import ServerOptions, Service
 from typedrag.store import StoreError, StoreUnavailable
 
 STATIC = Path(__file__).parent / "static"
-
-
-router = APIRouter()
-
-
-async def http_error(request: Request, error: StarletteHTTPException) -> JSONResponse:
-    """Every HTTP error in the body shape both FastAPI and OpenAI clients read."""
-    return JSONResponse(error_body(error.status_code, str(error.detail)), error.status_code, headers=error.headers)
-
-
-async def invalid(request: Request, error: RequestValidationError) -> JSONResponse:
-    """A 422 naming each invalid field, as FastAPI's own does, but bounded: the first MAX_PROBLEMS problems,
-    each input shown in brief (whatever a client sends is echoed in a few hundred characters at most)."""
-    problems = [bounded_problem(problem) for problem in error.errors()[:MAX_PROBLEMS]]
-    message = "; ".join(f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in problems)
-    return JSONResponse(error_body(422, message, problems), 422)
-
-
-MAX_PROBLEMS = 20
-
-
-def bounded_problem(problem: dict[str, Any]) -> dict[str, Any]:
-    """One validation problem, JSON-safe, with its input (and any context) in brief."""
-    shown = {key: value for key, value in problem.items() if key not in ("input", "ctx", "url")}
-    shown["loc"] = [str(part)[:100] for part in problem.get("loc", ())]
-    shown["msg"] = str(problem.get("msg", ""))[:300]
-    if "input" in problem:
-        shown["input"] = brief(problem["input"])
-    return json_safe(shown)
-
-
-def brief(value: Any, depth: int = 2) -> Any:
-    """`value` cut short: strings to 200 characters, lists and objects to 10 items and 2 levels."""
-    if isinstance(value, str):
-        return value if len(value) <= 200 else value[:200] + "…"
-    if isinstance(value, (bool, int, float)) or value is None:
-        return value
-    if isinstance(value, dict):
-        return {str(k)[:100]: brief(v, depth - 1) for k, v in list(value.items())[:10]} if depth > 0 else "{…}"
-    if isinstance(value, (list, tuple)):
-        return [brief(v, depth - 1) for v in list(value)[:10]] if depth > 0 else "[…]"
-    return brief(str(value), depth)
-
-
-@router.get("/", include_in_schema=False)
-async def page() -> FileResponse:
-    return FileResponse(STATIC / "index.html")
-
-
-@router.get("/healthz", tags=["health"])
-async def healthz() -> dict[str, str]:
-    """The process is alive."""
-    return {"status": "ok"}
-
-
-@router.get("/metrics", tags=["health"], response_class=Response)
-async def metrics(request: Request) -> Response:
-    """Prometheus metrics (text format, or OpenMetrics when asked): requests, answers, LLM calls, slots, reloads."""
-    body, content_type = service_of(request).metrics.exposition(request.headers.get("accept"))
-    return Response(body, media_type=content_type)
-
-
-@router.get("/readyz", tags=["health"])
-async def readyz(request: Request) -> JSONResponse:
-    """Ready to answer: the index is readable and the LLM endpoint (if any) answers GET /models."""
-    checks = await service_of(request).readiness()
-    ready = checks["index"] == "ok" and checks["llm"] in ("ok", "offline") and checks["models"] == "ok"
-    return JSONResponse({"status": "ready" if ready else "not ready", "checks": checks}, 200 if ready else 503)
-
-
-@router.post("/v1/answer", response_model=AnswerResult, tags=["answer"])
-async def answer(body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> AnswerResult | JSONResponse:
-    """Answer one question (in `collection`); the result carries the type, plan, aspects, sources (each linking to
-    its original), citations and LLM calls."""
-    return await _answer(body, request, caller, body.collection)
-
-
-@router.post("/v1/collections/{collection}/answer", response_model=AnswerResult, tags=["collections"])
-async def answer_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> AnswerResult | JSONResponse:
-    """Answer one question in `collection` (the body's own `collection`, if any, is ignored)."""
-    return await _answer(body, request, caller, collection)
-
-
-async def _answer(body: AnswerRequest, request: Request, caller: Caller, collection: str | None) -> AnswerResult | JSONResponse:
-    service = service_of(request)
-    question, forced = service.check(body.question, body.type)
-    history = service.check_history(body.history)
-    pipeline = service.pipeline_for(collection, caller) if body.method != "llm" or collection else service.pipeline
-    result = await answer_once(service, request, question, body.method, forced, history, pipeline, knowledge=body.knowledge)
-    if result is None:
-        return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
-    return result
-
-
-_STREAM_RESPONSES = {
-    200: {
-        "content": {"text/event-stream": {}},
-        "description": "rewrite, type, plan, aspect*, token* (citation*), abstained, unsourced, sources, answer, result (or error)",
-    }
-}
-
-
-@router.post("/v1/collections/{collection}/answer/stream", tags=["collections"], response_class=StreamingResponse, responses=_STREAM_RESPONSES)
-async def answer_stream_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> StreamingResponse:
-    """As /v1/answer/stream, in `collection`."""
-    return _stream(body, request, caller, collection)
-
-
-@router.post("/v1/answer/stream", tags=["answer"], response_class=StreamingResponse, responses=_STREAM_RESPONSES)
-async def answer_stream(body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> StreamingResponse:
-    """Server-Sent Events, in order: `rewrite` (with history: the follow-up read alone), `type` (typed only),
-    `plan` (decomposing types), `aspect` (each, as done),
-    then the answer as it is written: `token` {text} pieces that concatenate to the answer, and `citation`
-    {text, source_numbers, passage_ids} once each cited sentence is complete (`restart` {reason} means a
-    failing typed plan handed over to plain RAG: drop the text so far; `abstained` {looked_for, reason, ...}
-    when the documents do not answer); `unsourced` {sentences, covers, by, text} with knowledge = "labelled"
-    when the model added what it knows, apart from the answer; then `sources`, `answer` {text}, `result` (the
-    full AnswerResult).
-    On failure the last event is `error` {status, message}."""
-    return _stream(body, request, caller, body.collection)
-
-
-def _stream(body: AnswerRequest, request: Request, caller: Caller, collection: str | None) -> StreamingResponse:
-    service = service_of(request)
-    question, forced = service.check(body.question, body.type)
-    history = service.check_history(body.history)
-    pipeline = service.pipeline_for(collection, caller) if body.method != "llm" or collection else service.pipeline
-    return stream_of(service, question, body.method, forced, history, pipeline, knowledge=body.knowledge)
 
 
 def create_app(settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None, store: Any = None) -> FastAPI:
@@ -236,23 +95,24 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
     if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
     app.add_middleware(
-        RequestContext, max_body=options.max_request_bytes, body_timeout=options.body_timeout, streamed=UPLOAD_PATH
+        RequestContext, max_body=options.max_request_bytes, body_timeout=options.body_timeout, streamed=library_routes.UPLOAD_PATH
     )
     # outermost: counts every request, and opens its server span where FastAPI does not
     app.add_middleware(RequestObserver, metrics=metrics, trace_requests=not fastapi_traces_requests())
     app.add_exception_handler(StarletteHTTPException, http_error)  # also the router's own 404/405
     app.add_exception_handler(RequestValidationError, invalid)
-    app.add_exception_handler(CollectionError, collection_error)
+    app.add_exception_handler(CollectionError, library_routes.collection_error)
     app.add_exception_handler(StoreError, store_error)
     app.add_exception_handler(StoreUnavailable, store_error)
     if options.api_key is not None:
         hide(options.api_key)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
-    app.include_router(router)
+    app.include_router(health.router)
+    app.include_router(native.router)
     app.include_router(auth_router)
-    app.include_router(library_router)
-    app.include_router(conversations_router)
-    app.include_router(openai_router, dependencies=[Depends(require_caller)])
+    app.include_router(library_routes.router)
+    app.include_router(conversations.router)
+    app.include_router(openai.router, dependencies=[Depends(require_caller)])
     mcp = mount_mcp(app, check_bearer, options.max_request_bytes)
     return app
 

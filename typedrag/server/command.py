@@ -150,7 +150,8 @@ def serve_command(
     from typedrag.commands import USER_ERRORS, backend_overrides, fail, llm_limits, settings_from
     from typedrag.factory import Resources, build_pipeline
     from typedrag.server.app import create_app, open_server_store
-    from typedrag.server.service import ServerOptions, configure_logging, load_models
+    from typedrag.server.logs import configure_logging
+    from typedrag.server.service import ServerOptions, load_models
     from typedrag.store import StoreUnavailable
 
     configure_logging(log_level)

@@ -1,57 +1,26 @@
-"""What the HTTP routes share: the service (pipeline, slots, readiness). The rest lives by job and is named
-here too, where the routes import it from: error_bodies.py (errors every client can read), logs.py (the
-JSON log and request ids), middleware.py (what every request passes before a route sees it).
-
-app.py (native API, page, health) and openai_compat.py (chat completions) both build on this module
-and neither imports the other.
+"""What the HTTP routes share: the service (the pipeline, the library of collections, the answer slots, the
+store) and its readiness. Answering one question over it is typedrag.server.answering; the routes are in
+typedrag.server.routes.
 """
 
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any
 
 import httpx
 from fastapi import Request
-from fastapi.responses import StreamingResponse
 
 from typedrag.config import Settings
 from typedrag.errors import ModelUnavailable
 from typedrag.history import Turn, clean_history
-from typedrag.index.base import IndexUnusableError
 from typedrag.library import Caller, CollectionError, Library
-from typedrag.llm.base import LLMError
 from typedrag.pipeline import Pipeline
 from typedrag.questions import QuestionError, clean_question
-from typedrag.result import AnswerResult
-from typedrag.server.error_bodies import api_error, error_body, json_safe
-from typedrag.server.logs import (
-    TRACEBACK_CHARS,
-    TRACEBACK_FRAMES,
-    JsonFormatter,
-    RateLimitFilter,
-    client_log,
-    configure_logging,
-    errors_log,
-    log,
-    request_id_var,
-    short_traceback,
-)
+from typedrag.server.error_bodies import api_error
+from typedrag.server.logs import log
 from typedrag.server.metrics import ServiceMetrics
-from typedrag.server.middleware import MAX_JSON_DEPTH, RequestContext, json_depth
-
-__all__ = [
-    "CLIENT_CLOSED", "KEEPALIVE_SECONDS", "MAX_JSON_DEPTH", "TRACEBACK_CHARS", "TRACEBACK_FRAMES", "JsonFormatter",
-    "RateLimitFilter", "RequestContext", "ServerOptions", "Service", "SlotStream", "Slots", "api_error", "client_log",
-    "configure_logging", "error_body", "errors_log", "json_depth", "json_safe", "load_models", "log", "request_id_var",
-    "service_of", "short_traceback",
-]
-
-KEEPALIVE_SECONDS = 15.0  # an SSE comment this often keeps proxies from closing a slow stream
-
 
 @dataclass
 class ServerOptions:
@@ -90,25 +59,6 @@ class Slots:
 
     def give(self) -> None:
         self.used -= 1
-
-
-class SlotStream(StreamingResponse):
-    """A streaming response that frees its concurrency slot however the stream ends (done, error, disconnect)."""
-
-    def __init__(self, content: AsyncIterator[str], slots: Slots, **kwargs: Any) -> None:
-        super().__init__(
-            content,
-            media_type="text/event-stream",
-            headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"},
-            **kwargs,
-        )
-        self.slots = slots
-
-    async def __call__(self, scope: dict, receive: Callable, send: Callable) -> None:
-        try:
-            await super().__call__(scope, receive, send)
-        finally:
-            self.slots.give()
 
 
 class Service:
@@ -162,82 +112,6 @@ class Service:
         except QuestionError as error:
             raise api_error(status, str(error)) from error
 
-    async def answer(
-        self, question: str, method: str, forced: str | None, on_event: Callable | None = None, history: list[Turn] | None = None,
-        knowledge: str | None = None,
-        pipeline: Pipeline | None = None,
-    ) -> AnswerResult:
-        started = time.perf_counter()
-        try:
-            result = await (pipeline or self.pipeline).answer(question, method, forced, on_event=on_event, history=history, knowledge=knowledge)
-        except QuestionError as error:
-            raise api_error(422, str(error)) from error
-        except LLMError as error:  # the details (upstream text, host:port) go to the log, not to the client
-            log.warning("LLM endpoint failed", extra={"fields": {"error": str(error)}})
-            raise api_error(502, f"the LLM endpoint failed; see the server log for request id {request_id_var.get()}") from error
-        except IndexUnusableError as error:
-            raise api_error(503, f"the index is unusable: {error}") from error
-        except ModelUnavailable as error:
-            raise api_error(503, f"a model the engine needs cannot be loaded: {error}") from error
-        seconds = time.perf_counter() - started
-        self.metrics.answered(result, seconds)
-        fields = {
-            "collection": result.collection,
-            "method": result.method,
-            "strategy": result.strategy,
-            "type": result.type.type if result.type else None,
-            "sources": len(result.sources),
-            "llm_calls": result.usage.calls,
-            "fallbacks": len(result.fallbacks),
-            "history_turns": result.rewrite.history_turns if result.rewrite else 0,
-            "abstained": result.abstained,
-            "duration_ms": round(seconds * 1000, 1),
-        }
-        log.info("answered", extra={"fields": fields})
-        return result
-
-    async def answer_unless_gone(
-        self, request: Request, question: str, method: str, forced: str | None, history: list[Turn] | None = None,
-        knowledge: str | None = None,
-        pipeline: Pipeline | None = None,
-    ) -> AnswerResult | None:
-        """The answer, or None (the work cancelled: no more LLM calls) if the client disconnects first."""
-        task = asyncio.create_task(self.answer(question, method, forced, history=history, knowledge=knowledge, pipeline=pipeline))
-        gone = asyncio.create_task(_disconnected(request))
-        try:
-            await asyncio.wait({task, gone}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            for pending in (task, gone) if not task.done() else (gone,):
-                pending.cancel()
-        if not task.done() or task.cancelled():
-            log.info("client disconnected: answer cancelled")
-            return None
-        return task.result()
-
-    async def events(
-        self, question: str, method: str, forced: str | None, history: list[Turn] | None = None, knowledge: str | None = None,
-        pipeline: Pipeline | None = None,
-    ) -> AsyncIterator[tuple[str, Any]]:
-        """Progress events as the pipeline emits them, a ("ping", None) when quiet, then ("result", AnswerResult)."""
-        queue: asyncio.Queue[tuple[str, Any] | None] = asyncio.Queue()
-        task = asyncio.create_task(
-            self.answer(question, method, forced, lambda name, data: queue.put_nowait((name, data)), history, knowledge, pipeline)
-        )
-        task.add_done_callback(lambda _: queue.put_nowait(None))
-        try:
-            while True:
-                try:
-                    item = await asyncio.wait_for(queue.get(), KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    yield "ping", None
-                    continue
-                if item is None:
-                    break
-                yield item
-            yield "result", task.result()
-        finally:
-            task.cancel()  # the client left: stop spending LLM calls on it
-
     async def readiness(self) -> dict[str, str]:
         models = "ok" if self.model_problem is None else f"error: {self.model_problem}"
         return {"index": await self._index_check(), "llm": await self._llm_check(), "models": models}
@@ -274,15 +148,6 @@ def load_models(pipeline: Pipeline) -> None:
     """Load the models the pipeline's engine answers with (the offline engine's reader), each checked as it
     loads; `ModelUnavailable` says which is missing or damaged. Engines without such models load nothing."""
     getattr(getattr(pipeline, "engine", None), "reader", None)
-
-
-async def _disconnected(request: Request) -> None:
-    """Returns when the client disconnects (the request body was read already, so receive waits for that)."""
-    while (await request.receive())["type"] != "http.disconnect":
-        pass
-
-
-CLIENT_CLOSED = 499  # nginx's "client closed request": logged, never seen by the (gone) client
 
 
 def service_of(request: Request) -> Service:

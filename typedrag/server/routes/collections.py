@@ -25,10 +25,12 @@ from typedrag.library import Caller, Collection, CollectionError, may
 from typedrag.library.uploads import Staging
 from typedrag.library.viewer import pdf_page, pdf_page_png, render
 from typedrag.server.auth import require_caller
-from typedrag.server.service import api_error, client_log, error_body, log, service_of
+from typedrag.server.error_bodies import api_error, error_body
+from typedrag.server.logs import client_log, log
+from typedrag.server.service import service_of
 
 UPLOAD_PATH = re.compile(r"/v1/collections/[^/]+/documents/?")
-STATIC = Path(__file__).parent / "static"
+STATIC = Path(__file__).resolve().parents[1] / "static"
 MAX_FIELD_BYTES = 64 * 1024  # a form field that is not a file (ignored) is read up to this size
 # The viewer shows documents only this page's own scripts and styles may act on; the originals' markup is sanitised too.
 VIEWER_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "

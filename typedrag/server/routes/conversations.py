@@ -21,11 +21,12 @@ from pydantic import BaseModel, Field
 from typedrag.history import Turn
 from typedrag.library import Caller
 from typedrag.result import AnswerResult
-from typedrag.server.answering import answer_once, answer_stream
+from typedrag.server.answering import Asking, client_closed
 from typedrag.server.auth import in_store, require_caller
-from typedrag.server.error_bodies import api_error, error_body
+from typedrag.server.error_bodies import api_error
 from typedrag.server.logs import log, request_id_var
-from typedrag.server.service import CLIENT_CLOSED, Service, service_of
+from typedrag.server.routes.native import ServerSentEvents
+from typedrag.server.service import Service, service_of
 from typedrag.store import Conversation, Feedback, Message, StoreError, StoreUnavailable, User
 
 WINDOW_TURNS = 20  # as the page's windowOf (typedrag/server/static/app.js)
@@ -182,13 +183,14 @@ async def export_conversation(conversation_id: str, request: Request, format: Li
                                                     "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
 
 
-async def _prepared(conversation_id: str, body: Question, request: Request, caller: Caller):
+async def _prepared(conversation_id: str, body: Question, request: Request, caller: Caller) -> tuple[Any, User, Conversation, Asking]:
+    """The store, the user, the conversation and the question asked in it, checked and read with its history."""
     service, store, user = _account(request, caller)
     question, forced = service.check(body.question, body.type)
     conversation, turns = await in_store(store.conversation_with_history, user, conversation_id)
     history = service.check_history(window_of(turns))
     pipeline = service.pipeline_for(conversation.collection, caller)
-    return service, store, user, conversation, question, forced, history, pipeline
+    return store, user, conversation, Asking(service, question, body.method, forced, history, pipeline, body.knowledge)
 
 
 @router.post("/v1/conversations/{conversation_id}/answer", response_model=None)
@@ -196,13 +198,13 @@ async def answer_in_conversation(conversation_id: str, body: Question, request: 
                                  caller: Caller = Depends(require_caller)) -> dict[str, Any] | JSONResponse:
     """Ask in a saved conversation: the answer (its full result in `answer.result`), read with the conversation so
     far, kept in it with the question (both or neither)."""
-    service, store, user, conversation, question, forced, history, pipeline = await _prepared(conversation_id, body, request, caller)
+    store, user, conversation, asking = await _prepared(conversation_id, body, request, caller)
     traced = trace_id()
-    result = await answer_once(service, request, question, body.method, forced, history, pipeline, knowledge=body.knowledge)
+    result = await asking.once(request)
     if result is None:
-        return JSONResponse(error_body(CLIENT_CLOSED, "client closed the request"), CLIENT_CLOSED)
-    asked, answered, kept = await in_store(store.add_exchange, user, conversation.id, question, result.answer, result=result,
-                                           trace_id=traced)
+        return client_closed()
+    asked, answered, kept = await in_store(store.add_exchange, user, conversation.id, asking.question, result.answer,
+                                           result=result, trace_id=traced)
     return {"conversation": conversation_json(kept), "question": message_json(asked), "answer": message_json(answered)}
 
 
@@ -211,19 +213,19 @@ async def answer_stream_in_conversation(conversation_id: str, body: Question, re
                                         caller: Caller = Depends(require_caller)) -> Response:
     """As /v1/answer/stream, in a saved conversation; after `result`, `saved` {conversation, question, answer} (the
     messages' ids: the answer's is what feedback is given on), or `error` when it could not be kept."""
-    service, store, user, conversation, question, forced, history, pipeline = await _prepared(conversation_id, body, request, caller)
+    store, user, conversation, asking = await _prepared(conversation_id, body, request, caller)
     traced = trace_id()
 
     async def save(result: AnswerResult) -> list[tuple[str, Any]]:
         try:
-            asked, answered, kept = await in_store(store.add_exchange, user, conversation.id, question, result.answer,
+            asked, answered, kept = await in_store(store.add_exchange, user, conversation.id, asking.question, result.answer,
                                                    result=result, trace_id=traced)
         except (StoreError, StoreUnavailable) as error:
             log.warning("an answer was not saved", extra={"fields": {"error": str(error)}})
             return [("error", {"status": 503, "message": "the answer was not saved: the store is unavailable; see the server log"})]
         return [("saved", {"conversation": conversation_json(kept), "question": asked.id, "answer": answered.id})]
 
-    return answer_stream(service, question, body.method, forced, history, pipeline, save, knowledge=body.knowledge)
+    return asking.stream(ServerSentEvents(), save)
 
 
 @router.post("/v1/messages/{message_id}/feedback")
