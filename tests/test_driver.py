@@ -293,3 +293,33 @@ async def test_spans_are_named_by_the_steps_type(spans):
     named = by_name(spans.get_finished_spans())
     assert set(named) == {"typedrag.plan", "typedrag.retrieve", "typedrag.write", "typedrag.aggregate", "typedrag.mediate"}
     assert named["typedrag.plan"][0].attributes["typedrag.role"] == "plan:test"
+
+
+async def test_a_step_names_its_span_and_its_outcome_describes_it(spans):
+    """One span per step that does work, opened by the driver around the whole step: a partial answer its
+    passages turn out not to support still has its span, saying why; bookkeeping steps (numbering, notes) have none."""
+    engine = Engine(texts={"aspect:test": Written("It was the weather.")})  # cites nothing its passages support
+
+    def flow():
+        [hits] = yield Search(["Why did the Titanic sink?"], 2)
+        sources = yield Number(hits)
+        yield Note("aspect:one", "dropped")
+        task = Grounded(role="aspect:test", prompt=PROMPT, question="Why?", sources=sources)
+        written = yield Write(task, aspect="one")
+        return written
+
+    await driver(engine).follow(flow(), Run())
+    finished = spans.get_finished_spans()
+    assert sorted(span.name for span in finished) == ["typedrag.retrieve", "typedrag.write"]
+    (retrieve,) = by_name(finished)["typedrag.retrieve"]
+    assert retrieve.attributes["typedrag.hits"] == (2,) and "gen_ai.retrieval.documents" not in retrieve.attributes
+    (write,) = by_name(finished)["typedrag.write"]
+    assert write.attributes["typedrag.declined"] == "no sentence of its answer is supported by its passages"
+    assert write.attributes["typedrag.engine"] == "fake" and "typedrag.aspect" not in write.attributes
+
+
+async def test_a_drive_ends_with_its_answer_cited_inside_a_cite_span(spans):
+    drove = await driver(Engine()).drive(EvidenceStrategy("rag"), "Why did the Titanic sink?", Depths(top_k=2))
+    assert drove.answer == "Answer to Why did the Titanic sink? [1]." and [c.passage_ids for c in drove.citations] == [[drove.sources[0].passage_id]]
+    (cite,) = by_name(spans.get_finished_spans())["typedrag.cite"]
+    assert cite.attributes["typedrag.citations"] == 1 and cite.attributes["typedrag.repairs"] == 0

@@ -40,8 +40,10 @@ from typedrag.errors import LLMError, PlanFailed, StrategyError
 from typedrag.index.base import DUPLICATE_ROOM, Retriever, distinct
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
-from typedrag.result import Abstention, Aspect, EngineStep, Fallback, Knowledge, Source, Unsourced, extract_citations
+from typedrag.result import Abstention, Aspect, Citation, EngineStep, Fallback, Knowledge, Source, Unsourced, extract_citations
 from typedrag.steps import (
+    Cite,
+    Cited,
     Depths,
     Expand,
     Flow,
@@ -170,6 +172,7 @@ class Drive:
     reranked: bool = False  # some step reranked: the result names the reranker
     streamed: int = 0  # characters of the final run's text a client heard
     unsourced: Unsourced | None = None  # knowledge = labelled: the model's own part, kept beside an abstention too
+    citations: list[Citation] = field(default_factory=list)  # the answer's, settled (none when it abstained)
 
 
 class Driver:
@@ -218,7 +221,11 @@ class Driver:
             run = Run()  # cite only what the fallback answer was given
             output = await self.follow(fallback.flow(question, depths), run)
             name = fallback.name
-        return self._drove(name, output, run)
+        drove = self._drove(name, output, run)
+        if drove.abstention is not None:
+            return drove
+        cited = await self._perform(Cite(drove.answer), run)
+        return replace(drove, answer=cited.text, citations=cited.citations)
 
     def _drove(self, name: str, output: StrategyOutput, run: Run) -> Drive:
         """The drive's result: the plan and aspects shown are the answer's own, or, when the answer does not
@@ -255,32 +262,54 @@ class Driver:
             flow.close()
 
     async def _perform(self, step: Step, run: Run) -> Any:
+        """Bookkeeping steps at once; any other inside the span it names (Haystack's `_run_component`), which
+        its outcome then describes: this is the one place a step's span is opened."""
+        match step:
+            case Number():
+                return run.book.add(step.hits)
+            case Together():
+                return await self._together(step, run)
+            case Planned():
+                self.planned = step
+                self.emit("plan", {"plan": step.plan.model_dump()})
+                return None
+            case Note():
+                self._note(step.step, step.reason)
+                return None
+            case Tell():
+                self.emit(step.event, step.data)
+                return None
+            case Expand() if not self.services.expand or not self.services.engine.generative:
+                return []  # the question is searched alone: nothing is asked, no span
+            case Plan() | Expand() | Search() | Rank() | Write() | Cite():
+                with telemetry.performing(step, self._by(step)) as span:
+                    outcome = await self._work(step, run)
+                    telemetry.performed(span, step, outcome)
+                    return outcome
+        raise TypeError(f"a flow yielded {step!r}, which is not a step (typedrag.steps)")
+
+    def _by(self, step: Step) -> str:
+        """The name of what performs `step`, for its span."""
+        if isinstance(step, Rank):
+            return self.services.reranker.name
+        if isinstance(step, Search):
+            return self.services.retriever.name if self.services.retriever is not None else ""
+        return self.services.engine.name
+
+    async def _work(self, step: Plan[Any] | Expand | Search | Rank | Write | Cite, run: Run) -> Any:
         match step:
             case Plan():
-                with telemetry.step("plan", role=step.task.role, engine=self.services.engine.name):
-                    return await self.plan(step.task, step.question)
+                return await self.plan(step.task, step.question)
             case Expand():
                 return await self._expand(step)
             case Search():
                 return await self._search(step)
             case Rank():
                 return await self._rank(step)
-            case Number():
-                return run.book.add(step.hits)
             case Write():
                 return await self._write(step, run)
-            case Together():
-                return await self._together(step, run)
-            case Planned():
-                self.planned = step
-                self.emit("plan", {"plan": step.plan.model_dump()})
-            case Note():
-                self._note(step.step, step.reason)
-            case Tell():
-                self.emit(step.event, step.data)
-            case _:
-                raise TypeError(f"a flow yielded {step!r}, which is not a step (typedrag.steps)")
-        return None
+            case Cite():
+                return await self._cite(step, run)
 
     async def plan(self, task: PlanTask[PlanT], question: str) -> PlanT:
         """The engine's plan for `task` (the pipeline's rewrite of a follow-up asks here too, inside its own span)."""
@@ -321,16 +350,13 @@ class Driver:
         self._record().fallbacks.append(Fallback(step=step, reason=reason))
 
     async def _expand(self, step: Expand) -> list[str]:
-        """The queries the engine's model adds to the question's search, each new; none when expansion is
-        off or the engine is extractive, and none, recorded, when the model fails."""
-        if not self.services.expand or not self.services.engine.generative:
+        """The queries the engine's model adds to the question's search, each new; none, recorded, when the
+        model fails."""
+        try:
+            expansion = await self.plan(step.task, step.question)
+        except (PlanFailed, LLMError) as error:
+            self._note(step.task.role, f"{type(error).__name__}: {error}; searched with the question alone")
             return []
-        with telemetry.step("plan", role=step.task.role, engine=self.services.engine.name):
-            try:
-                expansion = await self.plan(step.task, step.question)
-            except (PlanFailed, LLMError) as error:
-                self._note(step.task.role, f"{type(error).__name__}: {error}; searched with the question alone")
-                return []
         seen = {" ".join(step.question.split()).casefold()}
         queries = []
         for query in expansion.queries():
@@ -348,23 +374,17 @@ class Driver:
         # places and picks from them; the extractive engine would quote them as noise (docs/lab/2026-12-03-near-duplicates.md).
         queries = list(step.queries)
         deeper = step.k + (DUPLICATE_ROOM if self.services.engine.generative else 0)
-        with telemetry.retrieving(queries, step.k) as span:
-            if len(queries) == 1:
-                found = [await asyncio.to_thread(retriever.search, queries[0], deeper)]
-            else:  # in one call, so the retriever can run them in parallel
-                found = await asyncio.to_thread(retriever.search_many, queries, deeper)
-            hit_lists = [distinct(hits, step.k) for hits in found]
-            telemetry.found(span, hit_lists)
-            return hit_lists
+        if len(queries) == 1:
+            found = [await asyncio.to_thread(retriever.search, queries[0], deeper)]
+        else:  # in one call, so the retriever can run them in parallel
+            found = await asyncio.to_thread(retriever.search_many, queries, deeper)
+        return [distinct(hits, step.k) for hits in found]
 
     async def _rank(self, step: Rank) -> list[list[ScoredPassage]]:
         self.reranked = True
         reranker, hits = self.services.reranker, list(step.hits)
         k = len(hits) if step.k is None else step.k
-        with telemetry.reranking(reranker.name, len(step.queries), len(hits), k) as span:
-            ranked = await asyncio.to_thread(lambda: [reranker.rerank(query, hits, k) for query in step.queries])
-            telemetry.kept(span, ranked)
-            return ranked
+        return await asyncio.to_thread(lambda: [reranker.rerank(query, hits, k) for query in step.queries])
 
     async def _write(self, step: Write, run: Run) -> Written:
         """The step written with the reader's instructions, judged by the abstention policy before (its
@@ -439,19 +459,18 @@ class Driver:
         return Written("", supported=False, declined=verdict.dropped)
 
     async def _written(self, step: Write, task: Any, run: Run, judge: Callable[[Written], Verdict | None]) -> Written:
-        """The engine's text inside the step's span; the final step's streams to a listening client (once the
-        policy has judged it, `judge`, when it may still be turned down)."""
+        """The engine's text; the final step's streams to a listening client (once the policy has judged it,
+        `judge`, when it may still be turned down)."""
         engine = self.services.engine
-        name = task.combine if isinstance(task, Combined) else "write"
         if not step.final or self.on_event is None:
             with self._step("write", task.role):
-                return await telemetry.written(task, engine.name, engine.write(task, self.trace), step.aspect, name=name)
+                return await engine.write(task, self.trace)
         stream = AnswerStream(self.emit, run.book.sources)
         held: list[str] = []
         try:
             sink = held.append if self.policy.holds_back else stream
             with self._step("write", task.role):
-                written = await telemetry.written(task, engine.name, engine.write(task, self.trace, on_text=sink), step.aspect, name=name)
+                written = await engine.write(task, self.trace, on_text=sink)
         finally:
             run.streamed += stream.sent
         if held and judge(written) is None:
@@ -460,6 +479,18 @@ class Driver:
             run.streamed += stream.sent
         stream.close()
         return written
+
+    async def _cite(self, step: Cite, run: Run) -> Cited:
+        """The answer with a generative engine's citation markers settled against the run's sources (an
+        extractive engine quotes passages with their own numbers), the repairs recorded, and its citations."""
+        sources, answer, notes = run.book.sources, step.answer, list[str]()
+        if sources and self.services.engine.generative:
+            settled = await asyncio.to_thread(settle, answer, sources)
+            notes = settled.notes("the answer")
+            for note in notes:
+                self._note("citations", note)
+            answer = settled.text
+        return Cited(answer, extract_citations(answer, sources), notes)
 
     async def _settled(self, step: Write, written: Written) -> Written:
         """A model's partial answer with only markers of its passages, attributed if it cited none; declined

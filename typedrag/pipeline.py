@@ -21,7 +21,6 @@ from typing import Any
 
 from typedrag import telemetry
 from typedrag.abstain import UNMENTIONED, Policy, unmentioned_names
-from typedrag.attribution import settle
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
 from typedrag.driver import Drive, Driver, Listener, Services
 from typedrag.engines.base import Engine, PlanTask, Trace
@@ -45,10 +44,12 @@ from typedrag.result import (
     Source,
     TypeDecision,
     Usage,
-    extract_citations,
 )
-from typedrag.steps import Depths, Strategy
+from typedrag.steps import PREFIX, Depths, Span, Strategy, ours
 from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, default_routes
+
+
+CLASSIFY = Span(PREFIX + "classify")
 
 
 class Method(StrEnum):
@@ -235,9 +236,10 @@ class Pipeline:
         recorded, for a type with no route or a classification below its threshold."""
         if method is not Method.TYPED:
             return Route(method, self.baselines[method])
-        with telemetry.step("classify") as span:
+        with telemetry.opened(CLASSIFY) as span:
             decision = decision or await self.decide_type(asked.standalone.question, forced_type, asked.trace)
-            telemetry.classified(span, decision)
+            telemetry.said(span, ours(**{"question.type": str(decision.label), "question.type_confidence": round(decision.confidence, 4),
+                                         "question.type_source": decision.source}))
         timings = {"classify": _ms(started)}
         asked.emit("type", **_decided(decision).model_dump())
         strategy = self.routes.get(decision.label)
@@ -290,7 +292,7 @@ class Pipeline:
                 asked.emit("restart", reason=f"not an answer: {abstention.reason}")
             asked.emit("token", text=answer)
         else:
-            answer, citations = await self._cite(drove.answer, sources, asked.trace)
+            answer, citations = drove.answer, drove.citations
         if drove.unsourced is not None:  # after the answer's own text, apart from it
             asked.emit("unsourced", **drove.unsourced.model_dump(), text=drove.unsourced.text)
         timings = {**route.timings_ms, "total": _ms(started)}
@@ -331,27 +333,14 @@ class Pipeline:
             collection=self.settings.collection,
         )
 
-    async def _cite(self, answer: str, sources: list[Source], trace: Trace) -> tuple[str, list[Citation]]:
-        """The answer with its citation markers settled against its sources (a generative engine's), and its citations."""
-        with telemetry.citing() as span:
-            notes: list[str] = []
-            if sources and self.engine.generative:  # an extractive engine quotes passages with their own numbers
-                settled = await asyncio.to_thread(settle, answer, sources)
-                notes = settled.notes("the answer")
-                for note in notes:
-                    trace.fallback("citations", note)
-                answer = settled.text
-            citations = extract_citations(answer, sources)
-            telemetry.cited(span, citations, len(notes))
-            return answer, citations
-
     async def _standalone(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite | None]:
         """The question read alone, and how (None without earlier questions), inside the rewrite step's span."""
         if not any(turn.role == "user" for turn in dialogue):
             return Standalone(question=question, searches=(question,)), None
-        with telemetry.rewriting(len(dialogue)) as span:
+        with telemetry.opened(Span(PREFIX + "rewrite", ours(history_turns=len(dialogue)))) as span:
             standalone, rewrite = await self._rewrite(question, dialogue, trace)
-            telemetry.rewritten(span, standalone.question, by=rewrite.by, changed=rewrite.rewritten)
+            telemetry.said(span, ours(["rewritten_question"], rewrite_by=rewrite.by, rewritten=rewrite.rewritten,
+                                      rewritten_question=standalone.question))
             return standalone, rewrite
 
     async def _rewrite(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite]:
