@@ -323,3 +323,23 @@ async def test_a_drive_ends_with_its_answer_cited_inside_a_cite_span(spans):
     assert drove.answer == "Answer to Why did the Titanic sink? [1]." and [c.passage_ids for c in drove.citations] == [[drove.sources[0].passage_id]]
     (cite,) = by_name(spans.get_finished_spans())["typedrag.cite"]
     assert cite.attributes["typedrag.citations"] == 1 and cite.attributes["typedrag.repairs"] == 0
+
+
+def test_the_gate_is_read_by_calling_it():
+    """The abstention gate is two pure functions (typedrag.gate): no driver, engine or passages needed."""
+    from typedrag.abstain import Policy, Support, Verdict
+    from typedrag.gate import Cleared, after, before
+
+    policy = Policy.offline("How many books can I borrow?")
+    below = Support(answered=False, score=0.3, bar=0.5)
+    assert isinstance(before(policy, below, numbered=True), Verdict)
+    entry = Support(answered=False, score=0.3, bar=0.5, heading="How many books can I borrow at once?")
+    cleared = before(policy, entry, numbered=True)
+    assert cleared == Cleared(entry, "How many books can I borrow at once?")
+    assert before(policy, entry, numbered=True, combined=True) == Cleared(entry, None)  # a combination files nothing
+    # once written: an entry the engine read as answering stands on it; otherwise the bar it was let past holds
+    assert after(policy, cleared, Written("Up to 30 items.", filed_under="How many books"), engine="offline", final=True, numbered=True) is None
+    assert after(policy, cleared, Written("Up to 30 items.", best=0.9), engine="offline", final=True, numbered=True) is not None
+    assert after(Policy("Why?"), Cleared(), Written("", not_in_sources="no dates"), engine="m", final=False, numbered=True).dropped.endswith("no dates")
+    named = Policy.offline("Does Proxmox back up?", ["Proxmox"])
+    assert before(named, None, numbered=True).abstention.by == "unmentioned name"

@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -37,6 +36,7 @@ from typedrag.abstain import Policy, Support, Verdict, support
 from typedrag.attribution import settle
 from typedrag.engines.base import ClosedBook, Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, PlanFailed, StrategyError
+from typedrag.gate import after, before
 from typedrag.index.base import DUPLICATE_ROOM, Retriever, distinct
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
@@ -387,25 +387,21 @@ class Driver:
         return await asyncio.to_thread(lambda: [reranker.rerank(query, hits, k) for query in step.queries])
 
     async def _write(self, step: Write, run: Run) -> Written:
-        """The step written with the reader's instructions, judged by the abstention policy before (its
-        passages) and after (what the engine reports); a model's partial answer has its markers checked."""
+        """The step written with the reader's instructions, through the abstention gate (typedrag.gate): before
+        (its passages) and after (what the engine reports); a model's partial answer has its markers checked."""
         task = replace(step.task, instructions=self.instructions)
         if step.final and self.services.knowledge == "labelled" and self.services.engine.generative and not isinstance(task, ClosedBook):
             task = replace(task, knowledge="labelled")
-        unknown = self.policy.unknown_names()
-        if unknown is not None:  # nothing the passages say is about what the question names
-            return self._declined(unknown, step, run)
-        bar = self.policy.bar(final=step.final)
-        judged = None
-        if bar is not None:  # judged on what the answer can quote: an extractive engine may say it is fewer
-            quoted = getattr(self.services.engine, "quotes_from", lambda task: task.sources)(task)
-            texts, top = [source.text for source in quoted], quoted[0].section if quoted else ""
-            judged = await asyncio.to_thread(support, task.question, texts, bar=bar, top_section=top)
-            if not judged.answered and judged.heading is None:
-                return self._declined(self.policy.below(judged, numbered=bool(run.book.sources)), step, run)
-            if judged.heading is not None and not isinstance(task, Combined):  # its entry is the first candidate
-                task = replace(task, filed_under=judged.heading)
-        judge = partial(self._judged, judged, step, run)
+        judged = await self._support(task, step.final) if self.policy.unknown_names() is None else None
+        cleared = before(self.policy, judged, numbered=bool(run.book.sources), combined=isinstance(task, Combined))
+        if isinstance(cleared, Verdict):
+            return self._declined(cleared, step, run)
+        if cleared.filed_under is not None:  # its entry is the first candidate
+            task = replace(task, filed_under=cleared.filed_under)
+
+        def judge(written: Written) -> Verdict | None:
+            return after(self.policy, cleared, written, engine=self.services.engine.name, final=step.final, numbered=bool(run.book.sources))
+
         written = await self._written(step, task, run, judge)
         if step.final:
             run.unsourced = written.unsourced
@@ -422,14 +418,15 @@ class Driver:
             written = await self._settled(step, written)
         return written
 
-    def _judged(self, judged: Support | None, step: Write, run: Run, written: Written) -> Verdict | None:
-        """The policy's verdict on a written step (None: it stands). An entry the engine read as answering the
-        question it is filed under (`Written.filed_under`) stands on that; else passages whose heading made
-        them a candidate are held to the relevance bar they were let past, then the reader's."""
-        if written.filed_under is None and judged is not None and not judged.answered:
-            return self.policy.below(judged, numbered=bool(run.book.sources))
-        best = None if written.filed_under is not None else written.best
-        return self.policy.read(best, written.not_in_sources, self.services.engine.name, final=step.final)
+    async def _support(self, task: WriteTask, final: bool) -> Support | None:
+        """The step's passages judged against the policy's relevance bar (None: no bar), on what the answer can
+        quote: an extractive engine may say it is fewer (`quotes_from`)."""
+        bar = self.policy.bar(final=final)
+        if bar is None:
+            return None
+        quoted = getattr(self.services.engine, "quotes_from", lambda task: task.sources)(task)
+        texts, top = [source.text for source in quoted], quoted[0].section if quoted else ""
+        return await asyncio.to_thread(support, task.question, texts, bar=bar, top_section=top)
 
     async def _checked(self, step: Write, task: WriteTask, written: Written) -> Written:
         """A model's "not in the sources" for a partial answer (an aspect, the overview), checked by the
