@@ -130,22 +130,22 @@ async def test_the_mediator_concludes_when_the_weighing_finds_the_sources_favour
 
 
 async def test_the_weighing_is_parsed_into_the_decision_the_mediator_is_given(stub):
+    from typedrag.driver import Driver, Run, Services
     from typedrag.engines.base import Part, Trace
+    from typedrag.rerank import EmbeddingReranker
     from typedrag.strategies.debate import MEDIATION
+    from typedrag.strategies.decomposed import weighed
 
     verdict = {"leaning": "one side", "side": "against turning it off", "reason": "data corruption"}
     server = stub(debating(json.dumps(verdict)))
     engine = LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20))
-    weigh, conclude, balance = MEDIATION.weigh
-    from typedrag.engines.base import Facet, Mediated
-
-    task = Mediated(role="mediate:debate", prompt=MEDIATION.prompt, question=DEBATED, topic="fsync", facet=Facet.VIEWS, combine="mediate",
-                    parts=(Part("against", "Turning it off risks corruption [1]."),), weigh=weigh, conclude=conclude, balance=balance)
-    trace = Trace()
-    weighing = await engine.weigh(task, {"topic": "fsync", "parts": "<partial>Turning it off risks corruption [1].</partial>"}, trace)
-    assert weighing.concludes and weighing.side == "against turning it off"
-    stance, notes = await engine.stance(task, {"topic": "fsync", "parts": "x"}, trace)
-    assert stance.startswith("The documents favour one side: against turning it off (data corruption).") and notes == ()
+    driver = Driver(Services(engine, ListRetriever(FSYNC), EmbeddingReranker()), Trace())
+    parts = (Part("against", "Turning it off risks corruption [1]."),)
+    stance = await driver.follow(weighed(DEBATED, "fsync", parts, "mediate:debate", MEDIATION.weigh), Run())
+    assert stance.startswith("The documents favour one side: against turning it off (data corruption).")
+    [weigh] = [r for r in server.requests if r.schema_name == "Weighing"]
+    assert "Topic: fsync" in weigh.last_user and '<partial n="1" aspect="against">' in weigh.last_user
+    assert [(s.step, s.role) for s in driver.trace.steps] == [("plan", "weigh:debate")]  # a step of its own in the trace
 
 
 async def test_a_balanced_weighing_keeps_the_for_and_against_form(stub):

@@ -58,6 +58,7 @@ from typedrag.steps import (
     StrategyOutput,
     Tell,
     Together,
+    Weigh,
     Write,
 )
 from typedrag.text import split_sentences
@@ -281,7 +282,9 @@ class Driver:
                 return None
             case Expand() if not self.services.expand or not self.services.engine.generative:
                 return []  # the question is searched alone: nothing is asked, no span
-            case Plan() | Expand() | Search() | Rank() | Write() | Cite():
+            case Weigh() if not self.services.engine.generative:
+                return None  # an extractive engine weighs nothing: the debate is mediated as balanced, no span
+            case Plan() | Expand() | Weigh() | Search() | Rank() | Write() | Cite():
                 with telemetry.performing(step, self._by(step)) as span:
                     outcome = await self._work(step, run)
                     telemetry.performed(span, step, outcome)
@@ -296,9 +299,9 @@ class Driver:
             return self.services.retriever.name if self.services.retriever is not None else ""
         return self.services.engine.name
 
-    async def _work(self, step: Plan[Any] | Expand | Search | Rank | Write | Cite, run: Run) -> Any:
+    async def _work(self, step: Plan[Any] | Expand | Weigh | Search | Rank | Write | Cite, run: Run) -> Any:
         match step:
-            case Plan():
+            case Plan() | Weigh():
                 return await self.plan(step.task, step.question)
             case Expand():
                 return await self._expand(step)

@@ -9,6 +9,7 @@ results into it (`typedrag.testing.flows`).
     step                        what the driver does                               what it sends back
     Plan(task, question)        the engine fills the task's schema                 the validated plan
     Expand(task, question)      an LLM writes more queries for the question        the queries ([] offline or off)
+    Weigh(task, question)       an LLM weighs a debate's cases (never offline)     the Weighing (None offline)
     Search(queries, k)          the retriever searches each query                  one list of hits per query
     Rank(queries, hits, k)      the reranker orders the hits for each query        one ranked list per query
     Number(hits)                numbers passages the first time a run sees them    the hits as numbered sources
@@ -62,6 +63,7 @@ __all__ = [
     "StrategyOutput",
     "Tell",
     "Together",
+    "Weigh",
     "Write",
 ]
 
@@ -136,6 +138,23 @@ class Expand:
 
     def described(self, outcome: Any) -> Attributes:
         return Attributes()
+
+
+@dataclass(frozen=True)
+class Weigh:
+    """Whether the sources favour one side of a debate, by the engine's model from the perspectives' cases
+    (`task`'s prompt holds them): the driver sends back the `Weighing`, or None from an engine with no model
+    (offline nothing is weighed); PlanFailed (or LLMError) is thrown in when the model gives no valid one."""
+
+    task: PlanTask[Any]
+    question: str
+
+    def span(self, by: str) -> Span | None:
+        """A plan span, as the weighing is a plan the engine's model fills (only when it is asked)."""
+        return Span(PREFIX + "plan", ours(role=self.task.role, engine=by))
+
+    def described(self, outcome: Any) -> Attributes:
+        return ours(leaning=getattr(outcome, "leaning", None))
 
 
 @dataclass(frozen=True)
@@ -301,7 +320,7 @@ class Tell(_Untraced):
     data: Mapping[str, Any]
 
 
-Step = Plan[Any] | Expand | Search | Rank | Number | Write | Cite | Together | Planned | Note | Tell
+Step = Plan[Any] | Expand | Weigh | Search | Rank | Number | Write | Cite | Together | Planned | Note | Tell
 Flow = Generator[Step, Any, T]  # yields steps, is sent their outcomes, returns its own
 
 

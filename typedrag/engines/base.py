@@ -278,14 +278,14 @@ class Weighing(BaseModel):
 
 @dataclass(frozen=True, kw_only=True)
 class Mediated(Combined):
-    """A debate's perspectives mediated. A generative engine first weighs them (`weigh`, its prompt filled
-    with the question, topic and parts, filling `Weighing`), then writes with `conclude` (formatted with the
-    favoured `side` and the `reason`) or `balance` as the prompt's `{stance}`; a weighing that fails is
-    recorded and the answer balanced. An extractive engine mediates as it combines any parts."""
+    """A debate's perspectives mediated, with the prompt's `{stance}`: conclude for the side the sources
+    favour, or set out both, as the flow's weighing found (a `Weigh` step, typedrag.steps; balanced offline,
+    where nothing weighs, and when the weighing fails). An extractive engine mediates as it combines any parts."""
 
-    weigh: PlanTask[Weighing]
-    conclude: str
-    balance: str
+    stance: str = ""
+
+    def values(self) -> dict[str, str]:
+        return {**super().values(), "stance": self.stance}
 
 
 class Engine(Protocol):
