@@ -343,3 +343,34 @@ def test_the_gate_is_read_by_calling_it():
     assert after(Policy("Why?"), Cleared(), Written("", not_in_sources="no dates"), engine="m", final=False, numbered=True).dropped.endswith("no dates")
     named = Policy.offline("Does Proxmox back up?", ["Proxmox"])
     assert before(named, None, numbered=True).abstention.by == "unmentioned name"
+
+
+async def test_a_follow_ups_searches_are_searched_wherever_its_question_is_and_fused():
+    """What a follow-up read to stand alone is searched as (`drive(searches=...)`): each search's ranking, fused
+    by reciprocal rank, where a flow searches its question; any other query is searched as it is."""
+    from typedrag.followup import fuse
+    from typedrag.testing import FunctionRetriever
+
+    from typedrag.records import Passage
+
+    iceberg, lifeboats = (Passage(f"{doc}#0", doc, doc, text) for doc, text in zip(("iceberg", "lifeboats"), TEXTS))
+    asked = []
+    found = {"why sink titanic": [lifeboats], "why sink": [iceberg, lifeboats]}
+
+    def search(query, k):
+        asked.append(query)
+        return found.get(query, [])[:k]
+
+    the_driver = Driver(Services(Engine(generative=False), FunctionRetriever(search), EmbeddingReranker()), Trace())
+
+    def flow():
+        hits = yield Search(["why sink", "other"], 2)
+        return hits
+
+    the_driver.searched_as = {"why sink": ("why sink titanic", "why sink")}
+    [fused, other] = await the_driver.follow(flow(), Run())
+    assert asked == ["why sink titanic", "why sink", "other"] and other == []
+    rankings = [FunctionRetriever(search).search(q, 2) for q in ("why sink titanic", "why sink")]
+    assert [h.passage_id for h in fused] == [h.passage_id for h in fuse(rankings, 2)] == ["lifeboats#0", "iceberg#0"]
+    drove = await the_driver.drive(EvidenceStrategy("rag"), "why sink", Depths(top_k=2), searches=("why sink",))
+    assert the_driver.searched_as == {} and drove.strategy == "rag"  # one search: the question alone

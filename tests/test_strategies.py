@@ -258,7 +258,7 @@ def test_a_debate_the_weighing_finds_one_sided_is_mediated_with_that_conclusion(
             return Weighing(leaning="one side", side="  advocates ", reason="low  carbon")
         return Reasoning(NUCLEAR)(step)
 
-    played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), weighing, weighs=True)
+    played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), weighing, model=True)
     assert played.of(Write)[-1].task.stance == CONCLUDE.format(side="advocates", reason="low carbon")
     assert "{stance}" in played.of(Write)[-1].task.prompt.user and played.of(Write)[-1].task.values()["stance"].startswith("The documents favour")
 
@@ -269,7 +269,7 @@ def test_a_weighing_that_fails_is_noted_on_the_mediator_and_the_debate_balanced(
             raise PlanFailed("no valid weighing")
         return Reasoning(NUCLEAR)(step)
 
-    played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), failing, weighs=True)
+    played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), failing, model=True)
     assert played.of(Write)[-1].task.stance == BALANCE and played.outcome.answer == "mediate:debate [1]."
     assert [(n.step, n.reason) for n in played.notes if n.step == "mediate:debate"] == [
         ("mediate:debate", "weighing the perspectives failed (PlanFailed: no valid weighing); mediated as balanced")

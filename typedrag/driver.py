@@ -3,7 +3,10 @@ driver does it and sends the outcome back.
 
 For each step the driver awaits the engine, the retriever or the reranker (blocking ones in a worker
 thread) inside the step's span, named by the step's type (typedrag.telemetry). Besides, it:
-- asks the engine's model for more queries when the pipeline expands them (Expand; never offline);
+- asks the engine's model for more queries when the pipeline expands them (Expand), to weigh a debate's cases
+  (Weigh) and to rewrite a follow-up (RewriteFollowUp); never offline;
+- searches a follow-up as what it was read to stand alone as, wherever a flow searches its question, the
+  rankings fused (`drive(searches=...)`);
 - numbers the passages of a run, so [n] means the same passage in every step of it;
 - writes every step with the reader's own instructions (a chat's system messages), and a final step with
   knowledge = "labelled" (a generative engine may add what its model knows, apart: `Written.unsourced`);
@@ -16,7 +19,10 @@ thread) inside the step's span, named by the step's type (typedrag.telemetry). B
 - records Notes as fallbacks and Tells as events; fallbacks and engine steps are listed in the flow's order
   (Together's flows in theirs), whatever order concurrent steps end in;
 - falls back: a typed run that fails (StrategyError, LLMError) is recorded, and a fresh run of plain RAG
-  answers, with sources of its own.
+  answers, with sources of its own;
+- cites the answer of a run that answers (Cite).
+
+One driver serves one answer, from reading the question (typedrag.reading) to citing it.
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ from typedrag.abstain import Policy, Support, Verdict, support
 from typedrag.attribution import settle
 from typedrag.engines.base import ClosedBook, Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, PlanFailed, StrategyError
+from typedrag.followup import fuse, offline_standalone
 from typedrag.gate import after, before
 from typedrag.index.base import DUPLICATE_ROOM, Retriever, distinct
 from typedrag.records import ScoredPassage
@@ -52,6 +59,9 @@ from typedrag.steps import (
     Plan,
     Planned,
     Rank,
+    ReadFollowUp,
+    RewriteFollowUp,
+    Rewritten,
     Search,
     Step,
     Strategy,
@@ -195,6 +205,7 @@ class Driver:
     ) -> None:
         self.services, self.trace = services, trace
         self.policy = policy or Policy()
+        self.searched_as: Mapping[str, tuple[str, ...]] = {}  # a follow-up: the searches fused for its question
         self.instructions = instructions
         self.on_event = on_event
         self.reranked = False
@@ -205,9 +216,17 @@ class Driver:
         if self.on_event is not None:
             self.on_event(event, dict(data))
 
-    async def drive(self, strategy: Strategy, question: str, depths: Depths, fallback: Strategy | None = None) -> Drive:
+    async def drive(
+        self, strategy: Strategy, question: str, depths: Depths, fallback: Strategy | None = None, *,
+        policy: Policy | None = None, searches: tuple[str, ...] = (),
+    ) -> Drive:
         """`strategy`'s answer to `question`; with a `fallback`, a run that fails is recorded and the
-        fallback answers in a fresh run (a streaming client is told to start its text over)."""
+        fallback answers in a fresh run (a streaming client is told to start its text over). `policy`, the
+        abstention policy for the question (the driver's own if None); `searches`, what a follow-up read to
+        stand alone is searched as wherever its question is, the rankings fused (none: the question)."""
+        if policy is not None:
+            self.policy = policy
+        self.searched_as = {question: searches} if len(searches) > 1 else {}
         run = Run()
         try:
             output = await self.follow(strategy.flow(question, depths), run)
@@ -282,9 +301,9 @@ class Driver:
                 return None
             case Expand() if not self.services.expand or not self.services.engine.generative:
                 return []  # the question is searched alone: nothing is asked, no span
-            case Weigh() if not self.services.engine.generative:
-                return None  # an extractive engine weighs nothing: the debate is mediated as balanced, no span
-            case Plan() | Expand() | Weigh() | Search() | Rank() | Write() | Cite():
+            case Weigh() | RewriteFollowUp() if not self.services.engine.generative:
+                return None  # an extractive engine weighs and rewrites nothing, no span
+            case Plan() | Expand() | Weigh() | RewriteFollowUp() | ReadFollowUp() | Search() | Rank() | Write() | Cite():
                 with telemetry.performing(step, self._by(step)) as span:
                     outcome = await self._work(step, run)
                     telemetry.performed(span, step, outcome)
@@ -299,10 +318,17 @@ class Driver:
             return self.services.retriever.name if self.services.retriever is not None else ""
         return self.services.engine.name
 
-    async def _work(self, step: Plan[Any] | Expand | Weigh | Search | Rank | Write | Cite, run: Run) -> Any:
+    async def _work(self, step: Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Search | Rank | Write | Cite, run: Run) -> Any:
         match step:
             case Plan() | Weigh():
                 return await self.plan(step.task, step.question)
+            case RewriteFollowUp():
+                rewritten = await self.plan(step.task, step.question)
+                return Rewritten(rewritten.question, self.services.engine.name)
+            case ReadFollowUp():  # the index is asked whether it leans on the conversation (its searches: a worker thread)
+                return await asyncio.to_thread(
+                    offline_standalone, step.question, list(step.dialogue), self.services.retriever, max_chars=step.max_chars
+                )
             case Expand():
                 return await self._expand(step)
             case Search():
@@ -377,11 +403,18 @@ class Driver:
         # places and picks from them; the extractive engine would quote them as noise (docs/lab/2026-12-03-near-duplicates.md).
         queries = list(step.queries)
         deeper = step.k + (DUPLICATE_ROOM if self.services.engine.generative else 0)
-        if len(queries) == 1:
-            found = [await asyncio.to_thread(retriever.search, queries[0], deeper)]
+        asked = [self.searched_as.get(query, (query,)) for query in queries]  # a follow-up's searches, fused below
+        flat = [query for group in asked for query in group]
+        if len(flat) == 1:
+            found = [await asyncio.to_thread(retriever.search, flat[0], deeper)]
         else:  # in one call, so the retriever can run them in parallel
-            found = await asyncio.to_thread(retriever.search_many, queries, deeper)
-        return [distinct(hits, step.k) for hits in found]
+            found = await asyncio.to_thread(retriever.search_many, flat, deeper)
+        rankings = iter(found)
+        fused = []
+        for group in asked:
+            ranked = [next(rankings) for _ in group]
+            fused.append(ranked[0] if len(ranked) == 1 else fuse(ranked, deeper))
+        return [distinct(hits, step.k) for hits in fused]
 
     async def _rank(self, step: Rank) -> list[list[ScoredPassage]]:
         self.reranked = True

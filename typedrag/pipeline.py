@@ -12,7 +12,6 @@ same object so every method yields the same result shape: `llm` (question -> ans
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -22,15 +21,16 @@ from typing import Any
 from typedrag import telemetry
 from typedrag.abstain import UNMENTIONED, Policy, unmentioned_names
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
-from typedrag.driver import Drive, Driver, Listener, Services
-from typedrag.engines.base import Engine, PlanTask, Trace
+from typedrag.driver import Drive, Driver, Listener, Run, Services
+from typedrag.engines.base import Engine, Trace
 from typedrag.engines.offline import OfflineEngine
-from typedrag.errors import LLMError, PlanFailed, QuestionError
-from typedrag.followup import FusingRetriever, Standalone, StandaloneQuestion, conversation_text, offline_standalone
+from typedrag.errors import QuestionError
+from typedrag.followup import Standalone
 from typedrag.history import Turn, clean_history, dialogue_of, instructions_of
 from typedrag.index.base import Retriever
 from typedrag.links import viewer_link
-from typedrag.prompts import PROMPT_VERSION, REWRITE_QUESTION
+from typedrag.prompts import PROMPT_VERSION
+from typedrag.reading import reading
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
 from typedrag.rerank import EmbeddingReranker, Reranker
 from typedrag.result import (
@@ -108,6 +108,7 @@ class Asked:
     instructions: str
     trace: Trace
     on_event: Listener | None
+    driver: Driver  # performs the answer's steps, from reading the question to citing the answer
     knowledge: Knowledge = "documents"
 
     def emit(self, event: str, **data: Any) -> None:
@@ -221,8 +222,12 @@ class Pipeline:
         question = clean_question(question, self.settings.max_question_chars)
         turns = clean_history(history)
         trace = Trace()
-        standalone, rewrite = await self._standalone(question, dialogue_of(turns), trace)
-        asked = Asked(question, standalone, rewrite, bool(turns), instructions_of(turns), trace, on_event, knowledge)
+        services = Services(
+            self.engine, self.retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries, knowledge=knowledge
+        )
+        driver = Driver(services, trace, instructions=instructions_of(turns), on_event=on_event)
+        standalone, rewrite = await driver.follow(reading(question, dialogue_of(turns), self.settings.max_question_chars), Run())
+        asked = Asked(question, standalone, rewrite, bool(turns), driver.instructions, trace, on_event, driver, knowledge)
         if rewrite is not None:
             asked.emit("rewrite", question=question, standalone_question=standalone.question, **rewrite.model_dump())
         if asked.instructions and not self.engine.generative:
@@ -252,16 +257,12 @@ class Pipeline:
         return Route(method, strategy, self.fallback, decision, timings)
 
     async def _drive(self, asked: Asked, route: Route) -> Drive:
-        """The routed strategy driven with this pipeline's services (a follow-up's searches fused), its
-        depths and the abstention policy for the question."""
-        retriever, searches = self.retriever, asked.standalone.searches
-        if retriever is not None and len(searches) > 1:
-            retriever = FusingRetriever(retriever, {asked.standalone.question: searches})
-        services = Services(
-            self.engine, retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries, knowledge=asked.knowledge
+        """The routed strategy driven by the answer's driver, with its depths, the abstention policy for the
+        question and what a follow-up is searched as."""
+        return await asked.driver.drive(
+            route.strategy, asked.standalone.question, self.settings.depths, route.fallback,
+            policy=self._policy(asked, route), searches=asked.standalone.searches,
         )
-        driver = Driver(services, asked.trace, policy=self._policy(asked, route), instructions=asked.instructions, on_event=asked.on_event)
-        return await driver.drive(route.strategy, asked.standalone.question, self.settings.depths, route.fallback)
 
     def _checker(self) -> Engine | None:
         """The extractive engine that checks a model's "not in the sources" (None offline, or when the
@@ -332,36 +333,6 @@ class Pipeline:
             unsourced=drove.unsourced,
             collection=self.settings.collection,
         )
-
-    async def _standalone(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite | None]:
-        """The question read alone, and how (None without earlier questions), inside the rewrite step's span."""
-        if not any(turn.role == "user" for turn in dialogue):
-            return Standalone(question=question, searches=(question,)), None
-        with telemetry.opened(Span(PREFIX + "rewrite", ours(history_turns=len(dialogue)))) as span:
-            standalone, rewrite = await self._rewrite(question, dialogue, trace)
-            telemetry.said(span, ours(["rewritten_question"], rewrite_by=rewrite.by, rewritten=rewrite.rewritten,
-                                      rewritten_question=standalone.question))
-            return standalone, rewrite
-
-    async def _rewrite(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite]:
-        """The follow-up rewritten by the LLM engine's model, or offline from the conversation's own words
-        (also when the model's rewrite fails)."""
-        if self.engine.generative:
-            task = PlanTask(role="rewrite", prompt=REWRITE_QUESTION.filled(conversation=conversation_text(dialogue)), schema=StandaloneQuestion)
-            driver = Driver(Services(self.engine, self.retriever, self.reranker), trace)
-            try:
-                rewritten = (await driver.plan(task, question)).question
-            except (PlanFailed, LLMError) as error:
-                trace.fallback("rewrite", f"{type(error).__name__}: {error}; the follow-up was read offline from the conversation's own words")
-            else:
-                changed = rewritten.casefold() != question.casefold()
-                standalone = Standalone(question=rewritten if changed else question, searches=(rewritten if changed else question,), rewritten=changed)
-                return standalone, Rewrite(by=self.engine.name, rewritten=changed, history_turns=len(dialogue))
-        # offline: the index is asked whether the follow-up leans on the conversation (searches: a worker thread)
-        standalone = await asyncio.to_thread(
-            offline_standalone, question, dialogue, self.retriever, max_chars=self.settings.max_question_chars
-        )
-        return standalone, Rewrite(by="offline", rewritten=standalone.rewritten, carried=list(standalone.carried), history_turns=len(dialogue))
 
     def route_label(self, name: str) -> str:
         """The route a user-given type name means ("debate", "Evidence based", "my-type"); QuestionError if none."""

@@ -10,6 +10,8 @@ results into it (`typedrag.testing.flows`).
     Plan(task, question)        the engine fills the task's schema                 the validated plan
     Expand(task, question)      an LLM writes more queries for the question        the queries ([] offline or off)
     Weigh(task, question)       an LLM weighs a debate's cases (never offline)     the Weighing (None offline)
+    RewriteFollowUp(task, q, n) an LLM rewrites a follow-up to stand alone         Rewritten (None offline)
+    ReadFollowUp(q, dialogue)   reads it alone from the conversation's own words   the Standalone question
     Search(queries, k)          the retriever searches each query                  one list of hits per query
     Rank(queries, hits, k)      the reranker orders the hits for each query        one ranked list per query
     Number(hits)                numbers passages the first time a run sees them    the hits as numbered sources
@@ -56,6 +58,9 @@ __all__ = [
     "Plan",
     "Planned",
     "Rank",
+    "ReadFollowUp",
+    "RewriteFollowUp",
+    "Rewritten",
     "Search",
     "Span",
     "Step",
@@ -138,6 +143,50 @@ class Expand:
 
     def described(self, outcome: Any) -> Attributes:
         return Attributes()
+
+
+@dataclass(frozen=True)
+class RewriteFollowUp:
+    """A follow-up rewritten to stand alone by the engine's model from `task` (the conversation's `turns` in
+    its prompt): the driver sends back the `Rewritten` question, or None from an engine with no model;
+    PlanFailed (or LLMError) is thrown in when the model gives no valid rewrite."""
+
+    task: PlanTask[Any]
+    question: str
+    turns: int
+
+    def span(self, by: str) -> Span | None:
+        return Span(PREFIX + "rewrite", ours(history_turns=self.turns))
+
+    def described(self, outcome: Rewritten) -> Attributes:
+        changed = outcome.question.casefold() != self.question.casefold()
+        return ours(["rewritten_question"], rewrite_by=outcome.by, rewritten=changed,
+                    rewritten_question=outcome.question if changed else self.question)
+
+
+@dataclass(frozen=True)
+class Rewritten:
+    """A `RewriteFollowUp`'s outcome: the question as the model rewrote it, and the engine that did."""
+
+    question: str
+    by: str
+
+
+@dataclass(frozen=True)
+class ReadFollowUp:
+    """A follow-up read to stand alone from the conversation's own words (`dialogue`, typedrag.followup): the
+    subject of the questions before it carried in where the index finds the follow-up leans on them, within
+    `max_chars`. The driver sends back the `Standalone` question, what to search for it and what it carried."""
+
+    question: str
+    dialogue: tuple[Any, ...]  # the conversation's turns (typedrag.history.Turn)
+    max_chars: int
+
+    def span(self, by: str) -> Span | None:
+        return Span(PREFIX + "rewrite", ours(history_turns=len(self.dialogue)))
+
+    def described(self, outcome: Any) -> Attributes:
+        return ours(["rewritten_question"], rewrite_by="offline", rewritten=outcome.rewritten, rewritten_question=outcome.question)
 
 
 @dataclass(frozen=True)
@@ -320,7 +369,7 @@ class Tell(_Untraced):
     data: Mapping[str, Any]
 
 
-Step = Plan[Any] | Expand | Weigh | Search | Rank | Number | Write | Cite | Together | Planned | Note | Tell
+Step = Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Search | Rank | Number | Write | Cite | Together | Planned | Note | Tell
 Flow = Generator[Step, Any, T]  # yields steps, is sent their outcomes, returns its own
 
 
