@@ -48,6 +48,9 @@ class Engine:
             raise self.plan_error
         return SubQueryPlan(sub_queries=["iceberg", "lifeboats"])
 
+    def quotes_from(self, task):
+        return task.sources
+
     async def write(self, task, trace, on_text=None):
         self.asked.append(task)
         try:
@@ -297,7 +300,7 @@ async def test_spans_are_named_by_the_steps_type(spans):
 
 async def test_a_step_names_its_span_and_its_outcome_describes_it(spans):
     """One span per step that does work, opened by the driver around the whole step: a partial answer its
-    passages turn out not to support still has its span, saying why; bookkeeping steps (numbering, notes) have none."""
+    passages turn out not to support still has its span, saying so; bookkeeping steps (numbering, notes) have none."""
     engine = Engine(texts={"aspect:test": Written("It was the weather.")})  # cites nothing its passages support
 
     def flow():
@@ -314,7 +317,7 @@ async def test_a_step_names_its_span_and_its_outcome_describes_it(spans):
     (retrieve,) = by_name(finished)["typedrag.retrieve"]
     assert retrieve.attributes["typedrag.hits"] == (2,) and "gen_ai.retrieval.documents" not in retrieve.attributes
     (write,) = by_name(finished)["typedrag.write"]
-    assert write.attributes["typedrag.declined"] == "no sentence of its answer is supported by its passages"
+    assert write.attributes["typedrag.declined"] is True
     assert write.attributes["typedrag.engine"] == "fake" and "typedrag.aspect" not in write.attributes
 
 
@@ -374,3 +377,13 @@ async def test_a_follow_ups_searches_are_searched_wherever_its_question_is_and_f
     assert [h.passage_id for h in fused] == [h.passage_id for h in fuse(rankings, 2)] == ["lifeboats#0", "iceberg#0"]
     drove = await the_driver.drive(EvidenceStrategy("rag"), "why sink", Depths(top_k=2), searches=("why sink",))
     assert the_driver.searched_as == {} and drove.strategy == "rag"  # one search: the question alone
+
+
+async def test_the_unknown_name_check_is_a_step_the_retriever_answers_in_its_span(spans):
+    from typedrag.steps import Mentioned
+
+    unmentioned = await driver().perform(Mentioned("Did the Titanic carry Marconi radios?"))
+    assert unmentioned == ["Marconi"]
+    (names,) = by_name(spans.get_finished_spans())["typedrag.names"]
+    assert names.attributes["typedrag.retriever"] == "list-bm25" and names.attributes["typedrag.unmentioned_count"] == 1
+    assert "typedrag.unmentioned" not in names.attributes  # the names are the question's words: text, on opt-in only

@@ -17,6 +17,8 @@ from typedrag.pipeline import Pipeline, PipelineSettings
 from typedrag.testing import ListRetriever
 from typedrag.testing.openai_stub import Reply, default_content
 
+from otel_fixtures import ancestors, by_name, no_provider, spans  # noqa: F401
+
 ROME = [
     "Historians list many causes for the fall of the Western Roman Empire.",
     "Economic troubles, including heavy taxation and inflation, weakened the Western Roman Empire and led to its fall.",
@@ -55,6 +57,15 @@ async def test_a_parts_not_in_sources_is_overridden_when_the_reader_finds_an_ans
     assert checks and {s.engine for s in checks} == {"offline-extractive"}
     for aspect in kept:  # answered with quotes of its own passages, cited
         assert re.search(r"\[\d+\]", aspect.answer) and any(s in aspect.answer for s in ROME)
+
+
+async def test_the_check_is_a_step_with_its_span_inside_the_step_it_checks(stub, spans):
+    await pipeline(stub(abstaining)).answer(QUESTION, "typed", "reason")
+    finished = spans.get_finished_spans()
+    checks = by_name(finished)["typedrag.check"]
+    assert checks and all(c.attributes["typedrag.engine"] == "offline-extractive" for c in checks)
+    assert any(c.attributes["typedrag.supported"] for c in checks)
+    assert {ancestors(c, finished)[0] for c in checks} <= {"typedrag.write"}  # the aspect's or the overview's
 
 
 async def test_with_the_check_off_the_models_word_is_taken_and_the_typed_plan_falls_back(stub):

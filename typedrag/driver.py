@@ -38,7 +38,7 @@ from typing import Any, Literal
 from pydantic import BaseModel
 
 from typedrag import telemetry
-from typedrag.abstain import Policy, Support, Verdict, support
+from typedrag.abstain import Policy, Support, Verdict, support, unmentioned_names
 from typedrag.attribution import settle
 from typedrag.engines.base import ClosedBook, Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, PlanFailed, StrategyError
@@ -49,11 +49,13 @@ from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
 from typedrag.result import Abstention, Aspect, Citation, EngineStep, Fallback, Knowledge, Source, Unsourced, extract_citations
 from typedrag.steps import (
+    Check,
     Cite,
     Cited,
     Depths,
     Expand,
     Flow,
+    Mentioned,
     Note,
     Number,
     Plan,
@@ -303,22 +305,31 @@ class Driver:
                 return []  # the question is searched alone: nothing is asked, no span
             case Weigh() | RewriteFollowUp() if not self.services.engine.generative:
                 return None  # an extractive engine weighs and rewrites nothing, no span
-            case Plan() | Expand() | Weigh() | RewriteFollowUp() | ReadFollowUp() | Search() | Rank() | Write() | Cite():
+            case Plan() | Expand() | Weigh() | RewriteFollowUp() | ReadFollowUp() | Mentioned() | Search() | Rank() | Write() | Check() | Cite():
                 with telemetry.performing(step, self._by(step)) as span:
                     outcome = await self._work(step, run)
                     telemetry.performed(span, step, outcome)
                     return outcome
         raise TypeError(f"a flow yielded {step!r}, which is not a step (typedrag.steps)")
 
+    async def perform(self, step: Step) -> Any:
+        """One step outside a flow, in its span (the pipeline asks the unknown-name check this way)."""
+        return await self._perform(step, Run())
+
     def _by(self, step: Step) -> str:
         """The name of what performs `step`, for its span."""
+        services = self.services
         if isinstance(step, Rank):
-            return self.services.reranker.name
-        if isinstance(step, Search):
-            return self.services.retriever.name if self.services.retriever is not None else ""
-        return self.services.engine.name
+            return services.reranker.name
+        if isinstance(step, Search | Mentioned):
+            return services.retriever.name if services.retriever is not None else ""
+        if isinstance(step, Check) and services.checker is not None:
+            return services.checker.name
+        return services.engine.name
 
-    async def _work(self, step: Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Search | Rank | Write | Cite, run: Run) -> Any:
+    async def _work(
+        self, step: Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Mentioned | Search | Rank | Write | Check | Cite, run: Run
+    ) -> Any:
         match step:
             case Plan() | Weigh():
                 return await self.plan(step.task, step.question)
@@ -339,6 +350,10 @@ class Driver:
                 return await self._write(step, run)
             case Cite():
                 return await self._cite(step, run)
+            case Check():
+                return await self._check(step)
+            case Mentioned():  # the retriever is asked for each name (in a worker thread)
+                return await asyncio.to_thread(unmentioned_names, step.question, self.services.retriever)
 
     async def plan(self, task: PlanTask[PlanT], question: str) -> PlanT:
         """The engine's plan for `task` (the pipeline's rewrite of a follow-up asks here too, inside its own span)."""
@@ -460,7 +475,7 @@ class Driver:
         bar = self.policy.bar(final=final)
         if bar is None:
             return None
-        quoted = getattr(self.services.engine, "quotes_from", lambda task: task.sources)(task)
+        quoted = self.services.engine.quotes_from(task)
         texts, top = [source.text for source in quoted], quoted[0].section if quoted else ""
         return await asyncio.to_thread(support, task.question, texts, bar=bar, top_section=top)
 
@@ -473,8 +488,7 @@ class Driver:
         if checker is None or not task.sources:
             return written
         grounded = Grounded(role=f"check:{task.role}", prompt=task.prompt, question=task.question, sources=task.sources)
-        with self._step("write", grounded.role, engine=checker.name):
-            checked = await checker.write(grounded, self.trace)
+        checked = await self._perform(Check(grounded), Run())
         if not checked.supported:
             return written
         where = f"aspect:{step.aspect}" if step.aspect else task.role
@@ -512,6 +526,14 @@ class Driver:
             run.streamed += stream.sent
         stream.close()
         return written
+
+    async def _check(self, step: Check) -> Written:
+        """The checker's reading of a step's passages, recorded as an engine step of the checker's."""
+        checker = self.services.checker
+        if checker is None:
+            raise TypeError("a Check step, but this pipeline has no checker")
+        with self._step("write", step.task.role, engine=checker.name):
+            return await checker.write(step.task, self.trace)
 
     async def _cite(self, step: Cite, run: Run) -> Cited:
         """The answer with a generative engine's citation markers settled against the run's sources (an

@@ -19,7 +19,7 @@ from enum import StrEnum
 from typing import Any
 
 from typedrag import telemetry
-from typedrag.abstain import UNMENTIONED, Policy, unmentioned_names
+from typedrag.abstain import UNMENTIONED, Policy
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
 from typedrag.driver import Drive, Driver, Listener, Run, Services
 from typedrag.engines.base import Engine, Trace
@@ -45,7 +45,7 @@ from typedrag.result import (
     TypeDecision,
     Usage,
 )
-from typedrag.steps import PREFIX, Depths, Span, Strategy, ours
+from typedrag.steps import PREFIX, Depths, Mentioned, Span, Strategy, ours
 from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, default_routes
 
 
@@ -261,7 +261,7 @@ class Pipeline:
         question and what a follow-up is searched as."""
         return await asked.driver.drive(
             route.strategy, asked.standalone.question, self.settings.depths, route.fallback,
-            policy=self._policy(asked, route), searches=asked.standalone.searches,
+            policy=await self._policy(asked, route), searches=asked.standalone.searches,
         )
 
     def _checker(self) -> Engine | None:
@@ -273,12 +273,13 @@ class Pipeline:
             self._offline = OfflineEngine()
         return self._offline
 
-    def _policy(self, asked: Asked, route: Route) -> Policy:
-        """Offline, passages are judged before an answer quotes them (unless the settings say not to); an
+    async def _policy(self, asked: Asked, route: Route) -> Policy:
+        """Offline, passages are judged before an answer quotes them (unless the settings say not to), and a
+        question about names no passage holds is turned down (the driver asks the retriever, `Mentioned`); an
         LLM's own "not in the sources" is always honoured."""
         looked_for = asked.standalone.question
         if self.settings.abstain_offline and not self.engine.generative and route.method is not Method.LLM:
-            unmentioned = unmentioned_names(asked.question, self.retriever)  # the asker's own words, not what a rewrite added
+            unmentioned = await asked.driver.perform(Mentioned(asked.question))  # the asker's own words, not what a rewrite added
             return Policy.offline(looked_for, unmentioned)
         return Policy(looked_for)
 

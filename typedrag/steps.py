@@ -16,7 +16,9 @@ results into it (`typedrag.testing.flows`).
     Rank(queries, hits, k)      the reranker orders the hits for each query        one ranked list per query
     Number(hits)                numbers passages the first time a run sees them    the hits as numbered sources
     Write(task, final=...)      the engine writes (abstention, streaming: below)   Written
+    Check(task)                 the checker reads a "not in the sources" step      Written
     Cite(answer)                settles the answer's citation markers              Cited
+    Mentioned(question)         the retriever says which names no passage holds    the unmentioned names
     Together(*flows)            runs the flows at once; one failing stops the rest each flow's outcome, in order
     Planned(plan, aspects)      tells the plan; keeps it should the run fall back  None
     Note(step, reason)          records a fallback in the trace                    None
@@ -48,11 +50,13 @@ from typedrag.result import Aspect, Citation
 
 __all__ = [
     "Attributes",
+    "Check",
     "Cite",
     "Cited",
     "Depths",
     "Expand",
     "Flow",
+    "Mentioned",
     "Note",
     "Number",
     "Plan",
@@ -304,8 +308,41 @@ class Write:
         return Span(PREFIX + name, attributes)
 
     def described(self, outcome: Any) -> Attributes:
-        """What the step gave (a `Written`): its length, the text on opt-in, and why it was declined, if it was."""
-        return ours(["output"], output_chars=len(outcome.text), output=outcome.text, declined=outcome.declined)
+        """What the step gave (a `Written`): its length, the text on opt-in, and whether it was declined (the
+        reason may quote a model's words: it is in the trace, not the span)."""
+        return ours(["output"], output_chars=len(outcome.text), output=outcome.text, declined=outcome.declined is not None)
+
+
+@dataclass(frozen=True)
+class Check:
+    """A model's "not in the sources" for a partial answer, checked: `task` (a `Grounded` step over the same
+    passages) written by the checker, the extractive engine beside the model, whose reader says whether a
+    sentence of them answers. The driver performs it for a declined aspect or overview (never a flow)."""
+
+    task: WriteTask
+
+    def span(self, by: str) -> Span | None:
+        """`typedrag.check`, with the role and the checker (`by`)."""
+        return Span(PREFIX + "check", ours(role=self.task.role, engine=by, passage_ids=[s.passage_id for s in self.task.sources]))
+
+    def described(self, outcome: Any) -> Attributes:
+        """Whether the checker found a sentence that answers (then the step is answered with what it quotes)."""
+        return ours(supported=outcome.supported, best=outcome.best)
+
+
+@dataclass(frozen=True)
+class Mentioned:
+    """The names `question` uses ("Proxmox", "pgBackRest") that no passage of the documents holds, as the
+    retriever says (typedrag.abstain.unmentioned_names): the unknown-name check of the offline abstention
+    policy, which the pipeline asks of the driver before the question's policy is set. Sent back: those names."""
+
+    question: str
+
+    def span(self, by: str) -> Span | None:
+        return Span(PREFIX + "names", ours(retriever=by))
+
+    def described(self, outcome: list[str]) -> Attributes:
+        return ours(["unmentioned"], unmentioned_count=len(outcome), unmentioned=outcome)
 
 
 @dataclass(frozen=True)
@@ -369,7 +406,10 @@ class Tell(_Untraced):
     data: Mapping[str, Any]
 
 
-Step = Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Search | Rank | Number | Write | Cite | Together | Planned | Note | Tell
+Step = (
+    Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Mentioned | Search | Rank | Number | Write | Check | Cite | Together
+    | Planned | Note | Tell
+)
 Flow = Generator[Step, Any, T]  # yields steps, is sent their outcomes, returns its own
 
 

@@ -289,10 +289,18 @@ class Mediated(Combined):
 
 
 class Engine(Protocol):
-    """Performs the LLM roles: `plan` fills a schema, `write` produces text. Implementations are async-safe."""
+    """What the driver (typedrag.driver) asks of an engine: `plan` fills a schema, `write` produces text, and
+    `quotes_from` says which of a step's sources its answer can quote. `generative` says whether it has a model:
+    only then does the driver ask for more queries, a debate's weighing or a follow-up's rewrite, or offer a final
+    step leave to add what the model knows. Implementations are async-safe."""
 
     name: str
     generative: bool  # False for an extractive engine: it cannot answer without passages
+
+    def quotes_from(self, task: WriteTask) -> list[Source]:
+        """The sources `task`'s answer can quote, which the abstention policy's relevance bar judges before it is
+        written (offline): all of them for a model; an extractive engine may say it is fewer."""
+        ...
 
     async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
         """A validated plan, or PlanFailed with the reason."""

@@ -22,7 +22,7 @@ from typedrag.engines.base import (
 from typedrag.errors import PlanFailed
 from typedrag.llm.base import ChatModel, Message
 from typedrag.prompts import format_parts, format_sources, labelled, reply_format
-from typedrag.result import Unsourced
+from typedrag.result import Source, Unsourced
 
 # How a reader's own instructions reach the model: after typedrag's, which they cannot override.
 # knowledge = "labelled": room beyond the step's own for the sentences a model adds and the JSON around them.
@@ -51,6 +51,10 @@ class LLMEngine:
         self.name = model.name
         self.plan_tokens = plan_tokens
         self.answer_tokens = answer_tokens
+
+    def quotes_from(self, task: WriteTask) -> list[Source]:
+        """Every source of the step: a model may draw on any of them."""
+        return list(task.sources)
 
     async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
         values = {"question": question}
