@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
@@ -51,6 +51,7 @@ from typedrag.result import Abstention, Aspect, Citation, EngineStep, Fallback, 
 from typedrag.steps import (
     Check,
     Cite,
+    Classify,
     Cited,
     Depths,
     Expand,
@@ -97,7 +98,8 @@ _branch: ContextVar[Record | None] = ContextVar("typedrag_branch", default=None)
 class Services:
     """What performs the steps: the engine, the retriever (None for the LLM-only baseline) and the reranker.
     `checker`, an extractive engine beside a model, checks the model's "not in the sources" for a partial
-    answer against what its reader finds in the passages (None: the model's word is taken)."""
+    answer against what its reader finds in the passages (None: the model's word is taken). `classify` types a
+    question (its text, a forced type, the trace): the pipeline's `decide_type`."""
 
     engine: Engine
     retriever: Retriever | None
@@ -106,6 +108,7 @@ class Services:
     expand: bool = False  # Expand steps ask the engine's model for more queries (off: the question alone)
     # "labelled": a generative engine's final step may add what its model knows, apart from the cited answer
     knowledge: Knowledge = "documents"
+    classify: Callable[[str, str | None, Trace], Awaitable[Any]] | None = None
 
 
 class SourceBook:
@@ -305,7 +308,14 @@ class Driver:
                 return []  # the question is searched alone: nothing is asked, no span
             case Weigh() | RewriteFollowUp() if not self.services.engine.generative:
                 return None  # an extractive engine weighs and rewrites nothing, no span
-            case Plan() | Expand() | Weigh() | RewriteFollowUp() | ReadFollowUp() | Mentioned() | Search() | Rank() | Write() | Check() | Cite():
+            case Classify() if step.decided is not None:  # decided before: told, not asked again
+                with telemetry.performing(step, "") as span:
+                    telemetry.performed(span, step, step.decided)
+                    return step.decided
+            case (
+                Plan() | Expand() | Weigh() | RewriteFollowUp() | ReadFollowUp() | Classify() | Mentioned() | Search() | Rank() | Write()
+                | Check() | Cite()
+            ):
                 with telemetry.performing(step, self._by(step)) as span:
                     outcome = await self._work(step, run)
                     telemetry.performed(span, step, outcome)
@@ -328,7 +338,8 @@ class Driver:
         return services.engine.name
 
     async def _work(
-        self, step: Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Mentioned | Search | Rank | Write | Check | Cite, run: Run
+        self, step: Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Classify | Mentioned | Search | Rank | Write | Check | Cite,
+        run: Run,
     ) -> Any:
         match step:
             case Plan() | Weigh():
@@ -352,6 +363,10 @@ class Driver:
                 return await self._cite(step, run)
             case Check():
                 return await self._check(step)
+            case Classify():
+                if self.services.classify is None:
+                    raise TypeError("a Classify step, but this driver has no classifier")
+                return await self.services.classify(step.question, step.forced_type, self.trace)
             case Mentioned():  # the retriever is asked for each name (in a worker thread)
                 return await asyncio.to_thread(unmentioned_names, step.question, self.services.retriever)
 

@@ -45,11 +45,8 @@ from typedrag.result import (
     TypeDecision,
     Usage,
 )
-from typedrag.steps import PREFIX, Depths, Mentioned, Span, Strategy, ours
+from typedrag.steps import Classify, Depths, Mentioned, Strategy
 from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, default_routes
-
-
-CLASSIFY = Span(PREFIX + "classify")
 
 
 class Method(StrEnum):
@@ -223,7 +220,8 @@ class Pipeline:
         turns = clean_history(history)
         trace = Trace()
         services = Services(
-            self.engine, self.retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries, knowledge=knowledge
+            self.engine, self.retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries, knowledge=knowledge,
+            classify=self.decide_type,
         )
         driver = Driver(services, trace, instructions=instructions_of(turns), on_event=on_event)
         standalone, rewrite = await driver.follow(reading(question, dialogue_of(turns), self.settings.max_question_chars), Run())
@@ -241,10 +239,7 @@ class Pipeline:
         recorded, for a type with no route or a classification below its threshold."""
         if method is not Method.TYPED:
             return Route(method, self.baselines[method])
-        with telemetry.opened(CLASSIFY) as span:
-            decision = decision or await self.decide_type(asked.standalone.question, forced_type, asked.trace)
-            telemetry.said(span, ours(**{"question.type": str(decision.label), "question.type_confidence": round(decision.confidence, 4),
-                                         "question.type_source": decision.source}))
+        decision = await asked.driver.perform(Classify(asked.standalone.question, forced_type, decided=decision))
         timings = {"classify": _ms(started)}
         asked.emit("type", **_decided(decision).model_dump())
         strategy = self.routes.get(decision.label)
@@ -287,7 +282,6 @@ class Pipeline:
         """The result: the answer with its citations settled, or what an abstention says, and the whole trace."""
         decision, sources, abstention = route.decision, drove.sources, drove.abstention
         if abstention is not None:
-            telemetry.abstained(abstention.by, str(decision.label) if decision is not None else None)
             answer, citations = abstention_text(abstention, sources), list[Citation]()
             asked.emit("abstained", **abstention.model_dump())
             if drove.streamed:  # a client heard text that turned out not to answer: it starts over

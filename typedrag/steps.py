@@ -16,6 +16,7 @@ results into it (`typedrag.testing.flows`).
     Rank(queries, hits, k)      the reranker orders the hits for each query        one ranked list per query
     Number(hits)                numbers passages the first time a run sees them    the hits as numbered sources
     Write(task, final=...)      the engine writes (abstention, streaming: below)   Written
+    Classify(question)          the classifier types the question (or it is forced) its TypePrediction
     Check(task)                 the checker reads a "not in the sources" step      Written
     Cite(answer)                settles the answer's citation markers              Cited
     Mentioned(question)         the retriever says which names no passage holds    the unmentioned names
@@ -52,6 +53,7 @@ __all__ = [
     "Attributes",
     "Check",
     "Cite",
+    "Classify",
     "Cited",
     "Depths",
     "Expand",
@@ -314,6 +316,25 @@ class Write:
 
 
 @dataclass(frozen=True)
+class Classify:
+    """The question's type, which routes it to a strategy: `forced_type` if given, else the classifier's
+    (`decided`: a type already decided, as batch evaluation decides once per question). Sent back the
+    `TypePrediction` (typedrag.classify.base)."""
+
+    question: str
+    forced_type: str | None = None
+    decided: Any = None
+
+    def span(self, by: str) -> Span | None:
+        return Span(PREFIX + "classify")
+
+    def described(self, outcome: Any) -> Attributes:
+        """The verdict: type, confidence and who decided (classifier, LLM or forced)."""
+        return ours(**{"question.type": str(outcome.label), "question.type_confidence": round(outcome.confidence, 4),
+                       "question.type_source": outcome.source})
+
+
+@dataclass(frozen=True)
 class Check:
     """A model's "not in the sources" for a partial answer, checked: `task` (a `Grounded` step over the same
     passages) written by the checker, the extractive engine beside the model, whose reader says whether a
@@ -407,7 +428,7 @@ class Tell(_Untraced):
 
 
 Step = (
-    Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Mentioned | Search | Rank | Number | Write | Check | Cite | Together
+    Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Classify | Mentioned | Search | Rank | Number | Write | Check | Cite | Together
     | Planned | Note | Tell
 )
 Flow = Generator[Step, Any, T]  # yields steps, is sent their outcomes, returns its own

@@ -39,7 +39,10 @@ def answering(question: str, method: str) -> Any:
 
 
 def answered(span_: Any, result: Any) -> None:
-    """What the answer span says once the answer is done: type, strategy, fallbacks, passages, usage."""
+    """What the answer span says once the answer is done: type, strategy, fallbacks, passages, usage; an
+    answer that abstains is counted (`abstained`), whether spans are recorded or not."""
+    if result.abstention is not None:
+        abstained(result.abstention.by, result.type.type if result.type is not None else None)
     if not recording(span_):
         return
     kind = result.type
