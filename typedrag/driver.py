@@ -308,10 +308,6 @@ class Driver:
                 return []  # the question is searched alone: nothing is asked, no span
             case Weigh() | RewriteFollowUp() if not self.services.engine.generative:
                 return None  # an extractive engine weighs and rewrites nothing, no span
-            case Classify() if step.decided is not None:  # decided before: told, not asked again
-                with telemetry.performing(step, "") as span:
-                    telemetry.performed(span, step, step.decided)
-                    return step.decided
             case (
                 Plan() | Expand() | Weigh() | RewriteFollowUp() | ReadFollowUp() | Classify() | Mentioned() | Search() | Rank() | Write()
                 | Check() | Cite()
@@ -323,7 +319,7 @@ class Driver:
         raise TypeError(f"a flow yielded {step!r}, which is not a step (typedrag.steps)")
 
     async def perform(self, step: Step) -> Any:
-        """One step outside a flow, in its span (the pipeline asks the unknown-name check this way)."""
+        """One step outside a flow, in its span (the pipeline asks the classification and the unknown-name check this way)."""
         return await self._perform(step, Run())
 
     def _by(self, step: Step) -> str:
@@ -364,6 +360,8 @@ class Driver:
             case Check():
                 return await self._check(step)
             case Classify():
+                if step.decided is not None:  # decided before (batch evaluation): told in the span, not asked again
+                    return step.decided
                 if self.services.classify is None:
                     raise TypeError("a Classify step, but this driver has no classifier")
                 return await self.services.classify(step.question, step.forced_type, self.trace)

@@ -1,8 +1,9 @@
 """OpenTelemetry traces of every answer, and the hooks the service's Prometheus metrics listen on.
 
 One trace per answer: a `typedrag.answer` span with a child per step (`typedrag.classify`, `typedrag.rewrite`,
-`typedrag.plan`, `typedrag.retrieve`, `typedrag.rerank`, `typedrag.write`, `typedrag.aggregate` or
-`typedrag.mediate`, `typedrag.cite`), and a span for every model call that follows the OpenTelemetry GenAI
+`typedrag.plan`, `typedrag.names`, `typedrag.retrieve`, `typedrag.rerank`, `typedrag.write` (with a
+`typedrag.check` inside when the offline reader checks it), `typedrag.aggregate` or `typedrag.mediate`,
+`typedrag.cite`), each named by its step (typedrag.steps), and a span for every model call that follows the OpenTelemetry GenAI
 semantic conventions (`chat <model>`, `gen_ai.*`). Spans go to whatever TracerProvider is global: the host
 program's own (typedrag's spans then sit inside its traces), or the one `configure_from_environment` sets up
 from the standard OTEL_* variables on the command line.

@@ -1,6 +1,6 @@
 """The spans of one answer and its steps: `typedrag.answer`, and a child per step (`typedrag.classify`,
-`typedrag.rewrite`, `typedrag.plan`, `typedrag.retrieve`, `typedrag.rerank`, `typedrag.write`,
-`typedrag.aggregate` or `typedrag.mediate`, `typedrag.cite`), with fallbacks and abstentions as events.
+`typedrag.rewrite`, `typedrag.plan`, `typedrag.names`, `typedrag.retrieve`, `typedrag.rerank`, `typedrag.write`,
+`typedrag.check`, `typedrag.aggregate` or `typedrag.mediate`, `typedrag.cite`), with fallbacks and abstentions as events.
 
 A step names its own span and what its outcome adds (typedrag.steps: `span`, `described`); the driver opens
 it (`performing`) and describes it (`performed`), so nothing here knows one step from another."""
