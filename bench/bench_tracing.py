@@ -34,13 +34,15 @@ def per_span_microseconds(rounds: int = 30) -> float:
     from opentelemetry import trace
 
     from typedrag import telemetry
+    from typedrag.steps import Search
 
+    search = Search(["q"], 5)
     timings = []
     for _ in range(rounds):
         with telemetry.answering("q", "typed"):
             started = time.perf_counter()
             for _ in range(SPANS):
-                with telemetry.retrieving(["q"], 5) as span:
+                with telemetry.performing(search, "index") as span:
                     telemetry.describe(span, hits=[5], passage_ids=["a#1", "b#2", "c#3", "d#4", "e#5"])
             timings.append((time.perf_counter() - started) / SPANS * 1e6)
         flush = getattr(trace.get_tracer_provider(), "force_flush", None)

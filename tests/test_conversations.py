@@ -11,8 +11,8 @@ import pytest
 from typedrag import Conversation, ListRetriever, OfflineEngine, Pipeline
 from typedrag.abstain import HoldBack, said_not_in_sources
 from typedrag.engines.llm_engine import LLMEngine
-from typedrag.errors import QuestionError
-from typedrag.followup import CARRIED_TERMS, MAX_TERM_CHARS, leans_on_history, offline_standalone
+from typedrag.errors import PlanFailed, QuestionError
+from typedrag.followup import CARRIED_TERMS, MAX_TERM_CHARS, Standalone, leans_on_history, offline_standalone
 from typedrag.history import MAX_TURNS, Turn, clean_history
 from typedrag.llm.base import StructuredOutcome
 from typedrag.llm.cache import ResponseCache
@@ -20,7 +20,10 @@ from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.pipeline import PipelineSettings
 from typedrag.prompts import PROMPT_VERSION
 from typedrag.questions import DEFAULT_MAX_CHARS
+from typedrag.reading import reading
 from typedrag.records import Passage
+from typedrag.steps import ReadFollowUp, RewriteFollowUp, Rewritten
+from typedrag.testing.flows import play
 from typedrag.testing.openai_stub import Reply, default_content
 
 SHIPS = [
@@ -507,3 +510,41 @@ def test_the_relevance_bar_judges_only_questions_its_model_can_read(question, ju
     from typedrag.abstain import readable
 
     assert readable(question) is judged
+
+
+# ---------------------------------------------------------------- the reading flow, played (typedrag.reading)
+
+EARLIER = [Turn(role="user", content="Tell me about the Titanic."), Turn(role="assistant", content="It sank in 1912 [1].")]
+
+
+def test_a_question_without_an_earlier_question_is_read_as_asked_with_no_step():
+    played = play(reading("Why did it sink?", [Turn(role="assistant", content="Hello.")], 500), lambda step: None)
+    assert played.steps == [] and played.outcome[1] is None and played.outcome[0].searches == ("Why did it sink?",)
+
+
+def test_offline_a_follow_up_is_read_from_the_conversations_own_words():
+    read = Standalone("Why did it sink? (Titanic)", ("Why did it sink? Why did it sink? Titanic", "Why did it sink?"), ("Titanic",), True)
+    played = play(reading("Why did it sink?", EARLIER, 500), lambda step: read)
+    rewrite, read_step = played.steps
+    assert isinstance(rewrite, RewriteFollowUp) and "user: Tell me about the Titanic." in rewrite.task.prompt.user  # asked, none offline
+    assert isinstance(read_step, ReadFollowUp) and read_step.dialogue == tuple(EARLIER) and read_step.max_chars == 500
+    standalone, how = played.outcome
+    assert standalone is read and how.by == "offline" and how.carried == ["Titanic"] and how.history_turns == 2
+
+
+def test_a_models_rewrite_is_searched_alone_and_one_that_fails_is_recorded_and_read_offline():
+    played = play(reading("Why did it sink?", EARLIER, 500), lambda step: Rewritten("Why did the Titanic sink?", "llm:m"), model=True)
+    standalone, how = played.outcome
+    assert [type(s) for s in played.steps] == [RewriteFollowUp]
+    assert standalone.searches == ("Why did the Titanic sink?",) and how.by == "llm:m" and how.rewritten
+    same = play(reading("Why did it sink?", EARLIER, 500), lambda step: Rewritten("why did it sink?", "llm:m"), model=True).outcome
+    assert same[0].question == "Why did it sink?" and not same[1].rewritten  # kept as asked
+
+    def failing(step):
+        if isinstance(step, RewriteFollowUp):
+            raise PlanFailed("no valid rewrite")
+        return Standalone("Why did it sink?", ("Why did it sink?",))
+
+    played = play(reading("Why did it sink?", EARLIER, 500), failing, model=True)
+    assert [type(s) for s in played.of(ReadFollowUp)] == [ReadFollowUp] and played.outcome[1].by == "offline"
+    assert [(n.step, n.reason.split(";")[0]) for n in played.notes] == [("rewrite", "PlanFailed: no valid rewrite")]

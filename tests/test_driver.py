@@ -48,6 +48,9 @@ class Engine:
             raise self.plan_error
         return SubQueryPlan(sub_queries=["iceberg", "lifeboats"])
 
+    def quotes_from(self, task):
+        return task.sources
+
     async def write(self, task, trace, on_text=None):
         self.asked.append(task)
         try:
@@ -293,3 +296,94 @@ async def test_spans_are_named_by_the_steps_type(spans):
     named = by_name(spans.get_finished_spans())
     assert set(named) == {"typedrag.plan", "typedrag.retrieve", "typedrag.write", "typedrag.aggregate", "typedrag.mediate"}
     assert named["typedrag.plan"][0].attributes["typedrag.role"] == "plan:test"
+
+
+async def test_a_step_names_its_span_and_its_outcome_describes_it(spans):
+    """One span per step that does work, opened by the driver around the whole step: a partial answer its
+    passages turn out not to support still has its span, saying so; bookkeeping steps (numbering, notes) have none."""
+    engine = Engine(texts={"aspect:test": Written("It was the weather.")})  # cites nothing its passages support
+
+    def flow():
+        [hits] = yield Search(["Why did the Titanic sink?"], 2)
+        sources = yield Number(hits)
+        yield Note("aspect:one", "dropped")
+        task = Grounded(role="aspect:test", prompt=PROMPT, question="Why?", sources=sources)
+        written = yield Write(task, aspect="one")
+        return written
+
+    await driver(engine).follow(flow(), Run())
+    finished = spans.get_finished_spans()
+    assert sorted(span.name for span in finished) == ["typedrag.retrieve", "typedrag.write"]
+    (retrieve,) = by_name(finished)["typedrag.retrieve"]
+    assert retrieve.attributes["typedrag.hits"] == (2,) and "gen_ai.retrieval.documents" not in retrieve.attributes
+    (write,) = by_name(finished)["typedrag.write"]
+    assert write.attributes["typedrag.declined"] is True
+    assert write.attributes["typedrag.engine"] == "fake" and "typedrag.aspect" not in write.attributes
+
+
+async def test_a_drive_ends_with_its_answer_cited_inside_a_cite_span(spans):
+    drove = await driver(Engine()).drive(EvidenceStrategy("rag"), "Why did the Titanic sink?", Depths(top_k=2))
+    assert drove.answer == "Answer to Why did the Titanic sink? [1]." and [c.passage_ids for c in drove.citations] == [[drove.sources[0].passage_id]]
+    (cite,) = by_name(spans.get_finished_spans())["typedrag.cite"]
+    assert cite.attributes["typedrag.citations"] == 1 and cite.attributes["typedrag.repairs"] == 0
+
+
+def test_the_gate_is_read_by_calling_it():
+    """The abstention gate is two pure functions (typedrag.gate): no driver, engine or passages needed."""
+    from typedrag.abstain import Policy, Support, Verdict
+    from typedrag.gate import Cleared, after, before
+
+    policy = Policy.offline("How many books can I borrow?")
+    below = Support(answered=False, score=0.3, bar=0.5)
+    assert isinstance(before(policy, below, numbered=True), Verdict)
+    entry = Support(answered=False, score=0.3, bar=0.5, heading="How many books can I borrow at once?")
+    cleared = before(policy, entry, numbered=True)
+    assert cleared == Cleared(entry, "How many books can I borrow at once?")
+    assert before(policy, entry, numbered=True, combined=True) == Cleared(entry, None)  # a combination files nothing
+    # once written: an entry the engine read as answering stands on it; otherwise the bar it was let past holds
+    assert after(policy, cleared, Written("Up to 30 items.", filed_under="How many books"), engine="offline", final=True, numbered=True) is None
+    assert after(policy, cleared, Written("Up to 30 items.", best=0.9), engine="offline", final=True, numbered=True) is not None
+    assert after(Policy("Why?"), Cleared(), Written("", not_in_sources="no dates"), engine="m", final=False, numbered=True).dropped.endswith("no dates")
+    named = Policy.offline("Does Proxmox back up?", ["Proxmox"])
+    assert before(named, None, numbered=True).abstention.by == "unmentioned name"
+
+
+async def test_a_follow_ups_searches_are_searched_wherever_its_question_is_and_fused():
+    """What a follow-up read to stand alone is searched as (`drive(searches=...)`): each search's ranking, fused
+    by reciprocal rank, where a flow searches its question; any other query is searched as it is."""
+    from typedrag.followup import fuse
+    from typedrag.testing import FunctionRetriever
+
+    from typedrag.records import Passage
+
+    iceberg, lifeboats = (Passage(f"{doc}#0", doc, doc, text) for doc, text in zip(("iceberg", "lifeboats"), TEXTS))
+    asked = []
+    found = {"why sink titanic": [lifeboats], "why sink": [iceberg, lifeboats]}
+
+    def search(query, k):
+        asked.append(query)
+        return found.get(query, [])[:k]
+
+    the_driver = Driver(Services(Engine(generative=False), FunctionRetriever(search), EmbeddingReranker()), Trace())
+
+    def flow():
+        hits = yield Search(["why sink", "other"], 2)
+        return hits
+
+    the_driver.searched_as = {"why sink": ("why sink titanic", "why sink")}
+    [fused, other] = await the_driver.follow(flow(), Run())
+    assert asked == ["why sink titanic", "why sink", "other"] and other == []
+    rankings = [FunctionRetriever(search).search(q, 2) for q in ("why sink titanic", "why sink")]
+    assert [h.passage_id for h in fused] == [h.passage_id for h in fuse(rankings, 2)] == ["lifeboats#0", "iceberg#0"]
+    drove = await the_driver.drive(EvidenceStrategy("rag"), "why sink", Depths(top_k=2), searches=("why sink",))
+    assert the_driver.searched_as == {} and drove.strategy == "rag"  # one search: the question alone
+
+
+async def test_the_unknown_name_check_is_a_step_the_retriever_answers_in_its_span(spans):
+    from typedrag.steps import Mentioned
+
+    unmentioned = await driver().perform(Mentioned("Did the Titanic carry Marconi radios?"))
+    assert unmentioned == ["Marconi"]
+    (names,) = by_name(spans.get_finished_spans())["typedrag.names"]
+    assert names.attributes["typedrag.retriever"] == "list-bm25" and names.attributes["typedrag.unmentioned_count"] == 1
+    assert "typedrag.unmentioned" not in names.attributes  # the names are the question's words: text, on opt-in only

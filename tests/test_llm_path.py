@@ -17,6 +17,8 @@ from typedrag.pipeline import Pipeline, PipelineSettings
 from typedrag.testing import ListRetriever
 from typedrag.testing.openai_stub import Reply, default_content
 
+from otel_fixtures import ancestors, by_name, no_provider, spans  # noqa: F401
+
 ROME = [
     "Historians list many causes for the fall of the Western Roman Empire.",
     "Economic troubles, including heavy taxation and inflation, weakened the Western Roman Empire and led to its fall.",
@@ -55,6 +57,15 @@ async def test_a_parts_not_in_sources_is_overridden_when_the_reader_finds_an_ans
     assert checks and {s.engine for s in checks} == {"offline-extractive"}
     for aspect in kept:  # answered with quotes of its own passages, cited
         assert re.search(r"\[\d+\]", aspect.answer) and any(s in aspect.answer for s in ROME)
+
+
+async def test_the_check_is_a_step_with_its_span_inside_the_step_it_checks(stub, spans):
+    await pipeline(stub(abstaining)).answer(QUESTION, "typed", "reason")
+    finished = spans.get_finished_spans()
+    checks = by_name(finished)["typedrag.check"]
+    assert checks and all(c.attributes["typedrag.engine"] == "offline-extractive" for c in checks)
+    assert any(c.attributes["typedrag.supported"] for c in checks)
+    assert {ancestors(c, finished)[0] for c in checks} <= {"typedrag.write"}  # the aspect's or the overview's
 
 
 async def test_with_the_check_off_the_models_word_is_taken_and_the_typed_plan_falls_back(stub):
@@ -130,22 +141,22 @@ async def test_the_mediator_concludes_when_the_weighing_finds_the_sources_favour
 
 
 async def test_the_weighing_is_parsed_into_the_decision_the_mediator_is_given(stub):
+    from typedrag.driver import Driver, Run, Services
     from typedrag.engines.base import Part, Trace
+    from typedrag.rerank import EmbeddingReranker
     from typedrag.strategies.debate import MEDIATION
+    from typedrag.strategies.decomposed import weighed
 
     verdict = {"leaning": "one side", "side": "against turning it off", "reason": "data corruption"}
     server = stub(debating(json.dumps(verdict)))
     engine = LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20))
-    weigh, conclude, balance = MEDIATION.weigh
-    from typedrag.engines.base import Facet, Mediated
-
-    task = Mediated(role="mediate:debate", prompt=MEDIATION.prompt, question=DEBATED, topic="fsync", facet=Facet.VIEWS, combine="mediate",
-                    parts=(Part("against", "Turning it off risks corruption [1]."),), weigh=weigh, conclude=conclude, balance=balance)
-    trace = Trace()
-    weighing = await engine.weigh(task, {"topic": "fsync", "parts": "<partial>Turning it off risks corruption [1].</partial>"}, trace)
-    assert weighing.concludes and weighing.side == "against turning it off"
-    stance, notes = await engine.stance(task, {"topic": "fsync", "parts": "x"}, trace)
-    assert stance.startswith("The documents favour one side: against turning it off (data corruption).") and notes == ()
+    driver = Driver(Services(engine, ListRetriever(FSYNC), EmbeddingReranker()), Trace())
+    parts = (Part("against", "Turning it off risks corruption [1]."),)
+    stance = await driver.follow(weighed(DEBATED, "fsync", parts, "mediate:debate", MEDIATION.weigh), Run())
+    assert stance.startswith("The documents favour one side: against turning it off (data corruption).")
+    [weigh] = [r for r in server.requests if r.schema_name == "Weighing"]
+    assert "Topic: fsync" in weigh.last_user and '<partial n="1" aspect="against">' in weigh.last_user
+    assert [(s.step, s.role) for s in driver.trace.steps] == [("plan", "weigh:debate")]  # a step of its own in the trace
 
 
 async def test_a_balanced_weighing_keeps_the_for_and_against_form(stub):

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from typedrag.engines.base import Advised, AspectAnswer, ClosedBook, Combined, Compared, Facet, Grounded, Written
+from typedrag.engines.base import Advised, AspectAnswer, ClosedBook, Combined, Compared, Facet, Grounded, Weighing, Written
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.engines.offline import OfflineEngine
 from typedrag.errors import AspectsFailed, LLMError, PlanFailed
@@ -19,10 +19,10 @@ from typedrag.nfq import NFQType
 from typedrag.pipeline import PipelineSettings
 from typedrag.pipeline import Pipeline
 from typedrag.records import Passage, ScoredPassage
-from typedrag.steps import Depths, Expand, Number, Plan, Planned, Rank, Search, Together, Write
+from typedrag.steps import Depths, Expand, Number, Plan, Planned, Rank, Search, Together, Weigh, Write
 from typedrag.strategies import INSTRUCTION, REASON, ClosedBookStrategy, ComparisonStrategy, DebateStrategy, EvidenceStrategy, ExperienceStrategy
 from typedrag.strategies.comparison import ComparisonPlan
-from typedrag.strategies.debate import DebatePlan
+from typedrag.strategies.debate import BALANCE, CONCLUDE, DebatePlan
 from typedrag.strategies.decomposed import SubQueryPlan
 from typedrag.strategies.experience import ExperiencePlan
 from typedrag.testing import ScriptedChatModel
@@ -236,6 +236,44 @@ def test_debate_answers_each_perspective_and_a_mediator_names_the_topic():
     mediate = played.of(Write)[-1]
     assert mediate.task.combine == "mediate" and mediate.task.role == "mediate:debate" and mediate.task.topic == "nuclear power"
     assert [a.label for a in played.outcome.aspects] == ["overview", "advocates", "opponents"]
+
+
+NUCLEAR = DebatePlan(topic="nuclear power", perspectives=[
+    {"name": "advocates", "sub_query": "nuclear low carbon"}, {"name": "opponents", "sub_query": "nuclear waste"}
+])
+
+
+def test_offline_a_debate_weighs_nothing_and_is_mediated_as_balanced():
+    played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), Reasoning(NUCLEAR))
+    [weigh] = played.of(Weigh)  # asked for, sent None: nothing weighs offline
+    assert weigh.task.role == "weigh:debate" and weigh.question == "Is nuclear power good?"
+    assert "Topic: nuclear power" in weigh.task.prompt.user and 'aspect="advocates"' in weigh.task.prompt.user  # the cases, in the prompt
+    assert played.steps.index(weigh) == len(played.steps) - 2  # between the aspects and the mediator
+    assert played.of(Write)[-1].task.stance == BALANCE and not [n for n in played.notes if n.step == "mediate:debate"]
+
+
+def test_a_debate_the_weighing_finds_one_sided_is_mediated_with_that_conclusion():
+    def weighing(step):
+        if isinstance(step, Weigh):
+            return Weighing(leaning="one side", side="  advocates ", reason="low  carbon")
+        return Reasoning(NUCLEAR)(step)
+
+    played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), weighing, model=True)
+    assert played.of(Write)[-1].task.stance == CONCLUDE.format(side="advocates", reason="low carbon")
+    assert "{stance}" in played.of(Write)[-1].task.prompt.user and played.of(Write)[-1].task.values()["stance"].startswith("The documents favour")
+
+
+def test_a_weighing_that_fails_is_noted_on_the_mediator_and_the_debate_balanced():
+    def failing(step):
+        if isinstance(step, Weigh):
+            raise PlanFailed("no valid weighing")
+        return Reasoning(NUCLEAR)(step)
+
+    played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), failing, model=True)
+    assert played.of(Write)[-1].task.stance == BALANCE and played.outcome.answer == "mediate:debate [1]."
+    assert [(n.step, n.reason) for n in played.notes if n.step == "mediate:debate"] == [
+        ("mediate:debate", "weighing the perspectives failed (PlanFailed: no valid weighing); mediated as balanced")
+    ]
 
 
 def test_a_plan_over_its_cap_keeps_the_first_five_aspects_and_records_the_drop():

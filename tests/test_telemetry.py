@@ -23,6 +23,7 @@ from typedrag.config import load_settings
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.index import open_retriever
 from typedrag.llm.openai_chat import OpenAIChatModel
+from typedrag.steps import Search, Span, ours
 from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_responder
 from typedrag.testing.otlp_receiver import OTLPReceiver
 
@@ -237,13 +238,14 @@ def test_the_setting_and_the_environment_variable_turn_text_on(no_provider, tmp_
     assert telemetry.content_recorded()
 
 
-def test_the_rewrite_hook_makes_a_rewrite_span(spans):
+def test_a_span_named_by_a_step_keeps_its_text_out_unless_opted_in(spans):
     with telemetry.answering("and the second?", "typed"):
-        with telemetry.rewriting(4) as span:
-            telemetry.rewritten(span, "What is the second cause?")
+        with telemetry.opened(Span("typedrag.rewrite", ours(history_turns=4))) as span:
+            telemetry.said(span, ours(["rewritten_question"], rewritten_question="What is the second cause?", rewritten=True))
     finished = spans.get_finished_spans()
     (rewrite,) = by_name(finished)["typedrag.rewrite"]
-    assert rewrite.attributes["typedrag.history_turns"] == 4 and "typedrag.rewritten_question" not in rewrite.attributes
+    assert rewrite.attributes["typedrag.history_turns"] == 4 and rewrite.attributes["typedrag.rewritten"] is True
+    assert "typedrag.rewritten_question" not in rewrite.attributes
     assert ancestors(rewrite, finished) == ["typedrag.answer"]
 
 
@@ -322,7 +324,7 @@ def test_an_abstention_is_counted_by_listeners_and_marked_on_the_span(spans):
 
 def test_without_a_provider_every_span_helper_is_the_shared_no_op(no_provider, offline):
     assert not telemetry.tracing()
-    assert telemetry.step("retrieve") is telemetry.answering("q", "typed") is telemetry.retrieving(["q"], 3) is telemetry._OFF
+    assert telemetry.step("retrieve") is telemetry.answering("q", "typed") is telemetry.performing(Search(["q"], 3), "index") is telemetry._OFF
     assert asyncio.run(offline.answer(REASON)).answer
 
 

@@ -3,7 +3,10 @@ driver does it and sends the outcome back.
 
 For each step the driver awaits the engine, the retriever or the reranker (blocking ones in a worker
 thread) inside the step's span, named by the step's type (typedrag.telemetry). Besides, it:
-- asks the engine's model for more queries when the pipeline expands them (Expand; never offline);
+- asks the engine's model for more queries when the pipeline expands them (Expand), to weigh a debate's cases
+  (Weigh) and to rewrite a follow-up (RewriteFollowUp); never offline;
+- searches a follow-up as what it was read to stand alone as, wherever a flow searches its question, the
+  rankings fused (`drive(searches=...)`);
 - numbers the passages of a run, so [n] means the same passage in every step of it;
 - writes every step with the reader's own instructions (a chat's system messages), and a final step with
   knowledge = "labelled" (a generative engine may add what its model knows, apart: `Written.unsourced`);
@@ -16,46 +19,59 @@ thread) inside the step's span, named by the step's type (typedrag.telemetry). B
 - records Notes as fallbacks and Tells as events; fallbacks and engine steps are listed in the flow's order
   (Together's flows in theirs), whatever order concurrent steps end in;
 - falls back: a typed run that fails (StrategyError, LLMError) is recorded, and a fresh run of plain RAG
-  answers, with sources of its own.
+  answers, with sources of its own;
+- cites the answer of a run that answers (Cite).
+
+One driver serves one answer, from reading the question (typedrag.reading) to citing it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field, replace
-from functools import partial
 from typing import Any, Literal
 
 from pydantic import BaseModel
 
 from typedrag import telemetry
-from typedrag.abstain import Policy, Support, Verdict, support
+from typedrag.abstain import Policy, Support, Verdict, support, unmentioned_names
 from typedrag.attribution import settle
 from typedrag.engines.base import ClosedBook, Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, PlanFailed, StrategyError
+from typedrag.followup import fuse, offline_standalone
+from typedrag.gate import after, before
 from typedrag.index.base import DUPLICATE_ROOM, Retriever, distinct
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
-from typedrag.result import Abstention, Aspect, EngineStep, Fallback, Knowledge, Source, Unsourced, extract_citations
+from typedrag.result import Abstention, Aspect, Citation, EngineStep, Fallback, Knowledge, Source, Unsourced, extract_citations
 from typedrag.steps import (
+    Check,
+    Cite,
+    Classify,
+    Cited,
     Depths,
     Expand,
     Flow,
+    Mentioned,
     Note,
     Number,
     Plan,
     Planned,
     Rank,
+    ReadFollowUp,
+    RewriteFollowUp,
+    Rewritten,
     Search,
     Step,
     Strategy,
     StrategyOutput,
     Tell,
     Together,
+    Weigh,
     Write,
 )
 from typedrag.text import split_sentences
@@ -82,7 +98,8 @@ _branch: ContextVar[Record | None] = ContextVar("typedrag_branch", default=None)
 class Services:
     """What performs the steps: the engine, the retriever (None for the LLM-only baseline) and the reranker.
     `checker`, an extractive engine beside a model, checks the model's "not in the sources" for a partial
-    answer against what its reader finds in the passages (None: the model's word is taken)."""
+    answer against what its reader finds in the passages (None: the model's word is taken). `classify` types a
+    question (its text, a forced type, the trace): the pipeline's `decide_type`."""
 
     engine: Engine
     retriever: Retriever | None
@@ -91,6 +108,7 @@ class Services:
     expand: bool = False  # Expand steps ask the engine's model for more queries (off: the question alone)
     # "labelled": a generative engine's final step may add what its model knows, apart from the cited answer
     knowledge: Knowledge = "documents"
+    classify: Callable[[str, str | None, Trace], Awaitable[Any]] | None = None
 
 
 class SourceBook:
@@ -170,6 +188,7 @@ class Drive:
     reranked: bool = False  # some step reranked: the result names the reranker
     streamed: int = 0  # characters of the final run's text a client heard
     unsourced: Unsourced | None = None  # knowledge = labelled: the model's own part, kept beside an abstention too
+    citations: list[Citation] = field(default_factory=list)  # the answer's, settled (none when it abstained)
 
 
 class Driver:
@@ -191,6 +210,7 @@ class Driver:
     ) -> None:
         self.services, self.trace = services, trace
         self.policy = policy or Policy()
+        self.searched_as: Mapping[str, tuple[str, ...]] = {}  # a follow-up: the searches fused for its question
         self.instructions = instructions
         self.on_event = on_event
         self.reranked = False
@@ -201,9 +221,17 @@ class Driver:
         if self.on_event is not None:
             self.on_event(event, dict(data))
 
-    async def drive(self, strategy: Strategy, question: str, depths: Depths, fallback: Strategy | None = None) -> Drive:
+    async def drive(
+        self, strategy: Strategy, question: str, depths: Depths, fallback: Strategy | None = None, *,
+        policy: Policy | None = None, searches: tuple[str, ...] = (),
+    ) -> Drive:
         """`strategy`'s answer to `question`; with a `fallback`, a run that fails is recorded and the
-        fallback answers in a fresh run (a streaming client is told to start its text over)."""
+        fallback answers in a fresh run (a streaming client is told to start its text over). `policy`, the
+        abstention policy for the question (the driver's own if None); `searches`, what a follow-up read to
+        stand alone is searched as wherever its question is, the rankings fused (none: the question)."""
+        if policy is not None:
+            self.policy = policy
+        self.searched_as = {question: searches} if len(searches) > 1 else {}
         run = Run()
         try:
             output = await self.follow(strategy.flow(question, depths), run)
@@ -218,7 +246,11 @@ class Driver:
             run = Run()  # cite only what the fallback answer was given
             output = await self.follow(fallback.flow(question, depths), run)
             name = fallback.name
-        return self._drove(name, output, run)
+        drove = self._drove(name, output, run)
+        if drove.abstention is not None:
+            return drove
+        cited = await self._perform(Cite(drove.answer), run)
+        return replace(drove, answer=cited.text, citations=cited.citations)
 
     def _drove(self, name: str, output: StrategyOutput, run: Run) -> Drive:
         """The drive's result: the plan and aspects shown are the answer's own, or, when the answer does not
@@ -255,32 +287,86 @@ class Driver:
             flow.close()
 
     async def _perform(self, step: Step, run: Run) -> Any:
+        """Bookkeeping steps at once; any other inside the span it names (Haystack's `_run_component`), which
+        its outcome then describes: this is the one place a step's span is opened."""
         match step:
-            case Plan():
-                with telemetry.step("plan", role=step.task.role, engine=self.services.engine.name):
-                    return await self.plan(step.task, step.question)
+            case Number():
+                return run.book.add(step.hits)
+            case Together():
+                return await self._together(step, run)
+            case Planned():
+                self.planned = step
+                self.emit("plan", {"plan": step.plan.model_dump()})
+                return None
+            case Note():
+                self._note(step.step, step.reason)
+                return None
+            case Tell():
+                self.emit(step.event, step.data)
+                return None
+            case Expand() if not self.services.expand or not self.services.engine.generative:
+                return []  # the question is searched alone: nothing is asked, no span
+            case Weigh() | RewriteFollowUp() if not self.services.engine.generative:
+                return None  # an extractive engine weighs and rewrites nothing, no span
+            case (
+                Plan() | Expand() | Weigh() | RewriteFollowUp() | ReadFollowUp() | Classify() | Mentioned() | Search() | Rank() | Write()
+                | Check() | Cite()
+            ):
+                with telemetry.performing(step, self._by(step)) as span:
+                    outcome = await self._work(step, run)
+                    telemetry.performed(span, step, outcome)
+                    return outcome
+        raise TypeError(f"a flow yielded {step!r}, which is not a step (typedrag.steps)")
+
+    async def perform(self, step: Step) -> Any:
+        """One step outside a flow, in its span (the pipeline asks the classification and the unknown-name check this way)."""
+        return await self._perform(step, Run())
+
+    def _by(self, step: Step) -> str:
+        """The name of what performs `step`, for its span."""
+        services = self.services
+        if isinstance(step, Rank):
+            return services.reranker.name
+        if isinstance(step, Search | Mentioned):
+            return services.retriever.name if services.retriever is not None else ""
+        if isinstance(step, Check) and services.checker is not None:
+            return services.checker.name
+        return services.engine.name
+
+    async def _work(
+        self, step: Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Classify | Mentioned | Search | Rank | Write | Check | Cite,
+        run: Run,
+    ) -> Any:
+        match step:
+            case Plan() | Weigh():
+                return await self.plan(step.task, step.question)
+            case RewriteFollowUp():
+                rewritten = await self.plan(step.task, step.question)
+                return Rewritten(rewritten.question, self.services.engine.name)
+            case ReadFollowUp():  # the index is asked whether it leans on the conversation (its searches: a worker thread)
+                return await asyncio.to_thread(
+                    offline_standalone, step.question, list(step.dialogue), self.services.retriever, max_chars=step.max_chars
+                )
             case Expand():
                 return await self._expand(step)
             case Search():
                 return await self._search(step)
             case Rank():
                 return await self._rank(step)
-            case Number():
-                return run.book.add(step.hits)
             case Write():
                 return await self._write(step, run)
-            case Together():
-                return await self._together(step, run)
-            case Planned():
-                self.planned = step
-                self.emit("plan", {"plan": step.plan.model_dump()})
-            case Note():
-                self._note(step.step, step.reason)
-            case Tell():
-                self.emit(step.event, step.data)
-            case _:
-                raise TypeError(f"a flow yielded {step!r}, which is not a step (typedrag.steps)")
-        return None
+            case Cite():
+                return await self._cite(step, run)
+            case Check():
+                return await self._check(step)
+            case Classify():
+                if step.decided is not None:  # decided before (batch evaluation): told in the span, not asked again
+                    return step.decided
+                if self.services.classify is None:
+                    raise TypeError("a Classify step, but this driver has no classifier")
+                return await self.services.classify(step.question, step.forced_type, self.trace)
+            case Mentioned():  # the retriever is asked for each name (in a worker thread)
+                return await asyncio.to_thread(unmentioned_names, step.question, self.services.retriever)
 
     async def plan(self, task: PlanTask[PlanT], question: str) -> PlanT:
         """The engine's plan for `task` (the pipeline's rewrite of a follow-up asks here too, inside its own span)."""
@@ -321,16 +407,13 @@ class Driver:
         self._record().fallbacks.append(Fallback(step=step, reason=reason))
 
     async def _expand(self, step: Expand) -> list[str]:
-        """The queries the engine's model adds to the question's search, each new; none when expansion is
-        off or the engine is extractive, and none, recorded, when the model fails."""
-        if not self.services.expand or not self.services.engine.generative:
+        """The queries the engine's model adds to the question's search, each new; none, recorded, when the
+        model fails."""
+        try:
+            expansion = await self.plan(step.task, step.question)
+        except (PlanFailed, LLMError) as error:
+            self._note(step.task.role, f"{type(error).__name__}: {error}; searched with the question alone")
             return []
-        with telemetry.step("plan", role=step.task.role, engine=self.services.engine.name):
-            try:
-                expansion = await self.plan(step.task, step.question)
-            except (PlanFailed, LLMError) as error:
-                self._note(step.task.role, f"{type(error).__name__}: {error}; searched with the question alone")
-                return []
         seen = {" ".join(step.question.split()).casefold()}
         queries = []
         for query in expansion.queries():
@@ -348,44 +431,41 @@ class Driver:
         # places and picks from them; the extractive engine would quote them as noise (docs/lab/2026-12-03-near-duplicates.md).
         queries = list(step.queries)
         deeper = step.k + (DUPLICATE_ROOM if self.services.engine.generative else 0)
-        with telemetry.retrieving(queries, step.k) as span:
-            if len(queries) == 1:
-                found = [await asyncio.to_thread(retriever.search, queries[0], deeper)]
-            else:  # in one call, so the retriever can run them in parallel
-                found = await asyncio.to_thread(retriever.search_many, queries, deeper)
-            hit_lists = [distinct(hits, step.k) for hits in found]
-            telemetry.found(span, hit_lists)
-            return hit_lists
+        asked = [self.searched_as.get(query, (query,)) for query in queries]  # a follow-up's searches, fused below
+        flat = [query for group in asked for query in group]
+        if len(flat) == 1:
+            found = [await asyncio.to_thread(retriever.search, flat[0], deeper)]
+        else:  # in one call, so the retriever can run them in parallel
+            found = await asyncio.to_thread(retriever.search_many, flat, deeper)
+        rankings = iter(found)
+        fused = []
+        for group in asked:
+            ranked = [next(rankings) for _ in group]
+            fused.append(ranked[0] if len(ranked) == 1 else fuse(ranked, deeper))
+        return [distinct(hits, step.k) for hits in fused]
 
     async def _rank(self, step: Rank) -> list[list[ScoredPassage]]:
         self.reranked = True
         reranker, hits = self.services.reranker, list(step.hits)
         k = len(hits) if step.k is None else step.k
-        with telemetry.reranking(reranker.name, len(step.queries), len(hits), k) as span:
-            ranked = await asyncio.to_thread(lambda: [reranker.rerank(query, hits, k) for query in step.queries])
-            telemetry.kept(span, ranked)
-            return ranked
+        return await asyncio.to_thread(lambda: [reranker.rerank(query, hits, k) for query in step.queries])
 
     async def _write(self, step: Write, run: Run) -> Written:
-        """The step written with the reader's instructions, judged by the abstention policy before (its
-        passages) and after (what the engine reports); a model's partial answer has its markers checked."""
+        """The step written with the reader's instructions, through the abstention gate (typedrag.gate): before
+        (its passages) and after (what the engine reports); a model's partial answer has its markers checked."""
         task = replace(step.task, instructions=self.instructions)
         if step.final and self.services.knowledge == "labelled" and self.services.engine.generative and not isinstance(task, ClosedBook):
             task = replace(task, knowledge="labelled")
-        unknown = self.policy.unknown_names()
-        if unknown is not None:  # nothing the passages say is about what the question names
-            return self._declined(unknown, step, run)
-        bar = self.policy.bar(final=step.final)
-        judged = None
-        if bar is not None:  # judged on what the answer can quote: an extractive engine may say it is fewer
-            quoted = getattr(self.services.engine, "quotes_from", lambda task: task.sources)(task)
-            texts, top = [source.text for source in quoted], quoted[0].section if quoted else ""
-            judged = await asyncio.to_thread(support, task.question, texts, bar=bar, top_section=top)
-            if not judged.answered and judged.heading is None:
-                return self._declined(self.policy.below(judged, numbered=bool(run.book.sources)), step, run)
-            if judged.heading is not None and not isinstance(task, Combined):  # its entry is the first candidate
-                task = replace(task, filed_under=judged.heading)
-        judge = partial(self._judged, judged, step, run)
+        judged = await self._support(task, step.final) if self.policy.unknown_names() is None else None
+        cleared = before(self.policy, judged, numbered=bool(run.book.sources), combined=isinstance(task, Combined))
+        if isinstance(cleared, Verdict):
+            return self._declined(cleared, step, run)
+        if cleared.filed_under is not None:  # its entry is the first candidate
+            task = replace(task, filed_under=cleared.filed_under)
+
+        def judge(written: Written) -> Verdict | None:
+            return after(self.policy, cleared, written, engine=self.services.engine.name, final=step.final, numbered=bool(run.book.sources))
+
         written = await self._written(step, task, run, judge)
         if step.final:
             run.unsourced = written.unsourced
@@ -402,14 +482,15 @@ class Driver:
             written = await self._settled(step, written)
         return written
 
-    def _judged(self, judged: Support | None, step: Write, run: Run, written: Written) -> Verdict | None:
-        """The policy's verdict on a written step (None: it stands). An entry the engine read as answering the
-        question it is filed under (`Written.filed_under`) stands on that; else passages whose heading made
-        them a candidate are held to the relevance bar they were let past, then the reader's."""
-        if written.filed_under is None and judged is not None and not judged.answered:
-            return self.policy.below(judged, numbered=bool(run.book.sources))
-        best = None if written.filed_under is not None else written.best
-        return self.policy.read(best, written.not_in_sources, self.services.engine.name, final=step.final)
+    async def _support(self, task: WriteTask, final: bool) -> Support | None:
+        """The step's passages judged against the policy's relevance bar (None: no bar), on what the answer can
+        quote: an extractive engine may say it is fewer (`quotes_from`)."""
+        bar = self.policy.bar(final=final)
+        if bar is None:
+            return None
+        quoted = self.services.engine.quotes_from(task)
+        texts, top = [source.text for source in quoted], quoted[0].section if quoted else ""
+        return await asyncio.to_thread(support, task.question, texts, bar=bar, top_section=top)
 
     async def _checked(self, step: Write, task: WriteTask, written: Written) -> Written:
         """A model's "not in the sources" for a partial answer (an aspect, the overview), checked by the
@@ -420,8 +501,7 @@ class Driver:
         if checker is None or not task.sources:
             return written
         grounded = Grounded(role=f"check:{task.role}", prompt=task.prompt, question=task.question, sources=task.sources)
-        with self._step("write", grounded.role, engine=checker.name):
-            checked = await checker.write(grounded, self.trace)
+        checked = await self._perform(Check(grounded), Run())
         if not checked.supported:
             return written
         where = f"aspect:{step.aspect}" if step.aspect else task.role
@@ -439,19 +519,18 @@ class Driver:
         return Written("", supported=False, declined=verdict.dropped)
 
     async def _written(self, step: Write, task: Any, run: Run, judge: Callable[[Written], Verdict | None]) -> Written:
-        """The engine's text inside the step's span; the final step's streams to a listening client (once the
-        policy has judged it, `judge`, when it may still be turned down)."""
+        """The engine's text; the final step's streams to a listening client (once the policy has judged it,
+        `judge`, when it may still be turned down)."""
         engine = self.services.engine
-        name = task.combine if isinstance(task, Combined) else "write"
         if not step.final or self.on_event is None:
             with self._step("write", task.role):
-                return await telemetry.written(task, engine.name, engine.write(task, self.trace), step.aspect, name=name)
+                return await engine.write(task, self.trace)
         stream = AnswerStream(self.emit, run.book.sources)
         held: list[str] = []
         try:
             sink = held.append if self.policy.holds_back else stream
             with self._step("write", task.role):
-                written = await telemetry.written(task, engine.name, engine.write(task, self.trace, on_text=sink), step.aspect, name=name)
+                written = await engine.write(task, self.trace, on_text=sink)
         finally:
             run.streamed += stream.sent
         if held and judge(written) is None:
@@ -460,6 +539,26 @@ class Driver:
             run.streamed += stream.sent
         stream.close()
         return written
+
+    async def _check(self, step: Check) -> Written:
+        """The checker's reading of a step's passages, recorded as an engine step of the checker's."""
+        checker = self.services.checker
+        if checker is None:
+            raise TypeError("a Check step, but this pipeline has no checker")
+        with self._step("write", step.task.role, engine=checker.name):
+            return await checker.write(step.task, self.trace)
+
+    async def _cite(self, step: Cite, run: Run) -> Cited:
+        """The answer with a generative engine's citation markers settled against the run's sources (an
+        extractive engine quotes passages with their own numbers), the repairs recorded, and its citations."""
+        sources, answer, notes = run.book.sources, step.answer, list[str]()
+        if sources and self.services.engine.generative:
+            settled = await asyncio.to_thread(settle, answer, sources)
+            notes = settled.notes("the answer")
+            for note in notes:
+                self._note("citations", note)
+            answer = settled.text
+        return Cited(answer, extract_citations(answer, sources), notes)
 
     async def _settled(self, step: Write, written: Written) -> Written:
         """A model's partial answer with only markers of its passages, attributed if it cited none; declined

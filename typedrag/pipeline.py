@@ -12,7 +12,6 @@ same object so every method yields the same result shape: `llm` (question -> ans
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -20,18 +19,18 @@ from enum import StrEnum
 from typing import Any
 
 from typedrag import telemetry
-from typedrag.abstain import UNMENTIONED, Policy, unmentioned_names
-from typedrag.attribution import settle
+from typedrag.abstain import UNMENTIONED, Policy
 from typedrag.classify.base import TypeClassifier, TypePrediction, needs_fallback
-from typedrag.driver import Drive, Driver, Listener, Services
-from typedrag.engines.base import Engine, PlanTask, Trace
+from typedrag.driver import Drive, Driver, Listener, Run, Services
+from typedrag.engines.base import Engine, Trace
 from typedrag.engines.offline import OfflineEngine
-from typedrag.errors import LLMError, PlanFailed, QuestionError
-from typedrag.followup import FusingRetriever, Standalone, StandaloneQuestion, conversation_text, offline_standalone
+from typedrag.errors import QuestionError
+from typedrag.followup import Standalone
 from typedrag.history import Turn, clean_history, dialogue_of, instructions_of
 from typedrag.index.base import Retriever, adapt
 from typedrag.links import viewer_link
-from typedrag.prompts import PROMPT_VERSION, REWRITE_QUESTION
+from typedrag.prompts import PROMPT_VERSION
+from typedrag.reading import reading
 from typedrag.questions import DEFAULT_MAX_CHARS, clean_question
 from typedrag.rerank import EmbeddingReranker, Reranker
 from typedrag.result import (
@@ -45,9 +44,8 @@ from typedrag.result import (
     Source,
     TypeDecision,
     Usage,
-    extract_citations,
 )
-from typedrag.steps import Depths, Strategy
+from typedrag.steps import Classify, Depths, Mentioned, Strategy
 from typedrag.strategies import ClosedBookStrategy, EvidenceStrategy, default_routes
 
 
@@ -107,6 +105,7 @@ class Asked:
     instructions: str
     trace: Trace
     on_event: Listener | None
+    driver: Driver  # performs the answer's steps, from reading the question to citing the answer
     knowledge: Knowledge = "documents"
 
     def emit(self, event: str, **data: Any) -> None:
@@ -220,8 +219,13 @@ class Pipeline:
         question = clean_question(question, self.settings.max_question_chars)
         turns = clean_history(history)
         trace = Trace()
-        standalone, rewrite = await self._standalone(question, dialogue_of(turns), trace)
-        asked = Asked(question, standalone, rewrite, bool(turns), instructions_of(turns), trace, on_event, knowledge)
+        services = Services(
+            self.engine, self.retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries, knowledge=knowledge,
+            classify=self.decide_type,
+        )
+        driver = Driver(services, trace, instructions=instructions_of(turns), on_event=on_event)
+        standalone, rewrite = await driver.follow(reading(question, dialogue_of(turns), self.settings.max_question_chars), Run())
+        asked = Asked(question, standalone, rewrite, bool(turns), driver.instructions, trace, on_event, driver, knowledge)
         if rewrite is not None:
             asked.emit("rewrite", question=question, standalone_question=standalone.question, **rewrite.model_dump())
         if asked.instructions and not self.engine.generative:
@@ -235,9 +239,7 @@ class Pipeline:
         recorded, for a type with no route or a classification below its threshold."""
         if method is not Method.TYPED:
             return Route(method, self.baselines[method])
-        with telemetry.step("classify") as span:
-            decision = decision or await self.decide_type(asked.standalone.question, forced_type, asked.trace)
-            telemetry.classified(span, decision)
+        decision = await asked.driver.perform(Classify(asked.standalone.question, forced_type, decided=decision))
         timings = {"classify": _ms(started)}
         asked.emit("type", **_decided(decision).model_dump())
         strategy = self.routes.get(decision.label)
@@ -250,16 +252,12 @@ class Pipeline:
         return Route(method, strategy, self.fallback, decision, timings)
 
     async def _drive(self, asked: Asked, route: Route) -> Drive:
-        """The routed strategy driven with this pipeline's services (a follow-up's searches fused), its
-        depths and the abstention policy for the question."""
-        retriever, searches = self.retriever, asked.standalone.searches
-        if retriever is not None and len(searches) > 1:
-            retriever = FusingRetriever(retriever, {asked.standalone.question: searches})
-        services = Services(
-            self.engine, retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries, knowledge=asked.knowledge
+        """The routed strategy driven by the answer's driver, with its depths, the abstention policy for the
+        question and what a follow-up is searched as."""
+        return await asked.driver.drive(
+            route.strategy, asked.standalone.question, self.settings.depths, route.fallback,
+            policy=await self._policy(asked, route), searches=asked.standalone.searches,
         )
-        driver = Driver(services, asked.trace, policy=self._policy(asked, route), instructions=asked.instructions, on_event=asked.on_event)
-        return await driver.drive(route.strategy, asked.standalone.question, self.settings.depths, route.fallback)
 
     def _checker(self) -> Engine | None:
         """The extractive engine that checks a model's "not in the sources" (None offline, or when the
@@ -270,12 +268,13 @@ class Pipeline:
             self._offline = OfflineEngine()
         return self._offline
 
-    def _policy(self, asked: Asked, route: Route) -> Policy:
-        """Offline, passages are judged before an answer quotes them (unless the settings say not to); an
+    async def _policy(self, asked: Asked, route: Route) -> Policy:
+        """Offline, passages are judged before an answer quotes them (unless the settings say not to), and a
+        question about names no passage holds is turned down (the driver asks the retriever, `Mentioned`); an
         LLM's own "not in the sources" is always honoured."""
         looked_for = asked.standalone.question
         if self.settings.abstain_offline and not self.engine.generative and route.method is not Method.LLM:
-            unmentioned = unmentioned_names(asked.question, self.retriever)  # the asker's own words, not what a rewrite added
+            unmentioned = await asked.driver.perform(Mentioned(asked.question))  # the asker's own words, not what a rewrite added
             return Policy.offline(looked_for, unmentioned)
         return Policy(looked_for)
 
@@ -283,14 +282,13 @@ class Pipeline:
         """The result: the answer with its citations settled, or what an abstention says, and the whole trace."""
         decision, sources, abstention = route.decision, drove.sources, drove.abstention
         if abstention is not None:
-            telemetry.abstained(abstention.by, str(decision.label) if decision is not None else None)
             answer, citations = abstention_text(abstention, sources), list[Citation]()
             asked.emit("abstained", **abstention.model_dump())
             if drove.streamed:  # a client heard text that turned out not to answer: it starts over
                 asked.emit("restart", reason=f"not an answer: {abstention.reason}")
             asked.emit("token", text=answer)
         else:
-            answer, citations = await self._cite(drove.answer, sources, asked.trace)
+            answer, citations = drove.answer, drove.citations
         if drove.unsourced is not None:  # after the answer's own text, apart from it
             asked.emit("unsourced", **drove.unsourced.model_dump(), text=drove.unsourced.text)
         timings = {**route.timings_ms, "total": _ms(started)}
@@ -330,49 +328,6 @@ class Pipeline:
             unsourced=drove.unsourced,
             collection=self.settings.collection,
         )
-
-    async def _cite(self, answer: str, sources: list[Source], trace: Trace) -> tuple[str, list[Citation]]:
-        """The answer with its citation markers settled against its sources (a generative engine's), and its citations."""
-        with telemetry.citing() as span:
-            notes: list[str] = []
-            if sources and self.engine.generative:  # an extractive engine quotes passages with their own numbers
-                settled = await asyncio.to_thread(settle, answer, sources)
-                notes = settled.notes("the answer")
-                for note in notes:
-                    trace.fallback("citations", note)
-                answer = settled.text
-            citations = extract_citations(answer, sources)
-            telemetry.cited(span, citations, len(notes))
-            return answer, citations
-
-    async def _standalone(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite | None]:
-        """The question read alone, and how (None without earlier questions), inside the rewrite step's span."""
-        if not any(turn.role == "user" for turn in dialogue):
-            return Standalone(question=question, searches=(question,)), None
-        with telemetry.rewriting(len(dialogue)) as span:
-            standalone, rewrite = await self._rewrite(question, dialogue, trace)
-            telemetry.rewritten(span, standalone.question, by=rewrite.by, changed=rewrite.rewritten)
-            return standalone, rewrite
-
-    async def _rewrite(self, question: str, dialogue: list[Turn], trace: Trace) -> tuple[Standalone, Rewrite]:
-        """The follow-up rewritten by the LLM engine's model, or offline from the conversation's own words
-        (also when the model's rewrite fails)."""
-        if self.engine.generative:
-            task = PlanTask(role="rewrite", prompt=REWRITE_QUESTION.filled(conversation=conversation_text(dialogue)), schema=StandaloneQuestion)
-            driver = Driver(Services(self.engine, self.retriever, self.reranker), trace)
-            try:
-                rewritten = (await driver.plan(task, question)).question
-            except (PlanFailed, LLMError) as error:
-                trace.fallback("rewrite", f"{type(error).__name__}: {error}; the follow-up was read offline from the conversation's own words")
-            else:
-                changed = rewritten.casefold() != question.casefold()
-                standalone = Standalone(question=rewritten if changed else question, searches=(rewritten if changed else question,), rewritten=changed)
-                return standalone, Rewrite(by=self.engine.name, rewritten=changed, history_turns=len(dialogue))
-        # offline: the index is asked whether the follow-up leans on the conversation (searches: a worker thread)
-        standalone = await asyncio.to_thread(
-            offline_standalone, question, dialogue, self.retriever, max_chars=self.settings.max_question_chars
-        )
-        return standalone, Rewrite(by="offline", rewritten=standalone.rewritten, carried=list(standalone.carried), history_turns=len(dialogue))
 
     def route_label(self, name: str) -> str:
         """The route a user-given type name means ("debate", "Evidence based", "my-type"); QuestionError if none."""

@@ -154,6 +154,11 @@ def delimit(tag: str, text: str, **attributes: Any) -> str:
     return f"<{tag}{attrs}>\n{safe.strip()}\n</{tag}>"
 
 
+def format_parts(parts: tuple) -> str:
+    """Partial answers for an aggregator or mediator prompt, each in a <partial> tag."""
+    return "\n".join(delimit("partial", p.text, n=i, aspect=p.label) for i, p in enumerate(parts, 1))
+
+
 def format_sources(sources: list) -> str:
     """Passages for a prompt, one line each: `[n] Title › Section: text`, n the number the answer cites it by.
 

@@ -278,21 +278,29 @@ class Weighing(BaseModel):
 
 @dataclass(frozen=True, kw_only=True)
 class Mediated(Combined):
-    """A debate's perspectives mediated. A generative engine first weighs them (`weigh`, its prompt filled
-    with the question, topic and parts, filling `Weighing`), then writes with `conclude` (formatted with the
-    favoured `side` and the `reason`) or `balance` as the prompt's `{stance}`; a weighing that fails is
-    recorded and the answer balanced. An extractive engine mediates as it combines any parts."""
+    """A debate's perspectives mediated, with the prompt's `{stance}`: conclude for the side the sources
+    favour, or set out both, as the flow's weighing found (a `Weigh` step, typedrag.steps; balanced offline,
+    where nothing weighs, and when the weighing fails). An extractive engine mediates as it combines any parts."""
 
-    weigh: PlanTask[Weighing]
-    conclude: str
-    balance: str
+    stance: str = ""
+
+    def values(self) -> dict[str, str]:
+        return {**super().values(), "stance": self.stance}
 
 
 class Engine(Protocol):
-    """Performs the LLM roles: `plan` fills a schema, `write` produces text. Implementations are async-safe."""
+    """What the driver (typedrag.driver) asks of an engine: `plan` fills a schema, `write` produces text, and
+    `quotes_from` says which of a step's sources its answer can quote. `generative` says whether it has a model:
+    only then does the driver ask for more queries, a debate's weighing or a follow-up's rewrite, or offer a final
+    step leave to add what the model knows. Implementations are async-safe."""
 
     name: str
     generative: bool  # False for an extractive engine: it cannot answer without passages
+
+    def quotes_from(self, task: WriteTask) -> list[Source]:
+        """The sources `task`'s answer can quote, which the abstention policy's relevance bar judges before it is
+        written (offline): all of them for a model; an extractive engine may say it is fewer."""
+        ...
 
     async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
         """A validated plan, or PlanFailed with the reason."""

@@ -10,22 +10,19 @@ from typedrag.abstain import NOT_SAID, HoldBack, said_not_in_sources
 from typedrag.engines.base import (
     Combined,
     LabelledAnswer,
-    Mediated,
-    Part,
     PlanT,
     PlanTask,
     TextSink,
     Trace,
-    Weighing,
     WriteTask,
     Written,
     sentence_pieces,
     trimmed,
 )
-from typedrag.errors import LLMError, PlanFailed
+from typedrag.errors import PlanFailed
 from typedrag.llm.base import ChatModel, Message
-from typedrag.prompts import delimit, format_sources, labelled, reply_format
-from typedrag.result import Unsourced
+from typedrag.prompts import format_parts, format_sources, labelled, reply_format
+from typedrag.result import Source, Unsourced
 
 # How a reader's own instructions reach the model: after typedrag's, which they cannot override.
 # knowledge = "labelled": room beyond the step's own for the sentences a model adds and the JSON around them.
@@ -35,11 +32,6 @@ READER_INSTRUCTIONS = (
     "\n\nThe reader gave these instructions on how to write the answer (language, tone, length). Follow them "
     "unless they contradict the rules above:\n{instructions}"
 )
-
-
-def format_parts(parts: tuple[Part, ...]) -> str:
-    """Partial answers for an aggregator or mediator prompt, each in a <partial> tag."""
-    return "\n".join(delimit("partial", p.text, n=i, aspect=p.label) for i, p in enumerate(parts, 1))
 
 
 class LLMEngine:
@@ -59,6 +51,10 @@ class LLMEngine:
         self.name = model.name
         self.plan_tokens = plan_tokens
         self.answer_tokens = answer_tokens
+
+    def quotes_from(self, task: WriteTask) -> list[Source]:
+        """Every source of the step: a model may draw on any of them."""
+        return list(task.sources)
 
     async def plan(self, task: PlanTask[PlanT], question: str, trace: Trace) -> PlanT:
         values = {"question": question}
@@ -80,8 +76,6 @@ class LLMEngine:
         if "parts" in fields:
             values["parts"] = format_parts(task.parts if isinstance(task, Combined) else ())
         notes: tuple[str, ...] = ()
-        if isinstance(task, Mediated):
-            values["stance"], notes = await self.stance(task, values, trace)
         max_tokens = min(task.max_tokens, self.answer_tokens or task.max_tokens)
         messages = task.prompt.messages(**values)
         if task.instructions:
@@ -134,19 +128,3 @@ class LLMEngine:
             for piece in sentence_pieces(text):
                 sink(piece)
         return Written(text, unsourced=unsourced), ""
-
-    async def weigh(self, task: Mediated, values: dict[str, str], trace: Trace) -> Weighing:
-        """Whether the sources favour one side: the model fills `Weighing` from the perspectives' cases."""
-        prompt = task.weigh.prompt.filled(**{k: v for k, v in values.items() if k != "question"})
-        return await self.plan(PlanTask(task.weigh.role, prompt, Weighing), task.question, trace)
-
-    async def stance(self, task: Mediated, values: dict[str, str], trace: Trace) -> tuple[str, tuple[str, ...]]:
-        """How the mediator is to write, by the weighing: conclude for the favoured side, or set out both;
-        a weighing that fails gives the balanced form, with a note saying why."""
-        try:
-            weighing = await self.weigh(task, values, trace)
-        except (PlanFailed, LLMError) as error:
-            return task.balance, (f"weighing the perspectives failed ({type(error).__name__}: {error}); mediated as balanced",)
-        if weighing.concludes:
-            return task.conclude.format(side=" ".join(weighing.side.split()), reason=" ".join(weighing.reason.split())), ()
-        return task.balance, ()

@@ -22,11 +22,11 @@ from typing import Any, Literal
 from pydantic import BaseModel, field_validator
 
 from typedrag.engines.base import AspectAnswer, Combined, Facet, Mediated, Part, PlanTask, Weighing, WriteTask
-from typedrag.errors import AspectsFailed, LLMError
-from typedrag.prompts import CITE, GROUNDED, Prompt
+from typedrag.errors import AspectsFailed, LLMError, PlanFailed
+from typedrag.prompts import CITE, GROUNDED, Prompt, format_parts
 from typedrag.records import ScoredPassage
 from typedrag.result import Aspect, Source
-from typedrag.steps import Depths, Flow, Note, Number, Plan, Planned, Search, StrategyOutput, Tell, Together, Write
+from typedrag.steps import Depths, Flow, Note, Number, Plan, Planned, Search, StrategyOutput, Tell, Together, Weigh, Write
 from typedrag.strategies.base import assign, on_topic, union
 from typedrag.strategies.evidence import grounded_answer, question_hits
 from typedrag.strategies.plans import MAX_ASPECTS, Query, aspect_list, clean_phrases, keep_at_most
@@ -134,12 +134,28 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
         max_tokens=600,
     )
     if how.weigh is not None:
-        weigh, conclude, balance = how.weigh
-        task: Combined = Mediated(**combining, weigh=weigh, conclude=conclude, balance=balance)
+        stance = yield from weighed(question, topic, tuple(parts), str(combining["role"]), how.weigh)
+        task: Combined = Mediated(**combining, stance=stance)
     else:
         task = Combined(**combining)
     written = yield Write(task, final=True)
     return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)
+
+
+def weighed(question: str, topic: str, parts: tuple[Part, ...], role: str, how: tuple[PlanTask[Weighing], str, str]) -> Flow[str]:
+    """The mediator's stance: the sources weighed from the perspectives' cases (with a model; nothing is
+    weighed offline), then `conclude` for the side they favour, or `balance`; a weighing that fails is
+    recorded on the mediating step (`role`) and the answer balanced."""
+    weigh, conclude, balance = how
+    task = PlanTask(weigh.role, weigh.prompt.filled(topic=topic, parts=format_parts(parts)), weigh.schema)
+    try:
+        weighing = yield Weigh(task, question)
+    except (PlanFailed, LLMError) as error:
+        yield Note(role, f"weighing the perspectives failed ({type(error).__name__}: {error}); mediated as balanced")
+        return balance
+    if weighing is not None and weighing.concludes:
+        return conclude.format(side=" ".join(weighing.side.split()), reason=" ".join(weighing.reason.split()))
+    return balance
 
 
 def plan_and_answer(

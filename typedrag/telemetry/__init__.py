@@ -1,8 +1,9 @@
 """OpenTelemetry traces of every answer, and the hooks the service's Prometheus metrics listen on.
 
 One trace per answer: a `typedrag.answer` span with a child per step (`typedrag.classify`, `typedrag.rewrite`,
-`typedrag.plan`, `typedrag.retrieve`, `typedrag.rerank`, `typedrag.write`, `typedrag.aggregate` or
-`typedrag.mediate`, `typedrag.cite`), and a span for every model call that follows the OpenTelemetry GenAI
+`typedrag.plan`, `typedrag.names`, `typedrag.retrieve`, `typedrag.rerank`, `typedrag.write` (with a
+`typedrag.check` inside when the offline reader checks it), `typedrag.aggregate` or `typedrag.mediate`,
+`typedrag.cite`), each named by its step (typedrag.steps), and a span for every model call that follows the OpenTelemetry GenAI
 semantic conventions (`chat <model>`, `gen_ai.*`). Spans go to whatever TracerProvider is global: the host
 program's own (typedrag's spans then sit inside its traces), or the one `configure_from_environment` sets up
 from the standard OTEL_* variables on the command line.
@@ -31,19 +32,10 @@ from typedrag.telemetry.answer import (
     abstained,
     answered,
     answering,
-    cited,
-    citing,
-    classified,
     fallback,
-    found,
-    kept,
-    reranking,
-    retrieving,
-    rewriting,
-    rewritten,
+    performed,
+    performing,
     step_kind,
-    writing,
-    written,
 )
 from typedrag.telemetry.base import (
     _OFF,  # noqa: F401  (tests read it through the package)
@@ -55,8 +47,10 @@ from typedrag.telemetry.base import (
     content_recorded,
     describe,
     failed,
+    opened,
     record_content,
     recording,
+    said,
     span,
     step,
     traced,
@@ -78,8 +72,7 @@ from typedrag.telemetry.http import HTTP_METHODS, OTHER_METHOD, http_method, ser
 __all__ = [
     "CONTENT_ENV", "EXIT_FLUSH_SECONDS", "HTTP_METHODS", "OTEL_FEATURE", "OTHER_METHOD", "PREFIX", "RETRIEVAL",
     "SHUTDOWN_FLUSH_SECONDS", "TRACER_NAME", "HeaderValueFilter", "ModelCall", "abstained", "answered", "answering",
-    "cited", "citing", "classified", "configure_from_environment", "content_recorded", "describe", "endpoint_secrets",
-    "failed", "fallback", "flush", "found", "header_values", "http_method", "kept", "listen", "llm_call",
-    "record_content", "recording", "reranking", "retrieving", "rewriting", "rewritten", "served", "serving_request",
-    "span", "step", "step_kind", "traced", "tracing", "writing", "written",
+    "configure_from_environment", "content_recorded", "describe", "endpoint_secrets", "failed", "fallback", "flush",
+    "header_values", "http_method", "listen", "llm_call", "opened", "performed", "performing", "record_content",
+    "recording", "said", "served", "serving_request", "span", "step", "step_kind", "traced", "tracing",
 ]

@@ -1,29 +1,29 @@
 """The spans of one answer and its steps: `typedrag.answer`, and a child per step (`typedrag.classify`,
-`typedrag.rewrite`, `typedrag.plan`, `typedrag.retrieve`, `typedrag.rerank`, `typedrag.write`,
-`typedrag.aggregate` or `typedrag.mediate`, `typedrag.cite`), with fallbacks and abstentions as events."""
+`typedrag.rewrite`, `typedrag.plan`, `typedrag.names`, `typedrag.retrieve`, `typedrag.rerank`, `typedrag.write`,
+`typedrag.check`, `typedrag.aggregate` or `typedrag.mediate`, `typedrag.cite`), with fallbacks and abstentions as events.
+
+A step names its own span and what its outcome adds (typedrag.steps: `span`, `described`); the driver opens
+it (`performing`) and describes it (`performed`), so nothing here knows one step from another."""
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Sequence
-from typing import Any, TypeVar
+from typing import Any
 
 from typedrag.telemetry.base import (
     _OFF,
-    PREFIX,
     _clean,
     _trace,
     content_recorded,
     describe,
+    opened,
     recording,
-    span,
+    said,
     step,
     tracing,
 )
 from typedrag.telemetry.events import _tell
 
-W = TypeVar("W")  # a step's Written (typedrag.engines.base), not imported: the engines import nothing from here
-RETRIEVAL = "retrieval"  # the GenAI conventions' gen_ai.operation.name of a retrieval
+RETRIEVAL = "retrieval"  # the GenAI conventions' gen_ai.operation.name of a retrieval (typedrag.steps.RETRIEVAL)
 
 # ---------------------------------------------------------------- the answer and its steps
 
@@ -39,7 +39,10 @@ def answering(question: str, method: str) -> Any:
 
 
 def answered(span_: Any, result: Any) -> None:
-    """What the answer span says once the answer is done: type, strategy, fallbacks, passages, usage."""
+    """What the answer span says once the answer is done: type, strategy, fallbacks, passages, usage; an
+    answer that abstains is counted (`abstained`), whether spans are recorded or not."""
+    if result.abstention is not None:
+        abstained(result.abstention.by, result.type.type if result.type is not None else None)
     if not recording(span_):
         return
     kind = result.type
@@ -62,99 +65,17 @@ def answered(span_: Any, result: Any) -> None:
     )
 
 
-def classified(span_: Any, decision: Any) -> None:
-    """The classify span's verdict: type, confidence and who decided (classifier, LLM or forced)."""
-    describe(span_, **{"question.type": str(decision.label), "question.type_confidence": round(decision.confidence, 4),
-                       "question.type_source": decision.source})
-
-
-def rewriting(turns: int) -> Any:
-    """The span of rewriting a follow-up question into a stand-alone one from the conversation's earlier
-    `turns`. The hook for conversations: the rewrite step runs inside it, then calls `rewritten`."""
-    return step("rewrite", history_turns=turns)
-
-
-def rewritten(span_: Any, question: str, *, by: str | None = None, changed: bool | None = None) -> None:
-    """The rewrite step's outcome: who read the follow-up alone (a model, or "offline"), whether its words changed."""
-    describe(span_, rewrite_by=by, rewritten=changed, rewritten_question=question if content_recorded() else None)
-
-
-def retrieving(queries: Sequence[str], k: int) -> Any:
-    """The span of one retrieval step: one or several queries (searched side by side), k passages each. It is
-    a GenAI retrieval span (`gen_ai.operation.name` "retrieval", `gen_ai.retrieval.top_k`; the query text
-    only on opt-in), named as typedrag's other steps are."""
+def performing(step_: Any, by: str) -> Any:
+    """The span a step is performed in, as the step names it (`step.span(by)`: typedrag.steps), or none."""
     if not tracing():
         return _OFF
-    texts = list(queries) if content_recorded() else None
-    attributes: dict[str, Any] = {
-        "gen_ai.operation.name": RETRIEVAL,
-        "gen_ai.retrieval.top_k": k,
-        PREFIX + "queries": len(queries),
-        PREFIX + "k": k,
-        PREFIX + "query_texts": texts,
-    }
-    if texts is not None and len(texts) == 1:
-        attributes["gen_ai.retrieval.query.text"] = texts[0]
-    return span(PREFIX + "retrieve", attributes)
+    return opened(step_.span(by))
 
 
-def found(span_: Any, hit_lists: Sequence[Sequence[Any]]) -> None:
-    """The passages a retrieval step found: their ids (each once, in order) and how many per query; with text
-    recorded also `gen_ai.retrieval.documents` (id and score of each, the conventions' opt-in attribute)."""
+def performed(span_: Any, step_: Any, outcome: Any) -> None:
+    """What the step's outcome adds to its span (`step.described(outcome)`), read only while it records."""
     if recording(span_):
-        describe(span_, hits=[len(hits) for hits in hit_lists], passage_ids=_ids(hit_lists))
-        if content_recorded():
-            documents = [{"id": hit.passage_id, "score": float(hit.score)} for hits in hit_lists for hit in hits]
-            span_.set_attribute("gen_ai.retrieval.documents", json.dumps(documents))
-
-
-def reranking(reranker: str, queries: int, candidates: int, k: int) -> Any:
-    return step("rerank", reranker=reranker, queries=queries, candidates=candidates, k=k)
-
-
-def kept(span_: Any, hit_lists: Sequence[Sequence[Any]]) -> None:
-    """The passages a rerank step kept, best first."""
-    if recording(span_):
-        describe(span_, passage_ids=_ids(hit_lists))
-
-
-def _ids(hit_lists: Sequence[Sequence[Any]]) -> list[str]:
-    return list(dict.fromkeys(hit.passage_id for hits in hit_lists for hit in hits))
-
-
-def writing(task: Any, engine: str, aspect: str | None = None, *, name: str = "write") -> Any:
-    """The span of one generation step, `typedrag.<name>`: `write` (an aspect's answer, the overview, a type's
-    final answer), or `aggregate` / `mediate` for combining aspects (typedrag.driver names it by the step)."""
-    if not tracing():
-        return _OFF
-    return step(
-        name,
-        role=task.role,
-        engine=engine,
-        aspect=aspect if content_recorded() else None,
-        parts=len(getattr(task, "parts", ())) or None,  # a Combined step's aspects
-        passage_ids=[source.passage_id for source in task.sources],
-    )
-
-
-async def written(task: Any, engine: str, writes: Awaitable[W], aspect: str | None = None, *, name: str = "write") -> W:
-    """`await writes` (a step's Written) inside its writing span, `typedrag.<name>`."""
-    with writing(task, engine, aspect, name=name) as span_:
-        result = await writes
-        text = result.text  # type: ignore[attr-defined]
-        describe(span_, output_chars=len(text), output=text if content_recorded() else None)
-        return result
-
-
-def citing() -> Any:
-    return step("cite")
-
-
-def cited(span_: Any, citations: Sequence[Any], notes: int) -> None:
-    """The cite step's outcome: cited sentences, the passages they cite, markers repaired or removed."""
-    if recording(span_):
-        ids = list(dict.fromkeys(pid for citation in citations for pid in citation.passage_ids))
-        describe(span_, citations=len(citations), cited_passage_ids=ids, repairs=notes)
+        said(span_, step_.described(outcome))
 
 
 def fallback(step_name: str, reason: str) -> None:

@@ -120,6 +120,25 @@ async def traced(name: str, awaitable: Awaitable[T], **attributes: Any) -> T:
         return await awaitable
 
 
+def opened(span_of: Any) -> Any:
+    """The span `span_of` names (a `typedrag.steps.Span`: its name and `Attributes`), made current; the
+    attributes its `content` names only with text recorded. None names no span."""
+    if span_of is None or not tracing():
+        return _OFF
+    return span(span_of.name, _kept(span_of.attributes))
+
+
+def said(span_: Any, attributes: Any) -> None:
+    """Set `attributes` (a `typedrag.steps.Attributes`) on a span, those that are text only with text recorded."""
+    if recording(span_):
+        span_.set_attributes(_clean(_kept(attributes)))
+
+
+def _kept(attributes: Any) -> dict[str, Any]:
+    content = attributes.content if not content_recorded() else ()
+    return {key: value for key, value in attributes.values.items() if key not in content}
+
+
 def recording(span_: Any) -> bool:
     return span_ is not None and span_.is_recording()
 

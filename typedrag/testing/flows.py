@@ -1,8 +1,9 @@
 """Running a strategy's flow with no engine, retriever or server: a test answers its steps.
 
 `play(flow, answer)` drives a flow to its end as typedrag.driver would, without I/O: numbering, notes,
-events, the plan and query expansion (none, as offline) are handled here as the driver handles them, and every other step (Plan, Search, Rank,
-Write) gets the outcome `answer(step)` returns. An exception `answer` raises is thrown into the flow, as a
+events, the plan, query expansion, a debate's weighing and a follow-up's rewrite (none, as offline) are handled here as
+the driver handles them, and every other step (Plan, Search, Rank, Write, ReadFollowUp; Weigh and RewriteFollowUp too
+with `model=True`, as with an engine's model) gets the outcome `answer(step)` returns. An exception `answer` raises is thrown into the flow, as a
 failing step's is. Together's flows are played one after another, in order, so a test is deterministic.
 
     >>> from typedrag.steps import Search, Number
@@ -24,7 +25,7 @@ from pydantic import BaseModel
 
 from typedrag.driver import SourceBook
 from typedrag.result import Fallback, Source
-from typedrag.steps import Expand, Flow, Note, Number, Planned, Step, Tell, Together
+from typedrag.steps import Expand, Flow, Note, Number, Planned, RewriteFollowUp, Step, Tell, Together, Weigh
 
 __all__ = ["Played", "play"]
 
@@ -50,14 +51,15 @@ class Played:
         return [step for step in self.steps if isinstance(step, kind)]
 
 
-def play(flow: Flow[Any], answer: Callable[[Step], Any]) -> Played:
-    """Drive `flow` to its end, `answer` giving the outcome of each Plan, Search, Rank and Write step."""
+def play(flow: Flow[Any], answer: Callable[[Step], Any], *, model: bool = False) -> Played:
+    """Drive `flow` to its end, `answer` giving the outcome of each Plan, Search, Rank and Write step (and
+    Weigh and RewriteFollowUp with `model`, as for an engine with a model)."""
     played = Played()
-    played.outcome = _follow(flow, answer, played)
+    played.outcome = _follow(flow, answer, played, model)
     return played
 
 
-def _follow(flow: Flow[Any], answer: Callable[[Step], Any], played: Played) -> Any:
+def _follow(flow: Flow[Any], answer: Callable[[Step], Any], played: Played, model: bool) -> Any:
     sent: Any = None
     thrown: Exception | None = None
     while True:
@@ -68,12 +70,12 @@ def _follow(flow: Flow[Any], answer: Callable[[Step], Any], played: Played) -> A
         played.steps.append(step)
         sent, thrown = None, None
         try:
-            sent = _outcome(step, answer, played)
+            sent = _outcome(step, answer, played, model)
         except Exception as error:
             thrown = error
 
 
-def _outcome(step: Step, answer: Callable[[Step], Any], played: Played) -> Any:
+def _outcome(step: Step, answer: Callable[[Step], Any], played: Played, model: bool) -> Any:
     match step:
         case Number():
             return played.book.add(step.hits)
@@ -85,9 +87,11 @@ def _outcome(step: Step, answer: Callable[[Step], Any], played: Played) -> Any:
             played.planned = step.plan
             played.events.append(("plan", {"plan": step.plan.model_dump()}))
         case Together():
-            return tuple(_follow(sub, answer, played) for sub in step.flows)
+            return tuple(_follow(sub, answer, played, model) for sub in step.flows)
         case Expand():  # as offline: the question is searched as it is
             return []
+        case Weigh() | RewriteFollowUp() if not model:  # as offline: no model weighs a debate or rewrites a follow-up
+            return None
         case _:
             return answer(step)
     return None
