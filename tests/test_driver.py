@@ -351,7 +351,7 @@ def test_the_gate_is_read_by_calling_it():
 async def test_a_follow_ups_searches_are_searched_wherever_its_question_is_and_fused():
     """What a follow-up read to stand alone is searched as (`drive(searches=...)`): each search's ranking, fused
     by reciprocal rank, where a flow searches its question; any other query is searched as it is."""
-    from typedrag.followup import fuse
+    from typedrag.index.fusion import fuse_searches as fuse
     from typedrag.testing import FunctionRetriever
 
     from typedrag.records import Passage

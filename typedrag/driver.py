@@ -42,7 +42,8 @@ from typedrag.abstain import Policy, Support, Verdict, support, unmentioned_name
 from typedrag.attribution import settle
 from typedrag.engines.base import ClosedBook, Combined, Engine, Grounded, PlanT, PlanTask, Trace, WriteTask, Written
 from typedrag.errors import LLMError, PlanFailed, StrategyError
-from typedrag.followup import fuse, offline_standalone
+from typedrag.followup import offline_standalone
+from typedrag.index.fusion import fuse_searches
 from typedrag.gate import after, before
 from typedrag.index.base import DUPLICATE_ROOM, Retriever, distinct
 from typedrag.records import ScoredPassage
@@ -441,7 +442,7 @@ class Driver:
         fused = []
         for group in asked:
             ranked = [next(rankings) for _ in group]
-            fused.append(ranked[0] if len(ranked) == 1 else fuse(ranked, deeper))
+            fused.append(ranked[0] if len(ranked) == 1 else fuse_searches(ranked, deeper))
         return [distinct(hits, step.k) for hits in fused]
 
     async def _rank(self, step: Rank) -> list[list[ScoredPassage]]:
