@@ -98,7 +98,7 @@ def index(
     ] = None,
     embedder: Annotated[
         Optional[str],
-        typer.Option("--embedder", help="Model of the passage vectors: minilm (default, better) or static (far faster); see the README."),
+        typer.Option("--embedder", help="Model of the passage vectors: minilm (default, better), minilm-fast (twice as fast, near-identical vectors) or static (far faster); see docs/how-it-works.md."),
     ] = None,
     sentence_vectors: Annotated[
         Optional[bool],

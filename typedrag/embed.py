@@ -6,7 +6,9 @@ package that pulls torch is needed. Both files are checked by sha256 before use 
 cannot silently change results.
 
 The index's dense leg embeds passages with one of `EMBEDDERS`: "minilm" (the transformer, the better
-vectors) or "static" (a token table distilled here from the same MiniLM, `python -m
+vectors), "minilm-fast" (the same weights computing in int8, made here by `python -m
+typedrag.embed_model.quantize`: twice the passages per CPU-second, vectors within a cosine of about 0.99 of
+MiniLM's) or "static" (a token table distilled here from the same MiniLM, `python -m
 typedrag.embed_model.distill`: a mean of token vectors, hundreds of times faster). Either way a passage's
 vector is a pure function of its text and the model (`passage_input`, then `encode`): the same passage
 gives the same vector whatever it is batched with, in one process or many.
@@ -33,6 +35,9 @@ MODEL_NAME = "all-MiniLM-L6-v2 (onnx int8)"
 ONNX_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
 TOKENIZER_SHA256 = "be50c3628f2bf5bb5e3a7f17b1f74611b2561a3a27eeab05e5aa30f411572037"
 TOKENIZER_PATH = Path(__file__).parent / "embed_model" / "tokenizer.json"  # all-MiniLM-L6-v2's, see NOTICE there
+FAST_NAME = "all-MiniLM-L6-v2 (onnx int8, dynamic)"
+FAST_PATH = Path(__file__).parent / "embed_model" / "minilm-int8-dynamic.onnx"  # made by typedrag.embed_model.quantize
+FAST_SHA256 = "311b5dacd5599fb09107f11704399933ab9ebf2a86011242eb5f74332170ffde"
 MAX_TOKENS = 128  # passages are ~100 words; longer inputs cost time for little gain
 
 
@@ -128,11 +133,15 @@ class Embedder:
     dim = 384
     identity = f"{MODEL_NAME} sha256:{ONNX_SHA256[:16]} max_tokens:{MAX_TOKENS}"  # what makes its vectors what they are
 
+    # Whether the vectors indexes keep (`remember`) are this model's: they are MiniLM's, so only MiniLM reads them.
+    reads_kept = True
+    model_files = staticmethod(model_files)
+
     def __init__(self, threads: int | None = None, cache_size: int = 20_000) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        onnx_path, tokenizer_path = model_files()
+        onnx_path, tokenizer_path = self.model_files()
         self._session = ort.InferenceSession(str(onnx_path), session_options(threads), providers=["CPUExecutionProvider"])
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(MAX_TOKENS)
@@ -155,7 +164,7 @@ class Embedder:
             vectors = {t: self._cache[t] for t in unique if t in self._cache}
             for text in vectors:
                 self._cache.move_to_end(text)
-        stores = list(_KNOWN)
+        stores = list(_KNOWN) if self.reads_kept else []
         for store in stores:
             wanted = [t for t in unique if t not in vectors]
             if not wanted:
@@ -220,6 +229,29 @@ class Embedder:
         return (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
 
 
+class FastEmbedder(Embedder):
+    """MiniLM's weights computing in int8 (typedrag.embed_model.quantize): about twice the passages per CPU-second,
+    vectors a little off MiniLM's (docs/lab/2026-12-06-fast-embedder.md), so an index records which it used."""
+
+    key = "minilm-fast"
+    name = FAST_NAME
+    identity = f"{FAST_NAME} sha256:{FAST_SHA256[:16]} max_tokens:{MAX_TOKENS}"
+    reads_kept = False
+
+    @staticmethod
+    def model_files() -> tuple[Path, Path]:
+        if not FAST_PATH.is_file():
+            raise EmbedderUnavailable(f"model file missing: {FAST_PATH}; reinstall typedrag, or make it with python -m typedrag.embed_model.quantize")
+        return _verified(FAST_PATH, FAST_SHA256), _verified(TOKENIZER_PATH, TOKENIZER_SHA256)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """One text per run: dynamic quantisation scales a run's activations by the largest of the whole batch, so
+        a text batched with others would get another vector. Alone, it runs as fast (no padding either)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.concatenate([super(FastEmbedder, self)._encode([text]) for text in texts])
+
+
 STATIC_PATH = Path(__file__).parent / "embed_model" / "static-minilm.npz"  # made by typedrag.embed_model.distill
 STATIC_MAX_TOKENS = 512  # a static model reads the whole passage: its cost is a lookup per token
 
@@ -269,7 +301,7 @@ class StaticEmbedder:
 
 
 # The embedders an index's dense leg can use, by the key its manifest records (`typedrag index --embedder`).
-EMBEDDERS = ("minilm", "static")
+EMBEDDERS = ("minilm", "minilm-fast", "static")
 DEFAULT_EMBEDDER = "minilm"
 
 
@@ -301,17 +333,27 @@ def _static() -> StaticEmbedder:
     return StaticEmbedder()
 
 
+@lru_cache(maxsize=None)
+def _fast() -> FastEmbedder:
+    return FastEmbedder()
+
+
 def embedder_identity(key: str) -> str:
     """What makes the embedder `key`'s vectors what they are, without loading MiniLM's session."""
     if key == "minilm":
         return Embedder.identity
+    if key == "minilm-fast":
+        return FastEmbedder.identity
     return embedder_for(key).identity
 
 
 def embedder_for(key: str) -> Embedder | StaticEmbedder:
-    """The shared embedder an index's manifest names ("minilm" or "static")."""
+    """The shared embedder an index's manifest names (one of `EMBEDDERS`)."""
     if key == "minilm":
         return default_embedder()
+    if key == "minilm-fast":
+        with _default_lock:
+            return _fast()
     if key == "static":
         with _default_lock:
             return _static()
