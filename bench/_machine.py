@@ -13,7 +13,9 @@ from datetime import datetime, timezone
 
 def machine_line() -> str:
     try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False).stdout.strip()
+        commit = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=False
+        ).stdout.strip()
     except OSError:
         commit = "?"
     cpu = platform.processor() or platform.machine()
@@ -29,7 +31,9 @@ def machine_line() -> str:
     except (OSError, ValueError, IndexError):
         pass
     now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    return f"{now} · {cpu} · {os.cpu_count()} cores · {mem} · Python {platform.python_version()} · commit {commit or '?'}"
+    return (
+        f"{now} · {cpu} · {os.cpu_count()} cores · {mem} · Python {platform.python_version()} · commit {commit or '?'}"
+    )
 
 
 @contextmanager

@@ -18,14 +18,22 @@ from pathlib import Path
 
 from typedrag.reader.train import Pairs, fit, load_pairs, predict
 
-WANTED = {"REASON": {"cause"}, "INSTRUCTION": {"step"}, "DEBATE": {"for", "against"}, "EXPERIENCE": {"advice"}, "COMPARISON": {"relates", "item"}}
+WANTED = {
+    "REASON": {"cause"},
+    "INSTRUCTION": {"step"},
+    "DEBATE": {"for", "against"},
+    "EXPERIENCE": {"advice"},
+    "COMPARISON": {"relates", "item"},
+}
 BARS = (0.23, 0.30, 0.35, 0.40, 0.45, 0.50, 0.60)
 TUNED_ON = "wikipedia-demo"
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--labels", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/reader-labels/pairs.jsonl")
+    parser.add_argument(
+        "--labels", type=Path, default=Path(__file__).resolve().parents[2] / "shared/data/reader-labels/pairs.jsonl"
+    )
     args = parser.parse_args()
     rows = load_pairs([args.labels])
     pairs = Pairs(rows)
@@ -40,7 +48,11 @@ def main() -> None:
     print("|---|" + "---|" * len(BARS))
     groups = sorted({r["corpus"] for r, _, _ in scored}) + ["all but " + TUNED_ON]
     for group in groups:
-        mine = [(r, a, role) for r, a, role in scored if r["corpus"] == group or (group.startswith("all but") and r["corpus"] != TUNED_ON)]
+        mine = [
+            (r, a, role)
+            for r, a, role in scored
+            if r["corpus"] == group or (group.startswith("all but") and r["corpus"] != TUNED_ON)
+        ]
         cells = []
         for bar in BARS:
             added = [r for r, a, role in mine if a >= bar and role in WANTED[r["type"]]]

@@ -70,7 +70,10 @@ async def main() -> None:
     embedder = default_embedder()
     asked = questions(args.questions)
     await pipeline.answer(asked[0], "rag")  # load what every process loads once (models, the index)
-    print(f"typedrag at {Path(typedrag.__file__).parent}; {len(asked)} questions; load {os.getloadavg()[0]:.1f}", file=sys.stderr)
+    print(
+        f"typedrag at {Path(typedrag.__file__).parent}; {len(asked)} questions; load {os.getloadavg()[0]:.1f}",
+        file=sys.stderr,
+    )
     with args.out.open("w", encoding="utf-8") as out:
         for method in args.methods.split(","):
             first, floor = [], []
@@ -89,7 +92,8 @@ async def main() -> None:
                 f"{method}: CPU per answer p50 {statistics.median(first):.3f} s (mean {statistics.mean(first):.3f}), floor p50 "
                 f"{statistics.median(floor):.3f} s; ratio p50 {statistics.median(ratio):.2f}, of the sums "
                 f"{sum(first) / sum(floor):.2f}; load {os.getloadavg()[0]:.1f}",
-                file=sys.stderr, flush=True,
+                file=sys.stderr,
+                flush=True,
             )
 
 

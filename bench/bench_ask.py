@@ -54,8 +54,19 @@ QUESTIONS = [  # distinct questions, three per type, so warm runs measure new wo
 def cold(index: str, method: str, retrieval: str | None = None) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "typedrag.cli", "ask", QUESTIONS[3], "--index", index, "--method", method, "--json",
-         *(["--retrieval", retrieval] if retrieval else [])],
+        [
+            sys.executable,
+            "-m",
+            "typedrag.cli",
+            "ask",
+            QUESTIONS[3],
+            "--index",
+            index,
+            "--method",
+            method,
+            "--json",
+            *(["--retrieval", retrieval] if retrieval else []),
+        ],
         check=True,
         capture_output=True,
     )
@@ -72,7 +83,9 @@ async def warm(index: str, method: str, retrieval: str | None = None) -> list[tu
         pass
     else:
         configure_from_environment()  # as the command line does: traces only if OTEL_* variables ask for them
-    pipeline = build_pipeline(load_settings({"index": index, "llm.model": "offline", "retrieval": retrieval}), Resources())
+    pipeline = build_pipeline(
+        load_settings({"index": index, "llm.model": "offline", "retrieval": retrieval}), Resources()
+    )
     await pipeline.answer(WARM_UP, method)  # the first question pays the model loads
     timings = []
     for question in QUESTIONS:
@@ -92,7 +105,9 @@ def warm_in_new_process(index: str, method: str, retrieval: str | None = None) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--index", default="demo-index")
-    parser.add_argument("--otlp", action="store_true", help="trace every answer, exported to an OTLP/HTTP receiver on loopback")
+    parser.add_argument(
+        "--otlp", action="store_true", help="trace every answer, exported to an OTLP/HTTP receiver on loopback"
+    )
     parser.add_argument("--retrieval", help="bm25, dense or hybrid (default: as the index was built)")
     args = parser.parse_args()
     receiver = None
@@ -104,7 +119,9 @@ def main() -> None:
     tracing = "traced, OTLP/HTTP to loopback" if args.otlp else "untraced"
     searched = f"retrieval {args.retrieval}" if args.retrieval else "retrieval as built"
     print(f"# ask on the embedded default · index {args.index} · {searched} · {tracing} · {machine_line()}\n")
-    print("| method | cold (new process, 1st question) s | warm p50 s | warm p95 s | warm max s | warm CPU p50 s | warm per strategy (median s) |")
+    print(
+        "| method | cold (new process, 1st question) s | warm p50 s | warm p95 s | warm max s | warm CPU p50 s | warm per strategy (median s) |"
+    )
     print("|---|---|---|---|---|---|---|")
     for method in ("rag", "typed"):
         cold_s = statistics.median(cold(args.index, method, args.retrieval) for _ in range(3))
@@ -116,7 +133,9 @@ def main() -> None:
             by_strategy.setdefault(strategy, []).append(wall)
         per = ", ".join(f"{k} {statistics.median(v):.2f}" for k, v in sorted(by_strategy.items()))
         p95 = walls[min(len(walls) - 1, round(0.95 * (len(walls) - 1)))]
-        print(f"| {method} | {cold_s:.2f} | {statistics.median(walls):.2f} | {p95:.2f} | {walls[-1]:.2f} | {cpu_p50:.2f} | {per} |")
+        print(
+            f"| {method} | {cold_s:.2f} | {statistics.median(walls):.2f} | {p95:.2f} | {walls[-1]:.2f} | {cpu_p50:.2f} | {per} |"
+        )
     if receiver is not None:
         traces = {span.trace_id for span in receiver.spans}
         print(f"\n{len(receiver.spans)} spans in {len(traces)} traces received")

@@ -44,12 +44,17 @@ def machine() -> str:
     import onnxruntime
 
     cpuinfo = Path("/proc/cpuinfo")
-    models = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-              if line.startswith("model name")] if cpuinfo.exists() else []
+    models = (
+        [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")]
+        if cpuinfo.exists()
+        else []
+    )
     cpu = models[0] if models else platform.processor()
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
-    return (f"{platform.platform()} | {cpu} | {os.cpu_count()} cores | load avg {load}\n"
-            f"Python {platform.python_version()} | numpy {numpy.__version__} | onnxruntime {onnxruntime.__version__}")
+    return (
+        f"{platform.platform()} | {cpu} | {os.cpu_count()} cores | load avg {load}\n"
+        f"Python {platform.python_version()} | numpy {numpy.__version__} | onnxruntime {onnxruntime.__version__}"
+    )
 
 
 def cold_load(repeats: int) -> dict[str, float]:
@@ -84,12 +89,18 @@ def main() -> None:
 
     print(machine())
     load = cold_load(args.repeats)
-    print(f"cold load (new process, median of {args.repeats}): embedder {load['embedder']:.3f} s, "
-          f"classifier weights {load['weights']:.3f} s, total {load['total']:.3f} s")
+    print(
+        f"cold load (new process, median of {args.repeats}): embedder {load['embedder']:.3f} s, "
+        f"classifier weights {load['weights']:.3f} s, total {load['total']:.3f} s"
+    )
 
     valid, _ = read_split(args.data_dir / "nfcats" / "valid.csv")
-    wiki = [json.loads(line)["question_text"] for path in sorted((args.data_dir / "wiki-nfqa").glob("*.jsonl"))
-            for line in path.read_text(encoding="utf-8").splitlines() if line]
+    wiki = [
+        json.loads(line)["question_text"]
+        for path in sorted((args.data_dir / "wiki-nfqa").glob("*.jsonl"))
+        for line in path.read_text(encoding="utf-8").splitlines()
+        if line
+    ]
     for threads in (1, 2):
         classifier = ShippedClassifier(embedder=Embedder(threads=threads))
         classifier.classify("warm up the session?")
@@ -104,8 +115,12 @@ def main() -> None:
         t0 = time.perf_counter()
         classifier.classify_many(wiki)
         batch = time.perf_counter() - t0
-        print(f"{threads} thread(s): one question {percentiles(total)}; of which TF-IDF features {percentiles(features)}")
-        print(f"{threads} thread(s): batch of {len(wiki)} Wiki-NFQA questions {batch:.2f} s = {len(wiki) / batch:.0f} questions/s")
+        print(
+            f"{threads} thread(s): one question {percentiles(total)}; of which TF-IDF features {percentiles(features)}"
+        )
+        print(
+            f"{threads} thread(s): batch of {len(wiki)} Wiki-NFQA questions {batch:.2f} s = {len(wiki) / batch:.0f} questions/s"
+        )
 
 
 def agreement(data_dir: Path) -> None:
@@ -119,7 +134,9 @@ def agreement(data_dir: Path) -> None:
     classes = [c.value for c in classifier.classes]
     questions, labels = read_split(data_dir / "nfcats" / "valid.csv")
     routed = [str(p.label) for p in classifier.classify_many(questions)]
-    print(f"{classifier.name}: NF-CATS valid macro-F1 with the rules {scores(routed, classes, labels)['macro_f1']:.4f} (n={len(labels)})")
+    print(
+        f"{classifier.name}: NF-CATS valid macro-F1 with the rules {scores(routed, classes, labels)['macro_f1']:.4f} (n={len(labels)})"
+    )
     sets = {"question-types (trained on)": read_technical(ROOT / "bench" / "data" / "question-types.jsonl")}
     sets.update({path.stem: read_external(path) for path in sorted((ROOT / "bench" / "data").glob("keyterms*.jsonl"))})
     for name, rows in sets.items():

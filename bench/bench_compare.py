@@ -50,8 +50,12 @@ def question_files(out_dir: Path) -> dict[str, Path]:
     for manual in MANUALS:
         path = out_dir / f"questions-{manual}.jsonl"
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(json.dumps({k: r[k] for k in ("id", "question", "type")}) + "\n"
-                                for r in rows if r["manual"] == manual), encoding="utf-8")
+        path.write_text(
+            "".join(
+                json.dumps({k: r[k] for k in ("id", "question", "type")}) + "\n" for r in rows if r["manual"] == manual
+            ),
+            encoding="utf-8",
+        )
         files[manual] = path
     return files
 
@@ -97,13 +101,28 @@ def run(args: argparse.Namespace) -> None:
         args.llm, args.base_url = "stub-model", stub.base_url
     try:
         for manual, questions in files.items():
-            command = ["eval", "compare", str(questions), "--index", str(args.indexes_dir / manual),
-                       "--out", str(args.out_dir / manual), "--a", "rag", "--b", "typed",
-                       "--concurrency", str(args.concurrency), "--no-progress"]
+            command = [
+                "eval",
+                "compare",
+                str(questions),
+                "--index",
+                str(args.indexes_dir / manual),
+                "--out",
+                str(args.out_dir / manual),
+                "--a",
+                "rag",
+                "--b",
+                "typed",
+                "--concurrency",
+                str(args.concurrency),
+                "--no-progress",
+            ]
             if args.llm:
                 command += ["--llm", args.llm] + (["--base-url", args.base_url] if args.base_url else [])
             if args.judge:
-                command += ["--judge", args.judge] + (["--judge-base-url", args.judge_base_url] if args.judge_base_url else [])
+                command += ["--judge", args.judge] + (
+                    ["--judge-base-url", args.judge_base_url] if args.judge_base_url else []
+                )
             if args.llm_timeout:
                 command += ["--llm-timeout", str(args.llm_timeout)]
             if args.llm_concurrency:
@@ -114,8 +133,10 @@ def run(args: argparse.Namespace) -> None:
             typedrag(*command, env=env)
     finally:
         if stub is not None:
-            print(f"stub requests: {len(stub.requests)} "
-                  f"({sum(r.schema_name == 'PairVerdict' for r in stub.requests)} pairwise judgments)")
+            print(
+                f"stub requests: {len(stub.requests)} "
+                f"({sum(r.schema_name == 'PairVerdict' for r in stub.requests)} pairwise judgments)"
+            )
             stub.__exit__(None, None, None)
 
 
@@ -129,8 +150,13 @@ def answers(args: argparse.Namespace) -> None:
     from typedrag.factory import Resources, build_pipeline
 
     rows = [json.loads(line) for line in QUESTIONS.read_text(encoding="utf-8").splitlines() if line.strip()]
-    overrides = {"llm.model": args.llm, "llm.base_url": args.base_url, "llm.timeout": args.llm_timeout,
-                 "llm.concurrency": args.llm_concurrency, "knowledge": args.knowledge}
+    overrides = {
+        "llm.model": args.llm,
+        "llm.base_url": args.base_url,
+        "llm.timeout": args.llm_timeout,
+        "llm.concurrency": args.llm_concurrency,
+        "knowledge": args.knowledge,
+    }
     resources = Resources()
 
     async def run_manual(manual: str) -> None:
@@ -146,8 +172,18 @@ def answers(args: argparse.Namespace) -> None:
                 async with limit:
                     result = await pipeline.answer(row["question"], method, row["type"] if method == "typed" else None)
                 with path.open("a", encoding="utf-8") as out:
-                    out.write(json.dumps({"id": row["id"], "question": row["question"], "type": row["type"], "answer": result.reply,
-                                          "result": result.model_dump(mode="json")}) + "\n")
+                    out.write(
+                        json.dumps(
+                            {
+                                "id": row["id"],
+                                "question": row["question"],
+                                "type": row["type"],
+                                "answer": result.reply,
+                                "result": result.model_dump(mode="json"),
+                            }
+                        )
+                        + "\n"
+                    )
                 print(f"{manual} {method} {row['id']}: {result.strategy}, {result.usage.calls} calls", flush=True)
 
             await asyncio.gather(*(one(r) for r in rows if r["manual"] == manual and r["id"] not in done))
@@ -185,11 +221,15 @@ def filler(args: argparse.Namespace) -> None:
                 tally["calls"] += result["usage"]["calls"]
                 if args.show and meta:
                     print(f"  {method} {row['id']}: {' | '.join(meta)}")
-    print("| method | type | answers | abstained | meta sentences (answers with any) | unsourced sentences (answers with any) | calls per answer |")
+    print(
+        "| method | type | answers | abstained | meta sentences (answers with any) | unsourced sentences (answers with any) | calls per answer |"
+    )
     print("|---|---|---|---|---|---|---|")
     for (method, group), t in sorted(counts.items(), key=lambda kv: (kv[0][0], kv[0][1] != "all", kv[0][1])):
-        print(f"| {method} | {group.lower()} | {t['answers']} | {t['abstained']} | {t['meta']} ({t['with meta']}) | "
-              f"{t['unsourced']} ({t['with unsourced']}) | {t['calls'] / max(t['answers'], 1):.1f} |")
+        print(
+            f"| {method} | {group.lower()} | {t['answers']} | {t['abstained']} | {t['meta']} ({t['with meta']}) | "
+            f"{t['unsourced']} ({t['with unsourced']}) | {t['calls'] / max(t['answers'], 1):.1f} |"
+        )
 
 
 def blind(args: argparse.Namespace) -> None:
@@ -198,26 +238,48 @@ def blind(args: argparse.Namespace) -> None:
         if (args.out_dir / manual / f"{args.a}.jsonl").exists():  # `answers` output: one file per method
             target = args.to / manual
             target.mkdir(parents=True, exist_ok=True)
-            rows = {name: [json.loads(line) for line in (args.out_dir / manual / f"{method}.jsonl").read_text().splitlines()]
-                    for name, method in (("A", args.a), ("B", args.b))}
-            (target / "questions.jsonl").write_text("".join(json.dumps({"id": r["id"], "question": r["question"], "type": r["type"]}) + "\n"
-                                                            for r in sorted(rows["A"], key=lambda r: r["id"])))
+            rows = {
+                name: [
+                    json.loads(line) for line in (args.out_dir / manual / f"{method}.jsonl").read_text().splitlines()
+                ]
+                for name, method in (("A", args.a), ("B", args.b))
+            }
+            (target / "questions.jsonl").write_text(
+                "".join(
+                    json.dumps({"id": r["id"], "question": r["question"], "type": r["type"]}) + "\n"
+                    for r in sorted(rows["A"], key=lambda r: r["id"])
+                )
+            )
             for name, found in rows.items():
-                (target / f"{name}.jsonl").write_text("".join(json.dumps({"id": r["id"], "answer": r["answer"]}) + "\n" for r in found))
-            print(f"python ../shared/tools/blind_judge.py prepare {target}/questions.jsonl {target}/A.jsonl {target}/B.jsonl {target}/judged")
+                (target / f"{name}.jsonl").write_text(
+                    "".join(json.dumps({"id": r["id"], "answer": r["answer"]}) + "\n" for r in found)
+                )
+            print(
+                f"python ../shared/tools/blind_judge.py prepare {target}/questions.jsonl {target}/A.jsonl {target}/B.jsonl {target}/judged"
+            )
             continue
         answers = [json.loads(line) for line in (args.out_dir / manual / "answers.jsonl").read_text().splitlines()]
         target = args.to / manual
         target.mkdir(parents=True, exist_ok=True)
         questions = {a["question_id"]: a["question"] for a in answers}
-        types = {json.loads(line)["id"]: json.loads(line)["type"]
-                 for line in (args.out_dir / f"questions-{manual}.jsonl").read_text().splitlines()}
-        (target / "questions.jsonl").write_text("".join(json.dumps({"id": q, "question": t, "type": types.get(q)}) + "\n"
-                                                        for q, t in questions.items()))
+        types = {
+            json.loads(line)["id"]: json.loads(line)["type"]
+            for line in (args.out_dir / f"questions-{manual}.jsonl").read_text().splitlines()
+        }
+        (target / "questions.jsonl").write_text(
+            "".join(json.dumps({"id": q, "question": t, "type": types.get(q)}) + "\n" for q, t in questions.items())
+        )
         for system, name in (("rag", "A"), ("typed", "B")):
-            (target / f"{name}.jsonl").write_text("".join(json.dumps({"id": a["question_id"], "answer": a["answer"]}) + "\n"
-                                                          for a in answers if a["system"] == system))
-        print(f"python ../shared/tools/blind_judge.py prepare {target}/questions.jsonl {target}/A.jsonl {target}/B.jsonl {target}/judged")
+            (target / f"{name}.jsonl").write_text(
+                "".join(
+                    json.dumps({"id": a["question_id"], "answer": a["answer"]}) + "\n"
+                    for a in answers
+                    if a["system"] == system
+                )
+            )
+        print(
+            f"python ../shared/tools/blind_judge.py prepare {target}/questions.jsonl {target}/A.jsonl {target}/B.jsonl {target}/judged"
+        )
 
 
 def agreement(args: argparse.Namespace) -> None:
@@ -233,11 +295,15 @@ def agreement(args: argparse.Namespace) -> None:
             verdict = json.loads(line)
             shown_a = key[str(verdict["id"])]["A"]  # "a" (rag) or "b" (typed), as blind_judge.py drew it
             winner = verdict["winner"]
-            theirs[str(verdict["id"])] = "tie" if winner == "tie" else shown_a if winner == "A" else ("b" if shown_a == "a" else "a")
+            theirs[str(verdict["id"])] = (
+                "tie" if winner == "tie" else shown_a if winner == "A" else ("b" if shown_a == "a" else "a")
+            )
         common = [q for q in theirs if ours.get(q) in ("a", "b", "tie")]
         agree = sum(ours[q] == theirs[q] for q in common)
         both = [q for q in common if ours[q] != "tie" and theirs[q] != "tie"]
-        print(f"{manual}: {agree}/{len(common)} items agree; where both chose a side {sum(ours[q] == theirs[q] for q in both)}/{len(both)}")
+        print(
+            f"{manual}: {agree}/{len(common)} items agree; where both chose a side {sum(ours[q] == theirs[q] for q in both)}/{len(both)}"
+        )
         same, total = same + agree, total + len(common)
         decided_same, decided = decided_same + sum(ours[q] == theirs[q] for q in both), decided + len(both)
     print(f"overall: {same}/{total} = {same / max(total, 1):.2f}; where both chose a side {decided_same}/{decided}")
@@ -282,7 +348,9 @@ def main() -> None:
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--blind", type=Path, required=True)
     args = parser.parse_args()
-    {"index": index, "run": run, "answers": answers, "filler": filler, "blind": blind, "agreement": agreement}[args.command](args)
+    {"index": index, "run": run, "answers": answers, "filler": filler, "blind": blind, "agreement": agreement}[
+        args.command
+    ](args)
 
 
 if __name__ == "__main__":

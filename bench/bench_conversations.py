@@ -56,8 +56,23 @@ def serving(index: str, extra: list[str]):
     """`typedrag serve` on `index` in a process of its own (this checkout's code), until the block ends."""
     port = free_port()
     root = Path(__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-    command = [sys.executable, "-m", "typedrag.cli", "serve", "--index", index, "--port", str(port), "--log-level", "warning", *extra]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+    }
+    command = [
+        sys.executable,
+        "-m",
+        "typedrag.cli",
+        "serve",
+        "--index",
+        index,
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+        *extra,
+    ]
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -106,19 +121,31 @@ def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: l
                     messages.append({"role": "user", "content": turn["user"]})
                     whole = ask(client, url, model, messages)
                     alone = ask(client, url, model, [messages[-1]]) if number else whole
-                    reply, trace, alone_trace = whole["choices"][0]["message"]["content"], whole["typedrag"], alone["typedrag"]
+                    reply, trace, alone_trace = (
+                        whole["choices"][0]["message"]["content"],
+                        whole["typedrag"],
+                        alone["typedrag"],
+                    )
                     messages.append({"role": "assistant", "content": reply})
                     row = {
-                        "conversation": conversation["id"], "split": conversation["split"], "turn": number, "user": turn["user"],
+                        "conversation": conversation["id"],
+                        "split": conversation["split"],
+                        "turn": number,
+                        "user": turn["user"],
                         "answerable": bool(turn["answers"]),
                         "recall_whole": found(turn["answers"], trace["sources"][:TOP]) if turn["answers"] else None,
-                        "recall_alone": found(turn["answers"], alone_trace["sources"][:TOP]) if turn["answers"] else None,
-                        "abstained_whole": trace["abstained"], "abstained_alone": alone_trace["abstained"],
-                        "standalone": trace.get("standalone_question"), "searched": trace.get("searched"),
+                        "recall_alone": found(turn["answers"], alone_trace["sources"][:TOP])
+                        if turn["answers"]
+                        else None,
+                        "abstained_whole": trace["abstained"],
+                        "abstained_alone": alone_trace["abstained"],
+                        "standalone": trace.get("standalone_question"),
+                        "searched": trace.get("searched"),
                         "rewritten": bool((trace.get("rewrite") or {}).get("rewritten")),
                         "sources": [s["passage_id"] for s in trace["sources"][:TOP]],
                         "sources_alone": [s["passage_id"] for s in alone_trace["sources"][:TOP]],
-                        "type": (trace.get("type") or {}).get("type"), "strategy": trace["strategy"],
+                        "type": (trace.get("type") or {}).get("type"),
+                        "strategy": trace["strategy"],
                         "seconds": trace["timings_ms"].get("total", 0) / 1000,
                         "fallbacks": [f"{f['step']}: {f['reason']}" for f in trace.get("fallbacks", [])],
                     }
@@ -126,19 +153,28 @@ def run(conversations: list[dict], indexes: dict[str, str], model: str, extra: l
                     if out is not None:
                         out.write(json.dumps(row, ensure_ascii=False) + "\n")
                         out.flush()
-                    print(f"  {conversation['id']}[{number}] recall {row['recall_whole']} (alone {row['recall_alone']}) "
-                          f"abstained {row['abstained_whole']}", file=sys.stderr)
+                    print(
+                        f"  {conversation['id']}[{number}] recall {row['recall_whole']} (alone {row['recall_alone']}) "
+                        f"abstained {row['abstained_whole']}",
+                        file=sys.stderr,
+                    )
     return rows
 
 
 def abstentions_on_answerable(sets: dict[str, Path], indexes: dict[str, str], model: str, extra: list[str]) -> None:
     """The share of each key-term set's questions (all answerable) whose answer abstains, asked alone."""
     for corpus, path in sets.items():
-        questions = [json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        questions = [
+            json.loads(line)["question"] for line in path.read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
         with serving(indexes[corpus], extra) as url, httpx.Client() as client:
-            abstained = [ask(client, url, model, [{"role": "user", "content": q}])["typedrag"]["abstained"] for q in questions]
-        print(f"answerable single questions, {path.name} ({corpus}): abstained on {sum(abstained)} of {len(abstained)} "
-              f"({mean(abstained):.2f})")
+            abstained = [
+                ask(client, url, model, [{"role": "user", "content": q}])["typedrag"]["abstained"] for q in questions
+            ]
+        print(
+            f"answerable single questions, {path.name} ({corpus}): abstained on {sum(abstained)} of {len(abstained)} "
+            f"({mean(abstained):.2f})"
+        )
 
 
 def calibrate(conversations: list[dict], indexes: dict[str, str], sets: dict[str, Path], out: Path) -> None:
@@ -187,9 +223,15 @@ def calibrate(conversations: list[dict], indexes: dict[str, str], sets: dict[str
                     for number, turn in enumerate(conversation["turns"]):
                         seen.clear()
                         result = await chat.ask(turn["user"])
-                        row = {"set": "conversation", "split": conversation["split"], "corpus": corpus,
-                               "id": f"{conversation['id']}[{number}]", "answerable": bool(turn["answers"]),
-                               "type": (result.type.type if result.type else None), **seen}
+                        row = {
+                            "set": "conversation",
+                            "split": conversation["split"],
+                            "corpus": corpus,
+                            "id": f"{conversation['id']}[{number}]",
+                            "answerable": bool(turn["answers"]),
+                            "type": (result.type.type if result.type else None),
+                            **seen,
+                        }
                         sink.write(json.dumps(row) + "\n")
                 if corpus in sets:
                     for line in sets[corpus].read_text(encoding="utf-8").splitlines():
@@ -197,8 +239,14 @@ def calibrate(conversations: list[dict], indexes: dict[str, str], sets: dict[str
                             item = json.loads(line)
                             seen.clear()
                             result = await pipeline.answer(item["question"])
-                            row = {"set": "keyterms", "corpus": corpus, "id": item["id"], "answerable": True,
-                                   "type": (result.type.type if result.type else None), **seen}
+                            row = {
+                                "set": "keyterms",
+                                "corpus": corpus,
+                                "id": item["id"],
+                                "answerable": True,
+                                "type": (result.type.type if result.type else None),
+                                **seen,
+                            }
                             sink.write(json.dumps(row) + "\n")
 
             asyncio.run(run_corpus())
@@ -208,16 +256,22 @@ def choose(path: Path) -> None:
     """Abstention on tune-half turns and key-term questions for candidate bars, as docs/lab/2026-12-02-abstention.md chose them."""
     rows = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     tune = [r for r in rows if r["set"] == "keyterms" or r.get("split") == "tune"]
-    print(f"{len(tune)} rows: {sum(r['answerable'] for r in tune)} answerable, {sum(not r['answerable'] for r in tune)} not")
+    print(
+        f"{len(tune)} rows: {sum(r['answerable'] for r in tune)} answerable, {sum(not r['answerable'] for r in tune)} not"
+    )
     for support_bar in (0.40, 0.44, 0.46, 0.48, 0.50, 0.52, 0.55):
         for reader_bar in (0.10, 0.13, 0.15, 0.17, 0.20):
+
             def abstains(r):
                 bar = {"EXPERIENCE": support_bar - 0.14, "DEBATE": support_bar - 0.06}.get(r["type"], support_bar)
                 return r.get("relevance", 1) < bar or r.get("reader", 1) < reader_bar
+
             answerable = [abstains(r) for r in tune if r["answerable"]]
             unanswerable = [abstains(r) for r in tune if not r["answerable"]]
-            print(f"support {support_bar:.2f} reader {reader_bar:.2f}: abstains on {mean(answerable):.3f} of answerable, "
-                  f"{mean(unanswerable):.3f} of unanswerable")
+            print(
+                f"support {support_bar:.2f} reader {reader_bar:.2f}: abstains on {mean(answerable):.3f} of answerable, "
+                f"{mean(unanswerable):.3f} of unanswerable"
+            )
 
 
 def mean(values: list[float]) -> float:
@@ -238,8 +292,17 @@ def report(rows: list[dict]) -> None:
             # by id; a source found by its quote at run time (the index built again) still counts
             return max(recall, sum(any(p["id"] in ids for p in group) for group in groups) / len(groups))
 
-        table([{**r, "recall_whole": judged(r["recall_whole"], r, r["sources"]), "recall_alone": judged(r["recall_alone"], r, r["sources_alone"])}
-               for r in rows], "with the passages judged since (data/conversations-judged.jsonl)")
+        table(
+            [
+                {
+                    **r,
+                    "recall_whole": judged(r["recall_whole"], r, r["sources"]),
+                    "recall_alone": judged(r["recall_alone"], r, r["sources_alone"]),
+                }
+                for r in rows
+            ],
+            "with the passages judged since (data/conversations-judged.jsonl)",
+        )
 
 
 def table(rows: list[dict], gold: str) -> None:
@@ -248,8 +311,10 @@ def table(rows: list[dict], gold: str) -> None:
     for row in rows:
         by_split[row["split"]].append(row)
         by_split["all"].append(row)
-    print(f"{'split':6} {'conv':>4} {'turns':>5} {'ans':>4} {'unans':>5} | {'recall@5 conv':>13} {'last turn':>9} {'gain':>6} | "
-          f"{'follow-ups: conv':>16} {'last':>6} | {'abstain: ans':>12} {'unans':>6} | {'s/turn':>6}")
+    print(
+        f"{'split':6} {'conv':>4} {'turns':>5} {'ans':>4} {'unans':>5} | {'recall@5 conv':>13} {'last turn':>9} {'gain':>6} | "
+        f"{'follow-ups: conv':>16} {'last':>6} | {'abstain: ans':>12} {'unans':>6} | {'s/turn':>6}"
+    )
     for split in ("tune", "test", "all"):
         rs = by_split.get(split, [])
         if not rs:
@@ -268,25 +333,38 @@ def table(rows: list[dict], gold: str) -> None:
     follow_ups = [r for r in rows if r["turn"] > 0]
     if follow_ups and "rewritten" in follow_ups[0]:
         read = [r for r in follow_ups if r["rewritten"]]
-        print(f"follow-ups read with the conversation's subject: {len(read)} of {len(follow_ups)} "
-              f"(answerable {sum(r['answerable'] for r in read)}, unanswerable {sum(not r['answerable'] for r in read)})")
+        print(
+            f"follow-ups read with the conversation's subject: {len(read)} of {len(follow_ups)} "
+            f"(answerable {sum(r['answerable'] for r in read)}, unanswerable {sum(not r['answerable'] for r in read)})"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", type=Path, default=DATA)
-    parser.add_argument("--index", action="append", default=[], metavar="CORPUS=PATH", help="the index of each corpus in the data")
+    parser.add_argument(
+        "--index", action="append", default=[], metavar="CORPUS=PATH", help="the index of each corpus in the data"
+    )
     parser.add_argument("--split", choices=("tune", "test", "all"), default="all")
     parser.add_argument("--model", default="typedrag-typed", help="typedrag-typed (default) or typedrag-rag")
     parser.add_argument("--llm", help="serve with this --llm (default: the offline engine)")
     parser.add_argument("--base-url", help="serve with this --base-url")
-    parser.add_argument("--retrieval", help="serve with this --retrieval (bm25, dense, hybrid; default: as each index was built)")
+    parser.add_argument(
+        "--retrieval", help="serve with this --retrieval (bm25, dense, hybrid; default: as each index was built)"
+    )
     parser.add_argument("--out", type=Path, help="also write one JSON line per turn here")
-    parser.add_argument("--answerable", action="append", default=[], metavar="CORPUS=FILE",
-                        help="also ask each question of this key-term set alone and count abstentions")
+    parser.add_argument(
+        "--answerable",
+        action="append",
+        default=[],
+        metavar="CORPUS=FILE",
+        help="also ask each question of this key-term set alone and count abstentions",
+    )
     parser.add_argument("--skip-conversations", action="store_true", help="with --answerable: only that")
     parser.add_argument("--report", type=Path, help="only print the table of an earlier --out file")
-    parser.add_argument("--calibrate", type=Path, help="in process, bars off: write each turn's bar inputs here (JSONL)")
+    parser.add_argument(
+        "--calibrate", type=Path, help="in process, bars off: write each turn's bar inputs here (JSONL)"
+    )
     parser.add_argument("--choose", type=Path, help="print abstention for candidate bars from a --calibrate file")
     args = parser.parse_args()
     print(machine_line())
@@ -294,7 +372,9 @@ def main() -> None:
         choose(args.choose)
         return
     if args.calibrate is not None:
-        conversations = [json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()]
+        conversations = [
+            json.loads(line) for line in args.data.read_text(encoding="utf-8").splitlines() if line.strip()
+        ]
         sets = {c: Path(f) for c, f in (item.split("=", 1) for item in args.answerable)}
         calibrate(conversations, dict(item.split("=", 1) for item in args.index), sets, args.calibrate)
         return
@@ -303,15 +383,20 @@ def main() -> None:
         return
     indexes = dict(item.split("=", 1) for item in args.index)
     conversations = [c for c in load(args.data) if args.split == "all" or c["split"] == args.split]
-    extra = [*(["--llm", args.llm] if args.llm else []), *(["--base-url", args.base_url] if args.base_url else []),
-             *(["--retrieval", args.retrieval] if args.retrieval else [])]
+    extra = [
+        *(["--llm", args.llm] if args.llm else []),
+        *(["--base-url", args.base_url] if args.base_url else []),
+        *(["--retrieval", args.retrieval] if args.retrieval else []),
+    ]
     if args.answerable:
-        abstentions_on_answerable({c: Path(f) for c, f in (item.split("=", 1) for item in args.answerable)}, indexes, args.model, extra)
+        abstentions_on_answerable(
+            {c: Path(f) for c, f in (item.split("=", 1) for item in args.answerable)}, indexes, args.model, extra
+        )
     if args.skip_conversations:
         return
     if args.out is not None:
         args.out.parent.mkdir(parents=True, exist_ok=True)
-    with (args.out.open("w", encoding="utf-8") if args.out is not None else open(os.devnull, "w")) as out:
+    with args.out.open("w", encoding="utf-8") if args.out is not None else open(os.devnull, "w") as out:
         rows = run(conversations, indexes, args.model, extra, out)
     report(rows)
 

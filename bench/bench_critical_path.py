@@ -74,7 +74,10 @@ def make_corpus(directory: Path) -> Path:
     path = directory / "energy.jsonl"
     with path.open("w") as out:
         for i, word in enumerate(WORDS * 4):
-            text = f"{word.capitalize()} power plants supply electricity; {word} costs, tariffs and prices vary by season. " * 6
+            text = (
+                f"{word.capitalize()} power plants supply electricity; {word} costs, tariffs and prices vary by season. "
+                * 6
+            )
             out.write(json.dumps({"id": f"d{i}", "title": f"{word} {i}", "text": text}) + "\n")
     return path
 
@@ -105,7 +108,9 @@ def main() -> None:
         build_index([make_corpus(Path(tmp))], index, show_progress=False)
         retriever = open_retriever(index)
         pipelines = {
-            cap: Pipeline(LLMEngine(OpenAIChatModel(model="latency-stub", base_url=base_url, max_concurrency=cap)), retriever)
+            cap: Pipeline(
+                LLMEngine(OpenAIChatModel(model="latency-stub", base_url=base_url, max_concurrency=cap)), retriever
+            )
             for cap in (8, 1)
         }
         asyncio.run(measure(pipelines, state, args))
@@ -128,6 +133,7 @@ async def measure(pipelines: dict[int, Pipeline], state: dict, args) -> None:
                 f"| {nfq_type.value.lower()} | {n} | {calls} | {walls[8]:.0f} | {walls[1]:.0f} | "
                 f"{walls[1] / walls[8]:.1f}x | {'yes' if ok else 'NO'} |"
             )
+
 
 if __name__ == "__main__":
     main()

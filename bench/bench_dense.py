@@ -64,7 +64,9 @@ def main() -> None:
     parser.add_argument("--k", type=int, default=100, help="rows asked for (hybrid search reads each leg's top 100)")
     parser.add_argument("--graph", action="store_true", help="also build the HNSW graph and search it")
     parser.add_argument("--old", action="store_true", help="also the float conversion typedrag did before (slow)")
-    parser.add_argument("--clustered", action="store_true", help="vectors around 1,000 centres (default: uniformly random)")
+    parser.add_argument(
+        "--clustered", action="store_true", help="vectors around 1,000 centres (default: uniformly random)"
+    )
     args = parser.parse_args()
 
     from threadpoolctl import threadpool_limits
@@ -89,10 +91,13 @@ def main() -> None:
             ours_times.append(time.perf_counter() - started)
     kernel, ours_ms = statistics.median(kernel_times) * 1000, statistics.median(ours_times) * 1000
     ratio = statistics.median(b / a for a, b in zip(kernel_times, ours_times))
-    print(f"exact top {args.k}: usearch's int8 kernel alone p50 {kernel:.1f} ms; typedrag's exact search p50 {ours_ms:.1f} ms "
-          f"(per query {ratio:.2f}x the kernel, p50); load {os.getloadavg()[0]:.1f}")
+    print(
+        f"exact top {args.k}: usearch's int8 kernel alone p50 {kernel:.1f} ms; typedrag's exact search p50 {ours_ms:.1f} ms "
+        f"(per query {ratio:.2f}x the kernel, p50); load {os.getloadavg()[0]:.1f}"
+    )
     del quantized
     if args.old:
+
         def old(query):
             out = np.empty(len(rows), dtype=np.float32)
             for start in range(0, len(rows), 65_536):
@@ -104,14 +109,18 @@ def main() -> None:
         with threadpool_limits(1):
             old_ms, before = p50(old, queries[:5])
         same = np.mean([len(set(a[:10]) & set(b[:10])) / 10 for a, b in zip(before, ours)])
-        print(f"before (float conversion per query): p50 {old_ms:.0f} ms; typedrag's exact top 10 equal to it: {same:.3f}")
+        print(
+            f"before (float conversion per query): p50 {old_ms:.0f} ms; typedrag's exact top 10 equal to it: {same:.3f}"
+        )
     if args.graph:
         with tempfile.TemporaryDirectory() as folder:
             cpu0, started = time.process_time(), time.perf_counter()
             nearest.build_graph(Path(folder), rows)
-            print(f"HNSW graph (M {nearest.CONNECTIVITY}, ef_construction {nearest.EXPANSION_ADD}): built in "
-                  f"{time.perf_counter() - started:.0f} s wall, {time.process_time() - cpu0:.0f} CPU-s; "
-                  f"{(Path(folder) / nearest.GRAPH).stat().st_size / 2**20:.0f} MiB; load {os.getloadavg()[0]:.1f}")
+            print(
+                f"HNSW graph (M {nearest.CONNECTIVITY}, ef_construction {nearest.EXPANSION_ADD}): built in "
+                f"{time.perf_counter() - started:.0f} s wall, {time.process_time() - cpu0:.0f} CPU-s; "
+                f"{(Path(folder) / nearest.GRAPH).stat().st_size / 2**20:.0f} MiB; load {os.getloadavg()[0]:.1f}"
+            )
             graph = nearest.Nearest(Path(folder), rows, scales, {"graph": True, "norm_max": exact.longest})
             for ef in (64, 128, 256):
                 graph.graph.expansion_search = ef
@@ -119,7 +128,9 @@ def main() -> None:
                     with threadpool_limits(1):
                         graph_ms, found = p50(lambda q: graph.search(q, k)[0], queries)
                     recall = np.mean([len(set(a[:10]) & set(b[:10])) / 10 for a, b in zip(found, ours)])
-                    print(f"  ef {ef}, top {k}: p50 {graph_ms:.2f} ms, recall@10 against exact {recall:.3f}; load {os.getloadavg()[0]:.1f}")
+                    print(
+                        f"  ef {ef}, top {k}: p50 {graph_ms:.2f} ms, recall@10 against exact {recall:.3f}; load {os.getloadavg()[0]:.1f}"
+                    )
 
 
 if __name__ == "__main__":

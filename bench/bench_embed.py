@@ -103,10 +103,14 @@ def main() -> None:
     parser.add_argument("--passages", type=int, default=512)
     parser.add_argument("--batches", default="8,16,32,64")
     parser.add_argument("--threads", default="2")
-    parser.add_argument("--rounds", type=int, default=2, help="each way run this many times, alternating; the best kept")
+    parser.add_argument(
+        "--rounds", type=int, default=2, help="each way run this many times, alternating; the best kept"
+    )
     args = parser.parse_args()
     texts = passages(args.source, args.passages)
-    print(f"{len(texts)} passages of {args.source}; {platform.processor() or platform.machine()}, {os.cpu_count()} cores")
+    print(
+        f"{len(texts)} passages of {args.source}; {platform.processor() or platform.machine()}, {os.cpu_count()} cores"
+    )
     reference = None
     rows: dict[str, list[tuple[float, float]]] = {}
     for _ in range(args.rounds):
@@ -123,8 +127,11 @@ def main() -> None:
                         reference = vectors
                     same = np.array_equal(vectors, reference)
                     rows.setdefault(name, []).append((per_cpu, per_wall))
-                    print(f"{name}: {per_cpu:6.1f} passages/CPU-s, {per_wall:6.1f}/s wall; bit-identical {same}; "
-                          f"load {os.getloadavg()[0]:.1f}", flush=True)
+                    print(
+                        f"{name}: {per_cpu:6.1f} passages/CPU-s, {per_wall:6.1f}/s wall; bit-identical {same}; "
+                        f"load {os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
     print("\nbest of each way (passages per CPU-second):")
     for name, values in rows.items():
         print(f"  {name}: {max(v[0] for v in values):6.1f}")

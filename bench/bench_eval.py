@@ -31,7 +31,9 @@ from typedrag.testing.openai_stub import OpenAIStubServer  # noqa: E402
 DATASET = Path(__file__).resolve().parents[2] / "shared" / "data" / "wiki-nfqa"
 
 
-def run(server: OpenAIStubServer, index: str, out: Path, cache: Path, questions: int, concurrency: int) -> tuple[float, int]:
+def run(
+    server: OpenAIStubServer, index: str, out: Path, cache: Path, questions: int, concurrency: int
+) -> tuple[float, int]:
     settings = load_settings(
         {
             "index": index,
@@ -71,8 +73,10 @@ def main() -> None:
     parser.add_argument("--latency-ms", type=float, default=100)
     parser.add_argument("--levels", default="1,8,32")
     args = parser.parse_args()
-    print(f"# eval throughput · {args.questions} Wiki-NFQA questions · methods llm, rag, typed · 3 judge rounds · "
-          f"L = {args.latency_ms:.0f} ms per call · {machine_line()}\n")
+    print(
+        f"# eval throughput · {args.questions} Wiki-NFQA questions · methods llm, rag, typed · 3 judge rounds · "
+        f"L = {args.latency_ms:.0f} ms per call · {machine_line()}\n"
+    )
     print("| concurrency | wall s | questions/min | LLM requests | requests/question |")
     print("|---|---|---|---|---|")
     with tempfile.TemporaryDirectory() as tmp, OpenAIStubServer(delay=args.latency_ms / 1000) as server:
@@ -80,12 +84,16 @@ def main() -> None:
         for level in (int(x) for x in args.levels.split(",")):
             out, cache = Path(tmp) / f"run-{level}", Path(tmp) / f"cache-{level}"
             wall, requests = run(server, args.index, out, cache, args.questions, level)
-            print(f"| {level} | {wall:.1f} | {args.questions / wall * 60:.1f} | {requests} | {requests / args.questions:.1f} |")
+            print(
+                f"| {level} | {wall:.1f} | {args.questions / wall * 60:.1f} | {requests} | {requests / args.questions:.1f} |"
+            )
             last = (out, cache, level)
         out, cache, level = last
         wall, requests = run(server, args.index, Path(tmp) / "rerun", cache, args.questions, level)
         print(f"\ncached rerun (new run directory, same response cache): {wall:.1f} s, {requests} LLM requests\n")
-        print("| method | predicted type | questions | calls/question | prompt tokens/question | completion tokens/question |")
+        print(
+            "| method | predicted type | questions | calls/question | prompt tokens/question | completion tokens/question |"
+        )
         print("|---|---|---|---|---|---|")
         for (method, nfq_type), usages in sorted(per_question_usage(out).items()):
             n = len(usages)

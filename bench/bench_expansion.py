@@ -62,16 +62,26 @@ async def run(pipeline, items, k, dump: Path | None) -> list[dict]:
         started = time.perf_counter()
         alone, _ = await top(pipeline, item["question"], k, False)
         widened, trace = await top(pipeline, item["question"], k, True)
-        row = {"id": item["id"], "type": item["type"], "question": item["question"],
-               "alone": held(alone, item), "expanded": held(widened, item),
-               "failed": [f.reason for f in trace.fallbacks], "seconds": round(time.perf_counter() - started, 1),
-               "cached": sum(c.cached for c in trace.calls)}
+        row = {
+            "id": item["id"],
+            "type": item["type"],
+            "question": item["question"],
+            "alone": held(alone, item),
+            "expanded": held(widened, item),
+            "failed": [f.reason for f in trace.fallbacks],
+            "seconds": round(time.perf_counter() - started, 1),
+            "cached": sum(c.cached for c in trace.calls),
+        }
         rows.append(row)
         if dump is not None:  # as it goes: a run stopped early keeps what it measured
             with dump.open("a", encoding="utf-8") as out:
                 out.write(json.dumps(row) + "\n")
-        print(f"  {number}/{len(items)} terms {row['alone'][0]:d}->{row['expanded'][0]:d} article {row['alone'][1]:d}->{row['expanded'][1]:d} "
-              f"{row['seconds']} s {item['question']}", file=sys.stderr, flush=True)
+        print(
+            f"  {number}/{len(items)} terms {row['alone'][0]:d}->{row['expanded'][0]:d} article {row['alone'][1]:d}->{row['expanded'][1]:d} "
+            f"{row['seconds']} s {item['question']}",
+            file=sys.stderr,
+            flush=True,
+        )
     return rows
 
 
@@ -79,8 +89,12 @@ async def main() -> None:
     args = parser.parse_args()
     print(machine_line())
     print(f"model: {args.llm}; index: {args.index}; questions: {args.questions}; top {args.k}")
-    items = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()][: args.limit]
-    settings = load_settings({"index": str(args.index), "llm.model": args.llm, "llm.base_url": args.base_url, "llm.timeout": args.timeout})
+    items = [json.loads(line) for line in args.questions.read_text(encoding="utf-8").splitlines() if line.strip()][
+        : args.limit
+    ]
+    settings = load_settings(
+        {"index": str(args.index), "llm.model": args.llm, "llm.base_url": args.base_url, "llm.timeout": args.timeout}
+    )
     resources = Resources()
     try:
         pipeline = build_pipeline(settings, resources, need_classifier=False)

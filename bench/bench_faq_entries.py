@@ -24,15 +24,28 @@ from typedrag.records import Passage  # noqa: E402
 FAQ = [
     ("How many books can I borrow at once?", "Each card holder may have up to 30 items on loan at a time."),
     ("Why was my account blocked?", "Accounts are blocked automatically when unpaid fines exceed ten dollars."),
-    ("Is there Wi-Fi in the library?", "Free Wi-Fi is available in every branch; the network name is GreenfieldGuest and no password is needed."),
+    (
+        "Is there Wi-Fi in the library?",
+        "Free Wi-Fi is available in every branch; the network name is GreenfieldGuest and no password is needed.",
+    ),
     ("Where can I park?", "Visitors can use the free car park behind the main branch for up to three hours."),
-    ("How do I donate books?", "Donations in good condition can be dropped off at the main branch on Saturday mornings."),
+    (
+        "How do I donate books?",
+        "Donations in good condition can be dropped off at the main branch on Saturday mornings.",
+    ),
     ("How long can I keep a book?", "The loan period is three weeks for books and one week for DVDs."),
-    ("Can I print documents at the library?", "Black-and-white printing costs 10 cents per page and colour printing 50 cents per page."),
+    (
+        "Can I print documents at the library?",
+        "Black-and-white printing costs 10 cents per page and colour printing 50 cents per page.",
+    ),
 ]
 EXACT = [  # a user's wording, the entry that answers it
-    ("How many items can I borrow?", 0), ("Why is my account blocked?", 1), ("Does the library have Wi-Fi?", 2),
-    ("Where do I park my car?", 3), ("How can I donate my old books?", 4), ("Can I print at the library?", 6),
+    ("How many items can I borrow?", 0),
+    ("Why is my account blocked?", 1),
+    ("Does the library have Wi-Fi?", 2),
+    ("Where do I park my car?", 3),
+    ("How can I donate my old books?", 4),
+    ("Can I print at the library?", 6),
 ]
 RESET = "How do I reset my password?"
 ANSWER = "Click Forgot password on the sign-in page and follow the link we email you."
@@ -45,16 +58,36 @@ NON_ANSWERS = [
 
 
 def library() -> Pipeline:
-    passages = [Passage(f"faq#{i}", "faq", "Library: frequently asked questions", text, section=f"Frequently asked questions › {h}")
-                for i, (h, text) in enumerate(FAQ)]
+    passages = [
+        Passage(
+            f"faq#{i}", "faq", "Library: frequently asked questions", text, section=f"Frequently asked questions › {h}"
+        )
+        for i, (h, text) in enumerate(FAQ)
+    ]
     return Pipeline(OfflineEngine(), ListRetriever(passages))
 
 
 def help_centre(under_reset: str) -> Pipeline:
-    entries = [(RESET, under_reset), ("How do I change my email address?", "Open Settings, choose Account, and type the new address in the Email field."),
-               ("How do I delete my account?", "Write to support from the address on the account and we remove it within 30 days.")]
-    return Pipeline(OfflineEngine(), ListRetriever([Passage(f"help#{i}", "help", "Account help", t, section=f"Account help › {h}")
-                                                    for i, (h, t) in enumerate(entries)]))
+    entries = [
+        (RESET, under_reset),
+        (
+            "How do I change my email address?",
+            "Open Settings, choose Account, and type the new address in the Email field.",
+        ),
+        (
+            "How do I delete my account?",
+            "Write to support from the address on the account and we remove it within 30 days.",
+        ),
+    ]
+    return Pipeline(
+        OfflineEngine(),
+        ListRetriever(
+            [
+                Passage(f"help#{i}", "help", "Account help", t, section=f"Account help › {h}")
+                for i, (h, t) in enumerate(entries)
+            ]
+        ),
+    )
 
 
 async def main() -> None:
@@ -71,8 +104,10 @@ async def main() -> None:
             if result.abstention is not None:
                 held.append(text[:30])
         real = await help_centre(ANSWER).answer("How can I reset my password?", method)
-        print(f"{method}: exact answers answered {len(answered)} of {len(EXACT)} ({', '.join(answered)}); "
-              f"non-answers abstained on {len(held)} of {len(NON_ANSWERS)}; the real reset entry answered: {real.abstention is None}")
+        print(
+            f"{method}: exact answers answered {len(answered)} of {len(EXACT)} ({', '.join(answered)}); "
+            f"non-answers abstained on {len(held)} of {len(NON_ANSWERS)}; the real reset entry answered: {real.abstention is None}"
+        )
 
 
 if __name__ == "__main__":

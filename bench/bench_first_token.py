@@ -70,14 +70,22 @@ def main() -> None:
     responder = plans_of_size(state)
 
     L, F = args.latency_ms, args.first_token_ms
-    print(f"# time to first token · L = {L:.0f} ms, F = {F:.0f} ms, R = {args.tokens_per_second:.0f} tokens/s · {machine_line()}")
-    print("goal: first token <= trips·L + F + 50 ms; total <= 3·L + 50 ms + streaming time (medians of "
-          f"{args.repeats})\n")
-    print("| type | aspects N | trips before answer | first token ms | goal ms | met | streaming ms | total ms | total goal ms | met |")
+    print(
+        f"# time to first token · L = {L:.0f} ms, F = {F:.0f} ms, R = {args.tokens_per_second:.0f} tokens/s · {machine_line()}"
+    )
+    print(
+        f"goal: first token <= trips·L + F + 50 ms; total <= 3·L + 50 ms + streaming time (medians of {args.repeats})\n"
+    )
+    print(
+        "| type | aspects N | trips before answer | first token ms | goal ms | met | streaming ms | total ms | total goal ms | met |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
-    with tempfile.TemporaryDirectory() as tmp, stub_in_own_process(
-        responder, delay=L / 1000, first_token_delay=F / 1000, token_rate=args.tokens_per_second
-    ) as base_url:
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        stub_in_own_process(
+            responder, delay=L / 1000, first_token_delay=F / 1000, token_rate=args.tokens_per_second
+        ) as base_url,
+    ):
         index = Path(tmp) / "index"
         build_index([make_corpus(Path(tmp))], index, show_progress=False)
         chat = OpenAIChatModel(model="latency-stub", base_url=base_url, max_concurrency=8)

@@ -77,8 +77,11 @@ def main() -> None:
             seconds = time.perf_counter() - started
             result = result if isinstance(result, dict) else result.model_dump()  # Haystack's trace is a dict already
             read = sum(len(source["text"]) for source in result["sources"])
-            print(f"{name:9} {seconds:7.1f} s  {read:>8,} characters in {len(result['sources'])} passages  "
-                  f"{result['strategy']:10} {question}", flush=True)
+            print(
+                f"{name:9} {seconds:7.1f} s  {read:>8,} characters in {len(result['sources'])} passages  "
+                f"{result['strategy']:10} {question}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -52,13 +52,21 @@ def settled(url: str, name: str, files: int) -> dict:
     while True:
         listing = httpx.get(f"{url}/v1/collections/{name}/documents", timeout=60).json()
         statuses = [d["status"] for d in listing["documents"]]
-        if len(statuses) == files and all(s in ("indexed", "failed") for s in statuses) and listing["collection"]["state"] == "ready":
+        if (
+            len(statuses) == files
+            and all(s in ("indexed", "failed") for s in statuses)
+            and listing["collection"]["state"] == "ready"
+        ):
             return listing
         time.sleep(0.2)
 
 
 def upload(url: str, name: str, files: list[Path]) -> None:
-    response = httpx.post(f"{url}/v1/collections/{name}/documents", files=[("files", (f.name, f.read_bytes())) for f in files], timeout=600)
+    response = httpx.post(
+        f"{url}/v1/collections/{name}/documents",
+        files=[("files", (f.name, f.read_bytes())) for f in files],
+        timeout=600,
+    )
     response.raise_for_status()
 
 
@@ -68,13 +76,19 @@ def ask_all(url: str, name: str, rounds: int, while_busy: str | None = None) -> 
     seconds = []
     for _ in range(rounds):
         for question in QUESTIONS:
-            if while_busy and httpx.get(f"{url}/v1/collections/{while_busy}", timeout=60).json()["state"] != "ingesting":
+            if (
+                while_busy
+                and httpx.get(f"{url}/v1/collections/{while_busy}", timeout=60).json()["state"] != "ingesting"
+            ):
                 return seconds
             started = time.perf_counter()
             response = httpx.post(f"{url}/v1/collections/{name}/answer", json={"question": question}, timeout=600)
             response.raise_for_status()
             took = time.perf_counter() - started
-            if while_busy and httpx.get(f"{url}/v1/collections/{while_busy}", timeout=60).json()["state"] != "ingesting":
+            if (
+                while_busy
+                and httpx.get(f"{url}/v1/collections/{while_busy}", timeout=60).json()["state"] != "ingesting"
+            ):
                 return seconds
             seconds.append(took)
     return seconds
@@ -102,16 +116,23 @@ def main() -> None:
 
         load = os.getloadavg()[0]
         started = time.perf_counter()
-        subprocess.run([*CLI, "index", str(source), "--index", str(scratch / "cli-index"), "--retrieval", args.retrieval],
-                       check=True, capture_output=True)
+        subprocess.run(
+            [*CLI, "index", str(source), "--index", str(scratch / "cli-index"), "--retrieval", args.retrieval],
+            check=True,
+            capture_output=True,
+        )
         cli_seconds = time.perf_counter() - started
         print(f"typedrag index: {cli_seconds:.1f} s ({len(copied) / cli_seconds:.1f} files/s), load {load:.2f}")
 
         port = free_port()
         url = f"http://127.0.0.1:{port}"
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-        server = subprocess.Popen([*CLI, "serve", "--data", str(scratch / "data"), "--port", str(port), "--log-level", "warning"],
-                                  env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(
+            [*CLI, "serve", "--data", str(scratch / "data"), "--port", str(port), "--log-level", "warning"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         while True:
             try:
                 if httpx.get(f"{url}/healthz", timeout=2).status_code == 200:
@@ -125,14 +146,20 @@ def main() -> None:
         listing = settled(url, "docs", len(copied))
         api_seconds = time.perf_counter() - started
         info = listing["collection"]
-        print(f"API upload + ingestion: {api_seconds:.1f} s ({len(copied) / api_seconds:.1f} files/s; the sync itself "
-              f"{info['last_ingestion']['seconds']:.1f} s), {info['passages']:,} passages, load {load:.2f}")
+        print(
+            f"API upload + ingestion: {api_seconds:.1f} s ({len(copied) / api_seconds:.1f} files/s; the sync itself "
+            f"{info['last_ingestion']['seconds']:.1f} s), {info['passages']:,} passages, load {load:.2f}"
+        )
         print(f"ratio API / typedrag index: {api_seconds / cli_seconds:.2f}")
 
-        httpx.post(f"{url}/v1/collections/docs/answer", json={"question": QUESTIONS[0]}, timeout=600).raise_for_status()  # warm
+        httpx.post(
+            f"{url}/v1/collections/docs/answer", json={"question": QUESTIONS[0]}, timeout=600
+        ).raise_for_status()  # warm
         load = os.getloadavg()[0]
         idle = ask_all(url, "docs", args.rounds)
-        print(f"answers idle: median {statistics.median(idle) * 1000:.0f} ms over {len(idle)} (typed, offline), load {load:.2f}")
+        print(
+            f"answers idle: median {statistics.median(idle) * 1000:.0f} ms over {len(idle)} (typed, offline), load {load:.2f}"
+        )
         httpx.post(f"{url}/v1/collections", json={"name": "busy", "retrieval": "hybrid"}).raise_for_status()
         upload(url, "busy", copied)
         while httpx.get(f"{url}/v1/collections/busy", timeout=60).json()["state"] != "ingesting":
@@ -140,8 +167,10 @@ def main() -> None:
         load = os.getloadavg()[0]
         busy = ask_all(url, "docs", args.rounds, while_busy="busy")
         progress = httpx.get(f"{url}/v1/collections/busy", timeout=60).json()
-        print(f"answers while 'busy' ingests ({(progress['progress'] or {}).get('phase', 'done')} at the end): median "
-              f"{statistics.median(busy) * 1000:.0f} ms over {len(busy)}, load {load:.2f} → {os.getloadavg()[0]:.2f}")
+        print(
+            f"answers while 'busy' ingests ({(progress['progress'] or {}).get('phase', 'done')} at the end): median "
+            f"{statistics.median(busy) * 1000:.0f} ms over {len(busy)}, load {load:.2f} → {os.getloadavg()[0]:.2f}"
+        )
         print(f"ratio ingesting / idle: {statistics.median(busy) / statistics.median(idle):.2f}")
     finally:
         if server is not None:

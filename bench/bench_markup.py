@@ -62,7 +62,9 @@ def measure(name: str, limit: int) -> str:
         run = subprocess.run(
             [sys.executable, __file__, "--child", syntax, str(path)],
             preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5)),
-            capture_output=True, text=True, env=os.environ,
+            capture_output=True,
+            text=True,
+            env=os.environ,
         )
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
     seconds = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)

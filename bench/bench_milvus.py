@@ -83,7 +83,18 @@ def free_port() -> int:
 def start_server(data_dir: Path, port: int) -> subprocess.Popen:
     from pymilvus import MilvusClient
 
-    command = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(data_dir), "--host", "127.0.0.1", "--port", str(port)]
+    command = [
+        sys.executable,
+        "-m",
+        "milvus_lite",
+        "server",
+        "--data-dir",
+        str(data_dir),
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+    ]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(300):
         try:
@@ -143,15 +154,26 @@ def main() -> None:
             milvus = MilvusRetriever(uri, "bench")
             start = time.perf_counter()
             milvus.search(queries[0], args.k)  # Milvus Lite builds its per-segment BM25 indexes on the first search
-            print(f"# Milvus first search (builds Lite's in-memory BM25 index): {time.perf_counter() - start:.1f} s", flush=True)
+            print(
+                f"# Milvus first search (builds Lite's in-memory BM25 index): {time.perf_counter() - start:.1f} s",
+                flush=True,
+            )
             m_times, m_tops = timed_searches(milvus, queries, args.k)
             qps = throughput(milvus, queries, args.k)
-            report("Milvus Lite server, BM25", summary.seconds, m_times, qps, f" server peak RSS {peak_rss_mb(server.pid):,.0f} MB")
+            report(
+                "Milvus Lite server, BM25",
+                summary.seconds,
+                m_times,
+                qps,
+                f" server peak RSS {peak_rss_mb(server.pid):,.0f} MB",
+            )
         finally:
             server.kill()
             server.wait()
     overlaps = [len(a & b) / max(len(a), 1) for a, b in zip(t_tops, m_tops) if a]
-    print(f"\ntop-{args.k} overlap Milvus vs tantivy: mean {statistics.mean(overlaps):.0%} over {len(overlaps)} questions with tantivy hits")
+    print(
+        f"\ntop-{args.k} overlap Milvus vs tantivy: mean {statistics.mean(overlaps):.0%} over {len(overlaps)} questions with tantivy hits"
+    )
 
 
 if __name__ == "__main__":

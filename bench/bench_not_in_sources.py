@@ -54,19 +54,28 @@ async def ask_all(pipeline, check: bool) -> list[dict]:
         started = time.perf_counter()
         result = await pipeline.answer(question, "typed", kind)
         row = {
-            "check": check, "type": kind, "question": question, "strategy": result.strategy, "abstained": result.abstained,
+            "check": check,
+            "type": kind,
+            "question": question,
+            "strategy": result.strategy,
+            "abstained": result.abstained,
             "seconds": round(time.perf_counter() - started, 1),
             "said_not_in_sources": sum("do not answer it:" in (a.error or "") for a in result.aspects)
             + sum(OVERRIDE in f.reason for f in result.fallbacks),
             "dropped": [(a.label, a.error) for a in result.aspects if a.error],
             "overrides": [f"{f.step}: {f.reason}" for f in result.fallbacks if OVERRIDE in f.reason],
             "fallbacks": [f"{f.step}: {f.reason}" for f in result.fallbacks],
-            "calls": len(result.llm_calls), "cached": sum(c.cached for c in result.llm_calls),
+            "calls": len(result.llm_calls),
+            "cached": sum(c.cached for c in result.llm_calls),
             "answer": result.answer,
         }
         rows.append(row)
-        print(f"  check {'on ' if check else 'off'} {kind:<11} {row['strategy']:<11} overrides {len(row['overrides'])} "
-              f"{row['seconds']:>6} s  {question}", file=sys.stderr, flush=True)
+        print(
+            f"  check {'on ' if check else 'off'} {kind:<11} {row['strategy']:<11} overrides {len(row['overrides'])} "
+            f"{row['seconds']:>6} s  {question}",
+            file=sys.stderr,
+            flush=True,
+        )
     return rows
 
 
@@ -74,7 +83,9 @@ async def main() -> None:
     args = parser.parse_args()
     print(machine_line())
     print(f"model: {args.llm}; index: {args.index}")
-    settings = load_settings({"index": str(args.index), "llm.model": args.llm, "llm.base_url": args.base_url, "llm.timeout": args.timeout})
+    settings = load_settings(
+        {"index": str(args.index), "llm.model": args.llm, "llm.base_url": args.base_url, "llm.timeout": args.timeout}
+    )
     resources = Resources()
     try:
         pipeline = build_pipeline(settings, resources, need_classifier=False)
@@ -87,13 +98,17 @@ async def main() -> None:
     on = [r for r in rows if r["check"]]
     off = [r for r in rows if not r["check"]]
     for a, b in zip(on, off):
-        print(f"| {a['question']} | {a['type']} | {a['strategy']}{' (abstained)' if a['abstained'] else ''}, {len(a['overrides'])} "
-              f"| {b['strategy']}{' (abstained)' if b['abstained'] else ''} |")
+        print(
+            f"| {a['question']} | {a['type']} | {a['strategy']}{' (abstained)' if a['abstained'] else ''}, {len(a['overrides'])} "
+            f"| {b['strategy']}{' (abstained)' if b['abstained'] else ''} |"
+        )
     for name, group in (("check on", on), ("check off", off)):
         fell = sum(r["strategy"] == "rag" for r in group)
-        print(f"\n{name}: {fell} of {len(group)} decomposing questions fell back to plain RAG; "
-              f"overrides {sum(len(r['overrides']) for r in group)}; calls {sum(r['calls'] for r in group)}, "
-              f"{sum(r['cached'] for r in group)} from the cache")
+        print(
+            f"\n{name}: {fell} of {len(group)} decomposing questions fell back to plain RAG; "
+            f"overrides {sum(len(r['overrides']) for r in group)}; calls {sum(r['calls'] for r in group)}, "
+            f"{sum(r['cached'] for r in group)} from the cache"
+        )
     if args.dump:
         args.dump.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 

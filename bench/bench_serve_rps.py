@@ -59,8 +59,21 @@ def start(checkout: str, index: str) -> tuple[subprocess.Popen, str]:
     port = free_port()
     env = {**os.environ, "PYTHONPATH": checkout}
     server = subprocess.Popen(
-        [sys.executable, "-m", "typedrag.cli", "serve", "--index", index, "--port", str(port), "--log-level", "warning"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "typedrag.cli",
+            "serve",
+            "--index",
+            index,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
     wait_ready(server, url, f"the server of {checkout}")
@@ -78,7 +91,10 @@ async def round_of(url: str, asked: list[str], concurrency: int) -> None:
             response = await client.post(f"{url}/v1/answer", json={"question": question, "method": "rag"}, timeout=600)
             response.raise_for_status()
             if os.environ.get("BENCH_VERBOSE"):
-                print(f"  {response.elapsed.total_seconds():.2f} s {question[:50]!r}: {response.json()['answer'][:60]!r}", flush=True)
+                print(
+                    f"  {response.elapsed.total_seconds():.2f} s {question[:50]!r}: {response.json()['answer'][:60]!r}",
+                    flush=True,
+                )
 
     async with httpx.AsyncClient() as client:
         await asyncio.gather(*(worker(client) for _ in range(concurrency)))
@@ -107,7 +123,9 @@ def main() -> None:
     pool = questions(args.postgres_only, args.questions)
     concurrencies = [int(c) for c in args.concurrency.split(",")]
     if args.distinct and len(concurrencies) * args.rounds * args.requests > len(pool):
-        parser.error(f"--distinct: {len(pool)} questions for {len(concurrencies) * args.rounds * args.requests} requests")
+        parser.error(
+            f"--distinct: {len(pool)} questions for {len(concurrencies) * args.rounds * args.requests} requests"
+        )
     servers = {name: start(checkout, index) for name, index, checkout in wanted}
     for name, (server, _) in servers.items():
         print(f"{name}: ready, RSS {memory_of(server.pid)[0]:.0f} MiB", flush=True)
@@ -123,8 +141,11 @@ def main() -> None:
                     asyncio.run(round_of(url, asked, concurrency))
                     seconds, cpu = time.perf_counter() - started, cpu_of(server.pid) - cpu0
                     figures.setdefault((name, concurrency), []).append((args.requests / seconds, cpu / args.requests))
-                    print(f"round {number + 1} concurrency {concurrency} {name}: {args.requests / seconds:.2f} requests/s, "
-                          f"{cpu / args.requests:.3f} CPU-s a request; load {os.getloadavg()[0]:.1f}", flush=True)
+                    print(
+                        f"round {number + 1} concurrency {concurrency} {name}: {args.requests / seconds:.2f} requests/s, "
+                        f"{cpu / args.requests:.3f} CPU-s a request; load {os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
         for name, (server, _) in servers.items():
             rss, peak = memory_of(server.pid)
             print(f"{name}: RSS at the end {rss:.0f} MiB, peak {peak:.0f} MiB", flush=True)
@@ -138,8 +159,10 @@ def main() -> None:
         for name in servers:
             found = figures[(name, concurrency)]
             rate, cpu = statistics.median(r for r, _ in found), statistics.median(c for _, c in found)
-            print(f"concurrency {concurrency} {name}: {rate:.2f} requests/s ({rate / statistics.median(r for r, _ in base):.1f}x "
-                  f"{first}'s), {cpu:.3f} CPU-s a request ({statistics.median(c for _, c in base) / cpu:.1f}x less)")
+            print(
+                f"concurrency {concurrency} {name}: {rate:.2f} requests/s ({rate / statistics.median(r for r, _ in base):.1f}x "
+                f"{first}'s), {cpu:.3f} CPU-s a request ({statistics.median(c for _, c in base) / cpu:.1f}x less)"
+            )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,20 @@ def small_index(folder: Path) -> Path:
 
 def start(index: Path, database: str | None, folder: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    command = [sys.executable, "-m", "typedrag.cli", "serve", "--index", str(index), "--llm", "offline", "--port", str(port),
-               "--log-level", "warning"] + (["--database", database] if database else [])
+    command = [
+        sys.executable,
+        "-m",
+        "typedrag.cli",
+        "serve",
+        "--index",
+        str(index),
+        "--llm",
+        "offline",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ] + (["--database", database] if database else [])
     env = {k: v for k, v in os.environ.items() if k not in ("TYPEDRAG_SERVER_API_KEY", "TYPEDRAG_CONFIG")}
     env.update(PYTHONPATH=str(ROOT), TYPEDRAG_CACHE_DIR=str(folder / "cache"))
     server = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -72,7 +84,9 @@ async def one(client: httpx.AsyncClient, conversation: str | None, question: str
     """One question, timed: in `conversation` (made beforehand, untimed) or, with none, to /v1/answer."""
     began = time.perf_counter()
     if conversation is not None:
-        response = await client.post(f"/v1/conversations/{conversation}/answer", json={"question": question, "method": "rag"})
+        response = await client.post(
+            f"/v1/conversations/{conversation}/answer", json={"question": question, "method": "rag"}
+        )
     else:
         response = await client.post("/v1/answer", json={"question": question, "method": "rag"})
     response.raise_for_status()
@@ -83,6 +97,7 @@ async def round_of(url: str, key: str | None, latency_n: int, requests: int, con
     """One round on one server: `latency_n` questions one at a time, then `requests` at `concurrency`."""
     headers = {"Authorization": f"Bearer {key}"} if key else {}
     async with httpx.AsyncClient(base_url=url, headers=headers, timeout=600) as client:
+
         async def fresh() -> str | None:  # each question in a conversation of its own: the same history (none) as off
             return (await client.post("/v1/conversations", json={})).json()["id"] if key else None
 
@@ -143,7 +158,7 @@ def main() -> None:
             servers[name] = (server, url, key)
         for number in range(args.rounds):  # the servers take turns, in a rotating order: each meets the same load
             order = [name for name, _ in modes]
-            order = order[number % len(order):] + order[: number % len(order)]
+            order = order[number % len(order) :] + order[: number % len(order)]
             this = {}
             for name in order:
                 _, url, key = servers[name]

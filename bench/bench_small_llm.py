@@ -77,25 +77,37 @@ def plan_outcome(result) -> str | None:
     plans = [c for c in result.llm_calls if c.role.startswith("plan:")]
     if not plans:
         return None
-    return {StructuredOutcome.OK: "first time", StructuredOutcome.REPAIRED: "after repair"}.get(plans[0].structured, "failed")
+    return {StructuredOutcome.OK: "first time", StructuredOutcome.REPAIRED: "after repair"}.get(
+        plans[0].structured, "failed"
+    )
 
 
 def citation_facts(result) -> dict:
     numbers = {s.number for s in result.sources}
     cited = [int(n) for n in _MARKER.findall(result.answer)]
-    removed = sum(int(m.group(1)) for f in result.fallbacks for m in [re.search(r"removed (\d+) citation markers", f.reason)] if m)
-    attributed = sum(int(m.group(1)) for f in result.fallbacks for m in [re.search(r"; (\d+) of \d+ sentences attributed", f.reason)] if m)
+    removed = sum(
+        int(m.group(1)) for f in result.fallbacks for m in [re.search(r"removed (\d+) citation markers", f.reason)] if m
+    )
+    attributed = sum(
+        int(m.group(1))
+        for f in result.fallbacks
+        for m in [re.search(r"; (\d+) of \d+ sentences attributed", f.reason)]
+        if m
+    )
     return {
         "cites": bool(cited),
         "outside": sum(n not in numbers for n in cited),
         "removed": removed,
         "attributed": attributed,
-        "self_cited": bool(cited) and not any(f.step == "citations" and "cited none" in f.reason for f in result.fallbacks),
+        "self_cited": bool(cited)
+        and not any(f.step == "citations" and "cited none" in f.reason for f in result.fallbacks),
     }
 
 
 async def run_corpus(index: Path, items: list[dict], args, resources: Resources) -> list[dict]:
-    settings = load_settings({"index": str(index), "llm.model": args.llm, "llm.base_url": args.base_url, "llm.timeout": args.timeout})
+    settings = load_settings(
+        {"index": str(index), "llm.model": args.llm, "llm.base_url": args.base_url, "llm.timeout": args.timeout}
+    )
     pipeline = build_pipeline(settings, resources, need_classifier=False)
     rows = []
     for number, item in enumerate(items, 1):
@@ -118,8 +130,12 @@ async def run_corpus(index: Path, items: list[dict], args, resources: Resources)
                 **citation_facts(result),
             }
         rows.append(row)
-        print(f"  {index.name} {number}/{len(items)} {item['type']}: typed {row['typed']['strategy']} "
-              f"{row['typed']['seconds']} s, rag {row['rag']['seconds']} s", file=sys.stderr, flush=True)
+        print(
+            f"  {index.name} {number}/{len(items)} {item['type']}: typed {row['typed']['strategy']} "
+            f"{row['typed']['seconds']} s, rag {row['rag']['seconds']} s",
+            file=sys.stderr,
+            flush=True,
+        )
     return rows
 
 
@@ -128,9 +144,13 @@ def pct(hits: int, total: int) -> str:
 
 
 def report(rows: list[dict], title: str) -> list[str]:
-    lines = [f"### {title}", "", "| type | n | plan first / repaired / failed | aspects kept / dropped | typed falls back | "
-             "answers citing (typed, rag) | markers removed | sentences attributed | key terms typed / rag | s per typed / rag |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"### {title}",
+        "",
+        "| type | n | plan first / repaired / failed | aspects kept / dropped | typed falls back | "
+        "answers citing (typed, rag) | markers removed | sentences attributed | key terms typed / rag | s per typed / rag |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     by_type = defaultdict(list)
     for row in rows:
         by_type[row["type"]].append(row)
@@ -146,7 +166,9 @@ def report(rows: list[dict], title: str) -> list[str]:
         aspects = [a for r in members for a in r["typed"]["aspects"]]
         kept = sum(error is None for _, error in aspects)
         fell = sum(r["typed"]["strategy"] == "rag" for r in members)
-        cites = f"{pct(sum(r['typed']['cites'] for r in members), n)}, {pct(sum(r['rag']['cites'] for r in members), n)}"
+        cites = (
+            f"{pct(sum(r['typed']['cites'] for r in members), n)}, {pct(sum(r['rag']['cites'] for r in members), n)}"
+        )
         removed = sum(r[m]["removed"] for r in members for m in ("typed", "rag"))
         attributed = sum(r[m]["attributed"] for r in members for m in ("typed", "rag"))
         terms = f"{pct(sum(r['typed']['contains'] for r in members), n)} / {pct(sum(r['rag']['contains'] for r in members), n)}"
@@ -157,7 +179,11 @@ def report(rows: list[dict], title: str) -> list[str]:
         )
     reasons = Counter(error for r in rows for _, error in r["typed"]["aspects"] if error)
     if reasons:
-        lines += ["", "Aspects dropped, by reason: " + "; ".join(f"{count} × {reason}" for reason, count in reasons.most_common())]
+        lines += [
+            "",
+            "Aspects dropped, by reason: "
+            + "; ".join(f"{count} × {reason}" for reason, count in reasons.most_common()),
+        ]
     outside = sum(r[m]["outside"] for r in rows for m in ("typed", "rag"))
     lines += ["", f"Markers outside the sources left in any answer: {outside}."]
     return lines
@@ -175,7 +201,9 @@ async def main() -> None:
     parser.add_argument("--base-url", default=None)
     parser.add_argument("--corpus", action="append", required=True, help="INDEX=KEYTERMS.jsonl (give at least two)")
     parser.add_argument("--per-type", type=int, default=2)
-    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per LLM request (a small CPU model is slow)")
+    parser.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds per LLM request (a small CPU model is slow)"
+    )
     parser.add_argument("--rerun", action="store_true", help="ask everything again and report the cache hits")
     parser.add_argument("--layouts", default="numbered", help="comma list of source layouts: numbered, tags")
     parser.add_argument("--dump", type=Path, default=None)

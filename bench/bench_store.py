@@ -39,10 +39,15 @@ RARE = "zebrafish"  # in one conversation of the measured user
 def answer_json() -> str:
     from typedrag import ListRetriever, OfflineEngine, Pipeline
 
-    pipeline = Pipeline(OfflineEngine(), ListRetriever([
-        "The Western Roman Empire fell because of heavy taxation, inflation and repeated invasions by Germanic tribes.",
-        "Civil wars and short reigns undermined central authority in the Western Roman Empire.",
-    ]))
+    pipeline = Pipeline(
+        OfflineEngine(),
+        ListRetriever(
+            [
+                "The Western Roman Empire fell because of heavy taxation, inflation and repeated invasions by Germanic tribes.",
+                "Civil wars and short reigns undermined central authority in the Western Roman Empire.",
+            ]
+        ),
+    )
     return asyncio.run(pipeline.answer("Why did the Western Roman Empire fall?", "typed")).model_dump_json()
 
 
@@ -59,11 +64,36 @@ def seed(store, count: int, result: str) -> object:
                 cid = secrets.token_hex(16)
                 when = start + timedelta(seconds=n)
                 topic = RARE if owner is measured and n == count // 2 else f"topic {n % 97}"
-                rows.append({"id": cid, "owner_id": owner.id, "collection": "docs", "title": f"Question about {topic}",
-                             "created_at": when, "updated_at": when})
-                texts.append({"conversation_id": cid, "role": "user", "text": f"Why does {topic} matter? ({n})", "created_at": when})
-                texts.append({"conversation_id": cid, "role": "assistant", "text": f"Because of {topic} [1].", "result": result,
-                              "created_at": when, "method": "typed", "type": "REASON", "strategy": "reason"})
+                rows.append(
+                    {
+                        "id": cid,
+                        "owner_id": owner.id,
+                        "collection": "docs",
+                        "title": f"Question about {topic}",
+                        "created_at": when,
+                        "updated_at": when,
+                    }
+                )
+                texts.append(
+                    {
+                        "conversation_id": cid,
+                        "role": "user",
+                        "text": f"Why does {topic} matter? ({n})",
+                        "created_at": when,
+                    }
+                )
+                texts.append(
+                    {
+                        "conversation_id": cid,
+                        "role": "assistant",
+                        "text": f"Because of {topic} [1].",
+                        "result": result,
+                        "created_at": when,
+                        "method": "typed",
+                        "type": "REASON",
+                        "strategy": "reason",
+                    }
+                )
             with store.db.writing() as c:
                 c.execute(sa.insert(conversations), rows)
                 c.execute(sa.insert(messages), texts)
@@ -103,6 +133,7 @@ def measure_listing(store, user, count: int, repeat: int) -> dict:
         def run():
             with engine.connect() as c:
                 return c.execute(sa.text(sql), params).all()
+
         return run
 
     def walk(times: list[float]) -> int:
@@ -124,8 +155,10 @@ def measure_listing(store, user, count: int, repeat: int) -> dict:
                 if after is None:
                     rows = c.execute(sa.text(BARE_PAGE.format(after="")), {"owner": user.id}).all()
                 else:
-                    rows = c.execute(sa.text(BARE_PAGE.format(after="AND (updated_at, id) < (:t, :i)")),
-                                     {"owner": user.id, "t": after[0], "i": after[1]}).all()
+                    rows = c.execute(
+                        sa.text(BARE_PAGE.format(after="AND (updated_at, id) < (:t, :i)")),
+                        {"owner": user.id, "t": after[0], "i": after[1]},
+                    ).all()
             times.append(time.perf_counter() - began)
             seen += min(len(rows), 50)
             if len(rows) <= 50:
@@ -147,27 +180,48 @@ def measure_listing(store, user, count: int, repeat: int) -> dict:
         middle = store.conversations(user, limit=50, cursor=middle.next_cursor)
     cursor = middle.next_cursor
     with engine.connect() as c:  # the same position as the bare query's parameters, in the driver's own types
-        raw = c.execute(sa.text("SELECT updated_at, id FROM conversations WHERE id = :i"), {"i": middle.items[-1].id}).one()
+        raw = c.execute(
+            sa.text("SELECT updated_at, id FROM conversations WHERE id = :i"), {"i": middle.items[-1].id}
+        ).one()
     assert [c.title for c in store.conversations(user, search=RARE).items] == [f"Question about {RARE}"]
     figures = {
-        "first page (50)": (lambda: store.conversations(user, limit=50), bare(BARE_PAGE.format(after=""), owner=user.id)),
-        "page half-way down": (lambda: store.conversations(user, limit=50, cursor=cursor),
-                               bare(BARE_PAGE.format(after="AND (updated_at, id) < (:t, :i)"), owner=user.id, t=raw[0], i=raw[1])),
-        "search, a rare word": (lambda: store.conversations(user, search=RARE), bare(BARE_SEARCH, owner=user.id, term=f"%{RARE}%")),
-        "search, a common phrase": (lambda: store.conversations(user, search="topic 5"), bare(BARE_SEARCH, owner=user.id, term="%topic 5%")),
+        "first page (50)": (
+            lambda: store.conversations(user, limit=50),
+            bare(BARE_PAGE.format(after=""), owner=user.id),
+        ),
+        "page half-way down": (
+            lambda: store.conversations(user, limit=50, cursor=cursor),
+            bare(BARE_PAGE.format(after="AND (updated_at, id) < (:t, :i)"), owner=user.id, t=raw[0], i=raw[1]),
+        ),
+        "search, a rare word": (
+            lambda: store.conversations(user, search=RARE),
+            bare(BARE_SEARCH, owner=user.id, term=f"%{RARE}%"),
+        ),
+        "search, a common phrase": (
+            lambda: store.conversations(user, search="topic 5"),
+            bare(BARE_SEARCH, owner=user.id, term="%topic 5%"),
+        ),
     }
     out = {}
     mine, mine_whole = walked(walk)
     base, base_whole = walked(bare_walk)
     out[f"all {count:,} in pages of 50"] = {
-        "store_ms": round(mine * 1000, 2), "bare_ms": round(base * 1000, 2), "ratio": round(mine / base, 2),
-        "store_median_ms": round(mine_whole * 1000, 2), "bare_median_ms": round(base_whole * 1000, 2),  # the fastest whole walk
+        "store_ms": round(mine * 1000, 2),
+        "bare_ms": round(base * 1000, 2),
+        "ratio": round(mine / base, 2),
+        "store_median_ms": round(mine_whole * 1000, 2),
+        "bare_median_ms": round(base_whole * 1000, 2),  # the fastest whole walk
     }
     for name, (ours, theirs) in figures.items():
         mine, mine_median = timed(ours, repeat)
         base, base_median = timed(theirs, repeat)
-        out[name] = {"store_ms": round(mine * 1000, 2), "bare_ms": round(base * 1000, 2), "ratio": round(mine / base, 2),
-                     "store_median_ms": round(mine_median * 1000, 2), "bare_median_ms": round(base_median * 1000, 2)}
+        out[name] = {
+            "store_ms": round(mine * 1000, 2),
+            "bare_ms": round(base * 1000, 2),
+            "ratio": round(mine / base, 2),
+            "store_median_ms": round(mine_median * 1000, 2),
+            "bare_median_ms": round(base_median * 1000, 2),
+        }
     return out
 
 
@@ -196,8 +250,13 @@ def measure_inserts(store, result: str, threads: int, per_thread: int) -> dict:
     if failures:
         raise failures[0]
     total = threads * per_thread
-    return {"threads": threads, "messages": total, "seconds": round(seconds, 2), "per_second": round(total / seconds, 1),
-            "result_json_bytes": len(result)}
+    return {
+        "threads": threads,
+        "messages": total,
+        "seconds": round(seconds, 2),
+        "per_second": round(total / seconds, 1),
+        "result_json_bytes": len(result),
+    }
 
 
 def run(url: str, kind: str, args, result: str) -> dict:
@@ -239,15 +298,23 @@ def main() -> None:
                 c.execute(f'DROP DATABASE "{name}" WITH (FORCE)')
     args.out.write_text(json.dumps(reports, indent=1))
     for report in reports:
-        print(f"\n{report['kind']}: {args.conversations:,} conversations of one user (+{OTHER_USERS} others as many), "
-              f"seeded in {report['seed_seconds']} s")
+        print(
+            f"\n{report['kind']}: {args.conversations:,} conversations of one user (+{OTHER_USERS} others as many), "
+            f"seeded in {report['seed_seconds']} s"
+        )
         print("(all pages: the sum of each page's fastest of 3 walks / the fastest whole walk)")
-        print("| query | store ms (fastest / median) | bare SQL ms (fastest / median) | ratio (fastest) |\n| --- | ---: | ---: | ---: |")
+        print(
+            "| query | store ms (fastest / median) | bare SQL ms (fastest / median) | ratio (fastest) |\n| --- | ---: | ---: | ---: |"
+        )
         for name, row in report["listing"].items():
-            print(f"| {name} | {row['store_ms']} / {row['store_median_ms']} | {row['bare_ms']} / {row['bare_median_ms']} | {row['ratio']} |")
+            print(
+                f"| {name} | {row['store_ms']} / {row['store_median_ms']} | {row['bare_ms']} / {row['bare_median_ms']} | {row['ratio']} |"
+            )
         i = report["inserts"]
-        print(f"inserts: {i['messages']:,} messages ({i['result_json_bytes']:,} B of result JSON each) by {i['threads']} threads "
-              f"in {i['seconds']} s = {i['per_second']} /s")
+        print(
+            f"inserts: {i['messages']:,} messages ({i['result_json_bytes']:,} B of result JSON each) by {i['threads']} threads "
+            f"in {i['seconds']} s = {i['per_second']} /s"
+        )
 
 
 if __name__ == "__main__":

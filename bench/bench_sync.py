@@ -35,7 +35,9 @@ print(json.dumps({"seconds": time.perf_counter() - started, "rss_mb": resource.g
 
 
 def run(folder: Path, index: Path, mode: str) -> dict:
-    done = subprocess.run([sys.executable, "-c", RUN, str(folder), str(index), mode], capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, "-c", RUN, str(folder), str(index), mode], capture_output=True, text=True, check=True
+    )
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -46,7 +48,9 @@ def main() -> None:
     args = parser.parse_args()
     pages = sorted(args.manual.glob("*.html"))[: args.files + 3]
     if len(pages) < args.files + 3:
-        raise SystemExit(f"{args.manual} has {len(pages)} pages; need {args.files + 3} (apt-get install postgresql-doc-15)")
+        raise SystemExit(
+            f"{args.manual} has {len(pages)} pages; need {args.files + 3} (apt-get install postgresql-doc-15)"
+        )
     print(machine_line())
     with tempfile.TemporaryDirectory() as scratch:
         folder, index = Path(scratch) / "docs", Path(scratch) / "index"
@@ -57,18 +61,27 @@ def main() -> None:
         names = sorted(p.name for p in folder.iterdir())
         for name in names[:4]:  # edited
             path = folder / name
-            path.write_text(path.read_text(encoding="utf-8", errors="replace").replace("</body>", "<p>An edited paragraph.</p></body>"), encoding="utf-8")
+            path.write_text(
+                path.read_text(encoding="utf-8", errors="replace").replace(
+                    "</body>", "<p>An edited paragraph.</p></body>"
+                ),
+                encoding="utf-8",
+            )
         for name in names[4:7]:  # deleted
             (folder / name).unlink()
         for page in pages[args.files :]:  # new
             shutil.copy(page, folder / page.name)
         sync = run(folder, index, "sync")
     print(f"corpus: {args.files:,} pages of {args.manual}")
-    print(f"full build: {full['seconds']:.1f} s, {full['documents']:,} documents, {full['passages']:,} passages, "
-          f"peak RSS {full['rss_mb']:.0f} MB (workers {full['children_rss_mb']:.0f} MB)")
-    print(f"sync after 10 changes: {sync['seconds']:.2f} s (added {sync['added']}, updated {sync['updated']}, "
-          f"removed {sync['removed']}, unchanged {sync['unchanged']}), {sync['documents']:,} documents, "
-          f"peak RSS {sync['rss_mb']:.0f} MB")
+    print(
+        f"full build: {full['seconds']:.1f} s, {full['documents']:,} documents, {full['passages']:,} passages, "
+        f"peak RSS {full['rss_mb']:.0f} MB (workers {full['children_rss_mb']:.0f} MB)"
+    )
+    print(
+        f"sync after 10 changes: {sync['seconds']:.2f} s (added {sync['added']}, updated {sync['updated']}, "
+        f"removed {sync['removed']}, unchanged {sync['unchanged']}), {sync['documents']:,} documents, "
+        f"peak RSS {sync['rss_mb']:.0f} MB"
+    )
     print(f"sync / full build: {100 * sync['seconds'] / full['seconds']:.1f}%")
 
 

@@ -74,7 +74,9 @@ def stores(vectors: np.ndarray):
         def search(q):
             scores = np.empty(n, dtype=np.float32)
             for start in range(0, n, 65536):
-                scores[start : start + 65536] = (matrix[start : start + 65536].astype(np.float32) @ q) * scales[start : start + 65536]
+                scores[start : start + 65536] = (matrix[start : start + 65536].astype(np.float32) @ q) * scales[
+                    start : start + 65536
+                ]
             return top(scores, TOP)
 
         return search
@@ -136,7 +138,9 @@ def stores(vectors: np.ndarray):
             db.enable_load_extension(True)
             sqlite_vec.load(db)
             db.execute(f"create virtual table v using vec0(embedding float[{dim}] distance_metric=cosine)")
-            db.executemany("insert into v(rowid, embedding) values (?, ?)", ((i, vectors[i].tobytes()) for i in range(n)))
+            db.executemany(
+                "insert into v(rowid, embedding) values (?, ?)", ((i, vectors[i].tobytes()) for i in range(n))
+            )
             db.commit()
             query = f"select rowid from v where embedding match ? and k = {TOP} order by distance"
             return lambda q: [row[0] for row in db.execute(query, (q.astype(np.float32).tobytes(),))]
@@ -151,7 +155,13 @@ def stores(vectors: np.ndarray):
                 folder = tempfile.mkdtemp(prefix="bench-lance-")
                 db = lancedb.connect(folder)
                 table = db.create_table(
-                    "v", pa.table({"id": np.arange(n), "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim)})
+                    "v",
+                    pa.table(
+                        {
+                            "id": np.arange(n),
+                            "vector": pa.FixedSizeListArray.from_arrays(pa.array(vectors.ravel()), dim),
+                        }
+                    ),
                 )
                 if indexed:
                     table.create_index(metric="cosine", vector_column_name="vector", index_type="IVF_HNSW_SQ")
@@ -190,7 +200,9 @@ def bench(vectors: np.ndarray, queries: np.ndarray, only: set[str] | None) -> No
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vectors", type=Path, help=".npy of passage vectors")
-    parser.add_argument("--queries", type=Path, help=".npy of query vectors (default: 200 random rows of --vectors, perturbed)")
+    parser.add_argument(
+        "--queries", type=Path, help=".npy of query vectors (default: 200 random rows of --vectors, perturbed)"
+    )
     parser.add_argument("--random", help="comma-separated sizes of random unit vectors")
     parser.add_argument("--dim", type=int, default=384)
     parser.add_argument("--n-queries", type=int, default=200)

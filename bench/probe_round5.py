@@ -33,11 +33,19 @@ from pathlib import Path
 import httpx
 
 DOCUMENTS = [
-    ("rome", "Decline of the Western Roman Empire", "Historians list many causes for the fall of the Western Roman Empire. "
-     "Economic troubles, including heavy taxation and inflation, weakened the state. Repeated invasions by Germanic tribes "
-     "put pressure on the frontiers. Political instability undermined central authority."),
-    ("bread", "Bread making", "To bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough until it "
-     "is smooth. Let it rise in a warm place, shape the loaf, then bake it in a hot oven."),
+    (
+        "rome",
+        "Decline of the Western Roman Empire",
+        "Historians list many causes for the fall of the Western Roman Empire. "
+        "Economic troubles, including heavy taxation and inflation, weakened the state. Repeated invasions by Germanic tribes "
+        "put pressure on the frontiers. Political instability undermined central authority.",
+    ),
+    (
+        "bread",
+        "Bread making",
+        "To bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough until it "
+        "is smooth. Let it rise in a warm place, shape the loaf, then bake it in a hot oven.",
+    ),
 ]
 QUESTION = "Why did the Western Roman Empire fall?"
 SECRET = "sk-probe-SECRET-0042"
@@ -124,7 +132,10 @@ def deep_json(index: Path, workdir: Path) -> str:
     serve.ready()
     before = serve.log.stat().st_size
     body = '{"question": "Why is the sky blue?", "type": ' + "[" * 600 + "]" * 600 + "}"
-    statuses = Counter(httpx.post(f"{serve.url}/v1/answer", content=body, headers={"content-type": "application/json"}).status_code for _ in range(50))
+    statuses = Counter(
+        httpx.post(f"{serve.url}/v1/answer", content=body, headers={"content-type": "application/json"}).status_code
+        for _ in range(50)
+    )
     time.sleep(0.5)
     grown = serve.log.stat().st_size - before
     serve.stop()
@@ -181,7 +192,10 @@ def header_secret(index: Path, workdir: Path) -> str:
     from typedrag.testing.otlp_receiver import OTLPReceiver
 
     with OTLPReceiver() as receiver:
-        otel = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization: Bearer {SECRET}"}
+        otel = {
+            "OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint,
+            "OTEL_EXPORTER_OTLP_HEADERS": f"Authorization: Bearer {SECRET}",
+        }
         asked = subprocess.run([sys.executable, "-m", "typedrag.cli", "ask", QUESTION, "--index", str(index), "--method", "rag"],
                                capture_output=True, text=True, env=env_for(**otel), cwd=workdir)  # fmt: skip
         serve = Serve(index, workdir, **otel)
@@ -216,7 +230,9 @@ def reader_model(index: Path, workdir: Path) -> str:
         results.append(f"missing: /readyz {ready}, answer {answer}")
         serve.stop()
     else:
-        results.append(f"missing: serve exited {-(ready + 1000)}: {serve.log.read_text().strip().splitlines()[-1][:120]}")
+        results.append(
+            f"missing: serve exited {-(ready + 1000)}: {serve.log.read_text().strip().splitlines()[-1][:120]}"
+        )
     for name, change in (("NaN leaves", "a['answers.value'][0][a['answers.leaf'][0]] = np.nan"),
                          ("cycle", "a['on_topic.left'][0, 0] = a['on_topic.right'][0, 0] = 0")):  # fmt: skip
         folder = workdir / f"reader-{name.replace(' ', '-')}"
@@ -233,7 +249,9 @@ def reader_model(index: Path, workdir: Path) -> str:
         code = (f"from typedrag.reader import Reader; r = Reader(__import__('pathlib').Path({str(folder)!r})); "
                 f"print(r.read({QUESTION!r}, [('Rome', 'Taxes and invasions weakened the Western Roman Empire.')])[0])")  # fmt: skip
         try:
-            out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env_for())
+            out = subprocess.run(
+                [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env_for()
+            )
             said = (out.stdout.strip() or out.stderr.strip().splitlines()[-1])[:110]
         except subprocess.TimeoutExpired:
             said = "still reading after 60 s (killed)"
@@ -380,7 +398,11 @@ def chat_openai_usage(index: Path, workdir: Path) -> str:
     serve.ready()
     seen = []
     for asks in (None, True):
-        chunks = list(ChatOpenAI(model="typedrag-rag", base_url=f"{serve.url}/v1", api_key="x", stream_usage=asks).stream(QUESTION))
+        chunks = list(
+            ChatOpenAI(model="typedrag-rag", base_url=f"{serve.url}/v1", api_key="x", stream_usage=asks).stream(
+                QUESTION
+            )
+        )
         whole = chunks[0]
         for chunk in chunks[1:]:
             whole += chunk

@@ -24,7 +24,15 @@ from typedrag.corpus.readers import DEMO_SOURCE
 from typedrag.embed import passage_input
 from typedrag.index.dense import _passages_of
 from typedrag.index.vectors import (
-    SHIPPED_DIR, DenseVectors, Table, digest, embedder_for, identity_of, quantize, record_shipped, shipped_file,
+    SHIPPED_DIR,
+    DenseVectors,
+    Table,
+    digest,
+    embedder_for,
+    identity_of,
+    quantize,
+    record_shipped,
+    shipped_file,
 )
 
 OUT = SHIPPED_DIR / "vital-articles.minilm.vectors"
@@ -56,9 +64,13 @@ def main() -> int:
         print(f"rows embedded again differ by up to {drift}: the index was not made by this model", file=sys.stderr)
         return 1
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    data = shipped_file(table.identity, [digest(t) for t in texts], held, np.asarray(vectors.scales[first : first + count]))
+    data = shipped_file(
+        table.identity, [digest(t) for t in texts], held, np.asarray(vectors.scales[first : first + count])
+    )
     record_shipped(args.out.parent, args.out.name, data)  # its sha256 beside it: typedrag takes no other bytes
-    print(f"{count:,} vectors -> {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB); re-embedded {len(sample)}: max drift {drift}")
+    print(
+        f"{count:,} vectors -> {args.out} ({args.out.stat().st_size / 2**20:.1f} MiB); re-embedded {len(sample)}: max drift {drift}"
+    )
     return 0
 
 

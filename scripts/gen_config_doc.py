@@ -169,7 +169,9 @@ def table(model: type[BaseModel], prefix: tuple[str, ...], comments: dict[tuple[
         keys = (*prefix, name)
         env = ", ".join(f"`{v}`" for v in variables_for(keys)) or "–"
         what = cell(comments.get((model.__name__, name)) or NOTES.get(".".join(keys), ""))
-        rows.append(f"| `{'.'.join(keys)}` | {type_name(field.annotation)} | {default_text(getattr(defaults, name))} | {env} | {what} |")
+        rows.append(
+            f"| `{'.'.join(keys)}` | {type_name(field.annotation)} | {default_text(getattr(defaults, name))} | {env} | {what} |"
+        )
     return rows
 
 

@@ -36,7 +36,9 @@ def label_files(data_dir: Path) -> tuple[dict[str, Counter], Counter, Counter, C
     classifier = load_default_classifier()
     counts, low, typed, six = {}, Counter(), Counter(), Counter()
     for path in sorted(data_dir.glob("*.jsonl")):
-        questions = [json.loads(line)["question_text"] for line in path.read_text(encoding="utf-8").splitlines() if line]
+        questions = [
+            json.loads(line)["question_text"] for line in path.read_text(encoding="utf-8").splitlines() if line
+        ]
         predictions = classifier.classify_many(questions)
         counts[path.stem] = Counter(p.label for p in predictions)
         six.update(max(NON_FACTOID_TYPES, key=p.probabilities.__getitem__) for p in predictions)
@@ -50,18 +52,30 @@ def table(counts: dict[str, Counter], low: Counter, typed: Counter, six: Counter
     total = sum(counts.values(), Counter())
     n = sum(total.values())
     order = list(PAPER) + [t for t in NFQType if t not in PAPER]
-    lines = ["| type | " + " | ".join(sources) + " | ours | ours % | ours, six types | paper | paper % |",
-             "|---|" + "---:|" * (len(sources) + 5)]
+    lines = [
+        "| type | " + " | ".join(sources) + " | ours | ours % | ours, six types | paper | paper % |",
+        "|---|" + "---:|" * (len(sources) + 5),
+    ]
     for t in order:
         paper = PAPER.get(t)
         paper_cells = ["-", "-"] if paper is None else [str(paper), f"{100 * paper / sum(PAPER.values()):.1f}"]
-        cells = [str(counts[s][t]) for s in sources] + [f"**{total[t]}**", f"{100 * total[t] / n:.1f}", str(six[t] or "-")] + paper_cells
+        cells = (
+            [str(counts[s][t]) for s in sources]
+            + [f"**{total[t]}**", f"{100 * total[t] / n:.1f}", str(six[t] or "-")]
+            + paper_cells
+        )
         lines.append(f"| {t.value} | " + " | ".join(cells) + " |")
-    lines.append("| total | " + " | ".join(str(sum(counts[s].values())) for s in sources)
-                 + f" | {n} | 100 | {sum(six.values())} | {sum(PAPER.values())} | 100 |")
+    lines.append(
+        "| total | "
+        + " | ".join(str(sum(counts[s].values())) for s in sources)
+        + f" | {n} | 100 | {sum(six.values())} | {sum(PAPER.values())} | 100 |"
+    )
     for title, per_file in (("below fallback threshold", low), ("gets a typed strategy", typed)):
-        lines.append(f"| {title} | " + " | ".join(str(per_file[s]) for s in sources)
-                     + f" | {sum(per_file.values())} | {100 * sum(per_file.values()) / n:.1f} | - | - | - |")
+        lines.append(
+            f"| {title} | "
+            + " | ".join(str(per_file[s]) for s in sources)
+            + f" | {sum(per_file.values())} | {100 * sum(per_file.values()) / n:.1f} | - | - | - |"
+        )
     return "\n".join(lines)
 
 
@@ -75,16 +89,18 @@ def main() -> None:
     text = table(*label_files(args.data_dir))
     print(text)
     if args.card:
-        section = (f"{CARD_WIKI_START}\nPredicted types of the 945 Wiki-NFQA questions (`python scripts/label_wiki_nfqa.py`), "
-                   f"per source file, next to the paper's Table 2 (which has only the six non-factoid types; "
-                   f"'ours, six types' takes the most probable of those six):\n\n"
-                   f"{text}\n\n"
-                   "Many Wiki-NFQA questions were rewritten from factoid datasets, and 29 TriviaQA questions keep "
-                   "CSV-style quoting (`\"What was \"\"The Hindenburg Line\"\"?\"`) that the classifier tends to read "
-                   "as a statement, so FACTOID and NOT-A-QUESTION are common here; the pipeline answers those, and "
-                   "everything below the fallback threshold, with plain RAG. Restricted to the six non-factoid "
-                   "types the distribution is close to the paper's.\n"
-                   f"{CARD_WIKI_END}")
+        section = (
+            f"{CARD_WIKI_START}\nPredicted types of the 945 Wiki-NFQA questions (`python scripts/label_wiki_nfqa.py`), "
+            f"per source file, next to the paper's Table 2 (which has only the six non-factoid types; "
+            f"'ours, six types' takes the most probable of those six):\n\n"
+            f"{text}\n\n"
+            "Many Wiki-NFQA questions were rewritten from factoid datasets, and 29 TriviaQA questions keep "
+            'CSV-style quoting (`"What was ""The Hindenburg Line""?"`) that the classifier tends to read '
+            "as a statement, so FACTOID and NOT-A-QUESTION are common here; the pipeline answers those, and "
+            "everything below the fallback threshold, with plain RAG. Restricted to the six non-factoid "
+            "types the distribution is close to the paper's.\n"
+            f"{CARD_WIKI_END}"
+        )
         card = args.card.read_text(encoding="utf-8")
         pattern = re.escape(CARD_WIKI_START) + ".*?" + re.escape(CARD_WIKI_END)
         if not re.search(pattern, card, re.S):

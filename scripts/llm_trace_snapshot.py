@@ -68,7 +68,10 @@ def plan_reply(content: str):
 
 
 def aspect_not_in_sources(request):
-    if "Answer only this part of it" in request.last_user and "causes" in request.last_user.split("Answer only this part of it")[1]:
+    if (
+        "Answer only this part of it" in request.last_user
+        and "causes" in request.last_user.split("Answer only this part of it")[1]
+    ):
         return Reply(content='{"not_in_sources": "the causes"}')
     return default(request)
 
@@ -85,23 +88,59 @@ def streams_break(state: dict):
 
 
 SCENARIOS = [
-    *[(f"typed:{kind}", default, dict(question=question, method="typed", forced_type=kind)) for kind, question in QUESTIONS.items()],
+    *[
+        (f"typed:{kind}", default, dict(question=question, method="typed", forced_type=kind))
+        for kind, question in QUESTIONS.items()
+    ],
     ("rag", default, dict(question=QUESTIONS["evidence-based"], method="rag")),
     ("llm", default, dict(question="Why is the sky blue?", method="llm")),
-    ("plan fails", plan_reply("no plan, just prose"), dict(question=QUESTIONS["debate"], method="typed", forced_type="debate")),
-    ("aspect fails", failing_at("Answer only this part of it", Reply(status=500, content="down")),
-     dict(question=QUESTIONS["reason"], method="typed", forced_type="reason")),
-    ("aggregator fails", failing_at("Partial answers", Reply(status=500, content="down")),
-     dict(question=QUESTIONS["reason"], method="typed", forced_type="reason")),
-    ("not in sources", failing_at("Question: Which band", Reply(content='{"not_in_sources": "the band"}')),
-     dict(question="Which band played on the Titanic?", method="rag")),
-    ("aspect not in sources", aspect_not_in_sources, dict(question=QUESTIONS["reason"], method="typed", forced_type="reason")),
-    ("streamed", default, dict(question=QUESTIONS["instruction"], method="typed", forced_type="instruction", stream=True)),
+    (
+        "plan fails",
+        plan_reply("no plan, just prose"),
+        dict(question=QUESTIONS["debate"], method="typed", forced_type="debate"),
+    ),
+    (
+        "aspect fails",
+        failing_at("Answer only this part of it", Reply(status=500, content="down")),
+        dict(question=QUESTIONS["reason"], method="typed", forced_type="reason"),
+    ),
+    (
+        "aggregator fails",
+        failing_at("Partial answers", Reply(status=500, content="down")),
+        dict(question=QUESTIONS["reason"], method="typed", forced_type="reason"),
+    ),
+    (
+        "not in sources",
+        failing_at("Question: Which band", Reply(content='{"not_in_sources": "the band"}')),
+        dict(question="Which band played on the Titanic?", method="rag"),
+    ),
+    (
+        "aspect not in sources",
+        aspect_not_in_sources,
+        dict(question=QUESTIONS["reason"], method="typed", forced_type="reason"),
+    ),
+    (
+        "streamed",
+        default,
+        dict(question=QUESTIONS["instruction"], method="typed", forced_type="instruction", stream=True),
+    ),
     ("stream breaks", None, dict(question=QUESTIONS["reason"], method="typed", forced_type="reason", stream=True)),
-    ("follow-up", lambda r: Reply(content=json.dumps({"question": "How many lifeboats did the Titanic carry?"}))
-     if r.schema_name == "StandaloneQuestion" else default(r),
-     dict(question="How many lifeboats did it carry?", method="rag",
-          history=[{"role": "user", "content": "Tell me about the Titanic."}, {"role": "assistant", "content": "A liner [1]."}])),
+    (
+        "follow-up",
+        lambda r: (
+            Reply(content=json.dumps({"question": "How many lifeboats did the Titanic carry?"}))
+            if r.schema_name == "StandaloneQuestion"
+            else default(r)
+        ),
+        dict(
+            question="How many lifeboats did it carry?",
+            method="rag",
+            history=[
+                {"role": "user", "content": "Tell me about the Titanic."},
+                {"role": "assistant", "content": "A liner [1]."},
+            ],
+        ),
+    ),
 ]
 
 
@@ -121,7 +160,9 @@ async def scenario(name, responder, ask, exporter) -> dict:
     shape = sorted(
         (
             re.sub(r"^chat .*", "chat", s.name),
-            re.sub(r"^chat .*", "chat", by_id[s.parent.span_id].name) if s.parent is not None and s.parent.span_id in by_id else "",
+            re.sub(r"^chat .*", "chat", by_id[s.parent.span_id].name)
+            if s.parent is not None and s.parent.span_id in by_id
+            else "",
             str(s.attributes.get("typedrag.role", "")),
         )
         for s in spans
@@ -129,7 +170,9 @@ async def scenario(name, responder, ask, exporter) -> dict:
     return {
         "scenario": name,
         "spans": shape,
-        "fallbacks": sorted((f.step, re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", f.reason)) for f in result.fallbacks),
+        "fallbacks": sorted(
+            (f.step, re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", f.reason)) for f in result.fallbacks
+        ),
         "llm_calls": sorted(c.role for c in result.llm_calls),
         "strategy": result.strategy,
         "abstained": result.abstained,

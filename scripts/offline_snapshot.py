@@ -33,8 +33,19 @@ from bench_quality import CORPORA, DATA, Corpus, index_corpus  # noqa: E402
 from typedrag.config import load_settings  # noqa: E402
 from typedrag.factory import Resources, build_pipeline  # noqa: E402
 
-POSTGRES = Corpus("postgres", DATA / "conversations.jsonl", ("/usr/share/doc/postgresql-doc-15/html",), "postgresql-doc-15", "manual, HTML")
-CONVERSATION_CORPORA = {"demo": "wikipedia-demo", "python": "python-docs", "handbook": "debian-handbook", "postgres": "postgres"}
+POSTGRES = Corpus(
+    "postgres",
+    DATA / "conversations.jsonl",
+    ("/usr/share/doc/postgresql-doc-15/html",),
+    "postgresql-doc-15",
+    "manual, HTML",
+)
+CONVERSATION_CORPORA = {
+    "demo": "wikipedia-demo",
+    "python": "python-docs",
+    "handbook": "debian-handbook",
+    "postgres": "postgres",
+}
 METHODS = ("rag", "typed")
 RUN_TO_RUN = {"latency_ms", "queued_ms"}  # an LLM call's (or a step's) time
 
@@ -74,7 +85,10 @@ def compare(old: Path, new: Path, drop: set[str], unordered: bool) -> int:
         a, b = normal(o["result"], drop, unordered), normal(n["result"], drop, unordered)
         if a != b:
             differ.append((o["where"], o["method"], sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))))
-    print(f"{len(olds) - len(differ)} of {len(olds)} answers identical" + (f" (leaving out {', '.join(sorted(drop))})" if drop else ""))
+    print(
+        f"{len(olds) - len(differ)} of {len(olds)} answers identical"
+        + (f" (leaving out {', '.join(sorted(drop))})" if drop else "")
+    )
     for where, method, fields in differ:
         print(f"  {where} {method}: {', '.join(fields)}")
     return 1 if differ else 0
@@ -106,13 +120,21 @@ async def main() -> None:
             pipeline = pipelines.get(corpus.name)
             if pipeline is None:
                 continue
-            items = [json.loads(text) for text in corpus.keyterms.read_text(encoding="utf-8").splitlines() if text.strip()]
+            items = [
+                json.loads(text) for text in corpus.keyterms.read_text(encoding="utf-8").splitlines() if text.strip()
+            ]
             for item in items[: args.limit or None]:
                 for method in METHODS:
                     result = await pipeline.answer(item["question"], method)
-                    out.write(line(f"{corpus.name}/{item['id']}", method, result, drop, args.unordered_fallbacks) + "\n")
+                    out.write(
+                        line(f"{corpus.name}/{item['id']}", method, result, drop, args.unordered_fallbacks) + "\n"
+                    )
             print(f"{corpus.name}: {len(items[: args.limit or None])} questions", file=sys.stderr, flush=True)
-        conversations = [json.loads(text) for text in (DATA / "conversations.jsonl").read_text(encoding="utf-8").splitlines() if text.strip()]
+        conversations = [
+            json.loads(text)
+            for text in (DATA / "conversations.jsonl").read_text(encoding="utf-8").splitlines()
+            if text.strip()
+        ]
         for conversation in conversations[: args.limit or None]:
             pipeline = pipelines.get(CONVERSATION_CORPORA[conversation["corpus"]])
             if pipeline is None:
@@ -121,8 +143,20 @@ async def main() -> None:
                 history: list[dict[str, str]] = []
                 for number, turn in enumerate(conversation["turns"]):
                     result = await pipeline.answer(turn["user"], method, history=history)
-                    out.write(line(f"conversation/{conversation['id']}/{number}", method, result, drop, args.unordered_fallbacks) + "\n")
-                    history += [{"role": "user", "content": turn["user"]}, {"role": "assistant", "content": result.answer}]
+                    out.write(
+                        line(
+                            f"conversation/{conversation['id']}/{number}",
+                            method,
+                            result,
+                            drop,
+                            args.unordered_fallbacks,
+                        )
+                        + "\n"
+                    )
+                    history += [
+                        {"role": "user", "content": turn["user"]},
+                        {"role": "assistant", "content": result.answer},
+                    ]
         print(f"conversations: {len(conversations[: args.limit or None])}", file=sys.stderr, flush=True)
 
 

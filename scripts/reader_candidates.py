@@ -68,7 +68,9 @@ def sentences_of(source: Source) -> list[dict]:
     return out
 
 
-def candidates(question: dict, sources: list[Source], *, seed: int, max_pairs: int, max_sources: int) -> tuple[list[dict], int]:
+def candidates(
+    question: dict, sources: list[Source], *, seed: int, max_pairs: int, max_sources: int
+) -> tuple[list[dict], int]:
     """The question's pairs (sampled down to `max_pairs`) and how many candidates there were before sampling.
 
     Sentences are deduplicated by their text (the first source keeps it); the sample keeps the sources' order,
@@ -121,7 +123,13 @@ def read_jsonl(path: Path) -> list[dict]:
 
 def commit() -> str | None:
     try:
-        out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).resolve().parents[1], capture_output=True, text=True, check=True)
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parents[1],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
     return out.stdout.strip()
@@ -150,7 +158,9 @@ async def run(args: argparse.Namespace) -> None:
     with args.out.open("a", encoding="utf-8") as out, meta_path.open("a", encoding="utf-8") as meta:
         for number, question in enumerate(todo, 1):
             result = await pipeline.answer(question["question"], args.method)
-            pairs, total = candidates(question, result.sources, seed=args.seed, max_pairs=args.max_pairs, max_sources=args.max_sources)
+            pairs, total = candidates(
+                question, result.sources, seed=args.seed, max_pairs=args.max_pairs, max_sources=args.max_sources
+            )
             for pair in pairs:
                 out.write(json.dumps(pair, ensure_ascii=False) + "\n")
             out.flush()

@@ -82,7 +82,9 @@ def read_candidates(paths: Iterable[Path]) -> dict[str, dict]:
 # --- shards ---------------------------------------------------------------------------------------------------
 
 
-def make_shards(pairs: dict[str, dict], questions: dict[str, dict], *, per_shard: int, double: float, seed: int, start: int = 1) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
+def make_shards(
+    pairs: dict[str, dict], questions: dict[str, dict], *, per_shard: int, double: float, seed: int, start: int = 1
+) -> tuple[dict[str, list[str]], dict[str, list[str]], list[str]]:
     """Which questions each shard holds (`first` and `second` copies, by shard name) and the doubly labelled qids.
 
     Questions are shuffled (seeded) and dealt out in order, so a shard mixes corpora; the doubly labelled ones
@@ -138,7 +140,9 @@ def cmd_shards(args: argparse.Namespace) -> int:
     manifest: dict = {"seed": args.seed, "per_shard": args.per_shard, "double": [], "shards": {}}
     if manifest_path.exists():
         if not args.append:
-            raise SystemExit(f"{args.out} has shards already (labels may refer to them): --append adds new questions as new shards")
+            raise SystemExit(
+                f"{args.out} has shards already (labels may refer to them): --append adds new questions as new shards"
+            )
         manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
         sharded = {qid for entry in manifest["shards"].values() for qid in entry["first"]}
         pairs = {pid: pair for pid, pair in pairs.items() if pair["qid"] not in sharded}
@@ -146,7 +150,9 @@ def cmd_shards(args: argparse.Namespace) -> int:
             print(f"every question of the candidates is in a shard of {args.out} already")
             return 0
     start = len(manifest["shards"]) + 1
-    first, second, doubled = make_shards(pairs, questions, per_shard=args.per_shard, double=args.double, seed=args.seed, start=start)
+    first, second, doubled = make_shards(
+        pairs, questions, per_shard=args.per_shard, double=args.double, seed=args.seed, start=start
+    )
     by_question: dict[str, list[dict]] = defaultdict(list)
     for pair in pairs.values():
         by_question[pair["qid"]].append(pair)
@@ -159,8 +165,10 @@ def cmd_shards(args: argparse.Namespace) -> int:
         manifest["shards"][name] = {"first": sorted(first[name]), "second": sorted(second[name]), "pairs": len(rows)}
     manifest_path.write_text(json.dumps(manifest, indent=1) + "\n", encoding="utf-8")
     total = sum(manifest["shards"][name]["pairs"] for name in first)
-    print(f"{len(first)} shards ({min(first)} to {max(first)}), {len(pairs)} pairs of {len(by_question)} questions "
-          f"({total} to label with {len(doubled)} questions labelled twice) -> {args.out}")
+    print(
+        f"{len(first)} shards ({min(first)} to {max(first)}), {len(pairs)} pairs of {len(by_question)} questions "
+        f"({total} to label with {len(doubled)} questions labelled twice) -> {args.out}"
+    )
     return 0
 
 
@@ -248,7 +256,12 @@ def report(checked: dict[str, ShardLabels], out=None) -> tuple[int, int]:
     return missing, errors
 
 
-def merged_pairs(manifest: dict, checked: dict[str, ShardLabels], candidates: dict[str, dict], questions: dict[str, dict] | None = None) -> list[dict]:
+def merged_pairs(
+    manifest: dict,
+    checked: dict[str, ShardLabels],
+    candidates: dict[str, dict],
+    questions: dict[str, dict] | None = None,
+) -> list[dict]:
     """Every labelled pair of every question's first shard, in the shared format, with a second label if any, and
     (given the question file) whether the question's writer expected the documents to answer it."""
     home = {qid: name for name, entry in manifest["shards"].items() for qid in entry["first"]}
@@ -289,8 +302,10 @@ def cmd_merge(args: argparse.Namespace) -> int:
     rows = merged_pairs(manifest, checked, candidates, questions)
     write_jsonl(args.out, rows)
     counts = Counter(row["label"] for row in rows)
-    print(f"{len(rows)} pairs of {len({row['qid'] for row in rows})} questions -> {args.out} "
-          f"(label 2: {counts[2]}, 1: {counts[1]}, 0: {counts[0]}); {missing} labels missing, {errors} errors")
+    print(
+        f"{len(rows)} pairs of {len({row['qid'] for row in rows})} questions -> {args.out} "
+        f"(label 2: {counts[2]}, 1: {counts[1]}, 0: {counts[0]}); {missing} labels missing, {errors} errors"
+    )
     if errors or (missing and not args.partial):
         return 1
     return 0
@@ -351,13 +366,19 @@ def cmd_agreement(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result, indent=1))
         return 0
-    print(f"{result['pairs']} pairs of {result['questions']} questions labelled twice "
-          f"(of {result['questions_doubled']} put in two shards)")
+    print(
+        f"{result['pairs']} pairs of {result['questions']} questions labelled twice "
+        f"(of {result['questions_doubled']} put in two shards)"
+    )
     if result["pairs"]:
+
         def number(x):
             return "n/a" if x is None else f"{x:.3f}"
+
         print(f"exact agreement on label: {number(result['exact'])}; Cohen's kappa {number(result['kappa'])}")
-        print(f"agreement on 2 (answers) vs rest: {number(result['answers_vs_rest'])}; kappa {number(result['answers_kappa'])}")
+        print(
+            f"agreement on 2 (answers) vs rest: {number(result['answers_vs_rest'])}; kappa {number(result['answers_kappa'])}"
+        )
         print(f"same role where both say 2: {number(result['role_when_both_2'])} of {result['both_2']}")
         print("label pairs (first-second): " + ", ".join(f"{k} {v}" for k, v in result["confusion"].items()))
     return 0

@@ -44,12 +44,16 @@ def report(snap: dict, items: dict, answerable: dict) -> None:
     print("|---|---|---|---|---|")
     for c in CORPORA:
         n = t[(c.name, "rag", "n")]
-        print(f"| {c.name} | {t[(c.name, 'rag', 'holds')]}/{n} | {t[(c.name, 'typed', 'holds')]}/{n} | "
-              f"{t[(c.name, 'rag', 'abstained')]} / {t[(c.name, 'typed', 'abstained')]} | {t[(c.name, 'typed', 'same')]}/{n} |")
+        print(
+            f"| {c.name} | {t[(c.name, 'rag', 'holds')]}/{n} | {t[(c.name, 'typed', 'holds')]}/{n} | "
+            f"{t[(c.name, 'rag', 'abstained')]} / {t[(c.name, 'typed', 'abstained')]} | {t[(c.name, 'typed', 'same')]}/{n} |"
+        )
     for method in ("rag", "typed"):
         a, an = t[("conversations", method, "answerable abstained")], t[("conversations", method, "answerable")]
         u, un = t[("conversations", method, "unanswerable abstained")], t[("conversations", method, "unanswerable")]
-        print(f"conversations, {method}: abstained on {a}/{an} answerable turns ({a / max(an, 1):.1%}), {u}/{un} unanswerable ({u / max(un, 1):.1%})")
+        print(
+            f"conversations, {method}: abstained on {a}/{an} answerable turns ({a / max(an, 1):.1%}), {u}/{un} unanswerable ({u / max(un, 1):.1%})"
+        )
 
 
 def main() -> None:
@@ -70,7 +74,9 @@ def main() -> None:
         report(snap, items, answerable)
     if len(snaps) == 2:
         old, new = snaps
-        changed = collections.Counter((k[0].split("/")[0], k[1]) for k in old if k in new and old[k]["answer"] != new[k]["answer"])
+        changed = collections.Counter(
+            (k[0].split("/")[0], k[1]) for k in old if k in new and old[k]["answer"] != new[k]["answer"]
+        )
         print(f"\nchanged answers: {sum(changed.values())} of {len(old)}: {dict(sorted(changed.items()))}")
 
 

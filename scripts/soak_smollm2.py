@@ -102,7 +102,9 @@ async def ask(pipeline: Pipeline, kind: NFQType, question: str) -> Outcome:
     try:
         result = await pipeline.answer(question, "typed", kind)
     except Exception as error:  # noqa: BLE001 - the soak counts every failure instead of stopping at the first
-        return Outcome(kind, question, time.perf_counter() - started, False, False, error=f"{type(error).__name__}: {error}")
+        return Outcome(
+            kind, question, time.perf_counter() - started, False, False, error=f"{type(error).__name__}: {error}"
+        )
     structured = Counter(c.structured.value for c in result.llm_calls if c.structured is not None)
     degraded = bool(result.fallbacks) or any(a.error for a in result.aspects)
     answered = bool(result.answer.strip())
@@ -119,7 +121,10 @@ async def soak(pipeline: Pipeline, questions: dict[NFQType, list[str]], echo: bo
             outcomes.append(outcome)
             if echo:
                 status = "ok" if outcome.completed else "CRASH"
-                print(f"{kind.value:<15} {outcome.seconds:6.1f} s  {status:<5} {question}  {outcome.error[:110]}", flush=True)
+                print(
+                    f"{kind.value:<15} {outcome.seconds:6.1f} s  {status:<5} {question}  {outcome.error[:110]}",
+                    flush=True,
+                )
     return outcomes
 
 
@@ -165,7 +170,9 @@ def main() -> None:
     print(table(outcomes))
     crashed = [o for o in outcomes if not o.completed]
     if crashed:
-        raise SystemExit(f"{len(crashed)} questions crashed: " + "; ".join(f"{o.question} ({o.error})" for o in crashed))
+        raise SystemExit(
+            f"{len(crashed)} questions crashed: " + "; ".join(f"{o.question} ({o.error})" for o in crashed)
+        )
 
 
 if __name__ == "__main__":

@@ -17,8 +17,15 @@ SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 # Files are handed to the workers in the order they are collected, so the files that take minutes are collected
 # first (longest first, as a scheduler of unequal jobs should): collected in name order, test_ray.py came last and
 # ran alone for minutes while two workers idled.
-LONGEST_FILES = ("test_ray.py", "test_index_sync.py", "test_install.py", "test_llamacpp.py", "test_soak.py",
-                 "test_milvus.py", "test_classifier.py")
+LONGEST_FILES = (
+    "test_ray.py",
+    "test_index_sync.py",
+    "test_install.py",
+    "test_llamacpp.py",
+    "test_soak.py",
+    "test_milvus.py",
+    "test_classifier.py",
+)
 
 
 def pytest_collection_modifyitems(config, items):
@@ -26,31 +33,60 @@ def pytest_collection_modifyitems(config, items):
     rank = {name: i for i, name in enumerate(LONGEST_FILES)}
     items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FILES)))
 
+
 DOCUMENTS = [
-    ("croc", "Crocodile", "Crocodiles have a V-shaped, pointed snout, while alligators have a wider U-shaped snout. "
-     "When a crocodile closes its mouth, the fourth tooth of the lower jaw stays visible. Crocodiles tolerate salt "
-     "water thanks to glands on the tongue and live in tropical regions of Africa, Asia, Australia and the Americas."),
-    ("gator", "Alligator", "Alligators live mainly in fresh water in the south-eastern United States and in China. "
-     "An alligator's upper jaw is wider than its lower jaw, so its lower teeth are hidden when the mouth is shut. "
-     "Alligators are generally less aggressive towards people than saltwater crocodiles."),
-    ("rome", "Decline of the Western Roman Empire", "Historians list many causes for the fall of the Western Roman Empire. "
-     "Economic troubles, including heavy taxation and inflation, weakened the state. Repeated invasions by Germanic "
-     "tribes and the Huns put pressure on the frontiers. Political instability, with frequent civil wars and short "
-     "reigns, undermined central authority. The division of the empire into eastern and western halves left the west poorer."),
-    ("bread", "Bread making", "To bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
-     "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size. Shape the loaf, "
-     "let it prove again, then bake it in a hot oven at about 220 degrees Celsius until the crust is brown."),
-    ("nuclear", "Nuclear power debate", "Supporters of nuclear power argue that it produces electricity with very low "
-     "carbon emissions and provides reliable baseload supply. Critics point to the risk of accidents such as Chernobyl "
-     "and Fukushima, the unsolved problem of long-lived radioactive waste, and high construction costs. Studies find "
-     "that deaths per unit of energy from nuclear are among the lowest of all sources."),
-    ("guitar", "Learning guitar", "Beginners learning guitar are usually advised to practise for short periods every day "
-     "rather than for long sessions once a week. Many teachers recommend starting with open chords and simple strumming "
-     "patterns. An acoustic guitar with light strings is easier on the fingertips; some learners prefer a teacher, "
-     "others learn from online lessons and songbooks."),
-    ("photo", "Photosynthesis", "Photosynthesis is the process by which green plants use sunlight, water and carbon dioxide "
-     "to produce glucose and oxygen. It takes place in the chloroplasts, which contain the green pigment chlorophyll. "
-     "The light reactions capture energy and the Calvin cycle fixes carbon into sugars."),
+    (
+        "croc",
+        "Crocodile",
+        "Crocodiles have a V-shaped, pointed snout, while alligators have a wider U-shaped snout. "
+        "When a crocodile closes its mouth, the fourth tooth of the lower jaw stays visible. Crocodiles tolerate salt "
+        "water thanks to glands on the tongue and live in tropical regions of Africa, Asia, Australia and the Americas.",
+    ),
+    (
+        "gator",
+        "Alligator",
+        "Alligators live mainly in fresh water in the south-eastern United States and in China. "
+        "An alligator's upper jaw is wider than its lower jaw, so its lower teeth are hidden when the mouth is shut. "
+        "Alligators are generally less aggressive towards people than saltwater crocodiles.",
+    ),
+    (
+        "rome",
+        "Decline of the Western Roman Empire",
+        "Historians list many causes for the fall of the Western Roman Empire. "
+        "Economic troubles, including heavy taxation and inflation, weakened the state. Repeated invasions by Germanic "
+        "tribes and the Huns put pressure on the frontiers. Political instability, with frequent civil wars and short "
+        "reigns, undermined central authority. The division of the empire into eastern and western halves left the west poorer.",
+    ),
+    (
+        "bread",
+        "Bread making",
+        "To bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
+        "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size. Shape the loaf, "
+        "let it prove again, then bake it in a hot oven at about 220 degrees Celsius until the crust is brown.",
+    ),
+    (
+        "nuclear",
+        "Nuclear power debate",
+        "Supporters of nuclear power argue that it produces electricity with very low "
+        "carbon emissions and provides reliable baseload supply. Critics point to the risk of accidents such as Chernobyl "
+        "and Fukushima, the unsolved problem of long-lived radioactive waste, and high construction costs. Studies find "
+        "that deaths per unit of energy from nuclear are among the lowest of all sources.",
+    ),
+    (
+        "guitar",
+        "Learning guitar",
+        "Beginners learning guitar are usually advised to practise for short periods every day "
+        "rather than for long sessions once a week. Many teachers recommend starting with open chords and simple strumming "
+        "patterns. An acoustic guitar with light strings is easier on the fingertips; some learners prefer a teacher, "
+        "others learn from online lessons and songbooks.",
+    ),
+    (
+        "photo",
+        "Photosynthesis",
+        "Photosynthesis is the process by which green plants use sunlight, water and carbon dioxide "
+        "to produce glucose and oxygen. It takes place in the chloroplasts, which contain the green pigment chlorophyll. "
+        "The light reactions capture energy and the Calvin cycle fixes carbon into sugars.",
+    ),
 ]
 
 

@@ -24,10 +24,14 @@ from typedrag.store import open_store  # noqa: E402
 ADMIN_KEY = "admin-key-for-the-browser-accounts-test"
 WAIT = 300_000  # ms a step may take before the test says it hung (never a speed check)
 HANG_GUARD = 900
-CROCODILES = ("# Crocodiles\n\nCrocodiles have a V-shaped, pointed snout. When a crocodile closes its mouth, the fourth "
-              "tooth of the lower jaw stays visible. Crocodiles tolerate salt water thanks to glands on the tongue.\n")
-BREAD = ("Bread making\n\nTo bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
-         "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size.\n")
+CROCODILES = (
+    "# Crocodiles\n\nCrocodiles have a V-shaped, pointed snout. When a crocodile closes its mouth, the fourth "
+    "tooth of the lower jaw stays visible. Crocodiles tolerate salt water thanks to glands on the tongue.\n"
+)
+BREAD = (
+    "Bread making\n\nTo bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
+    "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size.\n"
+)
 
 expect = sync_api.expect
 
@@ -41,14 +45,28 @@ def site(tmp_path, classifier):
         store.add_user(name, "editor")
         store.grant(name, collection, "write")
         keys[name] = store.create_key(name).secret
-    app = create_app(Settings(data=data, cache_dir=None), Pipeline(OfflineEngine(), None, classifier=classifier),
-                     ServerOptions(api_key=ADMIN_KEY), store=store)
+    app = create_app(
+        Settings(data=data, cache_dir=None),
+        Pipeline(OfflineEngine(), None, classifier=classifier),
+        ServerOptions(api_key=ADMIN_KEY),
+        store=store,
+    )
     admin = {"Authorization": f"Bearer {ADMIN_KEY}"}
     with serving(app) as url:
         for name, text, filename in [("alpha", CROCODILES, "crocodiles.md"), ("beta", BREAD, "bread.txt")]:
-            assert httpx.post(f"{url}/v1/collections", json={"name": name, "retrieval": "bm25"}, headers=admin).status_code == 201
-            assert httpx.post(f"{url}/v1/collections/{name}/documents", files=[("files", (filename, text.encode()))],
-                              headers=admin, timeout=120).status_code == 202
+            assert (
+                httpx.post(f"{url}/v1/collections", json={"name": name, "retrieval": "bm25"}, headers=admin).status_code
+                == 201
+            )
+            assert (
+                httpx.post(
+                    f"{url}/v1/collections/{name}/documents",
+                    files=[("files", (filename, text.encode()))],
+                    headers=admin,
+                    timeout=120,
+                ).status_code
+                == 202
+            )
             deadline = time.monotonic() + HANG_GUARD
             while httpx.get(f"{url}/v1/collections/{name}", headers=admin).json()["state"] != "ready":
                 assert time.monotonic() < deadline, f"{name} did not become ready"
@@ -83,7 +101,9 @@ def ask(page, question: str) -> None:
     page.click("#submit")
     page.wait_for_function(
         "(before) => { const bar = document.querySelector('#feedback .feedback-bar'); return bar && bar.dataset.message !== before; }",
-        arg=before, timeout=WAIT)
+        arg=before,
+        timeout=WAIT,
+    )
 
 
 def fetch(page, method: str, path: str, body=None) -> dict:
@@ -131,8 +151,12 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
             alice.fill("#feedback .comment", "clear and cited")
             alice.press("#feedback .comment", "Enter")
             expect(alice.locator("#feedback [data-verdict=up]")).to_have_attribute("aria-pressed", "true")
-            alice.check('#feedback .helped[data-passage="crocodiles.md#0"]')  # the passage that helped, sent with the verdict
-            alice.wait_for_function("() => document.querySelector('#feedback .saved-note').textContent === 'feedback saved'")
+            alice.check(
+                '#feedback .helped[data-passage="crocodiles.md#0"]'
+            )  # the passage that helped, sent with the verdict
+            alice.wait_for_function(
+                "() => document.querySelector('#feedback .saved-note').textContent === 'feedback saved'"
+            )
             deadline = time.monotonic() + HANG_GUARD
             while not store.feedback_records()[0].helpful:
                 assert time.monotonic() < deadline
@@ -141,8 +165,12 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
             # a reload keeps the session and reopens the conversation, the verdict with it
             alice.reload()
             expect(alice.locator("#signed-in-as")).to_have_text("Signed in as alice (editor)")
-            expect(alice.locator("#conversation-list li")).to_have_text([
-                "Why does a crocodile's fourth tooth stay visible?alpha · " + alice.locator("#conversation-list .when").inner_text().split(" · ")[1]])
+            expect(alice.locator("#conversation-list li")).to_have_text(
+                [
+                    "Why does a crocodile's fourth tooth stay visible?alpha · "
+                    + alice.locator("#conversation-list .when").inner_text().split(" · ")[1]
+                ]
+            )
             expect(alice.locator("#answer")).to_contain_text("tooth")
             expect(alice.locator("#feedback [data-verdict=up]")).to_have_attribute("aria-pressed", "true")
             expect(alice.locator("#feedback .comment")).to_have_value("clear and cited")
@@ -154,7 +182,9 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
             expect(alice.locator("#answer")).to_contain_text("tooth")
             ask(alice, "And why can they live in salt water?")
             expect(alice.locator("#thread .turn")).to_have_count(1)
-            expect(alice.locator("#thread .turn .feedback-bar")).to_have_count(1)  # the earlier answer keeps its verdict bar
+            expect(alice.locator("#thread .turn .feedback-bar")).to_have_count(
+                1
+            )  # the earlier answer keeps its verdict bar
             [conversation] = store.conversations(store.user("alice")).items
             [first, second] = [m for m in store.messages(store.user("alice"), conversation.id) if m.role == "assistant"]
             assert second.result["rewrite"]["history_turns"] == 2
@@ -190,11 +220,18 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
             expect(bob.locator("#conversation-list li")).to_have_count(1)
             assert fetch(bob, "GET", "/v1/collections/alpha/documents")["status"] == 403
             assert fetch(bob, "GET", "/v1/collections/alpha/source?passage=crocodiles.md%230")["status"] == 403
-            assert fetch(bob, "POST", "/v1/answer", {"question": "Why the tooth?", "collection": "alpha", "method": "rag"})["status"] == 403
-            for method, path, body in [("GET", f"/v1/conversations/{conversation.id}", None),
-                                       ("GET", f"/v1/conversations/{conversation.id}/export?format=json", None),
-                                       ("POST", f"/v1/messages/{first.id}/feedback", {"verdict": "down"}),
-                                       ("GET", f"/v1/messages/{first.id}/feedback", None)]:
+            assert (
+                fetch(
+                    bob, "POST", "/v1/answer", {"question": "Why the tooth?", "collection": "alpha", "method": "rag"}
+                )["status"]
+                == 403
+            )
+            for method, path, body in [
+                ("GET", f"/v1/conversations/{conversation.id}", None),
+                ("GET", f"/v1/conversations/{conversation.id}/export?format=json", None),
+                ("POST", f"/v1/messages/{first.id}/feedback", {"verdict": "down"}),
+                ("GET", f"/v1/messages/{first.id}/feedback", None),
+            ]:
                 refused = fetch(bob, method, path, body)
                 assert refused["status"] == 403 and "crocodile" not in refused["text"].lower(), (path, refused)
             bob.goto(f"{url}/?again#c={conversation.id}")  # alice's conversation by its address: not shown
@@ -227,6 +264,8 @@ def test_two_users_each_keep_their_own_conversations_and_feedback(site):
 
             assert alice.console_errors == []
             # bob's only errors are the refusals asked for above, as the browser logs a failed request
-            assert bob.console_errors and all(e.startswith("Failed to load resource") for e in bob.console_errors), bob.console_errors
+            assert bob.console_errors and all(e.startswith("Failed to load resource") for e in bob.console_errors), (
+                bob.console_errors
+            )
         finally:
             browser.close()

@@ -32,7 +32,11 @@ def test_judged_passages_are_added_to_their_group_and_nothing_is_taken_away():
             assert len(turn["answers"]) == len(turn_after["answers"])
             for index, (group, group_after) in enumerate(zip(turn["answers"], turn_after["answers"], strict=True)):
                 assert group_after[: len(group)] == group
-                expected = {e["id"] for e in entries if (e["conversation"], e["turn"], e["group"]) == (before["id"], number, index)}
-                assert {p["id"] for p in group_after[len(group):]} == expected - {p["id"] for p in group}
+                expected = {
+                    e["id"]
+                    for e in entries
+                    if (e["conversation"], e["turn"], e["group"]) == (before["id"], number, index)
+                }
+                assert {p["id"] for p in group_after[len(group) :]} == expected - {p["id"] for p in group}
                 added += len(group_after) - len(group)
     assert added == len({(e["conversation"], e["turn"], e["group"], e["id"]) for e in entries})

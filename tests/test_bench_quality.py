@@ -19,16 +19,36 @@ def test_quality_benchmark_runs_against_an_openai_compatible_endpoint(small_inde
     with OpenAIStubServer() as stub:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
         run = subprocess.run(
-            [sys.executable, "bench/bench_quality.py", "--index", str(small_index), "--demo-index", str(small_index),
-             "--limit", "12", "--llm", "stub-model", "--base-url", stub.base_url, "--dump", str(tmp_path / "rows.jsonl")],
-            cwd=ROOT, capture_output=True, text=True, timeout=600,
+            [
+                sys.executable,
+                "bench/bench_quality.py",
+                "--index",
+                str(small_index),
+                "--demo-index",
+                str(small_index),
+                "--limit",
+                "12",
+                "--llm",
+                "stub-model",
+                "--base-url",
+                stub.base_url,
+                "--dump",
+                str(tmp_path / "rows.jsonl"),
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=600,
             env={**env, "TYPEDRAG_CACHE_DIR": str(tmp_path / "cache")},
         )
         requests = list(stub.requests)
     assert run.returncode == 0, run.stderr[-2000:]
     out = run.stdout
     assert "answered by openai-compatible:stub-model@127.0.0.1" in out  # the endpoint, not the offline engine
-    assert "## a. Wiki-NFQA: 12 questions" in out and "### wikipedia-demo: encyclopedia, one lead per article — 66 questions" in out
+    assert (
+        "## a. Wiki-NFQA: 12 questions" in out
+        and "### wikipedia-demo: encyclopedia, one lead per article — 66 questions" in out
+    )
     assert "| all | " in out and "## d. Aspect diversity" in out and "tuned on this corpus" in out
     rows = (tmp_path / "rows.jsonl").read_text().splitlines()
     assert len(rows) == 12 + 66

@@ -108,7 +108,11 @@ def test_the_chunker_gives_each_line_the_kind_of_the_block_it_came_from(specs, w
 
 def test_a_line_cut_by_a_passage_keeps_its_kind_and_an_items_order_stays_on_each_of_its_lines():
     step = " ".join(f"step{i}" for i in range(250))  # one list item far longer than a passage
-    blocks = [Block("Intro.", kind=PROSE), Block(f"2. {step}\nand its second line", kind=ITEM, order=2), Block("x = 1", kind=CODE)]
+    blocks = [
+        Block("Intro.", kind=PROSE),
+        Block(f"2. {step}\nand its second line", kind=ITEM, order=2),
+        Block("x = 1", kind=CODE),
+    ]
     passages = list(iter_passages(Document("d", "t", blocks=blocks), 100))
     assert len(passages) >= 3
     assert passages[0].lines[0] == LineKind() and passages[0].lines[1] == LineKind(ITEM, 2)
@@ -146,10 +150,16 @@ def test_html_kinds(tmp_path):
     blocks = blocks_of(tmp_path / "brewing.html")
     assert kind_of(blocks, "Tea needs") == ("prose", None)
     assert [kind_of(blocks, f"- {text}") for text in ("Boil", "Warm", "with a splash", "Add")] == [
-        ("item", 1), ("item", 2), ("item", None), ("item", 3)
+        ("item", 1),
+        ("item", 2),
+        ("item", None),
+        ("item", 3),
     ]
     assert [kind_of(blocks, f"- {text}") for text in ("Steep", "Pour", "green", "black")] == [
-        ("item", 4), ("item", 9), ("item", None), ("item", None)
+        ("item", 4),
+        ("item", 9),
+        ("item", None),
+        ("item", None),
     ]
     assert kind_of(blocks, "kettle --boil\npot --warm") == ("code", None)
     assert kind_of(blocks, "Warning\nThe pot is hot.") == ("admonition", None)  # one block, its title included
@@ -182,8 +192,15 @@ def test_docx_kinds(tmp_path):
     document.save(tmp_path / "brewing.docx")
     blocks = blocks_of(tmp_path / "brewing.docx")
     assert kinds(blocks) == [
-        ("prose", None), ("item", 1), ("item", 2), ("item", 3), ("item", None), ("item", None),
-        ("caption", None), ("table", None), ("prose", None),
+        ("prose", None),
+        ("item", 1),
+        ("item", 2),
+        ("item", 3),
+        ("item", None),
+        ("item", None),
+        ("caption", None),
+        ("table", None),
+        ("prose", None),
     ]
     assert blocks[1].text == "- Boil the water." and blocks[1].section == ("Steps",)
     assert blocks[7].text == "Tea | Minutes\ngreen | 2"
@@ -265,7 +282,11 @@ def test_markdown_reference_links_read_as_their_text_and_their_targets_are_no_te
     (tmp_path / "readline.md").write_text(NODE_STYLE_MARKDOWN)
     blocks = blocks_of(tmp_path / "readline.md")
     assert [(block.kind.value, block.order, block.text) for block in blocks] == [
-        ("prose", None, "A common use case for `readline` is to consume a file one line at a time (lines[2][3] keep brackets no label defines):"),
+        (
+            "prose",
+            None,
+            "A common use case for `readline` is to consume a file one line at a time (lines[2][3] keep brackets no label defines):",
+        ),
         ("item", None, "- `input` {stream.Readable} The Readable stream to listen to."),
         ("item", None, "- `crlfDelay` {number} Read a CR LF as one line break."),
         ("item", None, "- `output` {stream.Writable} See the docs."),
@@ -287,7 +308,9 @@ def test_an_offline_answer_quotes_a_markdown_items_text_without_its_marker(tmp_p
     pipeline = Pipeline(OfflineEngine(default_reader()), open_retriever(tmp_path / "index"))
     for question in ("What water temperature does green tea want?", "How do I boil water for tea in a kettle?"):
         answer = asyncio.run(pipeline.answer(question, "rag")).answer
-        assert answer and not answer.startswith(("* ", "+ ", "1. ", "2) ")) and " * " not in answer and " + " not in answer, answer
+        assert (
+            answer and not answer.startswith(("* ", "+ ", "1. ", "2) ")) and " * " not in answer and " + " not in answer
+        ), answer
 
 
 RST = """.. Copyright 2024 The Tea Society.
@@ -380,16 +403,20 @@ def two_font_pdf(lines: list[tuple[str, float, str]]) -> bytes:
 
 
 def test_pdf_kinds_where_the_pdf_tells(tmp_path):
-    (tmp_path / "brewing.pdf").write_bytes(two_font_pdf([
-        ("F1", 700, "Tea needs fresh water and a warm pot, as every brewer knows."),
-        ("F1", 686, "1. Boil the water in a clean kettle."),
-        ("F1", 672, "2. Warm the pot with a splash."),
-        ("F1", 658, "• green tea wants cooler water"),
-        ("F1", 644, "• black tea wants it boiling"),
-        ("F2", 620, "$ brew --green"),
-        ("F2", 606, "$ brew --black"),
-        ("F1", 580, "Drink it warm and share it with friends."),
-    ]))
+    (tmp_path / "brewing.pdf").write_bytes(
+        two_font_pdf(
+            [
+                ("F1", 700, "Tea needs fresh water and a warm pot, as every brewer knows."),
+                ("F1", 686, "1. Boil the water in a clean kettle."),
+                ("F1", 672, "2. Warm the pot with a splash."),
+                ("F1", 658, "• green tea wants cooler water"),
+                ("F1", 644, "• black tea wants it boiling"),
+                ("F2", 620, "$ brew --green"),
+                ("F2", 606, "$ brew --black"),
+                ("F1", 580, "Drink it warm and share it with friends."),
+            ]
+        )
+    )
     blocks = blocks_of(tmp_path / "brewing.pdf")
     assert [(block.kind.value, block.order, block.text) for block in blocks] == [
         ("prose", None, "Tea needs fresh water and a warm pot, as every brewer knows."),
@@ -413,9 +440,7 @@ def test_kinds_round_trip_through_the_tantivy_index_and_json(tmp_path):
     (docs / "brewing.rst").write_text(RST)
     (docs / "brewing.html").write_text(HTML_PAGE)
     expected = {
-        passage.passage_id: passage
-        for doc in iter_documents([docs], problems=[])
-        for passage in iter_passages(doc, 40)
+        passage.passage_id: passage for doc in iter_documents([docs], problems=[]) for passage in iter_passages(doc, 40)
     }
     assert any(line.kind is ITEM and line.order == 3 for p in expected.values() for line in p.lines)
     build_index([docs], tmp_path / "index", passage_words=40, show_progress=False)
@@ -424,9 +449,21 @@ def test_kinds_round_trip_through_the_tantivy_index_and_json(tmp_path):
     assert found == expected  # every field, the line kinds included
 
     proc = subprocess.run(
-        [sys.executable, "-m", "typedrag.cli", "ask", "How do I brew green tea?", "--index", str(tmp_path / "index"),
-         "--method", "rag", "--json"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "typedrag.cli",
+            "ask",
+            "How do I brew green tea?",
+            "--index",
+            str(tmp_path / "index"),
+            "--method",
+            "rag",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))},
     )
     assert proc.returncode == 0, proc.stderr
@@ -459,8 +496,15 @@ def test_an_index_built_before_kinds_were_kept_still_answers_and_a_sync_rebuilds
 
     real_adder = tantivy_build._adder
     monkeypatch.setattr(tantivy_build, "schema", old_schema)
-    monkeypatch.setattr(tantivy_build, "_adder", lambda writer: lambda p, key: real_adder(writer)(p.__class__(
-        p.passage_id, p.doc_id, p.title, p.text, p.section, p.page, p.page_end), key))
+    monkeypatch.setattr(
+        tantivy_build,
+        "_adder",
+        lambda writer: (
+            lambda p, key: real_adder(writer)(
+                p.__class__(p.passage_id, p.doc_id, p.title, p.text, p.section, p.page, p.page_end), key
+            )
+        ),
+    )
     monkeypatch.setattr(tantivy_build, "CHUNKER_VERSION", 5)
     build_index([tmp_path / "brewing.md"], tmp_path / "index", passage_words=40, show_progress=False)
     monkeypatch.undo()
@@ -469,8 +513,19 @@ def test_an_index_built_before_kinds_were_kept_still_answers_and_a_sync_rebuilds
     hits = open_retriever(tmp_path / "index").search("boil water pot", 5)
     assert hits and all(hit.passage.lines == () for hit in hits)
     proc = subprocess.run(
-        [sys.executable, "-m", "typedrag.cli", "ask", "How do I brew tea?", "--index", str(tmp_path / "index"), "--json"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "typedrag.cli",
+            "ask",
+            "How do I brew tea?",
+            "--index",
+            str(tmp_path / "index"),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))},
     )
     assert proc.returncode == 0, proc.stderr
@@ -492,13 +547,25 @@ def require(path: Path, package: str) -> None:
 
 def test_python_tutorial_passages_have_item_and_code_lines(tmp_path):
     require(PYTHON_TUTORIAL, "python3.11-doc")
-    build_index([PYTHON_TUTORIAL], tmp_path / "index", show_progress=False, retrieval="bm25")  # the searches below are BM25's
+    build_index(
+        [PYTHON_TUTORIAL], tmp_path / "index", show_progress=False, retrieval="bm25"
+    )  # the searches below are BM25's
     retriever = open_retriever(tmp_path / "index")
     range_hits = retriever.search("range function sequence of numbers for loop", 5)
-    code_lines = [line for hit in range_hits for text, line in zip(hit.passage.text.split("\n"), hit.passage.lines) if line.kind is CODE]
+    code_lines = [
+        line
+        for hit in range_hits
+        for text, line in zip(hit.passage.text.split("\n"), hit.passage.lines)
+        if line.kind is CODE
+    ]
     assert code_lines, [hit.passage.text for hit in range_hits]
     style = retriever.search("coding style indentation 4 spaces tabs docstrings", 3)
-    items = [text for hit in style for text, line in zip(hit.passage.text.split("\n"), hit.passage.lines) if line.kind is ITEM]
+    items = [
+        text
+        for hit in style
+        for text, line in zip(hit.passage.text.split("\n"), hit.passage.lines)
+        if line.kind is ITEM
+    ]
     assert "- Use 4-space indentation, and no tabs." in items
     assert "- Use docstrings." in items
 
@@ -507,7 +574,9 @@ def test_debian_handbook_passages_have_an_ordered_list_and_code_lines(tmp_path):
     require(HANDBOOK_FIREWALL, "debian-handbook")
     build_index([HANDBOOK_FIREWALL], tmp_path / "index", show_progress=False)
     retriever = open_retriever(tmp_path / "index")
-    layers = retriever.search("OSI model layers physical data link network transport session presentation application", 3)
+    layers = retriever.search(
+        "OSI model layers physical data link network transport session presentation application", 3
+    )
     orders = {
         line.order: text
         for hit in layers

@@ -58,7 +58,10 @@ def test_the_plain_line_has_a_rate_and_time_left_when_a_batch_takes_longer_than_
     assert lines[0] == "embedding (minilm): 256 of 2,560 passages, 6.4 passages/s, about 6 min left", lines
     assert lines[-1] == "embedding (minilm): 768 of 2,560 passages, 6.4 passages/s, about 5 min left", lines
     column = build_progress.TimeLeft().render(progress._tasks[task]).plain
-    assert column == "about 5 min left" and build_progress.Rate("passages").render(progress._tasks[task]).plain == "6.4 passages/s"
+    assert (
+        column == "about 5 min left"
+        and build_progress.Rate("passages").render(progress._tasks[task]).plain == "6.4 passages/s"
+    )
 
 
 def test_the_bar_shows_every_passage_when_it_stops(tmp_path, monkeypatch):
@@ -104,8 +107,20 @@ def test_typedrag_index_leaves_no_process_behind_in_its_group(tmp_path):
     for n in range(30):  # enough files for the worker pool (ingest.POOL_MIN_FILES)
         (docs / f"page{n}.md").write_text(f"# Page {n}\n\nPage {n} says how comets glow when they near the Sun.\n")
     build = subprocess.Popen(
-        [sys.executable, "-m", "typedrag.cli", "index", str(docs), "--index", str(tmp_path / "index"), "--retrieval", "bm25"],
-        start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-m",
+            "typedrag.cli",
+            "index",
+            str(docs),
+            "--index",
+            str(tmp_path / "index"),
+            "--retrieval",
+            "bm25",
+        ],
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
     _, err = build.communicate()
     assert build.returncode == 0, err[-2000:]
@@ -124,7 +139,14 @@ def test_passages_taken_from_the_journal_move_the_bar_but_not_the_rate(monkeypat
     monkeypatch.setattr(build_progress, "PLAIN_EVERY", 30.0)
     clock = FakeClock()
     out = StringIO()
-    progress, task = _progress(True, 2560, "embedding (minilm)", "passages", console=Console(file=out, force_terminal=False, width=200), get_time=clock)
+    progress, task = _progress(
+        True,
+        2560,
+        "embedding (minilm)",
+        "passages",
+        console=Console(file=out, force_terminal=False, width=200),
+        get_time=clock,
+    )
     progress.update(task, advance=1024, taken=1024)  # the journal's, at once
     clock.now += 40
     progress.update(task, advance=256, taken=1024)  # one batch embedded in 40 s
@@ -146,7 +168,9 @@ def test_a_resumed_build_shows_no_rate_for_what_its_journal_held(tmp_path, capsy
     build_index([tmp_path / "docs"], tmp_path / "first", retrieval="hybrid", embedder="static", show_progress=False)
     (tmp_path / ".first.vectors-journal").rename(tmp_path / ".index.vectors-journal")
     watch = build_progress.BuildWatch()
-    sync_index([tmp_path / "docs"], tmp_path / "index", retrieval="hybrid", embedder="static", show_progress=True, watch=watch)
+    sync_index(
+        [tmp_path / "docs"], tmp_path / "index", retrieval="hybrid", embedder="static", show_progress=True, watch=watch
+    )
     out = capsys.readouterr()
     lines = [line for line in (out.out + out.err).splitlines() if line.startswith("embedding (static): ")]
     assert lines and all("/s" not in line and " left" not in line for line in lines), lines

@@ -21,16 +21,19 @@ NFCATS = SHARED_DATA / "nfcats"
 
 # Our own wording, typical of each type.
 EXAMPLES = {
-    NFQType.COMPARISON: ["What is the difference between a crocodile and an alligator?",
-                         "What are the differences between baking soda and baking powder?"],
+    NFQType.COMPARISON: [
+        "What is the difference between a crocodile and an alligator?",
+        "What are the differences between baking soda and baking powder?",
+    ],
     NFQType.DEBATE: ["Should nuclear power be banned?", "Is it ethical to keep animals in zoos?"],
     NFQType.EVIDENCE_BASED: ["What is photosynthesis?", "How does a refrigerator keep food cold?"],
-    NFQType.EXPERIENCE: ["What is your favourite guitar for beginners?",
-                         "What do you do when you can't fall asleep?"],
+    NFQType.EXPERIENCE: ["What is your favourite guitar for beginners?", "What do you do when you can't fall asleep?"],
     NFQType.FACTOID: ["When was Napoleon born?", "who wrote the novel moby dick"],
     NFQType.INSTRUCTION: ["How do I bake bread at home?", "How can I reset my router password?"],
-    NFQType.NOT_A_QUESTION: ["The museum was opened to the public in 1902.",
-                             "Most of the town's population works in agriculture."],
+    NFQType.NOT_A_QUESTION: [
+        "The museum was opened to the public in 1902.",
+        "Most of the town's population works in agriculture.",
+    ],
     NFQType.REASON: ["Why did the Roman Empire fall?", "Why do cats purr?"],
 }
 
@@ -105,10 +108,20 @@ def _sklearn_from_shipped(model_dir: Path, embedder):
     vocab = json.loads(gzip.decompress((model_dir / "vocab.json.gz").read_bytes()))
     weights = np.load(model_dir / "weights.npz", allow_pickle=False)
     w, c = meta["word"], meta["char"]
-    word = TfidfVectorizer(ngram_range=tuple(w["ngram_range"]), token_pattern=w["token_pattern"],
-                           lowercase=w["lowercase"], sublinear_tf=True, vocabulary=vocab["word"]).fit(["x"])
-    char = TfidfVectorizer(analyzer="char_wb", ngram_range=tuple(c["ngram_range"]), lowercase=c["lowercase"],
-                           sublinear_tf=True, vocabulary=vocab["char"]).fit(["x"])
+    word = TfidfVectorizer(
+        ngram_range=tuple(w["ngram_range"]),
+        token_pattern=w["token_pattern"],
+        lowercase=w["lowercase"],
+        sublinear_tf=True,
+        vocabulary=vocab["word"],
+    ).fit(["x"])
+    char = TfidfVectorizer(
+        analyzer="char_wb",
+        ngram_range=tuple(c["ngram_range"]),
+        lowercase=c["lowercase"],
+        sublinear_tf=True,
+        vocabulary=vocab["char"],
+    ).fit(["x"])
     word.idf_, char.idf_ = weights["idf_word"], weights["idf_char"]
     lr = LogisticRegression()
     lr.coef_, lr.intercept_, lr.classes_ = weights["coef"], weights["intercept"], np.array(meta["classes"])
@@ -116,7 +129,11 @@ def _sklearn_from_shipped(model_dir: Path, embedder):
     technical = domain = None
     if "coef_technical" in weights.files:  # a model trained with technical questions: two regressions and the mix
         technical, domain = LogisticRegression(), LogisticRegression()
-        technical.coef_, technical.intercept_, technical.classes_ = weights["coef_technical"], weights["intercept_technical"], lr.classes_
+        technical.coef_, technical.intercept_, technical.classes_ = (
+            weights["coef_technical"],
+            weights["intercept_technical"],
+            lr.classes_,
+        )
         domain.coef_, domain.intercept_ = weights["domain_coef"][None, :], weights["domain_intercept"]
         domain.classes_ = np.array([0, 1])
     return Fitted(word, char, lr, config, embedder, technical, domain)
@@ -204,7 +221,11 @@ def test_a_how_to_question_about_a_difference_is_an_instruction(classifier):
 
 @pytest.mark.parametrize(
     "question",
-    ["Should we ban cars from city centres or not?", "Why do cats purr?", "Steam engines are less efficient than turbines."],
+    [
+        "Should we ban cars from city centres or not?",
+        "Why do cats purr?",
+        "Steam engines are less efficient than turbines.",
+    ],
 )
 def test_the_comparison_rule_leaves_other_questions_alone(classifier, question):
     assert classifier.classify(question).label != NFQType.COMPARISON
@@ -239,10 +260,16 @@ def test_an_elliptical_choice_between_two_is_a_comparison(classifier, question):
 @pytest.mark.parametrize(
     ("earlier", "follow_up", "expected"),
     [
-        ("What is the difference between a crocodile and an alligator?", "And which of the two is more likely to attack people?",
-         NFQType.COMPARISON),
-        ("What's the difference between VACUUM and VACUUM FULL?", "And which of the two is more likely to lock the table?",
-         NFQType.COMPARISON),
+        (
+            "What is the difference between a crocodile and an alligator?",
+            "And which of the two is more likely to attack people?",
+            NFQType.COMPARISON,
+        ),
+        (
+            "What's the difference between VACUUM and VACUUM FULL?",
+            "And which of the two is more likely to lock the table?",
+            NFQType.COMPARISON,
+        ),
         ("How do I bake bread at home?", "Any good practices for that?", NFQType.EXPERIENCE),
     ],
 )
@@ -261,7 +288,11 @@ def test_a_follow_up_is_typed_after_the_offline_rewrite(retriever, earlier, foll
 
 def test_the_technical_set_covers_every_type_in_every_manual():
     rows = [json.loads(line) for line in TECHNICAL_SET.read_text(encoding="utf-8").splitlines()]
-    assert len(rows) >= 300 and len({r["question"] for r in rows}) == len(rows) and len({r["id"] for r in rows}) == len(rows)
+    assert (
+        len(rows) >= 300
+        and len({r["question"] for r in rows}) == len(rows)
+        and len({r["id"] for r in rows}) == len(rows)
+    )
     corpora = {r["corpus"] for r in rows}
     assert len(corpora) >= 4
     for corpus in corpora:
@@ -285,7 +316,9 @@ def test_card_reports_manuals_left_out_and_sets_labelled_by_others():
         assert not [d for d in follow_ups if d[1] == "NOT-A-QUESTION"], follow_ups
     card = (MODEL_DIR / "MODEL_CARD.md").read_text(encoding="utf-8")
     for corpus, result in held.items():
-        assert re.search(rf"\| {re.escape(corpus)} \| {result['questions']} \| \*\*{result['agreement']:.3f}\*\*", card), corpus
+        assert re.search(
+            rf"\| {re.escape(corpus)} \| {result['questions']} \| \*\*{result['agreement']:.3f}\*\*", card
+        ), corpus
     assert checks["external"] and all(name.startswith("keyterms") for name in checks["external"])
 
 

@@ -22,13 +22,23 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def isolated_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for name in ("TYPEDRAG_CONFIG", "TYPEDRAG_LLM", "TYPEDRAG_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TYPEDRAG_API_KEY"):
+    for name in (
+        "TYPEDRAG_CONFIG",
+        "TYPEDRAG_LLM",
+        "TYPEDRAG_BASE_URL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "TYPEDRAG_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def test_ask_json_offline_names_the_engine_and_cites(small_index):
-    out = runner.invoke(app, ["ask", "What is the difference between a crocodile and an alligator?", "--index", str(small_index), "--json"])
+    out = runner.invoke(
+        app,
+        ["ask", "What is the difference between a crocodile and an alligator?", "--index", str(small_index), "--json"],
+    )
     assert out.exit_code == 0, out.output
     result = json.loads(out.stdout)
     assert result["engines"]["generator"] == "offline-extractive"
@@ -76,7 +86,9 @@ def test_batch_ask_resumes_without_losing_or_duplicating(small_index, tmp_path):
     out = runner.invoke(app, args)
     assert "1 answered" in out.stdout
     ids = [json.loads(l)["id"] for l in answers.read_text().splitlines()]
-    assert sorted(ids) == sorted(content_id(q) for q in ["How does photosynthesis work?", "Why did Rome fall?", "How do I bake bread?"])
+    assert sorted(ids) == sorted(
+        content_id(q) for q in ["How does photosynthesis work?", "Why did Rome fall?", "How do I bake bread?"]
+    )
 
 
 def test_classify_file_csv(tmp_path):
@@ -102,7 +114,9 @@ async def test_llm_classifier_uses_its_schema_and_records_the_call():
 async def test_auto_classifier_asks_the_llm_only_when_unsure():
     shipped = load_default_classifier()
     with OpenAIStubServer(lambda r: Reply(content='{"type": "EXPERIENCE"}')) as server:
-        auto = AutoClassifier(shipped, LLMTypeClassifier(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0)))
+        auto = AutoClassifier(
+            shipped, LLMTypeClassifier(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0))
+        )
         sure = await auto.aclassify("What is the difference between a crocodile and an alligator?")
         assert sure.source.startswith("classifier:") and server.requests == []
         unsure_question = "lol ok so um cars"
@@ -147,8 +161,22 @@ def test_an_offline_ask_does_not_import_the_openai_sdk(small_index, tmp_path):
         "print('openai SDK imported:', 'openai' in sys.modules, file=sys.stderr)\n"
     )
     for extra in ([], ["--json"]):
-        run = subprocess.run([sys.executable, "-c", script, "ask", "Why did the Western Roman Empire fall?", "--index", str(small_index), *extra],
-                             capture_output=True, text=True, cwd=tmp_path, timeout=600)
+        run = subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                script,
+                "ask",
+                "Why did the Western Roman Empire fall?",
+                "--index",
+                str(small_index),
+                *extra,
+            ],
+            capture_output=True,
+            text=True,
+            cwd=tmp_path,
+            timeout=600,
+        )
         assert run.returncode == 0, run.stderr
         assert "offline-extractive" in run.stdout
         assert "openai SDK imported: False" in run.stderr
@@ -156,9 +184,14 @@ def test_an_offline_ask_does_not_import_the_openai_sdk(small_index, tmp_path):
 
 def test_ask_in_a_folder_without_an_index_says_how_to_build_one_not_rebuild_it(tmp_path):
     """Issue 41 #15: a first-time user who never built an index was told to "re-run `typedrag index …` to rebuild it"."""
-    out = runner.invoke(app, ["ask", "Why did the Western Roman Empire fall?"])  # the default ./typedrag-index, which is not there
+    out = runner.invoke(
+        app, ["ask", "Why did the Western Roman Empire fall?"]
+    )  # the default ./typedrag-index, which is not there
     assert out.exit_code == 2, out.output
-    assert "no index at typedrag-index: build one first with `typedrag index SOURCE... --index typedrag-index`" in out.output
+    assert (
+        "no index at typedrag-index: build one first with `typedrag index SOURCE... --index typedrag-index`"
+        in out.output
+    )
     assert "rebuild" not in out.output and "re-run" not in out.output
 
 
@@ -166,7 +199,9 @@ def test_ask_and_chat_keep_the_pipelines_notes_in_the_trace_not_under_every_answ
     """Issue 41 #5: `ask` and `chat` printed "fallback at ..." lines after every answer without --trace (and a
     dropped aspect twice on a terminal); they are in --trace, /trace and the JSON, as recorded."""
     question = "Why did the Western Roman Empire fall?"
-    recorded = json.loads(runner.invoke(app, ["ask", question, "--index", str(small_index), "--json"]).stdout)["fallbacks"]
+    recorded = json.loads(runner.invoke(app, ["ask", question, "--index", str(small_index), "--json"]).stdout)[
+        "fallbacks"
+    ]
     assert recorded  # there is something the pipeline noted
     plain = runner.invoke(app, ["ask", question, "--index", str(small_index)])
     assert plain.exit_code == 0 and "Sources" in plain.stdout
@@ -188,7 +223,19 @@ def test_ask_and_chat_keep_the_pipelines_notes_in_the_trace_not_under_every_answ
     ("command", "options"),
     [
         (["index"], ("IndexOpt", "BackendOpt", "UriOpt", "CollectionOpt", "TokenOpt")),
-        (["ask"], ("IndexOpt", "LLMOpt", "BaseUrlOpt", "ClassifierOpt", "BackendOpt", "UriOpt", "CollectionOpt", "RetrievalOpt")),
+        (
+            ["ask"],
+            (
+                "IndexOpt",
+                "LLMOpt",
+                "BaseUrlOpt",
+                "ClassifierOpt",
+                "BackendOpt",
+                "UriOpt",
+                "CollectionOpt",
+                "RetrievalOpt",
+            ),
+        ),
         (["eval"], ("IndexOpt", "ClassifierOpt", "BackendOpt", "UriOpt", "CollectionOpt", "RetrievalOpt")),
         (["eval", "compare"], ("ClassifierOpt",)),
         (["eval", "retrieval"], ("IndexOpt", "BackendOpt", "UriOpt", "CollectionOpt")),
@@ -211,18 +258,40 @@ def test_ask_with_knowledge_labelled_prints_the_models_own_part_apart_and_an_unk
         from typedrag.testing.openai_stub import default_content
 
         if request.schema_name == "LabelledAnswer":
-            return Reply(content=json.dumps({"from_sources": "Crocodiles have a V-shaped snout [1].", "not_covered": "speed",
-                                             "from_own_knowledge": ["Crocodiles can gallop briefly."]}))
+            return Reply(
+                content=json.dumps(
+                    {
+                        "from_sources": "Crocodiles have a V-shaped snout [1].",
+                        "not_covered": "speed",
+                        "from_own_knowledge": ["Crocodiles can gallop briefly."],
+                    }
+                )
+            )
         return Reply(content=default_content(request))
 
     with OpenAIStubServer(knowing) as server:
-        args = ["ask", "What is the difference between a crocodile and an alligator?", "--index", str(small_index),
-                "--llm", "stub", "--base-url", server.base_url, "--method", "rag", "--knowledge", "labelled"]
+        args = [
+            "ask",
+            "What is the difference between a crocodile and an alligator?",
+            "--index",
+            str(small_index),
+            "--llm",
+            "stub",
+            "--base-url",
+            server.base_url,
+            "--method",
+            "rag",
+            "--knowledge",
+            "labelled",
+        ]
         out = runner.invoke(app, args)
         as_json = runner.invoke(app, [*args, "--json"])
     assert out.exit_code == 0, out.output
     assert "Crocodiles have a V-shaped snout [1]." in out.stdout
-    assert out.stdout.index("Not from your documents:") > out.stdout.index("V-shaped snout") and "Crocodiles can gallop briefly." in out.stdout
+    assert (
+        out.stdout.index("Not from your documents:") > out.stdout.index("V-shaped snout")
+        and "Crocodiles can gallop briefly." in out.stdout
+    )
     result = json.loads(as_json.stdout)
     assert result["knowledge"] == "labelled" and result["unsourced"]["sentences"] == ["Crocodiles can gallop briefly."]
     bad = runner.invoke(app, ["ask", "Why?", "--index", str(small_index), "--knowledge", "everything"])
@@ -288,7 +357,9 @@ def test_index_says_skipped_once_per_line(tmp_path):
 def test_the_readmes_first_command_leaves_only_the_index_behind(tmp_path):
     """Issue 55 E12: `typedrag index demo:vital-articles --index demo-index` left `.demo-index.lock` beside the index,
     untracked in the user's checkout: the build's lock file is removed when the build ends."""
-    out = runner.invoke(app, ["index", "demo:vital-articles", "--index", "demo-index"])  # the autouse fixture's cwd is tmp_path
+    out = runner.invoke(
+        app, ["index", "demo:vital-articles", "--index", "demo-index"]
+    )  # the autouse fixture's cwd is tmp_path
     assert out.exit_code == 0, out.output
     assert sorted(p.name for p in tmp_path.iterdir() if p.name != "cache") == ["demo-index"]
 
@@ -300,5 +371,8 @@ def test_a_file_given_as_the_index_is_named_as_a_file_not_an_index_to_build(tmp_
     out = runner.invoke(app, ["ask", "How do I sort socks?", "--index", str(document)])
     assert out.exit_code == 2, out.output
     message = " ".join(out.output.split())
-    assert f"{document} is a file, not an index" in message and f"typedrag index {document} --index typedrag-index" in message
+    assert (
+        f"{document} is a file, not an index" in message
+        and f"typedrag index {document} --index typedrag-index" in message
+    )
     assert "no index at" not in message and "Traceback" not in message

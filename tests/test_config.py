@@ -66,14 +66,19 @@ def test_knowledge_is_set_in_the_file_the_environment_or_a_flag_and_reaches_the_
     [
         ('indx = "my-index"\n', "unknown key 'indx' in config file {path}; did you mean 'index'?"),
         ('[llm]\nmodle = "gpt-4o-mini"\n', "unknown key 'llm.modle' in config file {path}; did you mean 'llm.model'?"),
-        ('[judge]\ntimout = 30\n', "unknown key 'judge.timout' in config file {path}; did you mean 'judge.timeout'?"),
-        ('model = "gpt-4o-mini"\n', "unknown key 'model' in config file {path}; did you mean 'llm.model'?"),  # outside its section
+        ("[judge]\ntimout = 30\n", "unknown key 'judge.timout' in config file {path}; did you mean 'judge.timeout'?"),
+        (
+            'model = "gpt-4o-mini"\n',
+            "unknown key 'model' in config file {path}; did you mean 'llm.model'?",
+        ),  # outside its section
         ('[lm]\nmodel = "gpt-4o-mini"\n', "unknown key 'lm' in config file {path}; did you mean 'llm'?"),
         ("top-k = 4\n", "unknown key 'top-k' in config file {path}; did you mean 'top_k'?"),
         ("colour = 'blue'\n", "unknown key 'colour' in config file {path}; the keys are index, backend,"),
     ],
 )
-def test_a_key_the_settings_do_not_have_is_an_error_naming_it_the_file_and_the_nearest_key(no_config_file, text, message):
+def test_a_key_the_settings_do_not_have_is_an_error_naming_it_the_file_and_the_nearest_key(
+    no_config_file, text, message
+):
     """Issue 55 E11: a misspelled key in typedrag.toml was silently ignored, leaving its setting at the default."""
     no_config_file.write_text(text)
     with pytest.raises(ConfigError) as error:
@@ -82,6 +87,8 @@ def test_a_key_the_settings_do_not_have_is_an_error_naming_it_the_file_and_the_n
 
 
 def test_every_key_the_readme_shows_is_known(no_config_file):
-    no_config_file.write_text('index = "my-index"\ncache_dir = "~/.cache/typedrag"\n[llm]\nmodel = "m"\ntimeout = 60\n'
-                              'max_retries = 3\nconcurrency = 8\n[judge]\nmodel = "j"\n')
+    no_config_file.write_text(
+        'index = "my-index"\ncache_dir = "~/.cache/typedrag"\n[llm]\nmodel = "m"\ntimeout = 60\n'
+        'max_retries = 3\nconcurrency = 8\n[judge]\nmodel = "j"\n'
+    )
     assert load_settings(env={}).judge.model == "j"

@@ -67,7 +67,9 @@ def test_no_secret_is_baked_into_the_image():
 
 
 def start_script(env: dict[str, str]) -> subprocess.CompletedProcess:
-    return subprocess.run(["sh", str(START)], capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL)
+    return subprocess.run(
+        ["sh", str(START)], capture_output=True, text=True, timeout=60, env=env, stdin=subprocess.DEVNULL
+    )
 
 
 def test_the_start_script_refuses_to_serve_without_a_key(tmp_path):
@@ -83,7 +85,7 @@ def test_the_start_script_indexes_then_serves_on_every_address(tmp_path):
     `typedrag` on PATH that records its arguments stands in for the real one (the smoke script runs that)."""
     fake = tmp_path / "bin" / "typedrag"
     fake.parent.mkdir()
-    fake.write_text(f"#!/bin/sh\necho \"$*\" >> {tmp_path / 'calls'}\n")
+    fake.write_text(f'#!/bin/sh\necho "$*" >> {tmp_path / "calls"}\n')
     fake.chmod(0o755)
     env = {"PATH": f"{fake.parent}:{os.environ['PATH']}", "TYPEDRAG_SERVER_API_KEY": "k", "HOME": str(tmp_path)}
     assert start_script({**env, "TYPEDRAG_SOURCES": "/docs/a /docs/b"}).returncode == 0

@@ -65,7 +65,9 @@ def rewriting(rewrite: str = REWRITTEN, answer=None):
 
 async def test_a_follow_up_is_read_with_the_earlier_question_and_finds_its_passage():
     events = []
-    result = await offline().answer(FOLLOW_UP, "rag", history=HISTORY, on_event=lambda name, data: events.append((name, data)))
+    result = await offline().answer(
+        FOLLOW_UP, "rag", history=HISTORY, on_event=lambda name, data: events.append((name, data))
+    )
     assert result.question == FOLLOW_UP and "Titanic" in result.standalone_question
     assert result.rewrite.by == "offline" and result.rewrite.rewritten and result.rewrite.history_turns == 2
     assert len(result.searched) == 2 and result.searched[1] == FOLLOW_UP  # with the carried terms, and as asked: fused
@@ -87,8 +89,14 @@ async def test_a_follow_up_that_stands_alone_is_not_rewritten_and_a_question_wit
 
 @pytest.mark.parametrize(
     ("question", "leans"),
-    [("And why?", True), ("What about the other one?", True), ("How did it sink?", True), ("Which of the two is older?", True),
-     ("How does photosynthesis turn light into sugar?", False), ("Why did the Western Roman Empire fall?", False)],
+    [
+        ("And why?", True),
+        ("What about the other one?", True),
+        ("How did it sink?", True),
+        ("Which of the two is older?", True),
+        ("How does photosynthesis turn light into sugar?", False),
+        ("Why did the Western Roman Empire fall?", False),
+    ],
 )
 def test_what_points_back_at_the_conversation(question, leans):
     assert leans_on_history(question) is leans
@@ -102,45 +110,99 @@ def test_words_that_say_what_is_asked_are_not_carried_in():
 
 # A small encyclopedia for follow-ups that change the subject or lean on it without a pronoun (issue 41 #4).
 SKY = [
-    Passage("comet#0", "comet", "Comet", "A comet is an icy, small Solar System body that warms and releases gases near the Sun, "
-            "showing a visible coma and often a tail."),
-    Passage("asteroid#0", "asteroid", "Asteroid", "An asteroid is a minor planet, a rocky or metallic body of the inner Solar "
-            "System that shows no coma."),
-    Passage("impact#0", "impact", "Impact event", "An impact event is a collision between astronomical objects; asteroids hit "
-            "the Earth far more often than comets do."),
-    Passage("dinosaur#0", "dinosaur", "Dinosaur", "Dinosaurs died out 66 million years ago: the non-avian dinosaurs became "
-            "extinct in the Cretaceous–Paleogene extinction event, after the impact of a large asteroid at Chicxulub."),
-    Passage("rome#0", "rome", "Fall of the Western Roman Empire", "The Western Roman Empire fell in 476, when Odoacer deposed "
-            "Romulus Augustulus; invasions, civil wars and a weakened economy had eroded central control."),
-    Passage("byzantium#0", "byzantium", "Byzantine Empire", "The Eastern Roman Empire, the eastern half of the Roman Empire, "
-            "lasted until the fall of Constantinople to the Ottomans in 1453."),
-    Passage("kangxi#0", "kangxi", "Kangxi Emperor", "The Kangxi Emperor, third of the Qing dynasty, is one of the "
-            "longest-reigning emperors in history."),
-    Passage("japan#0", "japan", "Emperor of Japan", "The Emperor of Japan is the monarch and head of the Imperial Family; "
-            "emperors are named after their era."),
-    Passage("zambezi#0", "zambezi", "Zambezi", "The Zambezi is a river whose eastern half falls over the Victoria Falls."),
-    Passage("langs#0", "langs", "Programming languages", "In performance benchmarks C++ and Rust are usually fastest, Go and Java "
-            "follow, and Python is the slowest of the five."),
+    Passage(
+        "comet#0",
+        "comet",
+        "Comet",
+        "A comet is an icy, small Solar System body that warms and releases gases near the Sun, "
+        "showing a visible coma and often a tail.",
+    ),
+    Passage(
+        "asteroid#0",
+        "asteroid",
+        "Asteroid",
+        "An asteroid is a minor planet, a rocky or metallic body of the inner Solar System that shows no coma.",
+    ),
+    Passage(
+        "impact#0",
+        "impact",
+        "Impact event",
+        "An impact event is a collision between astronomical objects; asteroids hit "
+        "the Earth far more often than comets do.",
+    ),
+    Passage(
+        "dinosaur#0",
+        "dinosaur",
+        "Dinosaur",
+        "Dinosaurs died out 66 million years ago: the non-avian dinosaurs became "
+        "extinct in the Cretaceous–Paleogene extinction event, after the impact of a large asteroid at Chicxulub.",
+    ),
+    Passage(
+        "rome#0",
+        "rome",
+        "Fall of the Western Roman Empire",
+        "The Western Roman Empire fell in 476, when Odoacer deposed "
+        "Romulus Augustulus; invasions, civil wars and a weakened economy had eroded central control.",
+    ),
+    Passage(
+        "byzantium#0",
+        "byzantium",
+        "Byzantine Empire",
+        "The Eastern Roman Empire, the eastern half of the Roman Empire, "
+        "lasted until the fall of Constantinople to the Ottomans in 1453.",
+    ),
+    Passage(
+        "kangxi#0",
+        "kangxi",
+        "Kangxi Emperor",
+        "The Kangxi Emperor, third of the Qing dynasty, is one of the longest-reigning emperors in history.",
+    ),
+    Passage(
+        "japan#0",
+        "japan",
+        "Emperor of Japan",
+        "The Emperor of Japan is the monarch and head of the Imperial Family; emperors are named after their era.",
+    ),
+    Passage(
+        "zambezi#0", "zambezi", "Zambezi", "The Zambezi is a river whose eastern half falls over the Victoria Falls."
+    ),
+    Passage(
+        "langs#0",
+        "langs",
+        "Programming languages",
+        "In performance benchmarks C++ and Rust are usually fastest, Go and Java "
+        "follow, and Python is the slowest of the five.",
+    ),
 ]
 
 
 def asked(*questions: str) -> list[dict]:
     """A conversation of these user questions, each with a placeholder answer."""
-    return [turn for q in questions for turn in ({"role": "user", "content": q}, {"role": "assistant", "content": "(an answer)"})]
+    return [
+        turn
+        for q in questions
+        for turn in ({"role": "user", "content": q}, {"role": "assistant", "content": "(an answer)"})
+    ]
 
 
 async def test_a_follow_up_on_a_new_subject_is_left_alone_and_carries_nothing():
     """Issue 41 #4: after a comet/asteroid exchange, "Why did the dinosaurs die out?" was searched with "hit Earth,
     two, likely, comet, asteroid"; it names its own subject, and the index finds it without the conversation."""
-    history = asked("What is the difference between a comet and an asteroid?", "Which of the two is more likely to hit Earth?")
-    result = await Pipeline(OfflineEngine(), ListRetriever(SKY)).answer("Why did the dinosaurs die out?", "rag", history=history)
+    history = asked(
+        "What is the difference between a comet and an asteroid?", "Which of the two is more likely to hit Earth?"
+    )
+    result = await Pipeline(OfflineEngine(), ListRetriever(SKY)).answer(
+        "Why did the dinosaurs die out?", "rag", history=history
+    )
     assert not result.rewrite.rewritten and result.rewrite.carried == []
     assert result.standalone_question == result.question and result.searched == [result.question]
     assert result.sources[0].passage_id == "dinosaur#0"
 
 
-@pytest.mark.parametrize(("follow_up", "answering"), [("When did the eastern half fall?", "byzantium#0"),
-                                                       ("Which emperors were involved?", "rome#0")])
+@pytest.mark.parametrize(
+    ("follow_up", "answering"),
+    [("When did the eastern half fall?", "byzantium#0"), ("Which emperors were involved?", "rome#0")],
+)
 async def test_a_follow_up_that_leans_without_a_pronoun_carries_the_subject(follow_up, answering):
     """Issue 41 #4: after "Why did the Western Roman Empire fall?" these were searched as if alone (an abstention;
     the Kangxi Emperor). No word points back, but what the index finds with the subject comes far closer."""
@@ -164,8 +226,14 @@ def test_the_subject_is_carried_from_the_question_before_not_an_older_one_and_wi
     comets = asked("What is the difference between a comet and an asteroid?")
     second = offline_standalone("Which of the two is more likely to hit Earth?", [Turn(**t) for t in comets], retriever)
     assert set(second.carried) == {"comet", "asteroid"}
-    turns = [Turn(**t) for t in asked("What is the difference between a comet and an asteroid?",
-                                      "Which of the two is more likely to hit Earth?", "Why did the dinosaurs die out?")]
+    turns = [
+        Turn(**t)
+        for t in asked(
+            "What is the difference between a comet and an asteroid?",
+            "Which of the two is more likely to hit Earth?",
+            "Why did the dinosaurs die out?",
+        )
+    ]
     fourth = offline_standalone("When did that happen?", turns, retriever)
     carried = " ".join(fourth.carried).split()
     assert "dinosaurs" in carried and not {"comet", "asteroid", "two", "likely"} & set(carried)
@@ -173,12 +241,17 @@ def test_the_subject_is_carried_from_the_question_before_not_an_older_one_and_wi
 
 async def test_the_conversation_object_reads_turn_four_with_turn_three():
     chat = Conversation(Pipeline(OfflineEngine(), ListRetriever(SKY)), method="rag")
-    for question in ("What is the difference between a comet and an asteroid?", "Which of the two is more likely to hit Earth?",
-                     "Why did the dinosaurs die out?"):
+    for question in (
+        "What is the difference between a comet and an asteroid?",
+        "Which of the two is more likely to hit Earth?",
+        "Why did the dinosaurs die out?",
+    ):
         await chat.ask(question)
     fourth = await chat.ask("When did that happen?")
     carried = set(" ".join(fourth.rewrite.carried).split())
-    assert "dinosaurs" in carried and not {"comet", "asteroid", "hit", "Earth", "two", "likely"} & carried  # turn 3's subject only
+    assert (
+        "dinosaurs" in carried and not {"comet", "asteroid", "hit", "Earth", "two", "likely"} & carried
+    )  # turn 3's subject only
 
 
 def test_a_long_run_of_content_words_is_carried_up_to_the_limit_not_dropped():
@@ -200,7 +273,9 @@ async def test_a_follow_ups_carried_terms_keep_the_question_within_its_limit():
     assert len(result.standalone_question) <= DEFAULT_MAX_CHARS and blob not in result.standalone_question
     assert all(len(word) <= MAX_TERM_CHARS for term in result.rewrite.carried for word in term.split())
     near_limit = "Why " + "did the western empire fall " * 70  # about 1,950 characters of its own
-    tight = Pipeline(OfflineEngine(), ListRetriever(SKY), settings=PipelineSettings(max_question_chars=len(near_limit) + 10))
+    tight = Pipeline(
+        OfflineEngine(), ListRetriever(SKY), settings=PipelineSettings(max_question_chars=len(near_limit) + 10)
+    )
     result = await tight.answer(near_limit, "rag", history=asked("Tell me about Byzantium and Constantinople"))
     assert len(result.standalone_question) <= len(near_limit) + 10
 
@@ -208,13 +283,17 @@ async def test_a_follow_ups_carried_terms_keep_the_question_within_its_limit():
 def test_history_is_checked_and_bounded():
     with pytest.raises(QuestionError, match="history turn 2 is not a message"):
         clean_history([{"role": "user", "content": "hi"}, {"role": "robot", "content": "beep"}])
-    turns = clean_history([{"role": "system", "content": "Be brief."}] + [{"role": "user", "content": f"q{i}"} for i in range(30)])
+    turns = clean_history(
+        [{"role": "system", "content": "Be brief."}] + [{"role": "user", "content": f"q{i}"} for i in range(30)]
+    )
     assert turns[0].role == "system" and len(turns) == 1 + MAX_TURNS and turns[-1].content == "q29"
     assert clean_history([{"role": "user", "content": " \x00 "}]) == []  # an empty turn says nothing
 
 
 async def test_offline_a_system_message_is_recorded_as_not_followed():
-    result = await offline().answer(FOLLOW_UP, "rag", history=[{"role": "system", "content": "Answer in French."}, *HISTORY])
+    result = await offline().answer(
+        FOLLOW_UP, "rag", history=[{"role": "system", "content": "Answer in French."}, *HISTORY]
+    )
     assert result.instructions == "Answer in French."
     assert any(f.step == "instructions" and "cannot follow" in f.reason for f in result.fallbacks)
 
@@ -223,7 +302,13 @@ async def test_the_conversation_object_keeps_the_history_and_starts_over():
     chat = Conversation(offline(), method="rag", system="Be brief.")
     await chat.ask(FIRST)
     answer = await chat.ask(FOLLOW_UP)
-    assert "Titanic" in answer.standalone_question and [t.role for t in chat.history] == ["system", "user", "assistant", "user", "assistant"]
+    assert "Titanic" in answer.standalone_question and [t.role for t in chat.history] == [
+        "system",
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+    ]
     chat.reset()
     assert [t.role for t in chat.history] == ["system"] and chat.last is None
     assert (await chat.ask(FOLLOW_UP)).rewrite is None  # no earlier question after a reset
@@ -234,17 +319,23 @@ async def test_the_conversation_object_keeps_the_history_and_starts_over():
 
 async def test_a_question_no_passage_answers_abstains_and_keeps_the_nearest_passages():
     events = []
-    result = await offline().answer("Which band played music on deck of the Titanic?", on_event=lambda name, data: events.append(name))
-    assert result.abstained and result.abstention.by == "relevance bar" and result.abstention.score < result.abstention.bar
+    result = await offline().answer(
+        "Which band played music on deck of the Titanic?", on_event=lambda name, data: events.append(name)
+    )
+    assert (
+        result.abstained and result.abstention.by == "relevance bar" and result.abstention.score < result.abstention.bar
+    )
     assert result.answer.startswith("The documents do not answer this.") and "Which band played music" in result.answer
     assert result.sources and result.citations == []  # the nearest passages, never cited as if they answered
     assert "abstained" in events and "token" in events  # a streaming client hears it and reads the text
     answered = await offline().answer("How many lifeboats did the Titanic carry?")
     assert not answered.abstained and answered.citations
-    kept = await Pipeline(OfflineEngine(), ListRetriever(SHIPS), settings=PipelineSettings(abstain_offline=False)).answer(
-        "Which band played music on deck of the Titanic?"
-    )
-    assert not kept.abstained and not kept.answer.startswith("The documents do not answer this.")  # the bar can be switched off
+    kept = await Pipeline(
+        OfflineEngine(), ListRetriever(SHIPS), settings=PipelineSettings(abstain_offline=False)
+    ).answer("Which band played music on deck of the Titanic?")
+    assert not kept.abstained and not kept.answer.startswith(
+        "The documents do not answer this."
+    )  # the bar can be switched off
 
 
 async def test_past_the_bar_the_reader_abstains_when_it_reads_no_sentence_as_an_answer():
@@ -259,14 +350,26 @@ async def test_past_the_bar_the_reader_abstains_when_it_reads_no_sentence_as_an_
     question = "How many lifeboats did the Titanic carry?"
     for method in ("rag", "typed"):
         events = []
-        result = await Pipeline(OfflineEngine(unread), ListRetriever(SHIPS)).answer(question, method, on_event=lambda name, data: events.append(name))
-        assert result.abstained and result.abstention.by == "reader" and result.abstention.score < result.abstention.bar == READER_BAR
-        assert result.answer.startswith("The documents do not answer this.") and result.citations == [] and result.sources
+        result = await Pipeline(OfflineEngine(unread), ListRetriever(SHIPS)).answer(
+            question, method, on_event=lambda name, data: events.append(name)
+        )
+        assert (
+            result.abstained
+            and result.abstention.by == "reader"
+            and result.abstention.score < result.abstention.bar == READER_BAR
+        )
+        assert (
+            result.answer.startswith("The documents do not answer this.") and result.citations == [] and result.sources
+        )
         assert "abstained" in events and "token" in events
-    read = ScriptedReader(lambda q, title, s: Reading(0.9, 0.9, Role.FACT) if "twenty lifeboats" in s else Reading(0.0, 0.0, Role.NONE))
+    read = ScriptedReader(
+        lambda q, title, s: Reading(0.9, 0.9, Role.FACT) if "twenty lifeboats" in s else Reading(0.0, 0.0, Role.NONE)
+    )
     answered = await Pipeline(OfflineEngine(read), ListRetriever(SHIPS)).answer(question, "rag")
     assert not answered.abstained and "twenty lifeboats" in answered.answer
-    kept = await Pipeline(OfflineEngine(unread), ListRetriever(SHIPS), settings=PipelineSettings(abstain_offline=False)).answer(question, "rag")
+    kept = await Pipeline(
+        OfflineEngine(unread), ListRetriever(SHIPS), settings=PipelineSettings(abstain_offline=False)
+    ).answer(question, "rag")
     assert not kept.abstained
 
 
@@ -285,7 +388,11 @@ async def test_the_rewrite_step_is_a_validated_cached_call_in_the_trace_and_its_
     rewrite_requests = [r for r in server.requests if r.schema_name == "StandaloneQuestion"]
     assert len(rewrite_requests) == 1
     prompt = rewrite_requests[0].last_user
-    assert FIRST in prompt and "assistant: It was a British ocean liner [2]." in prompt and f"Last question: {FOLLOW_UP}" in prompt
+    assert (
+        FIRST in prompt
+        and "assistant: It was a British ocean liner [2]." in prompt
+        and f"Last question: {FOLLOW_UP}" in prompt
+    )
     call = result.llm_calls[0]
     assert call.role == "rewrite" and call.structured is StructuredOutcome.OK and not call.cached
     assert result.standalone_question == REWRITTEN and result.searched == [REWRITTEN]
@@ -328,7 +435,9 @@ async def test_a_system_message_reaches_every_writing_prompt_and_no_plan_prompt(
         system = request.messages[0]["content"]
         assert system.endswith("Answer in French, in two sentences.") and "reader gave these instructions" in system
     assert not any("Answer in French" in m["content"] for r in plans for m in r.messages)
-    assert result.instructions == "Answer in French, in two sentences." and not any(f.step == "instructions" for f in result.fallbacks)
+    assert result.instructions == "Answer in French, in two sentences." and not any(
+        f.step == "instructions" for f in result.fallbacks
+    )
 
 
 async def test_the_models_not_in_the_sources_reply_is_an_abstention_never_streamed_as_text(stub):
@@ -336,7 +445,9 @@ async def test_the_models_not_in_the_sources_reply_is_an_abstention_never_stream
     server = stub(rewriting(answer=lambda request: said), token_rate=200)
     tokens = []
     result = await stub_pipeline(server).answer(
-        "Which band played music on deck of the Titanic?", "rag", on_event=lambda name, data: name == "token" and tokens.append(data["text"])
+        "Which band played music on deck of the Titanic?",
+        "rag",
+        on_event=lambda name, data: name == "token" and tokens.append(data["text"]),
     )
     assert result.abstained and result.abstention.by.startswith("openai-compatible:stub")
     assert "which band played" in result.abstention.reason
@@ -353,7 +464,10 @@ async def test_prose_that_says_the_sources_lack_something_is_an_answer_not_an_ab
 
 async def test_an_aspect_the_model_says_its_passages_do_not_answer_is_dropped_and_recorded(stub):
     def answer(request):
-        if "Answer only this part of it" in request.last_user and "lifeboats" in request.last_user.split("Answer only this part of it")[1]:
+        if (
+            "Answer only this part of it" in request.last_user
+            and "lifeboats" in request.last_user.split("Answer only this part of it")[1]
+        ):
             return '{"not_in_sources": "how many lifeboats"}'
         numbers = re.findall(r"\[(\d+)\]", request.last_user)
         return f"The Titanic struck an iceberg [{numbers[0] if numbers else 1}]."
@@ -361,7 +475,9 @@ async def test_an_aspect_the_model_says_its_passages_do_not_answer_is_dropped_an
     def responder(request):
         if request.schema_name == "SubQueryPlan":
             return Reply(content=json.dumps({"sub_queries": ["Titanic lifeboats", "iceberg collision"]}))
-        return Reply(content=answer(request)) if request.schema_name is None else Reply(content=default_content(request))
+        return (
+            Reply(content=answer(request)) if request.schema_name is None else Reply(content=default_content(request))
+        )
 
     server = stub(responder)
     result = await stub_pipeline(server).answer("Why did the Titanic sink?", "typed", "reason")
@@ -373,11 +489,16 @@ async def test_an_aspect_the_model_says_its_passages_do_not_answer_is_dropped_an
 
 @pytest.mark.parametrize(
     ("reply", "missing"),
-    [('{"not_in_sources": "the score"}', "the score"), ('```json\n{"not_in_sources": "x"}\n```', "x"),
-     ('{"not_in_sources": "x", "answer": "y"}', None), ('{"answer": "the score"}', None),
-     ('The JSON {"not_in_sources": "x"} is what a model says.', None),
-     # issue 42: a whole reply that only says the sources lack the answer is the signal in prose
-     ("Not in the sources.", "Not in the sources."), ('{"not_in_sources": null}', "the sources do not answer the question")],
+    [
+        ('{"not_in_sources": "the score"}', "the score"),
+        ('```json\n{"not_in_sources": "x"}\n```', "x"),
+        ('{"not_in_sources": "x", "answer": "y"}', None),
+        ('{"answer": "the score"}', None),
+        ('The JSON {"not_in_sources": "x"} is what a model says.', None),
+        # issue 42: a whole reply that only says the sources lack the answer is the signal in prose
+        ("Not in the sources.", "Not in the sources."),
+        ('{"not_in_sources": null}', "the sources do not answer the question"),
+    ],
 )
 def test_only_the_whole_reply_as_the_signal_is_the_signal(reply, missing):
     assert said_not_in_sources(reply) == missing
@@ -438,7 +559,11 @@ def test_the_openai_endpoint_reads_the_whole_conversation(ships_url):
     client = openai.OpenAI(base_url=f"{ships_url}/v1", api_key="unused", max_retries=0)
     messages = [{"role": "system", "content": "Answer in French."}, *HISTORY, {"role": "user", "content": FOLLOW_UP}]
     result = client.chat.completions.create(model="typedrag-rag", messages=messages).model_extra["typedrag"]
-    assert result["question"] == FOLLOW_UP and "Titanic" in result["standalone_question"] and result["instructions"] == "Answer in French."
+    assert (
+        result["question"] == FOLLOW_UP
+        and "Titanic" in result["standalone_question"]
+        and result["instructions"] == "Answer in French."
+    )
     assert "twenty lifeboats" in result["sources"][0]["text"] and result["rewrite"]["history_turns"] == 2
     alone = client.chat.completions.create(model="typedrag-rag", messages=messages[-1:]).model_extra["typedrag"]
     assert alone["standalone_question"] is None and "Lusitania" in alone["sources"][0]["text"]
@@ -452,7 +577,11 @@ def test_an_abstaining_answer_says_so_in_the_text_and_the_typedrag_field_streame
     completion = client.chat.completions.create(model="typedrag-rag", messages=messages)
     text, result = completion.choices[0].message.content, completion.model_extra["typedrag"]
     assert result["abstained"] and result["abstention"]["by"] == "relevance bar"
-    assert text.startswith("The documents do not answer this.") and "Nearest passages, not an answer:" in text and "Sources:" not in text
+    assert (
+        text.startswith("The documents do not answer this.")
+        and "Nearest passages, not an answer:" in text
+        and "Sources:" not in text
+    )
     chunks = list(client.chat.completions.create(model="typedrag-rag", messages=messages, stream=True))
     streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
     final = next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").model_extra["typedrag"]
@@ -471,7 +600,10 @@ def test_the_native_api_and_its_stream_take_history_and_refuse_a_turn_that_is_no
     assert names[0] == "rewrite" and names[-1] == "result"
     bad = httpx.post(f"{ships_url}/v1/answer", json={**body, "history": [{"role": "user"}]}, timeout=60)
     assert bad.status_code == 422 and "content" in bad.json()["error"]["message"]
-    openai_bad = httpx.post(f"{ships_url}/v1/chat/completions", json={"model": "typedrag-rag", "messages": [{"role": "assistant", "content": "hi"}]})
+    openai_bad = httpx.post(
+        f"{ships_url}/v1/chat/completions",
+        json={"model": "typedrag-rag", "messages": [{"role": "assistant", "content": "hi"}]},
+    )
     assert openai_bad.status_code == 400 and "no user message" in openai_bad.json()["error"]["message"]
 
 
@@ -492,7 +624,12 @@ def test_typedrag_chat_holds_a_conversation_on_stdin(small_index, tmp_path):
     env = {**os.environ, "TYPEDRAG_CACHE_DIR": str(tmp_path / "cache"), "COLUMNS": "400"}
     done = subprocess.run(
         [sys.executable, "-m", "typedrag.cli", "chat", "--index", str(small_index), "--method", "rag"],
-        input="\n".join(lines) + "\n", capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600,
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
     )
     assert done.returncode == 0, done.stderr[-2000:]
     out = done.stdout
@@ -501,11 +638,22 @@ def test_typedrag_chat_holds_a_conversation_on_stdin(small_index, tmp_path):
     read_as = first_trace.split("read as: Which of the two lives in fresh water? (", 1)[1].split(")", 1)[0]
     assert sorted(read_as.split(", ")) == ["alligator", "crocodile"]
     assert "conversation:" not in second_trace  # after /reset the same follow-up has no conversation to read it with
-    assert "unknown command /nonsense" in out and out.count("\nSources\n") + out.count("\nNearest passages, not an answer\n") == 3
+    assert (
+        "unknown command /nonsense" in out
+        and out.count("\nSources\n") + out.count("\nNearest passages, not an answer\n") == 3
+    )
 
 
-@pytest.mark.parametrize(("question", "judged"), [("Why did Rome fall?", True), ("Why did Rome 🏛️ fall? 🤔", True),
-                                                  ("로마 제국은 왜 멸망했나요?", False), ("لماذا سقطت روما؟", False), ("42?", True)])
+@pytest.mark.parametrize(
+    ("question", "judged"),
+    [
+        ("Why did Rome fall?", True),
+        ("Why did Rome 🏛️ fall? 🤔", True),
+        ("로마 제국은 왜 멸망했나요?", False),
+        ("لماذا سقطت روما؟", False),
+        ("42?", True),
+    ],
+)
 def test_the_relevance_bar_judges_only_questions_its_model_can_read(question, judged):
     from typedrag.abstain import readable
 
@@ -514,7 +662,10 @@ def test_the_relevance_bar_judges_only_questions_its_model_can_read(question, ju
 
 # ---------------------------------------------------------------- the reading flow, played (typedrag.reading)
 
-EARLIER = [Turn(role="user", content="Tell me about the Titanic."), Turn(role="assistant", content="It sank in 1912 [1].")]
+EARLIER = [
+    Turn(role="user", content="Tell me about the Titanic."),
+    Turn(role="assistant", content="It sank in 1912 [1]."),
+]
 
 
 def test_a_question_without_an_earlier_question_is_read_as_asked_with_no_step():
@@ -523,21 +674,34 @@ def test_a_question_without_an_earlier_question_is_read_as_asked_with_no_step():
 
 
 def test_offline_a_follow_up_is_read_from_the_conversations_own_words():
-    read = Standalone("Why did it sink? (Titanic)", ("Why did it sink? Why did it sink? Titanic", "Why did it sink?"), ("Titanic",), True)
+    read = Standalone(
+        "Why did it sink? (Titanic)",
+        ("Why did it sink? Why did it sink? Titanic", "Why did it sink?"),
+        ("Titanic",),
+        True,
+    )
     played = play(reading("Why did it sink?", EARLIER, 500), lambda step: read)
     rewrite, read_step = played.steps
-    assert isinstance(rewrite, RewriteFollowUp) and "user: Tell me about the Titanic." in rewrite.task.prompt.user  # asked, none offline
+    assert (
+        isinstance(rewrite, RewriteFollowUp) and "user: Tell me about the Titanic." in rewrite.task.prompt.user
+    )  # asked, none offline
     assert isinstance(read_step, ReadFollowUp) and read_step.dialogue == tuple(EARLIER) and read_step.max_chars == 500
     standalone, how = played.outcome
     assert standalone is read and how.by == "offline" and how.carried == ["Titanic"] and how.history_turns == 2
 
 
 def test_a_models_rewrite_is_searched_alone_and_one_that_fails_is_recorded_and_read_offline():
-    played = play(reading("Why did it sink?", EARLIER, 500), lambda step: Rewritten("Why did the Titanic sink?", "llm:m"), model=True)
+    played = play(
+        reading("Why did it sink?", EARLIER, 500),
+        lambda step: Rewritten("Why did the Titanic sink?", "llm:m"),
+        model=True,
+    )
     standalone, how = played.outcome
     assert [type(s) for s in played.steps] == [RewriteFollowUp]
     assert standalone.searches == ("Why did the Titanic sink?",) and how.by == "llm:m" and how.rewritten
-    same = play(reading("Why did it sink?", EARLIER, 500), lambda step: Rewritten("why did it sink?", "llm:m"), model=True).outcome
+    same = play(
+        reading("Why did it sink?", EARLIER, 500), lambda step: Rewritten("why did it sink?", "llm:m"), model=True
+    ).outcome
     assert same[0].question == "Why did it sink?" and not same[1].rewritten  # kept as asked
 
     def failing(step):

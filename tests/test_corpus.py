@@ -313,5 +313,7 @@ def test_chunks_end_at_a_sentence_when_one_is_within_reach(sentences):
         ("README.MD", ("*.md",), (), False),  # case-sensitive, as globs are on Linux
     ],
 )
-def test_a_file_filter_reads_a_name_pattern_at_any_depth_and_a_path_pattern_from_the_folder(key, include, exclude, read):
+def test_a_file_filter_reads_a_name_pattern_at_any_depth_and_a_path_pattern_from_the_folder(
+    key, include, exclude, read
+):
     assert FileFilter(include, exclude).admits(key) is read

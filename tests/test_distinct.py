@@ -38,7 +38,13 @@ def hit(passage_id: str, text: str, score: float = 1.0) -> ScoredPassage:
 
 
 def test_a_passage_another_ranked_above_it_holds_almost_whole_is_set_aside_and_the_order_kept():
-    hits = [hit("readline.md#56", MARKDOWN), hit("readline.html#58", HTML), hit("a#1", OTHERS[0]), hit("all.html#4227", HTML), hit("b#1", OTHERS[1])]
+    hits = [
+        hit("readline.md#56", MARKDOWN),
+        hit("readline.html#58", HTML),
+        hit("a#1", OTHERS[0]),
+        hit("all.html#4227", HTML),
+        hit("b#1", OTHERS[1]),
+    ]
     assert [h.passage_id for h in distinct(hits)] == ["readline.md#56", "a#1", "b#1"]
     assert [h.passage_id for h in distinct(hits, 2)] == ["readline.md#56", "a#1"]
 
@@ -52,8 +58,11 @@ def test_a_passage_that_shares_a_sentence_but_says_more_is_kept():
 
 def readline_docs() -> ListRetriever:
     """The same passage three times (Markdown, HTML, the all-in-one page) beside five that differ."""
-    passages = [Passage("readline.md#56", "readline.md", "Readline", MARKDOWN), Passage("readline.html#58", "readline.html", "Readline", HTML),
-                Passage("all.html#4227", "all.html", "Node.js", HTML + " Node.js on one page.")]
+    passages = [
+        Passage("readline.md#56", "readline.md", "Readline", MARKDOWN),
+        Passage("readline.html#58", "readline.html", "Readline", HTML),
+        Passage("all.html#4227", "all.html", "Node.js", HTML + " Node.js on one page."),
+    ]
     passages += [Passage(f"other-{i}#0", f"other-{i}", "Readline", text) for i, text in enumerate(OTHERS)]
     return ListRetriever(passages)
 
@@ -95,14 +104,18 @@ async def test_offline_an_answers_sources_hold_one_copy_of_a_passage():
 
 async def test_with_a_model_the_places_of_near_duplicates_go_to_distinct_passages():
     model = Model()
-    drove = await Driver(Services(model, readline_docs(), EmbeddingReranker()), Trace()).drive(EvidenceStrategy("rag"), QUESTION, Depths(top_k=5))
+    drove = await Driver(Services(model, readline_docs(), EmbeddingReranker()), Trace()).drive(
+        EvidenceStrategy("rag"), QUESTION, Depths(top_k=5)
+    )
     ids = [source.passage_id for source in drove.sources]
     assert len(TWINS & set(ids)) == 1 and len(ids) == 5, ids
     assert [s.passage_id for s in model.asked[-1].sources] == ids  # what the model was given to read
 
 
 async def test_a_models_own_queries_do_not_bring_back_a_passage_the_question_found_in_another_copy():
-    model = Model(Expansion(rewrite="Node.js on one page", passage="Node.js on one page"))  # finds the all-in-one copy first
+    model = Model(
+        Expansion(rewrite="Node.js on one page", passage="Node.js on one page")
+    )  # finds the all-in-one copy first
     services = Services(model, readline_docs(), EmbeddingReranker(), expand=True)
     question = "How do I consume an input file one line at a time?"  # finds the Markdown copy first
     drove = await Driver(services, Trace()).drive(EvidenceStrategy("rag"), question, Depths(top_k=5))
@@ -119,6 +132,8 @@ def test_passages_pooled_from_several_searches_hold_one_copy():
 
 
 async def test_a_comparisons_items_searched_apart_do_not_bring_the_same_passage_twice():
-    drove = await offline_driver().drive(ComparisonStrategy(), "What is the difference between the line event and for await?", Depths(top_k=5))
+    drove = await offline_driver().drive(
+        ComparisonStrategy(), "What is the difference between the line event and for await?", Depths(top_k=5)
+    )
     ids = [source.passage_id for source in drove.sources]
     assert len({"readline.md#56", "readline.html#58", "all.html#4227"} & set(ids)) <= 1, ids

@@ -125,8 +125,10 @@ async def test_the_trace_lists_what_flows_run_together_recorded_in_their_order_n
     the_driver = driver(SecondFirst())
     await guarded(the_driver.follow((lambda: (yield Together(noted("first"), noted("second"))))(), Run()))
     assert [(f.step, f.reason) for f in the_driver.trace.fallbacks] == [
-        ("first", "first left something out"), ("aspect:first", "dropped, for the test"),
-        ("second", "second left something out"), ("aspect:second", "dropped, for the test"),
+        ("first", "first left something out"),
+        ("aspect:first", "dropped, for the test"),
+        ("second", "second left something out"),
+        ("aspect:second", "dropped, for the test"),
     ]
     assert [s.role for s in the_driver.trace.steps] == ["first", "second"]
 
@@ -149,7 +151,10 @@ async def test_when_one_flow_of_together_fails_the_others_are_cancelled_and_noth
     assert engine.cancelled == ["overview:test"]  # stopped in flight, not waited for
     assert [t for t in asyncio.all_tasks() if t is not asyncio.current_task()] == []
     assert the_driver.trace.calls == [] and the_driver.trace.fallbacks == []
-    assert [(s.role, s.error.split(":")[0]) for s in the_driver.trace.steps] == [("overview:test", "cancelled"), ("plan:test", "LLMError")]
+    assert [(s.role, s.error.split(":")[0]) for s in the_driver.trace.steps] == [
+        ("overview:test", "cancelled"),
+        ("plan:test", "LLMError"),
+    ]
 
 
 class Typed:
@@ -170,7 +175,11 @@ async def test_a_failing_run_is_recorded_and_plain_rag_answers_in_a_fresh_run():
     events: list = []
     the_driver = driver(events=events)
     drove = await the_driver.drive(Typed(), "Why did the Titanic sink?", Depths(top_k=2), EvidenceStrategy("rag"))
-    assert drove.strategy == "rag" and not drove.plan_used and drove.plan == SubQueryPlan(sub_queries=["iceberg", "lifeboats"])
+    assert (
+        drove.strategy == "rag"
+        and not drove.plan_used
+        and drove.plan == SubQueryPlan(sub_queries=["iceberg", "lifeboats"])
+    )
     assert [f.step for f in the_driver.trace.fallbacks] == ["aspect:iceberg", "typed"]
     assert the_driver.trace.fallbacks[1].reason == "AspectsFailed: all 1 aspects dropped; answered with plain RAG"
     # the fallback's sources as plain RAG numbers them alone, not in the failed run's (reversed) order
@@ -189,10 +198,14 @@ async def test_a_run_that_streamed_before_failing_tells_the_client_to_start_over
 
     events: list = []
     the_driver = driver(events=events)
-    drove = await the_driver.drive(StreamsThenFails(), "Why did the Titanic sink?", Depths(top_k=2), EvidenceStrategy("rag"))
+    drove = await the_driver.drive(
+        StreamsThenFails(), "Why did the Titanic sink?", Depths(top_k=2), EvidenceStrategy("rag")
+    )
     names = [name for name, _ in events]
     assert "token" in names[: names.index("restart")] and "token" in names[names.index("restart") :]
-    assert [(f.step, f.reason) for f in the_driver.trace.fallbacks] == [("typed", "AspectsFailed: after the answer; answered with plain RAG")]
+    assert [(f.step, f.reason) for f in the_driver.trace.fallbacks] == [
+        ("typed", "AspectsFailed: after the answer; answered with plain RAG")
+    ]
     assert drove.streamed == len(drove.answer) + 1  # the fallback's own text (pieces end with a space)
 
 
@@ -208,37 +221,54 @@ async def test_every_writing_step_is_given_the_readers_instructions():
         yield Together(asked_and_numbered("a", final=False), asked_and_numbered("b"))
 
     await driver(engine, instructions="Answer in French.").follow(flow(), Run())
-    assert sorted(task.role for task in engine.asked) == ["a", "b"] and all(t.instructions == "Answer in French." for t in engine.asked)
+    assert sorted(task.role for task in engine.asked) == ["a", "b"] and all(
+        t.instructions == "Answer in French." for t in engine.asked
+    )
 
 
 async def test_below_the_relevance_bar_a_final_step_abstains_and_another_is_declined_both_unwritten():
     engine = Engine(generative=False)
     policy = Policy("Why did the Titanic sink?", relevance_bar=0.99, reader_bar=None)
     drove = await driver(engine, policy).drive(EvidenceStrategy("rag"), "Why did the Titanic sink?", Depths(top_k=2))
-    assert engine.asked == [] and drove.answer == "" and drove.abstention.by == "relevance bar" and drove.abstention.bar == 0.99
+    assert (
+        engine.asked == []
+        and drove.answer == ""
+        and drove.abstention.by == "relevance bar"
+        and drove.abstention.bar == 0.99
+    )
     assert drove.abstention.reason == "no sentence of the passages comes close enough to the question to answer it"
     assert len(drove.sources) == 2  # kept: the nearest passages
 
     written = await driver(engine, policy).follow(asked_and_numbered(final=False), Run())
-    assert written.declined.startswith("its passages do not answer it (relevance ") and written.declined.endswith(" below 0.89)")
+    assert written.declined.startswith("its passages do not answer it (relevance ") and written.declined.endswith(
+        " below 0.89)"
+    )
 
 
 async def test_a_models_not_in_sources_reply_is_an_abstention_for_the_answer_and_a_reason_to_drop_for_a_part():
     engine = Engine(texts={"answer:test": Written("", supported=False, not_in_sources="why it sank")})
     run = Run()
     written = await driver(engine, Policy("Why?")).follow(asked_and_numbered(), run)
-    assert written.text == "" and run.abstention.by == "fake" and run.abstention.reason == "the model said its sources do not answer: why it sank"
+    assert (
+        written.text == ""
+        and run.abstention.by == "fake"
+        and run.abstention.reason == "the model said its sources do not answer: why it sank"
+    )
     part = await driver(engine, Policy("Why?")).follow(asked_and_numbered(final=False), Run())
     assert part.declined == "its passages do not answer it: why it sank"
 
 
 def offline(best: float, notes=()) -> Engine:
-    return Engine(generative=False, texts={"answer:test": Written("The Titanic struck an iceberg. [1]", best=best, notes=notes)})
+    return Engine(
+        generative=False, texts={"answer:test": Written("The Titanic struck an iceberg. [1]", best=best, notes=notes)}
+    )
 
 
 async def test_offline_the_reader_bar_withholds_an_answer_before_a_client_hears_it_and_its_notes_with_it():
     events: list = []
-    the_driver = driver(offline(READER_BAR - 0.01, ("left out: no cause",)), Policy("Why?", reader_bar=READER_BAR), events)
+    the_driver = driver(
+        offline(READER_BAR - 0.01, ("left out: no cause",)), Policy("Why?", reader_bar=READER_BAR), events
+    )
     run = Run()
     await the_driver.follow(asked_and_numbered(), run)
     assert run.abstention.by == "reader" and run.abstention.score == round(READER_BAR - 0.01, 4)
@@ -248,29 +278,43 @@ async def test_offline_the_reader_bar_withholds_an_answer_before_a_client_hears_
     passed = driver(offline(READER_BAR, ("left out: no cause",)), Policy("Why?", reader_bar=READER_BAR), events)
     run = Run()
     await passed.follow(asked_and_numbered(), run)
-    assert run.abstention is None and "".join(d["text"] for n, d in events if n == "token").strip() == "The Titanic struck an iceberg. [1]"
+    assert (
+        run.abstention is None
+        and "".join(d["text"] for n, d in events if n == "token").strip() == "The Titanic struck an iceberg. [1]"
+    )
     assert [n for n, _ in events if n == "citation"] == ["citation"]
     assert [(f.step, f.reason) for f in passed.trace.fallbacks] == [("answer:test", "left out: no cause")]
 
 
 async def test_a_models_partial_answer_keeps_only_markers_of_its_passages_and_is_declined_when_none_supports_it():
-    engine = Engine(texts={
-        "aspect:one": Written("The Titanic struck an iceberg in 1912 [1] [7]."),
-        "aspect:two": Written("Bananas are rich in potassium and grow in the tropics."),
-    })
+    engine = Engine(
+        texts={
+            "aspect:one": Written("The Titanic struck an iceberg in 1912 [1] [7]."),
+            "aspect:two": Written("Bananas are rich in potassium and grow in the tropics."),
+        }
+    )
     the_driver = driver(engine)
 
     def flow(role):
         [hits] = yield Search(["Why did the Titanic sink?"], 2)
         sources = yield Number(hits)
-        task = AspectAnswer(role=role, prompt=PROMPT, question="Why did the Titanic sink?", focus=role, facet=Facet.CAUSES, sources=sources)
+        task = AspectAnswer(
+            role=role,
+            prompt=PROMPT,
+            question="Why did the Titanic sink?",
+            focus=role,
+            facet=Facet.CAUSES,
+            sources=sources,
+        )
         return (yield Write(task, aspect=role.split(":")[1]))
 
     kept = await the_driver.follow(flow("aspect:one"), Run())
     assert kept.text == "The Titanic struck an iceberg in 1912 [1]." and kept.declined is None
     unsupported = await the_driver.follow(flow("aspect:two"), Run())
     assert unsupported.declined == "no sentence of its answer is supported by its passages"
-    assert [f.step for f in the_driver.trace.fallbacks] == ["aspect:one"] and "removed 1 citation markers" in the_driver.trace.fallbacks[0].reason
+    assert [f.step for f in the_driver.trace.fallbacks] == [
+        "aspect:one"
+    ] and "removed 1 citation markers" in the_driver.trace.fallbacks[0].reason
 
 
 async def test_a_step_that_is_not_a_step_is_refused():
@@ -289,12 +333,28 @@ async def test_spans_are_named_by_the_steps_type(spans):
         written = yield from asked_and_numbered(final=False)
         parts = (Part(label="overview", text=written.text, lead=True),)
         for combine in ("aggregate", "mediate"):
-            yield Write(Combined(role="whatever:role", prompt=PROMPT, question="Why?", parts=parts, facet=Facet.VIEWS, combine=combine), final=True)
+            yield Write(
+                Combined(
+                    role="whatever:role",
+                    prompt=PROMPT,
+                    question="Why?",
+                    parts=parts,
+                    facet=Facet.VIEWS,
+                    combine=combine,
+                ),
+                final=True,
+            )
         return StrategyOutput("", plan)
 
     await driver(engine).follow(flow(), Run())
     named = by_name(spans.get_finished_spans())
-    assert set(named) == {"typedrag.plan", "typedrag.retrieve", "typedrag.write", "typedrag.aggregate", "typedrag.mediate"}
+    assert set(named) == {
+        "typedrag.plan",
+        "typedrag.retrieve",
+        "typedrag.write",
+        "typedrag.aggregate",
+        "typedrag.mediate",
+    }
     assert named["typedrag.plan"][0].attributes["typedrag.role"] == "plan:test"
 
 
@@ -323,7 +383,9 @@ async def test_a_step_names_its_span_and_its_outcome_describes_it(spans):
 
 async def test_a_drive_ends_with_its_answer_cited_inside_a_cite_span(spans):
     drove = await driver(Engine()).drive(EvidenceStrategy("rag"), "Why did the Titanic sink?", Depths(top_k=2))
-    assert drove.answer == "Answer to Why did the Titanic sink? [1]." and [c.passage_ids for c in drove.citations] == [[drove.sources[0].passage_id]]
+    assert drove.answer == "Answer to Why did the Titanic sink? [1]." and [c.passage_ids for c in drove.citations] == [
+        [drove.sources[0].passage_id]
+    ]
     (cite,) = by_name(spans.get_finished_spans())["typedrag.cite"]
     assert cite.attributes["typedrag.citations"] == 1 and cite.attributes["typedrag.repairs"] == 0
 
@@ -341,9 +403,24 @@ def test_the_gate_is_read_by_calling_it():
     assert cleared == Cleared(entry, "How many books can I borrow at once?")
     assert before(policy, entry, numbered=True, combined=True) == Cleared(entry, None)  # a combination files nothing
     # once written: an entry the engine read as answering stands on it; otherwise the bar it was let past holds
-    assert after(policy, cleared, Written("Up to 30 items.", filed_under="How many books"), engine="offline", final=True, numbered=True) is None
-    assert after(policy, cleared, Written("Up to 30 items.", best=0.9), engine="offline", final=True, numbered=True) is not None
-    assert after(Policy("Why?"), Cleared(), Written("", not_in_sources="no dates"), engine="m", final=False, numbered=True).dropped.endswith("no dates")
+    assert (
+        after(
+            policy,
+            cleared,
+            Written("Up to 30 items.", filed_under="How many books"),
+            engine="offline",
+            final=True,
+            numbered=True,
+        )
+        is None
+    )
+    assert (
+        after(policy, cleared, Written("Up to 30 items.", best=0.9), engine="offline", final=True, numbered=True)
+        is not None
+    )
+    assert after(
+        Policy("Why?"), Cleared(), Written("", not_in_sources="no dates"), engine="m", final=False, numbered=True
+    ).dropped.endswith("no dates")
     named = Policy.offline("Does Proxmox back up?", ["Proxmox"])
     assert before(named, None, numbered=True).abstention.by == "unmentioned name"
 

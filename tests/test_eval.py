@@ -118,7 +118,11 @@ def test_reference_selection_is_the_same_in_another_process():
     )
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     out = subprocess.run(
-        [sys.executable, "-c", code, str(ROOT / "tests"), str(ROOT)], env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code, str(ROOT / "tests"), str(ROOT)],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert json.loads(out.stdout) == [r.text for r in select_references(_question())]
 
@@ -211,7 +215,11 @@ def test_load_wiki_nfqa_and_generic_formats(tmp_path):
 
 
 def test_stratified_sample_is_proportional_and_seeded():
-    questions = [EvalQuestion(f"{s}{i}", "q", s, (Reference("r", 1),)) for s, n in (("a", 10), ("b", 30), ("c", 60)) for i in range(n)]
+    questions = [
+        EvalQuestion(f"{s}{i}", "q", s, (Reference("r", 1),))
+        for s, n in (("a", 10), ("b", 30), ("c", 60))
+        for i in range(n)
+    ]
     sample = stratified_sample(questions, 10, seed=7)
     assert [q.source for q in sample].count("a") == 1
     assert [q.source for q in sample].count("b") == 3
@@ -335,7 +343,9 @@ def test_end_to_end_with_llm_generator_and_judge(tmp_path, small_index, monkeypa
 
     # Every method of a question was judged against exactly the same reference list.
     for question, _ in QUESTIONS:
-        blocks = {re.search(r"worst \(4\):\n(.*?)\n\nCandidate", p, re.S).group(1) for p in judge_prompts if question in p}
+        blocks = {
+            re.search(r"worst \(4\):\n(.*?)\n\nCandidate", p, re.S).group(1) for p in judge_prompts if question in p
+        }
         assert len(blocks) == 1
 
     summary = json.loads((out / "summary.json").read_text())
@@ -362,7 +372,17 @@ def test_end_to_end_with_llm_generator_and_judge(tmp_path, small_index, monkeypa
 def test_offline_run_uses_the_labelled_proxy_and_skips_llm(tmp_path, small_index, monkeypatch):
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
     dataset, out = write_dataset(tmp_path / "data"), tmp_path / "run"
-    args = ["--dataset", str(dataset), "--index", str(small_index), "--out", str(out), "--llm", "offline", "--no-progress"]
+    args = [
+        "--dataset",
+        str(dataset),
+        "--index",
+        str(small_index),
+        "--out",
+        str(out),
+        "--llm",
+        "offline",
+        "--no-progress",
+    ]
     result = CliRunner().invoke(eval_app(), args)
     assert result.exit_code == 0, result.output
     assert not (out / "results.md").exists() and not (out / "summary.json").exists()
@@ -398,10 +418,22 @@ def test_eval_without_a_dataset_says_what_to_give_not_a_developer_path(tmp_path,
 
 def test_one_reference_per_question_is_said_in_the_report(tmp_path, small_index, monkeypatch):
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
-    rows = [{"id": f"q{i}", "question": q, "references": [{"text": f"{topic} reference", "grade": 1}]}
-            for i, (q, topic) in enumerate(QUESTIONS)]
+    rows = [
+        {"id": f"q{i}", "question": q, "references": [{"text": f"{topic} reference", "grade": 1}]}
+        for i, (q, topic) in enumerate(QUESTIONS)
+    ]
     dataset = _write_jsonl(tmp_path / "single.jsonl", rows)
-    args = ["--dataset", str(dataset), "--index", str(small_index), "--out", str(tmp_path / "run"), "--llm", "offline", "--no-progress"]
+    args = [
+        "--dataset",
+        str(dataset),
+        "--index",
+        str(small_index),
+        "--out",
+        str(tmp_path / "run"),
+        "--llm",
+        "offline",
+        "--no-progress",
+    ]
     result = CliRunner().invoke(eval_app(), args)
     assert result.exit_code == 0, result.output
     markdown = " ".join((tmp_path / "run" / "results-proxy.md").read_text().split())
@@ -409,7 +441,10 @@ def test_one_reference_per_question_is_said_in_the_report(tmp_path, small_index,
     assert "every method gets the same score" in markdown and "typedrag eval compare" in markdown
     # issue 55 E15: and no chart of bars all of one height (zero, here), but a note saying why there is none
     assert not (tmp_path / "run" / "mpr-by-type-proxy.png").exists()
-    assert "no chart: every method scored proxy-MPR 0 in every group" in markdown and "cannot separate the methods" in markdown
+    assert (
+        "no chart: every method scored proxy-MPR 0 in every group" in markdown
+        and "cannot separate the methods" in markdown
+    )
     summary = json.loads((tmp_path / "run" / "summary-proxy.json").read_text())
     assert "chart" not in summary["files"] and "cannot separate" in summary["chart_missing"]
 
@@ -421,13 +456,24 @@ def test_chart_title_stays_inside_the_figure_when_the_chart_is_narrow(tmp_path, 
     from typedrag.evaluation.report import _Table, draw_chart
 
     judge = "openai-compatible:a-rather-long-judge-model-name-v2@judge.internal.example.com:8443"
-    cells = [{"method": m, "source": s, "type": t, "scored": 3, "failures": 0, "mrr": 0.5, "mpr": 60.0}
-             for m in ("rag", "typed") for s in ("mine", ALL) for t in ("REASON", ALL)]
+    cells = [
+        {"method": m, "source": s, "type": t, "scored": 3, "failures": 0, "mrr": 0.5, "mpr": 60.0}
+        for m in ("rag", "typed")
+        for s in ("mine", ALL)
+        for t in ("REASON", ALL)
+    ]
     summary = {
-        "configuration": {"requested_methods": ["rag", "typed"], "methods": ["rag", "typed"], "classifier": "classifier:x",
-                          "judge": {"kind": "llm", "name": judge, "temperature": 0.7}, "rank_convention": "linkage",
-                          "questions_selected": 3},
-        "cells": cells, "notes": [], "errors_this_run": [],
+        "configuration": {
+            "requested_methods": ["rag", "typed"],
+            "methods": ["rag", "typed"],
+            "classifier": "classifier:x",
+            "judge": {"kind": "llm", "name": judge, "temperature": 0.7},
+            "rank_convention": "linkage",
+            "questions_selected": 3,
+        },
+        "cells": cells,
+        "notes": [],
+        "errors_this_run": [],
     }
     seen = []
     save = matplotlib.figure.Figure.savefig
@@ -439,7 +485,7 @@ def test_chart_title_stays_inside_the_figure_when_the_chart_is_narrow(tmp_path, 
 
     monkeypatch.setattr(matplotlib.figure.Figure, "savefig", measure)
     assert draw_chart(_Table(summary, proxy=False), tmp_path / "chart.png") is None
-    (title, frame), = seen
+    ((title, frame),) = seen
     assert frame.x0 <= title.x0 and title.x1 <= frame.x1 and title.y1 <= frame.y1, (title, frame)
 
 
@@ -448,30 +494,72 @@ def knowing_or_judging(request: ChatRequest) -> Reply:
     part of the model's own ranks 1, a cited one 2, the rest 4 (of 4)."""
     if request.schema_name == "LabelledAnswer":
         first = re.findall(r"\[(\d+)\]", request.last_user)[0]
-        return Reply(content=json.dumps({"from_sources": f"From the sources [{first}].", "not_covered": "more",
-                                         "from_own_knowledge": ["Known besides."]}))
+        return Reply(
+            content=json.dumps(
+                {
+                    "from_sources": f"From the sources [{first}].",
+                    "not_covered": "more",
+                    "from_own_knowledge": ["Known besides."],
+                }
+            )
+        )
     if "Candidate answer:" not in request.last_user:
         return Reply(content=default_content(request))
     candidate = _candidate(request)
-    return Reply(content="[[1]]" if "Not from your documents: Known besides." in candidate else "[[2]]" if re.search(r"\[\d+\]", candidate) else "[[4]]")
+    return Reply(
+        content="[[1]]"
+        if "Not from your documents: Known besides." in candidate
+        else "[[2]]"
+        if re.search(r"\[\d+\]", candidate)
+        else "[[4]]"
+    )
 
 
 def test_eval_on_wiki_nfqa_with_labelled_knowledge_reports_beside_the_papers_table(tmp_path, small_index, monkeypatch):
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
     grades = [3, 2, 1, 0]
-    rows = [{"question_id": f"nq{i}", "question_text": text, "answer_list": [f"{topic} {g}" for g in grades], "answer_label": grades}
-            for i, (text, topic) in enumerate(QUESTIONS)]
+    rows = [
+        {
+            "question_id": f"nq{i}",
+            "question_text": text,
+            "answer_list": [f"{topic} {g}" for g in grades],
+            "answer_label": grades,
+        }
+        for i, (text, topic) in enumerate(QUESTIONS)
+    ]
     dataset = tmp_path / "wiki"
     dataset.mkdir()
     _write_jsonl(dataset / "nq.jsonl", rows)  # a Wiki-NFQA source file, by its name
     out = tmp_path / "run"
     with OpenAIStubServer(knowing_or_judging) as server:
-        args = ["--dataset", str(dataset), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url",
-                server.base_url, "--judge", "judge", "--judge-base-url", server.base_url, "--rounds", "1", "--no-progress",
-                "--knowledge", "labelled", "--rank-convention", "typed-rag"]
+        args = [
+            "--dataset",
+            str(dataset),
+            "--index",
+            str(small_index),
+            "--out",
+            str(out),
+            "--llm",
+            "gen",
+            "--base-url",
+            server.base_url,
+            "--judge",
+            "judge",
+            "--judge-base-url",
+            server.base_url,
+            "--rounds",
+            "1",
+            "--no-progress",
+            "--knowledge",
+            "labelled",
+            "--rank-convention",
+            "typed-rag",
+        ]
         result = CliRunner().invoke(eval_app(), args)
     assert result.exit_code == 0, result.output
-    answers = {(a["question_id"], a["method"]): a for a in map(json.loads, (out / "answers.jsonl").read_text().splitlines())}
+    answers = {
+        (a["question_id"], a["method"]): a for a in map(json.loads, (out / "answers.jsonl").read_text().splitlines())
+    }
     typed = answers[("nq0", "typed")]
     # what the judge ranked: the answer and, labelled, the model's own part; the part also recorded on its own
     assert typed["knowledge"] == "labelled" and typed["unsourced"] == ["Known besides."]
@@ -479,7 +567,10 @@ def test_eval_on_wiki_nfqa_with_labelled_knowledge_reports_beside_the_papers_tab
     assert answers[("nq0", "llm")]["unsourced"] == []  # the LLM-only baseline is all the model's own already
     summary = json.loads((out / "summary.json").read_text())
     assert summary["configuration"]["knowledge"] == "labelled"
-    assert summary["paper"]["table"].endswith("Table 3") and {"method": "typed", "source": "nq", "mrr": 0.766} .items() <= summary["paper"]["figures"][0].items()
+    assert (
+        summary["paper"]["table"].endswith("Table 3")
+        and {"method": "typed", "source": "nq", "mrr": 0.766}.items() <= summary["paper"]["figures"][0].items()
+    )
     markdown = (out / "results.md").read_text()
     assert "- Knowledge: labelled" in markdown
     section = markdown.split("## Beside the paper", 1)[1].split("\n## ", 1)[0]
@@ -497,9 +588,27 @@ def test_a_dataset_that_is_not_wiki_nfqa_gets_no_comparison_with_the_paper(tmp_p
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
     dataset, out = write_dataset(tmp_path / "data"), tmp_path / "run"
     with OpenAIStubServer(judge_or_answer) as server:
-        args = ["--dataset", str(dataset), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url",
-                server.base_url, "--judge", "judge", "--judge-base-url", server.base_url, "--rounds", "1", "--no-progress",
-                "--methods", "rag"]
+        args = [
+            "--dataset",
+            str(dataset),
+            "--index",
+            str(small_index),
+            "--out",
+            str(out),
+            "--llm",
+            "gen",
+            "--base-url",
+            server.base_url,
+            "--judge",
+            "judge",
+            "--judge-base-url",
+            server.base_url,
+            "--rounds",
+            "1",
+            "--no-progress",
+            "--methods",
+            "rag",
+        ]
         assert CliRunner().invoke(eval_app(), args).exit_code == 0
     assert "Beside the paper" not in (out / "results.md").read_text()
     assert "paper" not in json.loads((out / "summary.json").read_text())

@@ -32,7 +32,9 @@ QUESTIONS = [
     ("photo", "What is photosynthesis?", None),
     ("empire", "What caused the decline of the Roman Empire in the west?", "reason"),
 ]
-TYPED_ANSWER = "Economic troubles weakened the state [1]. Invasions pressed the frontiers [2]. A stray remark about cats."
+TYPED_ANSWER = (
+    "Economic troubles weakened the state [1]. Invasions pressed the frontiers [2]. A stray remark about cats."
+)
 
 
 def write_questions(path: Path, rows=QUESTIONS, references: bool = False) -> Path:
@@ -42,7 +44,10 @@ def write_questions(path: Path, rows=QUESTIONS, references: bool = False) -> Pat
             if type_:
                 row["type"] = type_
             if references:
-                row["references"] = [{"text": f"A full answer to {text}", "grade": 2}, {"text": "Unrelated.", "grade": 0}]
+                row["references"] = [
+                    {"text": f"A full answer to {text}", "grade": 2},
+                    {"text": "Unrelated.", "grade": 0},
+                ]
             out.write(json.dumps(row) + "\n")
     return path
 
@@ -50,7 +55,9 @@ def write_questions(path: Path, rows=QUESTIONS, references: bool = False) -> Pat
 def merging(request: ChatRequest) -> bool:
     """A typed plan's last step (the aggregator of partial answers, or the debate's mediator)."""
     system = request.messages[0]["content"] if request.messages else ""
-    return request.schema_name is None and ("partial answers" in system or "The case made from each perspective" in request.last_user)
+    return request.schema_name is None and (
+        "partial answers" in system or "The case made from each perspective" in request.last_user
+    )
 
 
 def typed_cites_more(request: ChatRequest) -> Reply:
@@ -99,7 +106,9 @@ def test_wilson_interval_matches_hand_computed_values():
     assert wilson(3, 3).high == 1.0 and wilson(0, 3).low == pytest.approx(0.0, abs=1e-12)
 
 
-@pytest.mark.parametrize(("written", "read"), [("A", "A"), ("b", "B"), ("Answer A", "A"), ("TIE", "tie"), ("neither", "tie")])
+@pytest.mark.parametrize(
+    ("written", "read"), [("A", "A"), ("b", "B"), ("Answer A", "A"), ("TIE", "tie"), ("neither", "tie")]
+)
 def test_verdict_accepts_unambiguous_spellings(written, read):
     reading = {"satisfies": True, "answering": 1, "noise": 0}
     verdict = PairVerdict.model_validate({"answer_a": reading, "answer_b": reading, "reason": "r", "winner": written})
@@ -111,7 +120,9 @@ def test_verdict_rejects_what_is_not_a_verdict():
     with pytest.raises(ValueError):
         PairVerdict.model_validate({"answer_a": reading, "answer_b": reading, "reason": "r", "winner": "both good"})
     with pytest.raises(ValueError):
-        PairVerdict.model_validate({"answer_a": {**reading, "noise": -1}, "answer_b": reading, "reason": "r", "winner": "A"})
+        PairVerdict.model_validate(
+            {"answer_a": {**reading, "noise": -1}, "answer_b": reading, "reason": "r", "winner": "A"}
+        )
 
 
 @pytest.mark.parametrize(
@@ -133,7 +144,9 @@ def test_a_side_may_expand_its_queries():
 
     method, name, overrides = parse_side("rag,expand=true")
     assert (method, name, overrides) == ("rag", None, {"expand_queries": "true"})
-    assert load_settings(overrides).expand_queries is True and load_settings({}).expand_queries is None  # the pipeline's default
+    assert (
+        load_settings(overrides).expand_queries is True and load_settings({}).expand_queries is None
+    )  # the pipeline's default
 
 
 def test_a_side_may_add_the_models_own_knowledge_labelled():
@@ -141,7 +154,9 @@ def test_a_side_may_add_the_models_own_knowledge_labelled():
     from typedrag.config import load_settings
 
     a, b = parse_side("typed"), parse_side("typed,knowledge=labelled,name=labelled")
-    assert b == ("typed", "labelled", {"knowledge": "labelled"}) and side_names(a, b, ("typed", "typed,knowledge=labelled")) == ("typed", "labelled")
+    assert b == ("typed", "labelled", {"knowledge": "labelled"}) and side_names(
+        a, b, ("typed", "typed,knowledge=labelled")
+    ) == ("typed", "labelled")
     assert load_settings(b[2]).knowledge == "labelled" and load_settings(a[2]).knowledge == "documents"
 
 
@@ -161,7 +176,9 @@ def test_bad_side_specs_say_what_is_wrong(a, b, message):
 
 
 def test_bad_side_spec_is_one_line_on_the_command_line(tmp_path, monkeypatch):
-    result = run_compare([str(write_questions(tmp_path / "q.jsonl")), "--a", "rag", "--b", "typed,depth=3"], tmp_path / "c", monkeypatch)
+    result = run_compare(
+        [str(write_questions(tmp_path / "q.jsonl")), "--a", "rag", "--b", "typed,depth=3"], tmp_path / "c", monkeypatch
+    )
     assert result.exit_code == 2 and "unknown key 'depth'" in result.output
 
 
@@ -171,8 +188,22 @@ def test_bad_side_spec_is_one_line_on_the_command_line(tmp_path, monkeypatch):
 def test_end_to_end_typed_against_rag_judged_blind_in_both_orders(stub, tmp_path, small_index, monkeypatch):
     questions, out = write_questions(tmp_path / "mine.jsonl"), tmp_path / "run"
     server = stub(typed_cites_more)
-    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url,
-            "--judge", "judge", "--judge-base-url", server.base_url, "--no-progress"]
+    args = [
+        str(questions),
+        "--index",
+        str(small_index),
+        "--out",
+        str(out),
+        "--llm",
+        "gen",
+        "--base-url",
+        server.base_url,
+        "--judge",
+        "judge",
+        "--judge-base-url",
+        server.base_url,
+        "--no-progress",
+    ]
     result = run_compare(args, tmp_path / "cache", monkeypatch)
     assert result.exit_code == 0, result.output
     judged = judge_requests(server)
@@ -203,7 +234,9 @@ def test_end_to_end_typed_against_rag_judged_blind_in_both_orders(stub, tmp_path
     assert overall["items"] == len(QUESTIONS) and overall["wins_b"] == len(decomposed) and overall["wins_a"] == 0
     assert overall["ties"] == len(QUESTIONS) - len(decomposed) and overall["failures"] == 0
     assert overall["noise_b"] == len(decomposed) and overall["answering_b"] > overall["answering_a"]
-    assert summary["by_type"]["DEBATE"]["wins_b"] == 1 and summary["by_type"]["REASON"]["items"] >= 1  # the file's types
+    assert (
+        summary["by_type"]["DEBATE"]["wins_b"] == 1 and summary["by_type"]["REASON"]["items"] >= 1
+    )  # the file's types
     assert summary["type_source"].startswith("the question file where it names one")
     assert summary["judge"]["name"].startswith("openai-compatible:judge@")
 
@@ -221,12 +254,25 @@ def test_a_judge_that_always_prefers_the_first_answer_decides_nothing(stub, tmp_
     def first_is_best(request: ChatRequest) -> Reply:
         if request.schema_name == "PairVerdict":
             reading = {"satisfies": True, "answering": 1, "noise": 0}
-            return Reply(content=json.dumps({"answer_a": reading, "answer_b": reading, "reason": "first", "winner": "A"}))
+            return Reply(
+                content=json.dumps({"answer_a": reading, "answer_b": reading, "reason": "first", "winner": "A"})
+            )
         return typed_cites_more(request)
 
     questions, out = write_questions(tmp_path / "q.jsonl"), tmp_path / "run"
     server = stub(first_is_best)
-    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
+    args = [
+        str(questions),
+        "--index",
+        str(small_index),
+        "--out",
+        str(out),
+        "--llm",
+        "gen",
+        "--base-url",
+        server.base_url,
+        "--no-progress",
+    ]
     result = run_compare(args, tmp_path / "cache", monkeypatch)
     assert result.exit_code == 0, result.output
     overall = json.loads((out / "summary.json").read_text())["overall"]
@@ -234,10 +280,23 @@ def test_a_judge_that_always_prefers_the_first_answer_decides_nothing(stub, tmp_
     assert overall["consistent_orders"] == 0
 
 
-def test_an_invalid_verdict_is_repaired_once_then_recorded_as_a_failure_and_asked_again(stub, tmp_path, small_index, monkeypatch):
+def test_an_invalid_verdict_is_repaired_once_then_recorded_as_a_failure_and_asked_again(
+    stub, tmp_path, small_index, monkeypatch
+):
     questions, out = write_questions(tmp_path / "q.jsonl", QUESTIONS[:1]), tmp_path / "run"
     server = stub(lambda r: Reply(content="I like both.") if r.schema_name == "PairVerdict" else typed_cites_more(r))
-    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
+    args = [
+        str(questions),
+        "--index",
+        str(small_index),
+        "--out",
+        str(out),
+        "--llm",
+        "gen",
+        "--base-url",
+        server.base_url,
+        "--no-progress",
+    ]
     result = run_compare(args, tmp_path / "cache", monkeypatch)
     assert result.exit_code == 0, result.output
     assert len(judge_requests(server)) == 4  # two orders, each asked and repaired once
@@ -247,7 +306,9 @@ def test_an_invalid_verdict_is_repaired_once_then_recorded_as_a_failure_and_aske
     assert summary["items"][0]["outcome"] == "judge failed" and summary["overall"]["failures"] == 1
     assert any("invalid structured output" in e for e in summary["errors_this_run"])
     failed = [json.loads(line) for line in (out / "judgments.jsonl").read_text().splitlines()]
-    assert [f["structured"] for f in failed] == ["failed", "failed"] and all(f["reply"] == "I like both." for f in failed)
+    assert [f["structured"] for f in failed] == ["failed", "failed"] and all(
+        f["reply"] == "I like both." for f in failed
+    )
 
     server = stub(typed_cites_more)  # a judge that now answers: only the judgment is asked again
     args[args.index("--base-url") + 1] = server.base_url
@@ -266,8 +327,20 @@ def test_rerun_asks_nothing_already_answered_or_judged(stub, tmp_path, small_ind
         return typed_cites_more(request)
 
     server = stub(responder)
-    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url,
-            "--no-progress", "--llm-timeout", "5"]
+    args = [
+        str(questions),
+        "--index",
+        str(small_index),
+        "--out",
+        str(out),
+        "--llm",
+        "gen",
+        "--base-url",
+        server.base_url,
+        "--no-progress",
+        "--llm-timeout",
+        "5",
+    ]
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("TYPEDRAG_API_KEY", "test")
     first = CliRunner().invoke(eval_app(), ["compare", *args])
@@ -301,7 +374,11 @@ def test_a_different_set_up_is_refused_in_the_same_run_directory(tmp_path, small
 
 def test_offline_answers_both_and_says_in_one_line_what_it_cannot_do(tmp_path, small_index, monkeypatch):
     questions, out = write_questions(tmp_path / "q.jsonl"), tmp_path / "run"
-    result = run_compare([str(questions), "--index", str(small_index), "--out", str(out), "--no-progress"], tmp_path / "cache", monkeypatch)
+    result = run_compare(
+        [str(questions), "--index", str(small_index), "--out", str(out), "--no-progress"],
+        tmp_path / "cache",
+        monkeypatch,
+    )
     assert result.exit_code == 0, result.output
     lines = [line for line in result.output.splitlines() if line.startswith("no judge:")]
     assert len(lines) == 1 and "--judge" in lines[0] and "cannot say which answer is better" in lines[0]
@@ -310,7 +387,10 @@ def test_offline_answers_both_and_says_in_one_line_what_it_cannot_do(tmp_path, s
     answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
     assert Counter(a["system"] for a in answers) == {"rag": len(QUESTIONS), "typed": len(QUESTIONS)}
     assert all(a["generator"].startswith("offline") for a in answers)
-    assert "where their answers differ" in (out / "report.md").read_text() or "identical" in (out / "report.md").read_text()
+    assert (
+        "where their answers differ" in (out / "report.md").read_text()
+        or "identical" in (out / "report.md").read_text()
+    )
 
 
 def test_references_add_linkage_for_both_systems(stub, tmp_path, small_index, monkeypatch):
@@ -322,7 +402,18 @@ def test_references_add_linkage_for_both_systems(stub, tmp_path, small_index, mo
 
     questions, out = write_questions(tmp_path / "q.jsonl", QUESTIONS[:2], references=True), tmp_path / "run"
     server = stub(responder)
-    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
+    args = [
+        str(questions),
+        "--index",
+        str(small_index),
+        "--out",
+        str(out),
+        "--llm",
+        "gen",
+        "--base-url",
+        server.base_url,
+        "--no-progress",
+    ]
     result = run_compare(args, tmp_path / "cache", monkeypatch)
     assert result.exit_code == 0, result.output
     linkage = json.loads((out / "summary.json").read_text())["linkage"]
@@ -339,7 +430,18 @@ def test_hostile_answers_are_text_in_the_html_report(stub, tmp_path, small_index
 
     questions, out = write_questions(tmp_path / "q.jsonl", QUESTIONS[:1]), tmp_path / "run"
     server = stub(responder)
-    args = [str(questions), "--index", str(small_index), "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--no-progress"]
+    args = [
+        str(questions),
+        "--index",
+        str(small_index),
+        "--out",
+        str(out),
+        "--llm",
+        "gen",
+        "--base-url",
+        server.base_url,
+        "--no-progress",
+    ]
     assert run_compare(args, tmp_path / "cache", monkeypatch).exit_code == 0
     html = (out / "report.html").read_text()
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
@@ -349,8 +451,12 @@ def test_killed_compare_resumes_without_losing_or_repeating(stub, tmp_path, smal
     """SIGKILL half-way, then a torn last line: the rerun keeps every record and asks for none of them again."""
     many = [(f"q{i}", f"{text} (case {i})", type_) for i, (_, text, type_) in enumerate(QUESTIONS * 2)]
     questions, out, cache = write_questions(tmp_path / "q.jsonl", many), tmp_path / "run", tmp_path / "cache"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
-           "TYPEDRAG_CACHE_DIR": str(cache), "TYPEDRAG_API_KEY": "test"}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "TYPEDRAG_CACHE_DIR": str(cache),
+        "TYPEDRAG_API_KEY": "test",
+    }
 
     def slow(request: ChatRequest) -> Reply:
         reply = typed_cites_more(request)
@@ -362,8 +468,25 @@ def test_killed_compare_resumes_without_losing_or_repeating(stub, tmp_path, smal
         return path.read_text(encoding="utf-8").split("\n")[:-1] if path.exists() else []
 
     server = stub(slow)
-    command = [sys.executable, "-m", "typedrag.cli", "eval", "compare", str(questions), "--index", str(small_index),
-               "--out", str(out), "--llm", "gen", "--base-url", server.base_url, "--concurrency", "2", "--no-progress"]
+    command = [
+        sys.executable,
+        "-m",
+        "typedrag.cli",
+        "eval",
+        "compare",
+        str(questions),
+        "--index",
+        str(small_index),
+        "--out",
+        str(out),
+        "--llm",
+        "gen",
+        "--base-url",
+        server.base_url,
+        "--concurrency",
+        "2",
+        "--no-progress",
+    ]
     process = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 180
     while len(lines("judgments.jsonl")) < 2:
@@ -384,7 +507,9 @@ def test_killed_compare_resumes_without_losing_or_repeating(stub, tmp_path, smal
     asked = server.requests[sent:]
 
     answers = [json.loads(line) for line in lines("answers.jsonl")]
-    assert Counter((a["question_id"], a["system"]) for a in answers) == Counter((q, s) for q, _, _ in many for s in ("rag", "typed"))
+    assert Counter((a["question_id"], a["system"]) for a in answers) == Counter(
+        (q, s) for q, _, _ in many for s in ("rag", "typed")
+    )
     for name, kept in before.items():
         assert lines(name)[: len(kept)] == kept
     logged = Counter(json.loads(line)["question_id"] for line in before["answers.jsonl"])
@@ -406,10 +531,24 @@ def test_the_compare_chart_has_a_legend_whose_every_swatch_shows_on_white(judged
 
     from typedrag.evaluation.compare_report import draw_compare_chart
 
-    tally = {"items": 6, "wins_a": 1, "wins_b": 2, "ties": 1, "identical": 2, "failures": 1, "share_b_of_decided": 0.67,
-             "share_b_low": 0.2, "share_b_high": 0.9}
-    summary = {"a": "rag", "b": "typed", "judge": {"name": "stub-judge"} if judged else None, "overall": tally,
-               "by_type": {"REASON": tally}}
+    tally = {
+        "items": 6,
+        "wins_a": 1,
+        "wins_b": 2,
+        "ties": 1,
+        "identical": 2,
+        "failures": 1,
+        "share_b_of_decided": 0.67,
+        "share_b_low": 0.2,
+        "share_b_high": 0.9,
+    }
+    summary = {
+        "a": "rag",
+        "b": "typed",
+        "judge": {"name": "stub-judge"} if judged else None,
+        "overall": tally,
+        "by_type": {"REASON": tally},
+    }
     legends = []
     save = matplotlib.figure.Figure.savefig
 
@@ -421,7 +560,11 @@ def test_the_compare_chart_has_a_legend_whose_every_swatch_shows_on_white(judged
     assert draw_compare_chart(summary, tmp_path / "chart.png") is None
     (legend,) = legends
     names = [text.get_text() for text in legend.get_texts()]
-    assert names == (["rag wins", "tie", "typed wins", "not judged"] if judged else ["identical", "differ", "no answer"])
+    assert names == (
+        ["rag wins", "tie", "typed wins", "not judged"] if judged else ["identical", "differ", "no answer"]
+    )
     for handle in legend.legend_handles:
-        darkest = min(min(matplotlib.colors.to_rgb(handle.get_facecolor())), min(matplotlib.colors.to_rgb(handle.get_edgecolor())))
+        darkest = min(
+            min(matplotlib.colors.to_rgb(handle.get_facecolor())), min(matplotlib.colors.to_rgb(handle.get_edgecolor()))
+        )
         assert darkest < 0.85, names

@@ -50,14 +50,28 @@ def test_repeats_are_dropped_and_the_model_is_asked_once_more(stub, tmp_path, mo
     def repeating(request: ChatRequest) -> Reply:
         if request.schema_name != "WrittenQuestions":
             return Reply(content=default_content(request))
-        same = [{"question": "Why did the Western Roman Empire fall?", "passage": 1},
-                {"question": "why did the western roman empire fall", "passage": 1},  # invalid: no question mark
-                {"question": "Why did the Western Roman Empire fall ?", "passage": 1}]
+        same = [
+            {"question": "Why did the Western Roman Empire fall?", "passage": 1},
+            {"question": "why did the western roman empire fall", "passage": 1},  # invalid: no question mark
+            {"question": "Why did the Western Roman Empire fall ?", "passage": 1},
+        ]
         return Reply(content=json.dumps({"questions": same}))
 
     corpus, out = write_corpus(tmp_path / "corpus.jsonl"), tmp_path / "q.jsonl"
     server = stub(repeating)
-    args = [str(corpus), "--out", str(out), "--llm", "writer", "--base-url", server.base_url, "--per-type", "2", "--types", "reason"]
+    args = [
+        str(corpus),
+        "--out",
+        str(out),
+        "--llm",
+        "writer",
+        "--base-url",
+        server.base_url,
+        "--per-type",
+        "2",
+        "--types",
+        "reason",
+    ]
     result = invoke(args, tmp_path, monkeypatch)
     asked = writing(server)
     assert result.exit_code == 0, result.output
@@ -72,15 +86,33 @@ def test_near_duplicates_are_dropped(stub, tmp_path, monkeypatch):
     def repeating(request: ChatRequest) -> Reply:
         if request.schema_name != "WrittenQuestions":
             return Reply(content=default_content(request))
-        return Reply(content=json.dumps({"questions": [
-            {"question": "Why did the Western Roman Empire fall?", "passage": 1},
-            {"question": "Why did the Western Roman Empire fall apart?", "passage": 1},
-            {"question": "Why is bread dough left to rise twice?", "passage": 9},  # names no passage shown
-        ]}))
+        return Reply(
+            content=json.dumps(
+                {
+                    "questions": [
+                        {"question": "Why did the Western Roman Empire fall?", "passage": 1},
+                        {"question": "Why did the Western Roman Empire fall apart?", "passage": 1},
+                        {"question": "Why is bread dough left to rise twice?", "passage": 9},  # names no passage shown
+                    ]
+                }
+            )
+        )
 
     corpus, out = write_corpus(tmp_path / "corpus.jsonl"), tmp_path / "q.jsonl"
     server = stub(repeating)
-    args = [str(corpus), "--out", str(out), "--llm", "writer", "--base-url", server.base_url, "--per-type", "3", "--types", "reason"]
+    args = [
+        str(corpus),
+        "--out",
+        str(out),
+        "--llm",
+        "writer",
+        "--base-url",
+        server.base_url,
+        "--per-type",
+        "3",
+        "--types",
+        "reason",
+    ]
     result = invoke(args, tmp_path, monkeypatch)
     asked = writing(server)
     assert result.exit_code == 0, result.output

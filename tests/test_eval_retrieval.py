@@ -49,7 +49,12 @@ def index(tmp_path_factory):
 
 def write_questions(path: Path) -> Path:
     rows = [
-        {"id": "cars", "question": "Which vehicles drive on roads?", "type": "EVIDENCE-BASED", "relevant": ["automobile.txt"]},
+        {
+            "id": "cars",
+            "question": "Which vehicles drive on roads?",
+            "type": "EVIDENCE-BASED",
+            "relevant": ["automobile.txt"],
+        },
         {"id": "honey", "question": "How do bees make honey?", "relevant": [["bees.txt#0"]], "key_terms": [["nectar"]]},
         {"question": "Why does the sea rise and fall?", "groups": [["gravity"], ["moon"]]},
         {"question": "Is sourdough bread healthier?"},
@@ -60,8 +65,21 @@ def write_questions(path: Path) -> Path:
 
 def test_eval_retrieval_compares_modes_and_writes_a_report(index, tmp_path):
     out = tmp_path / "report.html"
-    result = runner.invoke(app, ["eval", "retrieval", "--questions", str(write_questions(tmp_path / "q.jsonl")),
-                                 "--index", str(index), "-k", "2", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "retrieval",
+            "--questions",
+            str(write_questions(tmp_path / "q.jsonl")),
+            "--index",
+            str(index),
+            "-k",
+            "2",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
     assert "tantivy-bm25" in result.output and "tantivy-hybrid/static" in result.output and "recall@2" in result.output
     figures = json.loads(out.with_suffix(".json").read_text())
@@ -71,7 +89,10 @@ def test_eval_retrieval_compares_modes_and_writes_a_report(index, tmp_path):
     assert hybrid["honey"]["recall"] == 1.0 and hybrid["honey"]["key_terms"] == 1.0
     assert hybrid["3"]["recall"] is None and hybrid["3"]["key_terms"] == 1.0  # gravity and Moon in the tides passage
     assert hybrid["4"]["question_terms"] is not None  # no gold, no key terms: the question's own words
-    assert summary[("tantivy-bm25", "all")]["questions"] == 4 and summary[("tantivy-bm25", "EVIDENCE-BASED")]["questions"] >= 1
+    assert (
+        summary[("tantivy-bm25", "all")]["questions"] == 4
+        and summary[("tantivy-bm25", "EVIDENCE-BASED")]["questions"] >= 1
+    )
     page = out.read_text()
     assert "Which vehicles drive on roads?" in page and "<li class='hit'>" in page
 
@@ -82,10 +103,28 @@ def test_eval_retrieval_with_an_llm_judge(index, tmp_path):
 
     out = tmp_path / "judged.html"
     with OpenAIStubServer(responder) as server:
-        result = runner.invoke(app, ["eval", "retrieval", "--questions", str(write_questions(tmp_path / "q.jsonl")),
-                                     "--index", str(index), "--retrieval", "bm25", "-k", "1", "--out", str(out),
-                                     "--judge", "stub-judge", "--judge-base-url", server.base_url],
-                               env={"TYPEDRAG_CACHE_DIR": str(tmp_path / "cache"), "TYPEDRAG_JUDGE_API_KEY": "sk-test"})
+        result = runner.invoke(
+            app,
+            [
+                "eval",
+                "retrieval",
+                "--questions",
+                str(write_questions(tmp_path / "q.jsonl")),
+                "--index",
+                str(index),
+                "--retrieval",
+                "bm25",
+                "-k",
+                "1",
+                "--out",
+                str(out),
+                "--judge",
+                "stub-judge",
+                "--judge-base-url",
+                server.base_url,
+            ],
+            env={"TYPEDRAG_CACHE_DIR": str(tmp_path / "cache"), "TYPEDRAG_JUDGE_API_KEY": "sk-test"},
+        )
         assert any(r.schema_name for r in server.requests)
     assert result.exit_code == 0, result.output
     figures = json.loads(out.with_suffix(".json").read_text())
@@ -120,11 +159,26 @@ def test_the_retrieval_report_fits_1280_pixels_filters_disagreements_and_links_d
     (docs / "notes").mkdir(parents=True)
     for name, text in DOCS.items():
         (docs / name).write_text(text, encoding="utf-8")
-    (docs / "notes" / LONG_NAME).write_text("Bees dance to tell the hive where the flowers with nectar are. " * 3, encoding="utf-8")
+    (docs / "notes" / LONG_NAME).write_text(
+        "Bees dance to tell the hive where the flowers with nectar are. " * 3, encoding="utf-8"
+    )
     build_index([docs], tmp_path / "index", show_progress=False, embedder="static")
     out = tmp_path / "report.html"
-    result = runner.invoke(app, ["eval", "retrieval", "--questions", str(write_questions(tmp_path / "q.jsonl")),
-                                 "--index", str(tmp_path / "index"), "-k", "3", "--out", str(out)])
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "retrieval",
+            "--questions",
+            str(write_questions(tmp_path / "q.jsonl")),
+            "--index",
+            str(tmp_path / "index"),
+            "-k",
+            "3",
+            "--out",
+            str(out),
+        ],
+    )
     assert result.exit_code == 0, result.output
 
     with sync_api.sync_playwright() as playwright:
@@ -132,7 +186,9 @@ def test_the_retrieval_report_fits_1280_pixels_filters_disagreements_and_links_d
         try:
             page = browser.new_page(viewport={"width": 1280, "height": 800})
             page.goto(out.as_uri())
-            scroll, client = page.evaluate("[document.documentElement.scrollWidth, document.documentElement.clientWidth]")
+            scroll, client = page.evaluate(
+                "[document.documentElement.scrollWidth, document.documentElement.clientWidth]"
+            )
             assert scroll <= client, f"the report is {scroll} px wide in a {client} px window"
             questions = page.locator("table.questions tr.agree, table.questions tr.disagree")
             shown = questions.count()

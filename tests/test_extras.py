@@ -43,7 +43,14 @@ def hide(monkeypatch, *names: str) -> None:
 @pytest.fixture(autouse=True)
 def isolated_config(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for name in ("TYPEDRAG_CONFIG", "TYPEDRAG_LLM", "TYPEDRAG_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TYPEDRAG_API_KEY"):
+    for name in (
+        "TYPEDRAG_CONFIG",
+        "TYPEDRAG_LLM",
+        "TYPEDRAG_BASE_URL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "TYPEDRAG_API_KEY",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
 

@@ -71,7 +71,9 @@ def test_a_changed_model_file_is_refused(tmp_path, monkeypatch):
 def test_an_index_built_with_the_fast_model_says_so_and_searches_with_it(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
-    (docs / "comet.txt").write_text("A comet is an icy body that releases gas when it passes close to the Sun.", encoding="utf-8")
+    (docs / "comet.txt").write_text(
+        "A comet is an icy body that releases gas when it passes close to the Sun.", encoding="utf-8"
+    )
     (docs / "bread.txt").write_text("Bread is baked from a dough of flour and water.", encoding="utf-8")
     build_index([docs], tmp_path / "index", show_progress=False, embedder="minilm-fast")
     retriever = open_retriever(tmp_path / "index", "dense")

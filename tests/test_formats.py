@@ -24,7 +24,9 @@ PYTHON_HTML = Path("/usr/share/doc/python3.11/html")
 R_MANUALS = Path("/usr/share/R/doc/manual")
 DEBIAN_REFERENCE_PDF = Path("/usr/share/debian-reference/debian-reference.en.pdf")
 IS_ROOT = hasattr(os, "geteuid") and os.geteuid() == 0
-MARKUP = re.compile(r"</?(?:a|p|div|span|li|ul|td|tr|table|h\d|em|strong|code)(?:\s[^<>]*)?/?>|&(?:amp|lt|gt|nbsp|quot|#\d+);")
+MARKUP = re.compile(
+    r"</?(?:a|p|div|span|li|ul|td|tr|table|h\d|em|strong|code)(?:\s[^<>]*)?/?>|&(?:amp|lt|gt|nbsp|quot|#\d+);"
+)
 
 
 def read(*sources, strict=False):
@@ -66,25 +68,32 @@ def pdf_bytes(pages: list[list[tuple[float, float, str]]], *, title: str = "", i
     catalog = add(b"")  # filled in below
     pages_id = add(b"")
     font = add(b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>")
-    image = add(b"<< /Type /XObject /Subtype /Image /Width 2 /Height 2 /ColorSpace /DeviceGray /BitsPerComponent 8 /Length 4 >>\nstream\n\x00\xff\xff\x00\nendstream")
+    image = add(
+        b"<< /Type /XObject /Subtype /Image /Width 2 /Height 2 /ColorSpace /DeviceGray /BitsPerComponent 8 /Length 4 >>\nstream\n\x00\xff\xff\x00\nendstream"
+    )
     kids = []
     for page in pages:
         if image_only:
             content = b"q 500 0 0 700 50 50 cm /Im1 Do Q"
         else:
             content = b"".join(
-                b"BT /F1 10 Tf %.1f %.1f Td (%s) Tj ET\n" % (x, y, text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)").encode("cp1252"))
+                b"BT /F1 10 Tf %.1f %.1f Td (%s) Tj ET\n"
+                % (x, y, text.replace("\\", "\\\\").replace("(", "\\(").replace(")", "\\)").encode("cp1252"))
                 for x, y, text in page
             )
         stream = add(b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content))
         kids.append(
             add(
                 b"<< /Type /Page /Parent %d 0 R /MediaBox [0 0 612 792] /Contents %d 0 R "
-                b"/Resources << /Font << /F1 %d 0 R >> /XObject << /Im1 %d 0 R >> >> >>" % (pages_id, stream, font, image)
+                b"/Resources << /Font << /F1 %d 0 R >> /XObject << /Im1 %d 0 R >> >> >>"
+                % (pages_id, stream, font, image)
             )
         )
     objects[catalog - 1] = b"<< /Type /Catalog /Pages %d 0 R >>" % pages_id
-    objects[pages_id - 1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (b" ".join(b"%d 0 R" % k for k in kids), len(kids))
+    objects[pages_id - 1] = b"<< /Type /Pages /Kids [%s] /Count %d >>" % (
+        b" ".join(b"%d 0 R" % k for k in kids),
+        len(kids),
+    )
     info = add(b"<< /Title (%s) >>" % title.encode()) if title else None
     out = io.BytesIO()
     out.write(b"%PDF-1.4\n")
@@ -149,8 +158,23 @@ SPHINX_PAGE = """<!DOCTYPE html><html lang="en"><head><meta charset="utf-8" />
 <div id="searchbox" role="search"><h3>Quick search</h3><form><input type="text" name="q" /></form></div></div>
 <div class="footer">&copy; <a href="copyright.html">Copyright</a> 2001-2024, Python Software Foundation.</div></body></html>"""
 
-NAVIGATION = ["Prev", "Next", "Up", "Home", "Submit correction", "Navigation", "Table of Contents", "Previous topic",
-              "This Page", "Show Source", "Quick search", "Copyright", "Report a Bug", "previous", "¶"]
+NAVIGATION = [
+    "Prev",
+    "Next",
+    "Up",
+    "Home",
+    "Submit correction",
+    "Navigation",
+    "Table of Contents",
+    "Previous topic",
+    "This Page",
+    "Show Source",
+    "Quick search",
+    "Copyright",
+    "Report a Bug",
+    "previous",
+    "¶",
+]
 
 
 def test_docbook_page_gives_main_content_with_sections_lists_tables_and_code(tmp_path):
@@ -166,8 +190,17 @@ def test_docbook_page_gives_main_content_with_sections_lists_tables_and_code(tmp
     assert [by_text[item].section for item in ("- first item", "- second item", "- nested item")] == [space] * 3
     assert by_text["Setting | Default\nautovacuum | on\nvacuum_cost_delay | 0"].section == space
     kinds = [(block.kind.value, block.order) for block in doc.blocks]
-    assert kinds == [("prose", None), ("prose", None), ("admonition", None), ("prose", None),
-                     ("code", None), ("item", None), ("item", None), ("item", None), ("table", None)]
+    assert kinds == [
+        ("prose", None),
+        ("prose", None),
+        ("admonition", None),
+        ("prose", None),
+        ("code", None),
+        ("item", None),
+        ("item", None),
+        ("item", None),
+        ("table", None),
+    ]
     assert by_text["Tip\nPlain VACUUM may not be satisfactory."].section == space  # the box, its title included
     text = text_of(doc)
     for word in NAVIGATION + ["var nav", "color: red", "Chapter 24"]:
@@ -193,7 +226,9 @@ def test_html_charset_from_bom_meta_or_guess(tmp_path):
         "<body><p>Crème brûlée — “quoted”</p></body></html>".encode("cp1252")
     )
     (tmp_path / "meta.html").write_bytes('<meta charset="koi8-r"><p>Привет, мир</p>'.encode("koi8-r"))
-    (tmp_path / "undeclared.html").write_bytes("<html><body><p>Déjà vu à la café, naïve façade</p></body></html>".encode("cp1252"))
+    (tmp_path / "undeclared.html").write_bytes(
+        "<html><body><p>Déjà vu à la café, naïve façade</p></body></html>".encode("cp1252")
+    )
     (tmp_path / "utf16.html").write_bytes("\ufeff<html><body><p>Grüße aus Köln</p></body></html>".encode("utf-16-le"))
     texts = {d.doc_id: text_of(d) for d in read(tmp_path)[0]}
     assert texts == {
@@ -206,11 +241,18 @@ def test_html_charset_from_bom_meta_or_guess(tmp_path):
 
 def test_deeply_nested_and_malformed_html_reads(tmp_path):
     depth = 100_000
-    (tmp_path / "deep.html").write_text("<html><body>" + "<div>" * depth + "deep text" + "</div>" * depth + "<p>after</p>")
-    (tmp_path / "soup.html").write_text("<html><body><p>open <b>bold <i>both</b> rest</p><table><tr><td>cell<p>para</table>")
+    (tmp_path / "deep.html").write_text(
+        "<html><body>" + "<div>" * depth + "deep text" + "</div>" * depth + "<p>after</p>"
+    )
+    (tmp_path / "soup.html").write_text(
+        "<html><body><p>open <b>bold <i>both</b> rest</p><table><tr><td>cell<p>para</table>"
+    )
     docs, problems = read(tmp_path)
     assert problems == []
-    assert [text_of(d).split() for d in docs] == [["deep", "text", "after"], ["open", "bold", "both", "rest", "cell", "para"]]
+    assert [text_of(d).split() for d in docs] == [
+        ["deep", "text", "after"],
+        ["open", "bold", "both", "rest", "cell", "para"],
+    ]
 
 
 def test_binary_file_named_html_is_reported(tmp_path):
@@ -223,7 +265,9 @@ def test_binary_file_named_html_is_reported(tmp_path):
 
 def test_format_is_chosen_by_content_as_well_as_name(tmp_path):
     (tmp_path / "manual.html").write_bytes(pdf_bytes([[(72, 700, "This HTML file is really a PDF.")]]))
-    (tmp_path / "page").write_text("<!DOCTYPE html><html><head><title>No Suffix</title></head><body><p>An HTML page.</p></body></html>")
+    (tmp_path / "page").write_text(
+        "<!DOCTYPE html><html><head><title>No Suffix</title></head><body><p>An HTML page.</p></body></html>"
+    )
     (tmp_path / "README").write_text("A text file without a suffix.\n")
     (tmp_path / "report.dat").write_bytes(pdf_bytes([[(72, 700, "A PDF with an odd suffix.")]]))
     (tmp_path / "program").write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(200))
@@ -285,10 +329,18 @@ def test_pdf_running_headers_footers_and_page_numbers_are_dropped(tmp_path):
 
 
 def test_pdf_words_hyphenated_at_line_ends_are_joined(tmp_path):
-    lines = ["We need more infor-", "mation about the well-known case of self-", "Contained systems and the co-", "operation of peers."]
+    lines = [
+        "We need more infor-",
+        "mation about the well-known case of self-",
+        "Contained systems and the co-",
+        "operation of peers.",
+    ]
     (tmp_path / "hyphens.pdf").write_bytes(pdf_bytes([[(72, 700 - 12 * i, line) for i, line in enumerate(lines)]]))
     text = text_of(read_one(tmp_path / "hyphens.pdf"))
-    assert text.split() == "We need more information about the well-known case of self- Contained systems and the cooperation of peers.".split()
+    assert (
+        text.split()
+        == "We need more information about the well-known case of self- Contained systems and the cooperation of peers.".split()
+    )
 
 
 def test_encrypted_pdf_is_reported_unless_it_opens_without_a_password(tmp_path):
@@ -369,7 +421,10 @@ def test_corrupt_docx_is_reported(tmp_path):
     docs, problems = read(tmp_path)
     assert docs == []
     assert len(problems) == 2, problems
-    assert all(re.fullmatch(rf"{re.escape(str(tmp_path))}/(other|truncated)\.docx: corrupt DOCX \(.+\), skipped", p) for p in problems)
+    assert all(
+        re.fullmatch(rf"{re.escape(str(tmp_path))}/(other|truncated)\.docx: corrupt DOCX \(.+\), skipped", p)
+        for p in problems
+    )
 
 
 # --- Markdown, reStructuredText, text ------------------------------------------------------------------
@@ -442,7 +497,12 @@ def test_list_items_table_rows_and_code_stay_lines_of_their_own(tmp_path):
         "```\nVACUUM FULL t;\nANALYZE t;\n```\n"
     )
     doc = read_one(tmp_path / "notes.md")
-    assert [b.text for b in doc.blocks] == ["To vacuum a table run the command:", "- VACUUM first", "- ANALYZE next", "VACUUM FULL t;\nANALYZE t;"]
+    assert [b.text for b in doc.blocks] == [
+        "To vacuum a table run the command:",
+        "- VACUUM first",
+        "- ANALYZE next",
+        "VACUUM FULL t;\nANALYZE t;",
+    ]
     assert [b.kind.value for b in doc.blocks] == ["prose", "item", "item", "code"]
 
 
@@ -520,7 +580,9 @@ def test_source_files_are_listed_in_path_order_with_relative_keys(tmp_path):
     problems = []
     files = list(iter_source_files([tmp_path, tmp_path / "b.txt"], problems))
     assert [f.key for f in files] == ["a/b/c.html", "a/z.md", "a.txt", "b.txt", "b.txt"]
-    assert files[0] == SourceFile(tmp_path / "a" / "b" / "c.html", "a/b/c.html", str(tmp_path / "a" / "b" / "c.html"), tmp_path.resolve())
+    assert files[0] == SourceFile(
+        tmp_path / "a" / "b" / "c.html", "a/b/c.html", str(tmp_path / "a" / "b" / "c.html"), tmp_path.resolve()
+    )
     assert files[-1].root is None  # given directly: read wherever it leads
     assert files[-1].label == str(tmp_path / "b.txt") and problems == []
     with pytest.raises(CorpusError, match="no such file"):
@@ -530,7 +592,9 @@ def test_source_files_are_listed_in_path_order_with_relative_keys(tmp_path):
 def read_in_worker(file: SourceFile) -> tuple[list, list]:
     """What an indexer's process pool does: read one file, materialising the blocks in the worker."""
     problems = []
-    docs = [dataclasses.replace(d, blocks=list(d.iter_blocks())) for d in read_file(file, strict=False, problems=problems)]
+    docs = [
+        dataclasses.replace(d, blocks=list(d.iter_blocks())) for d in read_file(file, strict=False, problems=problems)
+    ]
     return docs, problems
 
 
@@ -550,7 +614,10 @@ def test_read_file_runs_in_a_process_pool_and_documents_pickle(tmp_path):
 
 # --- real manuals (installed by the Debian documentation packages) -----------------------------------------
 
-NAV_LINE = re.compile(r"^(?:Prev|Next|Up|Home|Navigation|Table of Contents|Previous topic|Next topic|This Page|Show Source|Report a Bug|Quick search|Submit correction)$", re.M)
+NAV_LINE = re.compile(
+    r"^(?:Prev|Next|Up|Home|Navigation|Table of Contents|Previous topic|Next topic|This Page|Show Source|Report a Bug|Quick search|Submit correction)$",
+    re.M,
+)
 
 
 def test_postgresql_manual_pages_read_without_navigation_or_markup():
@@ -573,7 +640,9 @@ def test_postgresql_manual_pages_read_without_navigation_or_markup():
             sections.add((doc.doc_id, block.section))
     assert ("sql-createtable.html", ("Description",)) in sections
     assert ("routine-vacuuming.html", ("25.1.2. Recovering Disk Space",)) in sections or (
-        "routine-vacuuming.html", ("24.1.2. Recovering Disk Space",)) in sections
+        "routine-vacuuming.html",
+        ("24.1.2. Recovering Disk Space",),
+    ) in sections
     assert {d.doc_id: d.title for d in docs}["sql-createtable.html"] == "CREATE TABLE"
 
 
@@ -583,7 +652,10 @@ def test_python_docs_pages_read_without_sphinx_chrome():
     problems = []
     docs = {d.doc_id: d for d in iter_documents([str(p) for p in pages], problems=problems)}
     assert problems == [] and len(docs) == len(pages) > 100
-    chrome = re.compile(r"Previous topic|Next topic|This Page|Show Source|Quick search|©|Copyright \d{4}|Created using|^Navigation$|^Table of Contents$", re.M)
+    chrome = re.compile(
+        r"Previous topic|Next topic|This Page|Show Source|Quick search|©|Copyright \d{4}|Created using|^Navigation$|^Table of Contents$",
+        re.M,
+    )
     for name, doc in docs.items():
         for block in doc.iter_blocks():
             assert not chrome.search(block.text), (name, block.text)
@@ -628,11 +700,16 @@ def test_a_sphinx_builds_copies_of_its_sources_are_not_read_twice(tmp_path):
     reported once and skipped (the Python docs gave 1,027 documents for 530 pages before)."""
     (tmp_path / "_sources").mkdir()
     (tmp_path / "_sources" / "intro.rst.txt").write_text("Intro\n=====\n\nThe same text as the page.\n")
-    (tmp_path / "intro.html").write_text("<html><head><title>Intro</title></head><body><p>The same text as the page.</p></body></html>")
+    (tmp_path / "intro.html").write_text(
+        "<html><head><title>Intro</title></head><body><p>The same text as the page.</p></body></html>"
+    )
     (tmp_path / "searchindex.js").write_text("Search.setIndex({})")
     docs, problems = read(tmp_path)
     assert [d.doc_id for d in docs] == ["intro.html"]
-    assert problems[0] == f"{tmp_path / '_sources'}: a Sphinx build's copies of its pages' sources, skipped (the HTML pages are read)"
+    assert (
+        problems[0]
+        == f"{tmp_path / '_sources'}: a Sphinx build's copies of its pages' sources, skipped (the HTML pages are read)"
+    )
     (tmp_path / "searchindex.js").unlink()  # not a Sphinx build: a folder named _sources is content like any other
     assert [d.doc_id for d in read(tmp_path)[0]] == ["_sources/intro.rst.txt", "intro.html"]
 
@@ -668,11 +745,15 @@ def test_a_pre_the_page_marks_as_text_is_read_as_prose_paragraphs(tmp_path):
     blocks = [(block.kind, block.text) for block in read_html(page).blocks]
     prose = [text for kind, text in blocks if kind == BlockKind.PROSE]
     code = [text for kind, text in blocks if kind == BlockKind.CODE]
-    assert ('The "slowstart" parameter for a server accepts a value in milliseconds which indicates after how long a '
-            "server which has just come back up will run at full speed.") in prose
+    assert (
+        'The "slowstart" parameter for a server accepts a value in milliseconds which indicates after how long a '
+        "server which has just come back up will run at full speed."
+    ) in prose
     assert "The slowstart never applies when HAProxy starts." in prose
     items = [text for kind, text in blocks if kind == BlockKind.ITEM]
-    assert items == ["- maxconn: the number of connections accepted by the server will grow from 1 to 100% of the usual dynamic limit."]
+    assert items == [
+        "- maxconn: the number of connections accepted by the server will grow from 1 to 100% of the usual dynamic limit."
+    ]
     assert any(text.startswith("Example :") and "slowstart 10s" in text for text in code)
     assert any(text.startswith("backend app") for text in code)  # the plain <pre>
     assert not any("192.168.1.1" in text and "parameter" in text for text in prose)

@@ -28,7 +28,11 @@ from typedrag.text import split_sentences, terms
         # Issue 24: a choice asked as "X or Y: which should I use?" is a comparison of superiority.
         ("asyncio or threads: which should I use?", "superiority", ["asyncio", "threads"]),
         # A bare first adjective takes the noun the two items share ("Australian" alone finds no flag).
-        ("What are the differences between the Australian and New Zealand flags?", "difference", ["Australian flags", "New Zealand flags"]),
+        (
+            "What are the differences between the Australian and New Zealand flags?",
+            "difference",
+            ["Australian flags", "New Zealand flags"],
+        ),
         ("What is the difference between animal and plant cells?", "difference", ["animal cells", "plant cells"]),
         ("Is electric or gas heating cheaper?", "superiority", ["electric heating", "gas heating"]),
         ("Differences between cats and big dogs?", "difference", ["cats", "big dogs"]),
@@ -36,8 +40,16 @@ from typedrag.text import split_sentences, terms
         ("tea vs coffee - how do they compare?", "difference", ["tea", "coffee"]),
         ("AC vs DC electricity – what's the difference?", "difference", ["AC", "DC electricity"]),
         ("Python 2 or Python 3 — which should I learn?", "superiority", ["Python 2", "Python 3"]),
-        ("What's the difference between removing a package and purging it?", "difference", ["removing a package", "purging a package"]),
-        ("Is it better to repair my old laptop or replace it?", "superiority", ["repair my old laptop", "replace my old laptop"]),
+        (
+            "What's the difference between removing a package and purging it?",
+            "difference",
+            ["removing a package", "purging a package"],
+        ),
+        (
+            "Is it better to repair my old laptop or replace it?",
+            "superiority",
+            ["repair my old laptop", "replace my old laptop"],
+        ),
         ("self-hosted-runner vs github-hosted", "difference", ["self-hosted-runner", "github-hosted"]),
     ],
 )
@@ -54,8 +66,16 @@ def test_comparison_items_and_purpose(question, purpose, items):
             ["Forgotten Pills", "Why Does Herr R. Run Amok"],
             ["Forgotten Pills film came first", "Why Does Herr R. Run Amok film came first"],
         ),
-        ("What is the main difference between dysphagia and odynophagia?", ["dysphagia", "odynophagia"], ["dysphagia", "odynophagia"]),
-        ("Which is better for a beginner, violin or cello?", ["violin", "cello"], ["violin beginner", "cello beginner"]),
+        (
+            "What is the main difference between dysphagia and odynophagia?",
+            ["dysphagia", "odynophagia"],
+            ["dysphagia", "odynophagia"],
+        ),
+        (
+            "Which is better for a beginner, violin or cello?",
+            ["violin", "cello"],
+            ["violin beginner", "cello beginner"],
+        ),
     ],
 )
 def test_comparison_item_queries_carry_the_question_context_but_no_other_item(question, items, queries):

@@ -71,7 +71,9 @@ def test_hybrid_finds_what_bm25_misses_and_keeps_what_it_finds(hybrid_index):
     assert open_retriever(index_dir, "dense").search("cars", 1)[0].passage.doc_id == "automobile.txt"
     assert hybrid.search("honey bees nectar", 1)[0].passage.doc_id == "bees.txt"
     many = hybrid.search_many(["cars", "lava eruption", "the of"], 2)
-    assert [[h.passage_id for h in r] for r in many] == [[h.passage_id for h in hybrid.search(q, 2)] for q in ["cars", "lava eruption", "the of"]]
+    assert [[h.passage_id for h in r] for r in many] == [
+        [h.passage_id for h in hybrid.search(q, 2)] for q in ["cars", "lava eruption", "the of"]
+    ]
     assert many[2] == []  # nothing searchable in it: nothing found, as with BM25
 
 
@@ -80,7 +82,10 @@ def test_fusion_is_reciprocal_rank_over_each_legs_top():
     assert [pid for pid, _ in fused] == ["a", "c", "b"]
     k = fusion.HYBRID_K
     assert fused[0][1] == pytest.approx(1 / (k + 1) + 1 / (k + 3), abs=1e-6)
-    assert [pid for pid, _ in fusion.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1))] == ["a", "b"]  # a tie: the first leg's best
+    assert [pid for pid, _ in fusion.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1))] == [
+        "a",
+        "b",
+    ]  # a tie: the first leg's best
     assert [pid for pid, _ in fusion.fuse([["a", "b"], ["b", "a"]], 2, weights=(1, 1.5))] == ["b", "a"]
     # BM25's only hit for a rare term and dense's nearest passage tie, and BM25's comes first
     assert [pid for pid, _ in fusion.fuse([["rare#9"], ["noise#1", "noise#2"]], 1)] == ["rare#9"]
@@ -134,7 +139,9 @@ def test_sync_embeds_only_new_text_and_keeps_vectors_in_step(tmp_path):
 
 
 def test_an_interrupted_embedding_resumes_without_embedding_again(tmp_path, monkeypatch):
-    docs = write_docs(tmp_path / "docs", {f"d{i:02d}.txt": f"Document {i} is about topic {i} and word{i}." for i in range(30)})
+    docs = write_docs(
+        tmp_path / "docs", {f"d{i:02d}.txt": f"Document {i} is about topic {i} and word{i}." for i in range(30)}
+    )
     index_dir = tmp_path / "index"
     build_index([docs], index_dir, show_progress=False, retrieval="bm25")
     monkeypatch.setattr(vectors, "EMBED_BATCH", 4)
@@ -155,13 +162,21 @@ def test_an_interrupted_embedding_resumes_without_embedding_again(tmp_path, monk
     with open(journal, "ab") as f:
         f.write(b"\x01" * 7)  # the start of a record a kill cut short
     calls.clear()
-    monkeypatch.setattr(static, "encode", lambda texts, batch_size=1024, on_batch=None: calls.append(len(texts)) or type(static).encode(static, texts, batch_size, on_batch))
+    monkeypatch.setattr(
+        static,
+        "encode",
+        lambda texts, batch_size=1024, on_batch=None: (
+            calls.append(len(texts)) or type(static).encode(static, texts, batch_size, on_batch)
+        ),
+    )
     summary = sync_index([docs], index_dir, show_progress=False, retrieval="hybrid", embedder="static")
     assert summary.embedded == 30 - 8 and sum(calls) == 22  # the two batches journaled were not embedded again
     assert not journal.exists()
     fresh = tmp_path / "fresh"
     build_index([docs], fresh, show_progress=False, embedder="static")
-    assert {k: v.tolist() for k, v in stored_vectors(index_dir).items()} == {k: v.tolist() for k, v in stored_vectors(fresh).items()}
+    assert {k: v.tolist() for k, v in stored_vectors(index_dir).items()} == {
+        k: v.tolist() for k, v in stored_vectors(fresh).items()
+    }
 
 
 def test_a_killed_build_resumes_from_its_journal(tmp_path):
@@ -263,23 +278,46 @@ def test_a_big_new_index_gets_no_vectors_unasked_and_is_told_how_to_add_them(tmp
     assert summary.retrieval == "bm25" and summary.embedder is None and "--retrieval hybrid" in summary.notes[0]
     retriever = open_retriever(tmp_path / "big")
     assert retriever.retrieval == "bm25" and "--retrieval hybrid" in retriever.notice
-    assert build_index([docs], tmp_path / "asked", show_progress=False, retrieval="hybrid", embedder="static").embedded == 5
+    assert (
+        build_index([docs], tmp_path / "asked", show_progress=False, retrieval="hybrid", embedder="static").embedded
+        == 5
+    )
 
 
 def test_a_query_that_is_a_title_puts_that_article_first():
     def terms(text):
         return set(text.lower().replace("'s", "").split())
 
-    bm25 = [("halley#0", "Halley's Comet"), ("herschel#0", "Caroline Herschel"), ("minor#0", "Minor planet"), ("comet#0", "Comet")]
+    bm25 = [
+        ("halley#0", "Halley's Comet"),
+        ("herschel#0", "Caroline Herschel"),
+        ("minor#0", "Minor planet"),
+        ("comet#0", "Comet"),
+    ]
     near = [("halley#0", "Halley's Comet"), ("comet#0", "Comet"), ("comet#1", "Comet")]
     ranked = [pid for pid, _ in fusion.hybrid({"comet"}, bm25, near, 3, terms)]
     assert ranked == ["comet#0", "halley#0", "comet#1"]  # "comet" is the article "Comet", not "Halley's Comet"
-    assert [pid for pid, _ in fusion.hybrid({"comet", "tail"}, bm25, near, 1, terms)] == ["halley#0"]  # a title inside a query: no
+    assert [pid for pid, _ in fusion.hybrid({"comet", "tail"}, bm25, near, 1, terms)] == [
+        "halley#0"
+    ]  # a title inside a query: no
     assert [pid for pid, _ in fusion.hybrid(set(), bm25, near, 1, terms)] == ["halley#0"]
 
 
-ASTRONOMY = {"Comet", "Halley's Comet", "Caroline Herschel", "Minor planet", "Asteroid", "Meteoroid", "Asteroid belt",
-             "Interplanetary medium", "Astronomy", "Meteor shower", "Meteorite", "Impact event", "Planetary system"}
+ASTRONOMY = {
+    "Comet",
+    "Halley's Comet",
+    "Caroline Herschel",
+    "Minor planet",
+    "Asteroid",
+    "Meteoroid",
+    "Asteroid belt",
+    "Interplanetary medium",
+    "Astronomy",
+    "Meteor shower",
+    "Meteorite",
+    "Impact event",
+    "Planetary system",
+}
 
 
 @pytest.fixture(scope="module")
@@ -291,7 +329,9 @@ def astronomy_index(tmp_path_factory):
     docs = list(iter_documents([DEMO_SOURCE], problems=[]))
     chosen = {d.doc_id: d for d in [d for d in docs if d.title in ASTRONOMY] + docs[::40]}
     corpus = root / "vital.jsonl"
-    corpus.write_text("".join(json.dumps({"id": d.doc_id, "title": d.title, "text": d.text}) + "\n" for d in chosen.values()))
+    corpus.write_text(
+        "".join(json.dumps({"id": d.doc_id, "title": d.title, "text": d.text}) + "\n" for d in chosen.values())
+    )
     build_index([corpus], root / "index", show_progress=False)
     return root / "index"
 
@@ -332,10 +372,14 @@ def test_the_index_command_reports_its_vectors_and_ask_notes_an_index_without(tm
     manifest = manifest_of(tmp_path / "plain")
     del manifest["retrieval"]  # as written before vectors
     (tmp_path / "plain" / MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
-    asked = runner.invoke(app, ["ask", "How do bees make honey?", "--index", str(tmp_path / "plain"), "--method", "rag", "--json"])
+    asked = runner.invoke(
+        app, ["ask", "How do bees make honey?", "--index", str(tmp_path / "plain"), "--method", "rag", "--json"]
+    )
     assert asked.exit_code == 0, asked.output
     assert "note:" in asked.output and "--retrieval hybrid" in asked.output
-    hybrid = runner.invoke(app, ["ask", "How do bees make honey?", "--index", str(tmp_path / "index"), "--method", "rag", "--json"])
+    hybrid = runner.invoke(
+        app, ["ask", "How do bees make honey?", "--index", str(tmp_path / "index"), "--method", "rag", "--json"]
+    )
     assert json.loads(hybrid.stdout)["engines"]["retriever"] == "tantivy-hybrid/static"
 
 
@@ -343,7 +387,11 @@ def write_shipped(folder: Path, identity: str, texts: list[str], embedder_key: s
     """A file of shipped vectors for `texts`, as scripts/demo_vectors.py writes them."""
     rows, scales = vectors.quantize(embedder_for(embedder_key).encode(texts))
     folder.mkdir(parents=True, exist_ok=True)
-    vectors.record_shipped(folder, f"{embedder_key}.vectors", vectors.shipped_file(identity, [vectors.digest(t) for t in texts], rows, scales))
+    vectors.record_shipped(
+        folder,
+        f"{embedder_key}.vectors",
+        vectors.shipped_file(identity, [vectors.digest(t) for t in texts], rows, scales),
+    )
 
 
 def test_a_shipped_digest_ending_in_a_zero_byte_is_found(tmp_path):
@@ -368,13 +416,16 @@ def test_a_build_takes_the_vectors_typedrag_ships_and_embeds_only_the_rest(tmp_p
     summary = build_index([docs], tmp_path / "index", show_progress=False, embedder="static")
     assert summary.embedded == 2  # the three texts shipped were not embedded
     assert {k: v.tolist() for k, v in stored_vectors(tmp_path / "index").items()} == {
-        k: v.tolist() for k, v in stored_vectors(tmp_path / "plain").items()}
+        k: v.tolist() for k, v in stored_vectors(tmp_path / "plain").items()
+    }
     monkeypatch.setattr(vectors, "SHIPPED_DIR", shipped / "other")  # another model's vectors are never taken
     assert build_index([docs], tmp_path / "other", show_progress=False, embedder="static").embedded == 5
 
 
 @pytest.mark.parametrize("damage", ["a row changed", "no digest recorded"])
-def test_shipped_vectors_that_do_not_match_their_recorded_digest_are_not_taken_and_the_build_says_so(tmp_path, monkeypatch, damage):
+def test_shipped_vectors_that_do_not_match_their_recorded_digest_are_not_taken_and_the_build_says_so(
+    tmp_path, monkeypatch, damage
+):
     """Issue 57 P10: before, the shipped files were taken as they were: a tampered row poisoned every demo index."""
     docs = write_docs(tmp_path / "docs", DOCS)
     shipped = tmp_path / "shipped"
@@ -391,10 +442,13 @@ def test_shipped_vectors_that_do_not_match_their_recorded_digest_are_not_taken_a
     vectors.shipped_vectors.cache_clear()
     summary = build_index([docs], tmp_path / "index", show_progress=False, embedder="static")
     assert summary.embedded == 5  # every passage embedded afresh
-    assert any("static.vectors do not match the sha256 typedrag recorded" in note for note in summary.notes), summary.notes
+    assert any("static.vectors do not match the sha256 typedrag recorded" in note for note in summary.notes), (
+        summary.notes
+    )
     build_index([docs], tmp_path / "plain", show_progress=False, embedder="static")
     assert {k: v.tolist() for k, v in stored_vectors(tmp_path / "index").items()} == {
-        k: v.tolist() for k, v in stored_vectors(tmp_path / "plain").items()}
+        k: v.tolist() for k, v in stored_vectors(tmp_path / "plain").items()
+    }
     vectors.shipped_vectors.cache_clear()
 
 

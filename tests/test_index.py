@@ -229,7 +229,9 @@ def copy_of_index(built, tmp_path):
 
 
 def test_missing_dir_or_manifest(tmp_path, copy_of_index):
-    with pytest.raises(IndexUnusableError, match=r"no index at .*: build one first with `typedrag index SOURCE\.\.\. --index "):
+    with pytest.raises(
+        IndexUnusableError, match=r"no index at .*: build one first with `typedrag index SOURCE\.\.\. --index "
+    ):
         open_retriever(tmp_path / "nothing-here")
     (copy_of_index / MANIFEST).unlink()
     with pytest.raises(IndexUnusableError, match=r"manifest.json is missing.*re-run `typedrag index .*--index"):
@@ -291,7 +293,11 @@ def test_failed_rebuild_leaves_previous_index_intact(tmp_path):
     after = open_retriever(index_dir, "bm25")
     assert [(r.passage_id, r.score) for r in after.search("honey bees", 3)] == before
     assert after.search("novel", 3) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad.jsonl", "good.jsonl", "index"]  # issue 55 E12: no lock file left
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "bad.jsonl",
+        "good.jsonl",
+        "index",
+    ]  # issue 55 E12: no lock file left
 
 
 def test_rebuild_replaces_index(tmp_path):
@@ -329,8 +335,15 @@ def test_a_killed_readers_symlink_folder_is_removed_by_the_next_reader(built, tm
     temp.mkdir()
     env = {**os.environ, "TMPDIR": str(temp)}
     reader = subprocess.Popen(
-        [sys.executable, "-c", f"from typedrag.index import open_retriever; r = open_retriever({str(built)!r}); print('open', flush=True); input()"],
-        env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+        [
+            sys.executable,
+            "-c",
+            f"from typedrag.index import open_retriever; r = open_retriever({str(built)!r}); print('open', flush=True); input()",
+        ],
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     assert reader.stdout.readline().strip() == "open"
     left = [p.name for p in temp.glob("typedrag-index-*")]  # onnxruntime may leave a file of its own there
@@ -339,8 +352,13 @@ def test_a_killed_readers_symlink_folder_is_removed_by_the_next_reader(built, tm
     reader.wait()
     assert [p.name for p in temp.glob("typedrag-index-*")] == left  # nothing ran at exit
     subprocess.run(
-        [sys.executable, "-c", f"from typedrag.index import open_retriever; open_retriever({str(built)!r}).search('volcano')"],
-        env=env, check=True,
+        [
+            sys.executable,
+            "-c",
+            f"from typedrag.index import open_retriever; open_retriever({str(built)!r}).search('volcano')",
+        ],
+        env=env,
+        check=True,
     )
     assert list(temp.glob("typedrag-index-*")) == []
     assert open_retriever(built).search("volcano")  # the index itself is untouched

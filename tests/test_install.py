@@ -95,7 +95,9 @@ def test_ask_classify_and_eval_with_its_chart_work(plain, work):
     rows = [{"id": "q1", "question": "Why did the Western Roman Empire fall?",
              "references": [{"text": "Taxes, invasions and civil wars.", "grade": 3}, {"text": "Rain.", "grade": 0}]}]  # fmt: skip
     (work / "data.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    run = plain.run("typedrag", "eval", "--dataset", "data.jsonl", "--index", "idx", "--out", "run", "--no-progress", cwd=work)
+    run = plain.run(
+        "typedrag", "eval", "--dataset", "data.jsonl", "--index", "idx", "--out", "run", "--no-progress", cwd=work
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     # Offline, both methods answer this question alike: the chart is drawn (matplotlib works: a failure to draw would be
     # the reason given), then left out as saying nothing, with why (issue 55 E15)
@@ -153,7 +155,10 @@ def test_a_users_mypy_sees_typedrags_types(plain, tmp_path):
 @pytest.mark.parametrize(
     ("extra", "command"),
     [
-        ("local", ["typedrag", "ask", "Why did the Western Roman Empire fall?", "--index", "idx", "--llm", "local:smollm2"]),
+        (
+            "local",
+            ["typedrag", "ask", "Why did the Western Roman Empire fall?", "--index", "idx", "--llm", "local:smollm2"],
+        ),
         ("local", ["typedrag", "classify", "Why is the sky blue?", "--classifier", "llm", "--llm", "local:model.gguf"]),
         ("train", ["python", "-m", "typedrag.classify.train", "--data-dir", "nfcats", "--out", "model"]),
         ("bench", ["python", ROOT / "bench" / "bench_retrieval.py", "--corpus", "corpus.jsonl"]),
@@ -187,4 +192,6 @@ def test_otel_variables_without_the_otel_extra_are_one_warning_and_the_answer_st
     assert ask.returncode == 0, ask.stderr
     assert json.loads(ask.stdout)["strategy"] == "reason"
     lines = [line for line in ask.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and "pip install 'typedrag[otel]'" in lines[0] and lines[0].startswith("warning:"), ask.stderr
+    assert len(lines) == 1 and "pip install 'typedrag[otel]'" in lines[0] and lines[0].startswith("warning:"), (
+        ask.stderr
+    )

@@ -37,12 +37,18 @@ R_INTRO = Path("/usr/share/R/doc/manual/R-intro.pdf")
 VACUUM_HTML = Path("/usr/share/doc/postgresql-doc-15/html/routine-vacuuming.html")
 HANG_GUARD = 900  # seconds a wait may take before the test says it hung (never a speed check)
 
-CROCODILES = ("# Crocodiles\n\nCrocodiles have a V-shaped, pointed snout. When a crocodile closes its mouth, the fourth "
-              "tooth of the lower jaw stays visible. Crocodiles tolerate salt water thanks to glands on the tongue.\n")
-BREAD = ("Bread making\n\nTo bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
-         "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size.\n")
-SOURDOUGH = ("Sourdough\n\nA sourdough starter replaces baker's yeast: flour and water ferment for a week with wild "
-             "yeasts and lactobacilli. Feed the starter daily and bake when it bubbles and smells sour.\n")
+CROCODILES = (
+    "# Crocodiles\n\nCrocodiles have a V-shaped, pointed snout. When a crocodile closes its mouth, the fourth "
+    "tooth of the lower jaw stays visible. Crocodiles tolerate salt water thanks to glands on the tongue.\n"
+)
+BREAD = (
+    "Bread making\n\nTo bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
+    "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size.\n"
+)
+SOURDOUGH = (
+    "Sourdough\n\nA sourdough starter replaces baker's yeast: flour and water ferment for a week with wild "
+    "yeasts and lactobacilli. Feed the starter daily and bake when it bubbles and smells sour.\n"
+)
 
 
 def requires(path: Path, package: str) -> None:
@@ -55,7 +61,9 @@ def library_url(tmp_path, classifier):
     """A server with a data folder and no --index: collections only."""
     data = tmp_path / "data"
     pipeline = Pipeline(OfflineEngine(), None, classifier=classifier)
-    with serving(create_app(Settings(data=data, cache_dir=None, library=LibraryLimits(max_file_bytes=2 << 20)), pipeline)) as url:
+    with serving(
+        create_app(Settings(data=data, cache_dir=None, library=LibraryLimits(max_file_bytes=2 << 20)), pipeline)
+    ) as url:
         yield url, data
 
 
@@ -66,7 +74,9 @@ def create(url: str, name: str, retrieval: str | None = "bm25") -> dict:
 
 
 def upload(url: str, name: str, files: list[tuple[str, bytes]]) -> httpx.Response:
-    return httpx.post(f"{url}/v1/collections/{name}/documents", files=[("files", (n, b)) for n, b in files], timeout=120)
+    return httpx.post(
+        f"{url}/v1/collections/{name}/documents", files=[("files", (n, b)) for n, b in files], timeout=120
+    )
 
 
 def settled(url: str, name: str) -> dict:
@@ -75,7 +85,8 @@ def settled(url: str, name: str) -> dict:
     while True:
         listing = httpx.get(f"{url}/v1/collections/{name}/documents", timeout=30).json()
         busy = listing["collection"]["state"] in ("ingesting", "queued") or any(
-            d["status"] in ("queued", "indexing", "removing") for d in listing["documents"])
+            d["status"] in ("queued", "indexing", "removing") for d in listing["documents"]
+        )
         if not busy:
             return listing
         assert time.monotonic() < deadline, f"ingestion of {name} did not settle: {listing}"
@@ -83,7 +94,9 @@ def settled(url: str, name: str) -> dict:
 
 
 def ask(url: str, name: str, question: str, method: str = "rag") -> dict:
-    response = httpx.post(f"{url}/v1/collections/{name}/answer", json={"question": question, "method": method}, timeout=120)
+    response = httpx.post(
+        f"{url}/v1/collections/{name}/answer", json={"question": question, "method": method}, timeout=120
+    )
     assert response.status_code == 200, response.text
     return response.json()
 
@@ -122,13 +135,23 @@ def test_upload_ingest_ask_open_the_source_replace_and_delete(library_url, tmp_p
     requires(VACUUM_HTML, "postgresql-doc-15")
     url, data = library_url
     create(url, "kb")
-    response = upload(url, "kb", [("crocodiles.md", CROCODILES.encode()), ("bread.txt", BREAD.encode()),
-                                  ("routine-vacuuming.html", VACUUM_HTML.read_bytes())])
+    response = upload(
+        url,
+        "kb",
+        [
+            ("crocodiles.md", CROCODILES.encode()),
+            ("bread.txt", BREAD.encode()),
+            ("routine-vacuuming.html", VACUUM_HTML.read_bytes()),
+        ],
+    )
     assert response.status_code == 202, response.text
     assert [a["name"] for a in response.json()["accepted"]] == ["crocodiles.md", "bread.txt", "routine-vacuuming.html"]
     listing = settled(url, "kb")
     assert {d["name"]: d["status"] for d in listing["documents"]} == {
-        "bread.txt": "indexed", "crocodiles.md": "indexed", "routine-vacuuming.html": "indexed"}
+        "bread.txt": "indexed",
+        "crocodiles.md": "indexed",
+        "routine-vacuuming.html": "indexed",
+    }
     assert listing["collection"]["documents"] == 3 and listing["collection"]["last_ingestion"]["added"] == 3
 
     # one collection answers over /v1/answer by default (the only one), /v1/collections/kb/answer, and OpenAI's model id
@@ -137,11 +160,15 @@ def test_upload_ingest_ask_open_the_source_replace_and_delete(library_url, tmp_p
     top = result["sources"][0]
     assert top["passage_id"].startswith("routine-vacuuming.html#")
     assert top["link"] == f"/view/kb?passage={top['passage_id'].replace('#', '%23')}"
-    default = httpx.post(f"{url}/v1/answer", json={"question": "Why should VACUUM be run regularly?", "method": "rag"}, timeout=120)
+    default = httpx.post(
+        f"{url}/v1/answer", json={"question": "Why should VACUUM be run regularly?", "method": "rag"}, timeout=120
+    )
     assert default.json()["sources"][0]["link"] == top["link"]
     client = openai.OpenAI(base_url=f"{url}/v1", api_key="unused", max_retries=0)
     assert {"typedrag:kb", "typedrag-rag:kb"} <= {m.id for m in client.models.list()}
-    chat = client.chat.completions.create(model="typedrag-rag:kb", messages=[{"role": "user", "content": "How do I knead bread dough?"}])
+    chat = client.chat.completions.create(
+        model="typedrag-rag:kb", messages=[{"role": "user", "content": "How do I knead bread dough?"}]
+    )
     typed = chat.model_extra["typedrag"]
     assert typed["collection"] == "kb" and typed["sources"][0]["passage_id"] == "bread.txt#0"
     assert typed["sources"][0]["link"] == "/view/kb?passage=bread.txt%230"
@@ -162,8 +189,18 @@ def test_upload_ingest_ask_open_the_source_replace_and_delete(library_url, tmp_p
     # `typedrag ask --json` on the collection's index gives the same link
     from typedrag.cli import app as cli
 
-    run = CliRunner().invoke(cli, ["ask", "How do I knead bread dough?", "--index", str(data / "collections/kb/index"),
-                                   "--method", "rag", "--json"])
+    run = CliRunner().invoke(
+        cli,
+        [
+            "ask",
+            "How do I knead bread dough?",
+            "--index",
+            str(data / "collections/kb/index"),
+            "--method",
+            "rag",
+            "--json",
+        ],
+    )
     assert run.exit_code == 0, run.output
     assert json.loads(run.output)["sources"][0]["link"] == "/view/kb?passage=bread.txt%230"
 
@@ -193,7 +230,9 @@ def test_a_pdf_opens_at_its_page_with_the_passage_boxed(library_url):
     # the library's default file limit is lowered to 2 MB in this fixture; R-intro.pdf is 0.6 MB
     assert upload(url, "r", [("R-intro.pdf", R_INTRO.read_bytes())]).status_code == 202
     settled(url, "r")
-    found = httpx.post(f"{url}/v1/collections/r/search", json={"query": "lists and data frames", "k": 3}).json()["passages"]
+    found = httpx.post(f"{url}/v1/collections/r/search", json={"query": "lists and data frames", "k": 3}).json()[
+        "passages"
+    ]
     top = found[0]
     assert top["passage_id"].startswith("R-intro.pdf#") and top["page"] and top["link"].startswith("/view/r?passage=")
     shown = httpx.get(f"{url}/v1/collections/r/source", params={"passage": top["passage_id"]}).json()
@@ -211,7 +250,9 @@ def test_a_pdf_opens_at_its_page_with_the_passage_boxed(library_url):
 def test_a_hybrid_collection_embeds_and_says_how_far_it_is(library_url):
     url, _ = library_url
     create(url, "mixed", retrieval=None)  # the default: BM25 and passage vectors
-    assert upload(url, "mixed", [("crocodiles.md", CROCODILES.encode()), ("bread.txt", BREAD.encode())]).status_code == 202
+    assert (
+        upload(url, "mixed", [("crocodiles.md", CROCODILES.encode()), ("bread.txt", BREAD.encode())]).status_code == 202
+    )
     listing = settled(url, "mixed")
     info = listing["collection"]
     assert info["retriever"] == "tantivy-hybrid/minilm" and info["last_ingestion"]["embedded"] == info["passages"] == 2
@@ -229,9 +270,13 @@ def test_the_index_collection_is_read_only_and_default(small_index, classifier, 
         refused = upload(url, "default", [("x.md", b"# x\n\ntext\n")])
         assert refused.status_code == 409 and "read-only" in refused.json()["error"]["message"]
         assert httpx.post(f"{url}/v1/collections", json={"name": "new"}).status_code == 409
-        result = httpx.post(f"{url}/v1/answer", json={"question": "How do I bake bread?", "method": "rag"}, timeout=60).json()
+        result = httpx.post(
+            f"{url}/v1/answer", json={"question": "How do I bake bread?", "method": "rag"}, timeout=60
+        ).json()
         assert result["collection"] == "default" and result["sources"][0]["link"].startswith("/view/default?passage=")
-        shown = httpx.get(f"{url}/v1/collections/default/source", params={"passage": result["sources"][0]["passage_id"]}).json()
+        shown = httpx.get(
+            f"{url}/v1/collections/default/source", params={"passage": result["sources"][0]["passage_id"]}
+        ).json()
         assert shown["found"] and shown["passage"]["text"]
         # a file of the folder the index was built from that the index does not hold is never served
         (small_index.parent / "secret.txt").write_text("not indexed")
@@ -260,15 +305,31 @@ def test_an_original_is_shown_sanitised_never_raw(library_url):
     settled(url, "garden")
     shown = httpx.get(f"{url}/v1/collections/garden/source", params={"passage": "hoses.html#0"}).json()
     page = shown["view"]["html"]
-    for banned in ("<script", "onload", "onerror", "javascript:", "<iframe", "<form", "<input", "<style", "style=",
-                   "<img", "<svg", 'href="other.html"', "display:none"):
+    for banned in (
+        "<script",
+        "onload",
+        "onerror",
+        "javascript:",
+        "<iframe",
+        "<form",
+        "<input",
+        "<style",
+        "style=",
+        "<img",
+        "<svg",
+        'href="other.html"',
+        "display:none",
+    ):
         assert banned not in page, banned
     assert 'href="https://example.org/hoses"' in page and 'rel="noopener noreferrer nofollow"' in page
     assert page.count('id="passage"') == 1  # the original's own id="passage" is dropped; the mark keeps it
     assert shown["view"]["located"] and "Drain the garden hose" in page
     # the original itself is only ever a download
     original = httpx.get(f"{url}/v1/collections/garden/documents/hoses.html/original")
-    assert original.headers["content-type"] == "application/octet-stream" and "attachment" in original.headers["content-disposition"]
+    assert (
+        original.headers["content-type"] == "application/octet-stream"
+        and "attachment" in original.headers["content-disposition"]
+    )
     assert "sandbox" in original.headers["content-security-policy"]
 
 
@@ -291,7 +352,10 @@ def test_a_collection_deleted_while_it_ingests_stops_cleanly(library_url):
 def docx_bytes(document_xml: bytes) -> bytes:
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as archive:
-        archive.writestr("[Content_Types].xml", '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"/>')
+        archive.writestr(
+            "[Content_Types].xml",
+            '<?xml version="1.0"?><Types xmlns="http://schemas.openxmlformats.org/package/2006/content-types"/>',
+        )
         archive.writestr("word/document.xml", document_xml)
     return out.getvalue()
 
@@ -303,19 +367,23 @@ def test_hostile_files_are_refused_each_with_its_reason_and_the_rest_kept(librar
     settled(url, "kb")
     before_outside = {p for p in tmp_path.iterdir()}
     bomb = docx_bytes(b"<w:document>" + b" " * (24 << 20) + b"</w:document>")  # 24 MB of spaces in ~24 KB
-    response = upload(url, "kb", [
-        ("../../escape.txt", b"outside"),
-        ("/etc/passwd.txt", b"absolute"),
-        ("..\\windows.txt", b"backslash"),
-        ("bomb.docx", bomb),
-        ("big.txt", b"x " * (1 << 20) + b"y" * 10),  # over the 2 MB limit of this server
-        ("tool.exe", b"MZ\x90\x00"),
-        ("fake.pdf", b"<html><body>not a pdf</body></html>"),
-        ("binary.txt", b"\x00\x01\x02" * 100),
-        ("empty.md", b""),
-        (".hidden.md", b"# hidden\n"),
-        ("good.md", CROCODILES.encode()),
-    ])
+    response = upload(
+        url,
+        "kb",
+        [
+            ("../../escape.txt", b"outside"),
+            ("/etc/passwd.txt", b"absolute"),
+            ("..\\windows.txt", b"backslash"),
+            ("bomb.docx", bomb),
+            ("big.txt", b"x " * (1 << 20) + b"y" * 10),  # over the 2 MB limit of this server
+            ("tool.exe", b"MZ\x90\x00"),
+            ("fake.pdf", b"<html><body>not a pdf</body></html>"),
+            ("binary.txt", b"\x00\x01\x02" * 100),
+            ("empty.md", b""),
+            (".hidden.md", b"# hidden\n"),
+            ("good.md", CROCODILES.encode()),
+        ],
+    )
     assert response.status_code == 202, response.text
     body = response.json()
     assert [a["name"] for a in body["accepted"]] == ["good.md"]
@@ -343,13 +411,19 @@ def test_hostile_files_are_refused_each_with_its_reason_and_the_rest_kept(librar
 def test_limits_on_count_and_size_of_an_upload_and_of_a_collection(tmp_path, classifier):
     data = tmp_path / "data"
     limits = LibraryLimits(max_files_per_upload=3, max_collection_files=4, max_upload_bytes=64 << 10)
-    with serving(create_app(Settings(data=data, cache_dir=None, library=limits), Pipeline(OfflineEngine(), None, classifier=classifier))) as url:
+    with serving(
+        create_app(
+            Settings(data=data, cache_dir=None, library=limits), Pipeline(OfflineEngine(), None, classifier=classifier)
+        )
+    ) as url:
         create(url, "kb")
         response = upload(url, "kb", [(f"n{i}.md", f"# note {i}\n\nnumber {i}\n".encode()) for i in range(5)])
         body = response.json()
         assert [a["name"] for a in body["accepted"]] == ["n0.md", "n1.md", "n2.md"]
         assert {r["name"]: r["reason"] for r in body["rejected"]} == {
-            "n3.md": "more than 3 files in one upload", "n4.md": "more than 3 files in one upload"}
+            "n3.md": "more than 3 files in one upload",
+            "n4.md": "more than 3 files in one upload",
+        }
         more = upload(url, "kb", [("n3.md", b"# three\n\nthree\n"), ("n4.md", b"# four\n\nfour\n")]).json()
         assert [a["name"] for a in more["accepted"]] == ["n3.md"]
         assert more["rejected"] == [{"name": "n4.md", "reason": "the collection holds its limit of 4 files"}]
@@ -363,7 +437,10 @@ def test_limits_on_count_and_size_of_an_upload_and_of_a_collection(tmp_path, cla
 def test_two_hundred_files_at_once_are_all_indexed(library_url):
     url, data = library_url
     create(url, "notes")
-    files = [(f"note-{i:03d}.md", f"# Note {i}\n\nThe note number {i} says the word zebra{i} once.\n".encode()) for i in range(200)]
+    files = [
+        (f"note-{i:03d}.md", f"# Note {i}\n\nThe note number {i} says the word zebra{i} once.\n".encode())
+        for i in range(200)
+    ]
     response = upload(url, "notes", files)
     assert response.status_code == 202 and len(response.json()["accepted"]) == 200 and response.json()["rejected"] == []
     listing = settled(url, "notes")
@@ -377,11 +454,19 @@ def test_an_upload_cut_off_halfway_leaves_nothing(library_url):
     create(url, "kb")
     host, port = url.removeprefix("http://").split(":")
     boundary = "typedrag-boundary"
-    head = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"files\"; filename=\"half.txt\"\r\n"
-            "Content-Type: text/plain\r\n\r\n").encode()
+    head = (
+        f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="half.txt"\r\n'
+        "Content-Type: text/plain\r\n\r\n"
+    ).encode()
     with socket.create_connection((host, int(port))) as sock:
-        sock.sendall((f"POST /v1/collections/kb/documents HTTP/1.1\r\nHost: {host}\r\nContent-Length: {1 << 20}\r\n"
-                      f"Content-Type: multipart/form-data; boundary={boundary}\r\n\r\n").encode() + head + b"words " * 20_000)
+        sock.sendall(
+            (
+                f"POST /v1/collections/kb/documents HTTP/1.1\r\nHost: {host}\r\nContent-Length: {1 << 20}\r\n"
+                f"Content-Type: multipart/form-data; boundary={boundary}\r\n\r\n"
+            ).encode()
+            + head
+            + b"words " * 20_000
+        )
         deadline = time.monotonic() + HANG_GUARD
         while not any((data / "collections/kb/incoming").iterdir()):  # the server is receiving it
             assert time.monotonic() < deadline
@@ -402,9 +487,21 @@ def start_server(data: Path, port: int, tmpdir: Path) -> subprocess.Popen:
     env = {**os.environ, "TMPDIR": str(tmpdir), "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("TYPEDRAG_SERVER_API_KEY", None)
     return subprocess.Popen(
-        [sys.executable, "-c", "from typedrag.cli import app; app()", "serve", "--data", str(data), "--port", str(port),
-         "--log-level", "warning"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        [
+            sys.executable,
+            "-c",
+            "from typedrag.cli import app; app()",
+            "serve",
+            "--data",
+            str(data),
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -454,10 +551,15 @@ def test_a_server_killed_while_it_ingests_resumes_and_loses_nothing(tmp_path):
         server = start_server(data, port, outside)
         wait_ready(url, server)
         # while it catches up, the last complete index answers
-        during = httpx.post(f"{url}/v1/collections/r/answer", json={"question": "How do I knead bread?", "method": "rag"}, timeout=120)
+        during = httpx.post(
+            f"{url}/v1/collections/r/answer", json={"question": "How do I knead bread?", "method": "rag"}, timeout=120
+        )
         assert during.status_code == 200 and during.json()["sources"][0]["passage_id"] == "bread.txt#0"
         listing = settled(url, "r")
-        assert {d["name"]: d["status"] for d in listing["documents"]} == {"R-intro.pdf": "indexed", "bread.txt": "indexed"}
+        assert {d["name"]: d["status"] for d in listing["documents"]} == {
+            "R-intro.pdf": "indexed",
+            "bread.txt": "indexed",
+        }
         info = listing["collection"]
         last = info["last_ingestion"]
         assert last["added"] == 1 and last["embedded"] < info["passages"] - 1  # resumed: the journaled vectors kept
@@ -494,7 +596,9 @@ async def test_the_library_lists_searches_and_answers_without_http(tmp_path, cla
             library.pipeline("kb")
         library.ingest(collection)  # what the ingestion thread runs
         assert not collection.behind()
-        collection.registry["bread.txt"]["sha256"] = "0" * 64  # as after a crash between a replacement and its ingestion
+        collection.registry["bread.txt"]["sha256"] = (
+            "0" * 64
+        )  # as after a crash between a replacement and its ingestion
         assert collection.behind()
         collection.registry["bread.txt"]["sha256"] = accepted[1]["sha256"]
         assert collection.state() == "ready" and library.names() == ["kb"] and library.infos()[0]["documents"] == 2

@@ -31,14 +31,19 @@ def page(tmp_path, classifier):
     for path, package in ((R_INTRO, "r-doc-pdf"), (VACUUM_HTML, "postgresql-doc-15")):
         if not path.exists():
             pytest.skip(f"{path} not found: apt-get install {package}")
-    app = create_app(Settings(data=tmp_path / "data", cache_dir=None), Pipeline(OfflineEngine(), None, classifier=classifier))
+    app = create_app(
+        Settings(data=tmp_path / "data", cache_dir=None), Pipeline(OfflineEngine(), None, classifier=classifier)
+    )
     with serving(app) as url, sync_api.sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=ARGS)
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         page.url_base = url
         page.hosts, page.console_errors = set(), []
         # every host the page and its viewer talked to (a PDF page shown from a blob: is no host)
-        page.on("request", lambda request: request.url.startswith(("blob:", "data:")) or page.hosts.add(urlparse(request.url).netloc))
+        page.on(
+            "request",
+            lambda request: request.url.startswith(("blob:", "data:")) or page.hosts.add(urlparse(request.url).netloc),
+        )
         page.on("console", lambda message: message.type == "error" and page.console_errors.append(message.text))
         page.on("pageerror", lambda error: page.console_errors.append(str(error)))
         page.goto(url)
@@ -107,14 +112,20 @@ def test_a_collection_from_upload_to_a_cited_original(page):
     drop(page, VACUUM_HTML)  # and dragged in
     expect(page.locator("#documents tbody tr")).to_have_count(2, timeout=WAIT)
     settled(page)
-    statuses = dict(zip(page.locator("#documents tbody td:first-child a").all_inner_texts(),
-                        page.locator("#documents tbody td.status").all_inner_texts()))
+    statuses = dict(
+        zip(
+            page.locator("#documents tbody td:first-child a").all_inner_texts(),
+            page.locator("#documents tbody td.status").all_inner_texts(),
+        )
+    )
     assert statuses == {"R-intro.pdf": "indexed", "routine-vacuuming.html": "indexed"}, statuses
     lines = page.evaluate("() => window.__lines")
     assert any(line.startswith("reading:") and "files" in line for line in lines), lines  # progress was shown live
     assert "passages" in page.locator("#collection-counts").inner_text()
     results = page.locator("#upload-result li").all_inner_texts()
-    assert any("R-intro.pdf: added" in line for line in results) and any("routine-vacuuming.html: added" in line for line in results)
+    assert any("R-intro.pdf: added" in line for line in results) and any(
+        "routine-vacuuming.html: added" in line for line in results
+    )
 
     # an HTML source: its original opens beside the answer, the passage marked and in view
     ask(page, "Why should VACUUM be run regularly?")
@@ -142,8 +153,11 @@ def test_a_collection_from_upload_to_a_cited_original(page):
 
     # a PDF source: its page rendered, the passage boxed
     ask(page, "How do I create a list with named components in R?")
-    pdf_citation = next(c for c in page.locator("#answer a.cite").all()
-                        if page.locator(f"#source-{c.get_attribute('data-source')} .source-id").inner_text().startswith("R-intro.pdf#"))
+    pdf_citation = next(
+        c
+        for c in page.locator("#answer a.cite").all()
+        if page.locator(f"#source-{c.get_attribute('data-source')} .source-id").inner_text().startswith("R-intro.pdf#")
+    )
     pdf_citation.click()
     frame = viewer(page)
     expect(frame.locator(".pdf-page img")).to_be_visible()
@@ -163,8 +177,16 @@ def test_a_collection_from_upload_to_a_cited_original(page):
 
     # another collection, then back
     create_collection(page, "notes")
-    page.set_input_files("#files", files=[{"name": "crocodiles.md", "mimeType": "text/markdown", "buffer":
-                         b"# Crocodiles\n\nA crocodile shows the fourth tooth of its lower jaw when its mouth is shut.\n"}])
+    page.set_input_files(
+        "#files",
+        files=[
+            {
+                "name": "crocodiles.md",
+                "mimeType": "text/markdown",
+                "buffer": b"# Crocodiles\n\nA crocodile shows the fourth tooth of its lower jaw when its mouth is shut.\n",
+            }
+        ],
+    )
     expect(page.locator("#documents tr[data-name='crocodiles.md']")).to_have_count(1, timeout=WAIT)
     settled(page)
     ask(page, "Which tooth does a crocodile show?")

@@ -48,7 +48,10 @@ async def test_plain_completion_over_real_protocol(smollm2):
 async def test_a_streamed_completion_arrives_in_pieces_with_usage(smollm2):
     heard: list[str] = []
     completion = await smollm2.complete(
-        [{"role": "user", "content": "Count from one to ten in words."}], role="answer", max_tokens=24, on_text=heard.append
+        [{"role": "user", "content": "Count from one to ten in words."}],
+        role="answer",
+        max_tokens=24,
+        on_text=heard.append,
     )
     assert len(heard) > 1 and "".join(heard) == completion.text and completion.text.strip()
     assert completion.call.prompt_tokens > 0 and 0 < completion.call.completion_tokens <= 24
@@ -80,9 +83,16 @@ async def test_typed_pipeline_completes_with_a_recorded_outcome(smollm2, retriev
 async def test_under_the_schema_grammar_a_plan_stops_at_its_item_limit(smollm2):
     """Issue 23, 1: with maxItems in the schema, llama.cpp's grammar ends the list; before, the model repeated
     items until the token limit and the reply was cut mid-JSON."""
-    messages = [{"role": "user", "content": "List as many search queries as you can about materialized views, views, "
-                 "and every other kind of view. Reply as JSON with a sub_queries list."}]
-    completion = await smollm2.complete(messages, role="plan:reason", schema=SubQueryPlan, max_tokens=LLMEngine(smollm2).plan_tokens)
+    messages = [
+        {
+            "role": "user",
+            "content": "List as many search queries as you can about materialized views, views, "
+            "and every other kind of view. Reply as JSON with a sub_queries list.",
+        }
+    ]
+    completion = await smollm2.complete(
+        messages, role="plan:reason", schema=SubQueryPlan, max_tokens=LLMEngine(smollm2).plan_tokens
+    )
     raw = json.loads(completion.call.reply or completion.text)
     assert len(raw["sub_queries"]) <= MAX_ASPECTS and all(len(q) <= QUERY_CHARS for q in raw["sub_queries"])
     assert completion.call.finish_reason == "stop"
@@ -115,7 +125,9 @@ async def test_a_two_turn_conversation_runs_and_its_rewrite_validates(smollm2, r
     history = [{"role": "user", "content": first.question}, {"role": "assistant", "content": first.answer}]
     second = await pipeline.answer("Which of the two lives in fresh water?", "rag", history=history)
     rewrite = second.llm_calls[0]
-    assert rewrite.role == "rewrite" and rewrite.structured in (StructuredOutcome.OK, StructuredOutcome.REPAIRED), rewrite
+    assert rewrite.role == "rewrite" and rewrite.structured in (StructuredOutcome.OK, StructuredOutcome.REPAIRED), (
+        rewrite
+    )
     assert second.standalone_question and second.rewrite.by.startswith("openai-compatible:SmolLM2")
     assert second.searched == [second.standalone_question] and second.answer.strip()
 

@@ -61,7 +61,9 @@ def test_extract_json_rejects_prose():
 
 
 async def test_invalid_output_gets_one_repair_request_then_is_marked_repaired():
-    replies = iter([Reply(content="Causes: sunlight, chlorophyll."), Reply(content='{"sub_queries": ["sunlight", "chlorophyll"]}')])
+    replies = iter(
+        [Reply(content="Causes: sunlight, chlorophyll."), Reply(content='{"sub_queries": ["sunlight", "chlorophyll"]}')]
+    )
     with OpenAIStubServer(lambda r: next(replies)) as server:
         completion = await model_for(server).complete(MESSAGES, role="plan:reason", schema=SubQueryPlan)
     assert completion.call.structured is StructuredOutcome.REPAIRED
@@ -131,7 +133,9 @@ async def test_cache_hit_makes_no_request(tmp_path):
 async def test_api_key_never_appears_in_errors_or_cache(tmp_path):
     key = "sk-planted-secret-123456"
     with OpenAIStubServer(lambda r: Reply(status=401, content=f"bad key {r.headers.get('authorization')}")) as server:
-        model = OpenAIChatModel(model="m", base_url=server.base_url, api_key=key, max_retries=0, cache=ResponseCache(tmp_path))
+        model = OpenAIChatModel(
+            model="m", base_url=server.base_url, api_key=key, max_retries=0, cache=ResponseCache(tmp_path)
+        )
         with pytest.raises(LLMError) as info:
             await model.complete(MESSAGES, role="answer")
     assert key not in str(info.value)
@@ -182,7 +186,9 @@ async def test_requests_started_together_leave_whole_one_after_another(monkeypat
         model = model_for(server)
         await model.complete(MESSAGES, role="answer")  # opens the pool: its first connection is not the point
         events.clear()
-        await asyncio.gather(*(model.complete([{"role": "user", "content": f"Question {i}?"}], role="answer") for i in range(5)))
+        await asyncio.gather(
+            *(model.complete([{"role": "user", "content": f"Question {i}?"}], role="answer") for i in range(5))
+        )
     assert events == ["built", "written"] * 5
 
 

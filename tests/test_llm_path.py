@@ -37,7 +37,9 @@ def pipeline(server, **settings) -> Pipeline:
 def abstaining(request):
     """A small model's habit: every part of the answer is "not in the sources"; the aggregator merges what it gets."""
     if request.schema_name == "SubQueryPlan":
-        return Reply(content=json.dumps({"sub_queries": ["invasions by Germanic tribes", "political instability civil wars"]}))
+        return Reply(
+            content=json.dumps({"sub_queries": ["invasions by Germanic tribes", "political instability civil wars"]})
+        )
     if request.schema_name is not None:
         return Reply(content=default_content(request))
     if "Partial answers" in request.last_user:
@@ -105,9 +107,17 @@ def debating(weighing: str | None):
 
     def responder(request):
         if request.schema_name == "DebatePlan":
-            return Reply(content=json.dumps({"topic": "turning off fsync", "perspectives": [
-                {"name": "for turning it off", "sub_query": "fsync off performance benefit"},
-                {"name": "against turning it off", "sub_query": "fsync off data corruption crash"}]}))
+            return Reply(
+                content=json.dumps(
+                    {
+                        "topic": "turning off fsync",
+                        "perspectives": [
+                            {"name": "for turning it off", "sub_query": "fsync off performance benefit"},
+                            {"name": "against turning it off", "sub_query": "fsync off data corruption crash"},
+                        ],
+                    }
+                )
+            )
         if request.schema_name == "Weighing" and weighing is not None:
             return Reply(content=weighing)
         return Reply(content=default_content(request))
@@ -121,13 +131,20 @@ def debate_pipeline(server) -> Pipeline:
 
 
 def mediation_request(server):
-    [request] = [r for r in server.requests if r.body.get("messages") and "The case made from each perspective" in r.last_user
-                 and r.schema_name is None]
+    [request] = [
+        r
+        for r in server.requests
+        if r.body.get("messages") and "The case made from each perspective" in r.last_user and r.schema_name is None
+    ]
     return request
 
 
 async def test_the_mediator_concludes_when_the_weighing_finds_the_sources_favour_one_side(stub):
-    verdict = {"leaning": "one side", "side": "against turning it off", "reason": "it risks unrecoverable data corruption"}
+    verdict = {
+        "leaning": "one side",
+        "side": "against turning it off",
+        "reason": "it risks unrecoverable data corruption",
+    }
     server = stub(debating(json.dumps(verdict)))
     result = await debate_pipeline(server).answer(DEBATED, "typed", "debate")
     assert result.strategy == "debate" and not result.abstained
@@ -137,7 +154,9 @@ async def test_the_mediator_concludes_when_the_weighing_finds_the_sources_favour
     assert "The documents favour one side: against turning it off (it risks unrecoverable data corruption)." in asked
     assert "Generally no, because" in asked and "The documents leave this open" not in asked
     [weigh] = [r for r in server.requests if r.schema_name == "Weighing"]
-    assert 'aspect="for turning it off"' in weigh.last_user and DEBATED in weigh.last_user  # it read the perspectives' cases
+    assert (
+        'aspect="for turning it off"' in weigh.last_user and DEBATED in weigh.last_user
+    )  # it read the perspectives' cases
 
 
 async def test_the_weighing_is_parsed_into_the_decision_the_mediator_is_given(stub):
@@ -156,7 +175,9 @@ async def test_the_weighing_is_parsed_into_the_decision_the_mediator_is_given(st
     assert stance.startswith("The documents favour one side: against turning it off (data corruption).")
     [weigh] = [r for r in server.requests if r.schema_name == "Weighing"]
     assert "Topic: fsync" in weigh.last_user and '<partial n="1" aspect="against">' in weigh.last_user
-    assert [(s.step, s.role) for s in driver.trace.steps] == [("plan", "weigh:debate")]  # a step of its own in the trace
+    assert [(s.step, s.role) for s in driver.trace.steps] == [
+        ("plan", "weigh:debate")
+    ]  # a step of its own in the trace
 
 
 async def test_a_balanced_weighing_keeps_the_for_and_against_form(stub):
@@ -205,7 +226,10 @@ def ship_pipeline(server, tmp_path=None, **settings) -> Pipeline:
 
 
 async def test_expansion_searches_the_models_queries_beside_the_question_fused_recorded_and_cached(stub, tmp_path):
-    expansion = {"rewrite": "Titanic lifeboats lowered davits", "passage": "Welin davits lowered the boats over the ship's side."}
+    expansion = {
+        "rewrite": "Titanic lifeboats lowered davits",
+        "passage": "Welin davits lowered the boats over the ship's side.",
+    }
     server = stub(expanding(json.dumps(expansion)))
     first = await ship_pipeline(server, tmp_path, expand_queries=True).answer(SHIP_QUESTION, "rag")
     [call] = [c for c in first.llm_calls if c.role == "expand:query"]
@@ -225,7 +249,9 @@ async def test_expansion_is_on_by_default_with_a_model_and_can_be_turned_off(stu
     from typedrag.config import load_settings
     from typedrag.factory import Resources, build_pipeline
 
-    server = stub(expanding(json.dumps({"rewrite": "Titanic lifeboats lowered davits", "passage": "Davits lowered the boats."})))
+    server = stub(
+        expanding(json.dumps({"rewrite": "Titanic lifeboats lowered davits", "passage": "Davits lowered the boats."}))
+    )
     result = await ship_pipeline(server).answer(SHIP_QUESTION, "rag")
     assert [r.schema_name for r in server.requests].count("Expansion") == 1
     assert [c.role for c in result.llm_calls] == ["expand:query", "answer:rag"]
@@ -233,7 +259,12 @@ async def test_expansion_is_on_by_default_with_a_model_and_can_be_turned_off(stu
     await ship_pipeline(server, expand_queries=False).answer(SHIP_QUESTION, "rag")
     assert not any(r.schema_name == "Expansion" for r in server.requests)
     assert build_pipeline(load_settings({}), Resources(), need_index=False).settings.expand_queries is True
-    assert build_pipeline(load_settings({"expand_queries": "false"}), Resources(), need_index=False).settings.expand_queries is False
+    assert (
+        build_pipeline(
+            load_settings({"expand_queries": "false"}), Resources(), need_index=False
+        ).settings.expand_queries
+        is False
+    )
 
 
 async def test_a_failed_expansion_is_recorded_and_the_question_searched_alone(stub):
@@ -247,7 +278,9 @@ async def test_offline_expansion_asks_nothing_and_changes_nothing():
     from typedrag import OfflineEngine
 
     plain = Pipeline(OfflineEngine(), ListRetriever(SHIP_PASSAGES), settings=PipelineSettings(top_k=1))
-    expanding_offline = Pipeline(OfflineEngine(), ListRetriever(SHIP_PASSAGES), settings=PipelineSettings(top_k=1, expand_queries=True))
+    expanding_offline = Pipeline(
+        OfflineEngine(), ListRetriever(SHIP_PASSAGES), settings=PipelineSettings(top_k=1, expand_queries=True)
+    )
     a, b = await plain.answer(SHIP_QUESTION, "rag"), await expanding_offline.answer(SHIP_QUESTION, "rag")
     assert a.answer == b.answer and a.sources == b.sources and [s.role for s in a.steps] == [s.role for s in b.steps]
     assert not any(s.role == "expand:query" for s in b.steps)
@@ -261,7 +294,10 @@ VACUUM = [
     "VACUUM FULL takes an ACCESS EXCLUSIVE lock on the table while it works.",
 ]
 DIFFERENCE = "What is the difference between VACUUM and VACUUM FULL?"
-OWN = ["On a large table VACUUM FULL can take hours [2].", "The pg_repack extension rewrites a table with a shorter lock."]
+OWN = [
+    "On a large table VACUUM FULL can take hours [2].",
+    "The pg_repack extension rewrites a table with a shorter lock.",
+]
 
 
 def knowing(from_sources: str | None = None, own=OWN, covers="how long it takes"):
@@ -271,7 +307,11 @@ def knowing(from_sources: str | None = None, own=OWN, covers="how long it takes"
     def responder(request):
         if request.schema_name == "LabelledAnswer":
             first = re.findall(r"\[(\d+)\]", request.last_user)[0]
-            cited = f"VACUUM FULL returns the space to the operating system [{first}]." if from_sources is None else from_sources
+            cited = (
+                f"VACUUM FULL returns the space to the operating system [{first}]."
+                if from_sources is None
+                else from_sources
+            )
             return Reply(content=json.dumps({"from_sources": cited, "not_covered": covers, "from_own_knowledge": own}))
         return Reply(content=default_content(request))
 
@@ -287,7 +327,8 @@ async def test_labelled_keeps_the_models_own_knowledge_apart_uncited_and_recorde
     server = stub(knowing())
     events: list[tuple[str, dict]] = []
     result = await vacuum_pipeline(server, knowledge="labelled").answer(
-        DIFFERENCE, "typed", "comparison", on_event=lambda name, data: events.append((name, data)))
+        DIFFERENCE, "typed", "comparison", on_event=lambda name, data: events.append((name, data))
+    )
     assert result.knowledge == "labelled" and not result.abstained
     # the cited part is the answer, its citations its own; the unsourced part has no marker, one sentence an item
     assert re.fullmatch(r"VACUUM FULL returns the space to the operating system \[\d\]\.", result.answer)
@@ -297,7 +338,10 @@ async def test_labelled_keeps_the_models_own_knowledge_apart_uncited_and_recorde
     assert result.reply == result.answer + "\n\nNot from your documents: " + " ".join(result.unsourced.sentences)
     # the final step's reply was a validated structured output; the plan's was not asked for it
     labelled = [r for r in server.requests if r.schema_name == "LabelledAnswer"]
-    assert len(labelled) == 1 and "your own sentences for what the sources do not cover" in labelled[0].messages[0]["content"]
+    assert (
+        len(labelled) == 1
+        and "your own sentences for what the sources do not cover" in labelled[0].messages[0]["content"]
+    )
     assert '"not_in_sources"' not in labelled[0].messages[0]["content"]  # the rule it replaces
     assert [c.structured for c in result.llm_calls if c.role == "answer:comparison"] == ["ok"]
     # streamed: the cited text as tokens, then the unsourced part as an event of its own, before the sources
@@ -305,7 +349,9 @@ async def test_labelled_keeps_the_models_own_knowledge_apart_uncited_and_recorde
     assert "".join(d["text"] for n, d in events if n == "token") == result.answer
     assert names.index("unsourced") > max(i for i, n in enumerate(names) if n == "token") and names[-1] == "sources"
     unsourced = dict(events)["unsourced"]
-    assert unsourced["sentences"] == result.unsourced.sentences and unsourced["text"].startswith("Not from your documents: ")
+    assert unsourced["sentences"] == result.unsourced.sentences and unsourced["text"].startswith(
+        "Not from your documents: "
+    )
 
 
 async def test_documents_the_default_asks_for_no_knowledge_of_the_models_own(stub):
@@ -323,7 +369,10 @@ async def test_where_the_documents_do_not_answer_the_abstention_stands_and_the_l
     server = stub(knowing(from_sources="", covers="what VACUUM FULL costs"))
     result = await vacuum_pipeline(server, knowledge="labelled").answer(DIFFERENCE, "rag")
     assert result.abstained and result.abstention.by.startswith("openai-compatible:stub")
-    assert result.abstention.reason.endswith("what VACUUM FULL costs") or "what VACUUM FULL costs" in result.abstention.reason
+    assert (
+        result.abstention.reason.endswith("what VACUUM FULL costs")
+        or "what VACUUM FULL costs" in result.abstention.reason
+    )
     assert result.answer.startswith("The documents do not answer this") and result.citations == []
     assert result.unsourced.sentences[1] == OWN[1] and result.reply.endswith(" ".join(result.unsourced.sentences))
 
@@ -339,15 +388,21 @@ async def test_a_labelled_reply_that_never_validates_is_recorded_and_answered_fr
     assert result.unsourced is None and not result.abstained and result.answer.startswith("Stub answer to")
     calls = [c for c in result.llm_calls if c.role == "answer:rag"]
     assert [c.structured for c in calls] == ["failed", None] and calls[0].requests == 2  # one repair, then plain
-    assert any(f.step == "answer:rag" and f.reason.startswith("knowledge = labelled: invalid structured output after one repair")
-               and f.reason.endswith("answered from the documents alone") for f in result.fallbacks)
+    assert any(
+        f.step == "answer:rag"
+        and f.reason.startswith("knowledge = labelled: invalid structured output after one repair")
+        and f.reason.endswith("answered from the documents alone")
+        for f in result.fallbacks
+    )
 
 
 async def test_only_the_final_step_of_a_decomposed_answer_may_add_knowledge(stub):
     server = stub(knowing())
     result = await pipeline(server, knowledge="labelled").answer(QUESTION, "typed", "reason")
     assert result.strategy == "reason" and result.unsourced is not None
-    kinds = {(r.schema_name, r.messages[0]["content"].count("your own sentences")) for r in server.requests if r.messages}
+    kinds = {
+        (r.schema_name, r.messages[0]["content"].count("your own sentences")) for r in server.requests if r.messages
+    }
     aspects = [r for r in server.requests if "Answer only this part of it" in r.last_user]
     assert aspects and all(r.schema_name is None and "your own" not in r.messages[0]["content"] for r in aspects)
     assert ("LabelledAnswer", 1) in kinds and sum(r.schema_name == "LabelledAnswer" for r in server.requests) == 1

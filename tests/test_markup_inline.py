@@ -31,22 +31,33 @@ def words(texts: list[str]) -> list[str]:
 def test_a_paragraph_or_a_footnote_that_opens_like_a_link_definition_is_kept(tmp_path):
     """Before, every block starting "[text]: " was dropped as a link definition: the warning, a numbered note
     and a GFM footnote never reached the index."""
-    texts = read(tmp_path, f"# Notes\n\nMigrating is slow.[^1]\n\n[Warning]: {WARNING}\n\n[1]: See the appendix for the steps.\n\n"
-                           f"[^1]: {FOOTNOTE}\n\n[^2]: https://example.com/migration\n")
+    texts = read(
+        tmp_path,
+        f"# Notes\n\nMigrating is slow.[^1]\n\n[Warning]: {WARNING}\n\n[1]: See the appendix for the steps.\n\n"
+        f"[^1]: {FOOTNOTE}\n\n[^2]: https://example.com/migration\n",
+    )
     assert f"[Warning]: {WARNING}" in texts
     assert "[1]: See the appendix for the steps." in texts
-    assert f"[^1]: {FOOTNOTE}" in texts and "[^2]: https://example.com/migration" in texts  # the footnote, with its label
+    assert (
+        f"[^1]: {FOOTNOTE}" in texts and "[^2]: https://example.com/migration" in texts
+    )  # the footnote, with its label
     assert "Migrating is slow.[^1]" in texts  # the reference it is attached to, as written
 
 
 def test_a_link_definition_as_commonmark_defines_it_is_no_text_and_its_links_read_as_their_text(tmp_path):
-    texts = read(tmp_path, "# Streams\n\nUse [`fs.ReadStream`][rs] or [the guide][] or [Guide].\n\n"
-                           "[rs]: fs.md#class-fsreadstream\n[the guide]: <guide.md> \"The guide\"\n[guide]: guide.md 'Guide'\n")
+    texts = read(
+        tmp_path,
+        "# Streams\n\nUse [`fs.ReadStream`][rs] or [the guide][] or [Guide].\n\n"
+        "[rs]: fs.md#class-fsreadstream\n[the guide]: <guide.md> \"The guide\"\n[guide]: guide.md 'Guide'\n",
+    )
     assert texts == ["Use `fs.ReadStream` or the guide or Guide."]
 
 
 def test_nested_brackets_and_escapes_read_as_commonmark_reads_them(tmp_path):
-    texts = read(tmp_path, "# Links\n\nSee [the [first] part](a.md), \\[not a link\\] and ![a *diagram*](d.png) &amp; <https://x.org>.\n")
+    texts = read(
+        tmp_path,
+        "# Links\n\nSee [the [first] part](a.md), \\[not a link\\] and ![a *diagram*](d.png) &amp; <https://x.org>.\n",
+    )
     assert texts == ["See the [first] part, [not a link] and a *diagram* & https://x.org."]
 
 
@@ -55,7 +66,9 @@ def test_the_issues_reproduction_both_sentences_reach_the_index(tmp_path):
 
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "notes.md").write_text(
-        f"# Backups\n\nMigrating the archive is slow.[^1]\n\n[Warning]: {WARNING}\n\n[^1]: {FOOTNOTE}\n", encoding="utf-8")
+        f"# Backups\n\nMigrating the archive is slow.[^1]\n\n[Warning]: {WARNING}\n\n[^1]: {FOOTNOTE}\n",
+        encoding="utf-8",
+    )
     build_index([tmp_path / "docs"], tmp_path / "idx", show_progress=False, retrieval="bm25")
     retriever = open_retriever(tmp_path / "idx")
     assert any(WARNING in hit.passage.text for hit in retriever.search("backup script as root", 5))
@@ -63,8 +76,12 @@ def test_the_issues_reproduction_both_sentences_reach_the_index(tmp_path):
 
 
 def test_restructuredtext_links_roles_and_literals_read_as_their_text(tmp_path):
-    texts = read(tmp_path, "Title\n=====\n\nSee `Python <https://python.org>`_, `<https://x.org>`_, :class:`tuple`, "
-                           ":ref:`the list <lists>` and ``len(x)``; `a < b`_ too.\n", "rst")
+    texts = read(
+        tmp_path,
+        "Title\n=====\n\nSee `Python <https://python.org>`_, `<https://x.org>`_, :class:`tuple`, "
+        ":ref:`the list <lists>` and ``len(x)``; `a < b`_ too.\n",
+        "rst",
+    )
     assert texts == ["See Python, https://x.org, tuple, the list and len(x); a < b too."]
 
 
@@ -75,9 +92,28 @@ IMAGE = "![alt](i.png)"
 CODE = "`co de`"
 # Markdown pieces and how CommonMark reads them, when pieces are separated by spaces: a bracket, an image
 # opener or a bare "]" no link closes is text as written.
-MD_PIECES = {"[": "[", "]": "]", "![": "![", "word": "word", LINK: "word", IMAGE: "alt", CODE: "`co de`", "(": "(", "[^1]": "[^1]"}
-RST_PIECES = {"`": "`", "<": "<", ">": ">", ":a:": ":a:", "word": "word", "`word <https://x.org>`_": "word",
-              ":class:`word`": "word", "``lit``": "lit", "`<`": "`<`"}
+MD_PIECES = {
+    "[": "[",
+    "]": "]",
+    "![": "![",
+    "word": "word",
+    LINK: "word",
+    IMAGE: "alt",
+    CODE: "`co de`",
+    "(": "(",
+    "[^1]": "[^1]",
+}
+RST_PIECES = {
+    "`": "`",
+    "<": "<",
+    ">": ">",
+    ":a:": ":a:",
+    "word": "word",
+    "`word <https://x.org>`_": "word",
+    ":class:`word`": "word",
+    "``lit``": "lit",
+    "`<`": "`<`",
+}
 
 
 def pathological(pieces: dict[str, str]):
@@ -85,7 +121,9 @@ def pathological(pieces: dict[str, str]):
     inputs hand-written patterns were quadratic on), then a few more."""
     piece = st.sampled_from(sorted(pieces))
     run = st.tuples(piece, st.integers(1, 20_000)).map(lambda pair: [pair[0]] * pair[1])
-    return st.tuples(st.lists(piece, max_size=30), run, st.lists(piece, max_size=30)).map(lambda parts: [p for part in parts for p in part])
+    return st.tuples(st.lists(piece, max_size=30), run, st.lists(piece, max_size=30)).map(
+        lambda parts: [p for part in parts for p in part]
+    )
 
 
 def as_lines(pieces: list[str]) -> str:
@@ -93,7 +131,9 @@ def as_lines(pieces: list[str]) -> str:
     return "\n".join(" ".join(pieces[i : i + 200]) for i in range(0, len(pieces), 200))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(pieces=pathological(MD_PIECES))
 @example(pieces=["["] * 20_000)  # the issue's reproduction, on lines of 400 characters
 @example(pieces=["[", LINK, "]", "![", IMAGE])
@@ -102,7 +142,9 @@ def test_pathological_markdown_inline_markup_is_read_as_commonmark_reads_it(tmp_
     assert words(texts) == words(["Start", *(MD_PIECES[p] for p in pieces), "end."])
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
 @given(pieces=pathological(RST_PIECES))
 @example(pieces=["`<`"] * 20_000)
 def test_pathological_restructuredtext_inline_markup_is_read_as_its_text(tmp_path, pieces):

@@ -39,7 +39,11 @@ KEY = "mcp-test-key"
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:
     """This process's environment (PYTHONPATH included: the checkout under test), its own cache, no config file."""
     cleared = ("TYPEDRAG_CONFIG", "TYPEDRAG_LLM", "TYPEDRAG_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY")
-    return {**{k: v for k, v in os.environ.items() if k not in cleared}, "TYPEDRAG_CACHE_DIR": str(tmp_path / "cache"), **extra}
+    return {
+        **{k: v for k, v in os.environ.items() if k not in cleared},
+        "TYPEDRAG_CACHE_DIR": str(tmp_path / "cache"),
+        **extra,
+    }
 
 
 def text_of(result) -> str:
@@ -87,13 +91,23 @@ async def test_stdio_lists_searches_and_answers_offline(small_index, tmp_path):
         assert cited <= {s["id"] for s in out["sources"]} and {"croc#0", "gator#0"} <= cited
         assert out["trace"]["llm_calls"] == 0 and out["trace"]["total_ms"] > 0
         text = text_of(answered)
-        assert out["answer"] in text and "Sources:" in text and "Type: COMPARISON" in text and "offline-extractive" in text
+        assert (
+            out["answer"] in text and "Sources:" in text and "Type: COMPARISON" in text and "offline-extractive" in text
+        )
 
         assert_one_line_error(await client.call_tool("answer", {"question": "   "}), "empty")
-        assert_one_line_error(await client.call_tool("answer", {"question": "Why?", "collection": "nope"}), "unknown collection 'nope'", "default")
-        assert_one_line_error(await client.call_tool("answer", {"question": "Why?", "type": "sonnet"}), "unknown question type")
+        assert_one_line_error(
+            await client.call_tool("answer", {"question": "Why?", "collection": "nope"}),
+            "unknown collection 'nope'",
+            "default",
+        )
+        assert_one_line_error(
+            await client.call_tool("answer", {"question": "Why?", "type": "sonnet"}), "unknown question type"
+        )
         # the server carries on after a tool error
-        again = await client.call_tool("answer", {"question": "Why did the Western Roman Empire fall?", "method": "rag"})
+        again = await client.call_tool(
+            "answer", {"question": "Why did the Western Roman Empire fall?", "method": "rag"}
+        )
         assert not again.is_error and again.structured_content["type"] is None
         assert again.structured_content["trace"]["strategy"] == "rag"
 
@@ -251,7 +265,10 @@ class TwoCollections:
         self.pipeline = pipeline
 
     def list(self) -> list[CollectionInfo]:
-        return [CollectionInfo(name=n, generator=self.pipeline.engine.name, description=d) for n, d in (("animals", "zoo"), ("history", ""))]
+        return [
+            CollectionInfo(name=n, generator=self.pipeline.engine.name, description=d)
+            for n, d in (("animals", "zoo"), ("history", ""))
+        ]
 
     def open(self, name: str) -> Collection:
         if name == "animals":
@@ -277,7 +294,9 @@ async def test_the_collections_seam_names_and_links_what_it_serves(small_index):
         answered = await client.call_tool("answer", {"question": COMPARISON, "collection": "animals"})
         assert answered.structured_content["collection"] == "animals"
         assert all(s["link"] == f"/view/{s['id']}" for s in answered.structured_content["sources"])
-        assert_one_line_error(await client.call_tool("search", {"query": "x", "collection": "other"}), "no collection 'other'")
+        assert_one_line_error(
+            await client.call_tool("search", {"query": "x", "collection": "other"}), "no collection 'other'"
+        )
 
 
 async def test_single_index_is_the_collection_default(small_index):
@@ -321,7 +340,9 @@ async def test_stdio_with_data_serves_the_servers_collections_read_only(tmp_path
     finally:
         library.close()
     before = sorted((str(p), p.stat().st_mtime_ns) for p in data.rglob("*") if p.is_file())
-    command = StdioServerParameters(command=str(TYPEDRAG), args=["mcp", "--data", str(data), "--llm", "offline"], env=env(tmp_path))
+    command = StdioServerParameters(
+        command=str(TYPEDRAG), args=["mcp", "--data", str(data), "--llm", "offline"], env=env(tmp_path)
+    )
     async with Client(command) as client:
         listed = await client.call_tool("list_collections", {})
         assert [c["name"] for c in listed.structured_content["collections"]] == ["kb"]

@@ -31,8 +31,11 @@ from typedrag.index.milvus.schema import MANIFEST_PROPERTY  # noqa: E402
 from typedrag.records import Document  # noqa: E402
 
 # Odd ids and titles must come back byte for byte.
-ODD = {"id": 'ünï/cödé "q" #7', "title": "Zürich — 東京 <b>&amp;", "text": "Glaciers carved the lake of Zürich; "
-       "the city's trams run on hydroelectric power from alpine reservoirs."}
+ODD = {
+    "id": 'ünï/cödé "q" #7',
+    "title": "Zürich — 東京 <b>&amp;",
+    "text": "Glaciers carved the lake of Zürich; the city's trams run on hydroelectric power from alpine reservoirs.",
+}
 OVERLAP_FLOOR = 0.85  # mean top-10 overlap with tantivy (measured 0.96); see test_top10_overlap_with_tantivy
 TOKEN = "s3cret-token-4242"
 runner = CliRunner()
@@ -53,8 +56,18 @@ class LiteServer:
         self.process: subprocess.Popen | None = None
 
     def start(self) -> None:
-        command = [sys.executable, "-m", "milvus_lite", "server", "--data-dir", str(self.data_dir),
-                   "--host", "127.0.0.1", "--port", str(self.port)]
+        command = [
+            sys.executable,
+            "-m",
+            "milvus_lite",
+            "server",
+            "--data-dir",
+            str(self.data_dir),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+        ]
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 60
@@ -111,7 +124,10 @@ def test_known_answers_round_trip_and_name(server, small, mode):
     retriever = MilvusRetriever(server.uri, "small", token=TOKEN, mode=mode)
     assert isinstance(retriever, Retriever)
     assert retriever.name == f"milvus-{mode}@127.0.0.1:{server.port}/small" and TOKEN not in retriever.name
-    assert retriever.search("What is the difference between a crocodile and an alligator snout?", 2)[0].passage_id == "croc#0"
+    assert (
+        retriever.search("What is the difference between a crocodile and an alligator snout?", 2)[0].passage_id
+        == "croc#0"
+    )
     assert retriever.search("Why did the Western Roman Empire fall?", 1)[0].passage_id.startswith("rome#")
     assert retriever.search("how do you bake bread with yeast and flour", 1)[0].passage_id == "bread#0"
     # Every passage comes back exactly as chunked: ids, doc ids, titles, text (unicode, quotes, '#').
@@ -133,11 +149,22 @@ def test_manifest_matches_tantivy_and_mismatches_are_refused(server, small):
         assert retriever.manifest["corpus"][key] == tantivy_manifest["corpus"][key]
     assert retriever.manifest["counts"] == tantivy_manifest["counts"]
     assert retriever.manifest["engine"] | {"pymilvus": None} == {
-        "name": "milvus", "pymilvus": None, "analyzer": milvus_schema.ANALYZER, "terms": "tantivy en_stem", "k1": 1.2, "b": 0.75,
-        "passage_words": 40, "dense": True, "embedder": "all-MiniLM-L6-v2 (onnx int8)", "chunker": 10,
-        "embedder_key": "minilm", "vector_identity": tantivy_manifest["vectors"]["identity"],
+        "name": "milvus",
+        "pymilvus": None,
+        "analyzer": milvus_schema.ANALYZER,
+        "terms": "tantivy en_stem",
+        "k1": 1.2,
+        "b": 0.75,
+        "passage_words": 40,
+        "dense": True,
+        "embedder": "all-MiniLM-L6-v2 (onnx int8)",
+        "chunker": 10,
+        "embedder_key": "minilm",
+        "vector_identity": tantivy_manifest["vectors"]["identity"],
     }
-    assert retriever.manifest["retrieval"] == tantivy_manifest["retrieval"] == "hybrid" and retriever.retrieval == "hybrid"
+    assert (
+        retriever.manifest["retrieval"] == tantivy_manifest["retrieval"] == "hybrid" and retriever.retrieval == "hybrid"
+    )
     # A collection whose manifest says other BM25 parameters is refused, naming the fix.
     client = pymilvus.MilvusClient(uri=server.uri)
     target = client.describe_alias("small")["collection_name"]
@@ -160,8 +187,12 @@ def test_a_passage_has_the_same_vector_and_hybrid_the_same_fusion_in_both_backen
     from typedrag.index.vectors import DenseVectors, Table
 
     _, _, passages, tantivy_dir = small
-    stored = DenseVectors(tantivy_dir, Table.from_json(json.loads((tantivy_dir / "manifest.json").read_text())["vectors"]))
-    in_tantivy = {stored.passage_id(i): stored.rows[i].astype(np.float32) * stored.scales[i] for i in range(stored.table.rows)}
+    stored = DenseVectors(
+        tantivy_dir, Table.from_json(json.loads((tantivy_dir / "manifest.json").read_text())["vectors"])
+    )
+    in_tantivy = {
+        stored.passage_id(i): stored.rows[i].astype(np.float32) * stored.scales[i] for i in range(stored.table.rows)
+    }
     client = pymilvus.MilvusClient(uri=server.uri)
     rows = client.query("small", filter='passage_id != ""', output_fields=["passage_id", "dense"], limit=1000)
     assert len(rows) == len(passages) == len(in_tantivy)
@@ -171,8 +202,13 @@ def test_a_passage_has_the_same_vector_and_hybrid_the_same_fusion_in_both_backen
     analyze = milvus_schema.QUERY_ANALYZER.analyze
     for question in ("crocodile snout", "Why did the Western Roman Empire fall?", "baking with yeast"):
         bm25, near = (legs[m].search(question, fusion.HYBRID_DEPTH) for m in ("bm25", "dense"))
-        expected = fusion.hybrid(set(analyze(question)), [(h.passage_id, h.passage.title) for h in bm25],
-                                 [(h.passage_id, h.passage.title) for h in near], 5, lambda title: set(analyze(title)))
+        expected = fusion.hybrid(
+            set(analyze(question)),
+            [(h.passage_id, h.passage.title) for h in bm25],
+            [(h.passage_id, h.passage.title) for h in near],
+            5,
+            lambda title: set(analyze(title)),
+        )
         assert [(h.passage_id, round(h.score, 6)) for h in legs["hybrid"].search(question, 5)] == expected
 
 
@@ -184,13 +220,25 @@ def test_top10_overlap_with_tantivy(server, tmp_path):
     build_milvus_index([corpus], server.uri, "vital", show_progress=False, retrieval="bm25")
     build_index([corpus], tmp_path / "tantivy", show_progress=False, retrieval="bm25")
     questions = [
-        "Why did the Roman Empire fall?", "How do vaccines protect against disease?", "What causes earthquakes?",
-        "How does photosynthesis work in plants?", "Why is the sky blue?", "What are the causes of World War I?",
-        "How do airplanes fly?", "What is the difference between a virus and a bacterium?",
-        "Why do people migrate to cities?", "How does the stock market work?", "What are the effects of climate change?",
-        "How is music composed for an orchestra?", "Why are rainforests important?", "How do computers store data?",
-        "What is the role of the United Nations?", "How did the printing press change Europe?",
-        "Is nuclear power safe?", "What are the main religions of India?", "How do volcanoes form?",
+        "Why did the Roman Empire fall?",
+        "How do vaccines protect against disease?",
+        "What causes earthquakes?",
+        "How does photosynthesis work in plants?",
+        "Why is the sky blue?",
+        "What are the causes of World War I?",
+        "How do airplanes fly?",
+        "What is the difference between a virus and a bacterium?",
+        "Why do people migrate to cities?",
+        "How does the stock market work?",
+        "What are the effects of climate change?",
+        "How is music composed for an orchestra?",
+        "Why are rainforests important?",
+        "How do computers store data?",
+        "What is the role of the United Nations?",
+        "How did the printing press change Europe?",
+        "Is nuclear power safe?",
+        "What are the main religions of India?",
+        "How do volcanoes form?",
         "Why did the Soviet Union collapse?",
     ]
     milvus_hits = MilvusRetriever(server.uri, "vital").search_many(questions, 10)
@@ -200,8 +248,10 @@ def test_top10_overlap_with_tantivy(server, tmp_path):
         reference = {h.passage_id for h in tantivy.search(question, 10)}
         overlaps.append(len(reference & {h.passage_id for h in hits}) / max(len(reference), 1))
     mean = sum(overlaps) / len(overlaps)
-    print(f"\nmean top-10 overlap Milvus Lite BM25 vs tantivy over {len(questions)} questions: {mean:.2f} "
-          f"(min {min(overlaps):.1f}, floor {OVERLAP_FLOOR})")
+    print(
+        f"\nmean top-10 overlap Milvus Lite BM25 vs tantivy over {len(questions)} questions: {mean:.2f} "
+        f"(min {min(overlaps):.1f}, floor {OVERLAP_FLOOR})"
+    )
     assert mean >= OVERLAP_FLOOR
 
 
@@ -210,7 +260,9 @@ def test_typed_pipeline_answers_over_milvus(server, small):
     from typedrag.engines.offline import OfflineEngine
     from typedrag.pipeline import Pipeline
 
-    pipeline = Pipeline(engine=OfflineEngine(), retriever=MilvusRetriever(server.uri, "small"), classifier=load_default_classifier())
+    pipeline = Pipeline(
+        engine=OfflineEngine(), retriever=MilvusRetriever(server.uri, "small"), classifier=load_default_classifier()
+    )
     result = asyncio.run(pipeline.answer("Why did the Western Roman Empire fall?"))
     assert result.engines.retriever == f"milvus-hybrid@127.0.0.1:{server.port}/small"  # as the collection was built
     assert result.strategy == "reason"
@@ -220,16 +272,40 @@ def test_typed_pipeline_answers_over_milvus(server, small):
 @pytest.fixture
 def clean_env(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for name in ("TYPEDRAG_CONFIG", "TYPEDRAG_LLM", "TYPEDRAG_BASE_URL", "TYPEDRAG_BACKEND", "TYPEDRAG_MILVUS_URI",
-                 "TYPEDRAG_MILVUS_COLLECTION", "TYPEDRAG_MILVUS_TOKEN", "TYPEDRAG_MILVUS_MODE", "TYPEDRAG_INDEX"):
+    for name in (
+        "TYPEDRAG_CONFIG",
+        "TYPEDRAG_LLM",
+        "TYPEDRAG_BASE_URL",
+        "TYPEDRAG_BACKEND",
+        "TYPEDRAG_MILVUS_URI",
+        "TYPEDRAG_MILVUS_COLLECTION",
+        "TYPEDRAG_MILVUS_TOKEN",
+        "TYPEDRAG_MILVUS_MODE",
+        "TYPEDRAG_INDEX",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
 
 
 def test_cli_index_then_ask_json(server, small, clean_env, monkeypatch):
     corpus = small[0]
-    out = runner.invoke(app, ["index", str(corpus), "--backend", "milvus", "--uri", server.uri, "--collection", "cli",
-                              "--token", TOKEN, "--passage-words", "40"])
+    out = runner.invoke(
+        app,
+        [
+            "index",
+            str(corpus),
+            "--backend",
+            "milvus",
+            "--uri",
+            server.uri,
+            "--collection",
+            "cli",
+            "--token",
+            TOKEN,
+            "--passage-words",
+            "40",
+        ],
+    )
     assert out.exit_code == 0, out.output
     assert f"into {len(small[2])} passages" in out.output and TOKEN not in out.output
     # The same through the environment, as a replica would be configured.
@@ -313,14 +389,18 @@ def test_filters_are_recorded_in_the_collection_and_a_later_sync_keeps_them(serv
     (folder / "guide.txt").write_text("The guide explains how to sort socks by colour.\n", encoding="utf-8")
     (folder / "faq.txt").write_text("Questions people ask about socks and drawers.\n", encoding="utf-8")
     (folder / "changelog" / "v2.txt").write_text("Version two sorts woollen socks faster.\n", encoding="utf-8")
-    first = sync_milvus_index([folder], server.uri, "filtered", show_progress=False, filters=FileFilter(exclude=("changelog",)))
+    first = sync_milvus_index(
+        [folder], server.uri, "filtered", show_progress=False, filters=FileFilter(exclude=("changelog",))
+    )
     assert (first.documents, first.left_out) == (2, 1)
     retriever = MilvusRetriever(server.uri, "filtered")
     assert retriever.manifest["corpus"]["filters"] == {"include": [], "exclude": ["changelog"]}
     (folder / "changelog" / "v3.txt").write_text("Version three sorts striped socks.\n", encoding="utf-8")
     again = sync_milvus_index([folder], server.uri, "filtered", show_progress=False)
     assert (again.added, again.removed, again.unchanged, again.left_out) == (0, 0, 2, 2)
-    narrowed = sync_milvus_index([folder], server.uri, "filtered", show_progress=False, filters=FileFilter(include=("guide*",)))
+    narrowed = sync_milvus_index(
+        [folder], server.uri, "filtered", show_progress=False, filters=FileFilter(include=("guide*",))
+    )
     assert (narrowed.added, narrowed.removed, narrowed.documents) == (0, 1, 1)
     client = pymilvus.MilvusClient(uri=server.uri)
     rows = client.query("filtered", filter='passage_id != ""', output_fields=["passage_id"], limit=10)
@@ -336,10 +416,17 @@ def test_line_kinds_round_trip_and_a_collection_built_before_them_still_answers(
     from typedrag.records import BlockKind
 
     (tmp_path / "brewing.md").write_text(MARKDOWN)
-    expected = {p.passage_id: p for doc in iter_documents([tmp_path / "brewing.md"], problems=[]) for p in iter_passages(doc, 40)}
+    expected = {
+        p.passage_id: p
+        for doc in iter_documents([tmp_path / "brewing.md"], problems=[])
+        for p in iter_passages(doc, 40)
+    }
     assert any(line.kind is BlockKind.ITEM and line.order == 3 for p in expected.values() for line in p.lines)
     build_milvus_index([tmp_path / "brewing.md"], server.uri, "kinds", passage_words=40, show_progress=False)
-    found = {h.passage_id: h.passage for h in MilvusRetriever(server.uri, "kinds").search("tea water pot brew green warm", 50)}
+    found = {
+        h.passage_id: h.passage
+        for h in MilvusRetriever(server.uri, "kinds").search("tea water pot brew green warm", 50)
+    }
     assert found == expected
 
     real_schema, real_send = milvus_build.schema, milvus_build._Inserter.send
@@ -388,8 +475,12 @@ def test_a_sync_killed_part_way_then_rerun_holds_each_passage_once(server, tmp_p
     monkeypatch.setattr(milvus_build._Inserter, "send", real_send)
     (folder / "note-1.txt").write_text("Edited again: one heron.", encoding="utf-8")  # fewer passages than were sent
 
-    summary = sync_milvus_index([folder], server.uri, "killed_sync", passage_words=20, batch_size=3, show_progress=False)
-    build_milvus_index([folder], server.uri, "killed_sync_fresh", passage_words=20, retrieval="bm25", show_progress=False)
+    summary = sync_milvus_index(
+        [folder], server.uri, "killed_sync", passage_words=20, batch_size=3, show_progress=False
+    )
+    build_milvus_index(
+        [folder], server.uri, "killed_sync_fresh", passage_words=20, retrieval="bm25", show_progress=False
+    )
 
     client = pymilvus.MilvusClient(uri=server.uri)
 
@@ -428,23 +519,35 @@ def test_server_killed_mid_index_then_rerun_has_no_duplicates(server, tmp_path, 
     summary = build_milvus_index([corpus], server.uri, "many", passage_words=20, batch_size=25, show_progress=False)
     assert summary.passages == expected
     client = pymilvus.MilvusClient(uri=server.uri)
-    ids = [row["passage_id"] for row in client.query("many", filter='passage_id != ""', output_fields=["passage_id"], limit=16384)]
+    ids = [
+        row["passage_id"]
+        for row in client.query("many", filter='passage_id != ""', output_fields=["passage_id"], limit=16384)
+    ]
     assert len(ids) == len(set(ids)) == expected
     assert client.query("many", filter="", output_fields=["count(*)"])[0]["count(*)"] == expected
     # The partial build of the killed run was dropped; only the live collection is left.
-    assert [n for n in client.list_collections() if n.startswith("many__")] == [client.describe_alias("many")["collection_name"]]
+    assert [n for n in client.list_collections() if n.startswith("many__")] == [
+        client.describe_alias("many")["collection_name"]
+    ]
 
 
 def test_toml_config_selects_milvus_and_hides_the_token(tmp_path, monkeypatch):
     from typedrag.config import load_settings
 
     config = tmp_path / "typedrag.toml"
-    config.write_text(f'backend = "milvus"\nmilvus_uri = "http://milvus:19530"\nmilvus_collection = "wiki"\n'
-                      f'milvus_token = "{TOKEN}"\nmilvus_mode = "hybrid"\n', encoding="utf-8")
+    config.write_text(
+        f'backend = "milvus"\nmilvus_uri = "http://milvus:19530"\nmilvus_collection = "wiki"\n'
+        f'milvus_token = "{TOKEN}"\nmilvus_mode = "hybrid"\n',
+        encoding="utf-8",
+    )
     monkeypatch.setenv("TYPEDRAG_CONFIG", str(config))
     settings = load_settings(env={"TYPEDRAG_MILVUS_COLLECTION": "wiki2"})  # the environment wins over the file
     assert (settings.backend, settings.milvus_uri, settings.milvus_collection, settings.milvus_mode) == (
-        "milvus", "http://milvus:19530", "wiki2", "hybrid")
+        "milvus",
+        "http://milvus:19530",
+        "wiki2",
+        "hybrid",
+    )
     assert settings.milvus_token.get_secret_value() == TOKEN
     assert TOKEN not in repr(settings) and TOKEN not in settings.model_dump_json()
 

@@ -49,7 +49,11 @@ def test_when_the_candidates_could_miss_a_row_the_search_widens_until_they_canno
     monkeypatch.setattr(nearest, "candidates", lambda k: k)  # as few as asked for: too few to be sure of
     calls = []
     real = usearch.search
-    monkeypatch.setattr(usearch, "search", lambda data, query, count, *a, **kw: calls.append(count) or real(data, query, count, *a, **kw))
+    monkeypatch.setattr(
+        usearch,
+        "search",
+        lambda data, query, count, *a, **kw: calls.append(count) or real(data, query, count, *a, **kw),
+    )
     for query in unit(rng.standard_normal((10, 384))):
         want_rows, want_scores = full_scan(rows, scales, query, 10)
         got_rows, got_scores = search.search(query, 10)
@@ -80,7 +84,9 @@ def test_an_index_of_ann_min_rows_gets_a_graph_that_syncs_and_opens(tmp_path, mo
     docs = tmp_path / "docs"
     docs.mkdir()
     for i in range(8):
-        (docs / f"d{i}.txt").write_text(f"Document {i} is about topic {i}, the word{i} and little else.", encoding="utf-8")
+        (docs / f"d{i}.txt").write_text(
+            f"Document {i} is about topic {i}, the word{i} and little else.", encoding="utf-8"
+        )
     index_dir = tmp_path / "index"
     build_index([docs], index_dir, embedder="static", show_progress=False)
     manifest = json.loads((index_dir / MANIFEST).read_text())
@@ -98,7 +104,9 @@ def test_an_index_from_before_the_search_section_is_searched_as_it_is(tmp_path):
     docs = tmp_path / "docs"
     docs.mkdir()
     for i in range(4):
-        (docs / f"d{i}.txt").write_text(f"Document {i} is about topic {i}, the word{i} and little else.", encoding="utf-8")
+        (docs / f"d{i}.txt").write_text(
+            f"Document {i} is about topic {i}, the word{i} and little else.", encoding="utf-8"
+        )
     index_dir = tmp_path / "index"
     build_index([docs], index_dir, embedder="static", show_progress=False)
     manifest = json.loads((index_dir / MANIFEST).read_text())

@@ -63,8 +63,12 @@ def test_a_reply_that_answers_is_no_signal_even_where_it_says_a_source_lacks_som
 
 
 def test_a_sentence_that_says_the_sources_lack_something_is_never_attributed_a_citation():
-    sources = [Source(number=n, passage_id=f"c#{n}", title="Comet", text=text, score=1.0) for n, text in enumerate(COMETS, 1)]
-    settled = settle("Comets release gas and dust that scatter sunlight. The sources do not say why comets glow in colour.", sources)
+    sources = [
+        Source(number=n, passage_id=f"c#{n}", title="Comet", text=text, score=1.0) for n, text in enumerate(COMETS, 1)
+    ]
+    settled = settle(
+        "Comets release gas and dust that scatter sunlight. The sources do not say why comets glow in colour.", sources
+    )
     assert settled.text.startswith("Comets release gas and dust that scatter sunlight. [1]")
     assert settled.text.endswith("The sources do not say why comets glow in colour.")
 
@@ -81,45 +85,74 @@ async def test_an_offline_answer_counts_no_model_call_and_shows_its_steps():
 FAQ = [  # (heading, answer): entries of a library's FAQ, each one short answer under its question
     ("How many books can I borrow at once?", "Each card holder may have up to 30 items on loan at a time."),
     ("Why was my account blocked?", "Accounts are blocked automatically when unpaid fines exceed ten dollars."),
-    ("Is there Wi-Fi in the library?", "Free Wi-Fi is available in every branch; the network name is GreenfieldGuest and no password is needed."),
+    (
+        "Is there Wi-Fi in the library?",
+        "Free Wi-Fi is available in every branch; the network name is GreenfieldGuest and no password is needed.",
+    ),
     ("Where can I park?", "Visitors can use the free car park behind the main branch for up to three hours."),
-    ("How do I donate books?", "Donations in good condition can be dropped off at the main branch on Saturday mornings."),
+    (
+        "How do I donate books?",
+        "Donations in good condition can be dropped off at the main branch on Saturday mornings.",
+    ),
     ("How long can I keep a book?", "The loan period is three weeks for books and one week for DVDs."),
-    ("Can I print documents at the library?", "Black-and-white printing costs 10 cents per page and colour printing 50 cents per page."),
+    (
+        "Can I print documents at the library?",
+        "Black-and-white printing costs 10 cents per page and colour printing 50 cents per page.",
+    ),
 ]
 
 
 def faq_pipeline() -> Pipeline:
     passages = [
-        Passage(f"faq#{i}", "faq", "Library: frequently asked questions", answer, section=f"Frequently asked questions › {heading}")
+        Passage(
+            f"faq#{i}",
+            "faq",
+            "Library: frequently asked questions",
+            answer,
+            section=f"Frequently asked questions › {heading}",
+        )
         for i, (heading, answer) in enumerate(FAQ)
     ]
     return Pipeline(OfflineEngine(), ListRetriever(passages))
 
 
-@pytest.mark.parametrize("question, entry", [
-    ("How many items can I borrow?", 0),  # the reader's best chance 0.13, under its bar: abstained before
-    ("Why is my account blocked?", 1),  # its sentence 0.49 from the question, under the relevance bar of 0.50
-    ("Does the library have Wi-Fi?", 2),
-    ("Where do I park my car?", 3),
-    # Issue 57 N7: withheld since the heading stopped letting anything under it through (the reader read "Donations
-    # in good condition can be dropped off ..." at 0.19, bar 0.34), answered by the reader retrained in issue 55.
-    ("How can I donate my old books?", 4),
-    ("Can I print at the library?", 6),
-])
+@pytest.mark.parametrize(
+    "question, entry",
+    [
+        ("How many items can I borrow?", 0),  # the reader's best chance 0.13, under its bar: abstained before
+        ("Why is my account blocked?", 1),  # its sentence 0.49 from the question, under the relevance bar of 0.50
+        ("Does the library have Wi-Fi?", 2),
+        ("Where do I park my car?", 3),
+        # Issue 57 N7: withheld since the heading stopped letting anything under it through (the reader read "Donations
+        # in good condition can be dropped off ..." at 0.19, bar 0.34), answered by the reader retrained in issue 55.
+        ("How can I donate my old books?", 4),
+        ("Can I print at the library?", 6),
+    ],
+)
 def test_a_faqs_entry_answers_the_question_it_is_filed_under(question, entry):
     tokens: list[str] = []
-    result = asyncio.run(faq_pipeline().answer(question, "rag", on_event=lambda name, data: tokens.append(data["text"]) if name == "token" else None))
+    result = asyncio.run(
+        faq_pipeline().answer(
+            question, "rag", on_event=lambda name, data: tokens.append(data["text"]) if name == "token" else None
+        )
+    )
     assert result.abstention is None, result.abstention
-    assert result.answer == f"{FAQ[entry][1]} [{next(s.number for s in result.sources if s.passage_id == f'faq#{entry}')}]"
-    assert "".join(tokens) == result.answer  # issue 55 E4: the stream held back what the reader's bar alone would turn down
+    assert (
+        result.answer == f"{FAQ[entry][1]} [{next(s.number for s in result.sources if s.passage_id == f'faq#{entry}')}]"
+    )
+    assert (
+        "".join(tokens) == result.answer
+    )  # issue 55 E4: the stream held back what the reader's bar alone would turn down
 
 
-@pytest.mark.parametrize("question", [
-    "Can I buy old books from the library's sale?",  # near "How do I donate books?", asking something else
-    "How do I become a library volunteer?",
-    "Can I bring my dog into the library?",
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Can I buy old books from the library's sale?",  # near "How do I donate books?", asking something else
+        "How do I become a library volunteer?",
+        "Can I bring my dog into the library?",
+    ],
+)
 def test_a_question_no_entry_is_filed_under_is_still_abstained_on(question):
     result = asyncio.run(faq_pipeline().answer(question, "rag"))
     assert result.abstention is not None, result.answer
@@ -138,10 +171,19 @@ NON_ANSWERS = [  # what a wiki or a help centre holds under a question heading t
 def help_centre(under_reset: str) -> list[Passage]:
     entries = [
         ("How do I reset my password?", under_reset),
-        ("How do I change my email address?", "Open Settings, choose Account, and type the new address in the Email field."),
-        ("How do I delete my account?", "Write to support from the address on the account and we remove it within 30 days."),
+        (
+            "How do I change my email address?",
+            "Open Settings, choose Account, and type the new address in the Email field.",
+        ),
+        (
+            "How do I delete my account?",
+            "Write to support from the address on the account and we remove it within 30 days.",
+        ),
     ]
-    return [Passage(f"help#{i}", "help", "Account help", text, section=f"Account help › {heading}") for i, (heading, text) in enumerate(entries)]
+    return [
+        Passage(f"help#{i}", "help", "Account help", text, section=f"Account help › {heading}")
+        for i, (heading, text) in enumerate(entries)
+    ]
 
 
 @pytest.mark.parametrize("non_answer", NON_ANSWERS)
@@ -149,7 +191,9 @@ def help_centre(under_reset: str) -> list[Passage]:
 async def test_a_placeholder_or_an_advert_filed_under_the_question_asked_is_abstained_on(non_answer, method):
     """Before, the entry under a heading that reads as the question passed both bars whatever it said, and was
     cited as the answer: "TODO: this section has not been written yet. [1]"."""
-    result = await Pipeline(OfflineEngine(), ListRetriever(help_centre(non_answer))).answer("How do I reset my password?", method)
+    result = await Pipeline(OfflineEngine(), ListRetriever(help_centre(non_answer))).answer(
+        "How do I reset my password?", method
+    )
     assert result.abstention is not None, result.answer
     assert non_answer not in result.answer and result.citations == []
 
@@ -157,7 +201,9 @@ async def test_a_placeholder_or_an_advert_filed_under_the_question_asked_is_abst
 @pytest.mark.parametrize("method", ["rag", "typed"])
 async def test_an_entry_that_answers_the_question_it_is_filed_under_is_still_its_answer(method):
     answer = "Click Forgot password on the sign-in page and follow the link we email you."
-    result = await Pipeline(OfflineEngine(), ListRetriever(help_centre(answer))).answer("How can I reset my password?", method)
+    result = await Pipeline(OfflineEngine(), ListRetriever(help_centre(answer))).answer(
+        "How can I reset my password?", method
+    )
     assert result.abstention is None and answer in result.answer
 
 
@@ -172,9 +218,13 @@ def test_the_issues_reproduction_through_an_index_and_the_command_line(tmp_path)
     (tmp_path / "docs" / "faq.md").write_text(
         "# Account FAQ\n\n## How do I reset my password?\n\nTODO: this section has not been written yet.\n\n"
         "## How do I change my email address?\n\nOpen Settings, choose Account, and type the new address in the Email field; "
-        "a confirmation link is sent to it.\n", encoding="utf-8")
+        "a confirmation link is sent to it.\n",
+        encoding="utf-8",
+    )
     build_index([tmp_path / "docs"], tmp_path / "idx", show_progress=False, retrieval="bm25")
-    run = CliRunner().invoke(app, ["ask", "How do I reset my password?", "--index", str(tmp_path / "idx"), "--method", "rag", "--json"])
+    run = CliRunner().invoke(
+        app, ["ask", "How do I reset my password?", "--index", str(tmp_path / "idx"), "--method", "rag", "--json"]
+    )
     assert run.exit_code == 0, run.output
     answered = json.loads(run.output)
     assert answered["abstained"] is True and "TODO" not in answered["answer"] and answered["citations"] == []
@@ -183,11 +233,21 @@ def test_the_issues_reproduction_through_an_index_and_the_command_line(tmp_path)
 # ---------------------------------------------------------------- a name no document mentions (issue 43's abstention)
 
 VIRTUALIZATION = [
-    Passage("kvm#0", "kvm", "Virtualization with KVM", "KVM, which stands for Kernel-based Virtual Machine, is first and foremost "
-            "a kernel module providing most of the infrastructure that can be used by a virtualizer; libvirt and "
-            "virt-manager build on it to manage virtual machines."),
-    Passage("alien#0", "alien", "Coexistence with other packaging systems", "It is unreasonable to use rpm to install an RPM "
-            "on a Debian system; RPM uses its own database. The alien utility can convert RPM packages into Debian packages."),
+    Passage(
+        "kvm#0",
+        "kvm",
+        "Virtualization with KVM",
+        "KVM, which stands for Kernel-based Virtual Machine, is first and foremost "
+        "a kernel module providing most of the infrastructure that can be used by a virtualizer; libvirt and "
+        "virt-manager build on it to manage virtual machines.",
+    ),
+    Passage(
+        "alien#0",
+        "alien",
+        "Coexistence with other packaging systems",
+        "It is unreasonable to use rpm to install an RPM "
+        "on a Debian system; RPM uses its own database. The alien utility can convert RPM packages into Debian packages.",
+    ),
 ]
 
 
@@ -197,33 +257,53 @@ async def test_a_question_about_a_name_no_document_mentions_is_abstained_on_and_
     pass both bars, and say nothing about Proxmox. Offline, a name no passage holds is an abstention that names it."""
     result = await Pipeline(OfflineEngine(), ListRetriever(VIRTUALIZATION)).answer("Does Proxmox build on KVM?", method)
     assert result.abstention is not None and result.abstention.by == "unmentioned name"
-    assert "\u201cProxmox\u201d" in result.abstention.reason and "\u201cProxmox\u201d" in result.answer and not result.citations
-    asked_about_kvm = await Pipeline(OfflineEngine(), ListRetriever(VIRTUALIZATION)).answer("Does libvirt build on KVM?", method)
+    assert (
+        "\u201cProxmox\u201d" in result.abstention.reason
+        and "\u201cProxmox\u201d" in result.answer
+        and not result.citations
+    )
+    asked_about_kvm = await Pipeline(OfflineEngine(), ListRetriever(VIRTUALIZATION)).answer(
+        "Does libvirt build on KVM?", method
+    )
     assert asked_about_kvm.abstention is None and "libvirt" in asked_about_kvm.answer
 
 
 async def test_a_name_the_documents_hold_in_another_form_is_mentioned():
-    """"RPMs": the stemmer leaves a plural on a word without a vowel, and the documents say "RPM"; a question's
+    """ "RPMs": the stemmer leaves a plural on a word without a vowel, and the documents say "RPM"; a question's
     first word and "I've" are no names."""
     result = await Pipeline(OfflineEngine(), ListRetriever(VIRTUALIZATION)).answer(
-        "Why is installing RPMs on Debian with alien a bad idea?", "rag")
+        "Why is installing RPMs on Debian with alien a bad idea?", "rag"
+    )
     assert result.abstention is None and "alien" in result.answer
     assert names("Walk me through what I've got to do on Debian with RPMs?") == ["Debian", "RPMs"]
 
 
 ESPRESSO = [  # a German coffee machine's manual: every noun is written with a capital
-    Passage("entkalken#0", "entkalken", "Bedienungsanleitung › Entkalken", "Füllen Sie den Wassertank mit einer Mischung aus "
-            "Wasser und Zitronensäure. Lassen Sie die Maschine zwei Durchläufe ohne Kaffeepulver laufen. Spülen Sie danach "
-            "dreimal mit klarem Wasser nach, damit kein Geschmack der Säure im Kaffee bleibt."),
-    Passage("reinigen#0", "reinigen", "Bedienungsanleitung › Reinigung", "Die Brühgruppe sollte einmal pro Woche unter "
-            "fließendem Wasser gereinigt werden. Bei hartem Wasser ist eine monatliche Entkalkung der Maschine nötig."),
+    Passage(
+        "entkalken#0",
+        "entkalken",
+        "Bedienungsanleitung › Entkalken",
+        "Füllen Sie den Wassertank mit einer Mischung aus "
+        "Wasser und Zitronensäure. Lassen Sie die Maschine zwei Durchläufe ohne Kaffeepulver laufen. Spülen Sie danach "
+        "dreimal mit klarem Wasser nach, damit kein Geschmack der Säure im Kaffee bleibt.",
+    ),
+    Passage(
+        "reinigen#0",
+        "reinigen",
+        "Bedienungsanleitung › Reinigung",
+        "Die Brühgruppe sollte einmal pro Woche unter "
+        "fließendem Wasser gereinigt werden. Bei hartem Wasser ist eine monatliche Entkalkung der Maschine nötig.",
+    ),
 ]
 
 
-@pytest.mark.parametrize("question", [
-    "Wie entkalke ich meinen Kaffeeautomaten?",  # the manual says "Maschine", never "Kaffeeautomat"
-    "Wie oft sollte ich die Brühgruppe unter dem Wasserhahn reinigen?",  # nor "Wasserhahn"
-])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "Wie entkalke ich meinen Kaffeeautomaten?",  # the manual says "Maschine", never "Kaffeeautomat"
+        "Wie oft sollte ich die Brühgruppe unter dem Wasserhahn reinigen?",  # nor "Wasserhahn"
+    ],
+)
 async def test_a_german_noun_the_documents_do_not_use_is_no_name(question):
     """Issue 55 E10: German writes every noun with a capital, so "Kaffeeautomaten" was taken for a name no passage
     holds and the question abstained on ("no passage mentions “Kaffeeautomaten”"), though the manual answers it.
@@ -234,10 +314,20 @@ async def test_a_german_noun_the_documents_do_not_use_is_no_name(question):
 
 
 async def test_a_name_with_a_capital_inside_is_still_a_name_in_german_and_english_keeps_its_rule():
-    german = await Pipeline(OfflineEngine(), ListRetriever(ESPRESSO)).answer("Wie entkalke ich die Maschine mit pgBackRest?", "rag")
-    assert german.abstention is not None and german.abstention.by == "unmentioned name" and "pgBackRest" in german.abstention.reason
-    assert unmentioned_names("Kann ich die Maschine mit einem KVM-Switch und E-Mail-Alarm steuern?", ListRetriever(ESPRESSO)) == ["KVM-Switch"]
-    english = await Pipeline(OfflineEngine(), ListRetriever(ESPRESSO)).answer("How do I descale the Kaffeeautomat?", "rag")
+    german = await Pipeline(OfflineEngine(), ListRetriever(ESPRESSO)).answer(
+        "Wie entkalke ich die Maschine mit pgBackRest?", "rag"
+    )
+    assert (
+        german.abstention is not None
+        and german.abstention.by == "unmentioned name"
+        and "pgBackRest" in german.abstention.reason
+    )
+    assert unmentioned_names(
+        "Kann ich die Maschine mit einem KVM-Switch und E-Mail-Alarm steuern?", ListRetriever(ESPRESSO)
+    ) == ["KVM-Switch"]
+    english = await Pipeline(OfflineEngine(), ListRetriever(ESPRESSO)).answer(
+        "How do I descale the Kaffeeautomat?", "rag"
+    )
     assert english.abstention is not None and english.abstention.by == "unmentioned name"
 
 
@@ -248,12 +338,19 @@ def test_the_index_on_disk_says_which_names_it_mentions(tmp_path):
     (tmp_path / "docs" / "kvm.txt").write_text(VIRTUALIZATION[0].text + " " + VIRTUALIZATION[1].text, encoding="utf-8")
     build_index([tmp_path / "docs"], tmp_path / "index", show_progress=False, retrieval="bm25")
     retriever = open_retriever(tmp_path / "index")
-    assert [retriever.mentions(word) for word in ("KVM", "RPMs", "Debian's", "Proxmox", "the")] == [True, True, True, False, True]
+    assert [retriever.mentions(word) for word in ("KVM", "RPMs", "Debian's", "Proxmox", "the")] == [
+        True,
+        True,
+        True,
+        False,
+        True,
+    ]
 
 
 async def test_an_llm_answer_is_not_turned_down_for_a_name():
     """A model may say what its sources lack beside what they hold; the name check is the offline engine's."""
     reply = "KVM is a kernel module that virtualizers build on [1]."
     result = await Pipeline(LLMEngine(ScriptedChatModel(lambda call: reply)), ListRetriever(VIRTUALIZATION)).answer(
-        "Does Proxmox build on KVM?", "rag")
+        "Does Proxmox build on KVM?", "rag"
+    )
     assert result.abstention is None

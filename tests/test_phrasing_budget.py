@@ -32,7 +32,17 @@ ALLOWED = {
 }
 
 # The `re` functions that take a pattern, and where each takes its flags positionally.
-_FLAGS_AT = {"compile": 1, "search": 2, "match": 2, "fullmatch": 2, "findall": 2, "finditer": 2, "split": 3, "sub": 4, "subn": 4}
+_FLAGS_AT = {
+    "compile": 1,
+    "search": 2,
+    "match": 2,
+    "fullmatch": 2,
+    "findall": 2,
+    "finditer": 2,
+    "split": 3,
+    "sub": 4,
+    "subn": 4,
+}
 _IGNORECASE = {"I", "IGNORECASE"}
 _INLINE_I = re.compile(r"\(\?[aiLmsux]*i[aiLmsux]*[:)]")  # (?i), (?si), (?i:...); not (?-i:...)
 
@@ -67,8 +77,12 @@ def re_calls(path: Path) -> list[Call]:
         if not isinstance(node, ast.Call):
             continue
         func = node.func
-        is_re = (isinstance(func, ast.Attribute) and func.attr in _FLAGS_AT and isinstance(func.value, ast.Name)
-                 and func.value.id in modules) or (isinstance(func, ast.Name) and func.id in functions)
+        is_re = (
+            isinstance(func, ast.Attribute)
+            and func.attr in _FLAGS_AT
+            and isinstance(func.value, ast.Name)
+            and func.value.id in modules
+        ) or (isinstance(func, ast.Name) and func.id in functions)
         if not is_re:
             continue
         name = func.attr if isinstance(func, ast.Attribute) else func.id
@@ -81,14 +95,22 @@ def re_calls(path: Path) -> list[Call]:
 
 
 def _strings_assigned(tree: ast.Module) -> dict[str, ast.expr]:
-    return {t.id: node.value for node in tree.body if isinstance(node, ast.Assign) for t in node.targets if isinstance(t, ast.Name)}
+    return {
+        t.id: node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        for t in node.targets
+        if isinstance(t, ast.Name)
+    }
 
 
 def case_insensitive(call: Call, assigned: dict[str, ast.expr]) -> bool:
     """Whether the call's flags hold re.I / re.IGNORECASE, or its pattern (or a module string it names) holds (?i)."""
     if call.flags is not None:
         for node in ast.walk(call.flags):
-            if (isinstance(node, ast.Attribute) and node.attr in _IGNORECASE) or (isinstance(node, ast.Name) and node.id in _IGNORECASE):
+            if (isinstance(node, ast.Attribute) and node.attr in _IGNORECASE) or (
+                isinstance(node, ast.Name) and node.id in _IGNORECASE
+            ):
                 return True
     pending, seen = [call.pattern] if call.pattern is not None else [], set()
     while pending:
@@ -151,12 +173,20 @@ def phrasing_counts(folder: Path, namespace_of=None) -> dict[str, int]:
             counts["patterns"] += 1
             pattern = eval(compile(ast.Expression(call.pattern), str(path), "eval"), dict(namespace))  # noqa: S307
             counts["alternatives"] += 1 + _alternatives(_parser.parse(pattern))
-        typing = {id(n) for sub in ast.walk(tree) if isinstance(sub, ast.Subscript) for n in ast.walk(sub.slice)}  # Literal["a", "b"]
+        typing = {
+            id(n) for sub in ast.walk(tree) if isinstance(sub, ast.Subscript) for n in ast.walk(sub.slice)
+        }  # Literal["a", "b"]
         for node in ast.walk(tree):
             if isinstance(node, (ast.Set, ast.List, ast.Tuple)) and id(node) not in typing:
                 counts["words"] += sum(isinstance(e, ast.Constant) and isinstance(e.value, str) for e in node.elts)
-            elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "split"
-                  and not node.args and isinstance(node.func.value, ast.Constant) and isinstance(node.func.value.value, str)):
+            elif (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Attribute)
+                and node.func.attr == "split"
+                and not node.args
+                and isinstance(node.func.value, ast.Constant)
+                and isinstance(node.func.value.value, str)
+            ):
                 counts["words"] += len(node.func.value.value.split())
     return counts
 

@@ -35,7 +35,9 @@ class Haiku(BaseModel):
 
 
 PLAN_HAIKU = Prompt("plan_haiku", "You plan haiku. Reply with JSON only.", "Question: {question}\n{reply_format}")
-WRITE_HAIKU = Prompt("write_haiku", "You write haiku from sources.", "Sources:\n{sources}\nImages: {images}\nQuestion: {question}")
+WRITE_HAIKU = Prompt(
+    "write_haiku", "You write haiku from sources.", "Sources:\n{sources}\nImages: {images}\nQuestion: {question}"
+)
 
 
 class HaikuStrategy:
@@ -48,7 +50,13 @@ class HaikuStrategy:
         plan = yield Plan(self.plan, question)
         [hits] = yield Search([question], 2)
         sources = yield Number(hits)
-        task = WriteTask(role="answer:haiku", prompt=WRITE_HAIKU, question=question, extra={"images": ", ".join(plan.images)}, sources=sources)
+        task = WriteTask(
+            role="answer:haiku",
+            prompt=WRITE_HAIKU,
+            question=question,
+            extra={"images": ", ".join(plan.images)},
+            sources=sources,
+        )
         written = yield Write(task, final=True)
         return typedrag.StrategyOutput(answer=written.text, plan=plan)
 
@@ -62,7 +70,9 @@ def test_a_route_added_from_outside_answers_with_its_own_schema_and_prompts():
     assert result.strategy == "haiku" and result.plan == {"images": ["autumn", "leaves", "pond"]}
     assert "Autumn leaves fall slowly" in result.answer and result.citations[0].source_numbers == [1]
 
-    model = ScriptedChatModel(lambda call: '{"images": ["leaf", "pond", "mist"]}' if call.schema else "Leaves drift down [1].")
+    model = ScriptedChatModel(
+        lambda call: '{"images": ["leaf", "pond", "mist"]}' if call.schema else "Leaves drift down [1]."
+    )
     llm = Pipeline(LLMEngine(model), ListRetriever(texts), routes=routes)
     result = typedrag_run(llm.answer("autumn leaves pond", forced_type="HAIKU"))
     assert result.answer == "Leaves drift down [1]." and result.plan == {"images": ["leaf", "pond", "mist"]}
@@ -95,9 +105,13 @@ def test_the_type_stub_names_every_lazy_export_from_its_module():
     import ast
 
     stub = ast.parse((Path(typedrag.__file__).parent / "__init__.pyi").read_text(encoding="utf-8"))
-    imported = {alias.asname: node.module for node in stub.body if isinstance(node, ast.ImportFrom) for alias in node.names}
+    imported = {
+        alias.asname: node.module for node in stub.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    }
     assert imported == typedrag._EXPORTS
-    assert all(alias.name == alias.asname for node in stub.body if isinstance(node, ast.ImportFrom) for alias in node.names)
+    assert all(
+        alias.name == alias.asname for node in stub.body if isinstance(node, ast.ImportFrom) for alias in node.names
+    )
 
 
 def test_importing_the_pipeline_does_not_import_tantivy():
@@ -118,7 +132,9 @@ def test_a_route_without_an_offline_recipe_is_written_offline_by_the_generic_one
             yield Plan(self.plan, question)
             [hits] = yield Search([question], 2)
             sources = yield Number(hits)
-            task = WriteTask(role="answer:plain", prompt=WRITE_HAIKU, question=question, extra={"images": ""}, sources=sources)
+            task = WriteTask(
+                role="answer:plain", prompt=WRITE_HAIKU, question=question, extra={"images": ""}, sources=sources
+            )
             written = yield Write(task, final=True)
             return typedrag.StrategyOutput(answer=written.text)
 

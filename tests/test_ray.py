@@ -64,19 +64,45 @@ class RayCluster:
         self.address = f"127.0.0.1:{self.port}"
         self.temp = Path(tempfile.mkdtemp(prefix="tdray", dir="/tmp"))  # short: Ray's socket paths must fit
         self.groups: list[subprocess.Popen] = []
-        self.env = dict(os.environ, RAY_USAGE_STATS_ENABLED="0", PYTHONPATH=os.pathsep.join(
-            p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p))
+        self.env = dict(
+            os.environ,
+            RAY_USAGE_STATS_ENABLED="0",
+            PYTHONPATH=os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+        )
 
     def _start(self, args: list[str], log: str) -> None:
         ray = str(Path(sys.executable).parent / "ray")
         with open(self.root / log, "ab") as out:
-            self.groups.append(subprocess.Popen([ray, "start", "--block", "--node-ip-address=127.0.0.1", "--num-cpus=2",
-                                                 "--object-store-memory=400000000", "--disable-usage-stats", *args],
-                                                stdout=out, stderr=subprocess.STDOUT, env=self.env, start_new_session=True))
+            self.groups.append(
+                subprocess.Popen(
+                    [
+                        ray,
+                        "start",
+                        "--block",
+                        "--node-ip-address=127.0.0.1",
+                        "--num-cpus=2",
+                        "--object-store-memory=400000000",
+                        "--disable-usage-stats",
+                        *args,
+                    ],
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    env=self.env,
+                    start_new_session=True,
+                )
+            )
 
     def start(self) -> None:
-        self._start(["--head", f"--port={self.port}", "--include-dashboard=false", f"--temp-dir={self.temp}",
-                     f"--ray-client-server-port={free_port()}"], "head.log")  # not 10001: another cluster may hold it
+        self._start(
+            [
+                "--head",
+                f"--port={self.port}",
+                "--include-dashboard=false",
+                f"--temp-dir={self.temp}",
+                f"--ray-client-server-port={free_port()}",
+            ],
+            "head.log",
+        )  # not 10001: another cluster may hold it
         self._wait(lambda: self._port_open(), "the head node")
         self._start([f"--address={self.address}"], "worker.log")
         self._wait(lambda: self.alive_nodes() >= 2, "the worker node")
@@ -87,7 +113,9 @@ class RayCluster:
 
     def alive_nodes(self) -> int:
         ray = str(Path(sys.executable).parent / "ray")
-        out = subprocess.run([ray, "status", f"--address={self.address}"], capture_output=True, text=True, env=self.env, timeout=60)
+        out = subprocess.run(
+            [ray, "status", f"--address={self.address}"], capture_output=True, text=True, env=self.env, timeout=60
+        )
         active = out.stdout.split("Active:", 1)[-1].split("Pending:", 1)[0]
         return active.count("node_")
 
@@ -100,7 +128,11 @@ class RayCluster:
                 return
             time.sleep(0.5)
         self.stop()
-        logs = "".join((self.root / name).read_text(errors="replace")[-1500:] for name in ("head.log", "worker.log") if (self.root / name).exists())
+        logs = "".join(
+            (self.root / name).read_text(errors="replace")[-1500:]
+            for name in ("head.log", "worker.log")
+            if (self.root / name).exists()
+        )
         pytest.fail(f"{what} of the Ray cluster did not start: {logs}")
 
     def processes(self) -> dict[int, str]:
@@ -157,10 +189,21 @@ def corpus(tmp_path_factory):
     notes = folder / "notes"
     notes.mkdir()
     text = "Ray workers read files in parallel while the driver keeps the ledger of files already written. " * 3
-    write_jsonl(notes / "a.jsonl", [{"id": "shared", "title": "Shared (a)", "text": "First copy. " + text},
-                                    {"id": "a-only", "title": "A", "text": text}])
-    write_jsonl(notes / "b.jsonl", [{"id": "b-only", "title": "B", "text": text}, "{not json",
-                                    {"id": "shared", "title": "Shared (b)", "text": "Second copy. " + text}])
+    write_jsonl(
+        notes / "a.jsonl",
+        [
+            {"id": "shared", "title": "Shared (a)", "text": "First copy. " + text},
+            {"id": "a-only", "title": "A", "text": text},
+        ],
+    )
+    write_jsonl(
+        notes / "b.jsonl",
+        [
+            {"id": "b-only", "title": "B", "text": text},
+            "{not json",
+            {"id": "shared", "title": "Shared (b)", "text": "Second copy. " + text},
+        ],
+    )
     (folder / "logo.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
     (folder / "broken.pdf").write_bytes(b"%PDF-1.4\nthis is not a PDF body\n")
     return folder
@@ -179,8 +222,14 @@ def index(args: list[str], env: dict, *, check: bool = True) -> subprocess.Compl
 
 def start_index(args: list[str], env: dict, log: Path) -> subprocess.Popen:
     with open(log, "wb") as out:
-        return subprocess.Popen([sys.executable, "-m", "typedrag.cli", "index", *args], stdout=out, stderr=subprocess.STDOUT,
-                                env=env, cwd=ROOT, start_new_session=True)
+        return subprocess.Popen(
+            [sys.executable, "-m", "typedrag.cli", "index", *args],
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=ROOT,
+            start_new_session=True,
+        )
 
 
 def milvus_args(server, collection: str, *options: str) -> list[str]:
@@ -229,13 +278,19 @@ def assert_same_index(client, expected: str, actual: str) -> int:
 
 def problems(output: str) -> list[str]:
     """The build's problem lines: notes, and files skipped (issue 55 E12: "FILE: reason, skipped" or "skipped FILE...")."""
-    return sorted(line for line in output.splitlines() if line.startswith(("skipped", "note:")) or line.rstrip().endswith(", skipped"))
+    return sorted(
+        line
+        for line in output.splitlines()
+        if line.startswith(("skipped", "note:")) or line.rstrip().endswith(", skipped")
+    )
 
 
 def said(output: str) -> list[str]:
     """What `typedrag index` printed of the index, without its timings: "indexed N documents into M passages (K
     skipped)" (or "added ..."), and "search: hybrid; passage vectors by minilm: N embedded" when it made vectors."""
-    return [line.split(" in ")[0] for line in output.splitlines() if line.startswith(("indexed ", "added ", "search: "))]
+    return [
+        line.split(" in ")[0] for line in output.splitlines() if line.startswith(("indexed ", "added ", "search: "))
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -256,7 +311,9 @@ def reference(server, corpus, env):
 # ------------------------------------------------------------------------------------- tests
 
 
-def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_changes(cluster, server, corpus, env, reference):
+def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_changes(
+    cluster, server, corpus, env, reference
+):
     out = index([str(corpus), *milvus_args(server, "onray"), "--ray", cluster.address], env)
     with milvus(server) as client:
         count = assert_same_index(client, "single", "onray")
@@ -276,10 +333,14 @@ def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_chan
     # Edit one page, delete another, add a new one: the sync reads only those two and removes the third.
     pages = sorted((corpus / "tutorial").glob("*.html"))
     edited, deleted = pages[1], pages[2]
-    edited.write_text(edited.read_text(encoding="utf-8").replace("</h1>", "</h1><p>Zygomorphic orchids bloom here.</p>", 1),
-                      encoding="utf-8")
+    edited.write_text(
+        edited.read_text(encoding="utf-8").replace("</h1>", "</h1><p>Zygomorphic orchids bloom here.</p>", 1),
+        encoding="utf-8",
+    )
     deleted.unlink()
-    (corpus / "notes" / "new.md").write_text("# Quokkas\n\nThe quokka of Rottnest Island smiles at tourists.\n", encoding="utf-8")
+    (corpus / "notes" / "new.md").write_text(
+        "# Quokkas\n\nThe quokka of Rottnest Island smiles at tourists.\n", encoding="utf-8"
+    )
     synced = index([str(corpus), *milvus_args(server, "onray"), "--ray", cluster.address], env)
     assert said(synced.stdout)[0].startswith("added 1, updated 1, removed 1, unchanged ")
     assert "ray: 2 files read" in synced.stderr
@@ -287,15 +348,23 @@ def test_ray_build_equals_a_single_process_build_then_a_sync_reads_only_the_chan
     assert said(synced.stdout) == said(synced_reference.stdout)  # the vectors of the two files read, the others kept
     with milvus(server) as client:
         assert_same_index(client, "single", "onray")
-        assert client.query("onray", filter='text like "%Zygomorphic%"', output_fields=["file"])[0]["file"] == f"tutorial/{edited.name}"
+        assert (
+            client.query("onray", filter='text like "%Zygomorphic%"', output_fields=["file"])[0]["file"]
+            == f"tutorial/{edited.name}"
+        )
         assert not client.query("onray", filter=f'file == "tutorial/{deleted.name}"', output_fields=["row_id"])
         generations = {row["generation"] for row in rows_of(client, "onray").values()}
     assert generations == {1, 2}  # the unchanged files' rows kept as they were, the changed ones rewritten
-    index([str(corpus), *milvus_args(server, "single"), "--rebuild"], env)  # the reference for the next tests: a fresh build
+    index(
+        [str(corpus), *milvus_args(server, "single"), "--rebuild"], env
+    )  # the reference for the next tests: a fresh build
 
 
-@pytest.mark.parametrize("options, retrieval", [(("--retrieval", "bm25"), "bm25"), (("--embedder", "static"), "hybrid")],
-                         ids=["bm25", "static"])
+@pytest.mark.parametrize(
+    "options, retrieval",
+    [(("--retrieval", "bm25"), "bm25"), (("--embedder", "static"), "hybrid")],
+    ids=["bm25", "static"],
+)
 def test_retrieval_and_embedder_options_give_the_build_of_one_process(cluster, server, corpus, env, options, retrieval):
     """`--ray` with `--retrieval` and `--embedder` builds what a build in one process with the same options does: no
     vectors for bm25, the static model's for `--embedder static`; and a sync keeps what the collection was built with."""
@@ -341,11 +410,15 @@ def test_a_sync_killed_in_one_process_is_completed_on_the_cluster(cluster, serve
 
     monkeypatch.setattr(milvus_build._Inserter, "send", send_then_die)
     with pytest.raises(KeyboardInterrupt):
-        milvus_build.sync_milvus_index([folder], server.uri, "half_synced", passage_words=20, batch_size=3, show_progress=False)
+        milvus_build.sync_milvus_index(
+            [folder], server.uri, "half_synced", passage_words=20, batch_size=3, show_progress=False
+        )
     monkeypatch.setattr(milvus_build._Inserter, "send", real_send)
     (folder / "note-1.txt").write_text(original, encoding="utf-8")
 
-    out = index([str(folder), *milvus_args(server, "half_synced", "--passage-words", "20"), "--ray", cluster.address], env)
+    out = index(
+        [str(folder), *milvus_args(server, "half_synced", "--passage-words", "20"), "--ray", cluster.address], env
+    )
     index([str(folder), *milvus_args(server, "half_synced_fresh", "--retrieval", "bm25", "--passage-words", "20")], env)
     assert said(out.stdout)[0].startswith("added 0, updated 1, removed 0, unchanged 5")
     with milvus(server) as client:
@@ -375,7 +448,9 @@ def wait_for(condition, process: subprocess.Popen, log: Path, what: str) -> None
         time.sleep(0.2)
 
 
-def test_a_driver_killed_mid_run_resumes_on_rerun_with_nothing_lost_or_duplicated(cluster, server, corpus, env, reference, tmp_path):
+def test_a_driver_killed_mid_run_resumes_on_rerun_with_nothing_lost_or_duplicated(
+    cluster, server, corpus, env, reference, tmp_path
+):
     args = [str(corpus), *milvus_args(server, "resumed"), "--ray", cluster.address]
     log = tmp_path / "driver.log"
     driver = start_index(args, env, log)
@@ -388,7 +463,9 @@ def test_a_driver_killed_mid_run_resumes_on_rerun_with_nothing_lost_or_duplicate
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
     with milvus(server) as client:
-        assert "resumed" not in [a for n in client.list_collections() for a in client.list_aliases(n).get("aliases", [])]
+        assert "resumed" not in [
+            a for n in client.list_collections() for a in client.list_aliases(n).get("aliases", [])
+        ]
 
     rerun = index(args, env)
     assert "already written by an interrupted run, kept" in rerun.stderr
@@ -418,7 +495,9 @@ def test_a_worker_killed_mid_run_loses_and_duplicates_nothing(cluster, server, c
     if driver.returncode != 0:  # Ray gave up on the pipeline: a rerun resumes it
         assert "re-run `typedrag index --ray`" in output, output[-2000:]
         index(args, env)
-    print(f"\nembedding actor {victim} killed; the run {'recovered by itself' if driver.returncode == 0 else 'failed and was resumed'}")
+    print(
+        f"\nembedding actor {victim} killed; the run {'recovered by itself' if driver.returncode == 0 else 'failed and was resumed'}"
+    )
     with milvus(server) as client:
         assert_same_index(client, "single", "survivor")
 
@@ -429,9 +508,16 @@ def test_spans_of_every_stage_reach_the_collector_in_one_trace(cluster, server, 
     folder = tmp_path / "small"
     folder.mkdir()
     for n in range(3):
-        (folder / f"note-{n}.txt").write_text(f"Note {n}: the heron waits at the edge of pond number {n}.\n", encoding="utf-8")
+        (folder / f"note-{n}.txt").write_text(
+            f"Note {n}: the heron waits at the edge of pond number {n}.\n", encoding="utf-8"
+        )
     with OTLPReceiver() as receiver:
-        traced = dict(env, OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint, OTEL_SERVICE_NAME="ingest-test", OTEL_BSP_SCHEDULE_DELAY="100")
+        traced = dict(
+            env,
+            OTEL_EXPORTER_OTLP_ENDPOINT=receiver.endpoint,
+            OTEL_SERVICE_NAME="ingest-test",
+            OTEL_BSP_SCHEDULE_DELAY="100",
+        )
         index([str(folder), *milvus_args(server, "traced"), "--ray", cluster.address], traced)
         deadline = time.monotonic() + 60
         names: set[str] = set()
@@ -440,8 +526,15 @@ def test_spans_of_every_stage_reach_the_collector_in_one_trace(cluster, server, 
             names = {span.name for span in receiver.spans}
         spans = list(receiver.spans)
     by_name = {span.name: span for span in spans}
-    for name in ("typedrag.ingest", "typedrag.ingest.plan", "typedrag.ingest.ray", "typedrag.ingest.publish",
-                 "typedrag.ingest.read", "typedrag.ingest.embed", "typedrag.ingest.write"):
+    for name in (
+        "typedrag.ingest",
+        "typedrag.ingest.plan",
+        "typedrag.ingest.ray",
+        "typedrag.ingest.publish",
+        "typedrag.ingest.read",
+        "typedrag.ingest.embed",
+        "typedrag.ingest.write",
+    ):
         assert name in by_name, f"{name} missing from {sorted(by_name)}"
     root = by_name["typedrag.ingest"]
     assert {span.trace_id for span in spans if span.name.startswith("typedrag.ingest")} == {root.trace_id}
@@ -456,8 +549,22 @@ def test_strict_stops_at_the_first_problem_in_one_line(cluster, server, env, tmp
     folder.mkdir()
     (folder / "good.txt").write_text("A good note about herons.\n", encoding="utf-8")
     write_jsonl(folder / "records.jsonl", [{"id": "r1", "title": "R", "text": "fine"}, "{not json"])
-    out = index([str(folder), "--backend", "milvus", "--uri", server.uri, "--collection", "strict", "--strict",
-                 "--ray", cluster.address], env, check=False)
+    out = index(
+        [
+            str(folder),
+            "--backend",
+            "milvus",
+            "--uri",
+            server.uri,
+            "--collection",
+            "strict",
+            "--strict",
+            "--ray",
+            cluster.address,
+        ],
+        env,
+        check=False,
+    )
     assert out.returncode == 2, out.stdout + out.stderr
     assert f"error: {folder / 'records.jsonl'}:2: bad JSON" in " ".join(out.stderr.split())  # rich may wrap a long line
     with milvus(server) as client:
@@ -468,7 +575,10 @@ def test_ray_needs_the_milvus_backend(env, tmp_path):
     (tmp_path / "a.txt").write_text("words", encoding="utf-8")
     out = index([str(tmp_path / "a.txt"), "--index", str(tmp_path / "idx"), "--ray", "auto"], env, check=False)
     assert out.returncode == 2
-    assert " ".join(out.stderr.split()) == "error: --ray writes to Milvus: add --backend milvus --uri URI (or set TYPEDRAG_BACKEND=milvus)"
+    assert (
+        " ".join(out.stderr.split())
+        == "error: --ray writes to Milvus: add --backend milvus --uri URI (or set TYPEDRAG_BACKEND=milvus)"
+    )
 
 
 def test_without_the_ray_extra_the_error_names_it(monkeypatch, tmp_path):
@@ -479,7 +589,8 @@ def test_without_the_ray_extra_the_error_names_it(monkeypatch, tmp_path):
 
     hide(monkeypatch, "ray", "ray.data")
     (tmp_path / "a.txt").write_text("words", encoding="utf-8")
-    out = CliRunner().invoke(app, ["index", str(tmp_path / "a.txt"), "--backend", "milvus", "--uri", "http://127.0.0.1:1",
-                                   "--ray", "auto"])
+    out = CliRunner().invoke(
+        app, ["index", str(tmp_path / "a.txt"), "--backend", "milvus", "--uri", "http://127.0.0.1:1", "--ray", "auto"]
+    )
     assert out.exit_code == 2, out.output
     assert "typedrag index --ray needs the 'ray' extra: pip install 'typedrag[ray]'" in one_line(out.output)

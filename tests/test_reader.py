@@ -38,7 +38,10 @@ def test_the_reader_tells_an_answer_from_a_namesake_code_and_a_passing_mention()
     reader = default_reader()
     question = "Why did the Western Roman Empire collapse?"
     sentences = [
-        ("Fall of the Western Roman Empire", "Invasions by Germanic peoples, economic decline and political instability weakened the Western Roman Empire until it collapsed in 476."),
+        (
+            "Fall of the Western Roman Empire",
+            "Invasions by Germanic peoples, economic decline and political instability weakened the Western Roman Empire until it collapsed in 476.",
+        ),
         ("Burgundians", "Some scholars believe that the Burgundians are named after the island of Bornholm."),
         ("Roman numerals", "for i in range(10): print(to_roman(i))"),
         ("Rome", "Rome is the capital city of Italy and has a population of about 2.8 million."),
@@ -58,7 +61,10 @@ def test_the_question_type_informs_the_role():
         NFQType.INSTRUCTION,
     )[0]
     assert step.role is Role.STEP
-    cause = ("Tides", "The gravitational pull of the Moon on the oceans raises the water on the side of the Earth that faces it.")
+    cause = (
+        "Tides",
+        "The gravitational pull of the Moon on the oceans raises the water on the side of the Earth that faces it.",
+    )
     assert reader.read("Why are there tides?", [cause], NFQType.REASON)[0].role is Role.CAUSE
     assert reader.read("What are tides?", [cause], NFQType.EVIDENCE_BASED)[0].role is not Role.CAUSE
 
@@ -85,7 +91,9 @@ def test_the_model_card_states_the_figures_the_model_was_accepted_on():
     meta = json.loads((MODEL_DIR / "meta.json").read_text())
     folds = meta["leave_one_corpus_out"]
     # the five corpora of the first labels and the fourteen manuals of issue 55's (HTML, PDF, Markdown, RST)
-    assert {"debian-handbook", "git-docs", "python-docs", "wiki-nfqa/enwiki", "wikipedia-demo"} < set(folds) and len(folds) == 19
+    assert {"debian-handbook", "git-docs", "python-docs", "wiki-nfqa/enwiki", "wikipedia-demo"} < set(folds) and len(
+        folds
+    ) == 19
     for corpus, fold in folds.items():
         assert fold["reader"]["p_at_4"] > fold["cosine"]["p_at_4"], corpus
         if corpus != "wiki-nfqa/enwiki":  # there 0.746 against cosine's 0.725 (BENCHMARKS.md section 55b)
@@ -125,7 +133,9 @@ def test_the_labels_file_is_the_one_the_card_describes():
         if corpus in labelled:  # the others are issue 55's labels (their README says where they are kept)
             assert fold["pairs"] == sum(r["corpus"] == corpus for r in rows), corpus
     assert labelled <= set(meta["leave_one_corpus_out"])
-    assert meta["training"]["pairs"] > len(rows) or set(meta["training"]["corpora"]) == set(meta["leave_one_corpus_out"])
+    assert meta["training"]["pairs"] > len(rows) or set(meta["training"]["corpora"]) == set(
+        meta["leave_one_corpus_out"]
+    )
 
 
 # --- issue 55: retrained on the new labels, with what the document readers know -----------------------------
@@ -153,11 +163,21 @@ def test_a_labelled_pair_is_read_as_the_engine_reads_its_sentence():
     """Code, tables and headings are never quoted, so never read; a list item is read without its marker."""
     from typedrag.reader.train import as_read, piece
 
-    row = {"qid": "q", "corpus": "c", "question": "How?", "title": "T", "sentence": "pip install flask", "label": 0, "role": "none"}
+    row = {
+        "qid": "q",
+        "corpus": "c",
+        "question": "How?",
+        "title": "T",
+        "sentence": "pip install flask",
+        "label": 0,
+        "role": "none",
+    }
     assert as_read({**row, "block": "code"}) is None and as_read({**row, "block": "table"}) is None
     item = as_read({**row, "block": "item", "item_order": 3, "sentence": "3. Run the installer as root."})
     assert item["sentence"] == "Run the installer as root."
-    assert as_read({**row, "sentence": "- Open the settings page."})["sentence"] == "Open the settings page."  # the first labels
+    assert (
+        as_read({**row, "sentence": "- Open the settings page."})["sentence"] == "Open the settings page."
+    )  # the first labels
     known = piece({**row, "block": "prose", "section": "FAQ › How do I install it?", "source_rank": 2})
     assert known.heading == "How do I install it?" and known.rank == 2 and known.kind is BlockKind.PROSE
     assert piece(row).kind is None  # what the labels do not say, the reader does not know

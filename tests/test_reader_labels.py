@@ -36,21 +36,48 @@ def labelling(tmp_path):
     for corpus in CORPORA:
         for n in range(1, 5):
             qid = f"{corpus[:2]}-{n:03d}"
-            questions.append({"qid": qid, "corpus": corpus, "type": "REASON", "question": f"why {qid}?", "answerable": n != 4})
+            questions.append(
+                {"qid": qid, "corpus": corpus, "type": "REASON", "question": f"why {qid}?", "answerable": n != 4}
+            )
             for k in range(3):
-                pairs.append({
-                    "pid": f"{qid}:{k:010x}", "qid": qid, "corpus": corpus, "question": f"why {qid}?", "type": "REASON",
-                    "passage_id": f"page.html#{k}", "title": "Page", "section": "A › B", "sentence": f"Sentence {k} of {qid} here.",
-                    "block": "item" if k == 1 else "prose", "item_order": None, "source_rank": k + 1, "page": None,
-                })
+                pairs.append(
+                    {
+                        "pid": f"{qid}:{k:010x}",
+                        "qid": qid,
+                        "corpus": corpus,
+                        "question": f"why {qid}?",
+                        "type": "REASON",
+                        "passage_id": f"page.html#{k}",
+                        "title": "Page",
+                        "section": "A › B",
+                        "sentence": f"Sentence {k} of {qid} here.",
+                        "block": "item" if k == 1 else "prose",
+                        "item_order": None,
+                        "source_rank": k + 1,
+                        "page": None,
+                    }
+                )
     candidates = tmp_path / "candidates"
     candidates.mkdir()
     write_jsonl(candidates / "all.jsonl", pairs)
     write_jsonl(candidates / "all.meta.jsonl", [{"qid": q["qid"], "pairs": 3} for q in questions])  # skipped
     write_jsonl(tmp_path / "questions.jsonl", questions)
     shards = tmp_path / "shards"
-    code = reader_labels.main(["shards", "--candidates", *map(str, candidates.iterdir()), "--questions", str(tmp_path / "questions.jsonl"),
-                               "--out", str(shards), "--per-shard", "3", "--double", "0.25"])
+    code = reader_labels.main(
+        [
+            "shards",
+            "--candidates",
+            *map(str, candidates.iterdir()),
+            "--questions",
+            str(tmp_path / "questions.jsonl"),
+            "--out",
+            str(shards),
+            "--per-shard",
+            "3",
+            "--double",
+            "0.25",
+        ]
+    )
     assert code == 0
     return tmp_path, candidates, shards, pairs
 
@@ -91,8 +118,21 @@ def test_every_question_is_in_one_shard_and_the_doubled_ones_in_a_second_other_s
 def test_shards_are_the_same_when_made_again(labelling, tmp_path):
     root, candidates, shards, _ = labelling
     again = tmp_path / "again"
-    reader_labels.main(["shards", "--candidates", *map(str, candidates.iterdir()), "--questions", str(root / "questions.jsonl"),
-                        "--out", str(again), "--per-shard", "3", "--double", "0.25"])
+    reader_labels.main(
+        [
+            "shards",
+            "--candidates",
+            *map(str, candidates.iterdir()),
+            "--questions",
+            str(root / "questions.jsonl"),
+            "--out",
+            str(again),
+            "--per-shard",
+            "3",
+            "--double",
+            "0.25",
+        ]
+    )
     for path in shards.iterdir():
         assert (again / path.name).read_bytes() == path.read_bytes()
 
@@ -101,8 +141,19 @@ def test_merge_writes_the_shared_format_with_the_second_label_of_doubled_questio
     root, candidates, shards, pairs = labelling
     label_everything(shards)
     out = root / "pairs.jsonl"
-    code = reader_labels.main(["merge", "--shards", str(shards), "--candidates", *map(str, candidates.iterdir()),
-                               "--out", str(out), "--questions", str(root / "questions.jsonl")])
+    code = reader_labels.main(
+        [
+            "merge",
+            "--shards",
+            str(shards),
+            "--candidates",
+            *map(str, candidates.iterdir()),
+            "--out",
+            str(out),
+            "--questions",
+            str(root / "questions.jsonl"),
+        ]
+    )
     assert code == 0, capsys.readouterr().out
     rows = read_jsonl(out)
     assert len(rows) == len(pairs)  # each pair once, doubled or not
@@ -136,8 +187,18 @@ def test_merge_reports_every_kind_of_bad_label_and_fails(labelling, capsys):
     ]
     path.write_text("\n".join(lines) + "\n")
     (shards / "shard-02.labels.jsonl").unlink()
-    code = reader_labels.main(["merge", "--shards", str(shards), "--candidates", *map(str, candidates.iterdir()),
-                               "--out", str(root / "pairs.jsonl"), "--partial"])
+    code = reader_labels.main(
+        [
+            "merge",
+            "--shards",
+            str(shards),
+            "--candidates",
+            *map(str, candidates.iterdir()),
+            "--out",
+            str(root / "pairs.jsonl"),
+            "--partial",
+        ]
+    )
     out = capsys.readouterr().out
     assert code == 1  # wrong labels fail even with --partial
     assert "label 3 is not 0, 1 or 2" in out and "role 'why' is not one of the rubric's" in out
@@ -155,7 +216,15 @@ def test_missing_labels_fail_the_merge_unless_partial(labelling, capsys):
     label_everything(shards)
     path = shards / "shard-03.labels.jsonl"
     path.write_text("".join(line + "\n" for line in path.read_text().splitlines()[:-2]))
-    arguments = ["merge", "--shards", str(shards), "--candidates", *map(str, candidates.iterdir()), "--out", str(root / "p.jsonl")]
+    arguments = [
+        "merge",
+        "--shards",
+        str(shards),
+        "--candidates",
+        *map(str, candidates.iterdir()),
+        "--out",
+        str(root / "p.jsonl"),
+    ]
     assert reader_labels.main(arguments) == 1
     assert "2 labels missing, 0 errors" in capsys.readouterr().out
     assert reader_labels.main([*arguments, "--partial"]) == 0
@@ -187,7 +256,9 @@ def test_agreement_on_the_doubled_questions_matches_scikit_learn(labelling, caps
     assert result["exact"] == pytest.approx(5 / 9)
     assert result["kappa"] == pytest.approx(cohen_kappa_score(first, second))
     assert result["answers_vs_rest"] == pytest.approx(6 / 9)
-    assert result["answers_kappa"] == pytest.approx(cohen_kappa_score([x == 2 for x in first], [x == 2 for x in second]))
+    assert result["answers_kappa"] == pytest.approx(
+        cohen_kappa_score([x == 2 for x in first], [x == 2 for x in second])
+    )
     assert result["both_2"] == 0 and result["role_when_both_2"] is None
     reader_labels.main(["agreement", "--shards", str(shards)])
     assert "9 pairs of 3 questions labelled twice" in capsys.readouterr().out
@@ -202,8 +273,14 @@ def test_cohen_kappa_of_a_textbook_table():
 
 
 def tool(shards: Path, *arguments: str, stdin: str = "") -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(ROOT / "scripts" / "reader_label_tool.py"), *arguments], input=stdin,
-                          capture_output=True, text=True, env={**os.environ, "LABEL_SHARDS": str(shards)}, timeout=60)
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "reader_label_tool.py"), *arguments],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "LABEL_SHARDS": str(shards)},
+        timeout=60,
+    )
 
 
 def test_the_labellers_tool_saves_whole_questions_only_and_resumes_where_it_stopped(labelling, capsys):
@@ -214,9 +291,14 @@ def test_the_labellers_tool_saves_whole_questions_only_and_resumes_where_it_stop
     qid = rows[0]["qid"]
     shown = tool(shards, "next", "shard-01").stdout
     assert f"QUESTION {qid} (REASON): why {qid}?" in shown and f"1. (Page › A › B)\n   {rows[0]['sentence']}" in shown
-    for wrong, message in [("1 2 fact\n2 1 fact\n", "pairs 3 of"), ("1 2 fact\n2 1 fact\n3 0 fact\n", "label 0 takes role none"),
-                           ("1 2 fact\n1 1 fact\n3 0 none\n", "pair 1 given twice"), ("1 2 why\n2 1 fact\n3 0 none\n", "role 'why'"),
-                           ("1 5 fact\n2 1 fact\n3 0 none\n", "label 5"), ("1 2\n", "NUMBER LABEL ROLE")]:
+    for wrong, message in [
+        ("1 2 fact\n2 1 fact\n", "pairs 3 of"),
+        ("1 2 fact\n2 1 fact\n3 0 fact\n", "label 0 takes role none"),
+        ("1 2 fact\n1 1 fact\n3 0 none\n", "pair 1 given twice"),
+        ("1 2 why\n2 1 fact\n3 0 none\n", "role 'why'"),
+        ("1 5 fact\n2 1 fact\n3 0 none\n", "label 5"),
+        ("1 2\n", "NUMBER LABEL ROLE"),
+    ]:
         run = tool(shards, "save", "shard-01", qid, stdin=wrong)
         assert run.returncode == 2 and message in run.stderr
         assert not (shards / "shard-01.labels.jsonl").exists()  # nothing saved
@@ -225,8 +307,11 @@ def test_the_labellers_tool_saves_whole_questions_only_and_resumes_where_it_stop
     assert f"QUESTION {rows[3]['qid']}" in tool(shards, "next", "shard-01").stdout  # the next question
     tool(shards, "save", "shard-01", qid, stdin="1 1 fact\n2 1 definition\n3 0 none\n")  # saved again: replaced
     saved = read_jsonl(shards / "shard-01.labels.jsonl")
-    assert saved == [{"pid": rows[0]["pid"], "label": 1, "role": "fact"}, {"pid": rows[1]["pid"], "label": 1, "role": "definition"},
-                     {"pid": rows[2]["pid"], "label": 0, "role": "none"}]
+    assert saved == [
+        {"pid": rows[0]["pid"], "label": 1, "role": "fact"},
+        {"pid": rows[1]["pid"], "label": 1, "role": "definition"},
+        {"pid": rows[2]["pid"], "label": 0, "role": "none"},
+    ]
     for other in questions_in(rows)[1:]:
         tool(shards, "save", "shard-01", other, stdin="1 2 step\n2 1 fact\n3 0 none\n")
     assert "DONE" in tool(shards, "next", "shard-01").stdout
@@ -244,7 +329,16 @@ def test_new_corpora_are_appended_as_new_shards_and_the_old_ones_stay_as_they_we
     write_jsonl(early, [p for p in pairs if p["corpus"] != "gamma-docs"])
     write_jsonl(later, [p for p in pairs if p["corpus"] == "gamma-docs"])
     shards = tmp_path / "batches"
-    common = ["--questions", str(root / "questions.jsonl"), "--out", str(shards), "--per-shard", "3", "--double", "0.25"]
+    common = [
+        "--questions",
+        str(root / "questions.jsonl"),
+        "--out",
+        str(shards),
+        "--per-shard",
+        "3",
+        "--double",
+        "0.25",
+    ]
     assert reader_labels.main(["shards", "--candidates", str(early), *common]) == 0
     before = {path.name: path.read_bytes() for path in shards.glob("shard-*.jsonl")}
     with pytest.raises(SystemExit, match="--append"):  # never cut shards anew under labels already written
@@ -252,10 +346,12 @@ def test_new_corpora_are_appended_as_new_shards_and_the_old_ones_stay_as_they_we
     assert reader_labels.main(["shards", "--candidates", str(early), str(later), *common, "--append"]) == 0
     assert {path.name: path.read_bytes() for path in shards.glob("shard-*.jsonl") if path.name in before} == before
     manifest = json.loads((shards / "manifest.json").read_text())
-    added = sorted(set(manifest["shards"]) - {name[:-len(".jsonl")] for name in before})
+    added = sorted(set(manifest["shards"]) - {name[: -len(".jsonl")] for name in before})
     assert added and added[0] == f"shard-{len(before) + 1:02d}"
     firsts = [qid for entry in manifest["shards"].values() for qid in entry["first"]]
     assert sorted(firsts) == sorted({p["qid"] for p in pairs})
     assert all(manifest["shards"][name]["first"][0].startswith("ga-") for name in added)
     assert {qid[:2] for qid in manifest["double"]} == {"al", "be", "ga"}
-    assert reader_labels.main(["shards", "--candidates", str(early), str(later), *common, "--append"]) == 0  # nothing new
+    assert (
+        reader_labels.main(["shards", "--candidates", str(early), str(later), *common, "--append"]) == 0
+    )  # nothing new

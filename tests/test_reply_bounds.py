@@ -17,7 +17,9 @@ HUGE = "leaf " * 400_000  # 2 MB: what a server that ignores max_tokens sends
 
 
 def model_for(server: OpenAIStubServer, **kwargs) -> OpenAIChatModel:
-    return OpenAIChatModel(model="stub-model", base_url=server.base_url, api_key="sk-test", timeout=30, max_retries=0, **kwargs)
+    return OpenAIChatModel(
+        model="stub-model", base_url=server.base_url, api_key="sk-test", timeout=30, max_retries=0, **kwargs
+    )
 
 
 async def test_a_reply_over_the_bound_is_cut_and_its_call_says_so():
@@ -30,7 +32,9 @@ async def test_a_reply_over_the_bound_is_cut_and_its_call_says_so():
 async def test_a_streamed_reply_over_the_bound_stops_being_read():
     heard: list[str] = []
     with OpenAIStubServer(lambda r: Reply(content="leaf " * 3_000)) as server:
-        completion = await model_for(server, max_reply_chars=1_000).complete(MESSAGES, role="answer", on_text=heard.append)
+        completion = await model_for(server, max_reply_chars=1_000).complete(
+            MESSAGES, role="answer", on_text=heard.append
+        )
     assert len(completion.text) <= 1_000 and "".join(heard) == completion.text
     assert completion.call.finish_reason.startswith("cut:")
 

@@ -103,7 +103,9 @@ def test_a_sync_takes_the_previous_versions_sentence_vectors(built, tmp_path):
     docs = write_docs(tmp_path / "docs")
     index_dir = tmp_path / "index"
     first = sync_index([docs], index_dir, show_progress=False)
-    (docs / "salt.txt").write_text("Sea salt is left behind when sea water evaporates in shallow ponds.", encoding="utf-8")
+    (docs / "salt.txt").write_text(
+        "Sea salt is left behind when sea water evaporates in shallow ponds.", encoding="utf-8"
+    )
     second = sync_index([docs], index_dir, show_progress=False)
     assert 0 < second.sentences_embedded < first.sentences_embedded  # only the new file's sentences
     assert second.sentences == first.sentences + second.sentences_embedded
@@ -166,7 +168,9 @@ def test_a_torn_added_file_is_read_to_its_last_whole_record_and_not_appended_to(
         f.write(b"\x01" * 100)  # a record cut short (a crash, a full disk)
     store.keep(["another sentence of a passage"], np.ones((1, 384), dtype=np.float32))
     fresh = sentences.SentenceStore(tmp_path, built=False)
-    assert list(fresh.lookup(["one whole sentence of a passage", "another sentence of a passage"])) == ["one whole sentence of a passage"]
+    assert list(fresh.lookup(["one whole sentence of a passage", "another sentence of a passage"])) == [
+        "one whole sentence of a passage"
+    ]
 
 
 def test_what_answers_add_is_held_up_to_a_bound(tmp_path, monkeypatch):
@@ -175,7 +179,9 @@ def test_what_answers_add_is_held_up_to_a_bound(tmp_path, monkeypatch):
     store.keep([f"sentence number {i} of a passage" for i in range(4)], np.ones((4, 384), dtype=np.float32))
     store.keep([f"another sentence {i} of a passage" for i in range(4)], np.ones((4, 384), dtype=np.float32))
     assert store.added == 4
-    assert (tmp_path / sentences.ADDED).stat().st_size == len(sentences.header()) + 4 * sentences.record_dtype().itemsize
+    assert (tmp_path / sentences.ADDED).stat().st_size == len(
+        sentences.header()
+    ) + 4 * sentences.record_dtype().itemsize
 
 
 def test_metrics_report_the_caches_and_their_limits(built):
@@ -183,7 +189,9 @@ def test_metrics_report_the_caches_and_their_limits(built):
 
     root, _ = built
     embed._KNOWN.clear()
-    pipeline = build_pipeline(load_settings({"index": str(root / "index")}), Resources())  # its index open while scraped
+    pipeline = build_pipeline(
+        load_settings({"index": str(root / "index")}), Resources()
+    )  # its index open while scraped
     asyncio.run(pipeline.answer(QUESTION, "rag"))
     families = {family.name: family.samples[0].value for family in _caches()}
     assert 0 < families["typedrag_embedding_cache_texts"] <= families["typedrag_embedding_cache_limit"]
@@ -221,7 +229,11 @@ def test_the_readmes_first_command_embeds_no_sentence_and_says_how_to(tmp_path, 
     line = next(line for line in out.stdout.splitlines() if line.startswith("sentence vectors"))
     assert "not built for the demo corpus" in line and "--sentence-vectors" in line, line
     manifest = manifest_of(tmp_path / "demo-index")
-    assert "sentences" not in manifest and "sentence_vectors" not in manifest and manifest["vectors"]["embedder"] == "minilm"
+    assert (
+        "sentences" not in manifest
+        and "sentence_vectors" not in manifest
+        and manifest["vectors"]["embedder"] == "minilm"
+    )
 
 
 def test_no_sentence_vectors_is_kept_by_a_later_sync_and_sentence_vectors_adds_them(tmp_path):
@@ -229,7 +241,9 @@ def test_no_sentence_vectors_is_kept_by_a_later_sync_and_sentence_vectors_adds_t
     out = index_cli(docs, "--index", index_dir, "--no-sentence-vectors")
     assert "sentence vectors (for answers): not built, as asked" in out.stdout
     assert manifest_of(index_dir)["sentence_vectors"] is False and "sentences" not in manifest_of(index_dir)
-    (docs / "salt.txt").write_text("Sea salt is left behind when sea water evaporates in shallow ponds.", encoding="utf-8")
+    (docs / "salt.txt").write_text(
+        "Sea salt is left behind when sea water evaporates in shallow ponds.", encoding="utf-8"
+    )
     out = index_cli(docs, "--index", index_dir)
     assert "not built, as this index was first asked" in out.stdout and "sentences" not in manifest_of(index_dir)
     out = index_cli(docs, "--index", index_dir, "--sentence-vectors")
@@ -245,7 +259,9 @@ def test_a_folder_with_minilm_vectors_gets_them_by_default_and_says_how_to_skip_
     out = index_cli(write_docs(tmp_path / "docs"), "--index", index_dir)
     line = next(line for line in out.stdout.splitlines() if line.startswith("sentence vectors"))
     assert "embedded in" in line and "--no-sentence-vectors" in line, line
-    assert "sentences" in manifest_of(index_dir) and "sentence_vectors" not in manifest_of(index_dir)  # the default: not recorded
+    assert "sentences" in manifest_of(index_dir) and "sentence_vectors" not in manifest_of(
+        index_dir
+    )  # the default: not recorded
 
 
 def test_the_environment_and_the_config_file_choose_as_the_flag_does(tmp_path, monkeypatch):
@@ -276,8 +292,12 @@ def test_milvus_refuses_sentence_vectors_in_one_line(tmp_path):
 
     from typedrag.cli import app
 
-    out = CliRunner().invoke(app, ["index", str(write_docs(tmp_path / "docs")), "--backend", "milvus", "--uri", "x.db", "--sentence-vectors"])
-    assert out.exit_code == 2 and "only a local index keeps sentence vectors" in " ".join(out.output.split()), out.output
+    out = CliRunner().invoke(
+        app, ["index", str(write_docs(tmp_path / "docs")), "--backend", "milvus", "--uri", "x.db", "--sentence-vectors"]
+    )
+    assert out.exit_code == 2 and "only a local index keeps sentence vectors" in " ".join(out.output.split()), (
+        out.output
+    )
 
 
 def test_a_mistyped_environment_value_is_one_line(tmp_path, monkeypatch):

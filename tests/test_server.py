@@ -80,7 +80,9 @@ async def in_process(app):
     if running.done():
         running.result()  # the app did not start: its error
     try:
-        async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://typedrag.test", timeout=60) as client:
+        async with httpx.AsyncClient(
+            transport=httpx.ASGITransport(app=app), base_url="http://typedrag.test", timeout=60
+        ) as client:
             yield client
     finally:
         stop.set()
@@ -202,7 +204,11 @@ async def test_stream_events_come_in_the_documented_order(offline):
     aspects = names.count("aspect")
     assert aspects >= 2
     written = names[2 + aspects : -3]  # the answer as it was written: tokens, and a citation per cited sentence
-    assert names[: 2 + aspects] == ["type", "plan", *["aspect"] * aspects] and names[-3:] == ["sources", "answer", "result"]
+    assert names[: 2 + aspects] == ["type", "plan", *["aspect"] * aspects] and names[-3:] == [
+        "sources",
+        "answer",
+        "result",
+    ]
     assert written.count("token") >= 3 and set(written) == {"token", "citation"} and written[0] == "token"
     result = AnswerResult.model_validate(events[-1][1])
     assert "".join(data["text"] for name, data in events if name == "token") == result.answer
@@ -229,7 +235,9 @@ def test_stream_delivers_progress_while_the_answer_is_being_made(small_index, cl
         return Reply(content=default_content(request))
 
     with OpenAIStubServer(responder) as stub:
-        app = create_app(Settings(index=small_index, cache_dir=None), stub_pipeline(stub, small_index, classifier, timeout=300))
+        app = create_app(
+            Settings(index=small_index, cache_dir=None), stub_pipeline(stub, small_index, classifier, timeout=300)
+        )
         with serving(app) as url:
             body = {"question": "Why did the Western Roman Empire fall?", "type": "reason"}
             held = []  # the events that arrived while the combined answer was still held back
@@ -248,7 +256,11 @@ def test_stream_delivers_progress_while_the_answer_is_being_made(small_index, cl
 async def test_stream_for_plain_rag_has_no_type_or_plan(offline):
     response = await offline.post("/v1/answer/stream", json={"question": "How do plants make sugar?", "method": "rag"})
     names = [name for name, _ in sse_events(response)]
-    assert names[-3:] == ["sources", "answer", "result"] and set(names[:-3]) <= {"token", "citation"} and names[0] == "token"
+    assert (
+        names[-3:] == ["sources", "answer", "result"]
+        and set(names[:-3]) <= {"token", "citation"}
+        and names[0] == "token"
+    )
 
 
 async def test_stream_rejects_bad_input_before_streaming(offline):
@@ -273,7 +285,10 @@ async def test_llm_failure_is_502_and_an_error_event(small_index, classifier):
 async def test_health_and_readiness_offline(offline):
     assert (await offline.get("/healthz")).json() == {"status": "ok"}
     ready = await offline.get("/readyz")
-    assert ready.status_code == 200 and ready.json() == {"status": "ready", "checks": {"index": "ok", "llm": "offline", "models": "ok"}}
+    assert ready.status_code == 200 and ready.json() == {
+        "status": "ready",
+        "checks": {"index": "ok", "llm": "offline", "models": "ok"},
+    }
 
 
 async def test_readiness_checks_the_llm_endpoint(stubbed, small_index, classifier):
@@ -305,7 +320,9 @@ async def test_api_docs_load_every_script_and_style_from_this_server(offline):
     html = await offline.get("/docs")
     assert html.status_code == 200 and html.headers["content-type"].startswith("text/html")
     tree = HTMLParser(html.text)
-    assets = [node.attributes["src"] for node in tree.css("script[src]")] + [node.attributes["href"] for node in tree.css("link[href]")]
+    assets = [node.attributes["src"] for node in tree.css("script[src]")] + [
+        node.attributes["href"] for node in tree.css("link[href]")
+    ]
     assert any(a.endswith(".js") for a in assets) and "//" not in "".join(assets)  # every asset a path on this server
     for asset in assets:
         response = await offline.get(asset)
@@ -333,7 +350,9 @@ async def test_request_id_in_out_and_in_the_json_log(offline):
     level = logger.level
     logger.setLevel(logging.INFO)
     try:
-        given = await offline.post("/v1/answer", json={"question": "Why did Rome fall?"}, headers={"X-Request-ID": "req-42"})
+        given = await offline.post(
+            "/v1/answer", json={"question": "Why did Rome fall?"}, headers={"X-Request-ID": "req-42"}
+        )
         made = await offline.get("/healthz", headers={"X-Request-ID": "bad id with spaces"})
     finally:
         logger.removeHandler(handler)
@@ -500,14 +519,22 @@ async def test_langchain_chat_openai_gets_the_usage_of_a_stream_however_it_asks(
     question = [("user", "Why did the Western Roman Empire fall?")]
     usage = {}
     for asks in (None, False, True):
-        model = ChatOpenAI(model="typedrag-rag", base_url=f"{stubbed.base_url}/v1", api_key="unused", max_retries=0, stream_usage=asks,
-                           http_async_client=stubbed)
+        model = ChatOpenAI(
+            model="typedrag-rag",
+            base_url=f"{stubbed.base_url}/v1",
+            api_key="unused",
+            max_retries=0,
+            stream_usage=asks,
+            http_async_client=stubbed,
+        )
         chunks = [chunk async for chunk in model.astream(question)]
         whole = chunks[0]
         for chunk in chunks[1:]:
             whole += chunk
         usage[asks] = whole.usage_metadata
-        assert [c.usage_metadata for c in chunks].count(None) == len(chunks) - 1  # on one chunk only: never counted twice
+        assert [c.usage_metadata for c in chunks].count(None) == len(
+            chunks
+        ) - 1  # on one chunk only: never counted twice
     assert usage[None] and usage[None]["input_tokens"] > 0 and usage[None]["output_tokens"] > 0
     assert usage[None] == usage[False] == usage[True]
 
@@ -527,7 +554,9 @@ async def test_openai_errors_reach_the_sdk_with_their_message(stubbed):
     with pytest.raises(openai.BadRequestError, match="the question is empty"):
         await client.chat.completions.create(model="typedrag-typed", messages=[{"role": "user", "content": " "}])
     with pytest.raises(openai.BadRequestError, match="no user message"):
-        await client.chat.completions.create(model="typedrag-typed", messages=[{"role": "system", "content": "Be brief."}])
+        await client.chat.completions.create(
+            model="typedrag-typed", messages=[{"role": "system", "content": "Be brief."}]
+        )
     with pytest.raises(openai.UnprocessableEntityError, match="messages"):
         await client.chat.completions.create(model="typedrag-typed", messages=[])
 
@@ -613,10 +642,18 @@ def knowing(request):
 
     if request.schema_name == "LabelledAnswer":
         first = re.findall(r"\[(\d+)\]", request.last_user)[0]
-        return Reply(content=json.dumps({
-            "from_sources": f"Crocodiles have a V-shaped snout [{first}].", "not_covered": "how fast they run",
-            "from_own_knowledge": ["Crocodiles can gallop for short distances [3].", "Alligators are slower on land."],
-        }))
+        return Reply(
+            content=json.dumps(
+                {
+                    "from_sources": f"Crocodiles have a V-shaped snout [{first}].",
+                    "not_covered": "how fast they run",
+                    "from_own_knowledge": [
+                        "Crocodiles can gallop for short distances [3].",
+                        "Alligators are slower on land.",
+                    ],
+                }
+            )
+        )
     return Reply(content=default_content(request))
 
 
@@ -643,9 +680,17 @@ async def test_the_api_takes_knowledge_per_request_and_streams_the_unsourced_par
     assert result.knowledge == "labelled" and result.answer.startswith("Crocodiles have a V-shaped snout [")
     # the tokens are the cited answer alone; the unsourced part comes after them, as its own event
     assert "".join(data["text"] for name, data in events if name == "token") == result.answer
-    assert names.index("unsourced") > max(i for i, n in enumerate(names) if n == "token") and names[-3:] == ["sources", "answer", "result"]
+    assert names.index("unsourced") > max(i for i, n in enumerate(names) if n == "token") and names[-3:] == [
+        "sources",
+        "answer",
+        "result",
+    ]
     unsourced = dict(events)["unsourced"]
-    assert unsourced["sentences"] == result.unsourced.sentences == ["Crocodiles can gallop for short distances.", "Alligators are slower on land."]
+    assert (
+        unsourced["sentences"]
+        == result.unsourced.sentences
+        == ["Crocodiles can gallop for short distances.", "Alligators are slower on land."]
+    )
     assert unsourced["text"] == OWN_KNOWLEDGE
     plain = (await knowing_client.post("/v1/answer", json={"question": COMPARISON, "type": "comparison"})).json()
     assert plain["knowledge"] == "documents" and plain["unsourced"] is None  # the server's default
@@ -656,16 +701,23 @@ async def test_the_api_takes_knowledge_per_request_and_streams_the_unsourced_par
 async def test_the_openai_compatible_endpoint_takes_knowledge_in_the_extra_body_and_labels_the_part(knowing_client):
     client = openai_client(knowing_client)
     messages = [{"role": "user", "content": COMPARISON}]
-    completion = await client.chat.completions.create(model="typedrag-typed:comparison", messages=messages, extra_body={"knowledge": "labelled"})
+    completion = await client.chat.completions.create(
+        model="typedrag-typed:comparison", messages=messages, extra_body={"knowledge": "labelled"}
+    )
     content = completion.choices[0].message.content
     result = AnswerResult.model_validate(completion.model_extra["typedrag"])
     # the answer, then the part from the model's own knowledge, then the sources: each a paragraph of its own
-    assert content == with_sources(result) and content.startswith(result.answer + "\n\n" + OWN_KNOWLEDGE + "\n\nSources:")
-    stream = await client.chat.completions.create(model="typedrag-typed:comparison", messages=messages, stream=True,
-                                                  extra_body={"knowledge": "labelled"})
+    assert content == with_sources(result) and content.startswith(
+        result.answer + "\n\n" + OWN_KNOWLEDGE + "\n\nSources:"
+    )
+    stream = await client.chat.completions.create(
+        model="typedrag-typed:comparison", messages=messages, stream=True, extra_body={"knowledge": "labelled"}
+    )
     chunks = [chunk async for chunk in stream]
     streamed = "".join(c.choices[0].delta.content for c in chunks if c.choices and c.choices[0].delta.content)
-    final = AnswerResult.model_validate(next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").model_extra["typedrag"])
+    final = AnswerResult.model_validate(
+        next(c for c in chunks if c.choices and c.choices[0].finish_reason == "stop").model_extra["typedrag"]
+    )
     assert streamed == with_sources(final) and OWN_KNOWLEDGE in streamed
     events = [c.model_extra["typedrag_event"]["event"] for c in chunks if (c.model_extra or {}).get("typedrag_event")]
     assert "unsourced" in events
@@ -679,4 +731,4 @@ async def test_the_page_offers_the_knowledge_setting_and_shows_the_unsourced_par
     page = (await offline.get("/")).text
     script = (await offline.get("/static/app.js")).text
     assert 'id="knowledge"' in page and 'value="labelled"' in page and 'id="unsourced"' in page
-    assert "knowledge: $(\"knowledge\").value" in script and "unsourced: (d) =>" in script
+    assert 'knowledge: $("knowledge").value' in script and "unsourced: (d) =>" in script

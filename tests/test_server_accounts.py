@@ -26,10 +26,14 @@ from typedrag.store import open_store  # noqa: E402
 
 ADMIN_KEY = "admin-key-for-the-accounts-tests"
 HANG_GUARD = 900  # seconds a wait may take before the test says it hung (never a speed check)
-CROCODILES = ("# Crocodiles\n\nCrocodiles have a V-shaped, pointed snout. When a crocodile closes its mouth, the fourth "
-              "tooth of the lower jaw stays visible. Crocodiles tolerate salt water thanks to glands on the tongue.\n")
-BREAD = ("Bread making\n\nTo bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
-         "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size.\n")
+CROCODILES = (
+    "# Crocodiles\n\nCrocodiles have a V-shaped, pointed snout. When a crocodile closes its mouth, the fourth "
+    "tooth of the lower jaw stays visible. Crocodiles tolerate salt water thanks to glands on the tongue.\n"
+)
+BREAD = (
+    "Bread making\n\nTo bake bread, first mix flour, water, salt and yeast into a dough. Knead the dough for about "
+    "ten minutes until it is smooth and elastic. Let it rise in a warm place until it doubles in size.\n"
+)
 
 
 def bearer(key: str) -> dict[str, str]:
@@ -53,8 +57,11 @@ def site(tmp_path_factory, classifier):
     data = tmp_path_factory.mktemp("accounts") / "data"
     store = open_store(None, data)
     keys = {}
-    for name, role, collection, access in [("alice", "editor", "alpha", "write"), ("bob", "reader", "beta", "read"),
-                                           ("carol", "reader", "alpha", "read")]:
+    for name, role, collection, access in [
+        ("alice", "editor", "alpha", "write"),
+        ("bob", "reader", "beta", "read"),
+        ("carol", "reader", "alpha", "read"),
+    ]:
         store.add_user(name, role)
         store.grant(name, collection, access)
         keys[name] = store.create_key(name).secret
@@ -62,10 +69,18 @@ def site(tmp_path_factory, classifier):
     options = ServerOptions(api_key=ADMIN_KEY, trusted_proxies=("10.9.9.9",), user_header="X-Forwarded-User")
     with serving(create_app(Settings(data=data, cache_dir=None), pipeline, options, store=store)) as url:
         for name, text, filename in [("alpha", CROCODILES, "crocodiles.md"), ("beta", BREAD, "bread.txt")]:
-            assert httpx.post(f"{url}/v1/collections", json={"name": name, "retrieval": "bm25"},
-                              headers=bearer(ADMIN_KEY)).status_code == 201
-            sent = httpx.post(f"{url}/v1/collections/{name}/documents", files=[("files", (filename, text.encode()))],
-                              headers=bearer(ADMIN_KEY), timeout=120)
+            assert (
+                httpx.post(
+                    f"{url}/v1/collections", json={"name": name, "retrieval": "bm25"}, headers=bearer(ADMIN_KEY)
+                ).status_code
+                == 201
+            )
+            sent = httpx.post(
+                f"{url}/v1/collections/{name}/documents",
+                files=[("files", (filename, text.encode()))],
+                headers=bearer(ADMIN_KEY),
+                timeout=120,
+            )
             assert sent.status_code == 202, sent.text
             settled(url, name)
         yield url, keys, store
@@ -74,7 +89,12 @@ def site(tmp_path_factory, classifier):
 
 def test_once_accounts_exist_a_request_must_say_who_it_is(site):
     url, keys, _ = site
-    for path in ["/v1/collections", "/v1/conversations", "/v1/models", "/v1/collections/alpha/source?passage=crocodiles.md%230"]:
+    for path in [
+        "/v1/collections",
+        "/v1/conversations",
+        "/v1/models",
+        "/v1/collections/alpha/source?passage=crocodiles.md%230",
+    ]:
         assert httpx.get(url + path).status_code == 401, path
     wrong = httpx.get(f"{url}/v1/collections", headers=bearer(keys["alice"][:-2] + "xx"))
     assert wrong.status_code == 401 and wrong.headers["www-authenticate"] == "Bearer"
@@ -86,18 +106,27 @@ def test_each_user_sees_and_uses_only_the_collections_granted(site):
     alice, bob = bearer(keys["alice"]), bearer(keys["bob"])
     assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=alice).json()["collections"]] == ["alpha"]
     assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bob).json()["collections"]] == ["beta"]
-    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bearer(ADMIN_KEY)).json()["collections"]] == ["alpha", "beta"]
+    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bearer(ADMIN_KEY)).json()["collections"]] == [
+        "alpha",
+        "beta",
+    ]
     # what the page offers: uploads where the caller writes, creating collections to admins only
     as_bob, as_alice = (httpx.get(f"{url}/v1/collections", headers=h).json() for h in (bob, alice))
     assert (as_bob["writable"], as_bob["collections"][0]["may_write"]) == (False, False)
     assert (as_alice["writable"], as_alice["collections"][0]["may_write"]) == (False, True)
     assert httpx.get(f"{url}/v1/collections", headers=bearer(ADMIN_KEY)).json()["writable"] is True
 
-    asked = httpx.post(f"{url}/v1/collections/beta/answer", json={"question": "How do I knead dough?", "method": "rag"},
-                       headers=bob, timeout=120)
+    asked = httpx.post(
+        f"{url}/v1/collections/beta/answer",
+        json={"question": "How do I knead dough?", "method": "rag"},
+        headers=bob,
+        timeout=120,
+    )
     assert asked.status_code == 200 and asked.json()["sources"][0]["passage_id"] == "bread.txt#0"
     # a question naming no collection is asked in the only one the caller may read; an error names only those
-    unnamed = httpx.post(f"{url}/v1/answer", json={"question": "How do I knead dough?", "method": "rag"}, headers=bob, timeout=120)
+    unnamed = httpx.post(
+        f"{url}/v1/answer", json={"question": "How do I knead dough?", "method": "rag"}, headers=bob, timeout=120
+    )
     assert unnamed.status_code == 200 and unnamed.json()["collection"] == "beta"
     assert httpx.get(f"{url}/v1/collections", headers=bob).json()["default"] == "beta"
     several = httpx.post(f"{url}/v1/answer", json={"question": "Why?"}, headers=bearer(ADMIN_KEY))
@@ -105,8 +134,16 @@ def test_each_user_sees_and_uses_only_the_collections_granted(site):
     # bob in alpha: 403 on every route that reads it, the source viewer's included
     for method, path, body in [
         ("POST", "/v1/collections/alpha/answer", {"question": "Why is a crocodile's tooth visible?", "method": "rag"}),
-        ("POST", "/v1/answer", {"question": "Why is a crocodile's tooth visible?", "method": "rag", "collection": "alpha"}),
-        ("POST", "/v1/collections/alpha/answer/stream", {"question": "Why is a crocodile's tooth visible?", "method": "rag"}),
+        (
+            "POST",
+            "/v1/answer",
+            {"question": "Why is a crocodile's tooth visible?", "method": "rag", "collection": "alpha"},
+        ),
+        (
+            "POST",
+            "/v1/collections/alpha/answer/stream",
+            {"question": "Why is a crocodile's tooth visible?", "method": "rag"},
+        ),
         ("POST", "/v1/collections/alpha/search", {"query": "crocodile tooth"}),
         ("GET", "/v1/collections/alpha", None),
         ("GET", "/v1/collections/alpha/documents", None),
@@ -118,8 +155,12 @@ def test_each_user_sees_and_uses_only_the_collections_granted(site):
         assert response.status_code == 403, (path, response.status_code, response.text)
         assert "crocodile" not in response.text.lower().replace("crocodiles.md", "")  # nothing of alpha's text
     # a reader writes nothing, even where they read; an editor writes where granted, creates no collection
-    assert httpx.post(f"{url}/v1/collections/beta/documents", files=[("files", ("x.txt", b"some words here"))],
-                      headers=bob).status_code == 403
+    assert (
+        httpx.post(
+            f"{url}/v1/collections/beta/documents", files=[("files", ("x.txt", b"some words here"))], headers=bob
+        ).status_code
+        == 403
+    )
     assert httpx.delete(f"{url}/v1/collections/beta/documents/bread.txt", headers=bob).status_code == 403
     assert httpx.post(f"{url}/v1/collections", json={"name": "gamma"}, headers=alice).status_code == 403
     assert httpx.delete(f"{url}/v1/collections/alpha", headers=alice).status_code == 403
@@ -133,11 +174,22 @@ def test_the_openai_endpoint_and_its_models_follow_the_grants(site):
     assert {"typedrag:beta", "typedrag-rag:beta", "typedrag-llm"} <= models
     assert not any(m.endswith(":alpha") for m in models)
     assert httpx.get(f"{url}/v1/models/typedrag:alpha", headers=bob).status_code == 404
-    refused = httpx.post(f"{url}/v1/chat/completions", headers=bob, timeout=120, json={
-        "model": "typedrag-rag:alpha", "messages": [{"role": "user", "content": "Why is a crocodile's tooth visible?"}]})
+    refused = httpx.post(
+        f"{url}/v1/chat/completions",
+        headers=bob,
+        timeout=120,
+        json={
+            "model": "typedrag-rag:alpha",
+            "messages": [{"role": "user", "content": "Why is a crocodile's tooth visible?"}],
+        },
+    )
     assert refused.status_code == 403 and refused.json()["error"]["message"]
-    allowed = httpx.post(f"{url}/v1/chat/completions", headers=bob, timeout=120, json={
-        "model": "typedrag-rag:beta", "messages": [{"role": "user", "content": "How do I knead bread dough?"}]})
+    allowed = httpx.post(
+        f"{url}/v1/chat/completions",
+        headers=bob,
+        timeout=120,
+        json={"model": "typedrag-rag:beta", "messages": [{"role": "user", "content": "How do I knead bread dough?"}]},
+    )
     assert allowed.status_code == 200 and allowed.json()["typedrag"]["collection"] == "beta"
 
 
@@ -152,8 +204,10 @@ async def test_the_mcp_tools_follow_the_grants(site):
     async with http, Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client:
         listed = await client.call_tool("list_collections", {})
         assert [c["name"] for c in listed.structured_content["collections"]] == ["beta"]
-        for tool, arguments in [("search", {"query": "crocodile tooth", "collection": "alpha"}),
-                                ("answer", {"question": "Why is a crocodile's tooth visible?", "collection": "alpha", "method": "rag"})]:
+        for tool, arguments in [
+            ("search", {"query": "crocodile tooth", "collection": "alpha"}),
+            ("answer", {"question": "Why is a crocodile's tooth visible?", "collection": "alpha", "method": "rag"}),
+        ]:
             refused = await client.call_tool(tool, arguments)
             assert refused.is_error and "not allowed" in refused.content[0].text
             assert "V-shaped" not in refused.content[0].text
@@ -167,12 +221,20 @@ def test_conversations_and_feedback_are_each_users_own(site):
     started = httpx.post(f"{url}/v1/conversations", json={"collection": "alpha"}, headers=alice)
     assert started.status_code == 201, started.text
     conversation = started.json()["id"]
-    asked = httpx.post(f"{url}/v1/conversations/{conversation}/answer", headers=alice, timeout=120,
-                       json={"question": "Why does a crocodile's fourth tooth stay visible?", "method": "rag"})
+    asked = httpx.post(
+        f"{url}/v1/conversations/{conversation}/answer",
+        headers=alice,
+        timeout=120,
+        json={"question": "Why does a crocodile's fourth tooth stay visible?", "method": "rag"},
+    )
     assert asked.status_code == 200, asked.text
     answer = asked.json()["answer"]["id"]
-    assert httpx.post(f"{url}/v1/messages/{answer}/feedback", json={"verdict": "up", "comment": "clear"},
-                      headers=alice).json()["verdict"] == "up"
+    assert (
+        httpx.post(
+            f"{url}/v1/messages/{answer}/feedback", json={"verdict": "up", "comment": "clear"}, headers=alice
+        ).json()["verdict"]
+        == "up"
+    )
     assert [c["id"] for c in httpx.get(f"{url}/v1/conversations", headers=bob).json()["conversations"]] == []
     # alice's conversation is refused to bob on each route (403, as the issue asks), nothing of it shown
     for method, path, body in [
@@ -220,17 +282,29 @@ def test_the_page_signs_in_with_a_key_and_writes_need_the_csrf_token(site):
         assert [c["name"] for c in page.get("/v1/collections").json()["collections"]] == ["alpha"]
         # a write with the cookie alone (what a cross-site form post would carry) is refused
         assert page.post("/v1/conversations", json={"collection": "alpha"}).status_code == 403
-        assert page.post("/v1/conversations", json={"collection": "alpha"},
-                         headers={"X-CSRF-Token": "0" * 40}).status_code == 403
-        cross = page.post("/v1/conversations", json={"collection": "alpha"},
-                          headers={"X-CSRF-Token": csrf, "Sec-Fetch-Site": "cross-site"})
+        assert (
+            page.post("/v1/conversations", json={"collection": "alpha"}, headers={"X-CSRF-Token": "0" * 40}).status_code
+            == 403
+        )
+        cross = page.post(
+            "/v1/conversations",
+            json={"collection": "alpha"},
+            headers={"X-CSRF-Token": csrf, "Sec-Fetch-Site": "cross-site"},
+        )
         assert cross.status_code == 403 and "another site" in cross.json()["error"]["message"]
-        same = page.post("/v1/conversations", json={"collection": "alpha"},
-                         headers={"X-CSRF-Token": csrf, "Sec-Fetch-Site": "same-origin"})
+        same = page.post(
+            "/v1/conversations",
+            json={"collection": "alpha"},
+            headers={"X-CSRF-Token": csrf, "Sec-Fetch-Site": "same-origin"},
+        )
         assert same.status_code == 201
         # a sign-in from another site is refused before the key is even looked at
-        assert httpx.post(f"{url}/v1/session", json={"key": keys["alice"]},
-                          headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403
+        assert (
+            httpx.post(
+                f"{url}/v1/session", json={"key": keys["alice"]}, headers={"Sec-Fetch-Site": "cross-site"}
+            ).status_code
+            == 403
+        )
         # signing out ends the session in the store: the same cookie replayed is refused
         token = page.cookies["typedrag_session"]
         assert page.request("DELETE", "/v1/session", headers={"X-CSRF-Token": csrf}).status_code == 200
@@ -267,7 +341,10 @@ def test_a_grant_revoked_applies_at_the_next_request(site):
     url, keys, store = site
     bob = bearer(keys["bob"])
     store.grant("bob", "alpha", "read")
-    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bob).json()["collections"]] == ["alpha", "beta"]
+    assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bob).json()["collections"]] == [
+        "alpha",
+        "beta",
+    ]
     store.revoke_grant("bob", "alpha")
     assert [c["name"] for c in httpx.get(f"{url}/v1/collections", headers=bob).json()["collections"]] == ["beta"]
     assert httpx.get(f"{url}/v1/collections/alpha", headers=bob).status_code == 403
@@ -286,7 +363,9 @@ def test_keys_sent_back_are_never_echoed_in_error_bodies(site):
         httpx.get(f"{url}/v1/collections/{key}", headers=bearer(keys["alice"])),
         httpx.post(f"{url}/v1/conversations", json={"collection": key}, headers=bearer(keys["alice"])),
         httpx.patch(f"{url}/v1/conversations/{key}", json={"title": key}, headers=bearer(keys["alice"])),
-        httpx.post(f"{url}/v1/session", content=json.dumps({"key": key + "x"}), headers={"Content-Type": "application/json"}),
+        httpx.post(
+            f"{url}/v1/session", content=json.dumps({"key": key + "x"}), headers={"Content-Type": "application/json"}
+        ),
         httpx.post(f"{url}/v1/answer", json={"question": key, "collection": ADMIN_KEY}, headers=bearer(ADMIN_KEY)),
     ]:
         assert response.status_code >= 400
@@ -353,13 +432,21 @@ def test_the_retention_setting_removes_old_conversations_when_the_server_starts(
     database = f"sqlite:///{tmp_path / 'store.db'}"
     store = open_store(database)
     alice = store.add_user("alice", "admin")
-    old, _recent = store.start_conversation(alice, "default", "old"), store.start_conversation(alice, "default", "recent")
+    old, _recent = (
+        store.start_conversation(alice, "default", "old"),
+        store.start_conversation(alice, "default", "recent"),
+    )
     with store.db.writing() as c:
-        c.execute(sa.update(conversations).where(conversations.c.id == old.id)
-                  .values(updated_at=datetime.now(timezone.utc) - timedelta(days=40)))
+        c.execute(
+            sa.update(conversations)
+            .where(conversations.c.id == old.id)
+            .values(updated_at=datetime.now(timezone.utc) - timedelta(days=40))
+        )
     store.close()
     pipeline = Pipeline(OfflineEngine(), open_retriever(small_index), classifier=classifier)
-    with serving(create_app(Settings(index=small_index, database=database, retention_days=30, cache_dir=None), pipeline)):
+    with serving(
+        create_app(Settings(index=small_index, database=database, retention_days=30, cache_dir=None), pipeline)
+    ):
         pass
     store = open_store(database)
     try:
@@ -376,7 +463,9 @@ def test_a_log_line_never_carries_a_key_in_its_message_fields_or_traceback():
 
     user_key = "tdk_0123456789ab_" + "k" * 43
     hide("the-servers-secret-key")
-    record = logging.LogRecord("typedrag.server", logging.WARNING, __file__, 1, "sent %s and %s", (user_key, "the-servers-secret-key"), None)
+    record = logging.LogRecord(
+        "typedrag.server", logging.WARNING, __file__, 1, "sent %s and %s", (user_key, "the-servers-secret-key"), None
+    )
     record.fields = {"path": f"/v1/collections/{user_key}", "n": 3}
     try:
         raise ValueError(f"bad key {user_key}")
@@ -395,14 +484,18 @@ def test_a_proxy_may_be_allowed_to_add_its_users_as_readers_without_grants(tmp_p
     store = open_store(database)
     store.add_user("admin", "admin")
     pipeline = Pipeline(OfflineEngine(), open_retriever(small_index), classifier=classifier)
-    options = ServerOptions(trusted_proxies=("127.0.0.0/8",), user_header="X-Forwarded-User", user_header_adds_users=True)
+    options = ServerOptions(
+        trusted_proxies=("127.0.0.0/8",), user_header="X-Forwarded-User", user_header_adds_users=True
+    )
     try:
         with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline, options, store=store)) as url:
             first = httpx.get(f"{url}/v1/session", headers={"X-Forwarded-User": "frank"})
             assert first.json()["user"] == "frank" and first.json()["role"] == "reader"
             assert httpx.get(f"{url}/v1/collections", headers={"X-Forwarded-User": "frank"}).json()["collections"] == []
             assert httpx.get(f"{url}/v1/collections/default", headers={"X-Forwarded-User": "frank"}).status_code == 403
-            key_shaped = httpx.get(f"{url}/v1/collections", headers={"X-Forwarded-User": "tdk_0123456789ab_" + "k" * 43})
+            key_shaped = httpx.get(
+                f"{url}/v1/collections", headers={"X-Forwarded-User": "tdk_0123456789ab_" + "k" * 43}
+            )
             assert key_shaped.status_code == 401 and "k" * 43 not in key_shaped.text
         assert [u.name for u in store.users()] == ["admin", "frank"]
     finally:
@@ -412,7 +505,9 @@ def test_a_proxy_may_be_allowed_to_add_its_users_as_readers_without_grants(tmp_p
 def test_sql_metacharacters_and_oversized_strings_over_http_are_data_or_a_clear_refusal(site):
     url, keys, _ = site
     alice = bearer(keys["alice"])
-    made = httpx.post(f"{url}/v1/conversations", json={"collection": "alpha", "title": "x'); DROP TABLE users; --"}, headers=alice)
+    made = httpx.post(
+        f"{url}/v1/conversations", json={"collection": "alpha", "title": "x'); DROP TABLE users; --"}, headers=alice
+    )
     assert made.status_code == 201 and made.json()["title"] == "x'); DROP TABLE users; --"
     found = httpx.get(f"{url}/v1/conversations", params={"search": "%' OR 1=1 --"}, headers=alice)
     assert found.status_code == 200 and found.json()["conversations"] == []
@@ -420,4 +515,7 @@ def test_sql_metacharacters_and_oversized_strings_over_http_are_data_or_a_clear_
     assert too_long.status_code == 400 and "too long" in too_long.json()["error"]["message"]
     huge = httpx.patch(f"{url}/v1/conversations/{made.json()['id']}", json={"title": "t" * (1 << 20)}, headers=alice)
     assert huge.status_code == 413
-    assert httpx.get(f"{url}/v1/conversations/{made.json()['id']}", headers=alice).json()["conversation"]["title"] == "x'); DROP TABLE users; --"
+    assert (
+        httpx.get(f"{url}/v1/conversations/{made.json()['id']}", headers=alice).json()["conversation"]["title"]
+        == "x'); DROP TABLE users; --"
+    )

@@ -49,18 +49,24 @@ def data_lines(text: str) -> list[str]:
         (RuntimeError("a bug"), 500, "internal error; request id {id}"),
     ],
 )
-async def test_an_error_inside_the_answer_is_the_same_status_and_message_on_both_protocols(classifier, error, status, message):
+async def test_an_error_inside_the_answer_is_the_same_status_and_message_on_both_protocols(
+    classifier, error, status, message
+):
     def search(query: str, k: int):
         raise error
 
-    app = create_app(Settings(cache_dir=None), Pipeline(OfflineEngine(), FunctionRetriever(search), classifier=classifier))
+    app = create_app(
+        Settings(cache_dir=None), Pipeline(OfflineEngine(), FunctionRetriever(search), classifier=classifier)
+    )
     ask = {"question": "Why did Rome fall?", "method": "rag"}
     chat = {"model": "typedrag-rag", "messages": [{"role": "user", "content": "Why did Rome fall?"}]}
     async with in_process(app) as client:
         native = await client.post("/v1/answer", json=ask, headers={"X-Request-ID": "native"})
         native_stream = await client.post("/v1/answer/stream", json=ask, headers={"X-Request-ID": "native-stream"})
         openai = await client.post("/v1/chat/completions", json=chat, headers={"X-Request-ID": "openai"})
-        openai_stream = await client.post("/v1/chat/completions", json={**chat, "stream": True}, headers={"X-Request-ID": "openai-stream"})
+        openai_stream = await client.post(
+            "/v1/chat/completions", json={**chat, "stream": True}, headers={"X-Request-ID": "openai-stream"}
+        )
         slots = app.state.service.slots.used
     for response, request_id in ((native, "native"), (openai, "openai")):
         assert response.status_code == status, response.text
@@ -79,7 +85,10 @@ async def test_a_question_checked_before_its_slot_is_taken_on_both_protocols(off
     app = create_app(Settings(index=small_index, cache_dir=None), offline_pipeline)
     async with in_process(app) as client:
         native = await client.post("/v1/answer/stream", json={"question": "  "})
-        openai = await client.post("/v1/chat/completions", json={"model": "typedrag-rag", "stream": True, "messages": [{"role": "user", "content": "  "}]})
+        openai = await client.post(
+            "/v1/chat/completions",
+            json={"model": "typedrag-rag", "stream": True, "messages": [{"role": "user", "content": "  "}]},
+        )
         assert app.state.service.slots.used == 0
     assert native.status_code == 422 and openai.status_code == 400
     assert native.json()["error"]["message"] == openai.json()["error"]["message"]
@@ -93,7 +102,9 @@ async def test_a_question_checked_before_its_slot_is_taken_on_both_protocols(off
 def answered(offline_pipeline) -> tuple[list[tuple[str, object]], AnswerResult]:
     """A typed answer and the events it emitted on the way (type, plan, aspects, tokens, citations, sources)."""
     events: list[tuple[str, object]] = []
-    result = asyncio.run(offline_pipeline.answer(COMPARISON, "typed", on_event=lambda name, data: events.append((name, data))))
+    result = asyncio.run(
+        offline_pipeline.answer(COMPARISON, "typed", on_event=lambda name, data: events.append((name, data)))
+    )
     return events, result
 
 
@@ -115,11 +126,16 @@ def test_chunks_carry_the_text_the_events_and_the_usage_once(answered, asked_for
     assert chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
     text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
     assert text == with_sources(result) and result.answer and text.startswith(result.answer)
-    assert [c["typedrag_event"]["event"] for c in chunks if "typedrag_event" in c] == [name for name, _ in events if name != "token"]
+    assert [c["typedrag_event"]["event"] for c in chunks if "typedrag_event" in c] == [
+        name for name, _ in events if name != "token"
+    ]
     stop = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"] == "stop"]
     assert len(stop) == 1 and AnswerResult.model_validate(stop[0]["typedrag"]) == result
     with_usage = [c for c in chunks if "usage" in c]
-    assert len(with_usage) == 1 and with_usage[0]["usage"]["total_tokens"] == result.usage.prompt_tokens + result.usage.completion_tokens
+    assert (
+        len(with_usage) == 1
+        and with_usage[0]["usage"]["total_tokens"] == result.usage.prompt_tokens + result.usage.completion_tokens
+    )
     assert (with_usage[0]["choices"] == []) is asked_for_usage and (with_usage[0] is chunks[-1])
 
 
@@ -135,7 +151,10 @@ def test_chunks_say_a_restart_in_the_text_and_an_error_as_openai_does():
 def test_server_sent_events_end_with_the_answer_and_the_result(answered):
     events, result = answered
     lines = rendered(ServerSentEvents(), events, result)
-    assert len(lines) == len(events) + 2 and lines[-2] == f"event: answer\ndata: {json.dumps({'text': result.answer}, ensure_ascii=False)}\n\n"
+    assert (
+        len(lines) == len(events) + 2
+        and lines[-2] == f"event: answer\ndata: {json.dumps({'text': result.answer}, ensure_ascii=False)}\n\n"
+    )
     assert lines[-1] == f"event: result\ndata: {result.model_dump_json()}\n\n"
     assert ServerSentEvents().error(503, "busy") == 'event: error\ndata: {"status": 503, "message": "busy"}\n\n'
 
@@ -144,7 +163,9 @@ def test_a_completion_holds_the_text_with_sources_the_usage_and_the_result(answe
     _, result = answered
     made = completion({"id": "chatcmpl-1", "created": 1, "model": "typedrag-typed"}, result)
     assert made["object"] == "chat.completion" and made["id"] == "chatcmpl-1"
-    assert made["choices"] == [{"index": 0, "message": {"role": "assistant", "content": with_sources(result)}, "finish_reason": "stop"}]
+    assert made["choices"] == [
+        {"index": 0, "message": {"role": "assistant", "content": with_sources(result)}, "finish_reason": "stop"}
+    ]
     assert made["usage"]["total_tokens"] == result.usage.prompt_tokens + result.usage.completion_tokens
     assert AnswerResult.model_validate(made["typedrag"]) == result
 
@@ -182,7 +203,10 @@ def test_a_model_that_is_not_ours_is_404(model):
         ({"n": 1.0}, "n must be 1"),
         ({"tools": [{"type": "function"}], "tool_choice": "auto"}, "remove tools, tool_choice from the request"),
         ({"response_format": {"type": "json_object"}}, "response_format 'json_object' cannot be honoured"),
-        ({"knowledge": "x" * 100}, "knowledge must be one of documents, labelled (got 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…)"),
+        (
+            {"knowledge": "x" * 100},
+            "knowledge must be one of documents, labelled (got 'xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…)",
+        ),
     ],
 )
 def test_what_typedrag_cannot_honour_is_400(extra, message):
@@ -192,25 +216,41 @@ def test_what_typedrag_cannot_honour_is_400(extra, message):
 
 
 def test_other_options_are_accepted_and_knowledge_is_read():
-    assert knowledge_of({"n": 1, "temperature": 0.3, "max_tokens": 5, "response_format": {"type": "text"}, "tools": []}) is None
+    assert (
+        knowledge_of({"n": 1, "temperature": 0.3, "max_tokens": 5, "response_format": {"type": "text"}, "tools": []})
+        is None
+    )
     assert knowledge_of({"knowledge": "labelled"}) == "labelled"
 
 
 def test_the_last_user_message_is_the_question_and_the_messages_before_it_the_conversation():
-    messages = [ChatMessage.model_validate(m) for m in [
-        {"role": "system", "content": "Be brief."},
-        {"role": "developer", "content": "Answer in French."},
-        {"role": "user", "content": "Why is the sky blue?"},
-        {"role": "tool", "content": "a tool's result"},
-        {"role": "assistant", "content": ""},
-        {"role": "assistant", "content": "Scattering."},
-        {"role": "user", "content": [{"type": "text", "text": "And at"}, {"type": "image_url"}, {"type": "text", "text": "sunset?"}]},
-        {"role": "assistant", "content": "after the question"},
-    ]]
+    messages = [
+        ChatMessage.model_validate(m)
+        for m in [
+            {"role": "system", "content": "Be brief."},
+            {"role": "developer", "content": "Answer in French."},
+            {"role": "user", "content": "Why is the sky blue?"},
+            {"role": "tool", "content": "a tool's result"},
+            {"role": "assistant", "content": ""},
+            {"role": "assistant", "content": "Scattering."},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": "And at"},
+                    {"type": "image_url"},
+                    {"type": "text", "text": "sunset?"},
+                ],
+            },
+            {"role": "assistant", "content": "after the question"},
+        ]
+    ]
     question, history = conversation_of(messages)
     assert question == "And at sunset?"
     assert [(t.role, t.content) for t in history] == [
-        ("system", "Be brief."), ("system", "Answer in French."), ("user", "Why is the sky blue?"), ("assistant", "Scattering."),
+        ("system", "Be brief."),
+        ("system", "Answer in French."),
+        ("user", "Why is the sky blue?"),
+        ("assistant", "Scattering."),
     ]
     with pytest.raises(HTTPException, match="string 'text'"):
         conversation_of([ChatMessage(role="user", content=[{"type": "text", "text": 3}])])
@@ -218,6 +258,11 @@ def test_the_last_user_message_is_the_question_and_the_messages_before_it_the_co
 
 def test_the_models_listed_follow_what_the_caller_may_read():
     assert model_names(["COMPARISON"], ["manuals"], default_readable=True) == [
-        "typedrag-typed", "typedrag-rag", "typedrag-llm", "typedrag-typed:comparison", "typedrag:manuals", "typedrag-rag:manuals",
+        "typedrag-typed",
+        "typedrag-rag",
+        "typedrag-llm",
+        "typedrag-typed:comparison",
+        "typedrag:manuals",
+        "typedrag-rag:manuals",
     ]
     assert model_names(["COMPARISON"], [], default_readable=False) == ["typedrag-llm"]

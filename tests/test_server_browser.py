@@ -140,7 +140,8 @@ def answered(page, count):
     """Wait until the page has finished `count` answers since it was loaded (each ends with a Done line)."""
     page.wait_for_function(
         "n => [...document.querySelectorAll('#progress li')].some(li => li.textContent.includes('Done')) && window.__done >= n",
-        arg=count, timeout=90_000,
+        arg=count,
+        timeout=90_000,
     )
 
 
@@ -164,8 +165,13 @@ def test_a_conversation_follow_ups_the_history_shown_and_starting_over(page, pag
     assert bodies[0]["history"] == [] and [t["role"] for t in bodies[1]["history"]] == ["user", "assistant"]
     assert bodies[1]["history"][0]["content"] == "Why did the Western Roman Empire fall?"
     read_as = page.locator("#meta .read-as-line").inner_text()
-    assert read_as.startswith("Read as: Which of those causes came from outside its borders?") and "Roman Empire" in read_as
-    assert any(line.split(" s", 1)[1].strip().startswith("Read as:") for line in page.locator("#progress li").all_inner_texts())
+    assert (
+        read_as.startswith("Read as: Which of those causes came from outside its borders?")
+        and "Roman Empire" in read_as
+    )
+    assert any(
+        line.split(" s", 1)[1].strip().startswith("Read as:") for line in page.locator("#progress li").all_inner_texts()
+    )
     page.click("#details-summary")
     assert "conversation" in page.locator("#trace").inner_text() and "read as" in page.locator("#trace").inner_text()
 
@@ -176,7 +182,11 @@ def test_a_conversation_follow_ups_the_history_shown_and_starting_over(page, pag
     assert shot.stat().st_size > 10_000
 
     page.click("#start-over")
-    assert page.locator("#thread").is_hidden() and page.locator("#output").is_hidden() and page.locator("#thread .turn").count() == 0
+    assert (
+        page.locator("#thread").is_hidden()
+        and page.locator("#output").is_hidden()
+        and page.locator("#thread .turn").count() == 0
+    )
     page.fill("#question", "Which of those causes came from outside its borders?")
     page.click("#submit")
     answered(page, 3)
@@ -236,7 +246,10 @@ def test_only_the_answers_citations_become_links(small_index, classifier):
     from typedrag.llm.openai_chat import OpenAIChatModel
     from typedrag.testing.openai_stub import OpenAIStubServer, Reply
 
-    texts = ["Photosynthesis turns water and carbon dioxide into sugar.", "Chloroplasts hold chlorophyll, which absorbs light."]
+    texts = [
+        "Photosynthesis turns water and carbon dioxide into sugar.",
+        "Chloroplasts hold chlorophyll, which absorbs light.",
+    ]
     words = "Sunlight reaches the chloroplasts[2] of green leaves, where water becomes sugar [1]."
     with OpenAIStubServer(lambda request: Reply(content=words)) as stub:
         chat = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=30)
@@ -250,7 +263,9 @@ def test_only_the_answers_citations_become_links(small_index, classifier):
             page.click("#details-summary")
             trace = page.locator("#trace").inner_text()
     assert len(sources) == 1 and sources[0].startswith("[1]")  # the cited source is listed...
-    assert "passages not cited" in trace and "[2]" in trace  # ...source 2 exists: the glued "[2]" could have been linked to it
+    assert (
+        "passages not cited" in trace and "[2]" in trace
+    )  # ...source 2 exists: the glued "[2]" could have been linked to it
     assert links == ["[1]"] and answer == words
 
 
@@ -267,7 +282,12 @@ def test_bidi_overrides_and_controls_in_source_names_are_shown_escaped(small_ind
         title="Asteroid \u202eevil\u202c",
         text="An asteroid is a small rocky body that orbits the Sun \u2066inside\u2069 the asteroid belt.",
     )
-    plain = Passage(passage_id="comet#0", doc_id="comet", title="Comet", text="A comet is an icy body that grows a tail near the Sun.")
+    plain = Passage(
+        passage_id="comet#0",
+        doc_id="comet",
+        title="Comet",
+        text="A comet is an icy body that grows a tail near the Sun.",
+    )
     pipeline = Pipeline(OfflineEngine(), ListRetriever([hostile, plain]), classifier=classifier)
     with serving(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as url, browsing(url) as page:
         ask(page, "What is an asteroid?", "rag")
@@ -275,8 +295,15 @@ def test_bidi_overrides_and_controls_in_source_names_are_shown_escaped(small_ind
         shown = page.locator("#output").inner_text()
         titles = page.locator("#sources .title").all_inner_texts()
         ids = page.locator("#sources .source-id").all_inner_texts()
-        link_titles = [page.locator("#answer a.cite").nth(i).get_attribute("title") for i in range(page.locator("#answer a.cite").count())]
-    hidden = [c for c in shown + "".join(filter(None, link_titles)) if c in "\x1b\x07\u202c\u202e\u2066\u2069" or "\x80" <= c <= "\x9f"]
+        link_titles = [
+            page.locator("#answer a.cite").nth(i).get_attribute("title")
+            for i in range(page.locator("#answer a.cite").count())
+        ]
+    hidden = [
+        c
+        for c in shown + "".join(filter(None, link_titles))
+        if c in "\x1b\x07\u202c\u202e\u2066\u2069" or "\x80" <= c <= "\x9f"
+    ]
     assert not hidden, hidden
     assert "Asteroid \\u202eevil\\u202c" in titles
     assert "evil\\x1b]52;c;cHduZWQ=\\x07\\u202etxt.exe#0" in ids
@@ -331,8 +358,11 @@ def test_sources_are_the_cited_ones_and_an_earlier_turn_keeps_its_own_with_their
     from typedrag.llm.openai_chat import OpenAIChatModel
     from typedrag.testing.openai_stub import OpenAIStubServer, Reply
 
-    texts = ["Baseball is played by two teams of nine.", "Venus is the second planet from the Sun.",
-             "A comet is an icy body that grows a glowing coma and tail near the Sun."]
+    texts = [
+        "Baseball is played by two teams of nine.",
+        "Venus is the second planet from the Sun.",
+        "A comet is an icy body that grows a glowing coma and tail near the Sun.",
+    ]
     with OpenAIStubServer(lambda request: Reply(content="A comet is an icy body that grows a tail [3].")) as stub:
         chat = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=30)
         pipeline = Pipeline(LLMEngine(chat), FunctionRetriever(lambda query, k: texts), classifier=classifier)
@@ -346,12 +376,16 @@ def test_sources_are_the_cited_ones_and_an_earlier_turn_keeps_its_own_with_their
             turn = page.locator("#thread .turn").first
             link = turn.locator(".said a.cite")
             assert link.count() == 1 and link.get_attribute("data-source") == "3"
-            assert [li.get_attribute("id") for li in turn.locator(".sources li").all()] == ["t0-source-3"]  # its own, folded under it
+            assert [li.get_attribute("id") for li in turn.locator(".sources li").all()] == [
+                "t0-source-3"
+            ]  # its own, folded under it
             link.click()
             target = turn.locator("#t0-source-3")
             sync_api.expect(target).to_be_visible()
             sync_api.expect(target).to_have_class("highlight")
-            assert "icy body" in target.inner_text() and page.locator("#source-3").count() == 1  # the new answer's list is its own
+            assert (
+                "icy body" in target.inner_text() and page.locator("#source-3").count() == 1
+            )  # the new answer's list is its own
 
 
 def test_a_long_conversation_sends_a_bounded_window_and_says_so(page):
@@ -360,7 +394,9 @@ def test_a_long_conversation_sends_a_bounded_window_and_says_so(page):
 
     bodies, statuses = [], []
     page.on("request", lambda request: request.method == "POST" and bodies.append(request.post_data))
-    page.on("response", lambda response: response.url.endswith("/v1/answer/stream") and statuses.append(response.status))
+    page.on(
+        "response", lambda response: response.url.endswith("/v1/answer/stream") and statuses.append(response.status)
+    )
     # Six hundred earlier turns of 6,000 characters (what a few hundred long answers add up to): 3.6 MB.
     page.evaluate("""() => { history = Array.from({length: 600}, (_, i) =>
         ({role: i % 2 ? "assistant" : "user", content: (i % 2 ? "answer " : "question ") + "x".repeat(6000)})); }""")
@@ -382,7 +418,9 @@ def test_the_pages_window_is_the_servers_bound():
 
     from typedrag.history import MAX_TURN_CHARS, MAX_TURNS
 
-    script = (Path(__file__).resolve().parents[1] / "typedrag" / "server" / "static" / "app.js").read_text(encoding="utf-8")
+    script = (Path(__file__).resolve().parents[1] / "typedrag" / "server" / "static" / "app.js").read_text(
+        encoding="utf-8"
+    )
     assert re.search(r"const WINDOW_TURNS = (\d+);", script).group(1) == str(MAX_TURNS)
     assert re.search(r"const TURN_CHARS = (\d+);", script).group(1) == str(MAX_TURN_CHARS)
 
@@ -397,8 +435,15 @@ def test_what_the_model_adds_of_its_own_is_shown_apart_from_the_cited_answer(sma
 
     def knowing(request):
         if request.schema_name == "LabelledAnswer":
-            return Reply(content=json.dumps({"from_sources": "Water becomes sugar in the chloroplasts [1].", "not_covered": "the history",
-                                             "from_own_knowledge": ["Jan Ingenhousz described it in 1779."]}))
+            return Reply(
+                content=json.dumps(
+                    {
+                        "from_sources": "Water becomes sugar in the chloroplasts [1].",
+                        "not_covered": "the history",
+                        "from_own_knowledge": ["Jan Ingenhousz described it in 1779."],
+                    }
+                )
+            )
         return Reply(content=default_content(request))
 
     texts = ["Photosynthesis turns water and carbon dioxide into sugar in the chloroplasts."]
@@ -419,7 +464,10 @@ def test_what_the_model_adds_of_its_own_is_shown_apart_from_the_cited_answer(sma
             done(page)
             kept = page.locator("#thread .turn .unsourced").inner_text()
     assert answer == "Water becomes sugar in the chloroplasts [1]."  # nothing of the model's own in the cited answer
-    assert shown_apart.lower().startswith("not from your documents") and "Jan Ingenhousz described it in 1779." in shown_apart
+    assert (
+        shown_apart.lower().startswith("not from your documents")
+        and "Jan Ingenhousz described it in 1779." in shown_apart
+    )
     assert "labelled: 1 sentence by openai-compatible:stub" in trace and "the history" in trace
     assert "Jan Ingenhousz" in kept
 

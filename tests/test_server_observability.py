@@ -37,7 +37,9 @@ PARENT_ID = "00f067aa0ba902b7"
 
 
 def offline_app(index: Path, classifier):
-    return create_app(Settings(index=index, cache_dir=None), Pipeline(OfflineEngine(), open_retriever(index), classifier=classifier))
+    return create_app(
+        Settings(index=index, cache_dir=None), Pipeline(OfflineEngine(), open_retriever(index), classifier=classifier)
+    )
 
 
 async def scrape(client: httpx.AsyncClient) -> dict[str, object]:
@@ -97,12 +99,19 @@ async def test_metrics_count_llm_calls_tokens_and_errors_by_role_and_model(small
 
     with OpenAIStubServer(failing_answers) as stub:
         model = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=20)
-        app = create_app(Settings(index=small_index, cache_dir=None), Pipeline(LLMEngine(model), open_retriever(small_index), classifier=classifier))
+        app = create_app(
+            Settings(index=small_index, cache_dir=None),
+            Pipeline(LLMEngine(model), open_retriever(small_index), classifier=classifier),
+        )
         async with in_process(app) as client:
             failed = await client.post("/v1/answer", json={"question": COMPARISON, "type": "comparison"})
             assert failed.status_code == 502
             families = await scrape(client)
-    calls, tokens, errors = families["typedrag_llm_calls"], families["typedrag_llm_tokens"], families["typedrag_llm_errors"]
+    calls, tokens, errors = (
+        families["typedrag_llm_calls"],
+        families["typedrag_llm_tokens"],
+        families["typedrag_llm_errors"],
+    )
     assert value(calls, role="plan:comparison", model="stub") == 1
     assert value(tokens, role="plan:comparison", model="stub", token_type="input") > 0
     assert value(tokens, role="plan:comparison", model="stub", token_type="output") > 0
@@ -121,9 +130,13 @@ async def test_metrics_count_fallbacks_abstentions_and_index_reloads(tmp_path, c
     sync_index([corpus], index, passage_words=40, show_progress=False)
     async with in_process(offline_app(index, classifier)) as client:
         assert value((await scrape(client))["typedrag_index_reloads"]) == 0
-        (tmp_path / "more.jsonl").write_text(json.dumps({"id": "tea", "title": "Tea", "text": "Tea is brewed from leaves."}) + "\n")
+        (tmp_path / "more.jsonl").write_text(
+            json.dumps({"id": "tea", "title": "Tea", "text": "Tea is brewed from leaves."}) + "\n"
+        )
         sync_index([corpus, tmp_path / "more.jsonl"], index, passage_words=40, show_progress=False)
-        assert (await client.post("/v1/answer", json={"question": "How is tea brewed?", "method": "rag"})).status_code == 200
+        assert (
+            await client.post("/v1/answer", json={"question": "How is tea brewed?", "method": "rag"})
+        ).status_code == 200
         # a question the offline engine cannot type with confidence falls back to plain RAG, recorded
         assert (await client.post("/v1/answer", json={"question": "Photosynthesis"})).status_code == 200
         unanswered = {"question": "Which band played music on the deck of the Titanic?", "type": "reason"}
@@ -131,7 +144,9 @@ async def test_metrics_count_fallbacks_abstentions_and_index_reloads(tmp_path, c
         families = await scrape(client)
     assert value(families["typedrag_index_reloads"]) == 1
     assert value(families["typedrag_fallbacks"], step="route") == 1
-    assert abstained["abstained"] and abstained["abstention"]["by"] == "unmentioned name"  # no passage mentions the Titanic
+    assert (
+        abstained["abstained"] and abstained["abstention"]["by"] == "unmentioned name"
+    )  # no passage mentions the Titanic
     assert value(families["typedrag_abstentions"], type="REASON") == 1  # that answer's, and no other
 
 
@@ -192,10 +207,18 @@ def test_every_label_takes_its_values_from_a_known_set():
 
 
 @pytest.mark.parametrize("route", ["/v1/answer", "/v1/answer/stream", "/v1/chat/completions"])
-def test_serve_continues_the_callers_traceparent_and_its_request_span_holds_the_answer(spans, small_index, classifier, route):
-    body = {"model": "typedrag-typed", "messages": [{"role": "user", "content": COMPARISON}]} if "chat" in route else {"question": COMPARISON}
+def test_serve_continues_the_callers_traceparent_and_its_request_span_holds_the_answer(
+    spans, small_index, classifier, route
+):
+    body = (
+        {"model": "typedrag-typed", "messages": [{"role": "user", "content": COMPARISON}]}
+        if "chat" in route
+        else {"question": COMPARISON}
+    )
     with serving(offline_app(small_index, classifier)) as url:
-        response = httpx.post(f"{url}{route}", json=body, timeout=60, headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"})
+        response = httpx.post(
+            f"{url}{route}", json=body, timeout=60, headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}
+        )
         assert response.status_code == 200 and response.text
     finished = spans.get_finished_spans()
     (request,) = [s for s in finished if s.kind is SpanKind.SERVER]
@@ -228,7 +251,9 @@ def test_the_request_observer_opens_the_server_span_where_the_framework_does_not
     app = Starlette(routes=[Route("/v1/answer", answer, methods=["POST"])])
     metrics = ServiceMetrics()
     with serving(RequestObserver(app, metrics, trace_requests=True)) as url:
-        assert httpx.post(f"{url}/v1/answer", headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}).status_code == 200
+        assert (
+            httpx.post(f"{url}/v1/answer", headers={"traceparent": f"00-{TRACE_ID}-{PARENT_ID}-01"}).status_code == 200
+        )
         assert httpx.post(f"{url}/v1/answer/nothing").status_code == 404
     finished = spans.get_finished_spans()
     served, missing = sorted((s for s in finished if s.kind is SpanKind.SERVER), key=lambda s: s.start_time)
@@ -236,5 +261,12 @@ def test_the_request_observer_opens_the_server_span_where_the_framework_does_not
     assert format(served.context.trace_id, "032x") == TRACE_ID and served.attributes["http.response.status_code"] == 200
     (inner,) = by_name(finished)["typedrag.answer"]
     assert inner.parent.span_id == served.context.span_id
-    assert missing.name == "POST" and missing.attributes["http.response.status_code"] == 404  # no route: no path in the name
-    assert metrics.registry.get_sample_value("typedrag_http_requests_total", {"route": "unmatched", "method": "POST", "status": "404"}) == 1
+    assert (
+        missing.name == "POST" and missing.attributes["http.response.status_code"] == 404
+    )  # no route: no path in the name
+    assert (
+        metrics.registry.get_sample_value(
+            "typedrag_http_requests_total", {"route": "unmatched", "method": "POST", "status": "404"}
+        )
+        == 1
+    )

@@ -32,30 +32,81 @@ from typedrag.testing.openai_stub import OpenAIStubServer, Reply, default_conten
 
 PLANS = (ComparisonPlan, DebatePlan, SubQueryPlan, ExperiencePlan)
 MANUAL = [
-    Passage("vac#0", "vac", "Routine Vacuuming", "The VACUUM command reclaims storage occupied by dead tuples. Dead rows "
-            "left by updates and deletes are not removed until a vacuum runs.", section="Recovering Disk Space"),
-    Passage("vac#1", "vac", "Routine Vacuuming", "Autovacuum runs VACUUM automatically when enough rows of a table "
-            "have changed, so most installations need no manual vacuuming.", section="The Autovacuum Daemon"),
-    Passage("full#0", "full", "VACUUM FULL", "VACUUM FULL rewrites the whole table into a new file, which returns "
-            "the disk space to the operating system but holds an exclusive lock.", section="Notes"),
-    Passage("idx#0", "idx", "REINDEX", "REINDEX rebuilds an index from the table data, removing index bloat left "
-            "by many updates.", section="Description"),
-    Passage("stat#0", "stat", "Statistics", "ANALYZE collects statistics about the contents of tables for the "
-            "query planner.", section="Updating Planner Statistics"),
-    Passage("wrap#0", "wrap", "Routine Vacuuming", "Transaction ID wraparound failures are prevented by vacuuming every "
-            "table at least once every two billion transactions.", section="Preventing Transaction ID Wraparound Failures"),
-    Passage("fsm#0", "fsm", "Free Space Map", "Each table has a free space map that VACUUM updates, so new rows can "
-            "reuse the space of dead tuples.", section="Free Space Map"),
-    Passage("bloat#0", "bloat", "Routine Vacuuming", "Tables that are updated heavily bloat when dead tuples pile up "
-            "faster than autovacuum removes them.", section="Recovering Disk Space"),
-    Passage("cost#0", "cost", "Autovacuum", "The autovacuum cost delay throttles vacuum work so that it does not "
-            "disturb ordinary queries.", section="Cost-based Vacuum Delay"),
+    Passage(
+        "vac#0",
+        "vac",
+        "Routine Vacuuming",
+        "The VACUUM command reclaims storage occupied by dead tuples. Dead rows "
+        "left by updates and deletes are not removed until a vacuum runs.",
+        section="Recovering Disk Space",
+    ),
+    Passage(
+        "vac#1",
+        "vac",
+        "Routine Vacuuming",
+        "Autovacuum runs VACUUM automatically when enough rows of a table "
+        "have changed, so most installations need no manual vacuuming.",
+        section="The Autovacuum Daemon",
+    ),
+    Passage(
+        "full#0",
+        "full",
+        "VACUUM FULL",
+        "VACUUM FULL rewrites the whole table into a new file, which returns "
+        "the disk space to the operating system but holds an exclusive lock.",
+        section="Notes",
+    ),
+    Passage(
+        "idx#0",
+        "idx",
+        "REINDEX",
+        "REINDEX rebuilds an index from the table data, removing index bloat left by many updates.",
+        section="Description",
+    ),
+    Passage(
+        "stat#0",
+        "stat",
+        "Statistics",
+        "ANALYZE collects statistics about the contents of tables for the query planner.",
+        section="Updating Planner Statistics",
+    ),
+    Passage(
+        "wrap#0",
+        "wrap",
+        "Routine Vacuuming",
+        "Transaction ID wraparound failures are prevented by vacuuming every "
+        "table at least once every two billion transactions.",
+        section="Preventing Transaction ID Wraparound Failures",
+    ),
+    Passage(
+        "fsm#0",
+        "fsm",
+        "Free Space Map",
+        "Each table has a free space map that VACUUM updates, so new rows can reuse the space of dead tuples.",
+        section="Free Space Map",
+    ),
+    Passage(
+        "bloat#0",
+        "bloat",
+        "Routine Vacuuming",
+        "Tables that are updated heavily bloat when dead tuples pile up faster than autovacuum removes them.",
+        section="Recovering Disk Space",
+    ),
+    Passage(
+        "cost#0",
+        "cost",
+        "Autovacuum",
+        "The autovacuum cost delay throttles vacuum work so that it does not disturb ordinary queries.",
+        section="Cost-based Vacuum Delay",
+    ),
 ]
 
 
 def pipeline(server, **model) -> Pipeline:
     chat = OpenAIChatModel(model="small", base_url=server.base_url, max_retries=0, timeout=10, **model)
-    return Pipeline(LLMEngine(chat), ListRetriever(MANUAL), settings=PipelineSettings(expand_queries=False))  # plans' requests are read
+    return Pipeline(
+        LLMEngine(chat), ListRetriever(MANUAL), settings=PipelineSettings(expand_queries=False)
+    )  # plans' requests are read
 
 
 def replying(plan_reply, answer=None):
@@ -113,7 +164,9 @@ def test_openai_gets_a_strict_schema_it_accepts():
 
 
 async def test_the_schema_reaches_the_server_with_its_limits():
-    with OpenAIStubServer(replying(lambda r: Reply(content='{"sub_queries": ["dead rows vacuum", "autovacuum"]}'))) as stub:
+    with OpenAIStubServer(
+        replying(lambda r: Reply(content='{"sub_queries": ["dead rows vacuum", "autovacuum"]}'))
+    ) as stub:
         await pipeline(stub).answer("Why does PostgreSQL need VACUUM?", "typed", NFQType.REASON)
         plan_request = next(r for r in stub.requests if r.schema_name == "SubQueryPlan")
     schema = plan_request.body["response_format"]["json_schema"]["schema"]
@@ -194,7 +247,10 @@ async def test_when_every_aspect_is_dropped_the_fallback_says_why_with_the_right
     assert result.strategy == "rag"
     dropped = [a for a in result.aspects if a.error]
     assert len(result.aspects) == 1 + sum(1 for a in result.aspects if a.label != "overview")
-    assert f"all {len(result.aspects)} aspects (the overview and {len(result.aspects) - 1} planned) were dropped" in reason_text
+    assert (
+        f"all {len(result.aspects)} aspects (the overview and {len(result.aspects) - 1} planned) were dropped"
+        in reason_text
+    )
     assert "neither the question nor" not in reason_text and "found on-topic passages" not in reason_text
     assert "no sentence of its answer is supported by its passages" in reason_text
     assert len(dropped) == len(result.aspects)
@@ -204,12 +260,16 @@ async def test_when_every_aspect_is_dropped_the_fallback_says_why_with_the_right
 
 
 async def test_a_paragraph_as_a_sub_query_is_rejected_and_the_repair_says_why():
-    paragraph = ("To reclaim disk space you should first run VACUUM on the table and then check the output "
-                 "carefully, because the space is only marked reusable and is not returned to the operating system")
-    replies = iter([
-        Reply(content=json.dumps({"sub_queries": [paragraph, "```sql\nVACUUM FULL;\n```"]})),
-        Reply(content=json.dumps({"sub_queries": ["vacuum reclaim space", "vacuum full table rewrite"]})),
-    ])
+    paragraph = (
+        "To reclaim disk space you should first run VACUUM on the table and then check the output "
+        "carefully, because the space is only marked reusable and is not returned to the operating system"
+    )
+    replies = iter(
+        [
+            Reply(content=json.dumps({"sub_queries": [paragraph, "```sql\nVACUUM FULL;\n```"]})),
+            Reply(content=json.dumps({"sub_queries": ["vacuum reclaim space", "vacuum full table rewrite"]})),
+        ]
+    )
     with OpenAIStubServer(replying(lambda r: next(replies))) as stub:
         result = await pipeline(stub).answer("How do I reclaim disk space in PostgreSQL?", "typed", NFQType.INSTRUCTION)
         repair = plan_requests(stub)[1].last_user
@@ -246,11 +306,15 @@ async def test_a_cache_keyed_by_model_identity_serves_a_rerun_on_another_port(tm
     messages = [{"role": "user", "content": "Why vacuum?"}]
     with OpenAIStubServer() as first, OpenAIStubServer() as second:
         one = OpenAIChatModel(model="m", base_url=first.base_url, cache=cache, cache_identity="local:/m.gguf#sha256:ab")
-        two = OpenAIChatModel(model="m", base_url=second.base_url, cache=cache, cache_identity="local:/m.gguf#sha256:ab")
+        two = OpenAIChatModel(
+            model="m", base_url=second.base_url, cache=cache, cache_identity="local:/m.gguf#sha256:ab"
+        )
         await one.complete(messages, role="answer")
         again = await two.complete(messages, role="answer")
         assert again.call.cached and len(second.requests) == 0
-        other = OpenAIChatModel(model="m", base_url=second.base_url, cache=cache, cache_identity="local:/m.gguf#sha256:cd")
+        other = OpenAIChatModel(
+            model="m", base_url=second.base_url, cache=cache, cache_identity="local:/m.gguf#sha256:cd"
+        )
         assert not (await other.complete(messages, role="answer")).call.cached  # another model file: asked afresh
 
 
@@ -289,7 +353,9 @@ async def test_a_fallback_keeps_the_plan_and_the_aspects_it_wrote():
 async def test_calls_queued_behind_one_slot_report_their_wait_apart_from_their_time_in_flight():
     with OpenAIStubServer(delay=0.3) as stub:
         model = OpenAIChatModel(model="m", base_url=stub.base_url, max_concurrency=1)
-        calls = await asyncio.gather(*(model.complete([{"role": "user", "content": f"q{n}"}], role="answer") for n in range(4)))
+        calls = await asyncio.gather(
+            *(model.complete([{"role": "user", "content": f"q{n}"}], role="answer") for n in range(4))
+        )
     assert stub.most_waiting == 1  # one at a time, as a single-slot server takes them
     calls = sorted((c.call for c in calls), key=lambda c: c.queued_ms)
     assert all(c.latency_ms >= 300 for c in calls)
@@ -330,8 +396,28 @@ async def test_cli_llm_timeout_cuts_a_slow_endpoint(small_index, tmp_path):
         clean = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
         proc = await asyncio.to_thread(
             subprocess.run,
-            [sys.executable, "-m", "typedrag.cli", "ask", "Why?", "--index", str(small_index), "--method", "llm",
-             "--llm", "m", "--base-url", stub.base_url, "--llm-timeout", "0.5", "--llm-concurrency", "1"],
-            capture_output=True, text=True, env={**clean, "TYPEDRAG_CACHE_DIR": str(tmp_path)}, timeout=120,
+            [
+                sys.executable,
+                "-m",
+                "typedrag.cli",
+                "ask",
+                "Why?",
+                "--index",
+                str(small_index),
+                "--method",
+                "llm",
+                "--llm",
+                "m",
+                "--base-url",
+                stub.base_url,
+                "--llm-timeout",
+                "0.5",
+                "--llm-concurrency",
+                "1",
+            ],
+            capture_output=True,
+            text=True,
+            env={**clean, "TYPEDRAG_CACHE_DIR": str(tmp_path)},
+            timeout=120,
         )
     assert proc.returncode == 2 and "timed out" in proc.stderr, proc.stderr

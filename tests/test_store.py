@@ -31,11 +31,16 @@ def answered():
     """A real AnswerResult of the offline engine, with citations and sources."""
     from typedrag import ListRetriever, OfflineEngine, Pipeline
 
-    pipeline = Pipeline(OfflineEngine(), ListRetriever([
-        "The Western Roman Empire fell because of heavy taxation, inflation and repeated invasions by Germanic tribes.",
-        "Civil wars and short reigns undermined central authority in the Western Roman Empire.",
-        "Bread is baked in a hot oven until the crust is brown.",
-    ]))
+    pipeline = Pipeline(
+        OfflineEngine(),
+        ListRetriever(
+            [
+                "The Western Roman Empire fell because of heavy taxation, inflation and repeated invasions by Germanic tribes.",
+                "Civil wars and short reigns undermined central authority in the Western Roman Empire.",
+                "Bread is baked in a hot oven until the crust is brown.",
+            ]
+        ),
+    )
     result = asyncio.run(pipeline.answer("Why did the Western Roman Empire fall?", "typed"))
     assert result.citations and len(result.sources) == 2 and not result.abstained
     return result
@@ -234,7 +239,11 @@ def test_a_password_in_the_database_url_is_never_in_an_error_or_repr():
 
 
 def test_grants_give_read_or_write_a_reader_only_reads_and_an_admin_needs_none(store):
-    admin, editor, reader = store.add_user("root", "admin"), store.add_user("ed", "editor"), store.add_user("rita", "reader")
+    admin, editor, reader = (
+        store.add_user("root", "admin"),
+        store.add_user("ed", "editor"),
+        store.add_user("rita", "reader"),
+    )
     assert store.access(admin, "anything") == "write"
     assert store.access(editor, "docs") is None
     store.grant("ed", "docs", "write")
@@ -314,7 +323,12 @@ def test_an_answer_keeps_its_full_result_and_a_follow_up_reads_the_history(store
     [question, saved] = store.messages(alice, conversation.id)
     assert (question.role, saved.role) == ("user", "assistant")
     assert AnswerResult.model_validate(saved.result) == answered  # the whole result, trace and all
-    assert (saved.method, saved.type, saved.strategy, saved.trace_id) == ("typed", answered.type.type, answered.strategy, "trace-1")
+    assert (saved.method, saved.type, saved.strategy, saved.trace_id) == (
+        "typed",
+        answered.type.type,
+        answered.strategy,
+        "trace-1",
+    )
     history = store.history(alice, conversation.id)
     assert [t.role for t in history] == ["user", "assistant"]
     pipeline = Pipeline(OfflineEngine(), ListRetriever(["Germanic tribes invaded the western provinces repeatedly."]))
@@ -352,7 +366,7 @@ def test_pages_and_times_do_not_depend_on_the_database_servers_time_zone(store_u
         import psycopg
 
         with psycopg.connect(store_url, autocommit=True) as connection:
-            connection.execute(f'ALTER DATABASE "{store_url.rsplit("/", 1)[1]}" SET timezone TO \'America/New_York\'')
+            connection.execute(f"ALTER DATABASE \"{store_url.rsplit('/', 1)[1]}\" SET timezone TO 'America/New_York'")
     store = open_store(store_url, clock=clock)
     try:
         alice = store.add_user("alice", "admin")
@@ -421,7 +435,15 @@ def test_removing_a_user_removes_their_conversations_keys_grants_and_feedback(st
     assert store.remove_user("alice") == 1
     with store.db.reading() as c:
         counts = {t.name: c.execute(sa.select(sa.func.count()).select_from(t)).scalar() for t in metadata.sorted_tables}
-    assert counts == {"users": 1, "api_keys": 0, "grants": 0, "conversations": 1, "messages": 2, "feedback": 1, "sessions": 0}
+    assert counts == {
+        "users": 1,
+        "api_keys": 0,
+        "grants": 0,
+        "conversations": 1,
+        "messages": 2,
+        "feedback": 1,
+        "sessions": 0,
+    }
     with pytest.raises(NotFound):
         store.remove_user("alice")
 
@@ -468,7 +490,11 @@ def test_feedback_is_one_verdict_per_user_and_answer_with_helpful_sources(store,
     assert store.feedback_counts() == [(answered.type.type, answered.strategy, "down", 1)]
     [record] = store.feedback_records()
     assert (record.question, record.verdict, record.comment, record.collection) == (
-        "Why did the Western Roman Empire fall?", "down", "on reflection, wrong", "docs")
+        "Why did the Western Roman Empire fall?",
+        "down",
+        "on reflection, wrong",
+        "docs",
+    )
     assert store.feedback_records("elsewhere") == []
 
 
@@ -545,13 +571,17 @@ def test_a_session_of_the_servers_key_ends_when_the_key_changes(store):
     assert store.session(opened.token, "another-key-now") is None
     assert store.session(opened.token, None) is None
     with store.db.reading() as c:
-        assert "the-servers-own-key" not in json.dumps([list(map(str, r)) for r in c.execute(sa.text("SELECT * FROM sessions"))])
+        assert "the-servers-own-key" not in json.dumps(
+            [list(map(str, r)) for r in c.execute(sa.text("SELECT * FROM sessions"))]
+        )
 
 
 def test_a_question_and_its_answer_are_kept_together_or_not_at_all(store, answered):
     alice = store.add_user("alice", "admin")
     conversation = store.start_conversation(alice, "docs")
-    asked, reply, now = store.add_exchange(alice, conversation.id, "Why did Rome fall?", answered.answer, result=answered, trace_id="t" * 32)
+    asked, reply, now = store.add_exchange(
+        alice, conversation.id, "Why did Rome fall?", answered.answer, result=answered, trace_id="t" * 32
+    )
     assert (asked.role, reply.role, reply.trace_id) == ("user", "assistant", "t" * 32)
     assert now.title == "Why did Rome fall?" and now.updated_at == reply.created_at
     assert store.conversation_with_history(alice, conversation.id) == (now, store.history(alice, conversation.id))
@@ -567,8 +597,17 @@ def test_ten_thousand_conversations_list_a_page_at_a_time(store, clock):
     alice = store.add_user("alice", "admin")
     from typedrag.store.schema import conversations
 
-    rows = [{"id": f"{n:032x}", "owner_id": alice.id, "collection": "docs", "title": f"conversation {n}",
-             "created_at": clock(), "updated_at": clock()} for n in range(10_000)]
+    rows = [
+        {
+            "id": f"{n:032x}",
+            "owner_id": alice.id,
+            "collection": "docs",
+            "title": f"conversation {n}",
+            "created_at": clock(),
+            "updated_at": clock(),
+        }
+        for n in range(10_000)
+    ]
     with store.db.writing() as c:
         c.execute(sa.insert(conversations), rows)
     seen, cursor, pages = [], None, 0

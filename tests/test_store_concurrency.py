@@ -31,12 +31,18 @@ def _python(code: str, *args: str, **kwargs) -> subprocess.Popen:
 
 def _counts(store) -> dict[str, int]:
     with store.db.reading() as c:
-        return {t.name: c.execute(sa.select(sa.func.count()).select_from(t)).scalar() for t in (conversations, messages)}
+        return {
+            t.name: c.execute(sa.select(sa.func.count()).select_from(t)).scalar() for t in (conversations, messages)
+        }
 
 
 def _updated_matches_last_message(store) -> bool:
     """Every conversation's updated_at is its last message's time: the insert and the update committed together."""
-    last = sa.select(sa.func.max(messages.c.created_at)).where(messages.c.conversation_id == conversations.c.id).scalar_subquery()
+    last = (
+        sa.select(sa.func.max(messages.c.created_at))
+        .where(messages.c.conversation_id == conversations.c.id)
+        .scalar_subquery()
+    )
     with store.db.reading() as c:
         rows = c.execute(sa.select(conversations.c.updated_at, last.label("last"))).all()
     return all(row.last is None or row.last.replace(tzinfo=None) == row.updated_at.replace(tzinfo=None) for row in rows)
@@ -188,9 +194,11 @@ def test_sigkill_while_the_api_writes_in_a_loop_keeps_every_conversation_whole(s
     assert counts["conversations"] >= 5 and counts["messages"] >= 30
     assert _updated_matches_last_message(store)
     with store.db.reading() as c:  # every answer kept has its feedback: the two were separate transactions, each whole
-        orphans = c.execute(sa.text(
-            "SELECT count(*) FROM messages m WHERE m.role = 'assistant' AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.message_id = m.id)"
-        )).scalar()
+        orphans = c.execute(
+            sa.text(
+                "SELECT count(*) FROM messages m WHERE m.role = 'assistant' AND NOT EXISTS (SELECT 1 FROM feedback f WHERE f.message_id = m.id)"
+            )
+        ).scalar()
     assert orphans <= 1  # at most the answer whose feedback the kill came before
     assert store.add_user("after", "reader").name == "after"
 
@@ -239,7 +247,9 @@ def test_more_threads_than_connections_queue_instead_of_failing(tmp_path, pool_s
     store = open_store(f"sqlite:///{tmp_path / 'store.db'}", pool_size=pool_size)
     user = store.add_user("alice", "admin")
     conversation = store.start_conversation(user, "docs")
-    threads = [threading.Thread(target=store.add_message, args=(user, conversation.id, "user", f"q{n}")) for n in range(12)]
+    threads = [
+        threading.Thread(target=store.add_message, args=(user, conversation.id, "user", f"q{n}")) for n in range(12)
+    ]
     for thread in threads:
         thread.start()
     for thread in threads:

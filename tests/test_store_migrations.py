@@ -49,24 +49,41 @@ def database_at(url: str, revision: str) -> Database:
 
 def _seed_0001(connection: sa.Connection) -> None:
     when = datetime(2026, 1, 2, 3, 4, 5)
-    connection.execute(sa.text("INSERT INTO users (name, role, created_at, disabled) VALUES ('old', 'editor', :t, false)"), {"t": when})
-    connection.execute(sa.text("INSERT INTO grants (user_id, collection, access, created_at) VALUES (1, 'docs', 'write', :t)"), {"t": when})
-    connection.execute(sa.text(
-        "INSERT INTO conversations (id, owner_id, collection, title, created_at, updated_at) "
-        "VALUES ('0123456789abcdef0123456789abcdef', 1, 'docs', 'kept across migrations', :t, :t)"
-    ), {"t": when})
-    connection.execute(sa.text(
-        "INSERT INTO messages (conversation_id, role, text, created_at) VALUES ('0123456789abcdef0123456789abcdef', 'user', 'why?', :t)"
-    ), {"t": when})
+    connection.execute(
+        sa.text("INSERT INTO users (name, role, created_at, disabled) VALUES ('old', 'editor', :t, false)"), {"t": when}
+    )
+    connection.execute(
+        sa.text("INSERT INTO grants (user_id, collection, access, created_at) VALUES (1, 'docs', 'write', :t)"),
+        {"t": when},
+    )
+    connection.execute(
+        sa.text(
+            "INSERT INTO conversations (id, owner_id, collection, title, created_at, updated_at) "
+            "VALUES ('0123456789abcdef0123456789abcdef', 1, 'docs', 'kept across migrations', :t, :t)"
+        ),
+        {"t": when},
+    )
+    connection.execute(
+        sa.text(
+            "INSERT INTO messages (conversation_id, role, text, created_at) VALUES ('0123456789abcdef0123456789abcdef', 'user', 'why?', :t)"
+        ),
+        {"t": when},
+    )
 
 
 def _seed_0002(connection: sa.Connection) -> None:
     _seed_0001(connection)
     when = datetime(2026, 1, 2, 3, 4, 5)
-    connection.execute(sa.text("INSERT INTO api_keys (user_id, prefix, hash, label, created_at) VALUES (1, '0123456789ab', 'x', '', :t)"), {"t": when})
-    connection.execute(sa.text(
-        "INSERT INTO sessions (id, user_id, key_id, created_at, expires_at) VALUES (:id, 1, 1, :t, :t)"
-    ), {"id": "0" * 64, "t": when})
+    connection.execute(
+        sa.text(
+            "INSERT INTO api_keys (user_id, prefix, hash, label, created_at) VALUES (1, '0123456789ab', 'x', '', :t)"
+        ),
+        {"t": when},
+    )
+    connection.execute(
+        sa.text("INSERT INTO sessions (id, user_id, key_id, created_at, expires_at) VALUES (:id, 1, 1, :t, :t)"),
+        {"id": "0" * 64, "t": when},
+    )
 
 
 # Rows a database at each revision may hold, written with that revision's tables.
@@ -89,7 +106,9 @@ def test_opening_a_database_at_an_earlier_revision_migrates_it_to_the_declared_s
     try:
         assert store.db.revision() == HEAD
         with store.db.reading() as connection:
-            differences = compare_metadata(MigrationContext.configure(connection, opts={"compare_type": True}), metadata)
+            differences = compare_metadata(
+                MigrationContext.configure(connection, opts={"compare_type": True}), metadata
+            )
         assert differences == []
         if seed is not None:
             user = store.user("old")
@@ -132,7 +151,9 @@ def test_a_database_migrated_by_a_newer_typedrag_is_refused_untouched(store_url)
     with database.writing() as connection:
         connection.execute(sa.text("UPDATE alembic_version SET version_num = '9999'"))
     database.dispose()
-    with pytest.raises(SchemaTooNew, match="schema revision 9999, which this typedrag does not know .* upgrade typedrag"):
+    with pytest.raises(
+        SchemaTooNew, match="schema revision 9999, which this typedrag does not know .* upgrade typedrag"
+    ):
         open_store(store_url)
     database = Database(database_url(store_url))
     assert database.revision() == "9999"

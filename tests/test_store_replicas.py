@@ -30,7 +30,14 @@ def free_port() -> int:
 
 
 def env(tmp_path: Path) -> dict[str, str]:
-    cleared = ("TYPEDRAG_CONFIG", "TYPEDRAG_LLM", "TYPEDRAG_BASE_URL", "OPENAI_BASE_URL", "OPENAI_API_KEY", "TYPEDRAG_SERVER_API_KEY")
+    cleared = (
+        "TYPEDRAG_CONFIG",
+        "TYPEDRAG_LLM",
+        "TYPEDRAG_BASE_URL",
+        "OPENAI_BASE_URL",
+        "OPENAI_API_KEY",
+        "TYPEDRAG_SERVER_API_KEY",
+    )
     return {**{k: v for k, v in os.environ.items() if k not in cleared}, "TYPEDRAG_CACHE_DIR": str(tmp_path / "cache")}
 
 
@@ -84,15 +91,21 @@ def test_a_conversation_started_on_one_replica_continues_on_the_other(replicas):
     with on_one, on_two:
         assert on_two.get("/v1/session").json()["user"] == "alice"  # the session is in the shared store
         conversation = on_one.post("/v1/conversations", json={}).json()
-        first = on_one.post(f"/v1/conversations/{conversation['id']}/answer",
-                            json={"question": "Why did the Western Roman Empire fall?", "method": "rag"})
+        first = on_one.post(
+            f"/v1/conversations/{conversation['id']}/answer",
+            json={"question": "Why did the Western Roman Empire fall?", "method": "rag"},
+        )
         assert first.status_code == 200, first.text
-        follow_up = on_two.post(f"/v1/conversations/{conversation['id']}/answer",
-                                json={"question": "And what came after it?", "method": "rag"})
+        follow_up = on_two.post(
+            f"/v1/conversations/{conversation['id']}/answer",
+            json={"question": "And what came after it?", "method": "rag"},
+        )
         assert follow_up.status_code == 200, follow_up.text
         assert follow_up.json()["answer"]["result"]["rewrite"]["history_turns"] == 2  # read with replica one's turns
         answer = first.json()["answer"]["id"]
-        assert on_two.post(f"/v1/messages/{answer}/feedback", json={"verdict": "up", "comment": "good"}).status_code == 200
+        assert (
+            on_two.post(f"/v1/messages/{answer}/feedback", json={"verdict": "up", "comment": "good"}).status_code == 200
+        )
         assert on_one.get(f"/v1/messages/{answer}/feedback").json()["feedback"]["comment"] == "good"
         listed = on_one.get("/v1/conversations").json()["conversations"]
         assert [c["id"] for c in listed] == [conversation["id"]]

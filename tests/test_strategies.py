@@ -10,7 +10,17 @@ import time
 
 import pytest
 
-from typedrag.engines.base import Advised, AspectAnswer, ClosedBook, Combined, Compared, Facet, Grounded, Weighing, Written
+from typedrag.engines.base import (
+    Advised,
+    AspectAnswer,
+    ClosedBook,
+    Combined,
+    Compared,
+    Facet,
+    Grounded,
+    Weighing,
+    Written,
+)
 from typedrag.engines.llm_engine import LLMEngine
 from typedrag.engines.offline import OfflineEngine
 from typedrag.errors import AspectsFailed, LLMError, PlanFailed
@@ -20,7 +30,15 @@ from typedrag.pipeline import PipelineSettings
 from typedrag.pipeline import Pipeline
 from typedrag.records import Passage, ScoredPassage
 from typedrag.steps import Depths, Expand, Number, Plan, Planned, Rank, Search, Together, Weigh, Write
-from typedrag.strategies import INSTRUCTION, REASON, ClosedBookStrategy, ComparisonStrategy, DebateStrategy, EvidenceStrategy, ExperienceStrategy
+from typedrag.strategies import (
+    INSTRUCTION,
+    REASON,
+    ClosedBookStrategy,
+    ComparisonStrategy,
+    DebateStrategy,
+    EvidenceStrategy,
+    ExperienceStrategy,
+)
 from typedrag.strategies.comparison import ComparisonPlan
 from typedrag.strategies.debate import BALANCE, CONCLUDE, DebatePlan
 from typedrag.strategies.decomposed import SubQueryPlan
@@ -48,7 +66,10 @@ def ids(hits) -> list[str]:
 
 
 def test_plain_rag_searches_the_question_numbers_its_passages_and_writes_the_answer():
-    played = play(EvidenceStrategy("rag").flow("Why is the sky blue?", DEPTHS), lambda step: [[hit("sky"), hit("light")]] if isinstance(step, Search) else Written("Blue light scatters [1]."))
+    played = play(
+        EvidenceStrategy("rag").flow("Why is the sky blue?", DEPTHS),
+        lambda step: [[hit("sky"), hit("light")]] if isinstance(step, Search) else Written("Blue light scatters [1]."),
+    )
     search, write = played.of(Search)[0], played.of(Write)[0]
     assert search.queries == ("Why is the sky blue?",) and search.k == DEPTHS.top_k
     assert isinstance(write.task, Grounded) and write.final and write.task.role == "answer:rag"
@@ -56,14 +77,19 @@ def test_plain_rag_searches_the_question_numbers_its_passages_and_writes_the_ans
 
 
 def test_the_llm_only_baseline_writes_closed_book_and_searches_nothing():
-    played = play(ClosedBookStrategy().flow("Why is the sky blue?", DEPTHS), lambda step: Written("Rayleigh scattering."))
+    played = play(
+        ClosedBookStrategy().flow("Why is the sky blue?", DEPTHS), lambda step: Written("Rayleigh scattering.")
+    )
     assert [type(s) for s in played.steps] == [Write] and isinstance(played.steps[0].task, ClosedBook)
 
 
 def test_comparison_searches_each_item_with_the_questions_other_words_and_writes_by_purpose():
     question = "Crocodile or alligator: how to tell?"
     plan = ComparisonPlan(purpose="difference", items=["crocodile snout", "alligator snout"])
-    by_question, per_item = [hit("croc", 0.9), hit("gator", 0.8)], [[hit("croc"), hit("nile")], [hit("gator"), hit("croc")]]
+    by_question, per_item = (
+        [hit("croc", 0.9), hit("gator", 0.8)],
+        [[hit("croc"), hit("nile")], [hit("gator"), hit("croc")]],
+    )
 
     def answer(step):
         match step:
@@ -91,48 +117,80 @@ def test_comparison_searches_each_item_with_the_questions_other_words_and_writes
     assert task.purpose == "difference" and task.instruction.startswith("Open with the decisive difference")
     # the question's own passages first (plain RAG's lead), each item's best, the reranked best; each once
     assert ids(played.sources) == ["croc", "gator", "nile"] and task.lead == 2
-    assert [(a.label, a.source_numbers) for a in played.outcome.aspects] == [("crocodile snout", [1, 3]), ("alligator snout", [2, 1])]
+    assert [(a.label, a.source_numbers) for a in played.outcome.aspects] == [
+        ("crocodile snout", [1, 3]),
+        ("alligator snout", [2, 1]),
+    ]
     # the prompt names each item's own passages, so each is described from them
     assert task.item_sources == ((1, 3), (2, 1))
-    assert task.values()["item_passages"] == " Passages found for each: crocodile snout [1] [3]; alligator snout [2] [1]."
+    assert (
+        task.values()["item_passages"] == " Passages found for each: crocodile snout [1] [3]; alligator snout [2] [1]."
+    )
     assert played.events[0] == ("plan", {"plan": plan.model_dump()})
 
 
 def test_a_comparison_that_asks_which_is_better_opens_with_its_conclusion():
     plan = ComparisonPlan(purpose="superiority", items=["json", "jsonb"])
     answers = {Plan: plan, Rank: [[hit("a")]], Write: Written("jsonb [1].")}
-    played = play(ComparisonStrategy().flow("json or jsonb: which should I use?", DEPTHS),
-                  lambda step: [[hit(q)] for q in step.queries] if isinstance(step, Search) else answers[type(step)])
+    played = play(
+        ComparisonStrategy().flow("json or jsonb: which should I use?", DEPTHS),
+        lambda step: [[hit(q)] for q in step.queries] if isinstance(step, Search) else answers[type(step)],
+    )
     prompt = played.of(Write)[0].task.prompt.messages(**played.of(Write)[0].task.values(), sources="(s)")[1]["content"]
-    assert "Open with the conclusion: which is better" in prompt and prompt.index("Open with") < prompt.index("other points")
+    assert "Open with the conclusion: which is better" in prompt and prompt.index("Open with") < prompt.index(
+        "other points"
+    )
 
 
 def test_a_comparison_of_more_items_than_its_cap_keeps_the_first_and_records_the_rest():
     plan = ComparisonPlan(purpose="superiority", items=["tea", "coffee", "cocoa", "mate", "chai", "kvass"])
     answers = {Plan: plan, Rank: [[hit("a")]], Write: Written("Tea [1].")}
-    played = play(ComparisonStrategy().flow("Which drink is best?", DEPTHS),
-                  lambda step: [[hit("a")] for _ in step.queries] if isinstance(step, Search) else answers[type(step)])
+    played = play(
+        ComparisonStrategy().flow("Which drink is best?", DEPTHS),
+        lambda step: [[hit("a")] for _ in step.queries] if isinstance(step, Search) else answers[type(step)],
+    )
     assert played.of(Write)[0].task.items == ("tea", "coffee", "cocoa", "mate", "chai")
-    assert [(n.step, n.reason) for n in played.notes] == [("plan:comparison", "6 items planned, the first 5 kept; dropped: kvass")]
+    assert [(n.step, n.reason) for n in played.notes] == [
+        ("plan:comparison", "6 items planned, the first 5 kept; dropped: kvass")
+    ]
 
 
 def test_experience_reranks_the_pool_by_its_keywords_and_keeps_the_questions_own_passages():
     plan = ExperiencePlan(topic="learning guitar", keywords=["guitar", "chords", "practise"])
-    found = {("Any tips for a beginner?",): [[hit("q1"), hit("q2")]], ("guitar chords practise",): [[hit("k1"), hit("q1")]]}
+    found = {
+        ("Any tips for a beginner?",): [[hit("q1"), hit("q2")]],
+        ("guitar chords practise",): [[hit("k1"), hit("q1")]],
+    }
     answers = {Plan: plan, Rank: [[hit("k1", 0.9)]], Write: Written("Practise daily [3].")}
-    played = play(ExperienceStrategy().flow("Any tips for a beginner?", DEPTHS),
-                  lambda step: found[step.queries] if isinstance(step, Search) else answers[type(step)])
-    assert [type(s) for s in played.steps] == [Plan, Planned, Expand, Search, Search, Rank, Number, Write]  # no facets: no more
+    played = play(
+        ExperienceStrategy().flow("Any tips for a beginner?", DEPTHS),
+        lambda step: found[step.queries] if isinstance(step, Search) else answers[type(step)],
+    )
+    assert [type(s) for s in played.steps] == [
+        Plan,
+        Planned,
+        Expand,
+        Search,
+        Search,
+        Rank,
+        Number,
+        Write,
+    ]  # no facets: no more
     (own, keywords), rank, write = played.of(Search), played.of(Rank)[0], played.of(Write)[0]
     assert own.k == keywords.k == DEPTHS.candidates_k
-    assert rank.queries == ("guitar chords practise",) and ids(rank.hits) == ["q1", "q2", "k1"] and rank.k == DEPTHS.top_k
+    assert (
+        rank.queries == ("guitar chords practise",) and ids(rank.hits) == ["q1", "q2", "k1"] and rank.k == DEPTHS.top_k
+    )
     assert isinstance(write.task, Advised) and write.task.topic == "learning guitar" and write.task.lead == 2
     assert ids(played.sources) == ["q1", "q2", "k1"] and write.task.values()["facets"] == ""
 
 
 def test_experience_searches_each_facet_of_the_advice_and_adds_its_best_passages_on_topic():
-    plan = ExperiencePlan(topic="bulk loading", keywords=["COPY", "indexes"],
-                          facets=["COPY command bulk load", "drop indexes before loading", "maintenance_work_mem setting"])
+    plan = ExperiencePlan(
+        topic="bulk loading",
+        keywords=["COPY", "indexes"],
+        facets=["COPY command bulk load", "drop indexes before loading", "maintenance_work_mem setting"],
+    )
     question = "Any tips for loading a few million rows quickly?"
 
     def answer(step):
@@ -162,7 +220,9 @@ def test_experience_searches_each_facet_of_the_advice_and_adds_its_best_passages
     assert task.facets == tuple(plan.facets) and "drop indexes before loading" in task.values()["facets"]
 
 
-ROME_PLAN = SubQueryPlan(sub_queries=["economic troubles taxation", "Germanic invasions frontiers", "political instability"])
+ROME_PLAN = SubQueryPlan(
+    sub_queries=["economic troubles taxation", "Germanic invasions frontiers", "political instability"]
+)
 OWN = {"economic troubles taxation": "tax", "Germanic invasions frontiers": "goths", "political instability": "wars"}
 
 
@@ -172,7 +232,13 @@ class Reasoning:
 
     def __init__(self, plan=ROME_PLAN, write=None, on_topic=None):
         self.plan, self.on_topic = plan, on_topic
-        self.write = write or (lambda step: Written(f"About {step.task.focus} [{step.task.sources[0].number}]." if isinstance(step.task, AspectAnswer) else f"{step.task.role} [1]."))
+        self.write = write or (
+            lambda step: Written(
+                f"About {step.task.focus} [{step.task.sources[0].number}]."
+                if isinstance(step.task, AspectAnswer)
+                else f"{step.task.role} [1]."
+            )
+        )
 
     def __call__(self, step):
         match step:
@@ -195,26 +261,42 @@ class Reasoning:
 def test_reason_answers_the_overview_beside_the_plan_then_each_aspect_together_and_aggregates():
     played = play(REASON.flow("Why did Rome fall?", DEPTHS), Reasoning())
     expand, first, together = played.steps[0], played.steps[1:4], played.of(Together)
-    assert isinstance(expand, Expand) and expand.question == "Why did Rome fall?"  # more queries only with an LLM that expands
+    assert (
+        isinstance(expand, Expand) and expand.question == "Why did Rome fall?"
+    )  # more queries only with an LLM that expands
     # the overview's passages first; its answer is written beside the plan and the planned aspects
     assert isinstance(first[0], Search) and first[0].queries == ("Why did Rome fall?",) and isinstance(first[1], Number)
     assert isinstance(first[2], Together) and len(together[0].flows) == 2
     overview_write = played.of(Write)[0]
-    assert isinstance(overview_write.task, Grounded) and overview_write.task.role == "overview:reason" and not overview_write.final
+    assert (
+        isinstance(overview_write.task, Grounded)
+        and overview_write.task.role == "overview:reason"
+        and not overview_write.final
+    )
     # each sub-query searched with the question's subject, then answered together (a second Together)
     aspect_search = played.of(Search)[1]
-    assert aspect_search.queries == tuple(f"{q} Rome fall" for q in ROME_PLAN.sub_queries) and aspect_search.k == DEPTHS.aspect_search
+    assert (
+        aspect_search.queries == tuple(f"{q} Rome fall" for q in ROME_PLAN.sub_queries)
+        and aspect_search.k == DEPTHS.aspect_search
+    )
     assert len(together[1].flows) == 3
     writes = played.of(Write)
-    assert [w.task.focus for w in writes[1:4]] == ROME_PLAN.sub_queries and all(isinstance(w.task, AspectAnswer) for w in writes[1:4])
+    assert [w.task.focus for w in writes[1:4]] == ROME_PLAN.sub_queries and all(
+        isinstance(w.task, AspectAnswer) for w in writes[1:4]
+    )
     combined = writes[-1]
     assert combined.final and isinstance(combined.task, Combined) and combined.task.combine == "aggregate"
     assert combined.task.role == "aggregate:reason" and combined.task.facet is Facet.CAUSES
-    assert [p.label for p in combined.task.parts] == ["overview", *ROME_PLAN.sub_queries] and combined.task.parts[0].lead
+    assert [p.label for p in combined.task.parts] == ["overview", *ROME_PLAN.sub_queries] and combined.task.parts[
+        0
+    ].lead
     # numbered in aspect order, the overview's first; the combining step is given every one of them
     assert ids(played.sources) == ["rome", "tax", "goths", "wars"] == ids(combined.task.sources)
     assert [(a.label, a.source_numbers) for a in played.outcome.aspects] == [
-        ("overview", [1]), ("economic troubles taxation", [2]), ("Germanic invasions frontiers", [3]), ("political instability", [4])
+        ("overview", [1]),
+        ("economic troubles taxation", [2]),
+        ("Germanic invasions frontiers", [3]),
+        ("political instability", [4]),
     ]
     # the plan is told before any aspect; the overview, put first, is told once the plan is known
     assert [name for name, _ in played.events] == ["plan", "aspect", "aspect", "aspect", "aspect"]
@@ -222,32 +304,49 @@ def test_reason_answers_the_overview_beside_the_plan_then_each_aspect_together_a
 
 
 def test_instruction_is_reason_with_its_own_prompts_and_facet():
-    played = play(INSTRUCTION.flow("How do I bake bread?", DEPTHS), Reasoning(SubQueryPlan(sub_queries=["bread dough", "bread oven"])))
+    played = play(
+        INSTRUCTION.flow("How do I bake bread?", DEPTHS),
+        Reasoning(SubQueryPlan(sub_queries=["bread dough", "bread oven"])),
+    )
     assert played.of(Plan)[0].task.role == "plan:instruction"
     assert played.of(Write)[-1].task.facet is Facet.STEPS and played.of(Write)[-1].task.role == "aggregate:instruction"
 
 
 def test_debate_answers_each_perspective_and_a_mediator_names_the_topic():
-    plan = DebatePlan(topic="nuclear power", perspectives=[
-        {"name": "advocates", "sub_query": "nuclear low carbon"}, {"name": "opponents", "sub_query": "nuclear waste"}
-    ])
+    plan = DebatePlan(
+        topic="nuclear power",
+        perspectives=[
+            {"name": "advocates", "sub_query": "nuclear low carbon"},
+            {"name": "opponents", "sub_query": "nuclear waste"},
+        ],
+    )
     played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), Reasoning(plan))
     assert played.of(Search)[1].queries == ("nuclear low carbon nuclear power", "nuclear waste nuclear power")
     mediate = played.of(Write)[-1]
-    assert mediate.task.combine == "mediate" and mediate.task.role == "mediate:debate" and mediate.task.topic == "nuclear power"
+    assert (
+        mediate.task.combine == "mediate"
+        and mediate.task.role == "mediate:debate"
+        and mediate.task.topic == "nuclear power"
+    )
     assert [a.label for a in played.outcome.aspects] == ["overview", "advocates", "opponents"]
 
 
-NUCLEAR = DebatePlan(topic="nuclear power", perspectives=[
-    {"name": "advocates", "sub_query": "nuclear low carbon"}, {"name": "opponents", "sub_query": "nuclear waste"}
-])
+NUCLEAR = DebatePlan(
+    topic="nuclear power",
+    perspectives=[
+        {"name": "advocates", "sub_query": "nuclear low carbon"},
+        {"name": "opponents", "sub_query": "nuclear waste"},
+    ],
+)
 
 
 def test_offline_a_debate_weighs_nothing_and_is_mediated_as_balanced():
     played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), Reasoning(NUCLEAR))
     [weigh] = played.of(Weigh)  # asked for, sent None: nothing weighs offline
     assert weigh.task.role == "weigh:debate" and weigh.question == "Is nuclear power good?"
-    assert "Topic: nuclear power" in weigh.task.prompt.user and 'aspect="advocates"' in weigh.task.prompt.user  # the cases, in the prompt
+    assert (
+        "Topic: nuclear power" in weigh.task.prompt.user and 'aspect="advocates"' in weigh.task.prompt.user
+    )  # the cases, in the prompt
     assert played.steps.index(weigh) == len(played.steps) - 2  # between the aspects and the mediator
     assert played.of(Write)[-1].task.stance == BALANCE and not [n for n in played.notes if n.step == "mediate:debate"]
 
@@ -260,7 +359,9 @@ def test_a_debate_the_weighing_finds_one_sided_is_mediated_with_that_conclusion(
 
     played = play(DebateStrategy().flow("Is nuclear power good?", DEPTHS), weighing, model=True)
     assert played.of(Write)[-1].task.stance == CONCLUDE.format(side="advocates", reason="low carbon")
-    assert "{stance}" in played.of(Write)[-1].task.prompt.user and played.of(Write)[-1].task.values()["stance"].startswith("The documents favour")
+    assert "{stance}" in played.of(Write)[-1].task.prompt.user and played.of(Write)[-1].task.values()[
+        "stance"
+    ].startswith("The documents favour")
 
 
 def test_a_weighing_that_fails_is_noted_on_the_mediator_and_the_debate_balanced():
@@ -277,9 +378,18 @@ def test_a_weighing_that_fails_is_noted_on_the_mediator_and_the_debate_balanced(
 
 
 def test_a_plan_over_its_cap_keeps_the_first_five_aspects_and_records_the_drop():
-    plan = SubQueryPlan(sub_queries=["tax", "Tax ", "", "invasions", "civil wars", "inflation", "division of empire", "plague"])
+    plan = SubQueryPlan(
+        sub_queries=["tax", "Tax ", "", "invasions", "civil wars", "inflation", "division of empire", "plague"]
+    )
     played = play(REASON.flow("Why did Rome fall?", DEPTHS), Reasoning(plan))
-    assert [a.label for a in played.outcome.aspects] == ["overview", "tax", "invasions", "civil wars", "inflation", "division of empire"]
+    assert [a.label for a in played.outcome.aspects] == [
+        "overview",
+        "tax",
+        "invasions",
+        "civil wars",
+        "inflation",
+        "division of empire",
+    ]
     assert [(n.step, n.reason) for n in played.notes if n.step == "plan:reason"] == [
         ("plan:reason", "6 sub-queries planned, the first 5 kept; dropped: plague")
     ]
@@ -291,11 +401,19 @@ def test_an_aspect_whose_generation_fails_is_dropped_and_recorded_while_the_othe
     def write(step):
         if isinstance(step.task, AspectAnswer) and step.task.focus == broken:
             raise LLMError("model crashed")
-        return Written(f"About {getattr(step.task, 'focus', 'the question')} [{step.task.sources[0].number if step.task.sources else 1}].")
+        return Written(
+            f"About {getattr(step.task, 'focus', 'the question')} [{step.task.sources[0].number if step.task.sources else 1}]."
+        )
 
     played = play(REASON.flow("Why did Rome fall?", DEPTHS), Reasoning(write=write))
-    assert [(n.step, n.reason) for n in played.notes] == [(f"aspect:{broken}", "dropped, generation failed: model crashed")]
-    assert [p.label for p in played.of(Write)[-1].task.parts] == ["overview", "economic troubles taxation", "political instability"]
+    assert [(n.step, n.reason) for n in played.notes] == [
+        (f"aspect:{broken}", "dropped, generation failed: model crashed")
+    ]
+    assert [p.label for p in played.of(Write)[-1].task.parts] == [
+        "overview",
+        "economic troubles taxation",
+        "political instability",
+    ]
     dropped = next(a for a in played.outcome.aspects if a.label == broken)
     assert dropped.error == "generation failed: model crashed" and dropped.answer == ""
 
@@ -308,7 +426,9 @@ def test_an_aspect_the_driver_declines_or_an_extractive_engine_finds_nothing_for
         if focus == "political instability":
             return Written("The nearest sentence. [4]", supported=False)  # an extractive engine: nothing of its kind
         if focus is None:
-            return Written("The nearest sentence to the question. [1]", supported=False)  # the overview: kept as plain RAG's
+            return Written(
+                "The nearest sentence to the question. [1]", supported=False
+            )  # the overview: kept as plain RAG's
         return Written(f"About {focus} [3].")
 
     played = play(REASON.flow("Why did Rome fall?", DEPTHS), Reasoning(write=write))
@@ -320,7 +440,10 @@ def test_an_aspect_the_driver_declines_or_an_extractive_engine_finds_nothing_for
 
 
 def test_an_aspect_that_repeats_another_is_dropped():
-    played = play(REASON.flow("Why did Rome fall?", DEPTHS), Reasoning(write=lambda step: Written("Rome fell because of heavy taxes and many invasions [1].")))
+    played = play(
+        REASON.flow("Why did Rome fall?", DEPTHS),
+        Reasoning(write=lambda step: Written("Rome fell because of heavy taxes and many invasions [1].")),
+    )
     assert [p.label for p in played.of(Write)[-1].task.parts] == ["overview"]
     assert [n.reason for n in played.notes] == ["dropped, its answer repeats another aspect's"] * 3
 
@@ -328,11 +451,17 @@ def test_an_aspect_that_repeats_another_is_dropped():
 def test_an_aspect_with_no_on_topic_passage_of_its_own_is_dropped_and_told_before_any_is_answered():
     played = play(REASON.flow("Why did Rome fall?", DEPTHS), Reasoning(on_topic={"rome", "tax", "goths"}))
     assert [(n.step, n.reason) for n in played.notes] == [
-        ("aspect:political instability", "dropped, no on-topic passage beyond the question's own and the other aspects'")
+        (
+            "aspect:political instability",
+            "dropped, no on-topic passage beyond the question's own and the other aspects'",
+        )
     ]
     announced = played.events[1][1]["aspect"]  # right after the plan, before any aspect is answered
     assert announced["label"] == "political instability" and announced["error"].startswith("no on-topic passage")
-    assert [w.task.focus for w in played.of(Write) if isinstance(w.task, AspectAnswer)] == ["economic troubles taxation", "Germanic invasions frontiers"]
+    assert [w.task.focus for w in played.of(Write) if isinstance(w.task, AspectAnswer)] == [
+        "economic troubles taxation",
+        "Germanic invasions frontiers",
+    ]
 
 
 def down(step):
@@ -340,7 +469,9 @@ def down(step):
 
 
 def test_when_every_aspect_is_dropped_the_flow_fails_saying_why_with_the_counts():
-    with pytest.raises(AspectsFailed, match=r"all 4 aspects \(the overview and 3 planned\) were dropped: 4 generation failed: down"):
+    with pytest.raises(
+        AspectsFailed, match=r"all 4 aspects \(the overview and 3 planned\) were dropped: 4 generation failed: down"
+    ):
         play(REASON.flow("Why did Rome fall?", DEPTHS), Reasoning(write=down))
 
 
@@ -424,7 +555,13 @@ def scripted(plans: dict[str, object] | None = None, answer=None) -> ScriptedCha
 
 
 async def test_reason_retrieves_once_per_sub_query_and_aggregates_every_aspect(topical):
-    plan = {"sub_queries": ["economic troubles taxation", "Germanic invasions frontiers", "political instability civil wars"]}
+    plan = {
+        "sub_queries": [
+            "economic troubles taxation",
+            "Germanic invasions frontiers",
+            "political instability civil wars",
+        ]
+    }
 
     def answer(call):
         if "Partial answers" in call.user:
@@ -440,22 +577,34 @@ async def test_reason_retrieves_once_per_sub_query_and_aggregates_every_aspect(t
     assert recording.queries == ["Why did Rome fall?", *(f"{q} Rome fall" for q in plan["sub_queries"])]
     [aggregate] = [c for c in model.calls if "Partial answers" in c.user]
     assert all(f"Aspect answer about {q}" in aggregate.user for q in plan["sub_queries"])
-    assert [a.label for a in result.aspects] == ["overview", *plan["sub_queries"]] and all(a.error is None for a in result.aspects)
+    assert [a.label for a in result.aspects] == ["overview", *plan["sub_queries"]] and all(
+        a.error is None for a in result.aspects
+    )
     assert result.answer == "Aggregated explanation [1]." and result.strategy == "reason"
     roles = [c.role for c in result.llm_calls]
     assert roles.count("aspect:reason") == 3 and roles.count("overview:reason") == 1 and roles[-1] == "aggregate:reason"
 
 
-async def test_the_models_prompts_carry_a_comparisons_items_and_purpose_and_a_debates_topic_and_cases(retriever, topical):
+async def test_the_models_prompts_carry_a_comparisons_items_and_purpose_and_a_debates_topic_and_cases(
+    retriever, topical
+):
     model = scripted({"ComparisonPlan": {"purpose": "difference", "items": ["crocodile snout", "alligator snout"]}})
-    result = await Pipeline(LLMEngine(model), retriever).answer("Crocodile or alligator: how to tell?", "typed", NFQType.COMPARISON)
+    result = await Pipeline(LLMEngine(model), retriever).answer(
+        "Crocodile or alligator: how to tell?", "typed", NFQType.COMPARISON
+    )
     prompt = model.calls[-1].user
     assert "crocodile snout; alligator snout" in prompt and "difference" in prompt and result.strategy == "comparison"
-    assert any(s.passage_id.startswith("croc#") for s in result.sources) and any(s.passage_id.startswith("gator#") for s in result.sources)
+    assert any(s.passage_id.startswith("croc#") for s in result.sources) and any(
+        s.passage_id.startswith("gator#") for s in result.sources
+    )
 
-    plan = {"topic": "nuclear power", "perspectives": [
-        {"name": "advocates", "sub_query": "nuclear low carbon reliable"}, {"name": "opponents", "sub_query": "nuclear accidents waste costs"}
-    ]}
+    plan = {
+        "topic": "nuclear power",
+        "perspectives": [
+            {"name": "advocates", "sub_query": "nuclear low carbon reliable"},
+            {"name": "opponents", "sub_query": "nuclear accidents waste costs"},
+        ],
+    }
 
     def answer(call):
         if "Topic:" in call.user:
@@ -466,8 +615,14 @@ async def test_the_models_prompts_carry_a_comparisons_items_and_purpose_and_a_de
     model = scripted({"DebatePlan": plan}, answer)
     result = await Pipeline(LLMEngine(model), topical).answer("Is nuclear power good?", "typed", NFQType.DEBATE)
     mediation = model.calls[-1].user
-    assert "Topic: nuclear power" in mediation and "Case for advocates" in mediation and "Case for opponents" in mediation
-    assert result.llm_calls[-1].role == "mediate:debate" and [a.label for a in result.aspects] == ["overview", "advocates", "opponents"]
+    assert (
+        "Topic: nuclear power" in mediation and "Case for advocates" in mediation and "Case for opponents" in mediation
+    )
+    assert result.llm_calls[-1].role == "mediate:debate" and [a.label for a in result.aspects] == [
+        "overview",
+        "advocates",
+        "opponents",
+    ]
 
 
 async def test_an_unrepairable_plan_falls_back_to_plain_rag_and_says_why(retriever):
@@ -493,7 +648,9 @@ async def test_a_typed_answer_that_falls_back_keeps_the_aspects_it_wrote_unused(
     assert fell.step == "reason" and "the aggregator is down" in fell.reason
     assert result.aspects[0].label == "overview" and result.aspects[0].answer.startswith("Stub answer")
     assert all(not a.used and a.source_numbers == [] for a in result.aspects)
-    assert result.sources == (await pipeline.answer("Why did Rome fall?", "rag")).sources  # a fresh run's own, numbered afresh
+    assert (
+        result.sources == (await pipeline.answer("Why did Rome fall?", "rag")).sources
+    )  # a fresh run's own, numbered afresh
 
 
 async def test_the_baselines(retriever):
@@ -501,7 +658,9 @@ async def test_the_baselines(retriever):
     pipeline = Pipeline(LLMEngine(model), retriever, settings=UNEXPANDED)  # the calls are counted
     llm = await pipeline.answer("Why is the sky blue?", "llm")
     rag = await pipeline.answer("How does photosynthesis work?", "rag")
-    assert llm.sources == [] and llm.strategy == "llm" and llm.usage.calls == 1 and "Sources:" not in model.calls[0].user
+    assert (
+        llm.sources == [] and llm.strategy == "llm" and llm.usage.calls == 1 and "Sources:" not in model.calls[0].user
+    )
     assert rag.sources and rag.sources[0].passage_id.startswith("photo#")
     assert "\n[1] Photosynthesis: " in model.calls[1].user  # one numbered line per source
 
@@ -563,8 +722,19 @@ async def test_each_type_requests_its_plan_schema_and_answers(stub, retriever, n
 
 
 async def test_a_malformed_plan_is_repaired_over_the_wire(stub, retriever):
-    replies = iter(["The items are crocodile and alligator.", json.dumps({"purpose": "difference", "items": ["crocodile", "alligator"]})])
-    server = stub(lambda request: Reply(content=next(replies)) if request.schema_name == "ComparisonPlan" else Reply(content=default_content(request)))
+    replies = iter(
+        [
+            "The items are crocodile and alligator.",
+            json.dumps({"purpose": "difference", "items": ["crocodile", "alligator"]}),
+        ]
+    )
+    server = stub(
+        lambda request: (
+            Reply(content=next(replies))
+            if request.schema_name == "ComparisonPlan"
+            else Reply(content=default_content(request))
+        )
+    )
     result = await pipeline_for(server, retriever).answer("Crocodile vs alligator?", "typed", NFQType.COMPARISON)
     assert result.strategy == "comparison" and plan_call_of(result).structured == "repaired"
     assert [f for f in result.fallbacks if not f.step.startswith("aspect:")] == []
@@ -588,7 +758,9 @@ async def test_the_overview_is_asked_beside_the_plan_and_the_aspects_all_at_once
     # all in flight together; which of the first two reaches the server first is a race, that both were
     # in flight together is not.
     first_two = waiting_on_arrival[:2]
-    assert sorted(name or "" for name, _ in first_two) == ["", "SubQueryPlan"] and first_two[1][1] == 2, waiting_on_arrival
+    assert sorted(name or "" for name, _ in first_two) == ["", "SubQueryPlan"] and first_two[1][1] == 2, (
+        waiting_on_arrival
+    )
     overview = next(r for r in server.requests[:2] if r.schema_name is None)
     assert "Answer in at most five sentences" in overview.last_user  # plain RAG's own prompt
     assert server.most_waiting == 5, server.most_waiting
@@ -612,7 +784,9 @@ async def test_offline_engine_answers_every_type_with_citations(retriever, nfq_t
     # an addition the reader found nothing for is left out, a lead with nothing answering quotes the nearest,
     # additions by role are off (OfflineSettings.role_additions), and each is recorded as such; nothing else falls back
     expected = ("the reader found", "role_additions")
-    assert [f for f in result.fallbacks if not f.step.startswith("aspect:") and not any(e in f.reason for e in expected)] == [], result.fallbacks
+    assert [
+        f for f in result.fallbacks if not f.step.startswith("aspect:") and not any(e in f.reason for e in expected)
+    ] == [], result.fallbacks
     assert result.engines.generator == "offline-extractive"
     assert result.answer.strip()
     retrieved = {s.passage_id for s in result.sources}
@@ -639,7 +813,9 @@ async def test_factoid_goes_to_plain_rag_visibly_unless_data_is_known_non_factoi
     default = await Pipeline(OfflineEngine(), retriever, load_default_classifier()).answer(question)
     assert default.type.type == "FACTOID"
     assert default.strategy == "rag" and default.fallbacks[0].step == "route"
-    restricted = Pipeline(OfflineEngine(), retriever, load_default_classifier(), settings=PipelineSettings(assume_non_factoid=True))
+    restricted = Pipeline(
+        OfflineEngine(), retriever, load_default_classifier(), settings=PipelineSettings(assume_non_factoid=True)
+    )
     result = await restricted.answer(question)
     assert result.type.type in {t.value for t in NFQType} - {"FACTOID", "NOT-A-QUESTION"}
     assert result.type.source.endswith("(non-factoid only)")
@@ -678,7 +854,9 @@ async def test_a_decided_type_is_used_without_classifying_again(retriever):
 async def test_offline_debate_header_does_not_quote_a_question_cut_into_a_topic(topical):
     """Regression: a question with no debate phrasing became the topic whole ("Views on What should I
     know before adopting a cat differ.")."""
-    result = await Pipeline(OfflineEngine(), topical).answer("What do people think of nuclear power?", "typed", "debate")
+    result = await Pipeline(OfflineEngine(), topical).answer(
+        "What do people think of nuclear power?", "typed", "debate"
+    )
     assert result.strategy == "debate" and "Views on What" not in result.answer
     # Issue 24: "Views differ." opens the answer only when a view on each side was found.
     sides = {line.split(":")[0] for line in result.answer.splitlines() if line.startswith("- ")}
@@ -702,4 +880,6 @@ def test_the_architecture_docs_example_runs_as_printed(capsys):
 
     doc = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text(encoding="utf-8")
     exec("\n".join(re.findall(r"```python\n(.*?)```", doc, re.S)), {"__name__": "architecture_example"})
-    assert capsys.readouterr().out.startswith("haiku {'images': ['autumn', 'leaves', 'pond']} Autumn leaves fall slowly over the quiet pond. [1]")
+    assert capsys.readouterr().out.startswith(
+        "haiku {'images': ['autumn', 'leaves', 'pond']} Autumn leaves fall slowly over the quiet pond. [1]"
+    )

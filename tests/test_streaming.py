@@ -141,7 +141,9 @@ async def test_plans_are_never_streamed(stub):
 
     server = stub()
     completion = await model(server).complete(
-        [{"role": "user", "content": 'Question: Why? Reply with {"sub_queries": [...]}'}], role="plan", schema=SubQueryPlan
+        [{"role": "user", "content": 'Question: Why? Reply with {"sub_queries": [...]}'}],
+        role="plan",
+        schema=SubQueryPlan,
     )
     assert completion.parsed is not None and "stream" not in server.requests[0].body
 
@@ -235,7 +237,9 @@ async def test_a_model_name_forces_the_question_type(offline_app):
     result = completion.model_extra["typedrag"]
     assert result["strategy"] == "debate" and result["type"]["source"] == "forced"
     with pytest.raises(openai.NotFoundError, match="unknown question type 'poem'"):
-        await client.chat.completions.create(model="typedrag-typed:poem", messages=[{"role": "user", "content": "Why?"}])
+        await client.chat.completions.create(
+            model="typedrag-typed:poem", messages=[{"role": "user", "content": "Why?"}]
+        )
 
 
 HANG = 300  # seconds: a guard against waiting forever for something that never happens, never a measure
@@ -258,7 +262,9 @@ def test_a_client_that_leaves_cancels_every_llm_call(stub, small_index, classifi
     def responder(request):
         if request.body.get("stream"):  # the final answer: its first word goes out, the rest waits
             return Reply(content="word " * 60 + "[1].", hold=release, hold_after=1)
-        if leave_after == "plan" and "Partial answers" not in request.last_user and request.schema_name is None:  # an aspect or the overview
+        if (
+            leave_after == "plan" and "Partial answers" not in request.last_user and request.schema_name is None
+        ):  # an aspect or the overview
             release.wait(HANG)  # in flight as the client leaves, until the server has given the answer up
         return Reply(content=default_content(request))
 
@@ -328,9 +334,24 @@ def test_ask_prints_the_answer_while_it_is_written(stub, small_index, tmp_path):
     server = stub(lambda r: Reply(content=words, hold=release, hold_after=5))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
     process = subprocess.Popen(
-        [sys.executable, "-m", "typedrag.cli", "ask", "How does photosynthesis work?", "--method", "rag",
-         "--index", str(small_index), "--llm", "stub", "--base-url", server.base_url],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**env, "TYPEDRAG_CACHE_DIR": str(tmp_path)},
+        [
+            sys.executable,
+            "-m",
+            "typedrag.cli",
+            "ask",
+            "How does photosynthesis work?",
+            "--method",
+            "rag",
+            "--index",
+            str(small_index),
+            "--llm",
+            "stub",
+            "--base-url",
+            server.base_url,
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**env, "TYPEDRAG_CACHE_DIR": str(tmp_path)},
     )
     printed: list[bytes] = []
     shown_while_held = threading.Event()

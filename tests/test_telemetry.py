@@ -46,7 +46,9 @@ def offline(small_index, classifier) -> Pipeline:
 
 def stub_pipeline(stub: OpenAIStubServer, small_index: Path, classifier) -> Pipeline:
     model = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=20)
-    unexpanded = PipelineSettings(expand_queries=False)  # the spans of each step's calls, counted; expansion has its own tests
+    unexpanded = PipelineSettings(
+        expand_queries=False
+    )  # the spans of each step's calls, counted; expansion has its own tests
     return Pipeline(LLMEngine(model), open_retriever(small_index), classifier=classifier, settings=unexpanded)
 
 
@@ -84,7 +86,8 @@ def test_a_decomposing_answer_is_one_trace_with_a_span_for_each_step(spans, offl
     # each planned aspect is answered in a write span of its own, beside the overview's
     writes = named["typedrag.write"]
     assert sorted(w.attributes["typedrag.role"] for w in writes) == sorted(
-        ["overview:reason"] + ["aspect:reason"] * sum(1 for a in result.aspects if a.label != "overview" and a.source_numbers)
+        ["overview:reason"]
+        + ["aspect:reason"] * sum(1 for a in result.aspects if a.label != "overview" and a.source_numbers)
     )
     retrieved = {pid for s in named["typedrag.retrieve"] for pid in s.attributes["typedrag.passage_ids"]}
     assert {s.passage_id for s in result.sources} <= retrieved
@@ -104,13 +107,25 @@ def test_the_spans_nest_in_the_trace_of_a_program_that_set_its_own_provider(span
 
 def test_a_recorded_fallback_is_an_event_on_its_step(spans, small_index, classifier):
     def no_plan(request):
-        return Reply(content="no json here") if request.schema_name or '"sub_queries"' in request.prompt else default_responder(request)
+        return (
+            Reply(content="no json here")
+            if request.schema_name or '"sub_queries"' in request.prompt
+            else default_responder(request)
+        )
 
     with OpenAIStubServer(no_plan) as stub:
         result = asyncio.run(stub_pipeline(stub, small_index, classifier).answer(REASON, forced_type="reason"))
     assert result.strategy == "rag"  # the plan failed twice: plain RAG, recorded
-    events = [(span.name, dict(e.attributes)) for span in spans.get_finished_spans() for e in span.events if e.name == "typedrag.fallback"]
-    assert ("typedrag.answer", {"typedrag.fallback.step": "reason"}) in events  # the reason may quote the reply: content
+    events = [
+        (span.name, dict(e.attributes))
+        for span in spans.get_finished_spans()
+        for e in span.events
+        if e.name == "typedrag.fallback"
+    ]
+    assert (
+        "typedrag.answer",
+        {"typedrag.fallback.step": "reason"},
+    ) in events  # the reason may quote the reply: content
     (root,) = by_name(spans.get_finished_spans())["typedrag.answer"]
     assert root.attributes["typedrag.strategy"] == "rag" and "reason" in root.attributes["typedrag.fallback_steps"]
 
@@ -128,14 +143,20 @@ def test_every_model_call_is_a_genai_client_span_inside_its_step(spans, small_in
     for span in calls:
         a = span.attributes
         assert span.kind is SpanKind.CLIENT
-        assert (a["gen_ai.operation.name"], a["gen_ai.provider.name"], a["gen_ai.request.model"]) == ("chat", "openai", "stub")
+        assert (a["gen_ai.operation.name"], a["gen_ai.provider.name"], a["gen_ai.request.model"]) == (
+            "chat",
+            "openai",
+            "stub",
+        )
         assert (a["server.address"], a["server.port"]) == ("127.0.0.1", port)
         assert a["gen_ai.response.finish_reasons"] == ("stop",)
         record = next(c for c in result.llm_calls if c.role == a["typedrag.role"])
         assert a["gen_ai.usage.input_tokens"] > 0 and a["gen_ai.usage.output_tokens"] > 0
         assert a["gen_ai.output.type"] == ("json" if record.role.startswith("plan:") else "text")
         step = ancestors(span, finished)[0]
-        assert step == {"plan": "typedrag.plan", "aggregate": "typedrag.aggregate"}.get(record.role.split(":")[0], "typedrag.write")
+        assert step == {"plan": "typedrag.plan", "aggregate": "typedrag.aggregate"}.get(
+            record.role.split(":")[0], "typedrag.write"
+        )
     assert sum(s.attributes["gen_ai.usage.input_tokens"] for s in calls) == result.usage.prompt_tokens
     assert sum(s.attributes["gen_ai.usage.output_tokens"] for s in calls) == result.usage.completion_tokens
 
@@ -155,10 +176,18 @@ def test_a_model_call_span_names_the_response_and_the_model_that_wrote_it(spans)
     with OpenAIStubServer(dated) as stub:
         model = OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0, timeout=20)
         asyncio.run(model.complete([{"role": "user", "content": "Why?"}], role="answer:rag"))
-        asyncio.run(model.complete([{"role": "user", "content": "Why?"}], role="answer:rag", on_text=lambda piece: None))
+        asyncio.run(
+            model.complete([{"role": "user", "content": "Why?"}], role="answer:rag", on_text=lambda piece: None)
+        )
     whole, streamed = by_name(spans.get_finished_spans())["chat stub"]
-    assert (whole.attributes["gen_ai.response.id"], whole.attributes["gen_ai.response.model"]) == ("chatcmpl-round5", "stub-2025-01-01")
-    assert streamed.attributes["gen_ai.response.id"].startswith("chatcmpl-stub-") and streamed.attributes["gen_ai.response.model"] == "stub"
+    assert (whole.attributes["gen_ai.response.id"], whole.attributes["gen_ai.response.model"]) == (
+        "chatcmpl-round5",
+        "stub-2025-01-01",
+    )
+    assert (
+        streamed.attributes["gen_ai.response.id"].startswith("chatcmpl-stub-")
+        and streamed.attributes["gen_ai.response.model"] == "stub"
+    )
 
 
 def test_a_retrieval_step_is_a_genai_retrieval_span(spans, offline):
@@ -176,7 +205,11 @@ def test_a_retrieval_step_is_a_genai_retrieval_span(spans, offline):
     (retrieval,) = by_name(spans.get_finished_spans())["typedrag.retrieve"]
     assert retrieval.attributes["gen_ai.retrieval.query.text"] == REASON
     documents = json.loads(retrieval.attributes["gen_ai.retrieval.documents"])
-    assert documents and {"id", "score"} == set(documents[0]) and documents[0]["id"] in retrieval.attributes["typedrag.passage_ids"]
+    assert (
+        documents
+        and {"id", "score"} == set(documents[0])
+        and documents[0]["id"] in retrieval.attributes["typedrag.passage_ids"]
+    )
 
 
 def test_a_failed_model_call_carries_its_error_type(spans, small_index, classifier):
@@ -198,7 +231,10 @@ def test_a_framework_chat_model_call_is_a_genai_span_too(spans):
     model = LangChainChatModel(FakeListChatModel(responses=["Comets are icy [1]."]), name="langchain:fake-list")
     asyncio.run(model.complete([{"role": "user", "content": "Compare comets."}], role="answer:comparison"))
     (span,) = by_name(spans.get_finished_spans())["chat fake-list"]
-    assert (span.attributes["gen_ai.provider.name"], span.attributes["typedrag.role"]) == ("langchain", "answer:comparison")
+    assert (span.attributes["gen_ai.provider.name"], span.attributes["typedrag.role"]) == (
+        "langchain",
+        "answer:comparison",
+    )
 
 
 # ---------------------------------------------------------------- text only on opt-in
@@ -221,7 +257,9 @@ def test_no_question_passage_or_answer_text_in_spans_unless_opted_in(spans, smal
     plan_call = next(s for s in by_name(finished)["chat stub"] if s.attributes["typedrag.role"] == "plan:reason")
     assert REASON in json.loads(plan_call.attributes["gen_ai.input.messages"])[-1]["parts"][0]["content"]
     assert json.loads(plan_call.attributes["gen_ai.output.messages"])[0]["role"] == "assistant"
-    assert any(REASON in text for s in by_name(finished)["typedrag.retrieve"] for text in s.attributes["typedrag.query_texts"])
+    assert any(
+        REASON in text for s in by_name(finished)["typedrag.retrieve"] for text in s.attributes["typedrag.query_texts"]
+    )
 
 
 def test_the_setting_and_the_environment_variable_turn_text_on(no_provider, tmp_path, monkeypatch):
@@ -241,7 +279,9 @@ def test_the_setting_and_the_environment_variable_turn_text_on(no_provider, tmp_
 def test_a_span_named_by_a_step_keeps_its_text_out_unless_opted_in(spans):
     with telemetry.answering("and the second?", "typed"):
         with telemetry.opened(Span("typedrag.rewrite", ours(history_turns=4))) as span:
-            telemetry.said(span, ours(["rewritten_question"], rewritten_question="What is the second cause?", rewritten=True))
+            telemetry.said(
+                span, ours(["rewritten_question"], rewritten_question="What is the second cause?", rewritten=True)
+            )
     finished = spans.get_finished_spans()
     (rewrite,) = by_name(finished)["typedrag.rewrite"]
     assert rewrite.attributes["typedrag.history_turns"] == 4 and rewrite.attributes["typedrag.rewritten"] is True
@@ -249,8 +289,10 @@ def test_a_span_named_by_a_step_keeps_its_text_out_unless_opted_in(spans):
     assert ancestors(rewrite, finished) == ["typedrag.answer"]
 
 
-FIRST_TURN = [{"role": "user", "content": "Tell me about the decline of the Western Roman Empire."},
-              {"role": "assistant", "content": "Historians list many causes [1]."}]
+FIRST_TURN = [
+    {"role": "user", "content": "Tell me about the decline of the Western Roman Empire."},
+    {"role": "assistant", "content": "Historians list many causes [1]."},
+]
 
 
 def test_a_follow_up_is_rewritten_inside_a_rewrite_span_before_it_is_classified(spans, small_index, classifier):
@@ -260,14 +302,19 @@ def test_a_follow_up_is_rewritten_inside_a_rewrite_span_before_it_is_classified(
         return default_responder(request)
 
     with OpenAIStubServer(responder) as stub:
-        result = asyncio.run(stub_pipeline(stub, small_index, classifier).answer("And why did it fall?", history=FIRST_TURN))
+        result = asyncio.run(
+            stub_pipeline(stub, small_index, classifier).answer("And why did it fall?", history=FIRST_TURN)
+        )
     assert result.standalone_question == REASON
     finished = spans.get_finished_spans()
     named = by_name(finished)
     (rewrite,) = named["typedrag.rewrite"]
     assert ancestors(rewrite, finished) == ["typedrag.answer"]
     assert rewrite.attributes["typedrag.history_turns"] == 2
-    assert (rewrite.attributes["typedrag.rewrite_by"], rewrite.attributes["typedrag.rewritten"]) == (result.rewrite.by, True)
+    assert (rewrite.attributes["typedrag.rewrite_by"], rewrite.attributes["typedrag.rewritten"]) == (
+        result.rewrite.by,
+        True,
+    )
     assert "typedrag.rewritten_question" not in rewrite.attributes  # the question is content
     (call,) = [s for s in named["chat stub"] if s.attributes["typedrag.role"] == "rewrite"]
     assert ancestors(call, finished)[0] == "typedrag.rewrite"
@@ -290,7 +337,9 @@ def test_an_abstaining_answer_is_counted_once_and_marked_on_its_answer_span(span
     try:
         result = asyncio.run(offline.answer("Which band played music on the deck of the Titanic?"))
         assert result.abstained
-        assert heard == [{"reason": "unmentioned name", "question_type": result.type.type}]  # no passage mentions the Titanic
+        assert heard == [
+            {"reason": "unmentioned name", "question_type": result.type.type}
+        ]  # no passage mentions the Titanic
         named = by_name(spans.get_finished_spans())
         (root,) = named["typedrag.answer"]
         assert root.attributes["typedrag.abstained"] is True
@@ -324,7 +373,12 @@ def test_an_abstention_is_counted_by_listeners_and_marked_on_the_span(spans):
 
 def test_without_a_provider_every_span_helper_is_the_shared_no_op(no_provider, offline):
     assert not telemetry.tracing()
-    assert telemetry.step("retrieve") is telemetry.answering("q", "typed") is telemetry.performing(Search(["q"], 3), "index") is telemetry._OFF
+    assert (
+        telemetry.step("retrieve")
+        is telemetry.answering("q", "typed")
+        is telemetry.performing(Search(["q"], 3), "index")
+        is telemetry._OFF
+    )
     assert asyncio.run(offline.answer(REASON)).answer
 
 
@@ -354,8 +408,14 @@ def reload_telemetry() -> None:
 # ---------------------------------------------------------------- configuration by OTEL_* variables
 
 
-@pytest.mark.parametrize("environ", [{}, {"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"},
-                                     {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"}])
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {},
+        {"OTEL_TRACES_EXPORTER": "none", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"},
+        {"OTEL_SDK_DISABLED": "true", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1"},
+    ],
+)
 def test_no_otel_variables_asking_for_traces_set_nothing_up(no_provider, environ):
     assert telemetry.configure_from_environment(environ) is None
     assert not telemetry.tracing()
@@ -365,8 +425,10 @@ def test_no_otel_variables_asking_for_traces_set_nothing_up(no_provider, environ
     ("environ", "warning"),
     [
         ({"OTEL_TRACES_EXPORTER": "zipkin"}, "OTEL_TRACES_EXPORTER=zipkin is not supported by typedrag"),
-        ({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
-         "OTEL_EXPORTER_OTLP_PROTOCOL=http/json is not supported"),
+        (
+            {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:1", "OTEL_EXPORTER_OTLP_PROTOCOL": "http/json"},
+            "OTEL_EXPORTER_OTLP_PROTOCOL=http/json is not supported",
+        ),
     ],
 )
 def test_otel_variables_typedrag_cannot_honour_are_one_warning(no_provider, environ, warning):

@@ -45,18 +45,27 @@ EVIDENCE = OfflineSettings(added_bar=0.0, aspect_bar=0.0)
 def evidence_engine() -> OfflineEngine:
     """The offline engine with a reader that reads every sentence naming the Titanic as answering (the retrained
     reader of issue 55 reads these short causes at 0.10-0.16, under its bar of 0.22): the evidence is under test."""
-    return OfflineEngine(ScriptedReader(lambda q, title, s: Reading(0.6, 0.8, Role.CAUSE) if "Titanic" in s else Reading(0.01, 0.05, Role.NONE)), settings=EVIDENCE)
+    return OfflineEngine(
+        ScriptedReader(
+            lambda q, title, s: Reading(0.6, 0.8, Role.CAUSE) if "Titanic" in s else Reading(0.01, 0.05, Role.NONE)
+        ),
+        settings=EVIDENCE,
+    )
 
 
 def test_cue_words_do_not_pull_in_passages_off_the_question():
-    result = run(Pipeline(evidence_engine(), ListRetriever(TITANIC)).answer("Why did the Titanic sink?", "typed", "reason"))
+    result = run(
+        Pipeline(evidence_engine(), ListRetriever(TITANIC)).answer("Why did the Titanic sink?", "typed", "reason")
+    )
     assert result.strategy == "reason"
     by_number = {s.number: s.text for s in result.sources}
     planned = [a for a in result.aspects if a.label != "overview"]
     assert any(a.error is None for a in planned)
     for aspect in planned:  # "causes", "background" must not fetch plumbing or mythology for the aspects
         assert not any("plumbing" in by_number[n] or "Greek mythology" in by_number[n] for n in aspect.source_numbers)
-    assert "Titanic" in result.answer and "plumbing" not in result.answer and "Titans" not in result.answer, result.answer
+    assert "Titanic" in result.answer and "plumbing" not in result.answer and "Titans" not in result.answer, (
+        result.answer
+    )
 
 
 def test_typed_evidence_includes_plain_rag_evidence_and_aspects_add_their_own():
@@ -89,7 +98,9 @@ def test_more_than_five_planned_items_are_cut_visibly():
     plan = '{"purpose": "difference", "items": %s}' % str(items).replace("'", '"')
     model = ScriptedChatModel(lambda call: plan if call.schema else "They differ [1].")
     texts = [f"{name} is a letter of the Greek alphabet." for name in items]
-    result = run(Pipeline(LLMEngine(model), ListRetriever(texts)).answer("How do these letters differ?", "typed", "comparison"))
+    result = run(
+        Pipeline(LLMEngine(model), ListRetriever(texts)).answer("How do these letters differ?", "typed", "comparison")
+    )
     assert result.strategy == "comparison" and [a.label for a in result.aspects] == items[:5]
     note = [f for f in result.fallbacks if f.step == "plan:comparison"]
     assert note and "dropped: zeta, eta" in note[0].reason
@@ -147,8 +158,13 @@ def test_an_offline_comparison_quotes_only_sentences_about_its_items():
     """Regression: over an index with no article on capitalism, "Capitalism vs socialism: what's the core
     difference?" put capital cities under "Capitalism" and the Earth's outer core ("core") under "Difference"."""
     passages = [
-        article("Capital city", "A capital city is typically a city that holds the government's offices and meeting places."),
-        article("Earth's outer core", "The outer core differs from the inner core: it is liquid, whereas the inner core is solid."),
+        article(
+            "Capital city", "A capital city is typically a city that holds the government's offices and meeting places."
+        ),
+        article(
+            "Earth's outer core",
+            "The outer core differs from the inner core: it is liquid, whereas the inner core is solid.",
+        ),
         article(
             "Socialism",
             "Socialism is a political philosophy that favours social ownership of the means of production. "
@@ -176,7 +192,9 @@ def test_a_list_item_is_quoted_as_a_sentence_without_its_bullet():
         "<li>Purging a package also deletes the configuration files that removal keeps.</li></ul></body></html>"
     )
     parsed = parse_html(html, "dpkg")
-    pipeline = Pipeline(OfflineEngine(), ListRetriever(chunk_document(Document("dpkg.html", parsed.title, blocks=parsed.blocks))))
+    pipeline = Pipeline(
+        OfflineEngine(), ListRetriever(chunk_document(Document("dpkg.html", parsed.title, blocks=parsed.blocks)))
+    )
     answer = run(pipeline.answer("What does dpkg do when it removes a package?", "rag")).answer
     assert "dpkg removes all of the package's files" in answer, answer
     assert "- " not in answer and not answer.startswith("-"), answer
@@ -186,10 +204,15 @@ def test_a_sentence_on_the_questions_subject_outranks_a_namesake_article():
     """Regression: "How do I train for a marathon?" names the article "Train" too, and quoted the gauge of
     railway trains."""
     passages = [
-        article("Marathon", "The marathon can be completed by running or with a run/walk strategy. Runners build up their weekly mileage over several months before a marathon."),
+        article(
+            "Marathon",
+            "The marathon can be completed by running or with a run/walk strategy. Runners build up their weekly mileage over several months before a marathon.",
+        ),
         article("Train", "Trains are designed to a certain gauge, or distance between rails."),
     ]
-    answer = run(Pipeline(OfflineEngine(), ListRetriever(passages)).answer("How do I train for a marathon?", "rag")).answer
+    answer = run(
+        Pipeline(OfflineEngine(), ListRetriever(passages)).answer("How do I train for a marathon?", "rag")
+    ).answer
     assert "mileage" in answer and "gauge" not in answer, answer
 
 
@@ -198,7 +221,13 @@ def test_the_sentence_that_answers_is_quoted_whatever_article_the_question_names
     preference pushed out the one sentence that answers it, from another article."""
     passages = [
         article("Bee", "In Indonesia bee larvae are eaten with rice, wrapped in banana leaves and steamed."),
-        article("Africanized bee", "Species of bees who die after stinging inflict pain on themselves to protect the hive."),
+        article(
+            "Africanized bee", "Species of bees who die after stinging inflict pain on themselves to protect the hive."
+        ),
     ]
-    answer = run(Pipeline(OfflineEngine(), ListRetriever(passages)).answer("Why do bees sting even though it will kill them?", "rag")).answer
+    answer = run(
+        Pipeline(OfflineEngine(), ListRetriever(passages)).answer(
+            "Why do bees sting even though it will kill them?", "rag"
+        )
+    ).answer
     assert "protect the hive" in answer and "banana" not in answer, answer

@@ -20,7 +20,14 @@ runner = CliRunner()
 @pytest.fixture(autouse=True)
 def isolated(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    for name in ("TYPEDRAG_CONFIG", "TYPEDRAG_DATA", "TYPEDRAG_DATABASE", "TYPEDRAG_LLM", "TYPEDRAG_BASE_URL", "OPENAI_BASE_URL"):
+    for name in (
+        "TYPEDRAG_CONFIG",
+        "TYPEDRAG_DATA",
+        "TYPEDRAG_DATABASE",
+        "TYPEDRAG_LLM",
+        "TYPEDRAG_BASE_URL",
+        "OPENAI_BASE_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
 
@@ -140,7 +147,9 @@ def _rated_conversations(store_url, small_index):
             result = asyncio.run(pipeline.answer(question, "typed"))
             conversation = store.start_conversation(alice, "demo")
             store.add_message(alice, conversation.id, "user", question)
-            answer = store.add_message(alice, conversation.id, "assistant", result.answer, result=result, trace_id=f"t-{verdict}")
+            answer = store.add_message(
+                alice, conversation.id, "assistant", result.answer, result=result, trace_id=f"t-{verdict}"
+            )
             helpful = [result.sources[0].passage_id] if mark else []
             store.give_feedback(alice, answer.id, verdict, comment, helpful)
             marked[question] = helpful
@@ -187,10 +196,16 @@ def test_export_feedback_writes_questions_that_eval_retrieval_and_compare_read(w
                                   "--out", str(tmp_path / "compare"), "--no-progress"])  # fmt: skip
     assert compare.exit_code == 0, compare.output
     answers = [json.loads(line) for line in (tmp_path / "compare" / "answers.jsonl").read_text().splitlines()]
-    assert {(a["question_id"], a["system"]) for a in answers} == {(row["id"], s) for row in rows for s in ("rag", "typed")}
+    assert {(a["question_id"], a["system"]) for a in answers} == {
+        (row["id"], s) for row in rows for s in ("rag", "typed")
+    }
 
-    down = runner.invoke(app, ["eval", "export-feedback", "--verdict", "down", "--out", str(tmp_path / "down.jsonl"), *where])
-    assert down.exit_code == 0 and [json.loads(x)["verdict"] for x in (tmp_path / "down.jsonl").read_text().splitlines()] == ["down"]
+    down = runner.invoke(
+        app, ["eval", "export-feedback", "--verdict", "down", "--out", str(tmp_path / "down.jsonl"), *where]
+    )
+    assert down.exit_code == 0 and [
+        json.loads(x)["verdict"] for x in (tmp_path / "down.jsonl").read_text().splitlines()
+    ] == ["down"]
     everything = runner.invoke(app, ["eval", "export-feedback", "--out", str(tmp_path / "all.jsonl"), *where])
     assert everything.exit_code == 0 and "4 questions" in everything.stderr  # the other collection's too
 

@@ -155,8 +155,14 @@ class Policy:
 
     def below(self, judged: Support, numbered: bool) -> Verdict:
         """The verdict on passages that fell below the relevance bar (`numbered`: the run has any passage)."""
-        why = "no sentence of the passages comes close enough to the question to answer it" if numbered else "no passage found"
-        abstention = Abstention(looked_for=self.looked_for, reason=why, by="relevance bar", score=judged.score, bar=judged.bar)
+        why = (
+            "no sentence of the passages comes close enough to the question to answer it"
+            if numbered
+            else "no passage found"
+        )
+        abstention = Abstention(
+            looked_for=self.looked_for, reason=why, by="relevance bar", score=judged.score, bar=judged.bar
+        )
         return Verdict(abstention, f"its passages do not answer it ({judged})")
 
     def read(self, best: float | None, not_in_sources: str | None, by: str, final: bool) -> Verdict | None:
@@ -165,10 +171,15 @@ class Policy:
         reader's bar is not read, as for an entry the engine read as answering the question it is filed under)."""
         if not_in_sources is not None:
             why = f"the model said its sources do not answer: {not_in_sources}"
-            return Verdict(Abstention(looked_for=self.looked_for, reason=why, by=by), f"its passages do not answer it: {not_in_sources}")
+            return Verdict(
+                Abstention(looked_for=self.looked_for, reason=why, by=by),
+                f"its passages do not answer it: {not_in_sources}",
+            )
         if final and self.reader_bar is not None and best is not None and best < self.reader_bar:
             why = "the reader model reads no sentence of the passages as an answer to the question"
-            abstention = Abstention(looked_for=self.looked_for, reason=why, by="reader", score=round(best, 4), bar=self.reader_bar)
+            abstention = Abstention(
+                looked_for=self.looked_for, reason=why, by="reader", score=round(best, 4), bar=self.reader_bar
+            )
             return Verdict(abstention, why)
         return None
 
@@ -222,7 +233,11 @@ def readable(question: str) -> bool:
 
 
 def support(
-    question: str, texts: Sequence[str], embedder: Embedder | None = None, bar: float = SUPPORT_BAR, top_section: str = ""
+    question: str,
+    texts: Sequence[str],
+    embedder: Embedder | None = None,
+    bar: float = SUPPORT_BAR,
+    top_section: str = "",
 ) -> Support:
     """Whether any sentence of `texts` comes close enough to `question` to answer it (no text: it does not), and
     the question heading the best-ranked passage is filed under (the last heading of `top_section`, its heading
@@ -232,7 +247,9 @@ def support(
     if not sentences:
         return Support(False, 0.0, bar)
     # The sentences and the heading are a passage's: an index keeps their vectors (typedrag.index.sentences).
-    vectors = (embedder or default_embedder()).embed([question, *sentences, *([heading] if heading else [])], keep_from=1)
+    vectors = (embedder or default_embedder()).embed(
+        [question, *sentences, *([heading] if heading else [])], keep_from=1
+    )
     score = round(float((vectors[1 : 1 + len(sentences)] @ vectors[0]).max()), 4)
     filed_under = heading if heading and float(vectors[-1] @ vectors[0]) >= HEADING_BAR else None
     return Support(score >= bar, score, bar, heading=filed_under)
@@ -274,7 +291,9 @@ def said_not_in_sources(reply: str) -> str | None:
         return None
     if isinstance(reply_object, dict) and isinstance(reply_object.get("not_in_sources"), str):
         # A small model puts passage text in the object: still the signal, not an answer; kept to its bound.
-        reply_object["not_in_sources"] = shorten(" ".join(reply_object["not_in_sources"].split()), MAX_SIGNAL_CHARS, placeholder="…")
+        reply_object["not_in_sources"] = shorten(
+            " ".join(reply_object["not_in_sources"].split()), MAX_SIGNAL_CHARS, placeholder="…"
+        )
     try:
         said = NotInSourcesReply.model_validate(reply_object)
     except ValidationError:

@@ -19,8 +19,15 @@ from rich.text import Text
 from typedrag.commands import DatabaseOpt, DataOpt, errors, fail, settings_from, store_from
 from typedrag.text import for_terminal
 
-NameArg = Annotated[str, typer.Argument(help="The user's name (as they sign in, or as the SSO proxy's header gives it).", show_default=False)]
-RoleOpt = Annotated[str, typer.Option("--role", help="admin (everything, every collection), editor (writes where granted) or reader.")]
+NameArg = Annotated[
+    str,
+    typer.Argument(
+        help="The user's name (as they sign in, or as the SSO proxy's header gives it).", show_default=False
+    ),
+]
+RoleOpt = Annotated[
+    str, typer.Option("--role", help="admin (everything, every collection), editor (writes where granted) or reader.")
+]
 
 console = Console(soft_wrap=True)
 
@@ -43,8 +50,13 @@ def _when(moment) -> str:
     return moment.strftime("%Y-%m-%d %H:%M") if moment is not None else "never"
 
 
-def add(name: NameArg, role: RoleOpt = "reader", key: Annotated[bool, typer.Option("--key", help="Also create an API key and print it (once).")] = False,
-        data: DataOpt = None, database: DatabaseOpt = None) -> None:
+def add(
+    name: NameArg,
+    role: RoleOpt = "reader",
+    key: Annotated[bool, typer.Option("--key", help="Also create an API key and print it (once).")] = False,
+    data: DataOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
     """Add a user with a role; --key also prints their first API key. The first user makes the store."""
     with _store(data, database, create=True) as store:
         user = store.add_user(name, role)
@@ -52,7 +64,10 @@ def add(name: NameArg, role: RoleOpt = "reader", key: Annotated[bool, typer.Opti
         if key:
             _print_new_key(store.create_key(user.name))
         elif user.role != "admin":
-            errors.print(f"next: typedrag users key create {for_terminal(user.name)!r}, and typedrag users grant ... COLLECTION", markup=False)
+            errors.print(
+                f"next: typedrag users key create {for_terminal(user.name)!r}, and typedrag users grant ... COLLECTION",
+                markup=False,
+            )
 
 
 def list_users(data: DataOpt = None, database: DatabaseOpt = None) -> None:
@@ -71,9 +86,12 @@ def list_users(data: DataOpt = None, database: DatabaseOpt = None) -> None:
         active = [k for k in keys if k.user == user.name and k.active]
         granted = ", ".join(f"{g.collection}:{g.access}" for g in grants if g.user == user.name)
         table.add_row(
-            Text(for_terminal(user.name)), user.role, str(len(active)),
+            Text(for_terminal(user.name)),
+            user.role,
+            str(len(active)),
             Text(for_terminal("every collection" if user.role == "admin" else granted or "none")),
-            _when(user.created_at), "disabled" if user.disabled else "active",
+            _when(user.created_at),
+            "disabled" if user.disabled else "active",
         )
     console.print(table)
 
@@ -99,20 +117,36 @@ def enable(name: NameArg, data: DataOpt = None, database: DatabaseOpt = None) ->
     errors.print(f"enabled {for_terminal(user.name)!r}", markup=False)
 
 
-def role(name: NameArg, new_role: Annotated[str, typer.Argument(metavar="ROLE", help="admin, editor or reader.")],
-         data: DataOpt = None, database: DatabaseOpt = None) -> None:
+def role(
+    name: NameArg,
+    new_role: Annotated[str, typer.Argument(metavar="ROLE", help="admin, editor or reader.")],
+    data: DataOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
     """Change a user's role."""
     with _store(data, database) as store:
         user = store.set_role(name, new_role)
     errors.print(f"{for_terminal(user.name)!r} is now {user.role}", markup=False)
 
 
-CollectionArg = Annotated[str, typer.Argument(metavar="COLLECTION", help="A collection's name, or '*' for every collection.", show_default=False)]
+CollectionArg = Annotated[
+    str,
+    typer.Argument(metavar="COLLECTION", help="A collection's name, or '*' for every collection.", show_default=False),
+]
 
 
-def grant(name: NameArg, collection: CollectionArg,
-          write: Annotated[bool, typer.Option("--write", help="Also upload and delete documents (editors only); default: read (ask, open sources).")] = False,
-          data: DataOpt = None, database: DatabaseOpt = None) -> None:
+def grant(
+    name: NameArg,
+    collection: CollectionArg,
+    write: Annotated[
+        bool,
+        typer.Option(
+            "--write", help="Also upload and delete documents (editors only); default: read (ask, open sources)."
+        ),
+    ] = False,
+    data: DataOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
     """Let a user read (or with --write, also change) a collection."""
     with _store(data, database) as store:
         given = store.grant(name, collection, "write" if write else "read")
@@ -128,8 +162,12 @@ def revoke(name: NameArg, collection: CollectionArg, data: DataOpt = None, datab
     errors.print(f"revoked the grant of {what}" if gone else f"no grant of {what} to revoke", markup=False)
 
 
-def key_create(name: NameArg, label: Annotated[str, typer.Option("--label", help="What the key is for, e.g. laptop or ci.")] = "",
-               data: DataOpt = None, database: DatabaseOpt = None) -> None:
+def key_create(
+    name: NameArg,
+    label: Annotated[str, typer.Option("--label", help="What the key is for, e.g. laptop or ci.")] = "",
+    data: DataOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
     """Create an API key for a user and print it: it is shown this once and stored only hashed."""
     with _store(data, database) as store:
         _print_new_key(store.create_key(name, label))
@@ -147,12 +185,20 @@ def key_list(name: NameArg, data: DataOpt = None, database: DatabaseOpt = None) 
         table.add_column(column, overflow="fold")
     for key in keys:
         state = f"revoked {_when(key.revoked_at)}" if key.revoked_at else "active"
-        table.add_row(f"tdk_{key.prefix}_…", Text(for_terminal(key.label)), _when(key.created_at), _when(key.last_used_at), state)
+        table.add_row(
+            f"tdk_{key.prefix}_…", Text(for_terminal(key.label)), _when(key.created_at), _when(key.last_used_at), state
+        )
     console.print(table)
 
 
-def key_revoke(name: NameArg, prefix: Annotated[str, typer.Argument(metavar="KEY", help="The key's prefix as `key list` shows it (tdk_0123abcd4567).")],
-               data: DataOpt = None, database: DatabaseOpt = None) -> None:
+def key_revoke(
+    name: NameArg,
+    prefix: Annotated[
+        str, typer.Argument(metavar="KEY", help="The key's prefix as `key list` shows it (tdk_0123abcd4567).")
+    ],
+    data: DataOpt = None,
+    database: DatabaseOpt = None,
+) -> None:
     """Revoke one of a user's keys: it stops working at once."""
     with _store(data, database) as store:
         key = store.revoke_key(name, prefix)
@@ -164,7 +210,8 @@ def _print_new_key(new) -> None:
     print(new.secret, flush=True)
     errors.print(
         f"API key tdk_{new.key.prefix}_… of {for_terminal(new.key.user)!r}: shown this once and stored only hashed; "
-        f"send it as 'Authorization: Bearer KEY'", markup=False,
+        f"send it as 'Authorization: Bearer KEY'",
+        markup=False,
     )
 
 
@@ -172,12 +219,20 @@ def users_app() -> typer.Typer:
     """`typedrag users` and `typedrag users key` as groups."""
     group = typer.Typer(no_args_is_help=True, add_completion=False, help=__doc__.split("\n\n")[0] if __doc__ else None)
     commands: list[tuple[str, Callable[..., None]]] = [
-        ("add", add), ("list", list_users), ("remove", remove), ("disable", disable), ("enable", enable), ("role", role),
-        ("grant", grant), ("revoke", revoke),
+        ("add", add),
+        ("list", list_users),
+        ("remove", remove),
+        ("disable", disable),
+        ("enable", enable),
+        ("role", role),
+        ("grant", grant),
+        ("revoke", revoke),
     ]
     for name, function in commands:
         group.command(name, help=function.__doc__)(function)
-    keys = typer.Typer(no_args_is_help=True, add_completion=False, help="A user's API keys: create (shown once), list, revoke.")
+    keys = typer.Typer(
+        no_args_is_help=True, add_completion=False, help="A user's API keys: create (shown once), list, revoke."
+    )
     for name, function in (("create", key_create), ("list", key_list), ("revoke", key_revoke)):
         keys.command(name, help=function.__doc__)(function)
     group.add_typer(keys, name="key")

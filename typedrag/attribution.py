@@ -46,7 +46,9 @@ class Settled:
         notes = []
         if self.removed:
             shown = ", ".join(f"[{n}]" for n in self.removed[:8]) + (" ..." if len(self.removed) > 8 else "")
-            notes.append(f"{what}: removed {len(self.removed)} citation markers naming no source it was given ({shown})")
+            notes.append(
+                f"{what}: removed {len(self.removed)} citation markers naming no source it was given ({shown})"
+            )
         if self.attributed:
             notes.append(
                 f"{what}: cited none of its sources; {self.attributed} of {self.claims} sentences attributed "

@@ -54,15 +54,23 @@ def read_questions(path: Path) -> list[tuple[str, str]]:
             try:
                 row = json_row(line)
                 question = row["question"]
-                if not isinstance(question, str) or not isinstance(row.get("id"), str | int | None) or isinstance(row.get("id"), bool):
+                if (
+                    not isinstance(question, str)
+                    or not isinstance(row.get("id"), str | int | None)
+                    or isinstance(row.get("id"), bool)
+                ):
                     raise TypeError
             except ValueError as error:
                 raise QuestionError(f"{path}:{number}: not JSON ({' '.join(str(error).split())[:200]})") from None
             except (KeyError, TypeError):
-                raise QuestionError(f"{path}:{number}: expected a JSON object with a 'question' field of text (and an 'id', text or a number)") from None
+                raise QuestionError(
+                    f"{path}:{number}: expected a JSON object with a 'question' field of text (and an 'id', text or a number)"
+                ) from None
             item_id = str(row["id"]) if row.get("id") is not None else content_id(question)
         if item_id in seen:
-            logger.warning(for_terminal(f"{path}:{number}: duplicate id {item_id!r} (first on line {seen[item_id]}), skipped"))
+            logger.warning(
+                for_terminal(f"{path}:{number}: duplicate id {item_id!r} (first on line {seen[item_id]}), skipped")
+            )
             continue
         seen[item_id] = number
         items.append((item_id, question))

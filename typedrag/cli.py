@@ -59,7 +59,8 @@ def _print_version(asked: bool) -> None:
 @app.callback()
 def _options(
     version: Annotated[
-        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print typedrag's version and exit.")
+        bool,
+        typer.Option("--version", callback=_print_version, is_eager=True, help="Print typedrag's version and exit."),
     ] = False,
 ) -> None:
     """Options before the command (`typedrag --version`), then what every command needs: the OTEL_* variables
@@ -75,15 +76,24 @@ def _options(
 def index(
     sources: Annotated[
         list[str],
-        typer.Argument(help="Files or folders (HTML, PDF, DOCX, Markdown, reStructuredText, text, JSONL, DPR TSV) or demo:vital-articles."),
+        typer.Argument(
+            help="Files or folders (HTML, PDF, DOCX, Markdown, reStructuredText, text, JSONL, DPR TSV) or demo:vital-articles."
+        ),
     ],
     index_dir: IndexOpt = None,
     passage_words: Annotated[int, typer.Option(help="Words per passage.")] = 100,
-    strict: Annotated[bool, typer.Option("--strict", help="Stop at the first unreadable file or record instead of skipping it.")] = False,
-    rebuild: Annotated[bool, typer.Option("--rebuild", help="Read every file again and build the index from scratch.")] = False,
+    strict: Annotated[
+        bool, typer.Option("--strict", help="Stop at the first unreadable file or record instead of skipping it.")
+    ] = False,
+    rebuild: Annotated[
+        bool, typer.Option("--rebuild", help="Read every file again and build the index from scratch.")
+    ] = False,
     keep_missing: Annotated[
         bool,
-        typer.Option("--keep-missing", help="Add and update only: keep what the index holds of files not in SOURCES (an index fed from several places)."),
+        typer.Option(
+            "--keep-missing",
+            help="Add and update only: keep what the index holds of files not in SOURCES (an index fed from several places).",
+        ),
     ] = False,
     backend: BackendOpt = None,
     uri: UriOpt = None,
@@ -98,7 +108,10 @@ def index(
     ] = None,
     embedder: Annotated[
         Optional[str],
-        typer.Option("--embedder", help="Model of the passage vectors: minilm (default, better), minilm-fast (twice as fast, near-identical vectors) or static (far faster); see docs/how-it-works.md."),
+        typer.Option(
+            "--embedder",
+            help="Model of the passage vectors: minilm (default, better), minilm-fast (twice as fast, near-identical vectors) or static (far faster); see docs/how-it-works.md.",
+        ),
     ] = None,
     sentence_vectors: Annotated[
         Optional[bool],
@@ -144,13 +157,19 @@ def index(
     Folders are read whole, at any depth, but for hidden files; --include and --exclude choose among their files, e.g. `typedrag index docs/ --include '*.html' --exclude 'changelog*' --exclude 'release-*'`."""
     from typedrag.corpus.readers import FileFilter
 
-    settings = settings_from(index=index_dir, sentence_vectors=sentence_vectors, **backend_overrides(backend, uri, collection, token, retrieval))
+    settings = settings_from(
+        index=index_dir,
+        sentence_vectors=sentence_vectors,
+        **backend_overrides(backend, uri, collection, token, retrieval),
+    )
     filters = FileFilter(tuple(include or ()), tuple(exclude or ())) if include or exclude else None
     with lossy_stdout():  # progress and the summary that cannot be written never stop the build (issue 57 P5)
         _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters)
 
 
-def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters) -> None:
+def _index(
+    settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters
+) -> None:
     from typedrag.index.open import build_configured_index
     from typedrag.index.base import EmptyIndexError
 
@@ -162,14 +181,29 @@ def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dens
             check_no_sentence_vectors(settings)
 
             summary = index_on_ray(
-                settings, sources, address=ray_address, passage_words=passage_words, strict=strict, dense=dense,
-                rebuild=rebuild, remove_missing=not keep_missing, embedder=embedder,
-                report=lambda line: errors.print(line, markup=False), filters=filters,
+                settings,
+                sources,
+                address=ray_address,
+                passage_words=passage_words,
+                strict=strict,
+                dense=dense,
+                rebuild=rebuild,
+                remove_missing=not keep_missing,
+                embedder=embedder,
+                report=lambda line: errors.print(line, markup=False),
+                filters=filters,
             )
         else:
             summary = build_configured_index(
-                settings, sources, passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild,
-                remove_missing=not keep_missing, embedder=embedder, filters=filters,
+                settings,
+                sources,
+                passage_words=passage_words,
+                strict=strict,
+                dense=dense,
+                rebuild=rebuild,
+                remove_missing=not keep_missing,
+                embedder=embedder,
+                filters=filters,
             )
     except EmptyIndexError as error:
         _report_problems(error.summary)
@@ -179,7 +213,9 @@ def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dens
     _report_problems(summary)
     if summary.filters:
         files = "file" if summary.left_out == 1 else "files"
-        errors.print(f"left out {summary.left_out:,} {files} of the folders by {for_terminal(summary.filters)}", markup=False)
+        errors.print(
+            f"left out {summary.left_out:,} {files} of the folders by {for_terminal(summary.filters)}", markup=False
+        )
     where = for_terminal(summary.index_dir)
     if summary.synced:
         console.print(
@@ -197,7 +233,9 @@ def _index(settings, sources, passage_words, strict, rebuild, keep_missing, dens
             soft_wrap=True,
         )
     if summary.embedder:
-        on_disk = f"; {summary.vector_bytes / 2**20:,.1f} MiB on disk" if summary.vector_bytes else ""  # Milvus keeps its own
+        on_disk = (
+            f"; {summary.vector_bytes / 2**20:,.1f} MiB on disk" if summary.vector_bytes else ""
+        )  # Milvus keeps its own
         console.print(
             f"search: {summary.retrieval}; passage vectors by {summary.embedder}: {summary.embedded:,} embedded in "
             f"{summary.embed_seconds:.1f} s, {summary.passages - summary.embedded:,} reused{on_disk}",
@@ -256,7 +294,9 @@ def _report_problems(summary) -> None:
     if unsupported:
         suffixes = Counter(Path(p.location.rsplit(":", 1)[0]).suffix.lower() or "(no suffix)" for p in unsupported)
         kinds = ", ".join(f"{suffix} {count:,}" for suffix, count in suffixes.most_common())
-        errors.print(f"skipped {len(unsupported):,} files of types typedrag does not read: {for_terminal(kinds)}", markup=False)
+        errors.print(
+            f"skipped {len(unsupported):,} files of types typedrag does not read: {for_terminal(kinds)}", markup=False
+        )
     for note in summary.notes[:20]:
         errors.print(f"note: {for_terminal(note)}", markup=False)
     more = len(summary.notes) - len(summary.notes[:20]) + getattr(summary.notes, "dropped", 0)
@@ -268,16 +308,27 @@ def _report_problems(summary) -> None:
 def ask(
     question: Annotated[Optional[str], typer.Argument(help="The question to answer (or use --file).")] = None,
     index_dir: IndexOpt = None,
-    method: Annotated[str, typer.Option("--method", "-m", help="typed (Typed-RAG), rag (plain RAG) or llm (LLM only).")] = "typed",
-    type_: Annotated[Optional[str], typer.Option("--type", "-t", help="Force the question type, e.g. comparison.")] = None,
+    method: Annotated[
+        str, typer.Option("--method", "-m", help="typed (Typed-RAG), rag (plain RAG) or llm (LLM only).")
+    ] = "typed",
+    type_: Annotated[
+        Optional[str], typer.Option("--type", "-t", help="Force the question type, e.g. comparison.")
+    ] = None,
     llm: LLMOpt = None,
     base_url: BaseUrlOpt = None,
     classifier: ClassifierOpt = None,
     top_k: Annotated[Optional[int], typer.Option(help="Passages per generation.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the full result with its trace as JSON.")] = False,
     trace: Annotated[bool, typer.Option("--trace", help="Show the trace as a tree.")] = False,
-    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="Answer every question in this file (.txt: one per line; .jsonl: {question, id?}).")] = None,
-    out: Annotated[Optional[Path], typer.Option("--out", "-o", help="With --file: append results here as JSONL; rerun to resume.")] = None,
+    file: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--file", "-f", help="Answer every question in this file (.txt: one per line; .jsonl: {question, id?})."
+        ),
+    ] = None,
+    out: Annotated[
+        Optional[Path], typer.Option("--out", "-o", help="With --file: append results here as JSONL; rerun to resume.")
+    ] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="With --file: questions answered at once.")] = 4,
     llm_timeout: LLMTimeoutOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
@@ -353,14 +404,19 @@ CHAT_HELP = "/reset starts over, /trace shows the last answer's trace, /quit (or
 @app.command()
 def chat(
     index_dir: IndexOpt = None,
-    method: Annotated[str, typer.Option("--method", "-m", help="typed (Typed-RAG), rag (plain RAG) or llm (LLM only).")] = "typed",
-    type_: Annotated[Optional[str], typer.Option("--type", "-t", help="Force the question type, e.g. comparison.")] = None,
+    method: Annotated[
+        str, typer.Option("--method", "-m", help="typed (Typed-RAG), rag (plain RAG) or llm (LLM only).")
+    ] = "typed",
+    type_: Annotated[
+        Optional[str], typer.Option("--type", "-t", help="Force the question type, e.g. comparison.")
+    ] = None,
     llm: LLMOpt = None,
     base_url: BaseUrlOpt = None,
     classifier: ClassifierOpt = None,
     top_k: Annotated[Optional[int], typer.Option(help="Passages per generation.")] = None,
     system: Annotated[
-        Optional[str], typer.Option("--system", help="Instructions for every answer (language, tone, length); an LLM follows them.")
+        Optional[str],
+        typer.Option("--system", help="Instructions for every answer (language, tone, length); an LLM follows them."),
     ] = None,
     llm_timeout: LLMTimeoutOpt = None,
     llm_concurrency: LLMConcurrencyOpt = None,
@@ -418,8 +474,11 @@ def mcp_command(
     log_level: Annotated[str, typer.Option(help="debug, info, warning or error (JSON lines on stderr).")] = "warning",
     data: Annotated[
         Optional[Path],
-        typer.Option("--data", help="Serve the collections of `typedrag serve --data DIR` (read-only: nothing is "
-                     "ingested or changed; with --index too, that index is the collection 'default')."),
+        typer.Option(
+            "--data",
+            help="Serve the collections of `typedrag serve --data DIR` (read-only: nothing is "
+            "ingested or changed; with --index too, that index is the collection 'default').",
+        ),
     ] = None,
 ) -> None:
     """An MCP server on stdin/stdout for assistants and IDE agents: tools to list collections, search one and
@@ -449,8 +508,15 @@ def mcp_command(
         if data is None:
             collections = SingleIndex(lambda: pipeline)
         else:
-            library = Library(pipeline, settings.data, default_index=settings.index, limits=settings.library,
-                              retrieval=settings.retrieval, ingest=False, read_only=True)
+            library = Library(
+                pipeline,
+                settings.data,
+                default_index=settings.index,
+                limits=settings.library,
+                retrieval=settings.retrieval,
+                ingest=False,
+                read_only=True,
+            )
             collections = LibraryCollections(lambda: library)
         asyncio.run(resources.run(serve_stdio(collections)))
     except USER_ERRORS as error:
@@ -533,7 +599,9 @@ def show_result(result, *, as_json: bool, trace: bool) -> None:
 @app.command()
 def classify(
     question: Annotated[Optional[str], typer.Argument(help="The question to classify (or use --file).")] = None,
-    file: Annotated[Optional[Path], typer.Option("--file", "-f", help="One question per line (.txt) or JSONL {question, id?}.")] = None,
+    file: Annotated[
+        Optional[Path], typer.Option("--file", "-f", help="One question per line (.txt) or JSONL {question, id?}.")
+    ] = None,
     fmt: Annotated[str, typer.Option("--format", help="Output for --file: jsonl or csv.")] = "jsonl",
     classifier: ClassifierOpt = None,
     llm: LLMOpt = None,
@@ -575,7 +643,11 @@ def _register_lazy_commands() -> None:
     from typedrag.server.command import serve_command
 
     app.add_typer(eval_app(), name="eval")
-    app.add_typer(users_app(), name="users", help="Accounts of `typedrag serve`: users, roles, API keys and grants per collection.")
+    app.add_typer(
+        users_app(),
+        name="users",
+        help="Accounts of `typedrag serve`: users, roles, API keys and grants per collection.",
+    )
     app.command("serve", help=serve_command.__doc__)(serve_command)
 
 

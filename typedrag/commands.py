@@ -28,7 +28,9 @@ errors = Console(stderr=True, soft_wrap=True)  # one error, one line, whatever t
 
 # ---------------------------------------------------------------- options several commands take
 
-IndexOpt = Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")]
+IndexOpt = Annotated[
+    Optional[Path], typer.Option("--index", "-i", help="Index directory (default: ./typedrag-index or TYPEDRAG_INDEX).")
+]
 LLMOpt = Annotated[
     Optional[str],
     typer.Option(
@@ -36,42 +38,60 @@ LLMOpt = Annotated[
         help="'offline' (built-in, default), 'local:PATH.gguf' / 'local:smollm2' (llama.cpp), or a model name at --base-url.",
     ),
 ]
-BaseUrlOpt = Annotated[Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8001/v1.")]
+BaseUrlOpt = Annotated[
+    Optional[str], typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8001/v1.")
+]
 ClassifierOpt = Annotated[
     Optional[str],
-    typer.Option("--classifier", help="shipped (default), llm (zero-shot by --llm), or auto (llm only when shipped is unsure)."),
+    typer.Option(
+        "--classifier", help="shipped (default), llm (zero-shot by --llm), or auto (llm only when shipped is unsure)."
+    ),
 ]
 ExpandOpt = Annotated[
     Optional[bool],
-    typer.Option("--expand/--no-expand", help="With --llm: widen a plain-RAG search with queries the model writes (on by default; one more call)."),
+    typer.Option(
+        "--expand/--no-expand",
+        help="With --llm: widen a plain-RAG search with queries the model writes (on by default; one more call).",
+    ),
 ]
 KnowledgeOpt = Annotated[
     Optional[str],
     typer.Option(
         "--knowledge",
         help="documents (default): answers hold only what the documents support; labelled: with --llm, where they do not "
-        "cover the question, the model may add what it knows, apart, as \"Not from your documents: ...\" (or TYPEDRAG_KNOWLEDGE).",
+        'cover the question, the model may add what it knows, apart, as "Not from your documents: ..." (or TYPEDRAG_KNOWLEDGE).',
     ),
 ]
 # The index backend (settings keys backend, milvus_* and retrieval).
-BackendOpt = Annotated[Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")]
-UriOpt = Annotated[Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")]
+BackendOpt = Annotated[
+    Optional[str], typer.Option("--backend", help="tantivy (embedded, default) or milvus (a Milvus server at --uri).")
+]
+UriOpt = Annotated[
+    Optional[str], typer.Option("--uri", help="Milvus URI, e.g. http://127.0.0.1:19530 (or TYPEDRAG_MILVUS_URI).")
+]
 CollectionOpt = Annotated[Optional[str], typer.Option("--collection", help="Milvus collection (default: typedrag).")]
 TokenOpt = Annotated[
     Optional[str],
-    typer.Option("--token", help="Milvus token, 'user:password' or an API key; prefer TYPEDRAG_MILVUS_TOKEN (never printed).", show_default=False),
+    typer.Option(
+        "--token",
+        help="Milvus token, 'user:password' or an API key; prefer TYPEDRAG_MILVUS_TOKEN (never printed).",
+        show_default=False,
+    ),
 ]
 RetrievalOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--retrieval", "--milvus-mode",
+        "--retrieval",
+        "--milvus-mode",
         help="Search with bm25, dense vectors or hybrid (both fused); default: as the index was built (or TYPEDRAG_RETRIEVAL).",
     ),
 ]
 # Where `typedrag serve` keeps its data and its store (users, keys, grants, conversations, feedback).
 DataOpt = Annotated[
     Optional[Path],
-    typer.Option("--data", help="Data directory, as `typedrag serve --data` uses it (default: ./typedrag-data or TYPEDRAG_DATA)."),
+    typer.Option(
+        "--data", help="Data directory, as `typedrag serve --data` uses it (default: ./typedrag-data or TYPEDRAG_DATA)."
+    ),
 ]
 DatabaseOpt = Annotated[
     Optional[str],
@@ -85,7 +105,11 @@ DatabaseOpt = Annotated[
 # The LLM endpoint's limits, on every command that talks to one (beside TYPEDRAG_TIMEOUT / TYPEDRAG_CONCURRENCY).
 LLMTimeoutOpt = Annotated[
     Optional[float],
-    typer.Option("--llm-timeout", min=0.1, help="Seconds one LLM request may take, per attempt (or TYPEDRAG_TIMEOUT; default 60)."),
+    typer.Option(
+        "--llm-timeout",
+        min=0.1,
+        help="Seconds one LLM request may take, per attempt (or TYPEDRAG_TIMEOUT; default 60).",
+    ),
 ]
 LLMConcurrencyOpt = Annotated[
     Optional[int],
@@ -100,6 +124,7 @@ LLMConcurrencyOpt = Annotated[
 def llm_limits(timeout: float | None, concurrency: int | None) -> dict:
     """The two options as settings overrides (None = keep the config file's or environment's value)."""
     return {"llm.timeout": timeout, "llm.concurrency": concurrency}
+
 
 # Errors a user can fix or an endpoint caused: shown as one clear line, never a stack trace.
 # OS errors are here for the files a command reads or writes (a missing question file, a full disk).
@@ -142,7 +167,11 @@ class LossyOutput:
             os.dup2(os.open(os.devnull, os.O_WRONLY), self.stream.fileno())
         why = "its reader closed it" if error.errno == errno.EPIPE else (error.strerror or str(error)).lower()
         with contextlib.suppress(OSError, ValueError):  # stderr may be gone too
-            errors.print(f"typedrag: cannot write to standard output ({why}); carrying on without it", markup=False, highlight=False)
+            errors.print(
+                f"typedrag: cannot write to standard output ({why}); carrying on without it",
+                markup=False,
+                highlight=False,
+            )
 
     def __getattr__(self, name: str):  # isatty, fileno, encoding, ...: the stream's
         return getattr(self.stream, name)
@@ -172,10 +201,18 @@ def settings_from(**overrides) -> Settings:
 
 def backend_overrides(backend=None, uri=None, collection=None, token=None, mode=None) -> dict:
     """The index-backend options as settings overrides (None = keep the config file's or environment's value)."""
-    return {"backend": backend, "milvus_uri": uri, "milvus_collection": collection, "milvus_token": token, "retrieval": mode}
+    return {
+        "backend": backend,
+        "milvus_uri": uri,
+        "milvus_collection": collection,
+        "milvus_token": token,
+        "retrieval": mode,
+    }
 
 
-DEFAULT_DATA = Path("typedrag-data")  # the `users` commands' data directory when neither --data nor TYPEDRAG_DATA names one
+DEFAULT_DATA = Path(
+    "typedrag-data"
+)  # the `users` commands' data directory when neither --data nor TYPEDRAG_DATA names one
 
 
 def store_from(settings: Settings, *, create: bool = False):

@@ -249,8 +249,15 @@ class Credential:
 
 # Every secret typedrag sends anywhere (tests check that each SecretStr setting is listed here).
 CREDENTIALS = (
-    Credential(("llm", "api_key"), ("llm", "base_url"), "--base-url / TYPEDRAG_BASE_URL", lambda url: _is_default_host(url)),
-    Credential(("judge", "api_key"), ("judge", "base_url"), "--judge-base-url / TYPEDRAG_JUDGE_BASE_URL", lambda url: _is_default_host(url)),
+    Credential(
+        ("llm", "api_key"), ("llm", "base_url"), "--base-url / TYPEDRAG_BASE_URL", lambda url: _is_default_host(url)
+    ),
+    Credential(
+        ("judge", "api_key"),
+        ("judge", "base_url"),
+        "--judge-base-url / TYPEDRAG_JUDGE_BASE_URL",
+        lambda url: _is_default_host(url),
+    ),
     Credential(("milvus_token",), ("milvus_uri",), "--uri / TYPEDRAG_MILVUS_URI"),
     # The store's URL holds its own password, sent only to the host it names: always where the secret came from.
     Credential(("database",), ("database",), "--database / TYPEDRAG_DATABASE"),
@@ -325,7 +332,8 @@ def _unknown_keys(data: dict[str, Any], model: type[BaseModel], prefix: str = ""
 def _describe(error: ValidationError) -> str:
     """The validation errors without the values that failed: a URL holding a password must not be printed."""
     return "; ".join(
-        f"{'.'.join(str(part) for part in e['loc']) or 'value'}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors(include_input=False, include_url=False)
+        f"{'.'.join(str(part) for part in e['loc']) or 'value'}: {e['msg'].removeprefix('Value error, ')}"
+        for e in error.errors(include_input=False, include_url=False)
     )
 
 

@@ -1,9 +1,9 @@
 """A conversation with a pipeline: each question is answered with the turns before it.
 
-    >>> from typedrag import Conversation, ListRetriever, OfflineEngine, Pipeline
-    >>> chat = Conversation(Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content."])), system="Be brief.")
-    >>> [turn.role for turn in chat.history]
-    ['system']
+>>> from typedrag import Conversation, ListRetriever, OfflineEngine, Pipeline
+>>> chat = Conversation(Pipeline(OfflineEngine(), ListRetriever(["Cats purr when content."])), system="Be brief.")
+>>> [turn.role for turn in chat.history]
+['system']
 """
 
 from __future__ import annotations
@@ -21,8 +21,14 @@ class Conversation:
     (`Pipeline.answer(question, history=...)` with the history kept for you). `system` holds instructions
     for every answer's writing (language, tone, length); an LLM follows them, the offline engine cannot."""
 
-    def __init__(self, pipeline: Pipeline, *, method: Method | str = Method.TYPED, forced_type: str | None = None,
-                 system: str | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline,
+        *,
+        method: Method | str = Method.TYPED,
+        forced_type: str | None = None,
+        system: str | None = None,
+    ) -> None:
         self.pipeline, self.method, self.forced_type = pipeline, method, forced_type
         self.system = system
         self.history: list[Turn] = []
@@ -31,7 +37,9 @@ class Conversation:
 
     async def ask(self, question: str, on_event: Callable[[str, dict[str, Any]], None] | None = None) -> AnswerResult:
         """The answer to `question` in this conversation; the question and its answer join the history."""
-        result = await self.pipeline.answer(question, self.method, self.forced_type, on_event=on_event, history=self.history)
+        result = await self.pipeline.answer(
+            question, self.method, self.forced_type, on_event=on_event, history=self.history
+        )
         self.history += [Turn(role="user", content=result.question), Turn(role="assistant", content=result.answer)]
         self.last = result
         return result

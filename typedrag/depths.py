@@ -11,7 +11,9 @@ class Depths:
     """How many passages each step takes: the one home of typedrag's retrieval depths (the configuration and
     `PipelineSettings` take their defaults from here; a pipeline builds one per answer)."""
 
-    top_k: int = 5  # passages given to a single generation: plain RAG, and the overview every decomposing type begins with
+    top_k: int = (
+        5  # passages given to a single generation: plain RAG, and the overview every decomposing type begins with
+    )
     aspect_k: int = 3  # passages of its own given to each planned aspect
     candidates_k: int = 12  # retrieval depth before reranking
 

@@ -48,7 +48,17 @@ from typedrag.gate import after, before
 from typedrag.index.base import DUPLICATE_ROOM, Retriever, distinct
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
-from typedrag.result import Abstention, Aspect, Citation, EngineStep, Fallback, Knowledge, Source, Unsourced, extract_citations
+from typedrag.result import (
+    Abstention,
+    Aspect,
+    Citation,
+    EngineStep,
+    Fallback,
+    Knowledge,
+    Source,
+    Unsourced,
+    extract_citations,
+)
 from typedrag.steps import (
     Check,
     Cite,
@@ -207,7 +217,13 @@ class Driver:
     """
 
     def __init__(
-        self, services: Services, trace: Trace, *, policy: Policy | None = None, instructions: str = "", on_event: Listener | None = None
+        self,
+        services: Services,
+        trace: Trace,
+        *,
+        policy: Policy | None = None,
+        instructions: str = "",
+        on_event: Listener | None = None,
     ) -> None:
         self.services, self.trace = services, trace
         self.policy = policy or Policy()
@@ -223,8 +239,14 @@ class Driver:
             self.on_event(event, dict(data))
 
     async def drive(
-        self, strategy: Strategy, question: str, depths: Depths, fallback: Strategy | None = None, *,
-        policy: Policy | None = None, searches: tuple[str, ...] = (),
+        self,
+        strategy: Strategy,
+        question: str,
+        depths: Depths,
+        fallback: Strategy | None = None,
+        *,
+        policy: Policy | None = None,
+        searches: tuple[str, ...] = (),
     ) -> Drive:
         """`strategy`'s answer to `question`; with a `fallback`, a run that fails is recorded and the
         fallback answers in a fresh run (a streaming client is told to start its text over). `policy`, the
@@ -264,8 +286,16 @@ class Driver:
             plan, used = self.planned.plan, False
             aspects = [a.model_copy(update={"used": False, "source_numbers": []}) for a in self.planned.aspects]
         return Drive(
-            strategy=name, answer=output.answer, sources=run.book.sources, plan=plan, aspects=aspects, plan_used=used,
-            abstention=run.abstention, reranked=self.reranked, streamed=run.streamed, unsourced=run.unsourced,
+            strategy=name,
+            answer=output.answer,
+            sources=run.book.sources,
+            plan=plan,
+            aspects=aspects,
+            plan_used=used,
+            abstention=run.abstention,
+            reranked=self.reranked,
+            streamed=run.streamed,
+            unsourced=run.unsourced,
         )
 
     async def follow(self, flow: Flow[Any], run: Run) -> Any:
@@ -310,8 +340,18 @@ class Driver:
             case Weigh() | RewriteFollowUp() if not self.services.engine.generative:
                 return None  # an extractive engine weighs and rewrites nothing, no span
             case (
-                Plan() | Expand() | Weigh() | RewriteFollowUp() | ReadFollowUp() | Classify() | Mentioned() | Search() | Rank() | Write()
-                | Check() | Cite()
+                Plan()
+                | Expand()
+                | Weigh()
+                | RewriteFollowUp()
+                | ReadFollowUp()
+                | Classify()
+                | Mentioned()
+                | Search()
+                | Rank()
+                | Write()
+                | Check()
+                | Cite()
             ):
                 with telemetry.performing(step, self._by(step)) as span:
                     outcome = await self._work(step, run)
@@ -335,7 +375,19 @@ class Driver:
         return services.engine.name
 
     async def _work(
-        self, step: Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Classify | Mentioned | Search | Rank | Write | Check | Cite,
+        self,
+        step: Plan[Any]
+        | Expand
+        | Weigh
+        | RewriteFollowUp
+        | ReadFollowUp
+        | Classify
+        | Mentioned
+        | Search
+        | Rank
+        | Write
+        | Check
+        | Cite,
         run: Run,
     ) -> Any:
         match step:
@@ -346,7 +398,11 @@ class Driver:
                 return Rewritten(rewritten.question, self.services.engine.name)
             case ReadFollowUp():  # the index is asked whether it leans on the conversation (its searches: a worker thread)
                 return await asyncio.to_thread(
-                    offline_standalone, step.question, list(step.dialogue), self.services.retriever, max_chars=step.max_chars
+                    offline_standalone,
+                    step.question,
+                    list(step.dialogue),
+                    self.services.retriever,
+                    max_chars=step.max_chars,
                 )
             case Expand():
                 return await self._expand(step)
@@ -455,7 +511,12 @@ class Driver:
         """The step written with the reader's instructions, through the abstention gate (typedrag.gate): before
         (its passages) and after (what the engine reports); a model's partial answer has its markers checked."""
         task = replace(step.task, instructions=self.instructions)
-        if step.final and self.services.knowledge == "labelled" and self.services.engine.generative and not isinstance(task, ClosedBook):
+        if (
+            step.final
+            and self.services.knowledge == "labelled"
+            and self.services.engine.generative
+            and not isinstance(task, ClosedBook)
+        ):
             task = replace(task, knowledge="labelled")
         judged = await self._support(task, step.final) if self.policy.unknown_names() is None else None
         cleared = before(self.policy, judged, numbered=bool(run.book.sources), combined=isinstance(task, Combined))
@@ -465,7 +526,14 @@ class Driver:
             task = replace(task, filed_under=cleared.filed_under)
 
         def judge(written: Written) -> Verdict | None:
-            return after(self.policy, cleared, written, engine=self.services.engine.name, final=step.final, numbered=bool(run.book.sources))
+            return after(
+                self.policy,
+                cleared,
+                written,
+                engine=self.services.engine.name,
+                final=step.final,
+                numbered=bool(run.book.sources),
+            )
 
         written = await self._written(step, task, run, judge)
         if step.final:
@@ -566,7 +634,9 @@ class Driver:
         when no passage supports it."""
         sources = step.task.sources
         settled = await asyncio.to_thread(settle, written.text, sources)
-        where, what = (f"aspect:{step.aspect}", f"aspect {step.aspect!r}") if step.aspect else (step.task.role, step.task.role)
+        where, what = (
+            (f"aspect:{step.aspect}", f"aspect {step.aspect!r}") if step.aspect else (step.task.role, step.task.role)
+        )
         for note in settled.notes(what):
             self._note(where, note)
         declined = None if settled.supported else "no sentence of its answer is supported by its passages"

@@ -142,7 +142,9 @@ class Embedder:
         from tokenizers import Tokenizer
 
         onnx_path, tokenizer_path = self.model_files()
-        self._session = ort.InferenceSession(str(onnx_path), session_options(threads), providers=["CPUExecutionProvider"])
+        self._session = ort.InferenceSession(
+            str(onnx_path), session_options(threads), providers=["CPUExecutionProvider"]
+        )
         self._tokenizer = Tokenizer.from_file(str(tokenizer_path))
         self._tokenizer.enable_truncation(MAX_TOKENS)
         self._tokenizer.enable_padding()
@@ -201,7 +203,9 @@ class Embedder:
     def cache_size(self) -> int:
         return self._cache_size
 
-    def encode(self, texts: list[str], batch_size: int | None = None, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+    def encode(
+        self, texts: list[str], batch_size: int | None = None, on_batch: Callable[[int], None] | None = None
+    ) -> np.ndarray:
         """Vectors for `texts` in their order, bypassing the cache (an index's passages are embedded once).
         Batched by length so that little is padded; a text's vector does not depend on its batch.
         `on_batch(n)` is told of each batch done (a build's progress moves with the model, not per journal write)."""
@@ -241,7 +245,9 @@ class FastEmbedder(Embedder):
     @staticmethod
     def model_files() -> tuple[Path, Path]:
         if not FAST_PATH.is_file():
-            raise EmbedderUnavailable(f"model file missing: {FAST_PATH}; reinstall typedrag, or make it with python -m typedrag.embed_model.quantize")
+            raise EmbedderUnavailable(
+                f"model file missing: {FAST_PATH}; reinstall typedrag, or make it with python -m typedrag.embed_model.quantize"
+            )
         return _verified(FAST_PATH, FAST_SHA256), _verified(TOKENIZER_PATH, TOKENIZER_SHA256)
 
     def _encode(self, texts: list[str]) -> np.ndarray:
@@ -279,7 +285,9 @@ class StaticEmbedder:
         self._tokenizer.enable_truncation(STATIC_MAX_TOKENS)
         self._tokenizer.no_padding()
 
-    def encode(self, texts: list[str], batch_size: int = 1024, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+    def encode(
+        self, texts: list[str], batch_size: int = 1024, on_batch: Callable[[int], None] | None = None
+    ) -> np.ndarray:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(texts), batch_size):
             encodings = self._tokenizer.encode_batch(texts[start : start + batch_size], add_special_tokens=False)

@@ -142,4 +142,3 @@ def build_pipeline(
             **({} if settings.expand_queries is None else {"expand_queries": settings.expand_queries}),
         ),
     )
-

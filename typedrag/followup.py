@@ -175,8 +175,9 @@ def _closer_with_subject(question: str, read: str, searched: str, retriever, emb
     return found_with - found_alone >= LEAN_MARGIN
 
 
-def offline_standalone(question: str, dialogue: Sequence[Turn], retriever=None, *, max_chars: int = DEFAULT_MAX_CHARS,
-                       embedder=None) -> Standalone:
+def offline_standalone(
+    question: str, dialogue: Sequence[Turn], retriever=None, *, max_chars: int = DEFAULT_MAX_CHARS, embedder=None
+) -> Standalone:
     """The follow-up read alone: as asked when it stands alone, else with the subject of the question before it
     (itself read the same way, over the last EARLIER_QUESTIONS questions) carried in and searched both ways.
     `retriever` is the index the measured decisions ask; without one, only a question that points back leans."""

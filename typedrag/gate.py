@@ -44,7 +44,9 @@ def before(policy: Policy, judged: Support | None, *, numbered: bool, combined: 
     return Cleared(judged, judged.heading if not combined else None)
 
 
-def after(policy: Policy, cleared: Cleared, written: Written, *, engine: str, final: bool, numbered: bool) -> Verdict | None:
+def after(
+    policy: Policy, cleared: Cleared, written: Written, *, engine: str, final: bool, numbered: bool
+) -> Verdict | None:
     """The verdict on a written step (None: it stands). An entry the engine read as answering the question it is
     filed under (`Written.filed_under`) stands on that; else passages whose heading made them a candidate are
     held to the relevance bar they were let past, then the policy reads what `engine` reported."""

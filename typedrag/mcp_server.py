@@ -52,7 +52,9 @@ class CollectionInfo(BaseModel):
     name: str
     description: str = ""
     retriever: str | None = Field(None, description="the search engine, e.g. tantivy-hybrid/minilm")
-    generator: str = Field(description="the engine that writes answers, e.g. offline-extractive or openai-compatible:<model>@<host>")
+    generator: str = Field(
+        description="the engine that writes answers, e.g. offline-extractive or openai-compatible:<model>@<host>"
+    )
     passages: int | None = Field(None, description="passages in the index, where it says")
 
 
@@ -216,14 +218,21 @@ class AnswerOut(BaseModel):
             method=result.method,
             answer=result.answer,
             abstained=result.abstained,
-            type=TypeOut(type=decision.type, confidence=decision.confidence, source=decision.source) if decision else None,
+            type=TypeOut(type=decision.type, confidence=decision.confidence, source=decision.source)
+            if decision
+            else None,
             engine=result.engines.generator,
-            citations=[CitationOut(text=c.text, sources=c.source_numbers, passage_ids=c.passage_ids) for c in result.citations],
+            citations=[
+                CitationOut(text=c.text, sources=c.source_numbers, passage_ids=c.passage_ids) for c in result.citations
+            ],
             sources=[PassageOut.of(s, collection.link(s)) for s in result.sources],
             trace=TraceSummary(
                 strategy=result.strategy,
                 plan_used=result.plan_used,
-                aspects=[AspectOut(label=a.label, query=a.query, sources=a.source_numbers, used=a.used, error=a.error) for a in result.aspects],
+                aspects=[
+                    AspectOut(label=a.label, query=a.query, sources=a.source_numbers, used=a.used, error=a.error)
+                    for a in result.aspects
+                ],
                 searched=result.searched,
                 engines=result.engines,
                 llm_calls=result.usage.calls,
@@ -347,7 +356,9 @@ def build_server(collections: Collections) -> "MCPServer":
     read_only = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
     def reply(text: str, data: BaseModel) -> CallToolResult:
-        return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data.model_dump(mode="json"))
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)], structured_content=data.model_dump(mode="json")
+        )
 
     @server.tool(annotations=read_only)
     def list_collections() -> Annotated[CallToolResult, CollectionsOut]:
@@ -360,7 +371,9 @@ def build_server(collections: Collections) -> "MCPServer":
     @server.tool(name="search", annotations=read_only)
     async def search_tool(
         query: Annotated[str, Field(description="what to look for, in words")],
-        collection: Annotated[str, Field(description="the collection, as list_collections names it")] = DEFAULT_COLLECTION,
+        collection: Annotated[
+            str, Field(description="the collection, as list_collections names it")
+        ] = DEFAULT_COLLECTION,
         k: Annotated[int, Field(ge=1, le=MAX_PASSAGES, description="how many passages")] = 5,
     ) -> Annotated[CallToolResult, SearchOut]:
         """The passages of a collection that best match `query`, best first: each with its id, title, section,
@@ -371,9 +384,12 @@ def build_server(collections: Collections) -> "MCPServer":
     @server.tool(name="answer", annotations=read_only)
     async def answer_tool(
         question: Annotated[str, Field(description="the question, as a person would ask it")],
-        collection: Annotated[str, Field(description="the collection, as list_collections names it")] = DEFAULT_COLLECTION,
+        collection: Annotated[
+            str, Field(description="the collection, as list_collections names it")
+        ] = DEFAULT_COLLECTION,
         method: Annotated[
-            Literal["typed", "rag"], Field(description="typed: Typed-RAG (a plan for the question's type); rag: plain RAG")
+            Literal["typed", "rag"],
+            Field(description="typed: Typed-RAG (a plan for the question's type); rag: plain RAG"),
         ] = "typed",
         type: Annotated[
             str | None, Field(description="force the question type (e.g. comparison, debate); default: classify it")

@@ -151,7 +151,9 @@ class Pipeline:
         self.classifier = classifier
         self.reranker = reranker or EmbeddingReranker()
         self.settings = settings or PipelineSettings()
-        self.routes: dict[str, Strategy] = {str(k): v for k, v in (routes if routes is not None else default_routes()).items()}
+        self.routes: dict[str, Strategy] = {
+            str(k): v for k, v in (routes if routes is not None else default_routes()).items()
+        }
         self.fallback = fallback or EvidenceStrategy("rag")
         self.baselines: dict[Method, Strategy] = {Method.LLM: ClosedBookStrategy(), Method.RAG: EvidenceStrategy("rag")}
         for label, strategy in [*self.routes.items(), ("fallback", self.fallback)]:
@@ -189,7 +191,9 @@ class Pipeline:
         if knowledge is not None and knowledge not in KNOWLEDGE:
             raise QuestionError(f"unknown knowledge setting {knowledge!r}; choose one of: {', '.join(KNOWLEDGE)}")
         with telemetry.answering(question, str(method)) as span:
-            result = await self._answer(question, method, forced_type, on_event, decision, history, knowledge or self.settings.knowledge)
+            result = await self._answer(
+                question, method, forced_type, on_event, decision, history, knowledge or self.settings.knowledge
+            )
             telemetry.answered(span, result)
             return result
 
@@ -211,7 +215,11 @@ class Pipeline:
         return await self._assemble(asked, route, drove, started)
 
     async def _read(
-        self, question: str, history: Iterable[Turn | Mapping[str, Any]] | None, on_event: Listener | None, knowledge: Knowledge = "documents"
+        self,
+        question: str,
+        history: Iterable[Turn | Mapping[str, Any]] | None,
+        on_event: Listener | None,
+        knowledge: Knowledge = "documents",
     ) -> Asked:
         """The question checked, a follow-up read to stand alone (said in a `rewrite` event), and the
         conversation's instructions (recorded as not followed by an engine that cannot), as is knowledge =
@@ -220,21 +228,38 @@ class Pipeline:
         turns = clean_history(history)
         trace = Trace()
         services = Services(
-            self.engine, self.retriever, self.reranker, checker=self._checker(), expand=self.settings.expand_queries, knowledge=knowledge,
+            self.engine,
+            self.retriever,
+            self.reranker,
+            checker=self._checker(),
+            expand=self.settings.expand_queries,
+            knowledge=knowledge,
             classify=self.decide_type,
         )
         driver = Driver(services, trace, instructions=instructions_of(turns), on_event=on_event)
-        standalone, rewrite = await driver.follow(reading(question, dialogue_of(turns), self.settings.max_question_chars), Run())
-        asked = Asked(question, standalone, rewrite, bool(turns), driver.instructions, trace, on_event, driver, knowledge)
+        standalone, rewrite = await driver.follow(
+            reading(question, dialogue_of(turns), self.settings.max_question_chars), Run()
+        )
+        asked = Asked(
+            question, standalone, rewrite, bool(turns), driver.instructions, trace, on_event, driver, knowledge
+        )
         if rewrite is not None:
             asked.emit("rewrite", question=question, standalone_question=standalone.question, **rewrite.model_dump())
         if asked.instructions and not self.engine.generative:
-            trace.fallback("instructions", "the offline engine quotes passages and cannot follow the conversation's instructions; configure an LLM (--llm) for that")
+            trace.fallback(
+                "instructions",
+                "the offline engine quotes passages and cannot follow the conversation's instructions; configure an LLM (--llm) for that",
+            )
         if knowledge == "labelled" and not self.engine.generative:
-            trace.fallback("knowledge", 'knowledge = "labelled" adds nothing here: the offline engine quotes the documents and has no knowledge of its own; configure an LLM (--llm) for that')
+            trace.fallback(
+                "knowledge",
+                'knowledge = "labelled" adds nothing here: the offline engine quotes the documents and has no knowledge of its own; configure an LLM (--llm) for that',
+            )
         return asked
 
-    async def _route(self, asked: Asked, method: Method, forced_type: str | None, decision: TypePrediction | None, started: float) -> Route:
+    async def _route(
+        self, asked: Asked, method: Method, forced_type: str | None, decision: TypePrediction | None, started: float
+    ) -> Route:
         """A baseline, or the strategy of the question's type (classified, told in a `type` event); plain RAG,
         recorded, for a type with no route or a classification below its threshold."""
         if method is not Method.TYPED:
@@ -244,10 +269,14 @@ class Pipeline:
         asked.emit("type", **_decided(decision).model_dump())
         strategy = self.routes.get(decision.label)
         if strategy is None:
-            asked.trace.fallback("route", f"classified {decision.label}: no typed plan applies, answered with plain RAG")
+            asked.trace.fallback(
+                "route", f"classified {decision.label}: no typed plan applies, answered with plain RAG"
+            )
             return Route(method, self.fallback, None, decision, timings)
         if decision.source != "forced" and not self.settings.assume_non_factoid and needs_fallback(decision):
-            asked.trace.fallback("route", f"type {decision.label} confidence {decision.confidence:.2f} below threshold: plain RAG")
+            asked.trace.fallback(
+                "route", f"type {decision.label} confidence {decision.confidence:.2f} below threshold: plain RAG"
+            )
             return Route(method, self.fallback, None, decision, timings)
         return Route(method, strategy, self.fallback, decision, timings)
 
@@ -255,8 +284,12 @@ class Pipeline:
         """The routed strategy driven by the answer's driver, with its depths, the abstention policy for the
         question and what a follow-up is searched as."""
         return await asked.driver.drive(
-            route.strategy, asked.standalone.question, self.settings.depths, route.fallback,
-            policy=await self._policy(asked, route), searches=asked.standalone.searches,
+            route.strategy,
+            asked.standalone.question,
+            self.settings.depths,
+            route.fallback,
+            policy=await self._policy(asked, route),
+            searches=asked.standalone.searches,
         )
 
     def _checker(self) -> Engine | None:
@@ -274,7 +307,9 @@ class Pipeline:
         LLM's own "not in the sources" is always honoured."""
         looked_for = asked.standalone.question
         if self.settings.abstain_offline and not self.engine.generative and route.method is not Method.LLM:
-            unmentioned = await asked.driver.perform(Mentioned(asked.question))  # the asker's own words, not what a rewrite added
+            unmentioned = await asked.driver.perform(
+                Mentioned(asked.question)
+            )  # the asker's own words, not what a rewrite added
             return Policy.offline(looked_for, unmentioned)
         return Policy(looked_for)
 
@@ -293,7 +328,9 @@ class Pipeline:
             asked.emit("unsourced", **drove.unsourced.model_dump(), text=drove.unsourced.text)
         timings = {**route.timings_ms, "total": _ms(started)}
         if self.settings.collection is not None:
-            sources = [s.model_copy(update={"link": viewer_link(self.settings.collection, s.passage_id)}) for s in sources]
+            sources = [
+                s.model_copy(update={"link": viewer_link(self.settings.collection, s.passage_id)}) for s in sources
+            ]
         asked.emit("sources", count=len(sources))
         return AnswerResult(
             question=asked.question,
@@ -319,7 +356,9 @@ class Pipeline:
             timings_ms=timings,
             engines=Engines(
                 generator=self.engine.name,
-                retriever=self.retriever.name if self.retriever is not None and route.method is not Method.LLM else None,
+                retriever=self.retriever.name
+                if self.retriever is not None and route.method is not Method.LLM
+                else None,
                 classifier=decision.source if decision is not None else None,
                 reranker=self.reranker.name if drove.reranked else None,
             ),
@@ -338,7 +377,9 @@ class Pipeline:
         choices = ", ".join(label.lower() for label in self.routes)
         raise QuestionError(f"unknown question type {name!r}; choose one of: {choices}")
 
-    async def decide_type(self, question: str, forced_type: str | None = None, trace: Trace | None = None) -> TypePrediction:
+    async def decide_type(
+        self, question: str, forced_type: str | None = None, trace: Trace | None = None
+    ) -> TypePrediction:
         """The type Typed-RAG routes on: forced, or the classifier's (restricted to routed types if set)."""
         if forced_type is not None:
             label = self.route_label(str(forced_type))

@@ -126,7 +126,7 @@ REWRITE_QUESTION = Prompt(
     "conversation, for a search engine. " + PLANNER,
     "Conversation so far:\n{conversation}\n\nLast question: {question}\n\n"
     "Rewrite the last question as one question that stands alone: replace pronouns and references such as "
-    "\"it\", \"the other one\" or \"why?\" with what they refer to in the conversation, and keep its meaning "
+    '"it", "the other one" or "why?" with what they refer to in the conversation, and keep its meaning '
     "and its language. If it already stands alone, return it unchanged.\n{reply_format}",
 )
 
@@ -144,7 +144,11 @@ def labelled(messages: list[Message], reply_shape: str) -> list[Message]:
     system, user = messages[0]["content"], messages[-1]["content"]
     rule = " " + GAPS + " " + ABSTAIN.format()  # as the filled prompt reads it: the JSON's braces single
     system = system.replace(rule, " " + LABELLED) if rule in system else system + " " + LABELLED
-    return [{"role": "system", "content": system}, *messages[1:-1], {"role": messages[-1]["role"], "content": user + "\n\n" + reply_shape}]
+    return [
+        {"role": "system", "content": system},
+        *messages[1:-1],
+        {"role": messages[-1]["role"], "content": user + "\n\n" + reply_shape},
+    ]
 
 
 def delimit(tag: str, text: str, **attributes: Any) -> str:

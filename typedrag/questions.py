@@ -20,7 +20,7 @@ def clean_question(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> str:
     text = unicodedata.normalize("NFC", _SURROGATE.sub("\ufffd", _CONTROL.sub(" ", text)))
     text = " ".join(text.split())
     if not text:
-        raise QuestionError("the question is empty; ask something, e.g. typedrag ask \"Why is the sky blue?\"")
+        raise QuestionError('the question is empty; ask something, e.g. typedrag ask "Why is the sky blue?"')
     if len(text) > max_chars:
         raise QuestionError(
             f"the question is {len(text)} characters long, over the limit of {max_chars}; shorten it "

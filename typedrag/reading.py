@@ -23,16 +23,27 @@ def reading(question: str, dialogue: Sequence[Turn], max_chars: int) -> Flow[tup
     (None without earlier questions)."""
     if not any(turn.role == "user" for turn in dialogue):
         return Standalone(question=question, searches=(question,)), None
-    task = PlanTask(role="rewrite", prompt=REWRITE_QUESTION.filled(conversation=conversation_text(dialogue)), schema=StandaloneQuestion)
+    task = PlanTask(
+        role="rewrite",
+        prompt=REWRITE_QUESTION.filled(conversation=conversation_text(dialogue)),
+        schema=StandaloneQuestion,
+    )
     try:
         rewritten = yield RewriteFollowUp(task, question, len(dialogue))
     except (PlanFailed, LLMError) as error:
-        yield Note("rewrite", f"{type(error).__name__}: {error}; the follow-up was read offline from the conversation's own words")
+        yield Note(
+            "rewrite",
+            f"{type(error).__name__}: {error}; the follow-up was read offline from the conversation's own words",
+        )
         rewritten = None
     if rewritten is not None:
         changed = rewritten.question.casefold() != question.casefold()
         asked = rewritten.question if changed else question
-        return Standalone(question=asked, searches=(asked,), rewritten=changed), Rewrite(by=rewritten.by, rewritten=changed, history_turns=len(dialogue))
+        return Standalone(question=asked, searches=(asked,), rewritten=changed), Rewrite(
+            by=rewritten.by, rewritten=changed, history_turns=len(dialogue)
+        )
     # the index is asked whether the follow-up leans on the conversation
     standalone = yield ReadFollowUp(question, tuple(dialogue), max_chars)
-    return standalone, Rewrite(by="offline", rewritten=standalone.rewritten, carried=list(standalone.carried), history_turns=len(dialogue))
+    return standalone, Rewrite(
+        by="offline", rewritten=standalone.rewritten, carried=list(standalone.carried), history_turns=len(dialogue)
+    )

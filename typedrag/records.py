@@ -220,6 +220,10 @@ class IndexSummary:
     sentence_seconds: float = 0.0
     sentence_bytes: int = 0
     sentence_vectors: bool = False  # whether this build kept them (typedrag.index.dense.SentenceChoice)
-    sentence_choice: str = ""  # ...and why ("asked", "recorded", "kept", "demo", "default", "no-minilm"; "": not a local build)
+    sentence_choice: str = (
+        ""  # ...and why ("asked", "recorded", "kept", "demo", "default", "no-minilm"; "": not a local build)
+    )
     problems: CappedList = field(default_factory=CappedList)  # `skipped` counts them all, kept or not
-    notes: CappedList = field(default_factory=CappedList)  # what was indexed but changed on the way (an over-long run cut)
+    notes: CappedList = field(
+        default_factory=CappedList
+    )  # what was indexed but changed on the way (an over-long run cut)

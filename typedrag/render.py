@@ -38,7 +38,9 @@ def _notes(result: AnswerResult, show_sources: int = 5) -> list[Text]:
     """What follows the answer text: the sources it cites (or the top few). What the pipeline noted on the way
     (fallbacks, dropped aspects) is for `--trace` and `/trace`, not for every answer."""
     notes = []
-    if result.unsourced is not None and result.unsourced.sentences:  # apart from the answer: the documents do not say it
+    if (
+        result.unsourced is not None and result.unsourced.sentences
+    ):  # apart from the answer: the documents do not say it
         notes.append(Text(f"\n{UNSOURCED_LABEL}", style="bold yellow"))
         notes.append(Text(" ".join(result.unsourced.sentences)))
     cited = {n for c in result.citations for n in c.source_numbers}
@@ -97,14 +99,22 @@ def trace_tree(result: AnswerResult) -> Tree:
         score = f" (score {a.score:.2f} below {a.bar:.2f})" if a.score is not None and a.bar is not None else ""
         tree.add(Text(f"abstained ({a.by}): {a.reason}{score}", style="yellow"))
     if result.type is not None:
-        probs = ", ".join(f"{k} {v:.2f}" for k, v in sorted(result.type.probabilities.items(), key=lambda kv: -kv[1])[:3])
-        tree.add(Text(f"type: {result.type.type} confidence {result.type.confidence:.2f} from {result.type.source} [{probs}]"))
+        probs = ", ".join(
+            f"{k} {v:.2f}" for k, v in sorted(result.type.probabilities.items(), key=lambda kv: -kv[1])[:3]
+        )
+        tree.add(
+            Text(
+                f"type: {result.type.type} confidence {result.type.confidence:.2f} from {result.type.source} [{probs}]"
+            )
+        )
     if result.plan is not None:
         tree.add(Text(f"plan: {json.dumps(result.plan, ensure_ascii=False)}"))
     if result.aspects:
         aspects = tree.add(Text("aspects"))
         for a in result.aspects:
-            node = aspects.add(_RichText.assemble(Text(a.label, "cyan"), Text(f" (query: {a.query}) sources {a.source_numbers}")))
+            node = aspects.add(
+                _RichText.assemble(Text(a.label, "cyan"), Text(f" (query: {a.query}) sources {a.source_numbers}"))
+            )
             if a.error:
                 node.add(Text(f"dropped: {a.error}", style="red"))
             elif a.answer:
@@ -119,22 +129,38 @@ def trace_tree(result: AnswerResult) -> Tree:
     for f in result.fallbacks:
         tree.add(Text(f"fallback at {f.step}: {f.reason}", style="yellow"))
     if result.llm_calls:
-        calls = tree.add(Text(
-            f"LLM calls: {result.usage.calls} ({result.usage.cached_calls} cached, {result.usage.requests} requests), "
-            f"tokens {result.usage.prompt_tokens}+{result.usage.completion_tokens}"
-        ))
+        calls = tree.add(
+            Text(
+                f"LLM calls: {result.usage.calls} ({result.usage.cached_calls} cached, {result.usage.requests} requests), "
+                f"tokens {result.usage.prompt_tokens}+{result.usage.completion_tokens}"
+            )
+        )
         for c in result.llm_calls:
             extra = f" structured={c.structured}" if c.structured else ""
             extra += f" error={c.error}" if c.error else ""
-            calls.add(Text(f"{c.role} · {c.engine} · {c.latency_ms:.0f} ms · {c.prompt_tokens}+{c.completion_tokens} tok{extra}"))
+            calls.add(
+                Text(
+                    f"{c.role} · {c.engine} · {c.latency_ms:.0f} ms · {c.prompt_tokens}+{c.completion_tokens} tok{extra}"
+                )
+            )
     if result.steps:  # the offline engine's steps are its own: it calls no LLM
         by = "engine steps: {}" if result.llm_calls else "steps: {}, by the offline engine (no LLM)"
         steps = tree.add(Text(by.format(len(result.steps))))
         for step in result.steps:
-            steps.add(Text(f"{step.role} · {step.engine} · {step.latency_ms:.0f} ms" + (f" error={step.error}" if step.error else "")))
+            steps.add(
+                Text(
+                    f"{step.role} · {step.engine} · {step.latency_ms:.0f} ms"
+                    + (f" error={step.error}" if step.error else "")
+                )
+            )
     tree.add(Text(f"answer: {result.answer}"))
     if result.unsourced is not None:
-        unsourced = tree.add(Text(f"not from the documents (knowledge = {result.knowledge}, by {result.unsourced.by}; not covered: {result.unsourced.covers or '-'})", style="yellow"))
+        unsourced = tree.add(
+            Text(
+                f"not from the documents (knowledge = {result.knowledge}, by {result.unsourced.by}; not covered: {result.unsourced.covers or '-'})",
+                style="yellow",
+            )
+        )
         for sentence in result.unsourced.sentences:
             unsourced.add(Text(sentence))
     tree.add(Text(f"timings (ms): {result.timings_ms} · prompts {result.prompt_version}"))

@@ -21,16 +21,20 @@ class Source(BaseModel):
     number: int
     passage_id: str
     title: str
-    section: str = Field("", description="heading path inside the document, e.g. 'Routine Vacuuming › Recovering Disk Space'")
+    section: str = Field(
+        "", description="heading path inside the document, e.g. 'Routine Vacuuming › Recovering Disk Space'"
+    )
     page: int | None = Field(None, description="PDF page the passage starts on")
     page_end: int | None = Field(None, description="last PDF page, when the passage runs over more than one")
     text: str
     score: float
     lines: tuple[LineKind, ...] = Field(
-        (), description="the kind of each line of `text` (prose, item with its order, code, table ...); empty: unknown, read as prose"
+        (),
+        description="the kind of each line of `text` (prose, item with its order, code, table ...); empty: unknown, read as prose",
     )
     link: str | None = Field(
-        None, description="the page showing the original document at this passage, highlighted, on a typedrag server: /view/<collection>?passage=<id>"
+        None,
+        description="the page showing the original document at this passage, highlighted, on a typedrag server: /view/<collection>?passage=<id>",
     )
 
     @classmethod
@@ -39,14 +43,20 @@ class Source(BaseModel):
         none can pose as a citation to an engine or a reader."""
         p = hit.passage
         return cls(
-            number=number, passage_id=p.passage_id, title=strip_reference_marks(p.title).strip(),
-            section=strip_reference_marks(p.section).strip(), page=p.page, page_end=p.page_end,
-            text=strip_reference_marks(p.text), score=round(hit.score, 4), lines=p.lines,
+            number=number,
+            passage_id=p.passage_id,
+            title=strip_reference_marks(p.title).strip(),
+            section=strip_reference_marks(p.section).strip(),
+            page=p.page,
+            page_end=p.page_end,
+            text=strip_reference_marks(p.text),
+            score=round(hit.score, 4),
+            lines=p.lines,
         )
 
     @property
     def where(self) -> str:
-        """"Title › Section, p. 12" (or "pp. 12–13"): how the source is named to a reader."""
+        """ "Title › Section, p. 12" (or "pp. 12–13"): how the source is named to a reader."""
         name = SECTION_SEPARATOR.join(part for part in (self.title, self.section) if part)
         if self.page is not None:
             pages = f"pp. {self.page}–{self.page_end}" if self.page_end else f"p. {self.page}"
@@ -99,7 +109,8 @@ class EngineStep(BaseModel):
     latency_ms: float = 0.0
     error: str | None = Field(None, description="why it gave nothing usable (a plan that failed, an endpoint that did)")
     notes: list[str] = Field(
-        default_factory=list, description="how the engine wrote the step by its design (what the offline engine left out and why): not a fallback"
+        default_factory=list,
+        description="how the engine wrote the step by its design (what the offline engine left out and why): not a fallback",
     )
 
 
@@ -160,8 +171,13 @@ class Abstention(BaseModel):
 
     looked_for: str = Field(description="what was searched for")
     reason: str
-    by: str = Field(description="relevance bar, reader or unmentioned name (offline), or llm:<model> (the model said its sources do not answer)")
-    score: float | None = Field(None, description="relevance bar: the best passage sentence's similarity to the question; reader: its best chance that a sentence answers")
+    by: str = Field(
+        description="relevance bar, reader or unmentioned name (offline), or llm:<model> (the model said its sources do not answer)"
+    )
+    score: float | None = Field(
+        None,
+        description="relevance bar: the best passage sentence's similarity to the question; reader: its best chance that a sentence answers",
+    )
     bar: float | None = Field(None, description="the score below which typedrag abstains")
 
 
@@ -175,7 +191,9 @@ class Unsourced(BaseModel):
     """The part of an answer the model wrote from its own knowledge (knowledge = "labelled"), where the documents
     do not cover the question or a part of it: kept apart from the cited answer, never cited, sentence by sentence."""
 
-    sentences: list[str] = Field(description="what the model added from its own knowledge, one sentence each, without citation markers")
+    sentences: list[str] = Field(
+        description="what the model added from its own knowledge, one sentence each, without citation markers"
+    )
     covers: str = Field("", description="what the question asks that the documents do not cover, in the model's words")
     by: str = Field(description="the model that wrote it")
 
@@ -192,9 +210,13 @@ class AnswerResult(BaseModel):
     method: str  # llm | rag | typed
     answer: str
     standalone_question: str | None = Field(None, description="with history: the question as classified and answered")
-    searched: list[str] = Field([], description="the queries searched for the question's own passages (fused when several)")
+    searched: list[str] = Field(
+        [], description="the queries searched for the question's own passages (fused when several)"
+    )
     rewrite: Rewrite | None = None
-    abstained: bool = Field(False, description="the documents do not answer: `sources` are the nearest passages, not an answer")
+    abstained: bool = Field(
+        False, description="the documents do not answer: `sources` are the nearest passages, not an answer"
+    )
     abstention: Abstention | None = None
     instructions: str | None = Field(None, description="what the conversation's system messages asked of the answer")
     strategy: str  # which plan ran, e.g. "comparison" or "rag"
@@ -207,12 +229,20 @@ class AnswerResult(BaseModel):
     fallbacks: list[Fallback] = []
     llm_calls: list[LLMCall] = []
     usage: Usage = Usage()
-    steps: list[EngineStep] = Field([], description="every plan and writing step an engine performed, in the order they ended")
+    steps: list[EngineStep] = Field(
+        [], description="every plan and writing step an engine performed, in the order they ended"
+    )
     timings_ms: dict[str, float] = {}
     engines: Engines
     prompt_version: str
-    knowledge: Knowledge = Field("documents", description="documents: the answer holds nothing unsourced; labelled: where the documents do not cover the question, the model may add what it knows, apart (`unsourced`)")
-    unsourced: Unsourced | None = Field(None, description="knowledge = labelled: what the model added from its own knowledge, apart from `answer` (which holds only what the documents support)")
+    knowledge: Knowledge = Field(
+        "documents",
+        description="documents: the answer holds nothing unsourced; labelled: where the documents do not cover the question, the model may add what it knows, apart (`unsourced`)",
+    )
+    unsourced: Unsourced | None = Field(
+        None,
+        description="knowledge = labelled: what the model added from its own knowledge, apart from `answer` (which holds only what the documents support)",
+    )
 
     @property
     def reply(self) -> str:
@@ -220,6 +250,7 @@ class AnswerResult(BaseModel):
         if self.unsourced is None or not self.unsourced.sentences:
             return self.answer
         return f"{self.answer}\n\n{self.unsourced.text}" if self.answer else self.unsourced.text
+
     collection: str | None = Field(None, description="the collection answered in (its sources link to their originals)")
 
 

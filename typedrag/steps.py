@@ -102,7 +102,9 @@ class Span:
 
 def ours(content: Iterable[str] = (), /, **values: Any) -> Attributes:
     """typedrag's own attributes, `typedrag.<key>`; the keys in `content` are text (recorded on opt-in only)."""
-    return Attributes({PREFIX + key: value for key, value in values.items()}, frozenset(PREFIX + key for key in content))
+    return Attributes(
+        {PREFIX + key: value for key, value in values.items()}, frozenset(PREFIX + key for key in content)
+    )
 
 
 def _passage_ids(hit_lists: Iterable[Iterable[ScoredPassage]]) -> list[str]:
@@ -166,8 +168,12 @@ class RewriteFollowUp:
 
     def described(self, outcome: Rewritten) -> Attributes:
         changed = outcome.question.casefold() != self.question.casefold()
-        return ours(["rewritten_question"], rewrite_by=outcome.by, rewritten=changed,
-                    rewritten_question=outcome.question if changed else self.question)
+        return ours(
+            ["rewritten_question"],
+            rewrite_by=outcome.by,
+            rewritten=changed,
+            rewritten_question=outcome.question if changed else self.question,
+        )
 
 
 @dataclass(frozen=True)
@@ -192,7 +198,12 @@ class ReadFollowUp:
         return Span(PREFIX + "rewrite", ours(history_turns=len(self.dialogue)))
 
     def described(self, outcome: Any) -> Attributes:
-        return ours(["rewritten_question"], rewrite_by="offline", rewritten=outcome.rewritten, rewritten_question=outcome.question)
+        return ours(
+            ["rewritten_question"],
+            rewrite_by="offline",
+            rewritten=outcome.rewritten,
+            rewritten_question=outcome.question,
+        )
 
 
 @dataclass(frozen=True)
@@ -245,8 +256,11 @@ class Search:
         `gen_ai.retrieval.documents` (id and score of each, the conventions' opt-in attribute)."""
         documents = [{"id": hit.passage_id, "score": float(hit.score)} for hits in outcome for hit in hits]
         return Attributes(
-            {PREFIX + "hits": [len(hits) for hits in outcome], PREFIX + "passage_ids": _passage_ids(outcome),
-             "gen_ai.retrieval.documents": json.dumps(documents)},
+            {
+                PREFIX + "hits": [len(hits) for hits in outcome],
+                PREFIX + "passage_ids": _passage_ids(outcome),
+                "gen_ai.retrieval.documents": json.dumps(documents),
+            },
             frozenset({"gen_ai.retrieval.documents"}),
         )
 
@@ -259,7 +273,12 @@ class Rank:
     hits: tuple[ScoredPassage, ...]
     k: int | None = None
 
-    def __init__(self, queries: list[str] | tuple[str, ...], hits: list[ScoredPassage] | tuple[ScoredPassage, ...], k: int | None = None) -> None:
+    def __init__(
+        self,
+        queries: list[str] | tuple[str, ...],
+        hits: list[ScoredPassage] | tuple[ScoredPassage, ...],
+        k: int | None = None,
+    ) -> None:
         object.__setattr__(self, "queries", tuple(queries))
         object.__setattr__(self, "hits", tuple(hits))
         object.__setattr__(self, "k", k)
@@ -312,7 +331,9 @@ class Write:
     def described(self, outcome: Any) -> Attributes:
         """What the step gave (a `Written`): its length, the text on opt-in, and whether it was declined (the
         reason may quote a model's words: it is in the trace, not the span)."""
-        return ours(["output"], output_chars=len(outcome.text), output=outcome.text, declined=outcome.declined is not None)
+        return ours(
+            ["output"], output_chars=len(outcome.text), output=outcome.text, declined=outcome.declined is not None
+        )
 
 
 @dataclass(frozen=True)
@@ -330,8 +351,13 @@ class Classify:
 
     def described(self, outcome: Any) -> Attributes:
         """The verdict: type, confidence and who decided (classifier, LLM or forced)."""
-        return ours(**{"question.type": str(outcome.label), "question.type_confidence": round(outcome.confidence, 4),
-                       "question.type_source": outcome.source})
+        return ours(
+            **{
+                "question.type": str(outcome.label),
+                "question.type_confidence": round(outcome.confidence, 4),
+                "question.type_source": outcome.source,
+            }
+        )
 
 
 @dataclass(frozen=True)
@@ -344,7 +370,10 @@ class Check:
 
     def span(self, by: str) -> Span | None:
         """`typedrag.check`, with the role and the checker (`by`)."""
-        return Span(PREFIX + "check", ours(role=self.task.role, engine=by, passage_ids=[s.passage_id for s in self.task.sources]))
+        return Span(
+            PREFIX + "check",
+            ours(role=self.task.role, engine=by, passage_ids=[s.passage_id for s in self.task.sources]),
+        )
 
     def described(self, outcome: Any) -> Attributes:
         """Whether the checker found a sentence that answers (then the step is answered with what it quotes)."""
@@ -428,8 +457,23 @@ class Tell(_Untraced):
 
 
 Step = (
-    Plan[Any] | Expand | Weigh | RewriteFollowUp | ReadFollowUp | Classify | Mentioned | Search | Rank | Number | Write | Check | Cite | Together
-    | Planned | Note | Tell
+    Plan[Any]
+    | Expand
+    | Weigh
+    | RewriteFollowUp
+    | ReadFollowUp
+    | Classify
+    | Mentioned
+    | Search
+    | Rank
+    | Number
+    | Write
+    | Check
+    | Cite
+    | Together
+    | Planned
+    | Note
+    | Tell
 )
 Flow = Generator[Step, Any, T]  # yields steps, is sent their outcomes, returns its own
 

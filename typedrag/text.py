@@ -9,7 +9,15 @@ from typedrag.phrasing.words import ABBREVIATIONS, ENDINGS, OWN_S, SNOWBALL_STOP
 
 # SNOWBALL_STOPWORDS is named here too: the index reads its query stop words from typedrag.text.
 __all__ = [
-    "SNOWBALL_STOPWORDS", "STOPWORDS", "WORD", "content_words", "for_terminal", "key_phrases", "split_sentences", "terms", "word_pieces",
+    "SNOWBALL_STOPWORDS",
+    "STOPWORDS",
+    "WORD",
+    "content_words",
+    "for_terminal",
+    "key_phrases",
+    "split_sentences",
+    "terms",
+    "word_pieces",
 ]
 
 WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
@@ -110,4 +118,6 @@ def for_terminal(text: str) -> str:
 
     For text from a corpus, a model or a file name on its way to a terminal; JSON output keeps the text as is.
     """
-    return _TERMINAL_CONTROLS.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+    return _TERMINAL_CONTROLS.sub(
+        lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text
+    )

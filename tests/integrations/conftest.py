@@ -65,13 +65,19 @@ FIRST, FOLLOW_UP = "Tell me about the Titanic ocean liner.", "How many lifeboats
 
 def read_with_history(result) -> bool:
     """Whether an answer to FOLLOW_UP was read with the first question: the Titanic carried in, its passage first."""
-    return bool(result.standalone_question) and "Titanic" in result.standalone_question and "twenty lifeboats" in result.sources[0].text
+    return (
+        bool(result.standalone_question)
+        and "Titanic" in result.standalone_question
+        and "twenty lifeboats" in result.sources[0].text
+    )
 
 
 # A long document, as a framework hands one in whole (issue 41 #18: valgrind's 212 KB NEWS made one answer take
 # minutes): release notes of some 25,000 words, one sentence of which answers LONG_QUESTION.
 LONG_QUESTION = "Why would I use the --track-origins option?"
-LONG_ANSWER = "The --track-origins=yes option makes Memcheck report where uninitialised values came from, at some cost in speed."
+LONG_ANSWER = (
+    "The --track-origins=yes option makes Memcheck report where uninitialised values came from, at some cost in speed."
+)
 MOST_WORDS = 150  # typedrag's longest passage: 1.5 times its 100 words
 
 
@@ -83,8 +89,10 @@ def long_document() -> str:
         lines.append(f"Release 3.{release}.0")
         for n in range(12):
             component, platform = components[(release + n) % len(components)], platforms[(release * n) % len(platforms)]
-            lines.append(f"{component} on {platform} now handles {n + 2} more system calls, and bug {1000 + release * 13 + n} "
-                         f"about wrong results under load was fixed.")
+            lines.append(
+                f"{component} on {platform} now handles {n + 2} more system calls, and bug {1000 + release * 13 + n} "
+                f"about wrong results under load was fixed."
+            )
         if release == 61:
             lines.append(LONG_ANSWER)
     return "\n".join(lines)

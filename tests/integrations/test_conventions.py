@@ -15,12 +15,23 @@ import pytest
 from typedrag.extras import MissingExtra
 
 ROOT = Path(__file__).resolve().parents[2]
-MODULES = {"langchain": ("langchain_core", "langchain"), "llamaindex": ("llama_index", "llamaindex"), "haystack": ("haystack", "haystack")}
+MODULES = {
+    "langchain": ("langchain_core", "langchain"),
+    "llamaindex": ("llama_index", "llamaindex"),
+    "haystack": ("haystack", "haystack"),
+}
 FRAMEWORK_PACKAGES = ("langchain", "llama-index", "llama_index", "haystack")
 
 
-@pytest.mark.parametrize("statement", ["import typedrag", "import typedrag.integrations", "import typedrag.integrations.common",
-                                       "from typedrag import Pipeline, OfflineEngine, ListRetriever"])
+@pytest.mark.parametrize(
+    "statement",
+    [
+        "import typedrag",
+        "import typedrag.integrations",
+        "import typedrag.integrations.common",
+        "from typedrag import Pipeline, OfflineEngine, ListRetriever",
+    ],
+)
 def test_importing_typedrag_loads_no_framework(statement):
     check = f"{statement}; import sys; loaded = sorted({{m.split('.')[0] for m in sys.modules}} & {{'langchain_core', 'llama_index', 'haystack'}}); assert not loaded, loaded"
     done = subprocess.run([sys.executable, "-c", check], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -41,8 +52,11 @@ def test_a_missing_framework_is_one_line_naming_its_extra(module, monkeypatch):
 
 def test_nothing_in_typedrag_imports_the_integrations():
     graph = grimp.build_graph("typedrag")
-    importers = {m for target in graph.find_children("typedrag.integrations") | {"typedrag.integrations"}
-                 for m in graph.find_modules_that_directly_import(target)}
+    importers = {
+        m
+        for target in graph.find_children("typedrag.integrations") | {"typedrag.integrations"}
+        for m in graph.find_modules_that_directly_import(target)
+    }
     assert {m for m in importers if not m.startswith("typedrag.integrations")} == set()
 
 

@@ -40,11 +40,21 @@ def test_the_example_runs_offline_in_an_empty_folder(framework, tmp_path):
     pytest.importorskip(FRAMEWORKS[framework])
     script = tmp_path / "example.py"
     script.write_text(blocks()[framework])
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_", "HAYSTACK_", "NLTK_", "TIKTOKEN_"))}
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TYPEDRAG_", "OPENAI_", "HAYSTACK_", "NLTK_", "TIKTOKEN_"))
+    }
     env.update(HOME=str(tmp_path), HTTP_PROXY="http://127.0.0.1:9", HTTPS_PROXY="http://127.0.0.1:9")
     env["PYTHONPATH"] = os.environ.get("PYTHONPATH", "")  # the checkout under test, when it is not the installed one
-    done = subprocess.run([sys.executable, str(HERE / "network_guard.py"), str(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, str(HERE / "network_guard.py"), str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert network_guard.BLOCKED not in done.stderr, done.stderr[-3000:]
     lines = done.stdout.splitlines()

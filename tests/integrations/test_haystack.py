@@ -21,7 +21,13 @@ from haystack.utils import Secret  # noqa: E402
 from typedrag import Pipeline  # noqa: E402
 from typedrag.engines.llm_engine import LLMEngine  # noqa: E402
 from typedrag.index.memory import ListRetriever  # noqa: E402
-from typedrag.integrations.haystack import HaystackChatModel, HaystackRetriever, TypedRAG, document_of, passage_of_document  # noqa: E402
+from typedrag.integrations.haystack import (
+    HaystackChatModel,
+    HaystackRetriever,
+    TypedRAG,
+    document_of,
+    passage_of_document,
+)  # noqa: E402
 from typedrag.llm.base import StructuredOutcome  # noqa: E402
 from typedrag.records import Passage  # noqa: E402
 from typedrag.result import Source  # noqa: E402
@@ -50,7 +56,12 @@ TRUSTED = ["typedrag.integrations.haystack"]  # Haystack deserialises only modul
 
 def document_store(name: str) -> InMemoryDocumentStore:
     store = InMemoryDocumentStore(index=name)
-    store.write_documents([Document(id=f"titanic-{i}", content=t, meta={"title": "Titanic", "page_number": i + 1}) for i, t in enumerate(TITANIC)])
+    store.write_documents(
+        [
+            Document(id=f"titanic-{i}", content=t, meta={"title": "Titanic", "page_number": i + 1})
+            for i, t in enumerate(TITANIC)
+        ]
+    )
     return store
 
 
@@ -62,7 +73,11 @@ def test_a_bm25_retriever_gives_k_scored_passages_with_their_ids_and_pages():
     hits = retriever.search("iceberg struck Titanic", 2)
     assert len(hits) == 2 and hits[0].score >= hits[1].score > 0
     position = int(hits[0].passage_id.rsplit("-", 1)[1])
-    assert hits[0].passage.text == TITANIC[position] and hits[0].passage.page == position + 1 and hits[0].passage.title == "Titanic"
+    assert (
+        hits[0].passage.text == TITANIC[position]
+        and hits[0].passage.page == position + 1
+        and hits[0].passage.title == "Titanic"
+    )
     assert [len(r) for r in retriever.search_many(["iceberg", "lifeboats"], 1)] == [1, 1]
 
 
@@ -88,9 +103,23 @@ def test_an_async_only_retriever_works_from_typedrags_worker_threads():
 
 
 def test_sources_map_to_documents_and_back_to_the_same_passage():
-    source = Source(number=3, passage_id="manual#7", title="Manual", section="Boats", page=12, page_end=14, text="Davits.", score=0.5)
+    source = Source(
+        number=3,
+        passage_id="manual#7",
+        title="Manual",
+        section="Boats",
+        page=12,
+        page_end=14,
+        text="Davits.",
+        score=0.5,
+    )
     document = document_of(source)
-    assert document.id == "manual#7" and document.score == 0.5 and document.meta["page_number"] == 12 and document.meta["source_number"] == 3
+    assert (
+        document.id == "manual#7"
+        and document.score == 0.5
+        and document.meta["page_number"] == 12
+        and document.meta["source_number"] == 3
+    )
     assert passage_of_document(document) == Passage("manual#7", "manual", "Manual", "Davits.", "Boats", 12, 14)
 
 
@@ -107,10 +136,17 @@ def rag_pipeline(typed: TypedRAG, store: InMemoryDocumentStore) -> HaystackPipel
 
 def test_after_their_retriever_it_answers_from_those_documents_with_the_typed_outputs():
     store = document_store("after")
-    outputs = rag_pipeline(TypedRAG(), store).run({"retriever": {"query": QUESTION}, "typedrag": {"query": QUESTION}})["typedrag"]
+    outputs = rag_pipeline(TypedRAG(), store).run({"retriever": {"query": QUESTION}, "typedrag": {"query": QUESTION}})[
+        "typedrag"
+    ]
     answer = outputs["answers"][0]
-    assert isinstance(answer, GeneratedAnswer) and answer.query == QUESTION and answer.data == outputs["trace"]["answer"]
-    assert answer.meta["type"] == outputs["trace"]["type"]["type"] and answer.meta["strategy"] == outputs["trace"]["strategy"]
+    assert (
+        isinstance(answer, GeneratedAnswer) and answer.query == QUESTION and answer.data == outputs["trace"]["answer"]
+    )
+    assert (
+        answer.meta["type"] == outputs["trace"]["type"]["type"]
+        and answer.meta["strategy"] == outputs["trace"]["strategy"]
+    )
     retrieved = {d.id for d in InMemoryBM25Retriever(store, top_k=4).run(query=QUESTION)["documents"]}
     assert outputs["documents"] and {d.id for d in outputs["documents"]} <= retrieved  # only what their retriever found
     assert [d.meta["source_number"] for d in outputs["documents"]] == list(range(1, len(outputs["documents"]) + 1))
@@ -141,7 +177,11 @@ def test_a_long_document_handed_in_is_read_a_passage_at_a_time():
     store = InMemoryDocumentStore(index="long")
     store.write_documents([document])
     hits = HaystackRetriever(InMemoryBM25Retriever(store)).search(LONG_QUESTION, 3)
-    assert 1 <= len(hits) <= 3 and LONG_ANSWER in hits[0].passage.text and all(len(h.passage.text.split()) <= MOST_WORDS for h in hits)
+    assert (
+        1 <= len(hits) <= 3
+        and LONG_ANSWER in hits[0].passage.text
+        and all(len(h.passage.text.split()) <= MOST_WORDS for h in hits)
+    )
 
 
 def test_the_docs_name_the_trusted_module_for_each_way_of_loading_a_pipeline():
@@ -167,7 +207,10 @@ def test_to_dict_from_dict_keeps_the_chat_generator_and_settings():
     typed = TypedRAG(chat_generator=MockChatGenerator(responses="It struck an iceberg [1]."), method="rag", top_k=2)
     again = TypedRAG.from_dict(typed.to_dict())
     assert isinstance(again.chat_generator, MockChatGenerator) and again.method == "rag" and again.top_k == 2
-    assert again.run(QUESTION, documents=[Document(content=t) for t in TITANIC])["answers"][0].data == "It struck an iceberg [1]."
+    assert (
+        again.run(QUESTION, documents=[Document(content=t) for t in TITANIC])["answers"][0].data
+        == "It struck an iceberg [1]."
+    )
 
 
 async def test_run_async_in_a_pipeline_run_async_with_an_async_streaming_callback():
@@ -181,7 +224,9 @@ async def test_run_async_in_a_pipeline_run_async_with_an_async_streaming_callbac
     pipeline.add_component("retriever", InMemoryBM25Retriever(store))
     pipeline.add_component("typedrag", TypedRAG(streaming_callback=hear))
     pipeline.connect("retriever.documents", "typedrag.documents")
-    outputs = (await pipeline.run_async({"retriever": {"query": QUESTION}, "typedrag": {"query": QUESTION}}))["typedrag"]
+    outputs = (await pipeline.run_async({"retriever": {"query": QUESTION}, "typedrag": {"query": QUESTION}}))[
+        "typedrag"
+    ]
     assert len(heard) > 1 and "".join(heard) == outputs["answers"][0].data
 
 
@@ -197,7 +242,11 @@ def test_a_failing_plan_is_repaired_once_then_falls_back_and_the_trace_says_so()
     generator = MockChatGenerator(response_fn=lambda messages: reply(messages[-1].text or ""))
     result = asyncio.run(llm_pipeline(generator).answer(QUESTION, forced_type="reason"))
     plan_call = plan_call_of(result)
-    assert plan_call.requests == 2 and plan_call.structured is StructuredOutcome.FAILED and plan_call.reply == "still no plan"
+    assert (
+        plan_call.requests == 2
+        and plan_call.structured is StructuredOutcome.FAILED
+        and plan_call.reply == "still no plan"
+    )
     assert result.strategy == "rag" and any(f.step == "reason" for f in result.fallbacks)
     assert plan_call.prompt_tokens > 0 and plan_call.finish_reason == "stop"  # the mock's usage and finish reason
 
@@ -211,8 +260,14 @@ def scripted_plans(messages: list[ChatMessage]) -> str:
 
 
 def test_a_plan_repaired_on_the_second_reply_is_used():
-    result = asyncio.run(llm_pipeline(MockChatGenerator(response_fn=scripted_plans)).answer(QUESTION, forced_type="reason"))
-    assert plan_call_of(result).structured is StructuredOutcome.REPAIRED and result.plan_used and result.strategy == "reason"
+    result = asyncio.run(
+        llm_pipeline(MockChatGenerator(response_fn=scripted_plans)).answer(QUESTION, forced_type="reason")
+    )
+    assert (
+        plan_call_of(result).structured is StructuredOutcome.REPAIRED
+        and result.plan_used
+        and result.strategy == "reason"
+    )
 
 
 def test_a_sync_only_generators_stream_reaches_typedrag_in_order():
@@ -220,7 +275,9 @@ def test_a_sync_only_generators_stream_reaches_typedrag_in_order():
     class SyncOnly:
         @component.output_types(replies=list[ChatMessage])
         def run(self, messages: list[ChatMessage], streaming_callback=None, generation_kwargs=None) -> dict:
-            return MockChatGenerator(responses="It struck an iceberg [1] and sank.").run(messages, streaming_callback=streaming_callback)
+            return MockChatGenerator(responses="It struck an iceberg [1] and sank.").run(
+                messages, streaming_callback=streaming_callback
+            )
 
     chunks = [c["text"] for name, c in collect(llm_pipeline(SyncOnly()), "rag") if name == "token"]
     assert len(chunks) > 3 and "".join(chunks) == "It struck an iceberg [1] and sank."
@@ -242,13 +299,18 @@ def test_openaichatgenerator_on_the_stub_sends_the_schema_repairs_streams_and_co
         return default_responder(request)
 
     with OpenAIStubServer(respond) as server:
-        generator = OpenAIChatGenerator(api_key=Secret.from_token("sk-test"), model="stub-model", api_base_url=server.base_url, max_retries=0)
+        generator = OpenAIChatGenerator(
+            api_key=Secret.from_token("sk-test"), model="stub-model", api_base_url=server.base_url, max_retries=0
+        )
         heard: list[str] = []
-        outputs = TypedRAG(chat_generator=generator, retriever=InMemoryBM25Retriever(document_store(f"stub-{repair_fixes_it}"))).run(
-            QUESTION, forced_type="reason", streaming_callback=lambda chunk: heard.append(chunk.content))
+        outputs = TypedRAG(
+            chat_generator=generator, retriever=InMemoryBM25Retriever(document_store(f"stub-{repair_fixes_it}"))
+        ).run(QUESTION, forced_type="reason", streaming_callback=lambda chunk: heard.append(chunk.content))
     trace = outputs["trace"]
     plans = [r for r in server.requests if r.schema_name == "SubQueryPlan"]
-    assert len(plans) == 2 and is_repair(plans[1].last_user) and plans[0].body["response_format"]["type"] == "json_schema"
+    assert (
+        len(plans) == 2 and is_repair(plans[1].last_user) and plans[0].body["response_format"]["type"] == "json_schema"
+    )
     plan_call = next(call for call in trace["llm_calls"] if call["role"].startswith("plan:"))
     assert plan_call["requests"] == 2 and plan_call["prompt_tokens"] > 0 and plan_call["completion_tokens"] > 0
     assert any(r.body.get("stream") for r in server.requests) and len(heard) > 1 and "".join(heard) == trace["answer"]
@@ -265,7 +327,11 @@ def test_history_as_chat_messages_reads_a_follow_up_with_the_conversation():
     store = InMemoryDocumentStore()
     store.write_documents([Document(content=text) for text in SHIPS])
     component = TypedRAG(retriever=InMemoryBM25Retriever(store))
-    history = [ChatMessage.from_system("Answer briefly."), ChatMessage.from_user(FIRST), ChatMessage.from_assistant("A British liner.")]
+    history = [
+        ChatMessage.from_system("Answer briefly."),
+        ChatMessage.from_user(FIRST),
+        ChatMessage.from_assistant("A British liner."),
+    ]
     outputs = component.run(FOLLOW_UP, history=history)
     trace = outputs["trace"]
     assert "Titanic" in trace["standalone_question"] and trace["instructions"] == "Answer briefly."
@@ -277,7 +343,9 @@ def test_history_as_chat_messages_reads_a_follow_up_with_the_conversation():
 
 async def test_run_async_takes_the_history_too():
     component = TypedRAG(retriever=InMemoryBM25Retriever(_ships_store()))
-    outputs = await component.run_async(FOLLOW_UP, history=[ChatMessage.from_user(FIRST), ChatMessage.from_assistant("A liner.")])
+    outputs = await component.run_async(
+        FOLLOW_UP, history=[ChatMessage.from_user(FIRST), ChatMessage.from_assistant("A liner.")]
+    )
     assert "Titanic" in outputs["trace"]["standalone_question"] and outputs["documents"][0].content == SHIPS[1]
 
 
@@ -310,7 +378,9 @@ def test_haystacks_word_split_chunks_are_read_as_whole_sentences():
 
     splitter = DocumentSplitter(split_by="word", split_length=23)
     splitter.warm_up()
-    chunks = splitter.run(documents=[Document(id="titanic", content=TITANIC_ARTICLE, meta={"title": "Titanic"})])["documents"]
+    chunks = splitter.run(documents=[Document(id="titanic", content=TITANIC_ARTICLE, meta={"title": "Titanic"})])[
+        "documents"
+    ]
     assert len(chunks) > 3 and not all(c.content.rstrip().endswith(".") for c in chunks)  # cut mid-sentence
     store = InMemoryDocumentStore()
     store.write_documents(chunks)
@@ -319,7 +389,11 @@ def test_haystacks_word_split_chunks_are_read_as_whole_sentences():
     pipeline.add_component("typed", TypedRAG(method="rag"))
     pipeline.connect("retriever.documents", "typed.documents")
     whole = {s.strip() for s in split_sentences(TITANIC_ARTICLE)}
-    for question in ("Why did the Titanic sink?", "How many compartments did the collision open?", "Why were there too few lifeboats?"):
+    for question in (
+        "Why did the Titanic sink?",
+        "How many compartments did the collision open?",
+        "Why were there too few lifeboats?",
+    ):
         output = pipeline.run({"retriever": {"query": question}, "typed": {"query": question}})["typed"]
         result = output["trace"]
         if result["abstained"]:
@@ -339,11 +413,14 @@ def test_joined_chunks_keep_the_text_between_them_once_and_their_best_score():
     chunks = splitter.run(documents=[Document(content=TITANIC_ARTICLE)])["documents"]
     for n, chunk in enumerate(chunks):
         chunk.score = float(n)
-    joined = sentence_aligned([chunks[2], Document(id="other", content="Other."), chunks[1], chunks[5], chunks[6], chunks[8]])
+    joined = sentence_aligned(
+        [chunks[2], Document(id="other", content="Other."), chunks[1], chunks[5], chunks[6], chunks[8]]
+    )
     assert [d.id for d in joined] == [chunks[1].id, "other"]  # a document's runs where its best chunk was
     assert joined[0].score == 2.0  # chunks 1 and 2 overlap: one text, "15 April 1912." the tail of a sentence cut off
-    assert joined[0].content == ("She struck an iceberg at 23:40 on the night of 14 April, four days into her maiden voyage "
-                                 "from Southampton.")
+    assert joined[0].content == (
+        "She struck an iceberg at 23:40 on the night of 14 April, four days into her maiden voyage from Southampton."
+    )
     # 5 and 6 touch but hold no sentence whole, nor does the last chunk, which begins inside one: left out
 
 
@@ -370,4 +447,6 @@ def test_typedrags_own_index_as_a_haystack_retriever_and_the_first_guess_at_type
     guessed = TypedRAG(retriever=open_retriever(small_index), method="rag")  # the first guess
     first = guessed.run(query=question)
     assert "snout" in first["answers"][0].data and first["documents"][0].meta["doc_id"]
-    assert guessed.to_dict()["init_parameters"]["retriever"]["init_parameters"]["index"] == str(small_index)  # saved as the index's path
+    assert guessed.to_dict()["init_parameters"]["retriever"]["init_parameters"]["index"] == str(
+        small_index
+    )  # saved as the index's path

@@ -61,10 +61,16 @@ from .conftest import (  # noqa: E402
 
 def vector_store() -> InMemoryVectorStore:
     store = InMemoryVectorStore(DeterministicFakeEmbedding(size=16))
-    store.add_documents([
-        Document(id=f"titanic-{i}", page_content=text, metadata={"source": f"/manuals/titanic-{i}.txt", "page_label": str(i + 3)})
-        for i, text in enumerate(TITANIC)
-    ])
+    store.add_documents(
+        [
+            Document(
+                id=f"titanic-{i}",
+                page_content=text,
+                metadata={"source": f"/manuals/titanic-{i}.txt", "page_label": str(i + 3)},
+            )
+            for i, text in enumerate(TITANIC)
+        ]
+    )
     return store
 
 
@@ -75,8 +81,11 @@ def offline_chain() -> TypedRAGRunnable:
 # ---------------------------------------------------------------- their retriever inside typedrag
 
 
-@pytest.mark.parametrize("make", [lambda s: s, lambda s: s.as_retriever(), lambda s: s.as_retriever(search_type="mmr")],
-                         ids=["vector-store", "similarity-retriever", "mmr-retriever"])
+@pytest.mark.parametrize(
+    "make",
+    [lambda s: s, lambda s: s.as_retriever(), lambda s: s.as_retriever(search_type="mmr")],
+    ids=["vector-store", "similarity-retriever", "mmr-retriever"],
+)
 def test_a_vector_store_or_its_retriever_gives_k_passages_with_their_ids_titles_and_pages(make):
     retriever = LangChainRetriever(make(vector_store()))
     hits = retriever.search(QUESTION, 3)
@@ -104,7 +113,10 @@ class AsyncOnlyRetriever(BaseRetriever):
         await asyncio.sleep(0)
         words = set(query.lower().split())
         ranked = sorted(self.texts, key=lambda t: -len(words & set(t.lower().split())))
-        return [Document(page_content=t, metadata={"title": "Titanic", "Header 1": "Sinking", "Header 2": "Causes"}) for t in ranked]
+        return [
+            Document(page_content=t, metadata={"title": "Titanic", "Header 1": "Sinking", "Header 2": "Causes"})
+            for t in ranked
+        ]
 
 
 def test_an_async_only_retriever_works_from_typedrags_worker_threads_and_maps_markdown_headers():
@@ -116,12 +128,22 @@ def test_an_async_only_retriever_works_from_typedrags_worker_threads_and_maps_ma
 
 
 def test_sources_map_to_documents_and_back_to_the_same_passage():
-    source = Source(number=2, passage_id="manual#7", title="Manual", section="Boats › Davits", page=12, page_end=13,
-                    text="Lifeboats hang from davits.", score=0.5)
+    source = Source(
+        number=2,
+        passage_id="manual#7",
+        title="Manual",
+        section="Boats › Davits",
+        page=12,
+        page_end=13,
+        text="Lifeboats hang from davits.",
+        score=0.5,
+    )
     document = document_of(source)
     assert document.id == "manual#7" and document.metadata["page"] == 11 and document.metadata["page_label"] == "12"
     assert document.metadata["source_number"] == 2 and document.metadata["score"] == 0.5
-    assert passage_of_document(document) == Passage("manual#7", "manual", "Manual", "Lifeboats hang from davits.", "Boats › Davits", 12, 13)
+    assert passage_of_document(document) == Passage(
+        "manual#7", "manual", "Manual", "Lifeboats hang from davits.", "Boats › Davits", 12, 13
+    )
 
 
 # ---------------------------------------------------------------- typedrag inside their chains
@@ -130,7 +152,9 @@ def test_sources_map_to_documents_and_back_to_the_same_passage():
 def test_invoke_returns_the_typed_answer_with_sources_as_the_stores_documents():
     output = offline_chain().invoke({"question": QUESTION})
     trace = output["trace"]
-    assert output["type"] == trace.type.type and output["strategy"] == trace.strategy and output["answer"] == trace.answer
+    assert (
+        output["type"] == trace.type.type and output["strategy"] == trace.strategy and output["answer"] == trace.answer
+    )
     assert output["sources"] and all(isinstance(d, Document) for d in output["sources"])
     assert [d.id for d in output["sources"]] == [s.passage_id for s in trace.sources]
     assert all(d.id.startswith("titanic-") for d in output["sources"])
@@ -255,8 +279,11 @@ def test_as_tool_with_a_name_and_a_description_is_a_question_tool():
     assert isinstance(message, ToolMessage) and message.tool_call_id == "call-1"
     output = message.artifact
     assert message.content.startswith(output["answer"]) and "\nSources:\n[" in message.content
-    assert all(f"({d.id})" in message.content for d in output["sources"] if d.metadata["source_number"] in
-               {n for c in output["trace"].citations for n in c.source_numbers})
+    assert all(
+        f"({d.id})" in message.content
+        for d in output["sources"]
+        if d.metadata["source_number"] in {n for c in output["trace"].citations for n in c.source_numbers}
+    )
     assert asyncio.run(tool.ainvoke({"question": QUESTION})).startswith(output["answer"])
     typed = offline_chain().as_tool(arg_types={"question": str})  # LangChain's own way still works
     assert typed.invoke({"question": QUESTION})["answer"] == output["answer"]
@@ -267,7 +294,9 @@ class TestTypedRAGToolStandard(ToolsUnitTests):
 
     @property
     def tool_constructor(self):
-        return offline_chain().as_tool(name="titanic_manuals", description="Answers questions from the Titanic manuals.")
+        return offline_chain().as_tool(
+            name="titanic_manuals", description="Answers questions from the Titanic manuals."
+        )
 
     @property
     def tool_invoke_params_example(self) -> dict:
@@ -279,7 +308,9 @@ class TestTypedRAGToolIntegrationStandard(ToolsIntegrationTests):
 
     @property
     def tool_constructor(self):
-        return offline_chain().as_tool(name="titanic_manuals", description="Answers questions from the Titanic manuals.")
+        return offline_chain().as_tool(
+            name="titanic_manuals", description="Answers questions from the Titanic manuals."
+        )
 
     @property
     def tool_invoke_params_example(self) -> dict:
@@ -319,7 +350,11 @@ def test_typedrag_after_a_prompt_answers_as_a_chat_model_does_so_a_parser_reads_
         message = (prompt | typed_rag).invoke({"q": QUESTION})
         assert isinstance(message, AIMessage) and message.content == answer
         rest = message.response_metadata
-        assert rest["question"] == QUESTION and rest["trace"].answer == answer and rest["sources"][0].metadata["passage_id"]
+        assert (
+            rest["question"] == QUESTION
+            and rest["trace"].answer == answer
+            and rest["sources"][0].metadata["passage_id"]
+        )
         streamed = None
         for chunk in (prompt | typed_rag).stream({"q": QUESTION}):
             streamed = chunk if streamed is None else streamed + chunk
@@ -346,8 +381,11 @@ class RetrieverRuns(BaseCallbackHandler):
 
 
 @pytest.mark.parametrize("how", ["invoke", "stream", "ainvoke"])
-@pytest.mark.parametrize(("make", "name"), [(lambda s: s.as_retriever(), "VectorStoreRetriever"), (lambda s: s, "InMemoryVectorStore")],
-                         ids=["as_retriever", "vector-store"])
+@pytest.mark.parametrize(
+    ("make", "name"),
+    [(lambda s: s.as_retriever(), "VectorStoreRetriever"), (lambda s: s, "InMemoryVectorStore")],
+    ids=["as_retriever", "vector-store"],
+)
 def test_searches_of_a_vector_store_show_as_retriever_runs_under_the_chain(make, name, how):
     """Issue 41 #17: typedrag asks the store directly (for its scores), so LangChain callbacks and LangSmith saw no
     retrieval at all; each search is now a retriever run, under the chain's run, with the documents it found."""
@@ -407,11 +445,15 @@ class Replying(SimpleChatModel):
 
 def llm_pipeline(model) -> Pipeline:
     """Without query expansion: a fake chat model's scripted replies go to the answer."""
-    return Pipeline(LLMEngine(LangChainChatModel(model)), ListRetriever(TITANIC), settings=PipelineSettings(expand_queries=False))
+    return Pipeline(
+        LLMEngine(LangChainChatModel(model)), ListRetriever(TITANIC), settings=PipelineSettings(expand_queries=False)
+    )
 
 
 def test_a_plan_that_fails_is_repaired_once_then_falls_back_to_plain_rag_and_the_trace_says_so():
-    model = Replying(reply=replies_by_kind(plan="no plan here", repair="still no plan", answer="It struck an iceberg [1]."))
+    model = Replying(
+        reply=replies_by_kind(plan="no plan here", repair="still no plan", answer="It struck an iceberg [1].")
+    )
     result = asyncio.run(llm_pipeline(model).answer(QUESTION, forced_type="reason"))
     plan_call = plan_call_of(result)
     assert plan_call.role == "plan:reason" and plan_call.requests == 2  # the reply, then ONE repair
@@ -430,8 +472,11 @@ def test_a_plan_repaired_on_the_second_reply_is_used():
 
 
 def test_token_usage_and_finish_reason_from_the_reply_reach_the_trace():
-    reply = AIMessage(content="It struck an iceberg [1].", usage_metadata={"input_tokens": 120, "output_tokens": 9, "total_tokens": 129},
-                      response_metadata={"finish_reason": "stop"})
+    reply = AIMessage(
+        content="It struck an iceberg [1].",
+        usage_metadata={"input_tokens": 120, "output_tokens": 9, "total_tokens": 129},
+        response_metadata={"finish_reason": "stop"},
+    )
     model = GenericFakeChatModel(messages=iter([reply]))
     result = asyncio.run(llm_pipeline(model).answer(QUESTION, method="rag"))
     call = result.llm_calls[-1]
@@ -443,7 +488,9 @@ def test_the_models_stream_reaches_the_runnables_stream():
     model = FakeListChatModel(responses=["It struck an iceberg [1] and sank."])
     chain = TypedRAGRunnable(llm_pipeline(model), method="rag")
     tokens = [c["answer"] for c in chain.stream(QUESTION) if "answer" in c]
-    assert len(tokens) > 5 and "".join(tokens) == "It struck an iceberg [1] and sank."  # the fake streams character by character
+    assert (
+        len(tokens) > 5 and "".join(tokens) == "It struck an iceberg [1] and sank."
+    )  # the fake streams character by character
 
 
 def test_a_failing_model_is_an_llm_error_the_pipeline_falls_back_on():
@@ -476,12 +523,16 @@ def test_chatopenai_on_the_stub_sends_the_schema_repairs_streams_and_counts_toke
     from langchain_openai import ChatOpenAI
 
     with OpenAIStubServer(flaky_plans(repair_fixes_it)) as server:
-        model = ChatOpenAI(model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0, stream_usage=True)
+        model = ChatOpenAI(
+            model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0, stream_usage=True
+        )
         chain = TypedRAGRunnable(llm_pipeline(model), forced_type="reason")
         chunks = list(chain.stream(QUESTION))
     result = chunks[-1]["trace"]
     plan_requests = [r for r in server.requests if r.schema_name == "SubQueryPlan"]
-    assert len(plan_requests) == 2 and is_repair(plan_requests[1].last_user)  # the schema went as response_format, twice
+    assert len(plan_requests) == 2 and is_repair(
+        plan_requests[1].last_user
+    )  # the schema went as response_format, twice
     assert plan_requests[0].body["response_format"]["type"] == "json_schema"
     plan_call = plan_call_of(result)
     assert plan_call.requests == 2 and plan_call.prompt_tokens > 0 and plan_call.completion_tokens > 0
@@ -506,10 +557,20 @@ def test_an_endpoint_that_refuses_response_format_gets_plain_text_plans_from_the
     from langchain_openai import ChatOpenAI
 
     with OpenAIStubServer(respond) as server:
-        model = LangChainChatModel(ChatOpenAI(model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0))
+        model = LangChainChatModel(
+            ChatOpenAI(model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0)
+        )
         unexpanded = PipelineSettings(expand_queries=False)  # the plan is the first structured request
-        result = asyncio.run(Pipeline(LLMEngine(model), ListRetriever(TITANIC), settings=unexpanded).answer(QUESTION, forced_type="reason"))
-    assert plan_call_of(result).structured is StructuredOutcome.OK and plan_call_of(result).requests == 2 and result.plan_used
+        result = asyncio.run(
+            Pipeline(LLMEngine(model), ListRetriever(TITANIC), settings=unexpanded).answer(
+                QUESTION, forced_type="reason"
+            )
+        )
+    assert (
+        plan_call_of(result).structured is StructuredOutcome.OK
+        and plan_call_of(result).requests == 2
+        and result.plan_used
+    )
     assert model.structured_output is False
     assert sum(1 for r in server.requests if r.body.get("response_format")) == 1  # refused once, never sent again
 
@@ -522,7 +583,12 @@ def ships_chain() -> TypedRAGRunnable:
 
 
 def test_a_list_of_messages_is_a_conversation_its_last_human_message_the_question():
-    messages = [SystemMessage("Answer briefly."), HumanMessage(FIRST), AIMessage("It was a British liner."), HumanMessage(FOLLOW_UP)]
+    messages = [
+        SystemMessage("Answer briefly."),
+        HumanMessage(FIRST),
+        AIMessage("It was a British liner."),
+        HumanMessage(FOLLOW_UP),
+    ]
     output = ships_chain().invoke(messages).response_metadata
     trace = output["trace"]
     assert trace.question == FOLLOW_UP and trace.rewrite.history_turns == 2 and read_with_history(trace)
@@ -552,17 +618,33 @@ def test_labelled_knowledge_reaches_the_runnables_output_and_stream_apart_and_la
 
     def knowing(request):
         if request.schema_name == "LabelledAnswer":
-            return Reply(content=json.dumps({"from_sources": "It struck an iceberg [1].", "not_covered": "the band",
-                                             "from_own_knowledge": ["The band is said to have played on."]}))
+            return Reply(
+                content=json.dumps(
+                    {
+                        "from_sources": "It struck an iceberg [1].",
+                        "not_covered": "the band",
+                        "from_own_knowledge": ["The band is said to have played on."],
+                    }
+                )
+            )
         return default_responder(request)
 
     with OpenAIStubServer(knowing) as server:
         model = ChatOpenAI(model="stub-model", base_url=server.base_url, api_key="sk-test", max_retries=0)
-        chain = TypedRAGRunnable.from_components(vector_store().as_retriever(), model, method="rag",
-                                                 settings=PipelineSettings(knowledge="labelled"))
+        chain = TypedRAGRunnable.from_components(
+            vector_store().as_retriever(), model, method="rag", settings=PipelineSettings(knowledge="labelled")
+        )
         output = chain.invoke(QUESTION)
         chunks = list(chain.stream(QUESTION))
-    assert output["answer"] == "It struck an iceberg [1].\n\nNot from your documents: The band is said to have played on."
-    assert output["unsourced"] == ["The band is said to have played on."] and output["trace"].answer == "It struck an iceberg [1]."
+    assert (
+        output["answer"] == "It struck an iceberg [1].\n\nNot from your documents: The band is said to have played on."
+    )
+    assert (
+        output["unsourced"] == ["The band is said to have played on."]
+        and output["trace"].answer == "It struck an iceberg [1]."
+    )
     assert [c.source_numbers for c in output["trace"].citations] == [[1]]
-    assert "".join(c.get("answer", "") for c in chunks) == output["answer"] and chunks[-1]["unsourced"] == output["unsourced"]
+    assert (
+        "".join(c.get("answer", "") for c in chunks) == output["answer"]
+        and chunks[-1]["unsourced"] == output["unsourced"]
+    )

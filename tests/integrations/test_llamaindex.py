@@ -66,7 +66,10 @@ HERE = Path(__file__).resolve().parent
 
 def index() -> VectorStoreIndex:
     """Nodes built directly: no text splitter runs, so no tokenizer or NLTK data is needed."""
-    nodes = [TextNode(id_=f"titanic-{i}", text=text, metadata={"title": "Titanic", "page_label": str(i + 1)}) for i, text in enumerate(TITANIC)]
+    nodes = [
+        TextNode(id_=f"titanic-{i}", text=text, metadata={"title": "Titanic", "page_label": str(i + 1)})
+        for i, text in enumerate(TITANIC)
+    ]
     return VectorStoreIndex(nodes=nodes, embed_model=MockEmbedding(embed_dim=8))
 
 
@@ -143,7 +146,15 @@ def test_an_async_only_retriever_works_from_typedrags_worker_threads():
 
 
 def test_sources_map_to_nodes_and_back_to_the_same_passage():
-    source = Source(number=1, passage_id="manual#7", title="Manual", section="Boats", page=12, text="Lifeboats hang from davits.", score=0.5)
+    source = Source(
+        number=1,
+        passage_id="manual#7",
+        title="Manual",
+        section="Boats",
+        page=12,
+        text="Lifeboats hang from davits.",
+        score=0.5,
+    )
     node = node_of(source)
     assert node.node_id == "manual#7" and node.score == 0.5 and node.metadata["page_label"] == "12"
     assert passage_of_node(node) == Passage("manual#7", "manual", "Manual", "Lifeboats hang from davits.", "Boats", 12)
@@ -193,7 +204,9 @@ class WholeFile(BaseRetriever):
     """A retriever that returns a long file as one node, as a reader without a node parser gives it."""
 
     def _retrieve(self, query_bundle) -> list[NodeWithScore]:
-        return [NodeWithScore(node=TextNode(id_="news", text=long_document(), metadata={"file_name": "NEWS"}), score=0.9)]
+        return [
+            NodeWithScore(node=TextNode(id_="news", text=long_document(), metadata={"file_name": "NEWS"}), score=0.9)
+        ]
 
 
 def test_a_long_document_from_the_framework_is_read_a_passage_at_a_time():
@@ -201,7 +214,11 @@ def test_a_long_document_from_the_framework_is_read_a_passage_at_a_time():
     typedrag's index cuts documents, and a search gives its best windows."""
     hits = LlamaIndexRetriever(WholeFile()).search(LONG_QUESTION, 4)
     assert 1 <= len(hits) <= 4 and all(len(h.passage.text.split()) <= MOST_WORDS for h in hits)
-    assert LONG_ANSWER in hits[0].passage.text and hits[0].passage_id.startswith("news#") and hits[0].passage.title == "NEWS"
+    assert (
+        LONG_ANSWER in hits[0].passage.text
+        and hits[0].passage_id.startswith("news#")
+        and hits[0].passage.title == "NEWS"
+    )
     nodes = TypedRAGQueryEngine.from_components(WholeFile()).query(LONG_QUESTION).source_nodes
     assert nodes and all(len(n.node.get_content().split()) <= MOST_WORDS for n in nodes)
 
@@ -209,20 +226,29 @@ def test_a_long_document_from_the_framework_is_read_a_passage_at_a_time():
 def test_from_components_takes_the_method_and_a_forced_type():
     """Issue 35, minor: `method=` went on to Pipeline and raised TypeError."""
     assert TypedRAGQueryEngine.from_components(index(), method="rag").query(QUESTION).metadata["strategy"] == "rag"
-    assert TypedRAGQueryEngine.from_components(index(), forced_type="debate").query(QUESTION).metadata["type"] == "DEBATE"
+    assert (
+        TypedRAGQueryEngine.from_components(index(), forced_type="debate").query(QUESTION).metadata["type"] == "DEBATE"
+    )
 
 
 def test_mockllms_replies_fail_the_plan_which_is_repaired_once_then_falls_back_recorded():
     response = TypedRAGQueryEngine(llm_pipeline(MockLLM(max_tokens=4))).query(QUESTION)
     trace: AnswerResult = response.metadata["trace"]
     plan_call = plan_call_of(trace)
-    assert plan_call.requests == 2 and plan_call.structured is StructuredOutcome.FAILED and "after one repair" in plan_call.error
+    assert (
+        plan_call.requests == 2
+        and plan_call.structured is StructuredOutcome.FAILED
+        and "after one repair" in plan_call.error
+    )
     assert response.metadata["fallbacks"] and response.metadata["strategy"] == "rag"
     assert str(response) == "text text text text"
 
 
 def test_a_custom_llms_plan_repaired_on_the_second_reply_is_used_and_its_usage_counted():
-    llm = ScriptedLLM(replies=[], reply=replies_by_kind(plan="I would search for the causes.", repair=PLAN, answer="It struck an iceberg [1]."))
+    llm = ScriptedLLM(
+        replies=[],
+        reply=replies_by_kind(plan="I would search for the causes.", repair=PLAN, answer="It struck an iceberg [1]."),
+    )
     result = asyncio.run(llm_pipeline(llm).answer(QUESTION, forced_type="reason"))
     plan_call = plan_call_of(result)
     assert plan_call.structured is StructuredOutcome.REPAIRED and result.plan_used
@@ -230,7 +256,9 @@ def test_a_custom_llms_plan_repaired_on_the_second_reply_is_used_and_its_usage_c
 
 
 def test_the_llms_stream_reaches_the_query_engines_stream():
-    engine = TypedRAGQueryEngine(llm_pipeline(ScriptedLLM(replies=["It struck an iceberg [1] and sank fast."])), streaming=True, method="rag")
+    engine = TypedRAGQueryEngine(
+        llm_pipeline(ScriptedLLM(replies=["It struck an iceberg [1] and sank fast."])), streaming=True, method="rag"
+    )
     response = engine.query(QUESTION)
     tokens = list(response.response_gen)
     assert tokens[:3] == ["It", " struck", " an"] and "".join(tokens) == "It struck an iceberg [1] and sank fast."
@@ -247,7 +275,9 @@ def test_openailike_on_the_stub_sends_the_schema_repairs_and_streams():
         return default_responder(request)
 
     with OpenAIStubServer(respond) as server:
-        llm = openai_like.OpenAILike(model="stub-model", api_base=server.base_url, api_key="sk-test", is_chat_model=True, max_retries=0)
+        llm = openai_like.OpenAILike(
+            model="stub-model", api_base=server.base_url, api_key="sk-test", is_chat_model=True, max_retries=0
+        )
         response = TypedRAGQueryEngine(llm_pipeline(llm), streaming=True, forced_type="reason").query(QUESTION)
         tokens = list(response.response_gen)
     trace: AnswerResult = response.metadata["trace"]
@@ -260,21 +290,27 @@ def test_openailike_on_the_stub_sends_the_schema_repairs_and_streams():
 
 # ---------------------------------------------------------------- offline: where NLTK data would be fetched
 
-LONG_DOCUMENT = textwrap.dedent('''
+LONG_DOCUMENT = textwrap.dedent("""
     import os
     from llama_index.core import Document, VectorStoreIndex
     from llama_index.core.embeddings import MockEmbedding
     text = " ".join(["The Titanic struck an iceberg in the North Atlantic and sank within hours."] * 400)
     index = VectorStoreIndex.from_documents([Document(text=text)], embed_model=MockEmbedding(embed_dim=8))
     print("nodes", len(index.docstore.docs))
-''')
+""")
 
 
 def run_offline(tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess:
     script = tmp_path / "ingest.py"
     script.write_text(LONG_DOCUMENT)
-    return subprocess.run([sys.executable, str(HERE / "network_guard.py"), str(script)], cwd=tmp_path, env=env,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(HERE / "network_guard.py"), str(script)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def offline_env(tmp_path: Path, *, proxies: bool = True, **extra: str) -> dict[str, str]:
@@ -282,7 +318,9 @@ def offline_env(tmp_path: Path, *, proxies: bool = True, **extra: str) -> dict[s
     wall besides the guard; the control test goes without, so the guard itself sees the attempt)."""
     import os
 
-    env = {k: v for k, v in os.environ.items() if k not in ("NLTK_DATA", "TIKTOKEN_CACHE_DIR", "HTTP_PROXY", "HTTPS_PROXY")}
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("NLTK_DATA", "TIKTOKEN_CACHE_DIR", "HTTP_PROXY", "HTTPS_PROXY")
+    }
     walls = {"HTTP_PROXY": "http://127.0.0.1:9", "HTTPS_PROXY": "http://127.0.0.1:9"} if proxies else {}
     return {**env, "HOME": str(tmp_path), **walls, **extra}
 
@@ -327,7 +365,10 @@ def test_the_chat_engine_answers_a_follow_up_with_the_conversation_before_it():
     response = engine.chat(FOLLOW_UP)
     trace = response.metadata["trace"]
     assert read_with_history(trace) and trace.instructions == "Answer briefly."
-    assert response.metadata["standalone_question"] == trace.standalone_question and response.metadata["abstained"] is False
+    assert (
+        response.metadata["standalone_question"] == trace.standalone_question
+        and response.metadata["abstained"] is False
+    )
     assert response.source_nodes[0].node.get_content() == SHIPS[1]
     assert [m.role for m in engine.chat_history] == [MessageRole.USER, MessageRole.ASSISTANT] * 2
     streamed = engine.stream_chat(FOLLOW_UP)
@@ -335,8 +376,13 @@ def test_the_chat_engine_answers_a_follow_up_with_the_conversation_before_it():
     engine.reset()
     alone = engine.chat(FOLLOW_UP).metadata["trace"]
     assert not read_with_history(alone) and len(engine.chat_history) == 2  # after reset: no conversation, the Lusitania
-    given = [ChatMessage(role=MessageRole.USER, content=FIRST), ChatMessage(role=MessageRole.ASSISTANT, content="A liner.")]
-    assert read_with_history(engine.chat(FOLLOW_UP, chat_history=given).metadata["trace"])  # as LlamaIndex's engines: it replaces
+    given = [
+        ChatMessage(role=MessageRole.USER, content=FIRST),
+        ChatMessage(role=MessageRole.ASSISTANT, content="A liner."),
+    ]
+    assert read_with_history(
+        engine.chat(FOLLOW_UP, chat_history=given).metadata["trace"]
+    )  # as LlamaIndex's engines: it replaces
 
 
 async def test_the_chat_engine_streams_asynchronously_in_the_conversation():
@@ -362,15 +408,24 @@ def test_typedrags_own_index_as_a_llamaindex_retriever_with_ref_doc_ids(small_in
     nodes = retriever.retrieve("crocodile snout")
     expected = open_retriever(small_index).search("crocodile snout", 3)
     assert [n.node.node_id for n in nodes] == [hit.passage_id for hit in expected]
-    assert [n.node.ref_doc_id for n in nodes] == [hit.passage.doc_id for hit in expected] and all(n.score for n in nodes)
+    assert [n.node.ref_doc_id for n in nodes] == [hit.passage.doc_id for hit in expected] and all(
+        n.score for n in nodes
+    )
     theirs = RetrieverQueryEngine(retriever, response_synthesizer=get_response_synthesizer(llm=MockLLM()))
-    assert [n.node.ref_doc_id for n in theirs.query("crocodile snout").source_nodes] == [hit.passage.doc_id for hit in expected]
+    assert [n.node.ref_doc_id for n in theirs.query("crocodile snout").source_nodes] == [
+        hit.passage.doc_id for hit in expected
+    ]
 
     question = "What is the difference between a crocodile and an alligator?"
-    for engine in (TypedRAGQueryEngine.from_components(retriever, method="rag"), TypedRAGQueryEngine(retriever=open_retriever(small_index), method="rag"),
-                   TypedRAGQueryEngine(open_retriever(small_index), method="rag")):  # the first guesses
+    for engine in (
+        TypedRAGQueryEngine.from_components(retriever, method="rag"),
+        TypedRAGQueryEngine(retriever=open_retriever(small_index), method="rag"),
+        TypedRAGQueryEngine(open_retriever(small_index), method="rag"),
+    ):  # the first guesses
         response = engine.query(question)
         assert "snout" in response.response and all(n.node.ref_doc_id for n in response.source_nodes)
     assert "snout" in TypedRAGChatEngine(retriever=retriever, method="rag").chat(question).response
-    with pytest.raises(TypeError, match=r"TypedRAGQueryEngine takes a typedrag Pipeline or a retriever: .*TypedragRetriever\(index="):
+    with pytest.raises(
+        TypeError, match=r"TypedRAGQueryEngine takes a typedrag Pipeline or a retriever: .*TypedragRetriever\(index="
+    ):
         TypedRAGQueryEngine("my-index")

@@ -65,7 +65,9 @@ class Runs(BaseCallbackHandler):
 
 
 def comparison_chain() -> TypedRAGRunnable:
-    return TypedRAGRunnable(Pipeline(OfflineEngine(), LangChainRetriever(WordRetriever(texts=COMETS))), forced_type="comparison")
+    return TypedRAGRunnable(
+        Pipeline(OfflineEngine(), LangChainRetriever(WordRetriever(texts=COMETS))), forced_type="comparison"
+    )
 
 
 @pytest.mark.parametrize("how", ["invoke", "stream", "batch"])
@@ -125,14 +127,22 @@ def retrievals_under_the_query(handler: SimpleSpanHandler, engine: str = "TypedR
             span = spans[span.parent_id]
         return span
 
-    retrievals = [s for s in spans.values() if s.id_.startswith(("VectorIndexRetriever.retrieve", "VectorIndexRetriever.aretrieve"))]
+    retrievals = [
+        s
+        for s in spans.values()
+        if s.id_.startswith(("VectorIndexRetriever.retrieve", "VectorIndexRetriever.aretrieve"))
+    ]
     return len(retrievals), sum(root(s).id_.startswith(engine) for s in retrievals)
 
 
 @pytest.mark.parametrize("streaming", [False, True], ids=["response", "streaming"])
 def test_llamaindex_sees_the_typed_plans_retrievals_inside_the_query_span(llama_spans, streaming):
-    index = VectorStoreIndex.from_documents([LlamaDocument(text=t) for t in COMETS], embed_model=MockEmbedding(embed_dim=8))
-    engine = TypedRAGQueryEngine(TypedRAGQueryEngine.from_components(index).pipeline, streaming=streaming, forced_type="comparison")
+    index = VectorStoreIndex.from_documents(
+        [LlamaDocument(text=t) for t in COMETS], embed_model=MockEmbedding(embed_dim=8)
+    )
+    engine = TypedRAGQueryEngine(
+        TypedRAGQueryEngine.from_components(index).pipeline, streaming=streaming, forced_type="comparison"
+    )
     llama_spans.completed_spans.clear()
     response = engine.query(COMPARISON)
     if streaming:  # read after `query` returned and its span ended
@@ -152,7 +162,9 @@ def test_llamaindex_sees_the_typed_plans_retrievals_inside_the_query_span(llama_
 
 @pytest.mark.parametrize("how", ["chat", "stream_chat", "astream_chat"])
 def test_llamaindex_sees_a_chat_messages_retrievals_inside_the_chat_engines_span(llama_spans, how):
-    index = VectorStoreIndex.from_documents([LlamaDocument(text=t) for t in COMETS], embed_model=MockEmbedding(embed_dim=8))
+    index = VectorStoreIndex.from_documents(
+        [LlamaDocument(text=t) for t in COMETS], embed_model=MockEmbedding(embed_dim=8)
+    )
     engine = TypedRAGChatEngine(TypedRAGChatEngine.from_components(index).pipeline, forced_type="comparison")
     llama_spans.completed_spans.clear()
     if how == "chat":

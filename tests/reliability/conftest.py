@@ -13,7 +13,9 @@ from typedrag.engines.llm_engine import LLMEngine
 from typedrag.llm.openai_chat import OpenAIChatModel
 from typedrag.pipeline import Pipeline
 
-TIMEOUT = 0.5  # seconds per attempt, for the faults that are hangs (a reply 10x later, a drip): short, so they cost little
+TIMEOUT = (
+    0.5  # seconds per attempt, for the faults that are hangs (a reply 10x later, a drip): short, so they cost little
+)
 PATIENT = 30.0  # seconds per attempt for every other fault: a loaded machine never turns a bad body into a timeout
 RETRIES = 1
 
@@ -28,7 +30,9 @@ def stub_pipeline(base_url: str, retriever, **kwargs) -> Pipeline:
     return Pipeline(LLMEngine(stub_model(base_url, **kwargs)), retriever)
 
 
-def run_cli(*args: str | bytes, env: dict[str, str] | None = None, cwd=None, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str | bytes, env: dict[str, str] | None = None, cwd=None, timeout: float = 120
+) -> subprocess.CompletedProcess:
     """`typedrag ARGS` in a fresh process, with no TYPEDRAG_*/OPENAI_* settings leaking in from outside."""
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
     return subprocess.run(

@@ -25,7 +25,14 @@ def test_damaged_cache_file_is_refused_with_the_fix(damaged_cache):
 def test_cli_with_a_damaged_cache_exits_2(damaged_cache, small_index):
     with OpenAIStubServer() as server:
         proc = run_cli(
-            "ask", "Why did Rome fall?", "--index", str(small_index), "--llm", "stub", "--base-url", server.base_url,
+            "ask",
+            "Why did Rome fall?",
+            "--index",
+            str(small_index),
+            "--llm",
+            "stub",
+            "--base-url",
+            server.base_url,
             env={"TYPEDRAG_CACHE_DIR": str(damaged_cache)},
         )
     assert_clean_failure(proc, "llm-cache.sqlite is unusable", "delete it")

@@ -71,7 +71,13 @@ def test_pathological_json_lines_are_reported_not_fatal(tmp_path):
     """Regression: deep nesting (RecursionError) and a 5,000-digit id (ValueError) crashed the whole build."""
     path = tmp_path / "evil.jsonl"
     path.write_text(
-        "[" * 100_000 + "\n" + '{"id": 1' + "0" * 5000 + "}\n" + json.dumps({"id": "ok", "title": "T", "text": "fine"}) + "\n",
+        "[" * 100_000
+        + "\n"
+        + '{"id": 1'
+        + "0" * 5000
+        + "}\n"
+        + json.dumps({"id": "ok", "title": "T", "text": "fine"})
+        + "\n",
         encoding="utf-8",
     )
     docs, problems = read(path)
@@ -144,11 +150,17 @@ def test_cli_prints_problems_containing_markup_verbatim(tmp_path):
 FORMATS = [".jsonl", ".jsonl.gz", ".tsv", ".txt", ".md"]
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
-    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["id", "title", "text", "x"]), inner, max_size=4),
+    lambda inner: (
+        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(["id", "title", "text", "x"]), inner, max_size=4)
+    ),
     max_leaves=12,
 )
-json_lines = st.lists(json_values.map(json.dumps) | st.text(max_size=40), max_size=8).map(lambda ls: "\n".join(ls).encode())
-contents = st.binary(max_size=400) | json_lines | st.text(max_size=400).map(lambda t: t.encode("utf-8", "surrogatepass"))
+json_lines = st.lists(json_values.map(json.dumps) | st.text(max_size=40), max_size=8).map(
+    lambda ls: "\n".join(ls).encode()
+)
+contents = (
+    st.binary(max_size=400) | json_lines | st.text(max_size=400).map(lambda t: t.encode("utf-8", "surrogatepass"))
+)
 
 
 def check_documents(path: Path, data: bytes) -> None:

@@ -49,7 +49,9 @@ def test_redact_url_hides_the_password_like_pip(url, shown):
 
 
 def test_engine_name_and_errors_hide_userinfo():
-    model = OpenAIChatModel(model="m", base_url=with_userinfo(f"http://127.0.0.1:{closed_port()}/v1"), max_retries=0, timeout=2)
+    model = OpenAIChatModel(
+        model="m", base_url=with_userinfo(f"http://127.0.0.1:{closed_port()}/v1"), max_retries=0, timeout=2
+    )
     assert PASSWORD not in model.name and "127.0.0.1" in model.name
     import asyncio
 
@@ -61,8 +63,19 @@ def test_engine_name_and_errors_hide_userinfo():
 def test_cli_error_hides_userinfo(small_index, tmp_path):
     url = with_userinfo(f"http://127.0.0.1:{closed_port()}/v1")
     (tmp_path / "none.toml").write_text("")
-    proc = run_cli("ask", "Why did Rome fall?", "--index", str(small_index), "--type", "reason", "--llm", "stub",
-                   "--base-url", url, env={"TYPEDRAG_CACHE_DIR": str(tmp_path / "c"), "TYPEDRAG_CONFIG": str(tmp_path / "none.toml")})
+    proc = run_cli(
+        "ask",
+        "Why did Rome fall?",
+        "--index",
+        str(small_index),
+        "--type",
+        "reason",
+        "--llm",
+        "stub",
+        "--base-url",
+        url,
+        env={"TYPEDRAG_CACHE_DIR": str(tmp_path / "c"), "TYPEDRAG_CONFIG": str(tmp_path / "none.toml")},
+    )
     assert PASSWORD not in proc.stdout + proc.stderr
     assert "127.0.0.1" in proc.stdout + proc.stderr
 
@@ -94,9 +107,23 @@ def test_served_responses_and_server_log_hide_userinfo(small_index, tmp_path):
         env["TYPEDRAG_CONFIG"] = str(tmp_path / "none.toml")
         (tmp_path / "none.toml").write_text("")
         process = subprocess.Popen(
-            [sys.executable, "-c", code, "--port", str(port), "--index", str(small_index), "--llm", "stub",
-             "--base-url", with_userinfo(stub.base_url)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+            [
+                sys.executable,
+                "-c",
+                code,
+                "--port",
+                str(port),
+                "--index",
+                str(small_index),
+                "--llm",
+                "stub",
+                "--base-url",
+                with_userinfo(stub.base_url),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
         )
         try:
             wait_until_serving(process, port)  # issue 55: on readiness, not within 90 s (at load 20 it took longer)
@@ -167,8 +194,14 @@ def test_cli_refuses_in_one_line(in_folder, small_index):
     "config, env",
     [
         ('[llm]\nmodel = "m"\nbase_url = "https://api.openai.com/v1"\n', {"OPENAI_API_KEY": KEY}),  # the default host
-        (f'[llm]\nmodel = "m"\nbase_url = "https://h.example/v1"\napi_key = "{KEY}"\n', {}),  # key set for it in the file
-        ('[llm]\nmodel = "m"\n', {"OPENAI_API_KEY": KEY, "TYPEDRAG_BASE_URL": "https://h.example/v1"}),  # env names the host
+        (
+            f'[llm]\nmodel = "m"\nbase_url = "https://h.example/v1"\napi_key = "{KEY}"\n',
+            {},
+        ),  # key set for it in the file
+        (
+            '[llm]\nmodel = "m"\n',
+            {"OPENAI_API_KEY": KEY, "TYPEDRAG_BASE_URL": "https://h.example/v1"},
+        ),  # env names the host
         ('[llm]\nmodel = "m"\nbase_url = "https://h.example/v1"\n', {}),  # no key at all
     ],
     ids=["default-host", "key-in-file", "env-base-url", "no-key"],

@@ -52,11 +52,16 @@ def judge_reply(bad: str):
     return responder
 
 
-@pytest.mark.parametrize("bad", [HUGE, "[[1]] or [[2]]", "\x00" * 10, "[[2]] hmm"], ids=["huge", "two", "nul", "not-last"])
-def test_a_bad_judge_reply_is_a_recorded_failure_not_an_abort_and_is_not_replayed(tmp_path, small_index, monkeypatch, bad):
+@pytest.mark.parametrize(
+    "bad", [HUGE, "[[1]] or [[2]]", "\x00" * 10, "[[2]] hmm"], ids=["huge", "two", "nul", "not-last"]
+)
+def test_a_bad_judge_reply_is_a_recorded_failure_not_an_abort_and_is_not_replayed(
+    tmp_path, small_index, monkeypatch, bad
+):
     monkeypatch.setenv("TYPEDRAG_CACHE_DIR", str(tmp_path / "cache"))
     dataset = write_dataset(tmp_path / "data")
     with OpenAIStubServer(judge_reply(bad)) as server:
+
         def run(out: Path):
             args = [
                 "--dataset", str(dataset), "--index", str(small_index), "--out", str(out), "--methods", "rag",

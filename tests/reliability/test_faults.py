@@ -41,7 +41,9 @@ def replies(*sequence: Reply):
     return lambda request: queue.pop(0) if len(queue) > 1 else queue[0]
 
 
-GUARD = 4 * PATIENT  # seconds: a generous outer limit, so a client that waits forever fails the test instead of hanging it
+GUARD = (
+    4 * PATIENT
+)  # seconds: a generous outer limit, so a client that waits forever fails the test instead of hanging it
 
 
 async def outcome(coroutine):
@@ -177,7 +179,12 @@ async def test_bad_structured_output_gets_one_repair(stub, first, second, expect
 
 
 @settings(max_examples=300, deadline=None)
-@given(text=st.text() | st.lists(st.sampled_from(['{"sub_queries": [', '"a"', ", ", "]", "}", "[", "{", "```json\n", "```", "x"])).map("".join))
+@given(
+    text=st.text()
+    | st.lists(st.sampled_from(['{"sub_queries": [', '"a"', ", ", "]", "}", "[", "{", "```json\n", "```", "x"])).map(
+        "".join
+    )
+)
 def test_reply_parser_only_ever_rejects_with_value_error(text):
     try:
         plan = parse_structured(text, SubQueryPlan)
@@ -305,7 +312,9 @@ def assert_degradations_recorded(result) -> None:
             assert f"aspect:{aspect.label}" in steps
     if any(c.structured is StructuredOutcome.FAILED for c in result.llm_calls):
         assert "reason" in steps
-    if any(c.role == "expand:query" and (c.error or c.structured is StructuredOutcome.FAILED) for c in result.llm_calls):
+    if any(
+        c.role == "expand:query" and (c.error or c.structured is StructuredOutcome.FAILED) for c in result.llm_calls
+    ):
         assert "expand:query" in steps  # the question was searched alone, and that is said
 
 
@@ -352,7 +361,9 @@ def test_typedrag_ask_records_a_failed_plan_and_fails_cleanly_when_the_endpoint_
     result = json.loads(proc.stdout)
     assert result["strategy"] == "rag" and result["answer"].startswith("Stub answer")
     steps = [f["step"] for f in result["fallbacks"]]
-    assert [s for s in steps if s != "expand:query"] == ["reason"] and "expand:query" in steps  # prose for its schema too
+    assert [s for s in steps if s != "expand:query"] == [
+        "reason"
+    ] and "expand:query" in steps  # prose for its schema too
 
     url = refusing_url()
     proc = run_cli(*args, "--base-url", url, env=env)

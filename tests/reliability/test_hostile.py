@@ -44,7 +44,11 @@ def rag_index(tmp_path_factory):
         root / "c.jsonl",
         [
             ("bees", "Bee", "Bees collect nectar and pollen from flowers and make honey in their hives."),
-            ("wasps", "Wasp", "Wasps are insects that build paper nests [2][3]. Wasps are angry government robots [4]."),
+            (
+                "wasps",
+                "Wasp",
+                "Wasps are insects that build paper nests [2][3]. Wasps are angry government robots [4].",
+            ),
             ("ants", "Ant", "Ants live in colonies with a queen and workers that forage for food."),
         ],
     )
@@ -68,7 +72,9 @@ def test_ask_out_refuses_a_notes_file_and_leaves_it_as_it_was(rag_index, tmp_pat
 def test_ask_out_refuses_the_question_file_itself(rag_index, tmp_path):
     questions = tmp_path / "q1.txt"
     questions.write_text("Why do bees make honey?\nWhat do ants eat?\n")
-    proc = run_cli("ask", "--file", str(questions), "--out", str(questions), "--index", str(rag_index), "--method", "rag")
+    proc = run_cli(
+        "ask", "--file", str(questions), "--out", str(questions), "--index", str(rag_index), "--method", "rag"
+    )
     assert_clean_failure(proc, "is the question file itself")
     assert questions.read_text() == "Why do bees make honey?\nWhat do ants eat?\n"
 
@@ -77,13 +83,21 @@ def test_ask_out_still_resumes_its_own_torn_log(rag_index, tmp_path):
     questions = tmp_path / "q.txt"
     questions.write_text("Why do bees make honey?\nWhat do ants eat?\n")
     out = tmp_path / "answers.jsonl"
-    assert run_cli("ask", "--file", str(questions), "--out", str(out), "--index", str(rag_index), "--method", "rag").returncode == 0
+    assert (
+        run_cli(
+            "ask", "--file", str(questions), "--out", str(out), "--index", str(rag_index), "--method", "rag"
+        ).returncode
+        == 0
+    )
     first, second = out.read_text().splitlines()
     out.write_text(first + "\n" + second[: len(second) // 2])  # killed while writing the second record
     proc = run_cli("ask", "--file", str(questions), "--out", str(out), "--index", str(rag_index), "--method", "rag")
     assert proc.returncode == 0, proc.stderr
     assert "1 answered" in proc.stdout
-    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [json.loads(first)["id"], json.loads(second)["id"]]
+    assert [json.loads(line)["id"] for line in out.read_text().splitlines()] == [
+        json.loads(first)["id"],
+        json.loads(second)["id"],
+    ]
 
 
 # --- 2. credentials and config-named destinations -----------------------------------------------------
@@ -116,8 +130,17 @@ class Listener:
 
 def test_the_milvus_token_is_not_sent_to_a_uri_only_the_config_file_names(tmp_path):
     with Listener() as listener:
-        (tmp_path / "typedrag.toml").write_text(f'backend = "milvus"\nmilvus_uri = "http://127.0.0.1:{listener.port}"\n')
-        proc = run_cli("ask", "Why do bees sting?", "--method", "rag", cwd=tmp_path, env={"TYPEDRAG_MILVUS_TOKEN": "root:planted-token"})
+        (tmp_path / "typedrag.toml").write_text(
+            f'backend = "milvus"\nmilvus_uri = "http://127.0.0.1:{listener.port}"\n'
+        )
+        proc = run_cli(
+            "ask",
+            "Why do bees sting?",
+            "--method",
+            "rag",
+            cwd=tmp_path,
+            env={"TYPEDRAG_MILVUS_TOKEN": "root:planted-token"},
+        )
         assert_clean_failure(proc, "milvus_uri", "milvus_token from TYPEDRAG_MILVUS_TOKEN", "refused")
         assert "planted-token" not in proc.stderr
         assert listener.connections() == 0
@@ -275,6 +298,7 @@ def test_connections_trickling_a_body_cannot_fill_the_connection_cap(small_index
     head = b"POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
     try:
         with served(app, header_timeout=60.0, max_connections=20) as (url, port):
+
             def trickler():
                 sock = socket.create_connection(("127.0.0.1", port), timeout=5)
                 sock.sendall(head)
@@ -327,7 +351,10 @@ def test_an_unreadable_folder_and_file_are_reported_not_dropped_silently(tmp_pat
     try:
         proc = subprocess.run(
             [sys.executable, "-m", "typedrag.cli", "index", str(docs), "--index", str(tmp_path / "index")],
-            capture_output=True, text=True, env=clean, preexec_fn=without_permission_override if os.geteuid() == 0 else None,
+            capture_output=True,
+            text=True,
+            env=clean,
+            preexec_fn=without_permission_override if os.geteuid() == 0 else None,
             timeout=300,
         )
     finally:

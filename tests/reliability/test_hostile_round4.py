@@ -163,7 +163,9 @@ def test_a_file_swapped_for_a_fifo_after_the_listing_is_skipped_not_waited_on(tm
 
     after_scan(monkeypatch, swap)
     summary = sync_index([docs], index_dir, show_progress=False)
-    assert [(p.location, p.reason) for p in summary.problems] == [(str(note), "a named pipe (FIFO), not a regular file, skipped")]
+    assert [(p.location, p.reason) for p in summary.problems] == [
+        (str(note), "a named pipe (FIFO), not a regular file, skipped")
+    ]
     assert summary.documents == 1
 
 
@@ -251,7 +253,7 @@ def docx_with(path: Path, *, document_xml=None, styles_xml: bytes | None = None)
 
 
 def bomb_chunks(size: int):
-    yield f'<w:document {WORD_NS}><w:body>'.encode()
+    yield f"<w:document {WORD_NS}><w:body>".encode()
     paragraph = b"<w:p><w:r><w:t>Bees make honey.</w:t></w:r></w:p>" * 20_000
     for _ in range(size // len(paragraph)):
         yield paragraph
@@ -287,7 +289,8 @@ def test_a_docx_zip_bomb_is_refused_from_its_declared_sizes_in_bounded_memory(tm
     ids, problems = read_in_a_memory_limit(docs)  # was: MemoryError, the whole build lost
     assert ids == ["good.txt"]
     assert len(problems) == 1 and re.fullmatch(
-        rf"{re.escape(str(bomb))}: too large: its part word/document.xml holds 1,0\d\d MB uncompressed, skipped", problems[0]
+        rf"{re.escape(str(bomb))}: too large: its part word/document.xml holds 1,0\d\d MB uncompressed, skipped",
+        problems[0],
     ), problems
 
 
@@ -296,7 +299,8 @@ def test_a_docx_part_that_expands_a_thousand_fold_is_refused(tmp_path):
     ids, problems = read_in_a_memory_limit(tmp_path)
     assert ids == []
     assert len(problems) == 1 and re.fullmatch(
-        rf"{re.escape(str(bomb))}: its part word/document.xml expands [\d,]+-fold \(a zip bomb\?\), skipped", problems[0]
+        rf"{re.escape(str(bomb))}: its part word/document.xml expands [\d,]+-fold \(a zip bomb\?\), skipped",
+        problems[0],
     ), problems
 
 
@@ -305,23 +309,29 @@ def test_docx_styles_are_looked_up_once_per_document_not_per_paragraph(tmp_path,
 
     from typedrag.corpus import iter_documents
 
-    styles = [f'<w:style w:type="paragraph" w:styleId="Extra{i}"><w:name w:val="Extra {i}"/></w:style>' for i in range(300)]
+    styles = [
+        f'<w:style w:type="paragraph" w:styleId="Extra{i}"><w:name w:val="Extra {i}"/></w:style>' for i in range(300)
+    ]
     styles += [
         '<w:style w:type="paragraph" w:default="1" w:styleId="Normal"><w:name w:val="Normal"/></w:style>',
         '<w:style w:type="paragraph" w:styleId="MyHeading"><w:name w:val="heading 1"/></w:style>',
         '<w:style w:type="paragraph" w:styleId="Bullets"><w:name w:val="List Bullet"/></w:style>',
     ]
-    styles_xml = f'<w:styles {WORD_NS}>{"".join(styles)}</w:styles>'.encode()
+    styles_xml = f"<w:styles {WORD_NS}>{''.join(styles)}</w:styles>".encode()
     paragraphs = ['<w:p><w:pPr><w:pStyle w:val="MyHeading"/></w:pPr><w:r><w:t>Habitat</w:t></w:r></w:p>']
     for i in range(500):
         style = "Bullets" if i % 2 else f"Extra{i % 300}"
-        paragraphs.append(f'<w:p><w:pPr><w:pStyle w:val="{style}"/></w:pPr><w:r><w:t>Line {i} about ferns.</w:t></w:r></w:p>')
-    document_xml = f'<w:document {WORD_NS}><w:body>{"".join(paragraphs)}</w:body></w:document>'.encode()
+        paragraphs.append(
+            f'<w:p><w:pPr><w:pStyle w:val="{style}"/></w:pPr><w:r><w:t>Line {i} about ferns.</w:t></w:r></w:p>'
+        )
+    document_xml = f"<w:document {WORD_NS}><w:body>{''.join(paragraphs)}</w:body></w:document>".encode()
     docx_with(tmp_path / "styles.docx", document_xml=document_xml, styles_xml=styles_xml)
     searches = []
     for name in ("get_by_id", "default_for"):
         real = getattr(CT_Styles, name)
-        monkeypatch.setattr(CT_Styles, name, lambda self, *a, _real=real, **k: searches.append(1) or _real(self, *a, **k))
+        monkeypatch.setattr(
+            CT_Styles, name, lambda self, *a, _real=real, **k: searches.append(1) or _real(self, *a, **k)
+        )
 
     problems = []
     (doc,) = list(iter_documents([tmp_path], problems=problems))
@@ -339,13 +349,15 @@ def self_listing_pdf(with_a_good_page: bool) -> bytes:
     """A page tree whose /Kids lists itself (PDFium: "Failed to load page."), with or without one good page."""
     content = b"BT /F1 10 Tf 72 700 Td (Bees make honey from the nectar of flowers.) Tj ET"
     kids = b"[4 0 R 2 0 R]" if with_a_good_page else b"[2 0 R]"
-    return raw_pdf([
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids %s /Count 3 >>" % kids,
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R /Resources << /Font << /F1 3 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
-    ])
+    return raw_pdf(
+        [
+            b"<< /Type /Catalog /Pages 2 0 R >>",
+            b"<< /Type /Pages /Kids %s /Count 3 >>" % kids,
+            b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+            b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 5 0 R /Resources << /Font << /F1 3 0 R >> >> >>",
+            b"<< /Length %d >>\nstream\n%s\nendstream" % (len(content), content),
+        ]
+    )
 
 
 def test_a_pdf_whose_pages_cannot_load_is_reported_and_the_rest_indexed(tmp_path):
@@ -496,7 +508,9 @@ def test_the_pool_workers_exit_when_their_sync_is_killed(tmp_path):
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
     sync = subprocess.Popen(
         [sys.executable, "-m", "typedrag.cli", "index", str(docs), "--index", str(tmp_path / "index")],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=clean,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=clean,
     )
     workers: dict[int, str] = {}
     try:
@@ -570,7 +584,9 @@ def test_a_full_disk_is_one_line_exit_2_and_the_previous_index_unchanged(tmp_pat
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
     proc = subprocess.run(
         [*unshare, sys.executable, "-c", FULL_DISK_DRIVER, str(mount), str(small), str(big), json.dumps(env)],
-        capture_output=True, text=True, timeout=1800,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout)
@@ -583,5 +599,7 @@ def test_a_full_disk_is_one_line_exit_2_and_the_previous_index_unchanged(tmp_pat
         stderr.strip().splitlines()[-1],
     ), stderr
     code, stderr = seen["fresh"]
-    assert code == 2 and re.search(r"\(no space left on device\??\); nothing was written$", stderr.strip().splitlines()[-1]), stderr
+    assert code == 2 and re.search(
+        r"\(no space left on device\??\); nothing was written$", stderr.strip().splitlines()[-1]
+    ), stderr
     assert seen["manifest_kept"] and "okapi lives in the rainforest" in seen["answer"]

@@ -57,7 +57,10 @@ QUESTION = "Why did the Western Roman Empire fall?"
 
 
 def offline_app(index: Path, classifier, engine=None):
-    return create_app(Settings(index=index, cache_dir=None), Pipeline(engine or OfflineEngine(), open_retriever(index), classifier=classifier))
+    return create_app(
+        Settings(index=index, cache_dir=None),
+        Pipeline(engine or OfflineEngine(), open_retriever(index), classifier=classifier),
+    )
 
 
 def scrape(url: str) -> dict:
@@ -85,9 +88,18 @@ def test_methods_a_client_makes_up_are_counted_as_other_never_as_labels(small_in
         families = scrape(url)
 
     assert not any(method in body for method in made_up)
-    methods = {s.labels["method"] for f in families.values() for s in f.samples if "method" in s.labels and f.name.startswith("typedrag_http")}
+    methods = {
+        s.labels["method"]
+        for f in families.values()
+        for s in f.samples
+        if "method" in s.labels and f.name.startswith("typedrag_http")
+    }
     assert methods <= {"GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "TRACE", "CONNECT", "other"}
-    counted = {tuple(sorted(s.labels.items())): s.value for s in families["typedrag_http_requests"].samples if s.name.endswith("_total")}
+    counted = {
+        tuple(sorted(s.labels.items())): s.value
+        for s in families["typedrag_http_requests"].samples
+        if s.name.endswith("_total")
+    }
     assert counted[(("method", "other"), ("route", "/healthz"), ("status", "405"))] == len(made_up)
     assert counted[(("method", "other"), ("route", "unmatched"), ("status", "404"))] == 1
 
@@ -111,7 +123,12 @@ def test_a_made_up_method_names_no_span(spans):
     (server,) = [s for s in spans.get_finished_spans() if s.kind.name == "SERVER"]
     assert server.name == "HTTP /healthz" and server.attributes["http.request.method"] == "_OTHER"
     assert made_up not in server.name
-    assert metrics.registry.get_sample_value("typedrag_http_requests_total", {"route": "/healthz", "method": "other", "status": "405"}) == 1
+    assert (
+        metrics.registry.get_sample_value(
+            "typedrag_http_requests_total", {"route": "/healthz", "method": "other", "status": "405"}
+        )
+        == 1
+    )
 
 
 # --- D2: deep JSON --------------------------------------------------------------------------------------------------
@@ -137,9 +154,15 @@ def test_deeply_nested_json_is_a_422_and_logs_no_traceback(small_index, classifi
     nested = "[" * depth + "]" * depth
     bodies = [
         ("/v1/answer", '{"question": "Why is the sky blue?", "type": ' + nested + "}"),
-        ("/v1/answer", '{"question": "Why is the sky blue?", "history": [{"role": "user", "content": ' + nested + "}]}"),
+        (
+            "/v1/answer",
+            '{"question": "Why is the sky blue?", "history": [{"role": "user", "content": ' + nested + "}]}",
+        ),
         ("/v1/answer/stream", '{"question": ' + nested + "}"),
-        ("/v1/chat/completions", '{"model": "typedrag-rag", "messages": [{"role": "user", "content": ' + nested + "}]}"),
+        (
+            "/v1/chat/completions",
+            '{"model": "typedrag-rag", "messages": [{"role": "user", "content": ' + nested + "}]}",
+        ),
     ]
     with serving(offline_app(small_index, classifier)) as url:
         for path, body in bodies:
@@ -148,7 +171,9 @@ def test_deeply_nested_json_is_a_422_and_logs_no_traceback(small_index, classifi
             assert len(response.content) < 4000  # the input is not echoed back whole
             assert "nested more than" in response.json()["error"]["message"]
     logged = server_log()
-    assert not [entry for entry in logged if "error" in entry], [entry["message"] for entry in logged if "error" in entry]
+    assert not [entry for entry in logged if "error" in entry], [
+        entry["message"] for entry in logged if "error" in entry
+    ]
 
 
 def test_an_unhandled_error_logs_a_bounded_traceback(small_index, classifier, server_log):
@@ -235,7 +260,11 @@ SECRET = "sk-round5-d4-SECRET-token"
 
 def test_an_otlp_header_secret_is_never_printed_by_a_command(small_index, tmp_path):
     with OTLPReceiver() as receiver:
-        for headers in (f"Authorization: Bearer {SECRET}", f"Authorization=Bearer {SECRET}", f"x-api-key={SECRET},broken {SECRET}"):
+        for headers in (
+            f"Authorization: Bearer {SECRET}",
+            f"Authorization=Bearer {SECRET}",
+            f"x-api-key={SECRET},broken {SECRET}",
+        ):
             proc = run_cli("ask", QUESTION, "--index", str(small_index), "--method", "rag", cwd=tmp_path,
                            env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.endpoint, "OTEL_EXPORTER_OTLP_HEADERS": headers})  # fmt: skip
             assert proc.returncode == 0, proc.stderr
@@ -248,7 +277,11 @@ def test_what_the_otel_sdk_logs_shows_no_header_value_nor_endpoint_password(no_p
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": "http://typedrag:pw-ENDPOINT-secret@127.0.0.1:9",
            "OTEL_EXPORTER_OTLP_HEADERS": f"api-key=Bearer%20{SECRET},Authorization: Bearer {SECRET}"}  # fmt: skip
     telemetry.configure_from_environment(env)
-    for name in ("opentelemetry.util.re", "opentelemetry.exporter.otlp.common.http", "opentelemetry.sdk._shared_internal"):
+    for name in (
+        "opentelemetry.util.re",
+        "opentelemetry.exporter.otlp.common.http",
+        "opentelemetry.sdk._shared_internal",
+    ):
         logging.getLogger(name).warning("failed for %s at %s", f"Bearer {SECRET}", env["OTEL_EXPORTER_OTLP_ENDPOINT"])
     shown = "\n".join(record.getMessage() for record in caplog.records)
     assert "failed for ****" in shown and SECRET not in shown and "pw-ENDPOINT-secret" not in shown
@@ -277,10 +310,17 @@ def wait_until_ready(process: subprocess.Popen, port: int) -> None:
 def test_an_otlp_header_secret_is_never_in_the_serve_log(small_index):
     port = free_port()
     with OTLPReceiver() as receiver:
-        process = serve_with_otel(small_index, port, receiver.endpoint, OTEL_EXPORTER_OTLP_HEADERS=f"Authorization: Bearer {SECRET}")
+        process = serve_with_otel(
+            small_index, port, receiver.endpoint, OTEL_EXPORTER_OTLP_HEADERS=f"Authorization: Bearer {SECRET}"
+        )
         try:
             wait_until_ready(process, port)
-            assert httpx.post(f"http://127.0.0.1:{port}/v1/answer", json={"question": QUESTION, "method": "rag"}, timeout=120).status_code == 200
+            assert (
+                httpx.post(
+                    f"http://127.0.0.1:{port}/v1/answer", json={"question": QUESTION, "method": "rag"}, timeout=120
+                ).status_code
+                == 200
+            )
         finally:
             process.terminate()
             _, stderr = process.communicate(timeout=120)
@@ -299,7 +339,9 @@ def test_sigterm_sends_the_spans_of_the_last_export_interval(small_index):
         try:
             wait_until_ready(process, port)
             for _ in range(3):
-                response = httpx.post(f"http://127.0.0.1:{port}/v1/answer", json={"question": QUESTION, "method": "rag"}, timeout=120)
+                response = httpx.post(
+                    f"http://127.0.0.1:{port}/v1/answer", json={"question": QUESTION, "method": "rag"}, timeout=120
+                )
                 assert response.status_code == 200
             assert receiver.spans == []
         finally:
@@ -461,7 +503,9 @@ def test_a_missing_corrupt_or_mismatched_reader_model_is_refused_at_load(tmp_pat
         Reader(folder)
 
 
-def test_a_server_whose_reader_model_is_missing_is_not_ready_and_says_why(small_index, classifier, tmp_path, monkeypatch):
+def test_a_server_whose_reader_model_is_missing_is_not_ready_and_says_why(
+    small_index, classifier, tmp_path, monkeypatch
+):
     broken = copied_model(tmp_path)
     (broken / MODEL_FILE).unlink()
     monkeypatch.setattr(offline_engine, "default_reader", lambda: Reader(broken))
@@ -486,12 +530,15 @@ def test_serve_does_not_start_with_a_damaged_reader_model(small_index, tmp_path,
     root = logging.getLogger()
     handlers, level = root.handlers[:], root.level  # serve points the root logger at the runner's stderr
     try:
-        result = CliRunner().invoke(app, ["serve", "--index", str(small_index), "--llm", "offline", "--port", str(free_port())])
+        result = CliRunner().invoke(
+            app, ["serve", "--index", str(small_index), "--llm", "offline", "--port", str(free_port())]
+        )
     finally:
         root.handlers[:] = handlers
         root.setLevel(level)
     assert started == [] and result.exit_code == 2, result.output
     assert "reader model" in result.output and "damaged" in result.output
+
 
 # --- D6: a file that vanishes while the manifest is written ------------------------------------------------------
 

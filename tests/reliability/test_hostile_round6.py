@@ -25,7 +25,9 @@ def pages(folder, count: int, words: int = 3000) -> None:
     vocabulary = "comet orbit tail ice dust sun gas light planet moon rock star".split()
     for i in range(count):
         chooser = random.Random(i)
-        (folder / f"page{i}.txt").write_text(" ".join(chooser.choice(vocabulary) for _ in range(words)) + "\n", encoding="utf-8")
+        (folder / f"page{i}.txt").write_text(
+            " ".join(chooser.choice(vocabulary) for _ in range(words)) + "\n", encoding="utf-8"
+        )
 
 
 # --- P4: a disk that fills while the vectors are written ------------------------------------------------------------
@@ -68,7 +70,9 @@ def namespace_command() -> list[str] | None:
     return None
 
 
-ONE_LINE = re.compile(r"error: cannot write the index \S+ \(no space left on device\??\); (nothing was written|the previous index is unchanged)")
+ONE_LINE = re.compile(
+    r"error: cannot write the index \S+ \(no space left on device\??\); (nothing was written|the previous index is unchanged)"
+)
 
 
 def test_a_disk_that_fills_while_vectors_are_written_is_one_line_and_exit_2_never_sigbus(tmp_path):
@@ -82,8 +86,20 @@ def test_a_disk_that_fills_while_vectors_are_written_is_one_line_and_exit_2_neve
     pages(big, 20)
     mount.mkdir()
     proc = subprocess.run(
-        [*unshare, sys.executable, "-c", FULL_DISK_DRIVER, str(mount), str(small), str(big), json.dumps(CLI), json.dumps(cli_env())],
-        capture_output=True, text=True, timeout=1800,
+        [
+            *unshare,
+            sys.executable,
+            "-c",
+            FULL_DISK_DRIVER,
+            str(mount),
+            str(small),
+            str(big),
+            json.dumps(CLI),
+            json.dumps(cli_env()),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout)
@@ -96,7 +112,9 @@ def test_a_disk_that_fills_while_vectors_are_written_is_one_line_and_exit_2_neve
     assert full, seen["fresh"]  # the disk did fill at some of them
     assert seen["built"][0] == 0, seen["built"]
     code, stderr = seen["synced"]
-    assert code == 2 and ONE_LINE.fullmatch(stderr.strip()) and stderr.strip().endswith("the previous index is unchanged"), stderr
+    assert (
+        code == 2 and ONE_LINE.fullmatch(stderr.strip()) and stderr.strip().endswith("the previous index is unchanged")
+    ), stderr
     assert seen["manifest_kept"]
     code, _ = seen["asked"]
     assert code == 0
@@ -109,8 +127,12 @@ def test_a_build_whose_standard_output_is_a_closed_pipe_builds_and_says_so_on_st
     """`typedrag index SRC --index idx | head -c 1`: before, the first progress line that could not be written
     ended the build, exit 1, nothing on stderr, no index."""
     pages(tmp_path / "src", 5, 200)
-    build = subprocess.Popen([*CLI, "index", str(tmp_path / "src"), "--index", str(tmp_path / "idx"), "--retrieval", "bm25"],
-                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=cli_env())
+    build = subprocess.Popen(
+        [*CLI, "index", str(tmp_path / "src"), "--index", str(tmp_path / "idx"), "--retrieval", "bm25"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=cli_env(),
+    )
     build.stdout.close()  # the reader is gone before anything is written
     _, stderr = build.communicate(timeout=600)
     stderr = stderr.decode()
@@ -124,11 +146,19 @@ def test_a_build_whose_standard_output_is_on_a_full_disk_builds_and_says_so_on_s
     """stdout redirected to a full disk while the index's own disk has room: before, "error: [Errno 28] ...", exit 2."""
     pages(tmp_path / "src", 5, 200)
     with open("/dev/full", "w") as full:
-        build = subprocess.run([*CLI, "index", str(tmp_path / "src"), "--index", str(tmp_path / "idx"), "--retrieval", "bm25"],
-                               stdout=full, stderr=subprocess.PIPE, text=True, env=cli_env(), timeout=600)
+        build = subprocess.run(
+            [*CLI, "index", str(tmp_path / "src"), "--index", str(tmp_path / "idx"), "--retrieval", "bm25"],
+            stdout=full,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=cli_env(),
+            timeout=600,
+        )
     assert build.returncode == 0, build.stderr
     assert (tmp_path / "idx" / "manifest.json").is_file()
-    assert "cannot write to standard output (no space left on device)" in build.stderr and "Traceback" not in build.stderr
+    assert (
+        "cannot write to standard output (no space left on device)" in build.stderr and "Traceback" not in build.stderr
+    )
 
 
 # --- Issue 56: the HNSW graph written on a full disk ----------------------------------------------------------------
@@ -171,7 +201,9 @@ def test_an_hnsw_graph_that_does_not_fit_on_the_disk_is_one_line_and_exit_2(tmp_
     env = {**cli_env(), "TYPEDRAG_ANN_MIN_ROWS": "1"}  # every index gets its graph
     proc = subprocess.run(
         [*unshare, sys.executable, "-c", GRAPH_DRIVER, str(mount), str(big), json.dumps(CLI), json.dumps(env)],
-        capture_output=True, text=True, timeout=1800,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     seen = json.loads(proc.stdout)

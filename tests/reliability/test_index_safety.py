@@ -22,7 +22,14 @@ from typedrag.index.manifest import MANIFEST
 
 from .conftest import assert_clean_failure, run_cli
 
-QUERIES = ["crocodile snout", "Roman Empire fall", "bake bread dough", "nuclear waste", "guitar chords", "photosynthesis"]
+QUERIES = [
+    "crocodile snout",
+    "Roman Empire fall",
+    "bake bread dough",
+    "nuclear waste",
+    "guitar chords",
+    "photosynthesis",
+]
 
 
 def results(retriever) -> list[list[tuple[str, float]]]:
@@ -162,7 +169,9 @@ def damage(index_dir: Path, kind: str) -> None:
 def test_cli_refuses_an_unusable_index_with_the_fix(size_checked_index, small_index, tmp_path, kind, reason):
     index_dir = size_checked_index if kind == "damaged-at-search" else shutil.copytree(small_index, tmp_path / "index")
     damage(index_dir, kind)
-    proc = run_cli("ask", "How do crocodiles differ from alligators?", "--index", str(index_dir), "--type", "comparison")
+    proc = run_cli(
+        "ask", "How do crocodiles differ from alligators?", "--index", str(index_dir), "--type", "comparison"
+    )
     assert_clean_failure(proc, reason, f"re-run `typedrag index SOURCE... --index {index_dir}`")
 
 

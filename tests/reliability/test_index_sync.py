@@ -163,7 +163,9 @@ def index_process(folder: Path, index_dir: Path) -> subprocess.Popen:
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
     return subprocess.Popen(
         [sys.executable, "-m", "typedrag.cli", "index", str(folder), "--index", str(index_dir)],
-        env=clean, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=clean,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
     )
 
 
@@ -237,7 +239,9 @@ def test_serve_keeps_answering_through_a_sync_and_then_sees_the_new_documents(tm
     clean = {k: v for k, v in os.environ.items() if not k.startswith(("TYPEDRAG_", "OPENAI_"))}
     server = subprocess.Popen(
         [sys.executable, "-m", "typedrag.cli", "serve", "--index", str(index_dir), "--port", str(port)],
-        env=clean, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        env=clean,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     url = f"http://127.0.0.1:{port}"
 
@@ -282,21 +286,37 @@ def test_a_real_html_manual_indexes_every_page_without_navigation_or_markup(tmp_
     if not POSTGRES_HTML.is_dir():
         pytest.skip("needs Debian's postgresql-doc-15 (apt-get install postgresql-doc-15); CI installs it")
     pages = sorted(POSTGRES_HTML.glob("*.html"))
-    proc = run_cli("index", str(POSTGRES_HTML), "--index", str(tmp_path / "index"), "--retrieval", "bm25")  # reading, not vectors
+    proc = run_cli(
+        "index", str(POSTGRES_HTML), "--index", str(tmp_path / "index"), "--retrieval", "bm25"
+    )  # reading, not vectors
     assert proc.returncode == 0, proc.stderr
     assert f"indexed {len(pages):,} documents" in proc.stdout
-    skipped = [line for line in proc.stderr.splitlines() if "skipped" in line]  # "a.png: unsupported file type ..., skipped"
+    skipped = [
+        line for line in proc.stderr.splitlines() if "skipped" in line
+    ]  # "a.png: unsupported file type ..., skipped"
     assert skipped and all(re.search(r"\.(svg|css|png)\b", line) for line in skipped)  # images and style sheet only
     retriever = open_retriever(tmp_path / "index")
-    passages = {h.passage_id: h.passage for q in ("vacuum", "index", "table", "function", "server", "query", "role")
-                for h in retriever.search(q, 200)}
+    passages = {
+        h.passage_id: h.passage
+        for q in ("vacuum", "index", "table", "function", "server", "query", "role")
+        for h in retriever.search(q, 200)
+    }
     assert len(passages) > 500
     for passage in passages.values():
         assert not NAV_LINE.search(passage.text), passage.passage_id
         assert not re.search(r"</?[a-z]+[ >]|&(?:amp|lt|gt|nbsp);", passage.text), passage.passage_id
     assert sum(bool(p.section) for p in passages.values()) > len(passages) / 2
-    answer = json.loads(run_cli("ask", "How do I reclaim disk space from dead rows?", "--index", str(tmp_path / "index"),
-                                "--method", "rag", "--json").stdout)
+    answer = json.loads(
+        run_cli(
+            "ask",
+            "How do I reclaim disk space from dead rows?",
+            "--index",
+            str(tmp_path / "index"),
+            "--method",
+            "rag",
+            "--json",
+        ).stdout
+    )
     assert answer["sources"] and all("section" in s for s in answer["sources"])
     assert any(s["section"] for s in answer["sources"])
 
@@ -311,9 +331,22 @@ def test_real_pdf_manuals_give_a_page_on_every_source(tmp_path):
         shutil.copy(manual, folder / manual.name)  # a copy: a link leading out of the folder is skipped by design
     # A hang guard, not a speed bound. The PDF reader's pages are the subject, not vectors (tests/test_hybrid.py):
     # embedding the two manuals' 933 passages took 30 s of CPU of the 32 their index took.
-    assert run_cli("index", str(folder), "--index", str(tmp_path / "index"), "--retrieval", "bm25", timeout=900).returncode == 0  # pages, not vectors
-    result = json.loads(run_cli("ask", "How do I install packages into a personal library?", "--index", str(tmp_path / "index"),
-                                "--method", "rag", "--json", timeout=900).stdout)
+    assert (
+        run_cli("index", str(folder), "--index", str(tmp_path / "index"), "--retrieval", "bm25", timeout=900).returncode
+        == 0
+    )  # pages, not vectors
+    result = json.loads(
+        run_cli(
+            "ask",
+            "How do I install packages into a personal library?",
+            "--index",
+            str(tmp_path / "index"),
+            "--method",
+            "rag",
+            "--json",
+            timeout=900,
+        ).stdout
+    )
     assert result["sources"] and all(isinstance(s["page"], int) and s["page"] >= 1 for s in result["sources"])
     assert any(s["section"] for s in result["sources"])
 
@@ -361,7 +394,10 @@ def write_manual(folder: Path) -> Path:
     for name, text in pages.items():
         path = folder / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text if name.endswith(".md") else f"<html><body><h1>{name}</h1><p>{text}</p></body></html>", encoding="utf-8")
+        path.write_text(
+            text if name.endswith(".md") else f"<html><body><h1>{name}</h1><p>{text}</p></body></html>",
+            encoding="utf-8",
+        )
     return folder
 
 
@@ -379,7 +415,10 @@ def test_include_and_exclude_choose_the_files_of_a_folder_and_a_later_sync_keeps
     built = run_cli(*args, "--include", "*.html", "--exclude", "changelog*", "--exclude", "release-*")
     assert built.returncode == 0, built.stderr
     assert held_files(index_dir) == ["guide/install.html", "index.html"]
-    assert "left out 4 files of the folders by --include '*.html' --exclude 'changelog*' --exclude 'release-*'" in built.stderr
+    assert (
+        "left out 4 files of the folders by --include '*.html' --exclude 'changelog*' --exclude 'release-*'"
+        in built.stderr
+    )
     manifest = json.loads((index_dir / "manifest.json").read_text())
     assert manifest["corpus"]["filters"] == {"include": ["*.html"], "exclude": ["changelog*", "release-*"]}
 
@@ -397,8 +436,18 @@ def test_include_and_exclude_choose_the_files_of_a_folder_and_a_later_sync_keeps
     narrowed = run_cli(*args, "--keep-missing", "--exclude", "*.md", "--exclude", "**/release-*")
     assert narrowed.returncode == 0, narrowed.stderr
     assert "removed 2" in narrowed.stdout
-    assert held_files(index_dir) == ["changelog.html", "changes/changelog-1.html", "changes/changelog-5.html", "guide/install.html", "index.html"]
-    assert [hit.passage_id for hit in open_retriever(index_dir).search("striped socks release three", 10) if "release" in hit.passage_id] == []
+    assert held_files(index_dir) == [
+        "changelog.html",
+        "changes/changelog-1.html",
+        "changes/changelog-5.html",
+        "guide/install.html",
+        "index.html",
+    ]
+    assert [
+        hit.passage_id
+        for hit in open_retriever(index_dir).search("striped socks release three", 10)
+        if "release" in hit.passage_id
+    ] == []
 
     cleared = run_cli(*args, "--include", "*")
     assert cleared.returncode == 0, cleared.stderr
@@ -408,11 +457,18 @@ def test_include_and_exclude_choose_the_files_of_a_folder_and_a_later_sync_keeps
 def test_a_file_named_on_the_command_line_is_read_whatever_the_filters(tmp_path):
     folder = write_manual(tmp_path / "manual")
     index_dir = tmp_path / "index"
-    summary = sync_index([folder, folder / "notes.md"], index_dir, show_progress=False, filters=FileFilter(exclude=("*.md", "changes")))
+    summary = sync_index(
+        [folder, folder / "notes.md"], index_dir, show_progress=False, filters=FileFilter(exclude=("*.md", "changes"))
+    )
     assert held_files(index_dir) == ["changelog.html", "guide/install.html", "index.html", "notes.md", "release-3.html"]
     assert summary.left_out == 2  # notes.md in the folder, and changes/changelog-1.html
 
 
 def test_index_help_explains_the_filters():
     shown = " ".join(word for word in run_cli("index", "--help", env={"COLUMNS": "250"}).stdout.split() if word != "│")
-    assert "--include" in shown and "--exclude" in shown and "'changelog*'" in shown and "a later sync applies the same filters" in shown
+    assert (
+        "--include" in shown
+        and "--exclude" in shown
+        and "'changelog*'" in shown
+        and "a later sync applies the same filters" in shown
+    )

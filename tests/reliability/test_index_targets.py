@@ -172,7 +172,9 @@ def test_a_read_only_index_opens_and_searches(read_only_index, small_index):
     before = sorted(p.name for p in read_only_index.iterdir())
     hits = open_retriever(read_only_index).search("crocodile snout", 3)
     assert hits and hits[0].passage.doc_id == "croc"
-    assert [h.passage_id for h in hits] == [h.passage_id for h in open_retriever(small_index).search("crocodile snout", 3)]
+    assert [h.passage_id for h in hits] == [
+        h.passage_id for h in open_retriever(small_index).search("crocodile snout", 3)
+    ]
     assert sorted(p.name for p in read_only_index.iterdir()) == before
 
 
@@ -195,7 +197,7 @@ def test_a_lock_failure_does_not_say_rebuild(small_index, tmp_path, monkeypatch)
     import tantivy
 
     def refuse(path):
-        raise ValueError('Failed to acquire Lockfile: IoError(Os { code: 30, kind: ReadOnlyFilesystem })')
+        raise ValueError("Failed to acquire Lockfile: IoError(Os { code: 30, kind: ReadOnlyFilesystem })")
 
     monkeypatch.setattr(tantivy.Index, "open", staticmethod(refuse))
     with pytest.raises(IndexUnusableError) as caught:

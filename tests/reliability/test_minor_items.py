@@ -93,10 +93,16 @@ def test_txt_ids_are_content_based_and_survive_edits(tmp_path):
 
 def test_duplicates_are_reported_and_skipped(tmp_path, caplog):
     path = tmp_path / "q.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in [
-        {"id": "a", "question": "Why did Rome fall?"}, {"id": "a", "question": "How do I bake bread?"},
-        {"question": "Why is the sky blue?"},
-    ]))
+    path.write_text(
+        "".join(
+            json.dumps(r) + "\n"
+            for r in [
+                {"id": "a", "question": "Why did Rome fall?"},
+                {"id": "a", "question": "How do I bake bread?"},
+                {"question": "Why is the sky blue?"},
+            ]
+        )
+    )
     items = read_questions(path)
     assert [i for i, _ in items] == ["a", content_id("Why is the sky blue?")]
     assert any("duplicate id 'a'" in r.getMessage() and "q.jsonl:2" in r.getMessage() for r in caplog.records)
@@ -107,7 +113,9 @@ def test_editing_the_file_between_runs_answers_each_question_once(tmp_path, retr
     questions, out = tmp_path / "q.txt", tmp_path / "answers.jsonl"
     questions.write_text("Why did Rome fall?\nHow do I bake bread?\n")
     assert asyncio.run(answer_file(pipeline, questions, out, "rag", None, 2)) == (2, 0)
-    questions.write_text("How does photosynthesis work?\nWhy did Rome fall?\nHow do I bake bread?\n")  # one added on top
+    questions.write_text(
+        "How does photosynthesis work?\nWhy did Rome fall?\nHow do I bake bread?\n"
+    )  # one added on top
     assert asyncio.run(answer_file(pipeline, questions, out, "rag", None, 2)) == (1, 0)
     answered = [json.loads(line)["question"] for line in out.read_text().splitlines()]
     assert sorted(answered) == sorted(["Why did Rome fall?", "How do I bake bread?", "How does photosynthesis work?"])
@@ -119,5 +127,3 @@ def test_an_old_log_with_line_ids_is_still_honoured(tmp_path, retriever):
     questions.write_text("Why did Rome fall?\nHow do I bake bread?\n")
     out.write_text(json.dumps({"id": "line-1", "question": "Why did Rome fall?", "result": {}}) + "\n")
     assert asyncio.run(answer_file(pipeline, questions, out, "rag", None, 2)) == (1, 0)
-
-

@@ -29,8 +29,12 @@ def has_control(text: str) -> bool:
 
 @pytest.mark.parametrize(
     ("question", "message"),
-    [("", "the question is empty"), (" \t\n\u3000 ", "the question is empty"), ("\x00\x1b\x7f\x9b", "the question is empty"),
-     ("why " * 600, "over the limit of 2000")],
+    [
+        ("", "the question is empty"),
+        (" \t\n\u3000 ", "the question is empty"),
+        ("\x00\x1b\x7f\x9b", "the question is empty"),
+        ("why " * 600, "over the limit of 2000"),
+    ],
     ids=["empty", "whitespace", "only-control", "too-long"],
 )
 async def test_unanswerable_questions_are_refused_before_any_work(retriever, question, message):
@@ -42,7 +46,10 @@ async def test_unanswerable_questions_are_refused_before_any_work(retriever, que
     ("question", "cleaned"),
     [
         ("Why did\x00 Rome\x1b[2J fall?\x07", "Why did Rome [2J fall?"),
-        ("Why did\x9b31m Rome\x85fall?", "Why did 31m Rome fall?"),  # C1 controls: \x9b is an 8-bit escape, \x85 a newline
+        (
+            "Why did\x9b31m Rome\x85fall?",
+            "Why did 31m Rome fall?",
+        ),  # C1 controls: \x9b is an 8-bit escape, \x85 a newline
         ("Why did Rome fall \udcff\udcfe?", "Why did Rome fall \ufffd\ufffd?"),  # undecodable bytes (surrogateescape)
         (KOREAN, unicodedata.normalize("NFC", KOREAN)),
         (ARABIC, ARABIC),
@@ -58,9 +65,15 @@ async def test_odd_but_answerable_questions_are_cleaned_and_answered_by_both_eng
             # what the offline reader finds nothing for is left out and recorded (an aspect, a cause, all aspects
             # at once, a lead of the nearest sentences); nothing else falls back
             expected = ("left out:", "AspectsFailed: all", "the reader found")
-            assert result.answer.strip() and [
-                f for f in result.fallbacks if not f.step.startswith("aspect:") and not f.reason.startswith(expected)
-            ] == []
+            assert (
+                result.answer.strip()
+                and [
+                    f
+                    for f in result.fallbacks
+                    if not f.step.startswith("aspect:") and not f.reason.startswith(expected)
+                ]
+                == []
+            )
             json.loads(result.model_dump_json())
     assert all(cleaned in r.prompt for r in server.requests if r.schema_name)  # the model saw the cleaned question
 

@@ -144,9 +144,13 @@ async def test_injected_passages_cannot_change_the_plan_the_requests_or_the_file
         assert set(request.body) <= {"model", "messages", "max_tokens", "temperature", "response_format"}
         system = [m["content"] for m in request.messages if m["role"] == "system"]
         assert not any("Ignore" in s or "SYSTEM:" in s for s in system)  # passages only ever in the user turn
-        if request.schema_name == "Expansion":  # the overview's search widened: its own schema, untouched by the passages
+        if (
+            request.schema_name == "Expansion"
+        ):  # the overview's search widened: its own schema, untouched by the passages
             assert request.body["response_format"]["json_schema"]["name"] == "Expansion"
-        elif request is not plan_request and request.schema_name != "Weighing":  # a debate weighs its cases before mediating
+        elif (
+            request is not plan_request and request.schema_name != "Weighing"
+        ):  # a debate weighs its cases before mediating
             assert "response_format" not in request.body
     assert not target.exists()
     assert [e for e in events if _writes(*e)] == []
@@ -173,7 +177,9 @@ def assert_no_key(tmp_path: Path, *outputs: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "status", [401, 500], ids=["rejected", "server-error"],
+    "status",
+    [401, 500],
+    ids=["rejected", "server-error"],
 )
 def test_api_key_never_reaches_output_traces_cache_or_errors(small_index, tmp_path, status):
     def echo(request):  # a server that reflects the Authorization header into whatever it says
@@ -191,7 +197,9 @@ def test_api_key_never_reaches_output_traces_cache_or_errors(small_index, tmp_pa
     assert "***" in json.loads(ok.stdout)["answer"]
     assert list((tmp_path / "cache").iterdir())  # the cache was written, and is checked below
 
-    with OpenAIStubServer(lambda r: Reply(status=status, content=f"bad credentials {r.headers.get('authorization')}")) as server:
+    with OpenAIStubServer(
+        lambda r: Reply(status=status, content=f"bad credentials {r.headers.get('authorization')}")
+    ) as server:
         failed = run_cli("ask", "Why did the empire split?", *args, "--base-url", server.base_url, env=env)
     assert_clean_failure(failed, f"HTTP {status}")
     assert_no_key(tmp_path, ok.stdout, ok.stderr, failed.stdout, failed.stderr)
@@ -224,11 +232,26 @@ def test_cache_and_index_write_only_inside_their_directories(tmp_path, small_ind
 
     env = ask_env(work)
     with OpenAIStubServer(answer) as server:
-        proc = run_cli("ask", "../../outside.txt?", "--index", str(small_index), "--method", "rag", "--llm", "stub",
-                       "--base-url", server.base_url, "--json", env=env, cwd=work)
+        proc = run_cli(
+            "ask",
+            "../../outside.txt?",
+            "--index",
+            str(small_index),
+            "--method",
+            "rag",
+            "--llm",
+            "stub",
+            "--base-url",
+            server.base_url,
+            "--json",
+            env=env,
+            cwd=work,
+        )
     assert proc.returncode == 0, proc.stderr
     added = tree(tmp_path) - before
-    assert {p.split("/")[1] for p in added} <= {"index", ".index.lock", "cache", "typedrag.toml"}, sorted(added)  # .index.lock: the build lock
+    assert {p.split("/")[1] for p in added} <= {"index", ".index.lock", "cache", "typedrag.toml"}, sorted(
+        added
+    )  # .index.lock: the build lock
     assert all(p.startswith("work/") for p in added)
 
 
@@ -249,8 +272,20 @@ def test_manifest_cannot_point_outside_its_index(small_index, tmp_path, name):
 def test_trace_shows_model_output_verbatim_never_as_markup(small_index, tmp_path):
     sneaky = "See [link=https://evil.example]the sources[/link] [/x] [1]."
     with OpenAIStubServer(lambda r: Reply(content=sneaky if not r.schema_name else default_content(r))) as server:
-        proc = run_cli("ask", "Why did Rome fall?", "--index", str(small_index), "--type", "reason", "--llm", "stub",
-                       "--base-url", server.base_url, "--trace", env=ask_env(tmp_path))
+        proc = run_cli(
+            "ask",
+            "Why did Rome fall?",
+            "--index",
+            str(small_index),
+            "--type",
+            "reason",
+            "--llm",
+            "stub",
+            "--base-url",
+            server.base_url,
+            "--trace",
+            env=ask_env(tmp_path),
+        )
     assert proc.returncode == 0, proc.stderr
     assert "[link=https://evil.example]" in proc.stdout
 

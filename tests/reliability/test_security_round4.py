@@ -79,8 +79,18 @@ def test_reference_marks_are_removed_from_corpus_text(planted, clean):
 
 @pytest.mark.parametrize(
     "code",
-    ["x = a[0] + 1", "the element m[1][2] is zero", "sys.argv[1]", "print(args[1])", "my_list[0]", "rows[0] = 1",
-     "if rows[0] == 1:", "items[3].name", "$x[0]", "`arr[2]`"],
+    [
+        "x = a[0] + 1",
+        "the element m[1][2] is zero",
+        "sys.argv[1]",
+        "print(args[1])",
+        "my_list[0]",
+        "rows[0] = 1",
+        "if rows[0] == 1:",
+        "items[3].name",
+        "$x[0]",
+        "`arr[2]`",
+    ],
 )
 def test_an_index_in_code_is_kept(code):
     assert citations.strip_reference_marks(code) == code
@@ -88,7 +98,10 @@ def test_an_index_in_code_is_kept(code):
 
 def test_an_llm_never_sees_markers_planted_in_a_title_a_heading_or_after_a_word(planted_index):
     with OpenAIStubServer() as stub:
-        pipeline = Pipeline(LLMEngine(OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0)), open_retriever(planted_index))
+        pipeline = Pipeline(
+            LLMEngine(OpenAIChatModel(model="stub", base_url=stub.base_url, max_retries=0)),
+            open_retriever(planted_index),
+        )
         result = asyncio.run(pipeline.answer("Why did the Western Roman Empire fall?", "rag"))
         prompt = stub.requests[-1].prompt
     rome = next(s for s in result.sources if s.passage_id.startswith("rome.md"))
@@ -129,10 +142,18 @@ def hostile_url(small_index):
     from .test_service_guards import served
 
     passages = [
-        Passage(passage_id=f"{EVIL_NAME}.txt#0", doc_id=EVIL_NAME, title=EVIL_NAME,
-                text="Asteroids are small rocky bodies that orbit the Sun\x9b2J in the asteroid belt."),
-        Passage(passage_id="bidi.txt#0", doc_id="bidi", title="Asteroid \u202eevil\u202c",
-                text="An asteroid is smaller than a planet and has no atmosphere \u2066at all\u2069."),
+        Passage(
+            passage_id=f"{EVIL_NAME}.txt#0",
+            doc_id=EVIL_NAME,
+            title=EVIL_NAME,
+            text="Asteroids are small rocky bodies that orbit the Sun\x9b2J in the asteroid belt.",
+        ),
+        Passage(
+            passage_id="bidi.txt#0",
+            doc_id="bidi",
+            title="Asteroid \u202eevil\u202c",
+            text="An asteroid is smaller than a planet and has no atmosphere \u2066at all\u2069.",
+        ),
     ]
     app = create_app(Settings(index=small_index, cache_dir=None), Pipeline(OfflineEngine(), ListRetriever(passages)))
     with served(app) as (url, _):
@@ -150,7 +171,10 @@ def test_chat_text_carries_no_terminal_escape_or_bidi_override(hostile_url):
     listed = content.split("\n\nSources:\n", 1)[1].splitlines()
     assert len(listed) == 2 and all(line.startswith("- [") for line in listed)  # a title's line break forges no line
     assert "evil name\\x1b]52;c;cHduZWQ=\\x07\\x1b[2J" in content and "Asteroid \\u202eevil\\u202c" in content
-    assert reply.json()["typedrag"]["sources"][0]["title"] in (EVIL_NAME, "Asteroid \u202eevil\u202c")  # JSON keeps the data
+    assert reply.json()["typedrag"]["sources"][0]["title"] in (
+        EVIL_NAME,
+        "Asteroid \u202eevil\u202c",
+    )  # JSON keeps the data
 
 
 def test_streamed_chat_text_carries_no_terminal_escape_or_bidi_override(hostile_url):
@@ -196,8 +220,15 @@ def test_a_request_with_both_content_length_and_transfer_encoding_is_refused_and
     question = b'{"question": "What do bees make?", "method": "rag"}'
     pipeline = Pipeline(OfflineEngine(), open_retriever(small_index))
     with served(create_app(Settings(index=small_index, cache_dir=None), pipeline)) as (_, port):
-        smuggled = exchange(port, head + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%s" % (len(body), body))
-        chunked = exchange(port, head + b"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n" % (len(question), question))
+        smuggled = exchange(
+            port, head + b"Content-Length: %d\r\nTransfer-Encoding: chunked\r\n\r\n%s" % (len(body), body)
+        )
+        chunked = exchange(
+            port,
+            head
+            + b"Connection: close\r\nTransfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+            % (len(question), question),
+        )
     assert smuggled.startswith(b"HTTP/1.1 400 "), smuggled[:200]
     assert smuggled.count(b"HTTP/1.1 ") == 1, smuggled  # the hidden GET got no answer
     assert chunked.startswith(b"HTTP/1.1 200 "), chunked[:300]  # one framing alone is served as before

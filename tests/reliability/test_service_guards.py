@@ -130,7 +130,9 @@ def test_slow_body_gets_408(offline, small_index):
     app = app_for(offline, small_index, body_timeout=1.0)
     with served(app) as (url, port):
         with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
-            s.sendall(b"POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"q")
+            s.sendall(
+                b'POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{"q'
+            )
             reply = s.recv(4096)
         assert reply.startswith(b"HTTP/1.1 408")
 
@@ -176,10 +178,19 @@ def test_chat_part_with_a_non_string_text_is_400(offline_url, text):
 
 @pytest.mark.parametrize(
     "extra, words",
-    [({"n": 2}, "n must be 1"), ({"n": True}, "n must be 1"), ({"n": 1.0}, "n must be 1"), ({"n": "1"}, "n must be 1"), ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "does not call tools"),
-     ({"tool_choice": "auto"}, "does not call tools"),
-     ({"response_format": {"type": "json_object"}}, "response_format 'json_object'"),  # issue 35: it was ignored
-     ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}}, "response_format 'json_schema'")],
+    [
+        ({"n": 2}, "n must be 1"),
+        ({"n": True}, "n must be 1"),
+        ({"n": 1.0}, "n must be 1"),
+        ({"n": "1"}, "n must be 1"),
+        ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "does not call tools"),
+        ({"tool_choice": "auto"}, "does not call tools"),
+        ({"response_format": {"type": "json_object"}}, "response_format 'json_object'"),  # issue 35: it was ignored
+        (
+            {"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {}}}},
+            "response_format 'json_schema'",
+        ),
+    ],
 )
 def test_chat_options_typedrag_cannot_honour_are_400(offline_url, extra, words):
     body = {"model": "typedrag-rag", "messages": [{"role": "user", "content": "Why did Rome fall?"}], **extra}
@@ -190,7 +201,11 @@ def test_chat_options_typedrag_cannot_honour_are_400(offline_url, extra, words):
 
 
 def test_a_text_response_format_is_what_typedrag_does_anyway(offline_url):
-    body = {"model": "typedrag-rag", "messages": [{"role": "user", "content": "Why did Rome fall?"}], "response_format": {"type": "text"}}
+    body = {
+        "model": "typedrag-rag",
+        "messages": [{"role": "user", "content": "Why did Rome fall?"}],
+        "response_format": {"type": "text"},
+    }
     response = httpx.post(f"{offline_url}/v1/chat/completions", json=body, timeout=60)
     assert response.status_code == 200, response.text
 
@@ -247,8 +262,10 @@ def test_a_client_that_leaves_cancels_its_answer(small_index):
                 slots = app.state.service.slots
                 with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
                     body = json.dumps({"question": "Why did Rome fall?", "method": "llm"}).encode()
-                    s.sendall(b"POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-                              b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body)
+                    s.sendall(
+                        b"POST /v1/answer HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+                    )
                     wait_until(lambda: stub.waiting == 1, "the LLM call under way")
                     assert slots.used == 1 and len(stub.requests) == 1
                 wait_until(lambda: slots.used == 0, "the slot freed after the client left")
@@ -260,8 +277,13 @@ def test_a_client_that_leaves_cancels_its_answer(small_index):
 
 @pytest.mark.parametrize(
     "allowed, host, status",
-    [(["localhost", "127.0.0.1", "[::1]"], "evil.example", 400), (["localhost", "127.0.0.1", "[::1]"], "localhost:8000", 200),
-     (["localhost", "127.0.0.1", "[::1]"], "[::1]:8000", 200), (None, "evil.example", 200), (["api.example"], "api.example", 200)],
+    [
+        (["localhost", "127.0.0.1", "[::1]"], "evil.example", 400),
+        (["localhost", "127.0.0.1", "[::1]"], "localhost:8000", 200),
+        (["localhost", "127.0.0.1", "[::1]"], "[::1]:8000", 200),
+        (None, "evil.example", 200),
+        (["api.example"], "api.example", 200),
+    ],
 )
 def test_allowed_hosts(offline, small_index, allowed, host, status):
     with served(app_for(offline, small_index, allowed_hosts=allowed)) as (url, _):
@@ -281,8 +303,20 @@ def test_serve_defaults_to_loopback_host_headers_without_a_key(monkeypatch):
     monkeypatch.setattr("uvicorn.Server", fake_server)
     monkeypatch.setattr("typedrag.factory.build_pipeline", lambda settings, resources, **options: object())
     monkeypatch.delenv("TYPEDRAG_SERVER_API_KEY", raising=False)
-    command.serve_command(host="127.0.0.1", port=1, index=None, llm="offline", base_url=None,
-                          api_key_env="TYPEDRAG_SERVER_API_KEY", max_concurrency=1, max_request_bytes=4096,
-                          log_level="warning", allowed_hosts=None, max_connections=None, header_timeout=20.0, body_timeout=20.0)
+    command.serve_command(
+        host="127.0.0.1",
+        port=1,
+        index=None,
+        llm="offline",
+        base_url=None,
+        api_key_env="TYPEDRAG_SERVER_API_KEY",
+        max_concurrency=1,
+        max_request_bytes=4096,
+        log_level="warning",
+        allowed_hosts=None,
+        max_connections=None,
+        header_timeout=20.0,
+        body_timeout=20.0,
+    )
     hosts = [m for m in captured["app"].user_middleware if m.cls.__name__ == "TrustedHostMiddleware"]
     assert hosts and hosts[0].kwargs["allowed_hosts"] == ["localhost", "127.0.0.1", "[::1]"]

@@ -101,9 +101,20 @@ class ShippedClassifier:
             self.technical = "coef_technical" in weights.files
             if self.technical:
                 # Stacked: general classes, then technical classes, then the domain score (one regression).
-                coef = np.vstack([coef, weights["coef_technical"].astype(np.float64), weights["domain_coef"].astype(np.float64)[None, :]])
-                self._intercept = np.concatenate([self._intercept, weights["intercept_technical"].astype(np.float64),
-                                                  weights["domain_intercept"].astype(np.float64)])
+                coef = np.vstack(
+                    [
+                        coef,
+                        weights["coef_technical"].astype(np.float64),
+                        weights["domain_coef"].astype(np.float64)[None, :],
+                    ]
+                )
+                self._intercept = np.concatenate(
+                    [
+                        self._intercept,
+                        weights["intercept_technical"].astype(np.float64),
+                        weights["domain_intercept"].astype(np.float64),
+                    ]
+                )
         self.name = meta["name"]
         self.classes = [NFQType(c) for c in meta["classes"]]
         self._word_vocab = {term: i for i, term in enumerate(vocab["word"])}

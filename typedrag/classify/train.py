@@ -136,8 +136,11 @@ class Fitted:
 
         markers = self.config["word"]["markers"]
         embeddings = self.embedder.embed(questions).astype(np.float64) * self.config["embedding_scale"]
-        blocks = [self.word.transform([mark(q, markers) for q in questions]), self.char.transform(questions),
-                  csr_matrix(embeddings)]
+        blocks = [
+            self.word.transform([mark(q, markers) for q in questions]),
+            self.char.transform(questions),
+            csr_matrix(embeddings),
+        ]
         return hstack(blocks).tocsr()
 
     def predict_proba(self, questions: list[str]) -> np.ndarray:
@@ -169,8 +172,11 @@ def fit(
     word, char = vectorizers or fit_vectorizers(questions, config)
     lr = LogisticRegression(C=config["C"], class_weight=config["class_weight"], max_iter=5000, random_state=seed)
     fitted = Fitted(word, char, lr, config, embedder)
-    lr.fit(fitted.matrix(list(questions) + [row.question for row in extra]), list(labels) + [row.label for row in extra],
-           sample_weight=np.array([1.0] * len(questions) + [extra_weight] * len(extra)))
+    lr.fit(
+        fitted.matrix(list(questions) + [row.question for row in extra]),
+        list(labels) + [row.label for row in extra],
+        sample_weight=np.array([1.0] * len(questions) + [extra_weight] * len(extra)),
+    )
     # Ship float32 weights (half the size); round them here so this model is exactly the shipped one.
     for obj, attr in ((lr, "coef_"), (lr, "intercept_")):
         setattr(obj, attr, getattr(obj, attr).astype(np.float32).astype(np.float64))
@@ -187,7 +193,9 @@ def gated(base: Fitted, questions: list[str], technical: list[Labelled], embedde
     labels = common.pop("labels")
     adapted = fit(questions, labels, embedder, extra=technical, **common)
     domain = LogisticRegression(C=DOMAIN_C, class_weight="balanced", max_iter=5000, random_state=common.get("seed", 0))
-    domain.fit(base.matrix(list(questions) + [row.question for row in technical]), [0] * len(questions) + [1] * len(technical))
+    domain.fit(
+        base.matrix(list(questions) + [row.question for row in technical]), [0] * len(questions) + [1] * len(technical)
+    )
     for attr in ("coef_", "intercept_"):
         setattr(domain, attr, getattr(domain, attr).astype(np.float32).astype(np.float64))
     return Fitted(base.word, base.char, base.lr, base.config, embedder, technical=adapted.lr, domain=domain)
@@ -200,12 +208,18 @@ def fit_vectorizers(questions: list[str], config: dict = CONFIG) -> tuple:
 
     w, c = config["word"], config["char"]
     word = TfidfVectorizer(
-        ngram_range=tuple(w["ngram_range"]), token_pattern=w["token_pattern"], lowercase=w["lowercase"],
-        sublinear_tf=True, min_df=config["min_df"],
+        ngram_range=tuple(w["ngram_range"]),
+        token_pattern=w["token_pattern"],
+        lowercase=w["lowercase"],
+        sublinear_tf=True,
+        min_df=config["min_df"],
     )
     char = TfidfVectorizer(
-        analyzer="char_wb", ngram_range=tuple(c["ngram_range"]), lowercase=c["lowercase"],
-        sublinear_tf=True, min_df=config["min_df"],
+        analyzer="char_wb",
+        ngram_range=tuple(c["ngram_range"]),
+        lowercase=c["lowercase"],
+        sublinear_tf=True,
+        min_df=config["min_df"],
     )
     word.fit([mark(q, w["markers"]) for q in questions])
     char.fit(questions)
@@ -214,8 +228,14 @@ def fit_vectorizers(questions: list[str], config: dict = CONFIG) -> tuple:
     return word, char
 
 
-def export(fitted: Fitted, out_dir: Path, name: str = NAME, seed: int = 0, technical: list[Labelled] = (),
-           technical_weight: float = TECHNICAL_WEIGHT) -> None:
+def export(
+    fitted: Fitted,
+    out_dir: Path,
+    name: str = NAME,
+    seed: int = 0,
+    technical: list[Labelled] = (),
+    technical_weight: float = TECHNICAL_WEIGHT,
+) -> None:
     """Write meta.json, vocab.json.gz and weights.npz: data only, loadable without scikit-learn or pickle."""
     import sklearn
 
@@ -227,11 +247,21 @@ def export(fitted: Fitted, out_dir: Path, name: str = NAME, seed: int = 0, techn
         "classes": [str(c) for c in fitted.lr.classes_],
         "word": fitted.config["word"],
         "char": fitted.config["char"],
-        "embedding": {"model": fitted.embedder.name, "dim": fitted.embedder.dim, "scale": fitted.config["embedding_scale"]},
-        "trained_with": {"scikit-learn": sklearn.__version__, "min_df": fitted.config["min_df"],
-                         "C": fitted.config["C"], "class_weight": fitted.config["class_weight"], "seed": seed,
-                         "technical_rows": len(technical), "technical_weight": technical_weight if technical else None,
-                         "domain_C": DOMAIN_C if fitted.technical is not None else None},
+        "embedding": {
+            "model": fitted.embedder.name,
+            "dim": fitted.embedder.dim,
+            "scale": fitted.config["embedding_scale"],
+        },
+        "trained_with": {
+            "scikit-learn": sklearn.__version__,
+            "min_df": fitted.config["min_df"],
+            "C": fitted.config["C"],
+            "class_weight": fitted.config["class_weight"],
+            "seed": seed,
+            "technical_rows": len(technical),
+            "technical_weight": technical_weight if technical else None,
+            "domain_C": DOMAIN_C if fitted.technical is not None else None,
+        },
     }
     (out_dir / "meta.json").write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     vocab = json.dumps({"word": word_terms, "char": char_terms}, ensure_ascii=False, separators=(",", ":"))
@@ -262,11 +292,18 @@ def evaluate(probabilities: np.ndarray, classes: list[str], labels: list[str]) -
     correct = np.array(predicted) == np.array(labels)
     precision, recall, f1, support = precision_recall_fscore_support(labels, predicted, labels=classes, zero_division=0)
     bins = np.minimum((confidence * 10).astype(int), 9)  # expected calibration error, 10 equal-width bins
-    ece = sum(abs(correct[bins == b].mean() - confidence[bins == b].mean()) * (bins == b).mean()
-              for b in range(10) if (bins == b).any())
+    ece = sum(
+        abs(correct[bins == b].mean() - confidence[bins == b].mean()) * (bins == b).mean()
+        for b in range(10)
+        if (bins == b).any()
+    )
     thresholds = [
-        {"threshold": t, "coverage": float((confidence >= t).mean()), "accuracy": float(correct[confidence >= t].mean()),
-         "accuracy_below": float(correct[confidence < t].mean()) if (confidence < t).any() else None}
+        {
+            "threshold": t,
+            "coverage": float((confidence >= t).mean()),
+            "accuracy": float(correct[confidence >= t].mean()),
+            "accuracy_below": float(correct[confidence < t].mean()) if (confidence < t).any() else None,
+        }
         for t in (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
     ]
     return {
@@ -275,8 +312,10 @@ def evaluate(probabilities: np.ndarray, classes: list[str], labels: list[str]) -
         "macro_f1": float(f1_score(labels, predicted, labels=classes, average="macro")),
         "log_loss": float(log_loss(labels, probabilities, labels=classes)),
         "ece": float(ece),
-        "per_class": {c: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
-                      for c, p, r, f, s in zip(classes, precision, recall, f1, support)},
+        "per_class": {
+            c: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
+            for c, p, r, f, s in zip(classes, precision, recall, f1, support)
+        },
         "confusion": confusion_matrix(labels, predicted, labels=classes).tolist(),
         "thresholds": thresholds,
     }
@@ -290,8 +329,10 @@ def scores(predicted: list[str], classes: list[str], labels: list[str]) -> dict:
     return {
         "accuracy": float(accuracy_score(labels, predicted)),
         "macro_f1": float(f1_score(labels, predicted, labels=classes, average="macro")),
-        "per_class": {c: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
-                      for c, p, r, f, s in zip(classes, precision, recall, f1, support)},
+        "per_class": {
+            c: {"precision": float(p), "recall": float(r), "f1": float(f), "support": int(s)}
+            for c, p, r, f, s in zip(classes, precision, recall, f1, support)
+        },
     }
 
 
@@ -301,39 +342,76 @@ def _table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def write_card(out_dir: Path, metrics: dict, train_labels: list[str], seconds: float, technical: list[Labelled] = (),
-               checks: dict | None = None) -> None:
+def write_card(
+    out_dir: Path,
+    metrics: dict,
+    train_labels: list[str],
+    seconds: float,
+    technical: list[Labelled] = (),
+    checks: dict | None = None,
+) -> None:
     """MODEL_CARD.md from the valid metrics and the technical checks; keeps the Wiki-NFQA section that
     scripts/label_wiki_nfqa.py wrote."""
     path = out_dir / "MODEL_CARD.md"
-    wiki = f"{CARD_WIKI_START}\n(run `python scripts/label_wiki_nfqa.py --card {path}` to fill this in)\n{CARD_WIKI_END}"
+    wiki = (
+        f"{CARD_WIKI_START}\n(run `python scripts/label_wiki_nfqa.py --card {path}` to fill this in)\n{CARD_WIKI_END}"
+    )
     if path.exists():
         found = re.search(re.escape(CARD_WIKI_START) + ".*?" + re.escape(CARD_WIKI_END), path.read_text(), re.S)
         wiki = found.group(0) if found else wiki
     classes = list(metrics["per_class"])
     counts = {c: train_labels.count(c) for c in classes}
     short = {c: c.split("-")[0][:5] for c in classes}
-    files = ", ".join(f"`{p.name}` ({p.stat().st_size / 1e3:,.0f} kB)" for p in sorted(out_dir.iterdir())
-                      if p.name.endswith((".json", ".json.gz", ".npz")))
-    threshold_rows = [[f"{t['threshold']:.1f}" + (" (used)" if t["threshold"] == FALLBACK_THRESHOLD else ""),
-                       f"{t['coverage']:.3f}", f"{t['accuracy']:.3f}",
-                       "-" if t["accuracy_below"] is None else f"{t['accuracy_below']:.3f}"] for t in metrics["thresholds"]]
+    files = ", ".join(
+        f"`{p.name}` ({p.stat().st_size / 1e3:,.0f} kB)"
+        for p in sorted(out_dir.iterdir())
+        if p.name.endswith((".json", ".json.gz", ".npz"))
+    )
+    threshold_rows = [
+        [
+            f"{t['threshold']:.1f}" + (" (used)" if t["threshold"] == FALLBACK_THRESHOLD else ""),
+            f"{t['coverage']:.3f}",
+            f"{t['accuracy']:.3f}",
+            "-" if t["accuracy_below"] is None else f"{t['accuracy_below']:.3f}",
+        ]
+        for t in metrics["thresholds"]
+    ]
     asked = [row for row in technical if not row.follow_up]
-    data_table = _table(["type", "NF-CATS train rows", "technical rows (+ follow-ups' offline forms)", "NF-CATS valid rows"],
-                        [[c, counts[c], f"{sum(r.label == c for r in asked)} (+{sum(r.label == c for r in technical if r.follow_up)})",
-                          metrics["per_class"][c]["support"]] for c in classes])
+    data_table = _table(
+        ["type", "NF-CATS train rows", "technical rows (+ follow-ups' offline forms)", "NF-CATS valid rows"],
+        [
+            [
+                c,
+                counts[c],
+                f"{sum(r.label == c for r in asked)} (+{sum(r.label == c for r in technical if r.follow_up)})",
+                metrics["per_class"][c]["support"],
+            ]
+            for c in classes
+        ],
+    )
     technical_section = _technical_section(technical, checks or {})
-    score_table = _table(["type", "precision", "recall", "F1", "support"],
-                         [[c, f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"**{m['f1']:.3f}**", m["support"]]
-                          for c, m in metrics["per_class"].items()])
+    score_table = _table(
+        ["type", "precision", "recall", "F1", "support"],
+        [
+            [c, f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"**{m['f1']:.3f}**", m["support"]]
+            for c, m in metrics["per_class"].items()
+        ],
+    )
     ruled = metrics["with_rules"]
-    rules_table = _table(["type", "precision", "recall", "F1", "support"],
-                         [[c, f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"**{m['f1']:.3f}**", m["support"]]
-                          for c, m in ruled["per_class"].items()])
-    confusion_table = _table(["true \\ predicted"] + [short[c] for c in classes],
-                             [[c] + row for c, row in zip(classes, metrics["confusion"])])
-    threshold_table = _table(["threshold", "coverage (share at or above)", "accuracy at or above", "accuracy below"],
-                             threshold_rows)
+    rules_table = _table(
+        ["type", "precision", "recall", "F1", "support"],
+        [
+            [c, f"{m['precision']:.3f}", f"{m['recall']:.3f}", f"**{m['f1']:.3f}**", m["support"]]
+            for c, m in ruled["per_class"].items()
+        ],
+    )
+    confusion_table = _table(
+        ["true \\ predicted"] + [short[c] for c in classes],
+        [[c] + row for c, row in zip(classes, metrics["confusion"])],
+    )
+    threshold_table = _table(
+        ["threshold", "coverage (share at or above)", "accuracy at or above", "accuracy below"], threshold_rows
+    )
     text = f"""# NF-CATS question-type classifier (`{NAME}`)
 
 Predicts one of the eight NF-CATS types of a question, with a probability for each type.
@@ -342,7 +420,7 @@ FACTOID get plain RAG.
 
 ## Data
 NF-CATS (Bolotova et al., SIGIR 2022, MIT licence), from `../shared/data/nfcats`:
-fitted on `train.csv` ({len(train_labels):,} rows), evaluated on `valid.csv` ({metrics['n']:,} rows). The held-back
+fitted on `train.csv` ({len(train_labels):,} rows), evaluated on `valid.csv` ({metrics["n"]:,} rows). The held-back
 test split was not used. No training data is shipped.
 
 Technical questions: {len(asked)} questions of our own about {len({r.corpus for r in technical})} manuals
@@ -360,16 +438,16 @@ offline forms in NOT-A-QUESTION.
 ## Method
 Features: word 1-3-grams (case kept, punctuation as tokens, start/end marker tokens) and char_wb
 2-5-grams, each TF-IDF with sublinear tf and l2 norm (vocabulary and idf from NF-CATS train), concatenated
-with the all-MiniLM-L6-v2 sentence embedding (`typedrag.embed`) scaled by {CONFIG['embedding_scale']}. One
-multinomial logistic regression (lbfgs, C={CONFIG['C']}, classes balanced) fitted on NF-CATS alone, and the
-same regression fitted with the technical rows too, each weighing {(checks or {}).get('weight', TECHNICAL_WEIGHT)}
+with the all-MiniLM-L6-v2 sentence embedding (`typedrag.embed`) scaled by {CONFIG["embedding_scale"]}. One
+multinomial logistic regression (lbfgs, C={CONFIG["C"]}, classes balanced) fitted on NF-CATS alone, and the
+same regression fitted with the technical rows too, each weighing {(checks or {}).get("weight", TECHNICAL_WEIGHT)}
 times its class's weight. A binary logistic regression on the same features (C={DOMAIN_C}, balanced) gives the share g
 of a question that reads like the technical ones; the logits are (1 - g) x NF-CATS's + g x the technical fit's.
 So forum questions keep NF-CATS's predictions and questions about a manual get the technical fit's: the
 technical fit alone lost about a point of NF-CATS valid macro-F1, on a few forum questions whose NF-CATS label
 the guidelines would not give (see Limits). The mixed logits are what is shipped and what the numbers below
 measure. Its softmax
-probabilities are already well calibrated (expected calibration error {metrics['ece']:.3f} on valid, 0.007 in
+probabilities are already well calibrated (expected calibration error {metrics["ece"]:.3f} on valid, 0.007 in
 5-fold CV on train for the NF-CATS-only model), so no separate calibration step is applied.
 
 {METHOD}
@@ -395,8 +473,8 @@ Shipped files: {files}. Prediction is reimplemented in numpy (`typedrag/classify
 and tested equal to scikit-learn's `predict_proba`; no pickle.
 
 ## Validation results (shipped model, numpy predictor)
-Accuracy **{metrics['accuracy']:.4f}**, macro-F1 **{metrics['macro_f1']:.4f}**, log loss {metrics['log_loss']:.3f},
-expected calibration error (10 bins) {metrics['ece']:.3f}.
+Accuracy **{metrics["accuracy"]:.4f}**, macro-F1 **{metrics["macro_f1"]:.4f}**, log loss {metrics["log_loss"]:.3f},
+expected calibration error (10 bins) {metrics["ece"]:.3f}.
 
 {score_table}
 
@@ -420,7 +498,7 @@ than the xbox 360") or NOT-A-QUESTION (one statement), none COMPARISON, and none
 no prediction there). The rules read the question's own words: the terms an offline
 follow-up carries in from the conversation ("Is it worth converting then? (vs jsonb, ...)") are left out.
 
-Accuracy **{ruled['accuracy']:.4f}**, macro-F1 **{ruled['macro_f1']:.4f}** on valid with the rules:
+Accuracy **{ruled["accuracy"]:.4f}**, macro-F1 **{ruled["macro_f1"]:.4f}** on valid with the rules:
 
 {rules_table}
 
@@ -464,32 +542,57 @@ def _technical_section(technical: list[Labelled], checks: dict) -> str:
     """The card's section on technical questions: leave one manual out, and sets labelled by others."""
     if not technical and not checks.get("external"):
         return "## Technical questions\n(trained on NF-CATS only: no technical set given)"
-    lines = ["## Technical questions: manuals the model did not see",
-             "Agreement with the labels (what typedrag routes on: the model and the phrasing rules). Leave one manual out: "
-             "the model refitted without that manual's questions, then asked them; the follow-ups also in their "
-             "offline form. The last column is that refit's NF-CATS valid macro-F1 (with the rules).", ""]
+    lines = [
+        "## Technical questions: manuals the model did not see",
+        "Agreement with the labels (what typedrag routes on: the model and the phrasing rules). Leave one manual out: "
+        "the model refitted without that manual's questions, then asked them; the follow-ups also in their "
+        "offline form. The last column is that refit's NF-CATS valid macro-F1 (with the rules).",
+        "",
+    ]
     held = checks.get("held_out", {})
     if held:
-        rows = [[corpus, r["questions"], f"**{r['agreement']:.3f}**",
-                 "-" if r["follow_ups_offline_form"] is None else f"{r['follow_ups_offline_form']:.3f} ({r['follow_ups']})",
-                 f"{r['valid_macro_f1_with_rules']:.4f}"] for corpus, r in held.items()]
+        rows = [
+            [
+                corpus,
+                r["questions"],
+                f"**{r['agreement']:.3f}**",
+                "-"
+                if r["follow_ups_offline_form"] is None
+                else f"{r['follow_ups_offline_form']:.3f} ({r['follow_ups']})",
+                f"{r['valid_macro_f1_with_rules']:.4f}",
+            ]
+            for corpus, r in held.items()
+        ]
         questions = sum(r["questions"] for r in held.values())
         right = sum(r["agreement"] * r["questions"] for r in held.values())
         rows.append(["all (pooled)", questions, f"**{right / questions:.3f}**", "", ""])
-        lines += [_table(["manual left out", "questions", "agreement", "follow-ups, offline form", "valid macro-F1"], rows), ""]
+        lines += [
+            _table(["manual left out", "questions", "agreement", "follow-ups, offline form", "valid macro-F1"], rows),
+            "",
+        ]
         types: dict[str, list[int]] = {}
         for r in held.values():
             for label, (good, total) in r["by_type"].items():
                 types.setdefault(label, [0, 0])
                 types[label][0] += good
                 types[label][1] += total
-        lines += ["Per type, pooled over the manuals left out:", "",
-                  _table(["type", "agreement", "questions"], [[t, f"{g / n:.3f}", n] for t, (g, n) in sorted(types.items())]), ""]
+        lines += [
+            "Per type, pooled over the manuals left out:",
+            "",
+            _table(["type", "agreement", "questions"], [[t, f"{g / n:.3f}", n] for t, (g, n) in sorted(types.items())]),
+            "",
+        ]
     external = checks.get("external", {})
     if external:
-        lines += ["Question sets written and labelled by another engineer (`bench/data/keyterms*.jsonl`), never trained on:", "",
-                  _table(["set", "questions", "agreement"],
-                         [[name, r["questions"], f"**{r['agreement']:.3f}**"] for name, r in external.items()]), ""]
+        lines += [
+            "Question sets written and labelled by another engineer (`bench/data/keyterms*.jsonl`), never trained on:",
+            "",
+            _table(
+                ["set", "questions", "agreement"],
+                [[name, r["questions"], f"**{r['agreement']:.3f}**"] for name, r in external.items()],
+            ),
+            "",
+        ]
     return "\n".join(lines).rstrip()
 
 
@@ -514,7 +617,9 @@ def agreement(model: ShippedClassifier, rows: list[Labelled]) -> dict:
         "follow_ups_offline_form": share(offline),
         "follow_ups": len(offline),
         "by_type": by_type,
-        "disagreements": [[row.label, guess, row.question] for row, guess in zip(rows, predicted) if row.label != guess],
+        "disagreements": [
+            [row.label, guess, row.question] for row, guess in zip(rows, predicted) if row.label != guess
+        ],
     }
 
 
@@ -523,10 +628,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", type=Path, default=Path("../shared/data/nfcats"))
     parser.add_argument("--out", type=Path, default=Path("typedrag/classify/model"))
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--technical", type=Path, help="labelled technical questions (JSONL), e.g. bench/data/question-types.jsonl")
+    parser.add_argument(
+        "--technical", type=Path, help="labelled technical questions (JSONL), e.g. bench/data/question-types.jsonl"
+    )
     parser.add_argument("--technical-weight", type=float, default=TECHNICAL_WEIGHT)
-    parser.add_argument("--loco", action="store_true", help="also refit once per manual without it and report agreement on it")
-    parser.add_argument("--external", type=Path, nargs="*", default=[], help="question sets labelled by others, never trained on")
+    parser.add_argument(
+        "--loco", action="store_true", help="also refit once per manual without it and report agreement on it"
+    )
+    parser.add_argument(
+        "--external", type=Path, nargs="*", default=[], help="question sets labelled by others, never trained on"
+    )
     args = parser.parse_args(argv)
     require_or_exit("sklearn", "train", TRAIN_FEATURE)  # before any work, one line, exit 2
     import tempfile
@@ -557,7 +668,13 @@ def main(argv: list[str] | None = None) -> None:
     routed = [str(p.label) for p in shipped.classify_many(valid_questions)]  # with the phrasing rules
     metrics["with_rules"] = scores(routed, classes, valid_labels)
     (args.out / "valid_metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
-    checks: dict = {"weight": args.technical_weight, "domain_c": DOMAIN_C, "technical_rows": len(technical), "held_out": {}, "external": {}}
+    checks: dict = {
+        "weight": args.technical_weight,
+        "domain_c": DOMAIN_C,
+        "technical_rows": len(technical),
+        "held_out": {},
+        "external": {},
+    }
     if args.loco:
         for corpus in sorted({row.corpus for row in technical}):
             fold = adapted([r for r in technical if r.corpus != corpus])
@@ -568,15 +685,20 @@ def main(argv: list[str] | None = None) -> None:
                 valid_routed = [str(p.label) for p in model.classify_many(valid_questions)]
             result["valid_macro_f1_with_rules"] = scores(valid_routed, classes, valid_labels)["macro_f1"]
             checks["held_out"][corpus] = result
-            print(f"  left out {corpus:18s} agreement {result['agreement']:.3f} (n={result['questions']}), "
-                  f"follow-ups offline {result['follow_ups_offline_form']}, valid macro-F1 {result['valid_macro_f1_with_rules']:.4f}", flush=True)
+            print(
+                f"  left out {corpus:18s} agreement {result['agreement']:.3f} (n={result['questions']}), "
+                f"follow-ups offline {result['follow_ups_offline_form']}, valid macro-F1 {result['valid_macro_f1_with_rules']:.4f}",
+                flush=True,
+            )
     for path in args.external:
         checks["external"][path.stem] = agreement(shipped, read_external(path))
     if technical or args.external:
         (args.out / "technical_metrics.json").write_text(json.dumps(checks, indent=2) + "\n", encoding="utf-8")
     write_card(args.out, metrics, train_labels, time.perf_counter() - started, technical, checks)
-    print(f"valid accuracy {metrics['accuracy']:.4f}  macro-F1 {metrics['macro_f1']:.4f} (with rules "
-          f"{metrics['with_rules']['macro_f1']:.4f})  ECE {metrics['ece']:.3f}  -> {args.out}")
+    print(
+        f"valid accuracy {metrics['accuracy']:.4f}  macro-F1 {metrics['macro_f1']:.4f} (with rules "
+        f"{metrics['with_rules']['macro_f1']:.4f})  ECE {metrics['ece']:.3f}  -> {args.out}"
+    )
     for c, m in metrics["per_class"].items():
         print(f"  {c:15s} F1 {m['f1']:.3f}  (n={m['support']})")
     for name, result in checks["external"].items():

@@ -163,7 +163,10 @@ def _matches(key: str, pattern: str) -> bool:
 
 
 def iter_source_files(
-    sources: Iterable[Path | str], problems: list[CorpusProblem], filters: FileFilter = FileFilter(), left_out: list[str] | None = None
+    sources: Iterable[Path | str],
+    problems: list[CorpusProblem],
+    filters: FileFilter = FileFilter(),
+    left_out: list[str] | None = None,
 ) -> Iterator[SourceFile]:
     """Every file of `sources` in order; a folder's non-hidden files sorted by path, at any depth, that
     `filters` admits (the keys of those it does not are appended to `left_out`).

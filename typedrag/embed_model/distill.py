@@ -81,7 +81,9 @@ def distill(corpus: Path, documents: int, dims: int) -> dict[str, np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--corpus", type=Path, required=True, help="a JSONL(.gz) corpus of general text with a `text` field")
+    parser.add_argument(
+        "--corpus", type=Path, required=True, help="a JSONL(.gz) corpus of general text with a `text` field"
+    )
     parser.add_argument("--documents", type=int, default=5000, help="documents read to count token frequencies")
     parser.add_argument("--dims", type=int, default=256)
     parser.add_argument("--out", type=Path, default=STATIC_PATH)

@@ -39,7 +39,9 @@ def make(target: Path) -> str:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
         options.optimized_model_filepath = str(folded)
         ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
-        optimize_model(str(folded), model_type="bert", num_heads=12, hidden_size=384, opt_level=0).save_model_to_file(str(fused))
+        optimize_model(str(folded), model_type="bert", num_heads=12, hidden_size=384, opt_level=0).save_model_to_file(
+            str(fused)
+        )
         quantize_dynamic(str(fused), str(target), weight_type=QuantType.QInt8, per_channel=True)
     return hashlib.sha256(target.read_bytes()).hexdigest()
 

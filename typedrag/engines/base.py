@@ -183,13 +183,20 @@ class Compared(WriteTask):
 
     def values(self) -> dict[str, str]:
         return {
-            **super().values(), "purpose": self.purpose, "items": "; ".join(self.items), "purpose_instruction": self.instruction,
+            **super().values(),
+            "purpose": self.purpose,
+            "items": "; ".join(self.items),
+            "purpose_instruction": self.instruction,
             "item_passages": self.item_passages(),
         }
 
     def item_passages(self) -> str:
-        """" Passages found for each: VACUUM [1] [3]; VACUUM FULL [2]." (empty when unknown)."""
-        named = [f"{item} {' '.join(f'[{n}]' for n in numbers)}" for item, numbers in zip(self.items, self.item_sources) if numbers]
+        """ " Passages found for each: VACUUM [1] [3]; VACUUM FULL [2]." (empty when unknown)."""
+        named = [
+            f"{item} {' '.join(f'[{n}]' for n in numbers)}"
+            for item, numbers in zip(self.items, self.item_sources)
+            if numbers
+        ]
         return f" Passages found for each: {'; '.join(named)}." if named else ""
 
 
@@ -247,17 +254,24 @@ class LabelledAnswer(BaseModel):
         description="the answer from the numbered sources, each sentence citing its sources like [2]; empty when they do not answer the question at all"
     )
     not_covered: str = Field(
-        "", max_length=300, description="what the question asks that the sources do not cover, in a few words; empty when they cover all of it"
+        "",
+        max_length=300,
+        description="what the question asks that the sources do not cover, in a few words; empty when they cover all of it",
     )
     from_own_knowledge: list[str] = Field(
-        [], json_schema_extra={"maxItems": MAX_UNSOURCED},
+        [],
+        json_schema_extra={"maxItems": MAX_UNSOURCED},
         description=f"only for what the sources do not cover: up to {MAX_UNSOURCED} sentences from your own knowledge, without source numbers; empty when the sources cover the question",
     )
 
     @field_validator("from_own_knowledge", mode="after")
     @classmethod
     def _sentences(cls, value: list[str]) -> list[str]:
-        sentences = [_SPACE_BEFORE_STOP.sub(r"\1", " ".join(strip_markers(s).split())) for item in value for s in split_sentences(item)]
+        sentences = [
+            _SPACE_BEFORE_STOP.sub(r"\1", " ".join(strip_markers(s).split()))
+            for item in value
+            for s in split_sentences(item)
+        ]
         return [s for s in sentences if s][: 2 * MAX_UNSOURCED]
 
 
@@ -268,8 +282,14 @@ class Weighing(BaseModel):
     leaning: Literal["one side", "balanced"] = Field(
         description="one side: the sources recommend or clearly support one of the perspectives; balanced: they leave the question open"
     )
-    side: str = Field("", max_length=120, description="the perspective the sources favour, named as above; empty when balanced")
-    reason: str = Field("", max_length=300, description="the sources' main reason for that side, in one short sentence; empty when balanced")
+    side: str = Field(
+        "", max_length=120, description="the perspective the sources favour, named as above; empty when balanced"
+    )
+    reason: str = Field(
+        "",
+        max_length=300,
+        description="the sources' main reason for that side, in one short sentence; empty when balanced",
+    )
 
     @property
     def concludes(self) -> bool:

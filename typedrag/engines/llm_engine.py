@@ -89,7 +89,13 @@ class LLMEngine:
         return await self.plain(task, messages, max_tokens, notes, trace, on_text)
 
     async def plain(
-        self, task: WriteTask, messages: list[Message], max_tokens: int, notes: tuple[str, ...], trace: Trace, on_text: TextSink | None
+        self,
+        task: WriteTask,
+        messages: list[Message],
+        max_tokens: int,
+        notes: tuple[str, ...],
+        trace: Trace,
+        on_text: TextSink | None,
     ) -> Written:
         """The step's text as the model writes it, streamed; the not-in-sources reply read as the signal it is."""
         held = HoldBack(trimmed(on_text)) if on_text is not None else None  # the not-in-sources reply is never streamed
@@ -111,14 +117,21 @@ class LLMEngine:
         part is the not-in-sources signal, with the unsourced part beside it. (None, why) when no reply validated:
         the caller writes the step from the documents alone and records why."""
         completion = await self.model.complete(
-            labelled(messages, reply_format(LabelledAnswer)), role=task.role, schema=LabelledAnswer, max_tokens=max_tokens + LABELLED_TOKENS
+            labelled(messages, reply_format(LabelledAnswer)),
+            role=task.role,
+            schema=LabelledAnswer,
+            max_tokens=max_tokens + LABELLED_TOKENS,
         )
         trace.calls.append(completion.call)
         reply = completion.parsed
         if not isinstance(reply, LabelledAnswer):
             return None, completion.call.error or "the model gave no valid reply"
         covers = " ".join(reply.not_covered.split())
-        unsourced = Unsourced(sentences=reply.from_own_knowledge, covers=covers, by=self.name) if reply.from_own_knowledge else None
+        unsourced = (
+            Unsourced(sentences=reply.from_own_knowledge, covers=covers, by=self.name)
+            if reply.from_own_knowledge
+            else None
+        )
         text = reply.from_sources.strip()
         missing = said_not_in_sources(text) if text else (covers or NOT_SAID)
         if missing is not None:

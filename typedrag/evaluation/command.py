@@ -43,25 +43,50 @@ def eval_command(
     ctx: typer.Context,
     dataset: Annotated[
         Path,
-        typer.Option(help="Your JSONL rows {question, id?, type?, references: [{text, grade}]}, or Wiki-NFQA .jsonl files (a file or a folder of them)."),
+        typer.Option(
+            help="Your JSONL rows {question, id?, type?, references: [{text, grade}]}, or Wiki-NFQA .jsonl files (a file or a folder of them)."
+        ),
     ] = DEFAULT_QUESTIONS,
-    methods: Annotated[str, typer.Option(help="Comma-separated methods: llm (LLM only), rag, typed (Typed-RAG).")] = "llm,rag,typed",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerun the same command to resume.")] = Path("typedrag-eval"),
+    methods: Annotated[
+        str, typer.Option(help="Comma-separated methods: llm (LLM only), rag, typed (Typed-RAG).")
+    ] = "llm,rag,typed",
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerun the same command to resume.")] = Path(
+        "typedrag-eval"
+    ),
     index_dir: IndexOpt = None,
-    llm: Annotated[Optional[str], typer.Option("--llm", help="Generator: 'offline', 'local:...', or a model name at --base-url.")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="Generator's OpenAI-compatible endpoint.")] = None,
-    judge: Annotated[Optional[str], typer.Option("--judge", help="Judge model; 'offline' (default) uses the embedding-similarity proxy.")] = None,
-    judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="Judge's OpenAI-compatible endpoint.")] = None,
-    limit: Annotated[Optional[int], typer.Option(min=1, help="Evaluate N questions: the first N of a seeded shuffle stratified over source files.")] = None,
-    types: Annotated[Optional[str], typer.Option(help="Only questions of these predicted types, comma-separated, e.g. reason,debate.")] = None,
+    llm: Annotated[
+        Optional[str], typer.Option("--llm", help="Generator: 'offline', 'local:...', or a model name at --base-url.")
+    ] = None,
+    base_url: Annotated[
+        Optional[str], typer.Option("--base-url", help="Generator's OpenAI-compatible endpoint.")
+    ] = None,
+    judge: Annotated[
+        Optional[str],
+        typer.Option("--judge", help="Judge model; 'offline' (default) uses the embedding-similarity proxy."),
+    ] = None,
+    judge_base_url: Annotated[
+        Optional[str], typer.Option("--judge-base-url", help="Judge's OpenAI-compatible endpoint.")
+    ] = None,
+    limit: Annotated[
+        Optional[int],
+        typer.Option(min=1, help="Evaluate N questions: the first N of a seeded shuffle stratified over source files."),
+    ] = None,
+    types: Annotated[
+        Optional[str],
+        typer.Option(help="Only questions of these predicted types, comma-separated, e.g. reason,debate."),
+    ] = None,
     rounds: Annotated[int, typer.Option(min=1, max=15, help="Judge rounds per answer; the rank is their median.")] = 3,
-    rank_convention: Annotated[RankConvention, typer.Option(help="linkage: worse than all n references ranks n+1; typed-rag: ranks n.")] = RankConvention.LINKAGE,
+    rank_convention: Annotated[
+        RankConvention, typer.Option(help="linkage: worse than all n references ranks n+1; typed-rag: ranks n.")
+    ] = RankConvention.LINKAGE,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="Questions in flight at once.")] = 4,
     seed: Annotated[int, typer.Option(help="Seed of the --limit sample.")] = 0,
     progress: Annotated[bool, typer.Option(help="Show progress bars.")] = True,
     assume_non_factoid: Annotated[
         bool,
-        typer.Option(help="Route every question to the likeliest non-factoid type (Wiki-NFQA is non-factoid by construction, as the paper assumed)."),
+        typer.Option(
+            help="Route every question to the likeliest non-factoid type (Wiki-NFQA is non-factoid by construction, as the paper assumed)."
+        ),
     ] = True,
     classifier: ClassifierOpt = None,
     backend: BackendOpt = None,
@@ -111,7 +136,11 @@ def eval_command(
     try:
         pipeline = build_pipeline(settings, resources, need_index=any(m != "llm" for m in chosen))
         # The proxy when no judge model is configured (`offline`), else an LLM judge on that endpoint.
-        judging = ProxyJudge() if settings.judge.is_offline else LLMJudge(build_chat_model(settings.judge, settings.cache_dir, resources))
+        judging = (
+            ProxyJudge()
+            if settings.judge.is_offline
+            else LLMJudge(build_chat_model(settings.judge, settings.cache_dir, resources))
+        )
         run = aevaluate(dataset, pipeline, methods=chosen, judge=judging, out=out, options=options)
         outcome = asyncio.run(resources.run(run))
     except USER_ERRORS as error:
@@ -141,7 +170,11 @@ SIDE_KEYS = {
     "expand": "expand_queries",
     "knowledge": "knowledge",
 }
-SideOpt = "METHOD[,key=value...], e.g. rag, typed, or typed,llm=MODEL,top_k=8,name=deep (keys: name, " + ", ".join(SIDE_KEYS) + ")"
+SideOpt = (
+    "METHOD[,key=value...], e.g. rag, typed, or typed,llm=MODEL,top_k=8,name=deep (keys: name, "
+    + ", ".join(SIDE_KEYS)
+    + ")"
+)
 
 
 def parse_side(spec: str) -> tuple[str, str | None, dict[str, str]]:
@@ -165,7 +198,9 @@ def parse_side(spec: str) -> tuple[str, str | None, dict[str, str]]:
     return method, name, overrides
 
 
-def side_names(a: tuple[str, str | None, dict], b: tuple[str, str | None, dict], specs: tuple[str, str]) -> tuple[str, str]:
+def side_names(
+    a: tuple[str, str | None, dict], b: tuple[str, str | None, dict], specs: tuple[str, str]
+) -> tuple[str, str]:
     """The systems' names: given ones, else the method when the methods differ, else the spec as written."""
     if a[:1] == b[:1] and a[2] == b[2]:
         raise ValueError(f"--a and --b are the same system ({specs[0]!r}); compare two methods or two configurations")
@@ -181,18 +216,38 @@ def side_names(a: tuple[str, str | None, dict], b: tuple[str, str | None, dict],
 
 def compare_command(
     questions: Annotated[
-        Path, typer.Argument(help="Your questions: JSONL rows {question, id?, type?, references?} or a .txt file, one per line.")
+        Path,
+        typer.Argument(
+            help="Your questions: JSONL rows {question, id?, type?, references?} or a .txt file, one per line."
+        ),
     ] = DEFAULT_QUESTIONS,
     a: Annotated[str, typer.Option("--a", help=f"System a. {SideOpt}.")] = "rag",
     b: Annotated[str, typer.Option("--b", help=f"System b. {SideOpt}.")] = "typed",
-    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerun the same command to resume.")] = Path("typedrag-compare"),
-    index_dir: Annotated[Optional[Path], typer.Option("--index", "-i", help="Index directory of both systems (default: ./typedrag-index or TYPEDRAG_INDEX).")] = None,
-    llm: Annotated[Optional[str], typer.Option("--llm", help="Generator of both systems: 'offline', 'local:...', or a model name at --base-url.")] = None,
-    base_url: Annotated[Optional[str], typer.Option("--base-url", help="Generator's OpenAI-compatible endpoint.")] = None,
-    judge: Annotated[Optional[str], typer.Option("--judge", help="Judge model (default: the generator's model when it is an LLM).")] = None,
-    judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="Judge's OpenAI-compatible endpoint.")] = None,
+    out: Annotated[Path, typer.Option("--out", "-o", help="Run directory; rerun the same command to resume.")] = Path(
+        "typedrag-compare"
+    ),
+    index_dir: Annotated[
+        Optional[Path],
+        typer.Option(
+            "--index", "-i", help="Index directory of both systems (default: ./typedrag-index or TYPEDRAG_INDEX)."
+        ),
+    ] = None,
+    llm: Annotated[
+        Optional[str],
+        typer.Option("--llm", help="Generator of both systems: 'offline', 'local:...', or a model name at --base-url."),
+    ] = None,
+    base_url: Annotated[
+        Optional[str], typer.Option("--base-url", help="Generator's OpenAI-compatible endpoint.")
+    ] = None,
+    judge: Annotated[
+        Optional[str], typer.Option("--judge", help="Judge model (default: the generator's model when it is an LLM).")
+    ] = None,
+    judge_base_url: Annotated[
+        Optional[str], typer.Option("--judge-base-url", help="Judge's OpenAI-compatible endpoint.")
+    ] = None,
     linkage_rounds: Annotated[
-        int, typer.Option(min=0, max=15, help="LINKAGE rounds per answer for questions that carry references (0: none).")
+        int,
+        typer.Option(min=0, max=15, help="LINKAGE rounds per answer for questions that carry references (0: none)."),
     ] = 1,
     limit: Annotated[Optional[int], typer.Option(min=1, help="Compare on the first N questions of the file.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, max=256, help="Questions in flight at once.")] = 4,
@@ -223,8 +278,14 @@ def compare_command(
     except ValueError as error:
         fail(str(error))
     shared = {
-        "index": index_dir, "classifier": classifier, "top_k": top_k, "llm.model": llm, "llm.base_url": base_url,
-        "judge.model": judge, "judge.base_url": judge_base_url, **llm_limits(llm_timeout, llm_concurrency),
+        "index": index_dir,
+        "classifier": classifier,
+        "top_k": top_k,
+        "llm.model": llm,
+        "llm.base_url": base_url,
+        "judge.model": judge,
+        "judge.base_url": judge_base_url,
+        **llm_limits(llm_timeout, llm_concurrency),
     }
     settings = [settings_from(**{**shared, **overrides}) for _, _, overrides in specs]
     judge_config = next(
@@ -238,15 +299,22 @@ def compare_command(
         for (method, _, _), name, spec, side_settings in zip(specs, names, (a, b), settings):
             key = side_settings.model_dump_json()
             if key not in built:
-                built[key] = build_pipeline(side_settings, resources, need_index=method != "llm", need_classifier=method == "typed")
+                built[key] = build_pipeline(
+                    side_settings, resources, need_index=method != "llm", need_classifier=method == "typed"
+                )
             pipeline = built[key]
             if method == "llm" and not pipeline.engine.generative:
                 fail(f"system {name!r} is LLM-only, which needs a generator: give --llm (or llm=... in its spec)")
             sides.append(Side(name, pipeline, method, spec))
         chat = build_chat_model(judge_config, settings[0].cache_dir, resources) if judge_config is not None else None
-        options = CompareOptions(limit=limit, concurrency=concurrency, seed=seed, linkage_rounds=linkage_rounds, show_progress=progress)
+        options = CompareOptions(
+            limit=limit, concurrency=concurrency, seed=seed, linkage_rounds=linkage_rounds, show_progress=progress
+        )
         run = acompare(
-            questions, *sides, out=out, options=options,
+            questions,
+            *sides,
+            out=out,
+            options=options,
             judge=PairwiseJudge(chat) if chat is not None else None,
             linkage_judge=LLMJudge(chat) if chat is not None and linkage_rounds else None,
         )
@@ -255,10 +323,21 @@ def compare_command(
         fail(str(error))
     finally:
         resources.close()
-    show_comparison(outcome.summary, outcome.files, judge_is_generator=judge is None and judge_config is not None and not any(not s.judge.is_offline for s in settings))
+    show_comparison(
+        outcome.summary,
+        outcome.files,
+        judge_is_generator=judge is None
+        and judge_config is not None
+        and not any(not s.judge.is_offline for s in settings),
+    )
     if judge_config is None:
-        typer.echo(for_terminal("no judge: " + "without an LLM (--judge MODEL, or --llm) typedrag cannot say which answer "
-                                "is better; both systems answered, and report.html shows where they differ"), err=True)
+        typer.echo(
+            for_terminal(
+                "no judge: " + "without an LLM (--judge MODEL, or --llm) typedrag cannot say which answer "
+                "is better; both systems answered, and report.html shows where they differ"
+            ),
+            err=True,
+        )
 
 
 def show_comparison(summary: dict, files: dict, judge_is_generator: bool = False) -> None:
@@ -279,13 +358,20 @@ def show_comparison(summary: dict, files: dict, judge_is_generator: bool = False
     # Types and method names come from the user's files: Text, never markup ("how-to [/]" ended the command before).
     table = Table(title=Text(for_terminal(title)), title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     for number, column in enumerate(header):
-        table.add_column(Text(for_terminal(column)), overflow="fold", no_wrap=number > 0, min_width=len(column) if number else None)
+        table.add_column(
+            Text(for_terminal(column)), overflow="fold", no_wrap=number > 0, min_width=len(column) if number else None
+        )
     for row in rows:
-        table.add_row(*(Text(for_terminal(cell.lower() if cell.isupper() else cell)) for cell in row), style="bold" if row[0] == "all" else None)
+        table.add_row(
+            *(Text(for_terminal(cell.lower() if cell.isupper() else cell)) for cell in row),
+            style="bold" if row[0] == "all" else None,
+        )
     console.print(table)
     console.print(for_terminal(verdict_line(summary)), markup=False)
     if judge_is_generator:
-        console.print("judge: the generator's own model; give --judge MODEL for an independent one", markup=False, style="dim")
+        console.print(
+            "judge: the generator's own model; give --judge MODEL for an independent one", markup=False, style="dim"
+        )
     for kind, path in files.items():
         console.print(for_terminal(f"{kind}: {path}"), markup=False)
 
@@ -306,10 +392,19 @@ def eval_app() -> typer.Typer:
 
 def questions_command(
     sources: Annotated[list[Path], typer.Argument(help="Your documents: files or folders (what you indexed).")],
-    out: Annotated[Path, typer.Option("--out", "-o", help="JSONL file the questions are added to; rerun to top it up.")] = DEFAULT_QUESTIONS,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="JSONL file the questions are added to; rerun to top it up.")
+    ] = DEFAULT_QUESTIONS,
     per_type: Annotated[int, typer.Option(min=1, max=50, help="Questions of each type the file should hold.")] = 4,
-    types: Annotated[Optional[str], typer.Option(help="Only these types, comma-separated, e.g. reason,debate (default: the six non-factoid types).")] = None,
-    llm: Annotated[Optional[str], typer.Option("--llm", help="The model that writes: a model name at --base-url, or 'local:...'.")] = None,
+    types: Annotated[
+        Optional[str],
+        typer.Option(
+            help="Only these types, comma-separated, e.g. reason,debate (default: the six non-factoid types)."
+        ),
+    ] = None,
+    llm: Annotated[
+        Optional[str], typer.Option("--llm", help="The model that writes: a model name at --base-url, or 'local:...'.")
+    ] = None,
     base_url: Annotated[Optional[str], typer.Option("--base-url", help="Its OpenAI-compatible endpoint.")] = None,
     seed: Annotated[int, typer.Option(help="Seed of the passages drawn from your documents.")] = 0,
     llm_timeout: LLMTimeoutOpt = None,
@@ -335,8 +430,15 @@ def questions_command(
         from typedrag.classify import load_default_classifier
 
         model = build_chat_model(settings.llm, settings.cache_dir, resources)
-        run = write_questions(model, sources, out, kinds=kinds, per_type=per_type, seed=seed,
-                              classify=load_default_classifier().aclassify_many)
+        run = write_questions(
+            model,
+            sources,
+            out,
+            kinds=kinds,
+            per_type=per_type,
+            seed=seed,
+            classify=load_default_classifier().aclassify_many,
+        )
         report = asyncio.run(resources.run(run))
     except USER_ERRORS as error:
         fail(str(error))
@@ -344,8 +446,12 @@ def questions_command(
         resources.close()
     added = report.added
     agree = sum(row.get("classified_as") == row["type"] for row in added)
-    typer.echo(for_terminal(f"{len(added)} questions added to {out} ({report.kept_before} were there)"
-                            + (f"; the shipped classifier gives {agree} of them the type they were written for" if added else "")))
+    typer.echo(
+        for_terminal(
+            f"{len(added)} questions added to {out} ({report.kept_before} were there)"
+            + (f"; the shipped classifier gives {agree} of them the type they were written for" if added else "")
+        )
+    )
     for reason, count in report.dropped.items():
         typer.echo(for_terminal(f"dropped {count}: {reason}"))
     for error in report.errors:

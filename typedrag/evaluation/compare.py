@@ -172,8 +172,15 @@ async def acompare(
 class _Run:
     """The answering and judging of one comparison: logs, progress, the cap on questions in flight."""
 
-    def __init__(self, a: Side, b: Side, judge: PairwiseJudge | None, linkage_judge: LLMJudge | None,
-                 options: CompareOptions, out: Path) -> None:
+    def __init__(
+        self,
+        a: Side,
+        b: Side,
+        judge: PairwiseJudge | None,
+        linkage_judge: LLMJudge | None,
+        options: CompareOptions,
+        out: Path,
+    ) -> None:
         self.sides = {"a": a, "b": b}
         self.judge, self.linkage_judge, self.options = judge, linkage_judge, options
         self.fingerprint = prompt_fingerprint()
@@ -185,8 +192,12 @@ class _Run:
         self.linkage = {(r["question_id"], r["system"], r["judge"], r["round"]): r for r in self.linkage_log.records}
         self.errors: list[str] = []
         self.progress = Progress(
-            TextColumn("{task.description:>9}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            console=Console(stderr=True), disable=not options.show_progress,
+            TextColumn("{task.description:>9}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=not options.show_progress,
         )
 
     async def go(self, questions: list[EvalQuestion]) -> list[str]:
@@ -242,12 +253,16 @@ class _Run:
             pair = _pair_hash(question.text, first["answer"], second["answer"])
             opening = first_shown(question.id, self.options.seed)
             orders = {1: opening, 2: "b" if opening == "a" else "a"}
-            pending = [r for r in (1, 2) if (question.id, self.judge.name, r, pair, self.fingerprint) not in self.judgments]
+            pending = [
+                r for r in (1, 2) if (question.id, self.judge.name, r, pair, self.fingerprint) not in self.judgments
+            ]
             await asyncio.gather(*(self.one_order(question, pair, r, orders[r], first, second) for r in pending))
         finally:
             self.progress.advance(self.judge_bar)
 
-    async def one_order(self, question: EvalQuestion, pair: str, round_: int, shown_first: str, a: dict, b: dict) -> None:
+    async def one_order(
+        self, question: EvalQuestion, pair: str, round_: int, shown_first: str, a: dict, b: dict
+    ) -> None:
         texts = {"a": a["answer"], "b": b["answer"]}
         other = "b" if shown_first == "a" else "a"
         try:
@@ -266,7 +281,9 @@ class _Run:
             "winner": winner_of(verdict.winner, shown_first) if verdict is not None else None,
             "verdict": verdict.model_dump() if verdict is not None else None,
             "structured": judgment.call.structured,
-            "reply": short(judgment.reply, REPLY_CHARS) if verdict is None else None,  # a bounded excerpt, not megabytes a line
+            "reply": short(judgment.reply, REPLY_CHARS)
+            if verdict is None
+            else None,  # a bounded excerpt, not megabytes a line
             "error": judgment.call.error,
             "usage": Usage.of([judgment.call]).model_dump(),
         }
@@ -340,8 +357,14 @@ class _Run:
             return row
         rounds = self.rounds(question)
         row["rounds"] = [
-            {"round": r["round"], "shown_first": r["shown_first"], "winner": r["winner"],
-             "reason": r["verdict"]["reason"], "a": _reading(r, "a"), "b": _reading(r, "b")}
+            {
+                "round": r["round"],
+                "shown_first": r["shown_first"],
+                "winner": r["winner"],
+                "reason": r["verdict"]["reason"],
+                "a": _reading(r, "a"),
+                "b": _reading(r, "b"),
+            }
             for r in rounds
         ]
         if self.judge is not None:
@@ -350,8 +373,10 @@ class _Run:
 
     def usage(self) -> dict[str, dict[str, int]]:
         """Calls and tokens: each system's answers, the pairwise judge and LINKAGE (logged records, all runs)."""
-        totals = {name: _total([r["usage"] for r in self.answers.values() if r["system"] == name])
-                  for name in (s.name for s in self.sides.values())}
+        totals = {
+            name: _total([r["usage"] for r in self.answers.values() if r["system"] == name])
+            for name in (s.name for s in self.sides.values())
+        }
         totals["judge"] = _total([r["usage"] for r in self.judgments.values()])
         totals["linkage"] = _total([r["usage"] for r in self.linkage.values()])
         return totals
@@ -454,11 +479,23 @@ def _linkage(questions, run: _Run, types: dict[str, str], judge: LLMJudge | None
     for question in referenced:
         count = len(select_references(question))
         for side in run.sides.values():
-            positions = [run.linkage[k]["position"] for r in range(1, run.options.linkage_rounds + 1)
-                         if (k := (question.id, side.name, judge.name, r)) in run.linkage]
+            positions = [
+                run.linkage[k]["position"]
+                for r in range(1, run.options.linkage_rounds + 1)
+                if (k := (question.id, side.name, judge.name, r)) in run.linkage
+            ]
             rank = question_rank(positions, count, RankConvention.LINKAGE)
-            scores.append(Score(question.id, side.name, "questions", types[question.id], count, rank,
-                                None if rank is not None else "judge"))
+            scores.append(
+                Score(
+                    question.id,
+                    side.name,
+                    "questions",
+                    types[question.id],
+                    count,
+                    rank,
+                    None if rank is not None else "judge",
+                )
+            )
     single = sum(len(select_references(q)) == 1 for q in referenced)
     return {
         "judge": judge.name,
@@ -480,7 +517,9 @@ def _describe(side: Side) -> dict[str, Any]:
         "model": getattr(model, "model", None),
         "base_url": redact_url(getattr(model, "base_url", None)),
         "index": None if index is None else str(Path(index.index_dir).resolve()) if index.index_dir else index.name,
-        "passages_sha256": index.manifest.get("corpus", {}).get("passages_sha256") if index and index.manifest is not None else None,
+        "passages_sha256": index.manifest.get("corpus", {}).get("passages_sha256")
+        if index and index.manifest is not None
+        else None,
         "top_k": pipeline.settings.top_k,
         "aspect_k": pipeline.settings.aspect_k,
         "classifier": _classifier_name(pipeline),
@@ -507,7 +546,9 @@ def _claim(out: Path, identity: dict) -> None:
         existing = json.loads(path.read_text(encoding="utf-8"))
         if existing != json.loads(json.dumps(identity)):
             changed = sorted(k for k in set(existing) | set(identity) if existing.get(k) != identity.get(k))
-            raise RunError(f"{out} holds a comparison of a different set-up ({', '.join(changed)} changed); use another --out")
+            raise RunError(
+                f"{out} holds a comparison of a different set-up ({', '.join(changed)} changed); use another --out"
+            )
         return
     path.write_text(json.dumps(identity, indent=2) + "\n", encoding="utf-8")
 

@@ -19,7 +19,12 @@ OUTCOME_WORDS = {"tie": "tie", "judge failed": "judge failed", "no answer": "no 
 
 def write_compare_report(out: Path, summary: dict[str, Any]) -> dict[str, Path]:
     """Write the report files; the chart is optional (a drawing failure is one line in the notes)."""
-    files = {"summary": out / "summary.json", "markdown": out / "report.md", "chart": out / CHART, "html": out / "report.html"}
+    files = {
+        "summary": out / "summary.json",
+        "markdown": out / "report.md",
+        "chart": out / CHART,
+        "html": out / "report.html",
+    }
     missing = draw_compare_chart(summary, files["chart"])
     if missing:
         files.pop("chart")
@@ -48,7 +53,9 @@ def verdict_line(summary: dict[str, Any]) -> str:
     a, b, tally = summary["a"], summary["b"], summary["overall"]
     if summary["judge"] is None:
         differ = tally["items"] - tally["identical"] - tally["failures"]
-        return f"{differ} of {tally['items']} questions got different answers from {a} and {b} (not judged: no LLM judge)."
+        return (
+            f"{differ} of {tally['items']} questions got different answers from {a} and {b} (not judged: no LLM judge)."
+        )
     wins_a, wins_b = tally["wins_a"], tally["wins_b"]
     if wins_a == wins_b:
         lead = f"{a} and {b} are level, {wins_b}–{wins_a}"
@@ -60,7 +67,11 @@ def verdict_line(summary: dict[str, Any]) -> str:
         lead += f" and {tally['failures']} not judged"
     if tally["share_b_of_decided"] is None:
         return lead + "."
-    sure = "the 95% interval excludes an even split" if tally["separated"] else "the 95% interval includes an even split: not separated"
+    sure = (
+        "the 95% interval excludes an even split"
+        if tally["separated"]
+        else "the 95% interval includes an even split: not separated"
+    )
     return f"{lead}; {b}'s share of the decided items {share_text(tally)}: {sure}."
 
 
@@ -69,20 +80,48 @@ def table_rows(summary: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     a, b = summary["a"], summary["b"]
     if summary["judge"] is None:
         header = ["type", "questions", "identical", "differ", "no answer"]
-        rows = [[label, str(t["items"]), str(t["identical"]), str(t["items"] - t["identical"] - t["failures"]), str(t["failures"])]
-                for label, t in groups(summary)]
+        rows = [
+            [
+                label,
+                str(t["items"]),
+                str(t["identical"]),
+                str(t["items"] - t["identical"] - t["failures"]),
+                str(t["failures"]),
+            ]
+            for label, t in groups(summary)
+        ]
         return header, rows
-    header = ["type", "questions", f"{a} wins", f"{b} wins", "ties", "not judged", f"{b} share of decided [95%]",
-              f"satisfied {a} / {b}", f"answering {a} / {b}", f"noise {a} / {b}", "orders agree"]
+    header = [
+        "type",
+        "questions",
+        f"{a} wins",
+        f"{b} wins",
+        "ties",
+        "not judged",
+        f"{b} share of decided [95%]",
+        f"satisfied {a} / {b}",
+        f"answering {a} / {b}",
+        f"noise {a} / {b}",
+        "orders agree",
+    ]
     rows = []
     for label, t in groups(summary):
         judged = t["wins_a"] + t["wins_b"] + t["ties"] - t["identical"]
-        rows.append([
-            label, str(t["items"]), str(t["wins_a"]), str(t["wins_b"]), f"{t['ties']} ({t['identical']} same)",
-            str(t["failures"]), share_text(t), f"{_n(t['satisfies_a'])} / {_n(t['satisfies_b'])}",
-            f"{_n(t['answering_a'])} / {_n(t['answering_b'])}", f"{_n(t['noise_a'])} / {_n(t['noise_b'])}",
-            f"{t['consistent_orders']}/{judged}" if judged else "–",
-        ])
+        rows.append(
+            [
+                label,
+                str(t["items"]),
+                str(t["wins_a"]),
+                str(t["wins_b"]),
+                f"{t['ties']} ({t['identical']} same)",
+                str(t["failures"]),
+                share_text(t),
+                f"{_n(t['satisfies_a'])} / {_n(t['satisfies_b'])}",
+                f"{_n(t['answering_a'])} / {_n(t['answering_b'])}",
+                f"{_n(t['noise_a'])} / {_n(t['noise_b'])}",
+                f"{t['consistent_orders']}/{judged}" if judged else "–",
+            ]
+        )
     return header, rows
 
 
@@ -103,19 +142,30 @@ def _n(value: float) -> str:
 
 def markdown(summary: dict[str, Any]) -> str:
     header, rows = table_rows(summary)
-    lines = [f"# {summary['a']} vs {summary['b']}: {Path(summary['questions_file']).name}", "", verdict_line(summary), ""]
+    lines = [
+        f"# {summary['a']} vs {summary['b']}: {Path(summary['questions_file']).name}",
+        "",
+        verdict_line(summary),
+        "",
+    ]
     lines += _setup_lines(summary)
     lines += ["", f"## By question type ({summary['type_source']})", ""]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     linkage = summary.get("linkage")
     if linkage:
-        lines += ["", f"## LINKAGE against your references ({linkage['questions']} questions, judge {linkage['judge']})", ""]
+        lines += [
+            "",
+            f"## LINKAGE against your references ({linkage['questions']} questions, judge {linkage['judge']})",
+            "",
+        ]
         lines += ["| system | type | MRR | MPR | scored | failed |", "|---|---|---|---|---|---|"]
         for cell in linkage["cells"]:
             mrr = "–" if cell["mrr"] is None else f"{cell['mrr']:.3f}"
             mpr = "–" if cell["mpr"] is None else f"{cell['mpr']:.1f}"
-            lines.append(f"| {cell['method']} | {cell['type']} | {mrr} | {mpr} | {cell['scored']} | {cell['failures']} |")
+            lines.append(
+                f"| {cell['method']} | {cell['type']} | {mrr} | {mpr} | {cell['scored']} | {cell['failures']} |"
+            )
     lines += ["", "## Notes", ""] + [f"- {note}" for note in _notes(summary)]
     return "\n".join(lines) + "\n"
 
@@ -124,11 +174,15 @@ def _setup_lines(summary: dict[str, Any]) -> list[str]:
     lines = []
     for name, system in summary["systems"].items():
         where = f", index {system['index']}" if system.get("index") else ""
-        lines.append(f"- **{name}**: {system['described']} (method {system['method']}, generator {system['generator']}{where}, "
-                     f"top_k {system['top_k']}, classifier {system['classifier']})")
+        lines.append(
+            f"- **{name}**: {system['described']} (method {system['method']}, generator {system['generator']}{where}, "
+            f"top_k {system['top_k']}, classifier {system['classifier']})"
+        )
     judge = summary["judge"]
     lines.append(f"- Judge: {judge['name']}, blind, {judge['orders']}" if judge else "- Judge: none")
-    lines.append(f"- Questions: {summary['questions_selected']} of {summary['questions_in_file']} in {summary['questions_file']}")
+    lines.append(
+        f"- Questions: {summary['questions_selected']} of {summary['questions_in_file']} in {summary['questions_file']}"
+    )
     return lines
 
 
@@ -144,9 +198,14 @@ def _notes(summary: dict[str, Any]) -> list[str]:
         ]
     linkage = summary.get("linkage")
     if linkage and linkage["single_reference_questions"]:
-        notes.append(f"{linkage['single_reference_questions']} questions have one reference grade: LINKAGE can only place "
-                     "an answer above or below it, so it separates systems little there.")
-    notes.append(f"{len(summary['errors_this_run'])} errors in this run" + (": " + "; ".join(summary["errors_this_run"][:5]) if summary["errors_this_run"] else ""))
+        notes.append(
+            f"{linkage['single_reference_questions']} questions have one reference grade: LINKAGE can only place "
+            "an answer above or below it, so it separates systems little there."
+        )
+    notes.append(
+        f"{len(summary['errors_this_run'])} errors in this run"
+        + (": " + "; ".join(summary["errors_this_run"][:5]) if summary["errors_this_run"] else "")
+    )
     return notes
 
 
@@ -176,10 +235,18 @@ def _chart(summary: dict[str, Any], path: Path) -> None:
     rows = groups(summary)
     judged = summary["judge"] is not None
     if judged:
-        parts = [(f"{a} wins", "wins_a", "#4C72B0"), ("tie", "ties", "#C9C9C9"), (f"{b} wins", "wins_b", "#DD8452"),
-                 ("not judged", "failures", "#F2F2F2")]
+        parts = [
+            (f"{a} wins", "wins_a", "#4C72B0"),
+            ("tie", "ties", "#C9C9C9"),
+            (f"{b} wins", "wins_b", "#DD8452"),
+            ("not judged", "failures", "#F2F2F2"),
+        ]
     else:
-        parts = [("identical", "identical", "#C9C9C9"), ("differ", None, "#8172B3"), ("no answer", "failures", "#F2F2F2")]
+        parts = [
+            ("identical", "identical", "#C9C9C9"),
+            ("differ", None, "#8172B3"),
+            ("no answer", "failures", "#F2F2F2"),
+        ]
     width = 7.5
     figure, axes = plt.subplots(figsize=(width, 1.6 + 0.45 * len(rows)), dpi=120, layout="constrained")
     for y, (label, tally) in enumerate(rows):
@@ -198,8 +265,11 @@ def _chart(summary: dict[str, Any], path: Path) -> None:
     axes.set_xlim(0, 1)
     axes.set_xlabel("share of the questions")
     axes.invert_yaxis()
-    title = (f"{a} vs {b}, judged blind in both orders by {summary['judge']['name']}" if judged
-             else f"{a} vs {b}: where the answers differ (no judge)")
+    title = (
+        f"{a} vs {b}, judged blind in both orders by {summary['judge']['name']}"
+        if judged
+        else f"{a} vs {b}: where the answers differ (no judge)"
+    )
     axes.set_title("\n".join(textwrap.wrap(title, 70)), fontsize=9, loc="left")
     if judged:
         axes.annotate(f"{b} share of decided [95%]", xy=(1.02, -0.6), xycoords=("axes fraction", "data"), fontsize=7)
@@ -238,7 +308,9 @@ def html_page(summary: dict[str, Any], chart: Path | None) -> str:
         f"<title>{e(a)} vs {e(b)}</title><style>{STYLE}</style></head><body>",
         f"<h1>{e(a)} vs {e(b)}</h1>",
         f"<p class='lead'>{e(verdict_line(summary))}</p>",
-        "<ul>" + "".join(f"<li>{e(line.removeprefix('- ').replace('**', ''))}</li>" for line in _setup_lines(summary)) + "</ul>",
+        "<ul>"
+        + "".join(f"<li>{e(line.removeprefix('- ').replace('**', ''))}</li>" for line in _setup_lines(summary))
+        + "</ul>",
         f"<h2>By question type <span class='small'>({e(summary['type_source'])})</span></h2>",
         "<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in header) + "</tr>",
         *("<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in rows),
@@ -249,12 +321,16 @@ def html_page(summary: dict[str, Any], chart: Path | None) -> str:
         parts.append(f"<img alt='outcomes by question type' src='data:image/png;base64,{data}'>")
     linkage = summary.get("linkage")
     if linkage:
-        parts.append("<h2>LINKAGE against your references</h2><table><tr><th>system</th><th>type</th><th>MRR</th><th>MPR</th><th>scored</th><th>failed</th></tr>")
+        parts.append(
+            "<h2>LINKAGE against your references</h2><table><tr><th>system</th><th>type</th><th>MRR</th><th>MPR</th><th>scored</th><th>failed</th></tr>"
+        )
         for cell in linkage["cells"]:
             mrr = "–" if cell["mrr"] is None else f"{cell['mrr']:.3f}"
             mpr = "–" if cell["mpr"] is None else f"{cell['mpr']:.1f}"
-            parts.append(f"<tr><td>{e(cell['method'])}</td><td>{e(cell['type'])}</td><td>{mrr}</td><td>{mpr}</td>"
-                         f"<td>{cell['scored']}</td><td>{cell['failures']}</td></tr>")
+            parts.append(
+                f"<tr><td>{e(cell['method'])}</td><td>{e(cell['type'])}</td><td>{mrr}</td><td>{mpr}</td>"
+                f"<td>{cell['scored']}</td><td>{cell['failures']}</td></tr>"
+            )
         parts.append("</table>")
     parts.append("<h2>Notes</h2><ul>" + "".join(f"<li>{e(note)}</li>" for note in _notes(summary)) + "</ul>")
     parts.append("<h2>Questions</h2>")

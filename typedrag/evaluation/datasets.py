@@ -82,7 +82,9 @@ def load_questions(path: Path) -> list[EvalQuestion]:
 
     path = Path(path)
     if not path.is_file():
-        raise DatasetError(f"no question file at {path}: give a .jsonl file ({{question, id?, type?, references?}} per line) or a .txt file with one question per line")
+        raise DatasetError(
+            f"no question file at {path}: give a .jsonl file ({{question, id?, type?, references?}} per line) or a .txt file with one question per line"
+        )
     questions: list[EvalQuestion] = []
     seen: set[str] = set()
     for number, line in _lines(path):
@@ -118,7 +120,9 @@ def _parse(row: dict, source: str, number: int, need_references: bool = True) ->
         if len(texts) != len(grades):
             raise ValueError("answer_list and answer_label differ in length")
         question_id = _kind(row, "question_id", (str, int))
-        return EvalQuestion(str(question_id), _kind(row, "question_text", str), source, _references(zip(texts, grades), need_references))
+        return EvalQuestion(
+            str(question_id), _kind(row, "question_text", str), source, _references(zip(texts, grades), need_references)
+        )
     if "question" in row:
         references = _kind(row, "references", (list, type(None))) or []
         if not all(isinstance(r, dict) for r in references):
@@ -146,7 +150,9 @@ def _kind(row: dict, key: str, kinds: type | tuple[type, ...]):
 
 def _references(pairs, needed: bool = True) -> tuple[Reference, ...]:
     pairs = list(pairs)
-    if not all(isinstance(text, str) and isinstance(grade, int) and not isinstance(grade, bool) for text, grade in pairs):
+    if not all(
+        isinstance(text, str) and isinstance(grade, int) and not isinstance(grade, bool) for text, grade in pairs
+    ):
         raise ValueError("a reference's `text` must be text and its `grade` a whole number")
     references = tuple(Reference(text, grade) for text, grade in pairs if text.strip())
     if not references and needed:

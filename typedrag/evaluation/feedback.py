@@ -34,8 +34,17 @@ def feedback_questions(records: Iterable[Any]) -> list[dict[str, Any]]:
         row = rows.get(key)
         if row is None:
             digest = hashlib.sha256(f"{record.collection}\n{question.casefold()}".encode()).hexdigest()[:16]
-            row = rows[key] = {"id": f"fb-{digest}", "question": question, "type": None, "collection": record.collection,
-                               "verdict": None, "votes": {"up": 0, "down": 0}, "comments": [], "relevant": [], "trace_ids": []}
+            row = rows[key] = {
+                "id": f"fb-{digest}",
+                "question": question,
+                "type": None,
+                "collection": record.collection,
+                "verdict": None,
+                "votes": {"up": 0, "down": 0},
+                "comments": [],
+                "relevant": [],
+                "trace_ids": [],
+            }
         row["votes"][record.verdict] += 1
         row["type"] = record.type or row["type"]  # the latest routing
         if record.comment and record.comment not in row["comments"]:
@@ -66,9 +75,15 @@ def write_jsonl(rows: list[dict[str, Any]], out: Path) -> None:
 
 
 def export_feedback_command(
-    out: Annotated[Path, typer.Option("--out", "-o", help="The JSONL file to write (replaced if it exists).")] = FEEDBACK_FILE,
-    collection: Annotated[Optional[str], typer.Option("--collection", help="Only the questions asked in this collection.")] = None,
-    verdict: Annotated[Optional[str], typer.Option("--verdict", help="Only questions whose verdict is up, down or mixed.")] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="The JSONL file to write (replaced if it exists).")
+    ] = FEEDBACK_FILE,
+    collection: Annotated[
+        Optional[str], typer.Option("--collection", help="Only the questions asked in this collection.")
+    ] = None,
+    verdict: Annotated[
+        Optional[str], typer.Option("--verdict", help="Only questions whose verdict is up, down or mixed.")
+    ] = None,
     data: DataOpt = None,
     database: DatabaseOpt = None,
 ) -> None:
@@ -90,14 +105,20 @@ def export_feedback_command(
     if verdict is not None:
         rows = [row for row in rows if row["verdict"] == verdict]
     if not rows:
-        fail("no feedback to export" + (" with those filters" if collection or verdict else ": nobody has rated an answer yet"))
+        fail(
+            "no feedback to export"
+            + (" with those filters" if collection or verdict else ": nobody has rated an answer yet")
+        )
     try:
         write_jsonl(rows, out)
     except OSError as error:
         fail(f"cannot write {out}: {error.strerror or error}")
     with_relevant = sum("relevant" in row for row in rows)
-    errors.print(for_terminal(
-        f"{len(rows):,} questions -> {out} ({with_relevant:,} with passages marked helpful; "
-        f"up {sum(r['verdict'] == 'up' for r in rows):,}, down {sum(r['verdict'] == 'down' for r in rows):,}, "
-        f"mixed {sum(r['verdict'] == 'mixed' for r in rows):,})"
-    ), markup=False)
+    errors.print(
+        for_terminal(
+            f"{len(rows):,} questions -> {out} ({with_relevant:,} with passages marked helpful; "
+            f"up {sum(r['verdict'] == 'up' for r in rows):,}, down {sum(r['verdict'] == 'down' for r in rows):,}, "
+            f"mixed {sum(r['verdict'] == 'mixed' for r in rows):,})"
+        ),
+        markup=False,
+    )

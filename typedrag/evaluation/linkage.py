@@ -28,8 +28,7 @@ from typedrag.prompts import DATA_RULE, Prompt, delimit
 
 LINKAGE_JUDGE = Prompt(
     "linkage_judge",
-    "You judge the quality of answers to questions that need explanation rather than a single fact. "
-    + DATA_RULE,
+    "You judge the quality of answers to questions that need explanation rather than a single fact. " + DATA_RULE,
     "Question: {question}\n\n"
     "Here are {count} reference answers to it, already ranked from best (1) to worst ({count}):\n"
     "{references}\n\n"

@@ -41,7 +41,9 @@ class AnswerReading(BaseModel):
 
     satisfies: bool = Field(description="true when this answer alone would satisfy the person who asked")
     answering: int = Field(ge=0, le=200, description="how many of its sentences and bullets answer what was asked")
-    noise: int = Field(ge=0, le=200, description="how many of its sentences and bullets are off-topic, misleading or nonsensical")
+    noise: int = Field(
+        ge=0, le=200, description="how many of its sentences and bullets are off-topic, misleading or nonsensical"
+    )
 
 
 class PairVerdict(BaseModel):
@@ -50,7 +52,9 @@ class PairVerdict(BaseModel):
     answer_a: AnswerReading = Field(description=READING.format(label="A"))
     answer_b: AnswerReading = Field(description=READING.format(label="B"))
     reason: str = Field(min_length=1, max_length=REASON_CHARS, description="one or two sentences: what decided it")
-    winner: Literal["A", "B", "tie"] = Field(description="A or B for the answer that helps more; tie only when neither does")
+    winner: Literal["A", "B", "tie"] = Field(
+        description="A or B for the answer that helps more; tie only when neither does"
+    )
 
     @field_validator("winner", mode="before")
     @classmethod

@@ -19,8 +19,12 @@ SETTING = "Llama-3.2-3B generator, Mistral-7B judge"
 # by its file), in the order the paper's table lists them.
 SOURCES = ("nq", "squad", "trivia", "hotpotqa", "2wikimultihopqa", "musique")
 SOURCE_NAMES = {
-    "nq": "NQ-NF", "squad": "SQuAD-NF", "trivia": "TriviaQA-NF", "hotpotqa": "HotpotQA-NF",
-    "2wikimultihopqa": "2WikiMultiHopQA-NF", "musique": "MuSiQue-NF",
+    "nq": "NQ-NF",
+    "squad": "SQuAD-NF",
+    "trivia": "TriviaQA-NF",
+    "hotpotqa": "HotpotQA-NF",
+    "2wikimultihopqa": "2WikiMultiHopQA-NF",
+    "musique": "MuSiQue-NF",
 }
 # The rank convention the paper's figures were computed with (typedrag.evaluation.linkage.RankConvention).
 CONVENTION = "typed-rag"
@@ -38,7 +42,7 @@ class PaperFigure:
     carried_from: str  # where the figure was copied from, for a reader to check
 
 
-ISSUE_53 = "typedrag issue 53, which quotes the paper's Table 3 (\"NQ 0.766 vs 0.589\", Typed-RAG vs the LLM)"
+ISSUE_53 = 'typedrag issue 53, which quotes the paper\'s Table 3 ("NQ 0.766 vs 0.589", Typed-RAG vs the LLM)'
 FIGURES: tuple[PaperFigure, ...] = (
     PaperFigure("typed", "nq", 0.766, None, SETTING, ISSUE_53),
     PaperFigure("llm", "nq", 0.589, None, SETTING, ISSUE_53),

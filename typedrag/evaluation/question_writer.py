@@ -164,14 +164,16 @@ class QuestionWriter:
                     passage = shown[item.passage - 1]
                     question_id = _free_id(kind, taken)
                     taken.add(question_id)
-                    report.added.append({
-                        "id": question_id,
-                        "question": item.question,
-                        "type": kind,
-                        "about": passage.passage_id,
-                        "where": _where(passage),
-                        "written_by": self.model.name,
-                    })
+                    report.added.append(
+                        {
+                            "id": question_id,
+                            "question": item.question,
+                            "type": kind,
+                            "about": passage.passage_id,
+                            "where": _where(passage),
+                            "written_by": self.model.name,
+                        }
+                    )
                     kept_texts.append(item.question)
                     kept_vectors = np.vstack([kept_vectors, vector]) if len(kept_vectors) else vector
                     missing -= 1
@@ -180,11 +182,16 @@ class QuestionWriter:
     async def _ask(self, kind: str, shown: list[Passage], count: int, report: WritingReport) -> list[WrittenQuestion]:
         numbered = [_Numbered(i, _where(p), p.text) for i, p in enumerate(shown, 1)]
         messages = WRITE_QUESTIONS.messages(
-            sources=format_sources(numbered), kind=kind, definition=KINDS[kind], count=str(count),
+            sources=format_sources(numbered),
+            kind=kind,
+            definition=KINDS[kind],
+            count=str(count),
             reply_format=reply_format(WrittenQuestions),
         )
         try:
-            completion = await self.model.complete(messages, role="write:questions", schema=WrittenQuestions, max_tokens=900, temperature=0.7)
+            completion = await self.model.complete(
+                messages, role="write:questions", schema=WrittenQuestions, max_tokens=900, temperature=0.7
+            )
         except LLMError as error:
             report.errors.append(f"{kind}: {error}")
             return []
@@ -238,8 +245,14 @@ def wanted_per_kind(kinds: Sequence[str], per_type: int, existing: Sequence[dict
 
 
 async def write_questions(
-    model: ChatModel, sources: Sequence[Path | str], out: Path, *, kinds: Sequence[str] = tuple(KINDS),
-    per_type: int = 4, seed: int = 0, classify=None,
+    model: ChatModel,
+    sources: Sequence[Path | str],
+    out: Path,
+    *,
+    kinds: Sequence[str] = tuple(KINDS),
+    per_type: int = 4,
+    seed: int = 0,
+    classify=None,
 ) -> WritingReport:
     """Top the file `out` up to `per_type` questions of each kind; returns what was added and dropped."""
     unknown = [k for k in kinds if k not in KINDS]

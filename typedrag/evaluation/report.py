@@ -50,8 +50,12 @@ def write_report(run_dir: Path, summary: dict[str, Any]) -> dict[str, Path]:
         files["markdown"].write_text(table.markdown([f"no chart: {chart_missing}"]), encoding="utf-8")
     summary = {**summary, "files": {k: p.name for k, p in files.items()}, "chart_missing": chart_missing}
     if table.beside_paper():
-        summary["paper"] = {"table": paper.PAPER, "setting": paper.SETTING, "rank_convention": paper.CONVENTION,
-                            "figures": paper.carried_over()}
+        summary["paper"] = {
+            "table": paper.PAPER,
+            "setting": paper.SETTING,
+            "rank_convention": paper.CONVENTION,
+            "figures": paper.carried_over(),
+        }
     files["summary"].write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return files
 
@@ -77,8 +81,14 @@ class _Table:
         group, so its bars would be equal, or all of zero height (the offline proxy judge, ranking answers by their
         similarity to references, often cannot tell methods apart)."""
         methods = [m for m in self.methods if m in self.run_methods]
-        groups = [[self.cells[(m, ALL, g)]["mpr"] for m in methods if (m, ALL, g) in self.cells and self.cells[(m, ALL, g)]["mpr"] is not None]
-                  for g in [*self.types, ALL]]
+        groups = [
+            [
+                self.cells[(m, ALL, g)]["mpr"]
+                for m in methods
+                if (m, ALL, g) in self.cells and self.cells[(m, ALL, g)]["mpr"] is not None
+            ]
+            for g in [*self.types, ALL]
+        ]
         values = [v for group in groups for v in group]
         if not values:
             return None
@@ -86,9 +96,19 @@ class _Table:
         if not all_zero and (len(methods) < 2 or any(len(set(group)) > 1 for group in groups)):
             return None
         metric = self.metrics[1]
-        same = f"every method scored {metric} 0 in every group" if all_zero else f"every method scored the same {metric} in every group"
-        judged = ("the offline proxy judge (similarity to the references) cannot separate the methods on these questions; "
-                  "judge with an LLM (--judge MODEL) to compare them") if self.proxy else "the judge did not separate the methods"
+        same = (
+            f"every method scored {metric} 0 in every group"
+            if all_zero
+            else f"every method scored the same {metric} in every group"
+        )
+        judged = (
+            (
+                "the offline proxy judge (similarity to the references) cannot separate the methods on these questions; "
+                "judge with an LLM (--judge MODEL) to compare them"
+            )
+            if self.proxy
+            else "the judge did not separate the methods"
+        )
         return f"{same} ({', '.join(dict.fromkeys(f'{v:.1f}' for v in values))}): {judged}; a chart of equal bars would say nothing"
 
     def values(self, method: str, source: str, type_: str, for_csv: bool = False) -> tuple[str, str]:
@@ -110,11 +130,7 @@ class _Table:
 
     def columns(self) -> list[tuple[str, str, str]]:
         """(label, source, type) for every column group: each source, all, then each type."""
-        return (
-            [(s, s, ALL) for s in self.sources]
-            + [("all", ALL, ALL)]
-            + [(t, ALL, t) for t in self.types]
-        )
+        return [(s, s, ALL) for s in self.sources] + [("all", ALL, ALL)] + [(t, ALL, t) for t in self.types]
 
     def markdown(self, extra_notes: list[str] = ()) -> str:
         c = self.config
@@ -141,7 +157,11 @@ class _Table:
             f"- Rounds: {c['rounds']}; {c['round_aggregation']}",
             f"- Index: {index.get('path', 'none')}",
             f"- Knowledge: {c.get('knowledge', 'documents')}"
-            + (" (where the documents do not cover a question, the generator may add what it knows, labelled)" if c.get("knowledge") == "labelled" else ""),
+            + (
+                " (where the documents do not cover a question, the generator may add what it knows, labelled)"
+                if c.get("knowledge") == "labelled"
+                else ""
+            ),
             f"- {mrr} = mean(1/rank); {mpr} = mean((1 - (rank - 1)/|R|) x 100), |R| = references per question",
             "",
             "## By source dataset",
@@ -175,13 +195,23 @@ class _Table:
         systems = self.config.get("systems", {})
         mrr, mpr = self.metrics
         header = ["Method", "figures"] + [f"{paper.SOURCE_NAMES[s]} {m}" for s in paper.SOURCES for m in (mrr, mpr)]
-        lines = ["", f"## Beside the paper ({paper.PAPER})", "", _row(header), _row(["---", "---"] + ["---:"] * (len(header) - 2))]
+        lines = [
+            "",
+            f"## Beside the paper ({paper.PAPER})",
+            "",
+            _row(header),
+            _row(["---", "---"] + ["---:"] * (len(header) - 2)),
+        ]
         for method in ("llm", "rag", "typed"):
             for name in [n for n in self.methods if systems.get(n, {}).get("method", n) == method]:
-                cells = [v for s in paper.SOURCES for v in (self.values(name, s, ALL) if s in self.sources else ("–", "–"))]
+                cells = [
+                    v for s in paper.SOURCES for v in (self.values(name, s, ALL) if s in self.sources else ("–", "–"))
+                ]
                 lines.append(_row([METHOD_NAMES.get(name, name), "this run"] + cells))
             figures = [paper.paper_figure(method, s) for s in paper.SOURCES]
-            cells = [v for f in figures for v in ((_paper_value(f.mrr, 3), _paper_value(f.mpr, 1)) if f else ("·", "·"))]
+            cells = [
+                v for f in figures for v in ((_paper_value(f.mrr, 3), _paper_value(f.mpr, 1)) if f else ("·", "·"))
+            ]
             lines.append(_row([METHOD_NAMES[method], f"paper ({paper.SETTING})"] + cells))
         convention = self.config["rank_convention"]
         missing = 3 * len(paper.SOURCES) * 2 - sum((f.mrr is not None) + (f.mpr is not None) for f in paper.FIGURES)
@@ -189,14 +219,21 @@ class _Table:
             "",
             f"- This run: generator {self.config['generator']['engine']}, judge {self.config['judge']['name']}, "
             f"{self.config['questions_selected']} questions, rank convention {convention}"
-            + ("" if convention == paper.CONVENTION else f" (the paper's is {paper.CONVENTION}: rerun with --rank-convention "
-               f"{paper.CONVENTION}, the verdicts are reused, for figures computed as the paper's)"),
+            + (
+                ""
+                if convention == paper.CONVENTION
+                else f" (the paper's is {paper.CONVENTION}: rerun with --rank-convention "
+                f"{paper.CONVENTION}, the verdicts are reused, for figures computed as the paper's)"
+            ),
             f"- The paper's figures: {paper.SETTING}; · = not carried over ({missing} of {6 * len(paper.SOURCES)} figures), "
             "never estimated",
         ]
-        lines += [f"- carried over: {METHOD_NAMES[f.method]} {paper.SOURCE_NAMES[f.source]}"
-                  f"{f' MRR {f.mrr:.3f}' if f.mrr is not None else ''}{f' MPR {f.mpr:.1f}' if f.mpr is not None else ''}, "
-                  f"from {f.carried_from}" for f in paper.FIGURES]
+        lines += [
+            f"- carried over: {METHOD_NAMES[f.method]} {paper.SOURCE_NAMES[f.source]}"
+            f"{f' MRR {f.mrr:.3f}' if f.mrr is not None else ''}{f' MPR {f.mpr:.1f}' if f.mpr is not None else ''}, "
+            f"from {f.carried_from}"
+            for f in paper.FIGURES
+        ]
         return lines
 
     def _metric_table(self, first: str, columns: list[tuple[str, str, str]]) -> list[str]:
@@ -214,7 +251,9 @@ class _Table:
             header += [f"{prefix} {m}" for m in self.metrics]
         rows = [header]
         for method in self.methods:
-            rows.append([METHOD_NAMES[method]] + [v for _, s, t in self.columns() for v in self.values(method, s, t, True)])
+            rows.append(
+                [METHOD_NAMES[method]] + [v for _, s, t in self.columns() for v in self.values(method, s, t, True)]
+            )
         return rows
 
 

@@ -69,7 +69,9 @@ def read_questions(path: Path) -> list[RetrievalQuestion]:
                 data["key_terms"] = data.pop("groups")
             question = RetrievalQuestion.model_validate(data)
             # as long as `ask` takes one (typedrag.questions): an 11 MB question is refused, not embedded
-            question = question.model_copy(update={"question": clean_question(question.question), "id": question.id or str(number)})
+            question = question.model_copy(
+                update={"question": clean_question(question.question), "id": question.id or str(number)}
+            )
         except (ValueError, QuestionError) as error:
             raise UserError(f"{path}:{number}: not a question ({' '.join(str(error).split())[:200]})") from None
         questions.append(question)
@@ -104,7 +106,10 @@ def score(question: RetrievalQuestion, type_: str, hits: list[ScoredPassage], k:
     result = Scored(question, type_, top)
     groups = question.groups
     if groups:
-        first_of = [next((rank for rank, hit in enumerate(top, 1) if any(matches(hit, w) for w in group)), None) for group in groups]
+        first_of = [
+            next((rank for rank, hit in enumerate(top, 1) if any(matches(hit, w) for w in group)), None)
+            for group in groups
+        ]
         found = [rank for rank in first_of if rank is not None]
         result.recall = len(found) / len(groups)
         result.first_rank = min(found, default=None)
@@ -283,13 +288,13 @@ td,th{{border:1px solid #ccc;padding:4px 8px;vertical-align:top;text-align:left;
 table.questions{{width:100%;table-layout:fixed}}ol{{margin:0;padding-left:1.4em}}li{{margin-bottom:4px}}li.hit{{background:#e6f4e6}}
 .verdict{{color:#555;margin-bottom:4px}}small{{color:#777}}#disagree:checked~table.questions tr.agree{{display:none}}</style></head><body>
 <h1>Retrieval on {e(report.index)}</h1>
-<p>{len(questions)} questions, top {report.k} passages per question{judge}. Modes: {e(', '.join(modes))}.
+<p>{len(questions)} questions, top {report.k} passages per question{judge}. Modes: {e(", ".join(modes))}.
 {e(EXPLAINED)}</p>
 <table><tr><th>mode</th><th>type</th><th>questions</th>{head}</tr>{body}</table>
 <h2>Questions</h2><p>Relevant passages are shaded; a passage's title links to its document where that is a file here.</p>
 <input type="checkbox" id="disagree"> <label for="disagree">only where the modes disagree ({disagreeing} of {len(questions)}
 questions: a different verdict, or, with nothing to judge by, a different first passage)</label>
-<table class="questions"><tr>{''.join(f'<th>{e(m)}</th>' for m in modes)}</tr>{''.join(details)}</table></body></html>"""
+<table class="questions"><tr>{"".join(f"<th>{e(m)}</th>" for m in modes)}</tr>{"".join(details)}</table></body></html>"""
     path.write_text(page, encoding="utf-8")
 
 
@@ -318,7 +323,11 @@ def document_links(index: str) -> Callable[[ScoredPassage], str | None]:
     file it was read from and the document is a file there; None for others (a JSONL record, a Milvus index)."""
     try:
         manifest = json.loads((Path(index) / "manifest.json").read_text(encoding="utf-8"))
-        roots = [Path(entry["source"]) for entry in manifest["corpus"]["sources"] if isinstance(entry, dict) and "source" in entry]
+        roots = [
+            Path(entry["source"])
+            for entry in manifest["corpus"]["sources"]
+            if isinstance(entry, dict) and "source" in entry
+        ]
     except (OSError, ValueError, KeyError, TypeError):
         roots = []
 
@@ -344,9 +353,17 @@ def write_json(report: Report, path: Path) -> None:
         "summary": report.rows(),
         "questions": {
             mode: [
-                {"id": s.question.id, "type": s.type, "recall": s.recall, "reciprocal_rank": s.reciprocal_rank, "ndcg": s.ndcg,
-                 "key_terms": s.key_terms, "question_terms": s.question_terms, "judged": s.judged,
-                 "passages": [h.passage_id for h in s.hits]}
+                {
+                    "id": s.question.id,
+                    "type": s.type,
+                    "recall": s.recall,
+                    "reciprocal_rank": s.reciprocal_rank,
+                    "ndcg": s.ndcg,
+                    "key_terms": s.key_terms,
+                    "question_terms": s.question_terms,
+                    "judged": s.judged,
+                    "passages": [h.passage_id for h in s.hits],
+                }
                 for s in scored
             ]
             for mode, scored in report.modes.items()
@@ -358,7 +375,11 @@ def write_json(report: Report, path: Path) -> None:
 class PassageGrade(BaseModel):
     """An LLM judge's grade of one passage for a question."""
 
-    grade: int = Field(ge=0, le=2, description="0: unrelated, 1: on the topic but does not answer, 2: answers the question or part of it")
+    grade: int = Field(
+        ge=0,
+        le=2,
+        description="0: unrelated, 1: on the topic but does not answer, 2: answers the question or part of it",
+    )
 
 
 def _judge_prompt():
@@ -368,7 +389,7 @@ def _judge_prompt():
         "judge:retrieval",
         "You grade how relevant a passage is to a question, for a search engine's evaluation. " + PLANNER,
         "{question}\n\n{passage}\n\nGrade the passage: 2 if it answers the question or a part of it, 1 if it is on the "
-        "question's topic without answering it, 0 if it is unrelated. Reply as JSON: {{\"grade\": 0, 1 or 2}}.",
+        'question\'s topic without answering it, 0 if it is unrelated. Reply as JSON: {{"grade": 0, 1 or 2}}.',
     )
 
 
@@ -388,7 +409,8 @@ class LLMRelevanceJudge:
 
         async def one(hit: ScoredPassage) -> int:
             messages = self.prompt.messages(
-                question=delimit("question", question), passage=delimit("passage", f"{hit.passage.title}: {hit.passage.text}")
+                question=delimit("question", question),
+                passage=delimit("passage", f"{hit.passage.title}: {hit.passage.text}"),
             )
             try:
                 reply = await self.model.complete(messages, role="judge:retrieval", schema=PassageGrade, max_tokens=32)

@@ -11,15 +11,32 @@ from typedrag.commands import BackendOpt, CollectionOpt, IndexOpt, UriOpt
 
 
 def retrieval_command(
-    questions: Annotated[Path, typer.Option("--questions", "-q", help="JSONL: {question, id?, type?, relevant?: ids or groups of ids, key_terms?: groups of terms}.")],
+    questions: Annotated[
+        Path,
+        typer.Option(
+            "--questions",
+            "-q",
+            help="JSONL: {question, id?, type?, relevant?: ids or groups of ids, key_terms?: groups of terms}.",
+        ),
+    ],
     index_dir: IndexOpt = None,
     retrieval: Annotated[
-        Optional[str], typer.Option("--retrieval", help="Modes to compare, comma-separated: bm25,dense,hybrid (default: every one the index supports).")
+        Optional[str],
+        typer.Option(
+            "--retrieval",
+            help="Modes to compare, comma-separated: bm25,dense,hybrid (default: every one the index supports).",
+        ),
     ] = None,
     k: Annotated[int, typer.Option("-k", min=1, max=100, help="Passages per question that count.")] = 5,
-    out: Annotated[Path, typer.Option("--out", "-o", help="The HTML report (a .json beside it holds every figure).")] = Path("retrieval-report.html"),
-    judge: Annotated[Optional[str], typer.Option("--judge", help="An LLM grading each passage (model name at --judge-base-url).")] = None,
-    judge_base_url: Annotated[Optional[str], typer.Option("--judge-base-url", help="The judge's OpenAI-compatible endpoint.")] = None,
+    out: Annotated[
+        Path, typer.Option("--out", "-o", help="The HTML report (a .json beside it holds every figure).")
+    ] = Path("retrieval-report.html"),
+    judge: Annotated[
+        Optional[str], typer.Option("--judge", help="An LLM grading each passage (model name at --judge-base-url).")
+    ] = None,
+    judge_base_url: Annotated[
+        Optional[str], typer.Option("--judge-base-url", help="The judge's OpenAI-compatible endpoint.")
+    ] = None,
     backend: BackendOpt = None,
     uri: UriOpt = None,
     collection: CollectionOpt = None,
@@ -32,11 +49,20 @@ def retrieval_command(
 
     from typedrag.commands import USER_ERRORS, backend_overrides, fail, settings_from
     from typedrag.config import RETRIEVAL_MODES
-    from typedrag.evaluation.retrieval import LLMRelevanceJudge, evaluate, print_table, read_questions, write_html, write_json
+    from typedrag.evaluation.retrieval import (
+        LLMRelevanceJudge,
+        evaluate,
+        print_table,
+        read_questions,
+        write_html,
+        write_json,
+    )
     from typedrag.index.open import open_configured_retriever
 
     settings = settings_from(
-        index=index_dir, **{"judge.model": judge, "judge.base_url": judge_base_url}, **backend_overrides(backend, uri, collection)
+        index=index_dir,
+        **{"judge.model": judge, "judge.base_url": judge_base_url},
+        **backend_overrides(backend, uri, collection),
     )
     asked = [m.strip() for m in retrieval.split(",") if m.strip()] if retrieval else []
     for mode in asked:
@@ -51,13 +77,19 @@ def retrieval_command(
         modes = asked or (["bm25", "dense", "hybrid"] if default.retrieval != "bm25" else ["bm25"])
         retrievers = {}
         for mode in modes:
-            retriever = default if mode == default.retrieval else open_configured_retriever(settings.model_copy(update={"retrieval": mode}))
+            retriever = (
+                default
+                if mode == default.retrieval
+                else open_configured_retriever(settings.model_copy(update={"retrieval": mode}))
+            )
             retrievers[retriever.name] = retriever
         from typedrag.classify import load_default_classifier
 
         classifier = load_default_classifier()
         report = evaluate(
-            items, retrievers, k,
+            items,
+            retrievers,
+            k,
             classify=lambda texts: [str(p.label) for p in classifier.classify_many(texts)],
             index=str(settings.index if settings.backend == "tantivy" else settings.milvus_collection),
         )

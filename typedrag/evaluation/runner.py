@@ -157,7 +157,9 @@ async def aevaluate(
             "seed": options.seed,
             "methods": [s.name for s in systems],
             "requested_methods": requested,
-            "systems": {s.name: {"method": str(Method(s.method)), "generator": s.pipeline.engine.name} for s in systems},
+            "systems": {
+                s.name: {"method": str(Method(s.method)), "generator": s.pipeline.engine.name} for s in systems
+            },
             "generator": _generator(first),
             "judge": _judge_config(judge),
             "rank_convention": options.convention.value,
@@ -200,7 +202,9 @@ def _single_reference_notes(questions: list[EvalQuestion], judge: Judge) -> list
     ]
 
 
-def _systems(systems: Pipeline | Sequence[System], methods: Sequence[str], notes: list[str]) -> tuple[list[System], list[str]]:
+def _systems(
+    systems: Pipeline | Sequence[System], methods: Sequence[str], notes: list[str]
+) -> tuple[list[System], list[str]]:
     """The systems to run, and the row names asked for (a method left out still gets an n/a row)."""
     if not isinstance(systems, Pipeline):
         if not systems:
@@ -280,7 +284,9 @@ class _Run:
             self.answers[(question.id, system.name)] = record
         self.progress.advance(self.answer_bar)
         references = select_references(question)
-        pending = [r for r in range(1, self.rounds + 1) if (question.id, system.name, self.judge.name, r) not in self.verdicts]
+        pending = [
+            r for r in range(1, self.rounds + 1) if (question.id, system.name, self.judge.name, r) not in self.verdicts
+        ]
         self.progress.advance(self.verdict_bar, self.rounds - len(pending))
         await asyncio.gather(*(self.one_round(question, system.name, record["answer"], references, r) for r in pending))
 
@@ -326,7 +332,9 @@ def _answer_record(question: EvalQuestion, method: str, predicted_type: str, res
     }
 
 
-def _verdict_record(question: EvalQuestion, method: str, judge: str, round_: int, references, verdict) -> dict[str, Any]:
+def _verdict_record(
+    question: EvalQuestion, method: str, judge: str, round_: int, references, verdict
+) -> dict[str, Any]:
     return {
         "question_id": question.id,
         "method": method,
@@ -364,14 +372,18 @@ async def _select(
                 return error
 
     decided = dict(zip((q.id for q in pool), await asyncio.gather(*(decide(q) for q in pool))))
-    skipped = [f"classify {qid}: {error}; question skipped" for qid, error in decided.items() if isinstance(error, LLMError)]
+    skipped = [
+        f"classify {qid}: {error}; question skipped" for qid, error in decided.items() if isinstance(error, LLMError)
+    ]
     predictions = {qid: p for qid, p in decided.items() if not isinstance(p, LLMError)}
     pool = [q for q in pool if q.id in predictions]
     if types:
         pool = stratified_sample([q for q in pool if predictions[q.id].label in types], options.limit, options.seed)
     if not pool:
         detail = f" ({len(skipped)} could not be classified: {skipped[0]})" if skipped else ""
-        raise RunError(f"no question to evaluate: the dataset is empty or no question has the --types asked for{detail}")
+        raise RunError(
+            f"no question to evaluate: the dataset is empty or no question has the --types asked for{detail}"
+        )
     return pool, {q.id: predictions[q.id] for q in pool}, skipped
 
 
@@ -465,7 +477,11 @@ def _total_usage(usages) -> dict[str, int]:
 
 def _generator(pipeline: Pipeline) -> dict[str, Any]:
     model = getattr(pipeline.engine, "model", None)
-    return {"engine": pipeline.engine.name, "model": getattr(model, "model", None), "base_url": redact_url(getattr(model, "base_url", None))}
+    return {
+        "engine": pipeline.engine.name,
+        "model": getattr(model, "model", None),
+        "base_url": redact_url(getattr(model, "base_url", None)),
+    }
 
 
 def _judge_config(judge: Judge) -> dict[str, Any]:
@@ -501,8 +517,12 @@ def _index_fingerprint(retriever) -> dict[str, Any]:
 def _git_state() -> dict[str, Any] | None:
     here = Path(__file__).resolve().parent
     try:
-        commit = subprocess.run(["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
-        status = subprocess.run(["git", "-C", str(here), "status", "--porcelain"], capture_output=True, text=True, check=True)
+        commit = subprocess.run(
+            ["git", "-C", str(here), "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        )
+        status = subprocess.run(
+            ["git", "-C", str(here), "status", "--porcelain"], capture_output=True, text=True, check=True
+        )
     except (OSError, subprocess.CalledProcessError):
         return None
     return {"commit": commit.stdout.strip(), "dirty": bool(status.stdout.strip())}

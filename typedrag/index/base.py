@@ -21,8 +21,16 @@ if TYPE_CHECKING:
     from typedrag.corpus.readers import FileFilter
 
 __all__ = [
-    "Adapted", "Backend", "Description", "EmptyIndexError", "IndexBuildError", "IndexUnusableError", "Retriever", "SyncOptions",
-    "adapt", "distinct",
+    "Adapted",
+    "Backend",
+    "Description",
+    "EmptyIndexError",
+    "IndexBuildError",
+    "IndexUnusableError",
+    "Retriever",
+    "SyncOptions",
+    "adapt",
+    "distinct",
 ]
 
 # A passage holding little but what a passage ranked above it holds (one page built both as HTML and as
@@ -58,7 +66,9 @@ def empty_index_error(summary: IndexSummary, kept: str | None) -> EmptyIndexErro
     if dropped := getattr(summary.problems, "dropped", 0):
         why += f"; and {dropped:,} more problems"
     left = f"; {kept} is left as it was" if kept else ""
-    return EmptyIndexError(f"no readable document in the sources ({why}){left}; typedrag reads {', '.join(SUPPORTED)}", summary)
+    return EmptyIndexError(
+        f"no readable document in the sources ({why}){left}; typedrag reads {', '.join(SUPPORTED)}", summary
+    )
 
 
 def _shingles(text: str) -> set[tuple[str, ...]]:

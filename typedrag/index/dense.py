@@ -129,8 +129,11 @@ def write(
     if watch is not None:
         watch.embedding(0, to_embed)
     writer = Writer(building, rows, want.embedder, journal_path(index_dir), advanced)
-    summary.notes += [f"the shipped vectors {name} do not match the sha256 typedrag recorded for them: not used, their "
-                      "passages are embedded afresh (reinstall typedrag)" for name in writer.shipped.refused]
+    summary.notes += [
+        f"the shipped vectors {name} do not match the sha256 typedrag recorded for them: not used, their "
+        "passages are embedded afresh (reinstall typedrag)"
+        for name in writer.shipped.refused
+    ]
     if old is not None and old.table.identity != writer.table.identity:
         copied, old = set(), None  # the embedder's model changed: embed everything again
     started = time.perf_counter()
@@ -163,7 +166,9 @@ def search_entries(building: Path, table: Table | None, summary: "IndexSummary")
     section: dict = {"norm_max": nearest.norm_max(rows, scales), "graph": False}
     if table.rows >= nearest.ANN_MIN_ROWS:
         seconds = nearest.build_graph(building, rows)
-        section.update(graph=True, graph_seconds=round(seconds, 1), graph_bytes=(building / nearest.GRAPH).stat().st_size)
+        section.update(
+            graph=True, graph_seconds=round(seconds, 1), graph_bytes=(building / nearest.GRAPH).stat().st_size
+        )
         summary.graph_seconds = seconds
     return {"vector_search": section}
 
@@ -253,7 +258,9 @@ def asked_sentences(asked: bool | None) -> bool | None:
     return value in _YES
 
 
-def sentence_choice(asked: bool | None, current: dict | None, sources: Sequence, want: Wanted, table: Table | None) -> SentenceChoice:
+def sentence_choice(
+    asked: bool | None, current: dict | None, sources: Sequence, want: Wanted, table: Table | None
+) -> SentenceChoice:
     """Whether this build embeds every passage's sentences (typedrag.index.sentences). Asked, or as the index was first
     asked (recorded in its manifest), or kept when the index has them; else yes for MiniLM passage vectors but for the
     demo corpus: its passage vectors ship with typedrag, so its first build takes seconds, and its 56,681 sentences
@@ -277,8 +284,13 @@ def sentence_choice(asked: bool | None, current: dict | None, sources: Sequence,
 
 
 def write_sentences(
-    building: Path, index: "tantivy.Index", previous: dict | None, index_dir: Path, choice: SentenceChoice,
-    summary: "IndexSummary", show_progress: bool,
+    building: Path,
+    index: "tantivy.Index",
+    previous: dict | None,
+    index_dir: Path,
+    choice: SentenceChoice,
+    summary: "IndexSummary",
+    show_progress: bool,
 ) -> dict | None:
     """The vectors of every passage's sentences (typedrag.index.sentences) when `choice` says so (None otherwise: the
     index's answers embed and keep them as they first need them). Sentences the previous version kept, or that
@@ -315,7 +327,9 @@ def write_sentences(
 
     started = time.perf_counter()
     try:
-        section = sentences.write(building, passages(), known, sentences.journal_path(index_dir), embedder_for("minilm"), progress)
+        section = sentences.write(
+            building, passages(), known, sentences.journal_path(index_dir), embedder_for("minilm"), progress
+        )
     finally:
         if "bar" in holder:
             holder["bar"].stop()
@@ -323,4 +337,3 @@ def write_sentences(
     summary.sentences, summary.sentences_embedded = section["rows"], section["embedded"]
     summary.sentence_bytes = (building / sentences.SENTENCES).stat().st_size
     return section
-

@@ -53,7 +53,9 @@ def fuse(
     return [(pid, round(scores[pid], 6)) for pid in order]
 
 
-def hybrid(query_terms: set[str], bm25: Sequence[tuple[str, str]], near: Sequence[tuple[str, str]], k: int, title_terms) -> list[tuple[str, float]]:
+def hybrid(
+    query_terms: set[str], bm25: Sequence[tuple[str, str]], near: Sequence[tuple[str, str]], k: int, title_terms
+) -> list[tuple[str, float]]:
     """The hybrid ranking of one query from its BM25 and dense rankings ((passage id, title), best first): their
     fusion, with the passages titled as the query is asked as a third leg when `TITLE_LEG` (`title_terms(title)`
     analyses a title as the query was). A pure function of the two rankings, so tantivy and Milvus rank alike."""

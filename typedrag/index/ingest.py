@@ -36,7 +36,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from typedrag.corpus.chunker import iter_passages
 from typedrag.corpus.formats import Unreadable
-from typedrag.corpus.readers import FileFilter, Reading, SourceFile, Stamp, iter_source_files, open_source, read_file, stamp_of
+from typedrag.corpus.readers import (
+    FileFilter,
+    Reading,
+    SourceFile,
+    Stamp,
+    iter_source_files,
+    open_source,
+    read_file,
+    stamp_of,
+)
 from typedrag.errors import CorpusError
 from typedrag.index.progress import BuildWatch, LoggedProgress, left
 from typedrag.records import CappedList, CorpusProblem, IndexSummary, Passage
@@ -138,7 +147,11 @@ class FilePassages:
 
 
 def scan(
-    sources: Iterable[Path | str], problems: list[CorpusProblem], *, strict: bool = False, filters: FileFilter = FileFilter(),
+    sources: Iterable[Path | str],
+    problems: list[CorpusProblem],
+    *,
+    strict: bool = False,
+    filters: FileFilter = FileFilter(),
     left_out: list[str] | None = None,
 ) -> list[ScannedFile]:
     """Every source file `filters` admits with its content hash (the keys of those it does not go to `left_out`); a
@@ -183,7 +196,11 @@ def fingerprint(file: SourceFile) -> ScannedFile:
 
 
 def scan_filtered(
-    sources: Iterable[Path | str], summary: IndexSummary, strict: bool, filters: FileFilter, left_out: list[str] | None = None
+    sources: Iterable[Path | str],
+    summary: IndexSummary,
+    strict: bool,
+    filters: FileFilter,
+    left_out: list[str] | None = None,
 ) -> list[ScannedFile]:
     """`scan` for a build: problems into `summary`, and how many files the filters left out (their keys to `left_out`)."""
     left_out = [] if left_out is None else left_out
@@ -199,7 +216,9 @@ def filters_for(given: FileFilter | None, manifest: dict | None) -> FileFilter:
     return FileFilter.from_json(((manifest or {}).get("corpus") or {}).get("filters"))
 
 
-def plan(found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missing: bool = True, left_out: Iterable[str] = ()) -> Plan:
+def plan(
+    found: list[ScannedFile], held: dict[str, FileRecord], *, remove_missing: bool = True, left_out: Iterable[str] = ()
+) -> Plan:
     """Compare the files found with those the index holds (`held`, by key). Files the sources hold but the filters
     leave out (`left_out`, by key) are removed even when missing files are kept (`remove_missing` False)."""
     result = Plan()
@@ -257,7 +276,9 @@ def ingest(
             pages_read += pages
             elapsed = max(time.perf_counter() - started, 1e-6)
             done = len(records)
-            progress.update(task, completed=done, pages=pages_read, files_rate=done / elapsed, pages_rate=pages_read / elapsed)
+            progress.update(
+                task, completed=done, pages=pages_read, files_rate=done / elapsed, pages_rate=pages_read / elapsed
+            )
             if watch is not None:
                 passages += record.passages
                 watch.reading(done, len(files), passages)
@@ -342,7 +363,9 @@ def _read_in_order(files: list[ScannedFile], passage_words: int, strict: bool) -
         with ProcessPoolExecutor(workers, mp_context=spawn, initializer=_exit_with_parent, initargs=(parent,)) as pool:
             window: deque[tuple[ScannedFile, Future | None]] = deque()
             for scanned in files:
-                window.append((scanned, pool.submit(_read_listed, scanned, passage_words, strict) if _poolable(scanned) else None))
+                window.append(
+                    (scanned, pool.submit(_read_listed, scanned, passage_words, strict) if _poolable(scanned) else None)
+                )
                 while len(window) > 4 * workers:  # a bounded read-ahead: parsed files wait for the index, not in memory
                     yield _result(*window.popleft(), passage_words, strict)
             while window:
@@ -386,7 +409,11 @@ def _result(scanned: ScannedFile, future: Future | None, passage_words: int, str
 
 
 def _poolable(scanned: ScannedFile) -> bool:
-    return not scanned.file.is_demo and scanned.size <= POOL_MAX_BYTES and not scanned.file.label.lower().endswith(_STREAMED)
+    return (
+        not scanned.file.is_demo
+        and scanned.size <= POOL_MAX_BYTES
+        and not scanned.file.label.lower().endswith(_STREAMED)
+    )
 
 
 def read_here(scanned: ScannedFile, passage_words: int, strict: bool) -> FilePassages:
@@ -416,7 +443,9 @@ def _progress(show: bool) -> Progress:
         TextColumn("{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
-        TextColumn("files, {task.fields[files_rate]:,.1f}/s · {task.fields[pages]:,} pages, {task.fields[pages_rate]:,.0f}/s"),
+        TextColumn(
+            "files, {task.fields[files_rate]:,.1f}/s · {task.fields[pages]:,} pages, {task.fields[pages_rate]:,.0f}/s"
+        ),
         TimeElapsedColumn(),
         disable=not show,
         line=line,

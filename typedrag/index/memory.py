@@ -41,7 +41,9 @@ class ListRetriever(Retriever):
         index = tantivy.Index(schema())  # in memory
         writer = index.writer(15_000_000, 1)
         for position, passage in enumerate(self.passages):
-            document = tantivy.Document(text=passage.text, title=passage.title, section=passage.section, passage_id=str(position))
+            document = tantivy.Document(
+                text=passage.text, title=passage.title, section=passage.section, passage_id=str(position)
+            )
             document.add_unsigned("position", position)
             writer.add_document(document)
         writer.commit()

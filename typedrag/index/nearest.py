@@ -131,12 +131,20 @@ def build_graph(folder: Path, rows: np.ndarray, threads: int = 0) -> float:
     """usearch's HNSW graph over `rows` into `folder/GRAPH`; the seconds it took."""
     usearch = _usearch()
     started = time.perf_counter()
-    graph = usearch.Index(ndim=rows.shape[1], metric=usearch.MetricKind.Cos, dtype=usearch.ScalarKind.I8, connectivity=CONNECTIVITY,
-                  expansion_add=EXPANSION_ADD, expansion_search=EXPANSION_SEARCH)
+    graph = usearch.Index(
+        ndim=rows.shape[1],
+        metric=usearch.MetricKind.Cos,
+        dtype=usearch.ScalarKind.I8,
+        connectivity=CONNECTIVITY,
+        expansion_add=EXPANSION_ADD,
+        expansion_search=EXPANSION_SEARCH,
+    )
     step = 65_536
     for start in range(0, len(rows), step):
         chunk = np.ascontiguousarray(rows[start : start + step])
-        graph.add(np.arange(start, start + len(chunk), dtype=np.uint64), chunk, threads=threads or (os.cpu_count() or 1))
+        graph.add(
+            np.arange(start, start + len(chunk), dtype=np.uint64), chunk, threads=threads or (os.cpu_count() or 1)
+        )
     target = folder / GRAPH
     target.unlink(missing_ok=True)
     try:

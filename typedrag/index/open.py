@@ -51,7 +51,13 @@ def build_configured_index(
     files of the folders given are read (None: as the index recorded them); `settings.sentence_vectors` whether a local
     index keeps its passages' sentence vectors for answers (`typedrag.index.dense.sentence_choice`)."""
     options = SyncOptions(
-        passage_words=passage_words, strict=strict, retrieval=settings.search_mode or ("hybrid" if dense else None),
-        embedder=embedder, rebuild=rebuild, remove_missing=remove_missing, show_progress=show_progress, filters=filters,
+        passage_words=passage_words,
+        strict=strict,
+        retrieval=settings.search_mode or ("hybrid" if dense else None),
+        embedder=embedder,
+        rebuild=rebuild,
+        remove_missing=remove_missing,
+        show_progress=show_progress,
+        filters=filters,
     )
     return backend_for(settings).sync(settings, sources, options)

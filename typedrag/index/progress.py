@@ -59,7 +59,7 @@ def seconds_left(task: Task) -> float | None:
 
 
 def rate(task: Task, unit: str) -> str:
-    """", 12 passages/s" since the start, or "" before anything is done."""
+    """ ", 12 passages/s" since the start, or "" before anything is done."""
     per_second = speed(task)
     if per_second is None:
         return ""

@@ -68,7 +68,11 @@ def passage_texts(title: str, section: str, text: str, lines) -> list[str]:
     strips citation marks): the sentences the relevance bar judges, its heading if it is a question, the pieces
     the reader reads, the title the reader reads beside them, and the head the reranker reads (of the passage as stored)."""
     head = head_of(title, text)
-    title, section, text = strip_reference_marks(title).strip(), strip_reference_marks(section).strip(), strip_reference_marks(text)
+    title, section, text = (
+        strip_reference_marks(title).strip(),
+        strip_reference_marks(section).strip(),
+        strip_reference_marks(text),
+    )
     found = judged_sentences(text)
     heading = question_heading(section)
     if heading:
@@ -186,7 +190,9 @@ class SentenceStore:
             if len(self._added) + len(texts) > ADDED_MAX:
                 return
             records = np.zeros(len(texts), dtype=record_dtype())
-            records["digest"] = np.frombuffer(b"".join(digest(t) for t in texts), dtype=np.uint8).reshape(-1, DIGEST_BYTES)
+            records["digest"] = np.frombuffer(b"".join(digest(t) for t in texts), dtype=np.uint8).reshape(
+                -1, DIGEST_BYTES
+            )
             records["row"] = vectors
             for record in records:
                 self._added[record["digest"].tobytes()] = np.array(record["row"])
@@ -286,6 +292,10 @@ def journal_path(index_dir: Path) -> Path:
 def section_of(manifest: dict) -> dict | None:
     """The manifest's `sentences` section when its file is this typedrag's (same format, same model), else None."""
     section = manifest.get("sentences")
-    if isinstance(section, dict) and section.get("version") == SENTENCES_VERSION and section.get("identity") == Embedder.identity:
+    if (
+        isinstance(section, dict)
+        and section.get("version") == SENTENCES_VERSION
+        and section.get("identity") == Embedder.identity
+    ):
         return section
     return None

@@ -68,7 +68,9 @@ SHIPPED_DIR = Path(__file__).resolve().parent / "shipped"
 
 def record_dtype(dim: int) -> np.dtype:
     """One journal record: the digest of the embedded text, its int8 row and the row's scale."""
-    return np.dtype([("digest", np.uint8, (DIGEST_BYTES,)), ("row", np.int8, (dim,)), ("scale", "<f4")])  # not "S16": it drops trailing zero bytes
+    return np.dtype(
+        [("digest", np.uint8, (DIGEST_BYTES,)), ("row", np.int8, (dim,)), ("scale", "<f4")]
+    )  # not "S16": it drops trailing zero bytes
 
 
 def journal_header(identity: str) -> bytes:
@@ -215,7 +217,14 @@ class Table:
         if not isinstance(data, dict):
             return None
         try:
-            return cls(data["embedder"], data["identity"], int(data["dim"]), int(data["rows"]), dict(data["files"]), data.get("input", ""))
+            return cls(
+                data["embedder"],
+                data["identity"],
+                int(data["dim"]),
+                int(data["rows"]),
+                dict(data["files"]),
+                data.get("input", ""),
+            )
         except (KeyError, TypeError, ValueError):
             return None
 
@@ -237,7 +246,9 @@ class Writer:
     embedded, and `progress(done, True)` for the passages taken from the journal or the shipped vectors.
     """
 
-    def __init__(self, folder: Path, rows: int, embedder_key: str, journal_file: Path, progress: Callable[..., None]) -> None:
+    def __init__(
+        self, folder: Path, rows: int, embedder_key: str, journal_file: Path, progress: Callable[..., None]
+    ) -> None:
         from numpy.lib.format import open_memmap
 
         self.embedder = embedder_for(embedder_key)
@@ -340,7 +351,11 @@ class DenseVectors:
         self.scales = np.load(folder / SCALES, mmap_mode="r")
         self._offsets = np.load(folder / ID_OFFSETS, mmap_mode="r")
         self._ids = np.memmap(folder / ID_TEXT, dtype=np.uint8, mode="r") if (folder / ID_TEXT).stat().st_size else b""
-        if self.rows.shape != (table.rows, table.dim) or len(self.scales) != table.rows or len(self._offsets) != table.rows + 1:
+        if (
+            self.rows.shape != (table.rows, table.dim)
+            or len(self.scales) != table.rows
+            or len(self._offsets) != table.rows + 1
+        ):
             raise ValueError(f"vector files hold {self.rows.shape}, the manifest says ({table.rows}, {table.dim})")
         self.nearest = Nearest(folder, self.rows, self.scales, search)
 

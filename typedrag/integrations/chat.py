@@ -48,8 +48,14 @@ class FrameworkChatModel:
     def __init__(self, *, structured_output: bool) -> None:
         self.structured_output = structured_output
 
-    async def _send(self, messages: list[Message], *, role: str, schema_format: dict[str, Any] | None,
-                    on_text: Callable[[str], None] | None) -> Reply:
+    async def _send(
+        self,
+        messages: list[Message],
+        *,
+        role: str,
+        schema_format: dict[str, Any] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> Reply:
         raise NotImplementedError
 
     def _strict_schemas(self) -> bool:
@@ -71,8 +77,14 @@ class FrameworkChatModel:
         call = LLMCall(role=role, engine=self.name, requests=0)
         framework, _, model = self.name.partition(":")
         with telemetry.llm_call(
-            call, model=model or self.name, provider=framework, messages=messages, max_tokens=max_tokens,
-            temperature=temperature, structured=schema is not None, streaming=on_text is not None,
+            call,
+            model=model or self.name,
+            provider=framework,
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            structured=schema is not None,
+            streaming=on_text is not None,
         ) as traced:
             if schema is None:
                 text = await self._request(call, messages, role, None, on_text)
@@ -90,9 +102,19 @@ class FrameworkChatModel:
             traced.reply(text)
             return Completion(text=text, parsed=parsed, call=call)
 
-    async def _request(self, call: LLMCall, messages: list[Message], role: str, schema: type[BaseModel] | None,
-                       on_text: Callable[[str], None] | None) -> str:
-        schema_format = response_format(schema, strict=self._strict_schemas()) if schema is not None and self.structured_output else None
+    async def _request(
+        self,
+        call: LLMCall,
+        messages: list[Message],
+        role: str,
+        schema: type[BaseModel] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> str:
+        schema_format = (
+            response_format(schema, strict=self._strict_schemas())
+            if schema is not None and self.structured_output
+            else None
+        )
         call.requests += 1
         started = time.perf_counter()
         try:

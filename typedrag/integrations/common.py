@@ -33,8 +33,14 @@ def restart_marker(reason: str) -> str:
 
 
 async def answer_stream(
-    pipeline: Pipeline, question: str, *, method: str = "typed", forced_type: str | None = None,
-    history: list[Turn] | None = None, context: contextvars.Context | None = None, knowledge: str | None = None,
+    pipeline: Pipeline,
+    question: str,
+    *,
+    method: str = "typed",
+    forced_type: str | None = None,
+    history: list[Turn] | None = None,
+    context: contextvars.Context | None = None,
+    knowledge: str | None = None,
 ) -> AsyncIterator[str | AnswerResult]:
     """The answer's text piece by piece as it is written, then the finished `AnswerResult` (last item): the
     pieces concatenate to `AnswerResult.reply`, the answer followed (knowledge = "labelled") by what the model
@@ -54,7 +60,9 @@ async def answer_stream(
         elif name == "unsourced":
             loop.call_soon_threadsafe(pieces.put_nowait, "\n\n" + data["text"])
 
-    answering = pipeline.answer(question, method=method, forced_type=forced_type, on_event=on_event, history=history, knowledge=knowledge)
+    answering = pipeline.answer(
+        question, method=method, forced_type=forced_type, on_event=on_event, history=history, knowledge=knowledge
+    )
     task = asyncio.create_task(answering, context=context.copy() if context is not None else None)
     task.add_done_callback(lambda _: pieces.put_nowait(None))
     streamed = False

@@ -19,7 +19,9 @@ _DOC_ID_KEYS = ("doc_id", "document_id", "ref_doc_id", "source", "file_path", "f
 _TITLE_KEYS = ("title", "file_name", "source", "file_path", "url")
 
 
-def passage_of(text: str, metadata: Mapping[str, Any], *, node_id: str | None = None, page: int | None = None) -> Passage:
+def passage_of(
+    text: str, metadata: Mapping[str, Any], *, node_id: str | None = None, page: int | None = None
+) -> Passage:
     """A framework document as a typedrag passage. Ids, titles and sections come from the metadata typedrag
     itself writes (`passage_id`, `doc_id`, `title`, `section`), else from the framework's usual keys
     (`source`, `file_name`, ...; markdown splitters' `Header 1`, `Header 2`, ...), else from the document id
@@ -46,8 +48,10 @@ def _text(value: Any) -> str:
 
 
 def _headers(metadata: Mapping[str, Any]) -> str:
-    """"Header 1 › Header 2", as LangChain's MarkdownHeaderTextSplitter names the heading path."""
-    keys = sorted((key for key in metadata if isinstance(key, str) and key.startswith("Header ")), key=lambda k: k[7:].zfill(3))
+    """ "Header 1 › Header 2", as LangChain's MarkdownHeaderTextSplitter names the heading path."""
+    keys = sorted(
+        (key for key in metadata if isinstance(key, str) and key.startswith("Header ")), key=lambda k: k[7:].zfill(3)
+    )
     return SECTION_SEPARATOR.join(_text(metadata[key]) for key in keys if _text(metadata[key]))
 
 
@@ -64,7 +68,10 @@ def page_number(value: Any, *, zero_based: bool = False) -> int | None:
 
 def scored(passages: Sequence[tuple[Passage, float | None]]) -> list[ScoredPassage]:
     """Passages best first with their scores; a passage the framework gave no score ranks by position."""
-    return [ScoredPassage(p, float(s) if isinstance(s, (int, float)) else 1.0 / (rank + 1)) for rank, (p, s) in enumerate(passages)]
+    return [
+        ScoredPassage(p, float(s) if isinstance(s, (int, float)) else 1.0 / (rank + 1))
+        for rank, (p, s) in enumerate(passages)
+    ]
 
 
 # ---------------------------------------------------------------- a framework's long documents as typedrag passages
@@ -89,8 +96,10 @@ def _window_index(passage: Passage) -> tuple[tuple[Passage, ...], ListRetriever]
     from typedrag.records import Document
 
     cut = iter_passages(Document(doc_id=passage.passage_id, title=passage.title, text=passage.text), WINDOW_WORDS)
-    windows = tuple(replace(w, doc_id=passage.doc_id, section=passage.section, page=passage.page, page_end=passage.page_end)
-                    for w in cut)
+    windows = tuple(
+        replace(w, doc_id=passage.doc_id, section=passage.section, page=passage.page, page_end=passage.page_end)
+        for w in cut
+    )
     return windows, ListRetriever(windows)
 
 

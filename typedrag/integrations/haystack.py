@@ -56,7 +56,15 @@ from typedrag.records import Passage, ScoredPassage  # noqa: E402
 from typedrag.result import AnswerResult, Source  # noqa: E402
 from typedrag.text import split_sentences  # noqa: E402
 
-__all__ = ["HaystackChatModel", "HaystackRetriever", "TypedRAG", "TypedragRetriever", "document_of", "passage_of_document", "sentence_aligned"]
+__all__ = [
+    "HaystackChatModel",
+    "HaystackRetriever",
+    "TypedRAG",
+    "TypedragRetriever",
+    "document_of",
+    "passage_of_document",
+    "sentence_aligned",
+]
 
 StreamingCallback = Callable[[StreamingChunk], Any]  # sync, or async for run_async (Haystack's convention)
 
@@ -98,7 +106,10 @@ def sentence_aligned(documents: list[Document]) -> list[Document]:
             runs[source] = []
             order.append(source)
         runs[source].append(document)
-    joined = {source: [d for run in _touching(chunks) if (d := _whole_sentences(run)) is not None] for source, chunks in runs.items()}
+    joined = {
+        source: [d for run in _touching(chunks) if (d := _whole_sentences(run)) is not None]
+        for source, chunks in runs.items()
+    }
     return [d for item in order for d in (joined[item] if isinstance(item, str) else [item])]
 
 
@@ -157,7 +168,9 @@ class HaystackRetriever(ThreadedSearch):
             return []
         inputs = {"query": query, self.top_k: k}
         run_async = getattr(self.retriever, "run_async", None)
-        found = sync_or_async(lambda: self.retriever.run(**inputs), (lambda: run_async(**inputs)) if run_async else None)
+        found = sync_or_async(
+            lambda: self.retriever.run(**inputs), (lambda: run_async(**inputs)) if run_async else None
+        )
         documents: list[Document] = sentence_aligned(found["documents"][:k])
         return best_windows(query, [(passage_of_document(d), d.score) for d in documents], k)
 
@@ -180,13 +193,21 @@ class HaystackChatModel(FrameworkChatModel):
         self.generator = generator
         model = getattr(generator, "model", None) or getattr(generator, "azure_deployment", None)
         self.name = name or f"haystack:{model if isinstance(model, str) else type(generator).__name__}"
-        self._openai_api = type(generator).__name__ == "OpenAIChatGenerator" and is_openai_endpoint(getattr(generator, "api_base_url", None))
+        self._openai_api = type(generator).__name__ == "OpenAIChatGenerator" and is_openai_endpoint(
+            getattr(generator, "api_base_url", None)
+        )
 
     def _strict_schemas(self) -> bool:
         return self._openai_api
 
-    async def _send(self, messages: list[Message], *, role: str, schema_format: dict[str, Any] | None,
-                    on_text: Callable[[str], None] | None) -> Reply:
+    async def _send(
+        self,
+        messages: list[Message],
+        *,
+        role: str,
+        schema_format: dict[str, Any] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> Reply:
         turns = [_message(m) for m in messages]
         inputs: dict[str, Any] = {"messages": turns}
         if schema_format:
@@ -194,6 +215,7 @@ class HaystackChatModel(FrameworkChatModel):
         run_async = getattr(self.generator, "run_async", None)
         if inspect.iscoroutinefunction(run_async):
             if on_text is not None:
+
                 async def hear(chunk: StreamingChunk) -> None:
                     if chunk.content:
                         on_text(chunk.content)
@@ -204,7 +226,9 @@ class HaystackChatModel(FrameworkChatModel):
             if on_text is not None:
                 loop = asyncio.get_running_loop()
 
-                def hear_from_thread(chunk: StreamingChunk) -> None:  # pieces reach `on_text` in the loop's thread, in order
+                def hear_from_thread(
+                    chunk: StreamingChunk,
+                ) -> None:  # pieces reach `on_text` in the loop's thread, in order
                     if chunk.content:
                         loop.call_soon_threadsafe(on_text, chunk.content)
 
@@ -239,7 +263,9 @@ class TypedragRetriever:
     gives its passages as Documents: id the passage id, `meta` its `doc_id`, `title`, `section`, `page_number`.
     `index` may also be an open typedrag retriever (`open_retriever(...)`, a Milvus one, a `ListRetriever`)."""
 
-    def __init__(self, index: str | os.PathLike | Retriever = "typedrag-index", top_k: int = 10, mode: str | None = None) -> None:
+    def __init__(
+        self, index: str | os.PathLike | Retriever = "typedrag-index", top_k: int = 10, mode: str | None = None
+    ) -> None:
         self.index, self.top_k, self.mode = index, top_k, mode
         self.retriever: Retriever | None = None if isinstance(index, (str, os.PathLike)) else index
 
@@ -279,7 +305,6 @@ def _document_of_hit(hit: ScoredPassage) -> Document:
 def _is_typedrag_retriever(retriever: Any) -> bool:
     """A typedrag `Retriever` (open_retriever's, a ListRetriever...), not a Haystack component."""
     return not hasattr(retriever, "run") and callable(getattr(retriever, "search", None))
-
 
 
 @component
@@ -335,8 +360,14 @@ class TypedRAG:
         self._pipeline = pipeline
 
     @component.output_types(answers=list[GeneratedAnswer], documents=list[Document], trace=dict[str, Any])
-    def run(self, query: str, documents: list[Document] | None = None, forced_type: str | None = None,
-            streaming_callback: StreamingCallback | None = None, history: list[ChatMessage] | None = None) -> dict[str, Any]:
+    def run(
+        self,
+        query: str,
+        documents: list[Document] | None = None,
+        forced_type: str | None = None,
+        streaming_callback: StreamingCallback | None = None,
+        history: list[ChatMessage] | None = None,
+    ) -> dict[str, Any]:
         """Answer `query`: `answers` holds one GeneratedAnswer (its `meta`: type, strategy, citations),
         `documents` the sources, `trace` the whole AnswerResult as a dict. `history` is the conversation
         before `query` (user, assistant and system messages): a follow-up is read with it."""
@@ -344,7 +375,9 @@ class TypedRAG:
         callback = streaming_callback or self.streaming_callback
         result = None
         turns = turns_of(history or [])
-        for item in iterate_sync(lambda: answer_stream(pipeline, query, method=self.method, forced_type=forced_type, history=turns)):
+        for item in iterate_sync(
+            lambda: answer_stream(pipeline, query, method=self.method, forced_type=forced_type, history=turns)
+        ):
             if isinstance(item, AnswerResult):
                 result = item
             elif callback is not None:
@@ -353,13 +386,21 @@ class TypedRAG:
         return _outputs(query, result)
 
     @component.output_types(answers=list[GeneratedAnswer], documents=list[Document], trace=dict[str, Any])
-    async def run_async(self, query: str, documents: list[Document] | None = None, forced_type: str | None = None,
-                        streaming_callback: StreamingCallback | None = None, history: list[ChatMessage] | None = None) -> dict[str, Any]:
+    async def run_async(
+        self,
+        query: str,
+        documents: list[Document] | None = None,
+        forced_type: str | None = None,
+        streaming_callback: StreamingCallback | None = None,
+        history: list[ChatMessage] | None = None,
+    ) -> dict[str, Any]:
         """`run` for `AsyncPipeline`; an async `streaming_callback` is awaited."""
         pipeline = self._for(documents)
         callback = streaming_callback or self.streaming_callback
         result = None
-        async for item in answer_stream(pipeline, query, method=self.method, forced_type=forced_type, history=turns_of(history or [])):
+        async for item in answer_stream(
+            pipeline, query, method=self.method, forced_type=forced_type, history=turns_of(history or [])
+        ):
             if isinstance(item, AnswerResult):
                 result = item
             elif callback is not None:
@@ -379,9 +420,18 @@ class TypedRAG:
                 raise ValueError("TypedRAG needs documents (connect a retriever's output) or a retriever of its own")
             return base
         # BM25 over the documents cut as typedrag's index cuts them: a long document is read a window at a time
-        retriever: Retriever = ListRetriever([w for d in sentence_aligned(documents) for w in windows_of(passage_of_document(d))])
-        return Pipeline(base.engine, retriever, classifier=base.classifier, reranker=base.reranker, settings=base.settings,
-                        routes=base.routes, fallback=base.fallback)
+        retriever: Retriever = ListRetriever(
+            [w for d in sentence_aligned(documents) for w in windows_of(passage_of_document(d))]
+        )
+        return Pipeline(
+            base.engine,
+            retriever,
+            classifier=base.classifier,
+            reranker=base.reranker,
+            settings=base.settings,
+            routes=base.routes,
+            fallback=base.fallback,
+        )
 
     def _chunk(self, text: str) -> StreamingChunk:
         return StreamingChunk(content=text, component_info=ComponentInfo.from_component(self))
@@ -389,7 +439,9 @@ class TypedRAG:
     def to_dict(self) -> dict[str, Any]:
         return default_to_dict(
             self,
-            chat_generator=component_to_dict(self.chat_generator, "chat_generator") if self.chat_generator is not None else None,
+            chat_generator=component_to_dict(self.chat_generator, "chat_generator")
+            if self.chat_generator is not None
+            else None,
             retriever=component_to_dict(self.retriever, "retriever") if self.retriever is not None else None,
             method=self.method,
             top_k=self.top_k,

@@ -31,10 +31,21 @@ from typedrag.extras import require
 
 require("langchain_core", "langchain", "the LangChain integration")
 
-from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManager, CallbackManagerForRetrieverRun  # noqa: E402
+from langchain_core.callbacks import (
+    AsyncCallbackManagerForRetrieverRun,
+    CallbackManager,
+    CallbackManagerForRetrieverRun,
+)  # noqa: E402
 from langchain_core.documents import Document  # noqa: E402
 from langchain_core.language_models import BaseChatModel, LanguageModelInput  # noqa: E402
-from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, HumanMessage, SystemMessage, convert_to_messages  # noqa: E402
+from langchain_core.messages import (
+    AIMessage,
+    AIMessageChunk,
+    BaseMessage,
+    HumanMessage,
+    SystemMessage,
+    convert_to_messages,
+)  # noqa: E402
 from langchain_core.output_parsers import BaseOutputParser  # noqa: E402
 from langchain_core.prompt_values import PromptValue  # noqa: E402
 from langchain_core.retrievers import BaseRetriever  # noqa: E402
@@ -111,12 +122,16 @@ class LangChainRetriever(ThreadedSearch):
         if store is not None:
             extra = self.retriever.search_kwargs if isinstance(self.retriever, VectorStoreRetriever) else {}
             with _retriever_run(self.retriever, store, query) as run:
-                found = store.similarity_search_with_score(query, k=k, **{key: v for key, v in extra.items() if key != "k"})
+                found = store.similarity_search_with_score(
+                    query, k=k, **{key: v for key, v in extra.items() if key != "k"}
+                )
                 run.documents = [doc for doc, _ in found[:k]]
             return best_windows(query, [(passage_of_document(doc), score) for doc, score in found[:k]], k)
         retriever = self.retriever
         documents = sync_or_async(lambda: retriever.invoke(query, k=k), lambda: retriever.ainvoke(query, k=k))
-        return best_windows(query, [(passage_of_document(doc), (doc.metadata or {}).get("score")) for doc in documents[:k]], k)
+        return best_windows(
+            query, [(passage_of_document(doc), (doc.metadata or {}).get("score")) for doc in documents[:k]], k
+        )
 
 
 class _Run:
@@ -130,12 +145,24 @@ def _retriever_run(retriever: BaseRetriever | VectorStore, store: VectorStore, q
     which typedrag carries into its worker threads), with the retriever's name, tags and metadata."""
     config = ensure_config()
     if isinstance(retriever, BaseRetriever):
-        name, tags, metadata = retriever.get_name(), retriever.tags, {**(retriever.metadata or {}), **retriever._get_ls_params()}
+        name, tags, metadata = (
+            retriever.get_name(),
+            retriever.tags,
+            {**(retriever.metadata or {}), **retriever._get_ls_params()},
+        )
     else:
-        name, tags, metadata = type(store).__name__, None, {"ls_retriever_name": "vectorstore", "ls_vector_store_provider": type(store).__name__}
+        name, tags, metadata = (
+            type(store).__name__,
+            None,
+            {"ls_retriever_name": "vectorstore", "ls_vector_store_provider": type(store).__name__},
+        )
     manager = CallbackManager.configure(
-        config.get("callbacks"), None, inheritable_tags=config.get("tags"), local_tags=tags,
-        inheritable_metadata=config.get("metadata"), local_metadata=metadata,
+        config.get("callbacks"),
+        None,
+        inheritable_tags=config.get("tags"),
+        local_tags=tags,
+        inheritable_metadata=config.get("metadata"),
+        local_metadata=metadata,
     )
     run_manager = manager.on_retriever_start(None, query, name=config.get("run_name") or name)
     run = _Run()
@@ -179,10 +206,20 @@ class LangChainChatModel(FrameworkChatModel):
     def _strict_schemas(self) -> bool:
         return self._openai_api
 
-    async def _send(self, messages: list[Message], *, role: str, schema_format: dict[str, Any] | None,
-                    on_text: Callable[[str], None] | None) -> Reply:
+    async def _send(
+        self,
+        messages: list[Message],
+        *,
+        role: str,
+        schema_format: dict[str, Any] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> Reply:
         model: Runnable = self.model.bind(response_format=schema_format) if schema_format else self.model
-        config: RunnableConfig = {"run_name": f"typedrag:{role}", "tags": ["typedrag"], "metadata": {"typedrag_role": role}}
+        config: RunnableConfig = {
+            "run_name": f"typedrag:{role}",
+            "tags": ["typedrag"],
+            "metadata": {"typedrag_role": role},
+        }
         turns = [_message(m) for m in messages]
         if on_text is None:
             reply = await model.ainvoke(turns, config=config)
@@ -272,24 +309,39 @@ class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput | AIMessage]):
     'TypedRAG'
     """
 
-    def __init__(self, pipeline: Pipeline, *, method: str = "typed", forced_type: str | None = None, name: str = "TypedRAG") -> None:
+    def __init__(
+        self, pipeline: Pipeline, *, method: str = "typed", forced_type: str | None = None, name: str = "TypedRAG"
+    ) -> None:
         self.pipeline, self.method, self.forced_type, self.name = pipeline, method, forced_type, name
 
     @classmethod
     def from_components(
-        cls, retriever: BaseRetriever | VectorStore, chat_model: BaseChatModel | None = None, *, method: str = "typed",
-        forced_type: str | None = None, **options: Any,
+        cls,
+        retriever: BaseRetriever | VectorStore,
+        chat_model: BaseChatModel | None = None,
+        *,
+        method: str = "typed",
+        forced_type: str | None = None,
+        **options: Any,
     ) -> "TypedRAGRunnable":
         """Typed-RAG over your LangChain retriever and chat model (none: typedrag's offline, extractive engine).
         `method` and `forced_type` are the runnable's; other `options` go to `Pipeline`."""
         model: ChatModel | None = LangChainChatModel(chat_model) if chat_model is not None else None
-        return cls(pipeline_for(LangChainRetriever(retriever), model, **options), method=method, forced_type=forced_type)
+        return cls(
+            pipeline_for(LangChainRetriever(retriever), model, **options), method=method, forced_type=forced_type
+        )
 
     def invoke(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
         return self._call_with_config(lambda value: run_sync(self._answer(value)), input, config, run_type="chain")
 
-    def as_tool(self, args_schema: type[BaseModel] | None = None, *, name: str | None = None, description: str | None = None,
-                arg_types: dict[str, type] | None = None) -> BaseTool:
+    def as_tool(
+        self,
+        args_schema: type[BaseModel] | None = None,
+        *,
+        name: str | None = None,
+        description: str | None = None,
+        arg_types: dict[str, type] | None = None,
+    ) -> BaseTool:
         """typedrag as a tool an agent calls with `{"question": ...}`: the model gets the answer and the sources it
         cites as text (`tool_text`), the application the whole output as the tool message's `artifact`.
         `args_schema` or `arg_types` given: LangChain's own `Runnable.as_tool`, which passes the arguments as a dict."""
@@ -305,8 +357,12 @@ class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput | AIMessage]):
             return tool_text(output), output
 
         return StructuredTool.from_function(
-            func=answer, coroutine=aanswer, name=name or self.get_name(), description=description or TOOL_DESCRIPTION,
-            args_schema=TypedRAGQuestion, response_format="content_and_artifact",
+            func=answer,
+            coroutine=aanswer,
+            name=name or self.get_name(),
+            description=description or TOOL_DESCRIPTION,
+            args_schema=TypedRAGQuestion,
+            response_format="content_and_artifact",
         )
 
     def __or__(self, other: Any) -> Runnable:
@@ -317,19 +373,31 @@ class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput | AIMessage]):
             return self.pick("answer") | other
         return super().__or__(other)
 
-    async def ainvoke(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> TypedRAGOutput:
+    async def ainvoke(
+        self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> TypedRAGOutput:
         return await self._acall_with_config(self._answer, input, config, run_type="chain")
 
-    def batch(self, inputs: list[TypedRAGInput], config: RunnableConfig | list[RunnableConfig] | None = None,
-              *, return_exceptions: bool = False, **kwargs: Any) -> list[TypedRAGOutput]:
+    def batch(
+        self,
+        inputs: list[TypedRAGInput],
+        config: RunnableConfig | list[RunnableConfig] | None = None,
+        *,
+        return_exceptions: bool = False,
+        **kwargs: Any,
+    ) -> list[TypedRAGOutput]:
         """All questions in one event loop (`abatch`), so a model client is shared, not opened per thread;
         `max_concurrency` in the config caps how many are answered at once."""
         return run_sync(self.abatch(inputs, config, return_exceptions=return_exceptions, **kwargs))
 
-    def stream(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[TypedRAGOutput]:
+    def stream(
+        self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> Iterator[TypedRAGOutput]:
         yield from self._transform_stream_with_config(iter([input]), self._chunks, config, run_type="chain")
 
-    async def astream(self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[TypedRAGOutput]:
+    async def astream(
+        self, input: TypedRAGInput, config: RunnableConfig | None = None, **kwargs: Any
+    ) -> AsyncIterator[TypedRAGOutput]:
         async def one() -> AsyncIterator[TypedRAGInput]:
             yield input
 
@@ -346,14 +414,18 @@ class TypedRAGRunnable(Runnable[TypedRAGInput, TypedRAGOutput | AIMessage]):
     def _chunks(self, inputs: Iterator[TypedRAGInput]) -> Iterator[Any]:
         value = list(inputs)[-1]
         question, history = conversation_of(value)
-        stream = lambda: answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history)  # noqa: E731
+        stream = lambda: answer_stream(
+            self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history
+        )  # noqa: E731
         for item in iterate_sync(stream):
             yield _chunk(item, self.name if as_chat_model(value) else None)
 
     async def _achunks(self, inputs: AsyncIterator[TypedRAGInput]) -> AsyncIterator[Any]:
         value = [item async for item in inputs][-1]
         question, history = conversation_of(value)
-        async for item in answer_stream(self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history):
+        async for item in answer_stream(
+            self.pipeline, question, method=self.method, forced_type=self.forced_type, history=history
+        ):
             yield _chunk(item, self.name if as_chat_model(value) else None)
 
 
@@ -382,8 +454,10 @@ def _last_human(messages: list[BaseMessage]) -> tuple[str, list[Turn]]:
     """The last human message's text, and the messages before it as turns."""
     last = next((i for i in range(len(messages) - 1, -1, -1) if isinstance(messages[i], HumanMessage)), None)
     if last is None:
-        raise ValueError("TypedRAG needs a human message in the conversation (these messages hold no human message): "
-                         "the last one is the question")
+        raise ValueError(
+            "TypedRAG needs a human message in the conversation (these messages hold no human message): "
+            "the last one is the question"
+        )
     return messages[last].text, turns_of(messages[:last])
 
 
@@ -399,7 +473,9 @@ def _chunk(item: str | AnswerResult, message_name: str | None = None) -> Any:
     `message_name` (typedrag stands where a chat model does) they are message chunks that add up to its message."""
     if message_name is not None:
         if isinstance(item, AnswerResult):
-            return AIMessageChunk(content="", name=message_name, response_metadata=dict(_rest(item)), chunk_position="last")
+            return AIMessageChunk(
+                content="", name=message_name, response_metadata=dict(_rest(item)), chunk_position="last"
+            )
         return AIMessageChunk(content=item, name=message_name)
     return AddableDict(_rest(item) if isinstance(item, AnswerResult) else {"answer": item})
 
@@ -429,11 +505,14 @@ class TypedRAGRetriever(BaseRetriever):
     method: str = "typed"
     forced_type: str | None = None
 
-    def _get_relevant_documents(self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None) -> list[Document]:
+    def _get_relevant_documents(
+        self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[Document]:
         return self._documents(run_sync(self._result(query)), k)
 
-    async def _aget_relevant_documents(self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun,
-                                       k: int | None = None) -> list[Document]:
+    async def _aget_relevant_documents(
+        self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None
+    ) -> list[Document]:
         return self._documents(await self._result(query), k)
 
     async def _result(self, query: str) -> AnswerResult:
@@ -441,4 +520,3 @@ class TypedRAGRetriever(BaseRetriever):
 
     def _documents(self, result: AnswerResult, k: int | None) -> list[Document]:
         return [document_of(source) for source in result.sources[: self.k if k is None else k]]
-

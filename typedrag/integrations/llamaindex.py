@@ -42,7 +42,14 @@ from llama_index.core.callbacks import CallbackManager  # noqa: E402
 from llama_index.core.chat_engine.types import AgentChatResponse, BaseChatEngine, StreamingAgentChatResponse  # noqa: E402
 from llama_index.core.indices.base import BaseIndex  # noqa: E402
 from llama_index.core.llms import LLM, ChatMessage, ChatResponse, MessageRole  # noqa: E402
-from llama_index.core.schema import MetadataMode, NodeRelationship, NodeWithScore, QueryBundle, RelatedNodeInfo, TextNode  # noqa: E402
+from llama_index.core.schema import (
+    MetadataMode,
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+    TextNode,
+)  # noqa: E402
 
 from typedrag.integrations.chat import FrameworkChatModel, Reply, count, is_openai_endpoint  # noqa: E402
 from typedrag.integrations.common import answer_stream, pipeline_for  # noqa: E402
@@ -56,7 +63,13 @@ from typedrag.records import Passage, ScoredPassage  # noqa: E402
 from typedrag.result import AnswerResult, Source  # noqa: E402
 
 __all__ = [
-    "LlamaIndexChatModel", "LlamaIndexRetriever", "TypedRAGChatEngine", "TypedRAGQueryEngine", "TypedragRetriever", "node_of", "passage_of_node",
+    "LlamaIndexChatModel",
+    "LlamaIndexRetriever",
+    "TypedRAGChatEngine",
+    "TypedRAGQueryEngine",
+    "TypedragRetriever",
+    "node_of",
+    "passage_of_node",
 ]
 
 
@@ -107,7 +120,9 @@ class LlamaIndexRetriever(ThreadedSearch):
     def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
         if k <= 0:
             return []
-        retriever = self.retriever.as_retriever(similarity_top_k=k) if isinstance(self.retriever, BaseIndex) else self.retriever
+        retriever = (
+            self.retriever.as_retriever(similarity_top_k=k) if isinstance(self.retriever, BaseIndex) else self.retriever
+        )
         nodes = sync_or_async(lambda: retriever.retrieve(query), lambda: retriever.aretrieve(query))
         return best_windows(query, [(passage_of_node(n), n.score) for n in nodes[:k]], k)
 
@@ -122,8 +137,14 @@ class TypedragRetriever(BaseRetriever):
     typedrag retriever (`open_retriever(...)`, a Milvus one, a `ListRetriever`). It plugs into LlamaIndex's own
     query engines (`RetrieverQueryEngine.from_args(retriever, llm=...)`) and into `TypedRAGQueryEngine.from_components`."""
 
-    def __init__(self, index: str | os.PathLike | Retriever = "typedrag-index", *, similarity_top_k: int = 5,
-                 mode: str | None = None, callback_manager: CallbackManager | None = None) -> None:
+    def __init__(
+        self,
+        index: str | os.PathLike | Retriever = "typedrag-index",
+        *,
+        similarity_top_k: int = 5,
+        mode: str | None = None,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
         super().__init__(callback_manager=callback_manager)
         if isinstance(index, (str, os.PathLike)):
             from typedrag.index.tantivy import open_retriever
@@ -154,8 +175,10 @@ def _pipeline_of(pipeline: Any, retriever: Any, engine: str) -> Pipeline:
         pipeline, retriever = None, pipeline
     searchable = isinstance(retriever, (BaseRetriever, BaseIndex)) or callable(getattr(retriever, "search", None))
     if (pipeline is None) == (retriever is None) or (retriever is not None and not searchable):
-        raise TypeError(f"{engine} takes a typedrag Pipeline or a retriever: {engine}(pipeline) or "
-                        f"{engine}(retriever=TypedragRetriever(index=\"my-index\")), or {engine}.from_components(retriever, llm)")
+        raise TypeError(
+            f"{engine} takes a typedrag Pipeline or a retriever: {engine}(pipeline) or "
+            f'{engine}(retriever=TypedragRetriever(index="my-index")), or {engine}.from_components(retriever, llm)'
+        )
     return pipeline if pipeline is not None else pipeline_for(_retriever_of(retriever))
 
 
@@ -181,8 +204,14 @@ class LlamaIndexChatModel(FrameworkChatModel):
     def _strict_schemas(self) -> bool:
         return self._openai_api
 
-    async def _send(self, messages: list[Message], *, role: str, schema_format: dict[str, Any] | None,
-                    on_text: Callable[[str], None] | None) -> Reply:
+    async def _send(
+        self,
+        messages: list[Message],
+        *,
+        role: str,
+        schema_format: dict[str, Any] | None,
+        on_text: Callable[[str], None] | None,
+    ) -> Reply:
         turns = [ChatMessage(role=MessageRole(m["role"]), content=m["content"]) for m in messages]
         options = {"response_format": schema_format} if schema_format else {}
         if on_text is None:
@@ -195,7 +224,12 @@ class LlamaIndexChatModel(FrameworkChatModel):
         if response is None:
             return Reply(text="")
         prompt, completion, finish = _usage(response)
-        return Reply(text=response.message.content or "", prompt_tokens=prompt, completion_tokens=completion, finish_reason=finish)
+        return Reply(
+            text=response.message.content or "",
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            finish_reason=finish,
+        )
 
 
 def _usage(response: ChatResponse) -> tuple[int, int, str | None]:
@@ -229,16 +263,32 @@ class TypedRAGQueryEngine(BaseQueryEngine):
     False
     """
 
-    def __init__(self, pipeline: Pipeline | None = None, *, retriever: Any = None, streaming: bool = False, method: str = "typed",
-                 forced_type: str | None = None, callback_manager: CallbackManager | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline | None = None,
+        *,
+        retriever: Any = None,
+        streaming: bool = False,
+        method: str = "typed",
+        forced_type: str | None = None,
+        callback_manager: CallbackManager | None = None,
+    ) -> None:
         """Over `pipeline`, or over `retriever` (any `from_components` takes) with the offline engine."""
         super().__init__(callback_manager)
         self.pipeline = _pipeline_of(pipeline, retriever, type(self).__name__)
         self.streaming, self.method, self.forced_type = streaming, method, forced_type
 
     @classmethod
-    def from_components(cls, retriever: BaseRetriever | BaseIndex | Retriever, llm: LLM | None = None, *, streaming: bool = False,
-                        method: str = "typed", forced_type: str | None = None, **options: Any) -> "TypedRAGQueryEngine":
+    def from_components(
+        cls,
+        retriever: BaseRetriever | BaseIndex | Retriever,
+        llm: LLM | None = None,
+        *,
+        streaming: bool = False,
+        method: str = "typed",
+        forced_type: str | None = None,
+        **options: Any,
+    ) -> "TypedRAGQueryEngine":
         """Typed-RAG over your LlamaIndex retriever (or index; or typedrag's own: a `TypedragRetriever`, or what
         `open_retriever` gives) and LLM (none: typedrag's offline, extractive engine).
         `streaming`, `method` and `forced_type` are the query engine's; other `options` go to `Pipeline`."""
@@ -313,16 +363,30 @@ class TypedRAGChatEngine(BaseChatEngine):
     []
     """
 
-    def __init__(self, pipeline: Pipeline | None = None, *, retriever: Any = None, method: str = "typed", forced_type: str | None = None,
-                 chat_history: list[ChatMessage] | None = None, system_prompt: str | None = None) -> None:
+    def __init__(
+        self,
+        pipeline: Pipeline | None = None,
+        *,
+        retriever: Any = None,
+        method: str = "typed",
+        forced_type: str | None = None,
+        chat_history: list[ChatMessage] | None = None,
+        system_prompt: str | None = None,
+    ) -> None:
         """Over `pipeline`, or over `retriever` (any `from_components` takes) with the offline engine."""
         self.pipeline = _pipeline_of(pipeline, retriever, type(self).__name__)
         self.method, self.forced_type, self.system_prompt = method, forced_type, system_prompt
         self._history: list[ChatMessage] = list(chat_history or [])
 
     @classmethod
-    def from_components(cls, retriever: BaseRetriever | BaseIndex | Retriever, llm: LLM | None = None, *, system_prompt: str | None = None,
-                        **options: Any) -> "TypedRAGChatEngine":
+    def from_components(
+        cls,
+        retriever: BaseRetriever | BaseIndex | Retriever,
+        llm: LLM | None = None,
+        *,
+        system_prompt: str | None = None,
+        **options: Any,
+    ) -> "TypedRAGChatEngine":
         """Typed-RAG chat over your LlamaIndex retriever (or index) and LLM (none: typedrag's offline, extractive engine)."""
         model: ChatModel | None = LlamaIndexChatModel(llm) if llm is not None else None
         return cls(pipeline_for(_retriever_of(retriever), model, **options), system_prompt=system_prompt)
@@ -341,7 +405,9 @@ class TypedRAGChatEngine(BaseChatEngine):
         history = self._begin(chat_history)
         result = await self.pipeline.answer(message, method=self.method, forced_type=self.forced_type, history=history)
         self._remember(message, result)
-        return AgentChatResponse(response=result.reply, source_nodes=[node_of(s) for s in result.sources], metadata=_metadata(result))
+        return AgentChatResponse(
+            response=result.reply, source_nodes=[node_of(s) for s in result.sources], metadata=_metadata(result)
+        )
 
     def stream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
         history, nodes = self._begin(chat_history), []
@@ -359,7 +425,9 @@ class TypedRAGChatEngine(BaseChatEngine):
 
         return StreamingAgentChatResponse(chat_stream=deltas(), source_nodes=nodes, is_writing_to_memory=False)
 
-    async def astream_chat(self, message: str, chat_history: list[ChatMessage] | None = None) -> StreamingAgentChatResponse:
+    async def astream_chat(
+        self, message: str, chat_history: list[ChatMessage] | None = None
+    ) -> StreamingAgentChatResponse:
         history, nodes = self._begin(chat_history), []
         chat_run = contextvars.copy_context()
 
@@ -375,8 +443,12 @@ class TypedRAGChatEngine(BaseChatEngine):
 
         return StreamingAgentChatResponse(achat_stream=deltas(), source_nodes=nodes, is_writing_to_memory=False)
 
-    def _stream(self, message: str, history: list[Turn], context: contextvars.Context | None = None) -> AsyncIterator[str | AnswerResult]:
-        return answer_stream(self.pipeline, message, method=self.method, forced_type=self.forced_type, history=history, context=context)
+    def _stream(
+        self, message: str, history: list[Turn], context: contextvars.Context | None = None
+    ) -> AsyncIterator[str | AnswerResult]:
+        return answer_stream(
+            self.pipeline, message, method=self.method, forced_type=self.forced_type, history=history, context=context
+        )
 
     def _begin(self, chat_history: list[ChatMessage] | None) -> list[Turn]:
         """The conversation the next message is answered in, as turns (a given `chat_history` replaces the engine's)."""
@@ -386,13 +458,18 @@ class TypedRAGChatEngine(BaseChatEngine):
         return system + turns_of(self._history)
 
     def _remember(self, message: str, result: AnswerResult) -> None:
-        self._history += [ChatMessage(role=MessageRole.USER, content=message), ChatMessage(role=MessageRole.ASSISTANT, content=result.reply)]
+        self._history += [
+            ChatMessage(role=MessageRole.USER, content=message),
+            ChatMessage(role=MessageRole.ASSISTANT, content=result.reply),
+        ]
 
 
 def turns_of(messages: list[ChatMessage]) -> list[Turn]:
     """LlamaIndex chat messages as conversation turns: user, assistant and system ones (tool calls are left out)."""
     roles = {MessageRole.USER: "user", MessageRole.ASSISTANT: "assistant", MessageRole.SYSTEM: "system"}
-    return [Turn(role=roles[m.role], content=m.content) for m in messages if m.role in roles and (m.content or "").strip()]
+    return [
+        Turn(role=roles[m.role], content=m.content) for m in messages if m.role in roles and (m.content or "").strip()
+    ]
 
 
 def _query_str(query: QueryBundle | str) -> str:

@@ -190,23 +190,40 @@ class Collection:
                 status = "failed"
             else:
                 status = "queued"
-            listing.append({
-                "name": name, "size": record["size"], "uploaded": record.get("uploaded"), "status": status,
-                "passages": indexed.get("passages", 0) if status == "indexed" and indexed else 0,
-                "problems": problems.get(name, []) if status == "failed" else [],
-                "link": f"/view/{_quoted(self.name)}?document={_quoted(name)}",
-            })
+            listing.append(
+                {
+                    "name": name,
+                    "size": record["size"],
+                    "uploaded": record.get("uploaded"),
+                    "status": status,
+                    "passages": indexed.get("passages", 0) if status == "indexed" and indexed else 0,
+                    "problems": problems.get(name, []) if status == "failed" else [],
+                    "link": f"/view/{_quoted(self.name)}?document={_quoted(name)}",
+                }
+            )
         for name in sorted(set(held) - set(registry)):
-            listing.append({"name": name, "size": held[name].get("size"), "uploaded": None, "status": "removing",
-                            "passages": held[name].get("passages", 0), "problems": [], "link": None})
+            listing.append(
+                {
+                    "name": name,
+                    "size": held[name].get("size"),
+                    "uploaded": None,
+                    "status": "removing",
+                    "passages": held[name].get("passages", 0),
+                    "problems": [],
+                    "link": None,
+                }
+            )
         return listing
 
     # --- documents in and out --------------------------------------------------------------------
 
     def staging(self) -> Staging:
         if self.read_only:
-            raise CollectionError(409, f"collection {self.name!r} is the index given with --index: read-only; "
-                                       "`typedrag index` changes its documents")
+            raise CollectionError(
+                409,
+                f"collection {self.name!r} is the index given with --index: read-only; "
+                "`typedrag index` changes its documents",
+            )
         return Staging(self.folder / INCOMING, self.limits)
 
     def add(self, staged: list[Staged]) -> tuple[list[dict[str, Any]], list[Rejected]]:
@@ -217,15 +234,28 @@ class Collection:
             for file in staged:
                 replacing = self.registry.get(file.name)
                 files = len(self.registry) + (0 if replacing else 1)
-                size = sum(r["size"] for r in self.registry.values()) - (replacing["size"] if replacing else 0) + file.size
+                size = (
+                    sum(r["size"] for r in self.registry.values()) - (replacing["size"] if replacing else 0) + file.size
+                )
                 if files > self.limits.max_collection_files:
-                    rejected.append(Rejected(file.name, f"the collection holds its limit of {self.limits.max_collection_files:,} files"))
+                    rejected.append(
+                        Rejected(
+                            file.name, f"the collection holds its limit of {self.limits.max_collection_files:,} files"
+                        )
+                    )
                 elif size > self.limits.max_collection_bytes:
-                    rejected.append(Rejected(file.name, f"the collection would pass its limit of {self.limits.max_collection_bytes >> 20:,} MB"))
+                    rejected.append(
+                        Rejected(
+                            file.name,
+                            f"the collection would pass its limit of {self.limits.max_collection_bytes >> 20:,} MB",
+                        )
+                    )
                 else:
                     os.replace(file.path, self.files / file.name)
                     self.registry[file.name] = {"size": file.size, "sha256": file.sha256, "uploaded": _now()}
-                    accepted.append({"name": file.name, "size": file.size, "sha256": file.sha256, "replaced": replacing is not None})
+                    accepted.append(
+                        {"name": file.name, "size": file.size, "sha256": file.sha256, "replaced": replacing is not None}
+                    )
                     continue
                 file.path.unlink(missing_ok=True)
             if accepted:
@@ -317,7 +347,11 @@ class Collection:
             listed = self.retriever.manifest.get("corpus", {}).get("sources", []) if self.retriever else []
         except (IndexUnusableError, AttributeError):
             return []
-        return [Path(s["source"]) for s in listed if isinstance(s, dict) and isinstance(s.get("source"), str) and "files" in s]
+        return [
+            Path(s["source"])
+            for s in listed
+            if isinstance(s, dict) and isinstance(s.get("source"), str) and "files" in s
+        ]
 
 
 def _quoted(text: str) -> str:
@@ -398,10 +432,17 @@ class Library:
                 fcntl.flock(self._data_lock.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 self._data_lock.close()
-                raise CollectionError(409, f"another typedrag server is serving {data}; one server per data folder") from None
+                raise CollectionError(
+                    409, f"another typedrag server is serving {data}; one server per data folder"
+                ) from None
         shutil.rmtree(data / ".trash", ignore_errors=True)  # collections deleted just before a crash
         for folder in sorted((data / COLLECTIONS).iterdir()):
-            if not folder.is_dir() or folder.is_symlink() or not NAME.fullmatch(folder.name) or folder.name in self._collections:
+            if (
+                not folder.is_dir()
+                or folder.is_symlink()
+                or not NAME.fullmatch(folder.name)
+                or folder.name in self._collections
+            ):
                 continue
             collection = Collection(folder.name, folder / INDEX, folder, self.limits)
             (folder / FILES).mkdir(exist_ok=True)
@@ -417,7 +458,12 @@ class Library:
         if not (data / COLLECTIONS).is_dir():
             raise CollectionError(404, f"no collections in {data}: give the --data DIR of `typedrag serve`")
         for folder in sorted((data / COLLECTIONS).iterdir()):
-            if folder.is_dir() and not folder.is_symlink() and NAME.fullmatch(folder.name) and folder.name not in self._collections:
+            if (
+                folder.is_dir()
+                and not folder.is_symlink()
+                and NAME.fullmatch(folder.name)
+                and folder.name not in self._collections
+            ):
                 collection = Collection(folder.name, folder / INDEX, folder, self.limits)
                 self._reopen(collection)
                 self._collections[folder.name] = collection
@@ -474,9 +520,13 @@ class Library:
         if self.data is None:
             raise CollectionError(409, "this server keeps no collections: start it with --data DIR")
         if not may(caller, None, "write"):
-            raise CollectionError(403, "not allowed to create collections: collections are created and deleted by admins")
+            raise CollectionError(
+                403, "not allowed to create collections: collections are created and deleted by admins"
+            )
         if not NAME.fullmatch(name or ""):
-            raise CollectionError(422, "a collection name is 1-64 lower-case letters, digits, '-' or '_', starting with a letter or digit")
+            raise CollectionError(
+                422, "a collection name is 1-64 lower-case letters, digits, '-' or '_', starting with a letter or digit"
+            )
         if retrieval not in (None, "bm25", "dense", "hybrid"):
             raise CollectionError(422, "retrieval is bm25, dense or hybrid")
         with self._lock:
@@ -499,9 +549,13 @@ class Library:
         with self._lock:
             collection = self.get(name, caller, "write")
             if not may(caller, None, "write"):
-                raise CollectionError(403, f"not allowed to delete collection {name!r}: collections are created and deleted by admins")
+                raise CollectionError(
+                    403, f"not allowed to delete collection {name!r}: collections are created and deleted by admins"
+                )
             if collection.read_only:
-                raise CollectionError(409, f"collection {name!r} is the index given with --index; it is not deleted from here")
+                raise CollectionError(
+                    409, f"collection {name!r} is the index given with --index; it is not deleted from here"
+                )
             del self._collections[name]
             self._pending.pop(name, None)
             if collection.watch is not None:
@@ -544,7 +598,10 @@ class Library:
         collection = self.get(name, caller, "read")
         if collection.pipeline is None:
             why = collection.problem or "it has no indexed documents yet" + (
-                " (its first ingestion is under way)" if collection.state() in ("ingesting", "queued") else "; upload some")
+                " (its first ingestion is under way)"
+                if collection.state() in ("ingesting", "queued")
+                else "; upload some"
+            )
             raise CollectionError(409, f"collection {collection.name!r} cannot answer: {why}")
         return collection.pipeline
 
@@ -553,15 +610,25 @@ class Library:
         pipeline = self.pipeline(name, caller)
         hits = pipeline.retriever.search(query, k)
         collection = pipeline.settings.collection
-        return [Source.of(i, hit).model_copy(update={"link": viewer_link(collection, hit.passage.passage_id)})
-                for i, hit in enumerate(hits, 1)]
+        return [
+            Source.of(i, hit).model_copy(update={"link": viewer_link(collection, hit.passage.passage_id)})
+            for i, hit in enumerate(hits, 1)
+        ]
 
     async def answer(
-        self, name: str | None, question: str, method: str = "typed", forced_type: str | None = None,
-        history: list[Turn] | None = None, caller: Caller = Caller(), on_event: Callable | None = None,
+        self,
+        name: str | None,
+        question: str,
+        method: str = "typed",
+        forced_type: str | None = None,
+        history: list[Turn] | None = None,
+        caller: Caller = Caller(),
+        on_event: Callable | None = None,
     ) -> AnswerResult:
         """The answer in collection `name`, with its trace (the HTTP routes and an MCP server both use this)."""
-        return await self.pipeline(name, caller).answer(question, method, forced_type, on_event=on_event, history=history)
+        return await self.pipeline(name, caller).answer(
+            question, method, forced_type, on_event=on_event, history=history
+        )
 
     # --- ingestion -------------------------------------------------------------------------------
 
@@ -571,8 +638,15 @@ class Library:
             pipeline = copy.copy(like)
             pipeline.settings = dataclasses.replace(like.settings, collection=name)
             return pipeline
-        return Pipeline(base.engine, retriever, base.classifier, base.reranker,
-                        dataclasses.replace(base.settings, collection=name), routes=base.routes, fallback=base.fallback)
+        return Pipeline(
+            base.engine,
+            retriever,
+            base.classifier,
+            base.reranker,
+            dataclasses.replace(base.settings, collection=name),
+            routes=base.routes,
+            fallback=base.fallback,
+        )
 
     def _reopen(self, collection: Collection) -> None:
         """Open the collection's index if it has one and none is open (an open one reloads by itself); forget it
@@ -639,8 +713,12 @@ class Library:
                 remove_index(collection.index_dir)
             else:
                 summary = sync_index(
-                    [collection.files], collection.index_dir, passage_words=self.passage_words, show_progress=False,
-                    retrieval=collection.retrieval, watch=watch,
+                    [collection.files],
+                    collection.index_dir,
+                    passage_words=self.passage_words,
+                    show_progress=False,
+                    retrieval=collection.retrieval,
+                    watch=watch,
                 )
         except BuildCancelled:
             log.info("ingestion stopped", extra={"fields": {"collection": collection.name}})
@@ -654,8 +732,15 @@ class Library:
         self._reopen(collection)
         last: dict[str, Any] = {"finished": _now(), "seconds": round(time.monotonic() - started, 2), "error": error}
         if summary is not None:
-            last.update(added=summary.added, updated=summary.updated, removed=summary.removed, documents=summary.documents,
-                        passages=summary.passages, embedded=summary.embedded, retrieval=summary.retrieval)
+            last.update(
+                added=summary.added,
+                updated=summary.updated,
+                removed=summary.removed,
+                documents=summary.documents,
+                passages=summary.passages,
+                embedded=summary.embedded,
+                retrieval=summary.retrieval,
+            )
             last["problems"] = self._problems_by_document(collection, summary.problems)
             last["synced"] = snapshot
         elif error is None:
@@ -664,7 +749,15 @@ class Library:
             last.update(problems=collection.last.get("problems", {}), synced=collection.last.get("synced", {}))
         collection.last = last
         _write_json(collection.folder / "status.json", last)
-        log.info("ingestion done", extra={"fields": {"collection": collection.name, **{k: v for k, v in last.items() if k not in ("problems", "synced")}}})
+        log.info(
+            "ingestion done",
+            extra={
+                "fields": {
+                    "collection": collection.name,
+                    **{k: v for k, v in last.items() if k not in ("problems", "synced")},
+                }
+            },
+        )
 
     @staticmethod
     def _problems_by_document(collection: Collection, problems: list[CorpusProblem]) -> dict[str, list[str]]:

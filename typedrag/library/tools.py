@@ -16,8 +16,12 @@ from typedrag.mcp_server import Collection, CollectionInfo, UnknownCollection
 class LibraryCollections:
     """The collections `caller()` may read; `admit` is what an answer holds while it is made (a server's slot)."""
 
-    def __init__(self, library: Callable[[], Library], caller: Callable[[], Caller] = Caller,
-                 admit: Callable[[], AbstractContextManager[Any]] = nullcontext) -> None:
+    def __init__(
+        self,
+        library: Callable[[], Library],
+        caller: Callable[[], Caller] = Caller,
+        admit: Callable[[], AbstractContextManager[Any]] = nullcontext,
+    ) -> None:
         self.library, self.caller, self.admit = library, caller, admit
 
     def list(self) -> list[CollectionInfo]:
@@ -28,8 +32,15 @@ class LibraryCollections:
                 generator = library.pipeline(info["name"], caller).engine.name
             except CollectionError:  # no index yet: listed, with nothing that answers
                 generator = "none yet"
-            shown.append(CollectionInfo(name=info["name"], description=info["state"], retriever=info["retriever"],
-                                        generator=generator, passages=info.get("passages")))
+            shown.append(
+                CollectionInfo(
+                    name=info["name"],
+                    description=info["state"],
+                    retriever=info["retriever"],
+                    generator=generator,
+                    passages=info.get("passages"),
+                )
+            )
         return shown
 
     def open(self, name: str) -> Collection:

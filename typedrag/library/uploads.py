@@ -92,7 +92,9 @@ class Staging:
         self._size, self._hash, self._refused = 0, hashlib.sha256(), None
         self._name = raw_name
         if self._files > self.limits.max_files_per_upload:
-            self._refused = Rejected(_CONTROL.sub("?", raw_name)[:120], f"more than {self.limits.max_files_per_upload} files in one upload")
+            self._refused = Rejected(
+                _CONTROL.sub("?", raw_name)[:120], f"more than {self.limits.max_files_per_upload} files in one upload"
+            )
             return
         try:
             self._name = document_name(raw_name, self.limits)

@@ -33,15 +33,91 @@ _WORD = re.compile(r"\w+")
 _START, _END = "\ue000", "\ue001"  # private-use characters marking the passage while the tree is serialised
 
 TAGS = {
-    "a", "abbr", "b", "blockquote", "br", "caption", "cite", "code", "dd", "del", "details", "dfn", "div", "dl", "dt",
-    "em", "figcaption", "figure", "h1", "h2", "h3", "h4", "h5", "h6", "hr", "i", "ins", "kbd", "li", "mark", "ol", "p",
-    "pre", "q", "s", "samp", "section", "small", "span", "strong", "sub", "summary", "sup", "table", "tbody", "td",
-    "tfoot", "th", "thead", "tr", "u", "ul", "var", "article", "aside", "header", "footer", "main", "nav", "tt",
+    "a",
+    "abbr",
+    "b",
+    "blockquote",
+    "br",
+    "caption",
+    "cite",
+    "code",
+    "dd",
+    "del",
+    "details",
+    "dfn",
+    "div",
+    "dl",
+    "dt",
+    "em",
+    "figcaption",
+    "figure",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "hr",
+    "i",
+    "ins",
+    "kbd",
+    "li",
+    "mark",
+    "ol",
+    "p",
+    "pre",
+    "q",
+    "s",
+    "samp",
+    "section",
+    "small",
+    "span",
+    "strong",
+    "sub",
+    "summary",
+    "sup",
+    "table",
+    "tbody",
+    "td",
+    "tfoot",
+    "th",
+    "thead",
+    "tr",
+    "u",
+    "ul",
+    "var",
+    "article",
+    "aside",
+    "header",
+    "footer",
+    "main",
+    "nav",
+    "tt",
 }
-GONE_WITH_CONTENT = {"script", "style", "title", "noscript", "template", "iframe", "object", "embed", "svg", "math",
-                     "head", "textarea", "select", "button"}
-ATTRIBUTES = {"a": {"href", "title"}, "abbr": {"title"}, "td": {"colspan", "rowspan"}, "th": {"colspan", "rowspan"},
-              "ol": {"start"}, "mark": {"class", "id"}}
+GONE_WITH_CONTENT = {
+    "script",
+    "style",
+    "title",
+    "noscript",
+    "template",
+    "iframe",
+    "object",
+    "embed",
+    "svg",
+    "math",
+    "head",
+    "textarea",
+    "select",
+    "button",
+}
+ATTRIBUTES = {
+    "a": {"href", "title"},
+    "abbr": {"title"},
+    "td": {"colspan", "rowspan"},
+    "th": {"colspan", "rowspan"},
+    "ol": {"start"},
+    "mark": {"class", "id"},
+}
 
 
 def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
@@ -55,8 +131,14 @@ def _keep_attribute(tag: str, attribute: str, value: str) -> str | None:
 
 def sanitise(markup: str) -> str:
     return nh3.clean(
-        markup, tags=TAGS, clean_content_tags=GONE_WITH_CONTENT, attributes=ATTRIBUTES, attribute_filter=_keep_attribute,
-        url_schemes={"http", "https", "mailto"}, link_rel="noopener noreferrer nofollow", strip_comments=True,
+        markup,
+        tags=TAGS,
+        clean_content_tags=GONE_WITH_CONTENT,
+        attributes=ATTRIBUTES,
+        attribute_filter=_keep_attribute,
+        url_schemes={"http", "https", "mailto"},
+        link_rel="noopener noreferrer nofollow",
+        strip_comments=True,
     )
 
 
@@ -75,10 +157,20 @@ def locate(passage: list[str], document: list[str]) -> tuple[int, int] | None:
     grams: dict[tuple[str, ...], list[int]] = {}
     for i in range(len(document) - k + 1):
         grams.setdefault(tuple(document[i : i + k]), []).append(i)
-    starts = sorted({max(0, at - offset) for offset in range(min(ANCHOR_TRIES, n - k + 1))
-                     for at in grams.get(tuple(passage[offset : offset + k]), ())})
-    ends = sorted({min(len(document) - 1, at + k - 1 + offset) for offset in range(min(ANCHOR_TRIES, n - k + 1))
-                   for at in grams.get(tuple(passage[n - k - offset : n - offset]), ())})
+    starts = sorted(
+        {
+            max(0, at - offset)
+            for offset in range(min(ANCHOR_TRIES, n - k + 1))
+            for at in grams.get(tuple(passage[offset : offset + k]), ())
+        }
+    )
+    ends = sorted(
+        {
+            min(len(document) - 1, at + k - 1 + offset)
+            for offset in range(min(ANCHOR_TRIES, n - k + 1))
+            for at in grams.get(tuple(passage[n - k - offset : n - offset]), ())
+        }
+    )
     if not starts and not ends:
         return None
     if not starts:
@@ -97,7 +189,9 @@ def highlight(fragment: str, passage_text: str | None) -> tuple[str, bool]:
 
     if not passage_text:
         return fragment, False
-    root = lxml.html.fragment_fromstring(fragment.replace(_START, "").replace(_END, "") or "<p></p>", create_parent="div")
+    root = lxml.html.fragment_fromstring(
+        fragment.replace(_START, "").replace(_END, "") or "<p></p>", create_parent="div"
+    )
     segments = list(_text_segments(root))
     spans: list[tuple[int, int, int]] = []  # (segment, start, end) of each word
     for number, (owner, slot) in enumerate(segments):
@@ -117,7 +211,11 @@ def highlight(fragment: str, passage_text: str | None) -> tuple[str, bool]:
             continue
         setattr(owner, slot, text[:start] + _START + text[start:end] + _END + text[end:])
     marked = lxml.html.tostring(root, encoding="unicode")
-    marked = marked.replace(_START, '<mark class="passage" id="passage">', 1).replace(_START, '<mark class="passage">').replace(_END, "</mark>")
+    marked = (
+        marked.replace(_START, '<mark class="passage" id="passage">', 1)
+        .replace(_START, '<mark class="passage">')
+        .replace(_END, "</mark>")
+    )
     return sanitise(marked), True
 
 
@@ -163,7 +261,11 @@ def render(path: Path, name: str, passage_text: str | None) -> dict[str, Any]:
         body = _docx_html(path, name)
     else:
         if path.stat().st_size > VIEW_MAX_BYTES:
-            return {"kind": "none", "format": kind.value, "note": f"the original is over {VIEW_MAX_BYTES >> 20} MB: only the passage is shown"}
+            return {
+                "kind": "none",
+                "format": kind.value,
+                "note": f"the original is over {VIEW_MAX_BYTES >> 20} MB: only the passage is shown",
+            }
         text = _decoded(path.read_bytes())
         if kind is Kind.HTML:
             body = sanitise(text)
@@ -203,7 +305,9 @@ def _docx_html(path: Path, name: str) -> str:
     return "\n".join(parts)
 
 
-def pdf_page(path: Path, number: int, passage_text: str | None = None, first: int | None = None, last: int | None = None) -> dict[str, Any]:
+def pdf_page(
+    path: Path, number: int, passage_text: str | None = None, first: int | None = None, last: int | None = None
+) -> dict[str, Any]:
     """Page `number` (1-based) of a PDF: its size, and the boxes (fractions of the page: left, top, width, height) of
     the passage's text on it, when the passage (on pages `first`..`last`) is found there."""
     import pypdfium2 as pdfium
@@ -222,7 +326,9 @@ def pdf_page(path: Path, number: int, passage_text: str | None = None, first: in
         pdf.close()
 
 
-def _passage_boxes(pdf, number: int, passage_text: str, first: int, last: int, width: float, height: float) -> list[list[float]]:
+def _passage_boxes(
+    pdf, number: int, passage_text: str, first: int, last: int, width: float, height: float
+) -> list[list[float]]:
     """The passage's words are found across its pages' text (hyphenation and headers aside), and the boxes of
     the characters they cover on page `number` are returned."""
     texts, words = {}, []  # words: (page, start char, end char, word)
@@ -244,8 +350,14 @@ def _passage_boxes(pdf, number: int, passage_text: str, first: int, last: int, w
     boxes = []
     for i in range(textpage.count_rects(start, end - start)):
         left, bottom, right, top = textpage.get_rect(i)
-        boxes.append([round(left / width, 4), round((height - top) / height, 4),
-                      round((right - left) / width, 4), round((top - bottom) / height, 4)])
+        boxes.append(
+            [
+                round(left / width, 4),
+                round((height - top) / height, 4),
+                round((right - left) / width, 4),
+                round((top - bottom) / height, 4),
+            ]
+        )
     return boxes
 
 

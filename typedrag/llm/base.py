@@ -40,8 +40,12 @@ class LLMCall(BaseModel):
     cached: bool = False
     requests: int = 1  # HTTP requests made (2 when a repair retry was needed); 0 for a cache hit
     structured: StructuredOutcome | None = None
-    finish_reason: str | None = Field(None, description="why the last reply ended: stop, length (cut at max_tokens), ...")
-    reply: str | None = Field(None, description="a structured call's last raw reply when it did not validate first time (truncated)")
+    finish_reason: str | None = Field(
+        None, description="why the last reply ended: stop, length (cut at max_tokens), ..."
+    )
+    reply: str | None = Field(
+        None, description="a structured call's last raw reply when it did not validate first time (truncated)"
+    )
     error: str | None = None
 
 

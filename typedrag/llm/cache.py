@@ -69,10 +69,14 @@ class ResponseCache:
         resolved = path.resolve()
         info = resolved.stat()
         try:
-            row = self._connection().execute(
-                "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ?",
-                (str(resolved), info.st_size, info.st_mtime_ns),
-            ).fetchone()
+            row = (
+                self._connection()
+                .execute(
+                    "SELECT sha256 FROM file_hashes WHERE path = ? AND size = ? AND mtime_ns = ?",
+                    (str(resolved), info.st_size, info.st_mtime_ns),
+                )
+                .fetchone()
+            )
         except sqlite3.Error as error:
             raise self._unusable(error) from None
         if row:
@@ -81,7 +85,10 @@ class ResponseCache:
             digest = hashlib.file_digest(f, "sha256").hexdigest()
         try:
             with self._connection() as db:
-                db.execute("INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)", (str(resolved), info.st_size, info.st_mtime_ns, digest))
+                db.execute(
+                    "INSERT OR REPLACE INTO file_hashes VALUES (?, ?, ?, ?)",
+                    (str(resolved), info.st_size, info.st_mtime_ns, digest),
+                )
         except sqlite3.Error:
             pass  # not remembered: hashed again next time
         return digest

@@ -15,7 +15,6 @@ from typedrag.extras import require
 LOCAL_FEATURE = "a local model (--llm local:...)"
 
 
-
 class LocalServerError(ModelUnavailable):
     """The local llama.cpp server cannot start: extra missing, or no such model file."""
 

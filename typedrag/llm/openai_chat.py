@@ -117,11 +117,20 @@ class OpenAIChatModel:
         call = LLMCall(role=role, engine=self.name, requests=0)
         parsed = None
         with telemetry.llm_call(
-            call, model=self.model, provider="openai", messages=messages, max_tokens=max_tokens, temperature=temperature,
-            structured=schema is not None, streaming=on_text is not None, server_url=self.base_url,
+            call,
+            model=self.model,
+            provider="openai",
+            messages=messages,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            structured=schema is not None,
+            streaming=on_text is not None,
+            server_url=self.base_url,
         ) as traced:
             if schema is None:
-                text, _ = await self._ask(messages, None, max_tokens, temperature, call, _approver(accept), on_text, traced)
+                text, _ = await self._ask(
+                    messages, None, max_tokens, temperature, call, _approver(accept), on_text, traced
+                )
             else:
                 parsed, text = await self._validated(messages, schema, max_tokens, temperature, call, traced)
             traced.reply(text)
@@ -156,10 +165,14 @@ class OpenAIChatModel:
     ) -> tuple[str, tuple[bool, Any]]:
         """One request through the cache; the reply is stored only if `usable` approves it. A cached
         reply it rejects (stored by an older typedrag, which cached everything) is asked for afresh."""
-        text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, on_text=on_text, traced=traced)
+        text, key, hit = await self._request(
+            messages, schema, max_tokens, temperature, call, on_text=on_text, traced=traced
+        )
         outcome = usable(text)
         if hit and not outcome[0]:
-            text, key, hit = await self._request(messages, schema, max_tokens, temperature, call, False, on_text, traced)
+            text, key, hit = await self._request(
+                messages, schema, max_tokens, temperature, call, False, on_text, traced
+            )
             outcome = usable(text)
         if hit and on_text is not None:  # a cached reply streams too, so clients behave the same either way
             for piece in replay_chunks(text):
@@ -217,7 +230,11 @@ class OpenAIChatModel:
                                 text, usage, finish = await self._streamed(client, params, on_text, traced)
                             else:
                                 response = await client.post(_CHAT, body=self._body(params), cast_to=ChatCompletion)
-                                text, usage, finish = self._clean(_content(response)), _usage(response), _finish(response)
+                                text, usage, finish = (
+                                    self._clean(_content(response)),
+                                    _usage(response),
+                                    _finish(response),
+                                )
                                 traced.responded(getattr(response, "id", None), getattr(response, "model", None))
                                 del response  # a reply of megabytes is not kept twice
                                 text, finish = self._bounded(text, finish)
@@ -241,7 +258,9 @@ class OpenAIChatModel:
             except openai.APIConnectionError as error:
                 raise LLMError(f"cannot reach {self.shown_url}: {self._redact(error)}") from error
             except openai.APIStatusError as error:
-                raise LLMError(f"{self.name} answered HTTP {error.status_code} after retries: {self._redact(error)}") from error
+                raise LLMError(
+                    f"{self.name} answered HTTP {error.status_code} after retries: {self._redact(error)}"
+                ) from error
             except (openai.OpenAIError, ValueError) as error:  # a 200 whose body is not a chat completion
                 raise LLMError(f"{self.name} sent a malformed response: {self._redact(error)}") from error
             prompt_tokens, completion_tokens = usage
@@ -251,7 +270,6 @@ class OpenAIChatModel:
             if not text.strip() and schema is None:
                 raise LLMError(f"{self.name} returned an empty reply")
             return text, key, False
-
 
     def _body(self, params: dict[str, Any]) -> dict[str, Any]:
         """The request's JSON body, posted as it is: the SDK's typed `create` walks every message through
@@ -263,7 +281,9 @@ class OpenAIChatModel:
         """`text` cut to `max_reply_chars`; the finish reason then says so (a trace shows it)."""
         if len(text) <= self.max_reply_chars:
             return text, finish
-        return text[: self.max_reply_chars], f"cut: {len(text):,} characters, over max_reply_chars {self.max_reply_chars:,}"
+        return text[
+            : self.max_reply_chars
+        ], f"cut: {len(text):,} characters, over max_reply_chars {self.max_reply_chars:,}"
 
     def _clean(self, text: str) -> str:
         text = _SURROGATE.sub("\ufffd", text)  # "\ud800" escapes: cannot be sent on or printed
@@ -272,13 +292,21 @@ class OpenAIChatModel:
         return text
 
     async def _streamed(
-        self, client: openai.AsyncOpenAI, params: dict[str, Any], on_text: Callable[[str], None], traced: telemetry.ModelCall
+        self,
+        client: openai.AsyncOpenAI,
+        params: dict[str, Any],
+        on_text: Callable[[str], None],
+        traced: telemetry.ModelCall,
     ) -> tuple[str, tuple[int, int], str | None]:
         """A streamed reply: each cleaned piece goes to `on_text` as it arrives. Leaving the `async with`
         (done, error or cancellation) closes the HTTP response, so a cancelled answer stops the server's work."""
         body = {**params, "stream": True, **({"stream_options": {"include_usage": True}} if self._stream_usage else {})}
         stream = await client.post(
-            _CHAT, body=self._body(body), cast_to=ChatCompletion, stream=True, stream_cls=openai.AsyncStream[ChatCompletionChunk]
+            _CHAT,
+            body=self._body(body),
+            cast_to=ChatCompletion,
+            stream=True,
+            stream_cls=openai.AsyncStream[ChatCompletionChunk],
         )
         pieces: list[str] = []
         received = 0
@@ -297,7 +325,11 @@ class OpenAIChatModel:
                             ready, held = self._release(held + delta)
                             room = self.max_reply_chars - received
                             if len(ready) > room:  # the rest is never read: leaving `async with` closes the stream
-                                ready, held, finish = ready[:room], "", f"cut: over max_reply_chars {self.max_reply_chars:,}"
+                                ready, held, finish = (
+                                    ready[:room],
+                                    "",
+                                    f"cut: over max_reply_chars {self.max_reply_chars:,}",
+                                )
                             if ready:
                                 pieces.append(ready)
                                 received += len(ready)
@@ -308,7 +340,9 @@ class OpenAIChatModel:
                 if not _broken_transport(error):
                     raise
                 sent = sum(map(len, pieces))
-                raise LLMError(f"{self.name}: the reply stream broke off after {sent} characters: {self._redact(error)}") from error
+                raise LLMError(
+                    f"{self.name}: the reply stream broke off after {sent} characters: {self._redact(error)}"
+                ) from error
         if held:  # a tail of cleaned text that did not turn out to be the key
             pieces.append(held)
             on_text(held)
@@ -319,7 +353,9 @@ class OpenAIChatModel:
         text = self._clean(text)
         if not self._secret:
             return text, ""
-        keep = next((n for n in range(min(len(self._secret) - 1, len(text)), 0, -1) if self._secret.startswith(text[-n:])), 0)
+        keep = next(
+            (n for n in range(min(len(self._secret) - 1, len(text)), 0, -1) if self._secret.startswith(text[-n:])), 0
+        )
         return (text[:-keep], text[-keep:]) if keep else (text, "")
 
     async def aclose(self) -> None:
@@ -495,7 +531,9 @@ def _strict(node: Any) -> Any:
         return [_strict(item) for item in node]
     if not isinstance(node, dict):
         return node
-    node = {key: _strict(value) for key, value in node.items() if key not in ("minLength", "maxLength", "default", "title")}
+    node = {
+        key: _strict(value) for key, value in node.items() if key not in ("minLength", "maxLength", "default", "title")
+    }
     if node.get("type") == "object" and isinstance(node.get("properties"), dict):
         node["required"] = list(node["properties"])
         node["additionalProperties"] = False

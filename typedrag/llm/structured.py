@@ -54,7 +54,9 @@ def extract_json(text: str) -> Any:
             return value
     opening = _OPENING.search(text)
     if opening is not None and _unclosed(text, opening.start()):
-        raise IncompleteJSON(f"the JSON value in the reply is incomplete: it stops after {len(text) - opening.start()} characters, before it is closed")
+        raise IncompleteJSON(
+            f"the JSON value in the reply is incomplete: it stops after {len(text) - opening.start()} characters, before it is closed"
+        )
     raise ValueError("no JSON object or list found in the reply")
 
 
@@ -93,7 +95,10 @@ def _is_list(annotation: Any) -> bool:
 def describe_error(error: Exception) -> str:
     """A short, model-readable reason a reply was rejected."""
     if isinstance(error, ValidationError):
-        parts = [f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg'].removeprefix('Value error, ')}" for e in error.errors()[:5]]
+        parts = [
+            f"{'.'.join(str(p) for p in e['loc']) or 'value'}: {e['msg'].removeprefix('Value error, ')}"
+            for e in error.errors()[:5]
+        ]
         return "; ".join(parts)
     return str(error)
 
@@ -133,7 +138,9 @@ async def validated(
         return value, text
     call.structured = StructuredOutcome.FAILED
     call.reply = short(text, REPLY_CHARS)
-    call.error = f"invalid structured output after one repair: {why_unusable(value, max_tokens, call)} (first: {reason})"
+    call.error = (
+        f"invalid structured output after one repair: {why_unusable(value, max_tokens, call)} (first: {reason})"
+    )
     return None, text
 
 

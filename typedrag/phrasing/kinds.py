@@ -44,7 +44,10 @@ _STRONG_CHOICE = re.compile(
     rf"^which(?: one)?\b.*\b{_OPTIONS}[^?]*\b(?:should (?:i|we)|(?:{_VERDICT}))\b",
     re.I,
 )
-_WEAK_CHOICE = re.compile(rf"^is it (?:{_VERDICT}) to .+ or (?!not\b|no\b)\w+|^should (?:i|we) \w+ (?:\w+ ){{0,3}}\w+ or (?!not\b|no\b)\w+", re.I)
+_WEAK_CHOICE = re.compile(
+    rf"^is it (?:{_VERDICT}) to .+ or (?!not\b|no\b)\w+|^should (?:i|we) \w+ (?:\w+ ){{0,3}}\w+ or (?!not\b|no\b)\w+",
+    re.I,
+)
 _HOW_TO = re.compile(r"^how (?:to|do (?:i|you|we)|can (?:i|you|we)|should (?:i|we))\b", re.I)
 # Named options first, then what they are for: "rsync or tar for copying a directory tree?". A question that
 # opens with a verb or a question word ("Should I stay or go for ...?") is left to the model.

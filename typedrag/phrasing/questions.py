@@ -83,7 +83,8 @@ _COMPARATIVE = (
 )
 # Words that say "compare" rather than what is compared: they would pull in passages about differences in general.
 _COMPARING_WORDS = re.compile(
-    rf"^(?:differ\w*|compar\w*|similar\w*|contrast\w*|distinguish\w*|versus|vs|key|main|core|essential|{_COMPARATIVE})$", re.I
+    rf"^(?:differ\w*|compar\w*|similar\w*|contrast\w*|distinguish\w*|versus|vs|key|main|core|essential|{_COMPARATIVE})$",
+    re.I,
 )
 _COMPARED = [
     re.compile(r"differences? (?:between|among) (?P<a>.+?) and (?P<b>.+)", re.I),
@@ -92,11 +93,16 @@ _COMPARED = [
     re.compile(r"(?:comparison|contrast) (?:of|between) (?P<a>.+?) (?:and|with|to|vs\.?) (?P<b>.+)", re.I),
     re.compile(r"(?P<a>.+?)\s+(?:vs\.?|versus|v\.)\s+(?P<b>.+)", re.I),
     re.compile(rf"(?:is|are|was|were) (?P<a>.+?) (?:{_COMPARATIVE}) than (?P<b>.+)", re.I),
-    re.compile(r"how (?:does|do|is|are|did|was|were) (?P<a>.+?) (?:compare|differ|different|similar|related)\w* (?:with|to|from|than) (?P<b>.+)", re.I),
+    re.compile(
+        r"how (?:does|do|is|are|did|was|were) (?P<a>.+?) (?:compare|differ|different|similar|related)\w* (?:with|to|from|than) (?P<b>.+)",
+        re.I,
+    ),
     re.compile(r"(?P<a>[^,]+?) or (?P<b>[^,]+)$", re.I),
 ]
 _PREFIX = re.compile(
-    r"^(?:what(?:'s| is| are)?|which(?: one)?(?: is| are| was| would be| should i \w+)?(?: (?:the )?(?:" + _COMPARATIVE + r")(?: \w+)??)?|"
+    r"^(?:what(?:'s| is| are)?|which(?: one)?(?: is| are| was| would be| should i \w+)?(?: (?:the )?(?:"
+    + _COMPARATIVE
+    + r")(?: \w+)??)?|"
     r"who(?: is)?|should (?:i|we|you|one) \w+|is it (?:better|best|worse|wiser|smarter|cheaper|healthier) to|"
     r"do you prefer|would you rather)\s+",
     re.I,
@@ -145,9 +151,9 @@ def _purpose(text: str) -> Purpose:
     lowered = text.lower()
     if re.search(r"\b(similar\w*|in common|alike|same)\b", lowered):
         return "similarity"
-    if re.search(rf"\b(?:{_COMPARATIVE}|prefer\w*|should (?:i|we)|which|rather|pick|choose)\b", lowered) and not re.search(
-        r"\bdifferen", lowered
-    ):
+    if re.search(
+        rf"\b(?:{_COMPARATIVE}|prefer\w*|should (?:i|we)|which|rather|pick|choose)\b", lowered
+    ) and not re.search(r"\bdifferen", lowered):
         return "superiority"
     return "difference"
 
@@ -158,7 +164,11 @@ def _candidates(text: str) -> list[str]:
     if len(parts) == 1:
         return [text]
     before, after = parts
-    return [after.strip(), before.strip()] if re.search(r"\s(?:or|vs\.?|versus|and)\s", after) else [before.strip(), after.strip()]
+    return (
+        [after.strip(), before.strip()]
+        if re.search(r"\s(?:or|vs\.?|versus|and)\s", after)
+        else [before.strip(), after.strip()]
+    )
 
 
 def _share_object(items: list[str]) -> list[str]:

@@ -50,7 +50,9 @@ REFERRING = POINTING | frozenset(
 STANDING_IN = frozenset("many some most several both others each few".split())
 # "It is important to ...", "It may happen that ...": after "it" and a verb, one of these says "it" stands for nothing.
 EXTRAPOSING = frozenset({"to", "that"})
-VERBS_AFTER = frozenset("is are was were have has had can could will would may might do does did also remain remained".split())
+VERBS_AFTER = frozenset(
+    "is are was were have has had can could will would may might do does did also remain remained".split()
+)
 
 # Words that say what is asked rather than what about ("what is the difference", "how does it work"): carried
 # into a follow-up they would pull in passages about differences or work in general. (Read among a question's

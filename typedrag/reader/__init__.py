@@ -46,11 +46,28 @@ MODEL_FILE = "reader.npz"
 META_FILE = "meta.json"
 _SENTENCE_ENDS = (".", "!", "?", '."', ".'", ".)", ".”", "?)", "!)")
 FEATURES = (
-    "cosine", "title cosine", "below the best", "rank", "question words held", "question words in title",
-    "log words", "ends a sentence", "symbols", "capital", "digits", "near the others", "opens with a pronoun", "question words",
+    "cosine",
+    "title cosine",
+    "below the best",
+    "rank",
+    "question words held",
+    "question words in title",
+    "log words",
+    "ends a sentence",
+    "symbols",
+    "capital",
+    "digits",
+    "near the others",
+    "opens with a pronoun",
+    "question words",
     # what the document's reader knows (NaN where a labelled pair does not say: the labels made before it was kept)
-    "list item", "ordered item", "note box", "source rank",
-    "heading cosine", "question words in heading", "heading asks",
+    "list item",
+    "ordered item",
+    "note box",
+    "source rank",
+    "heading cosine",
+    "question words in heading",
+    "heading asks",
 )
 # The question types the role is read with (a cause is what a "why" question's answering sentence mostly
 # is); scaled so the regression weighs the type about as much as the vectors.
@@ -121,7 +138,9 @@ class ReaderUnavailable(ModelUnavailable):
     """The reader's model files are missing or do not match their checksum."""
 
 
-def features(question: str, pieces: Sequence[Piece], q: np.ndarray, s: np.ndarray, t: np.ndarray, h: np.ndarray) -> np.ndarray:
+def features(
+    question: str, pieces: Sequence[Piece], q: np.ndarray, s: np.ndarray, t: np.ndarray, h: np.ndarray
+) -> np.ndarray:
     """One row of FEATURES per piece, read against the question and the other pieces: `q` is the question's
     vector, `s`, `t` and `h` the pieces', their titles' and their headings' (unit length; zeros for no heading)."""
     n = len(pieces)
@@ -144,22 +163,31 @@ def features(question: str, pieces: Sequence[Piece], q: np.ndarray, s: np.ndarra
         heading_terms = terms(heading)
         words = text.split()
         known = piece.kind is not None
-        rows.append((
-            cosine[i], title_cosine[i], cosine[i] - cosine.max(), rank[i],
-            sum(w for term, w in weight.items() if term in held[i]) / total,
-            sum(w for term, w in weight.items() if term in title_terms) / total,
-            math.log1p(len(words)), text.rstrip().endswith(_SENTENCE_ENDS),
-            sum(not c.isalnum() and not c.isspace() for c in text) / max(len(text), 1), text[:1].isupper(),
-            sum(c.isdigit() for c in text) / max(len(text), 1), float(s[i] @ centre),
-            bool(words) and words[0].lower().strip(",") in _PRONOUNS, len(asked),
-            piece.kind is BlockKind.ITEM if known else nan,
-            piece.order is not None if known else nan,
-            piece.kind is BlockKind.ADMONITION if known else nan,
-            piece.rank if piece.rank is not None else nan,
-            heading_cosine[i] if heading else nan,
-            sum(w for term, w in weight.items() if term in heading_terms) / total if heading else nan,
-            heading.endswith("?") and len(heading.split()) >= 3,
-        ))
+        rows.append(
+            (
+                cosine[i],
+                title_cosine[i],
+                cosine[i] - cosine.max(),
+                rank[i],
+                sum(w for term, w in weight.items() if term in held[i]) / total,
+                sum(w for term, w in weight.items() if term in title_terms) / total,
+                math.log1p(len(words)),
+                text.rstrip().endswith(_SENTENCE_ENDS),
+                sum(not c.isalnum() and not c.isspace() for c in text) / max(len(text), 1),
+                text[:1].isupper(),
+                sum(c.isdigit() for c in text) / max(len(text), 1),
+                float(s[i] @ centre),
+                bool(words) and words[0].lower().strip(",") in _PRONOUNS,
+                len(asked),
+                piece.kind is BlockKind.ITEM if known else nan,
+                piece.order is not None if known else nan,
+                piece.kind is BlockKind.ADMONITION if known else nan,
+                piece.rank if piece.rank is not None else nan,
+                heading_cosine[i] if heading else nan,
+                sum(w for term, w in weight.items() if term in heading_terms) / total if heading else nan,
+                heading.endswith("?") and len(heading.split()) >= 3,
+            )
+        )
     return np.asarray(rows, dtype=np.float32)
 
 
@@ -193,7 +221,9 @@ class Trees:
             while not self.leaf[tree, node].all():
                 value = x[rows, self.feature[tree, node]]
                 go_left = np.where(np.isnan(value), self.missing_left[tree, node], value <= self.threshold[tree, node])
-                node = np.where(self.leaf[tree, node], node, np.where(go_left, self.left[tree, node], self.right[tree, node]))
+                node = np.where(
+                    self.leaf[tree, node], node, np.where(go_left, self.left[tree, node], self.right[tree, node])
+                )
             raw += self.value[tree, node]
         return 1 / (1 + np.exp(-raw))
 
@@ -221,7 +251,16 @@ def _check_trees(prefix: str, parts: dict[str, np.ndarray]) -> None:
     for name in _TREE_ARRAYS[1:]:
         if parts[name].shape != shape:
             raise _Damaged(f"{prefix}.{name} has shape {parts[name].shape}, not {shape}")
-    kinds = {"feature": "i", "left": "i", "right": "i", "threshold": "f", "value": "f", "baseline": "f", "leaf": "b", "missing_left": "b"}
+    kinds = {
+        "feature": "i",
+        "left": "i",
+        "right": "i",
+        "threshold": "f",
+        "value": "f",
+        "baseline": "f",
+        "leaf": "b",
+        "missing_left": "b",
+    }
     for name, kind in kinds.items():
         if parts[name].dtype.kind != kind:
             raise _Damaged(f"{prefix}.{name} holds {parts[name].dtype}, not the kind of values it should")
@@ -239,13 +278,17 @@ def _check_trees(prefix: str, parts: dict[str, np.ndarray]) -> None:
     for side in ("left", "right"):
         child = parts[side][split]
         if child.size and ((child <= node).any() or child.max() >= shape[1]):
-            raise _Damaged(f"{prefix}.{side} sends a node to itself, to an earlier node or past the last one (a cycle or a broken tree)")
+            raise _Damaged(
+                f"{prefix}.{side} sends a node to itself, to an earlier node or past the last one (a cycle or a broken tree)"
+            )
 
 
 def _check_roles(weights: np.ndarray, bias: np.ndarray, roles: int) -> None:
     """The role regression reads `role_input` (three copies of the embedding, and the type) into one score per role."""
     if weights.ndim != 2 or bias.shape != (roles,) or weights.shape[1] != roles:
-        raise _Damaged(f"the role regression has shapes {weights.shape} and {bias.shape}, not (inputs, {roles}) and ({roles},)")
+        raise _Damaged(
+            f"the role regression has shapes {weights.shape} and {bias.shape}, not (inputs, {roles}) and ({roles},)"
+        )
     inputs = weights.shape[0] - len(ROLE_TYPES)
     if inputs <= 0 or inputs % 3:
         raise _Damaged(f"the role regression reads {weights.shape[0]} inputs, which no embedding size gives")
@@ -268,7 +311,11 @@ def _meta(path: Path) -> dict:
             raise _Damaged("a bar is not a chance from 0 to 1")
         if not isinstance(meta.get("sha256"), str) or not isinstance(meta.get("name"), str):
             raise _Damaged("it names no model file checksum or no model name")
-        if not isinstance(meta.get("roles"), list) or not meta["roles"] or not all(r in set(Role) for r in meta["roles"]):
+        if (
+            not isinstance(meta.get("roles"), list)
+            or not meta["roles"]
+            or not all(r in set(Role) for r in meta["roles"])
+        ):
             raise _Damaged("its roles are not the reader's roles")
         if meta.get("features", list(FEATURES)) != list(FEATURES):
             raise _Damaged("it was trained on other features than this typedrag computes")
@@ -315,7 +362,9 @@ class Reader:
             self._embedder = default_embedder()
         return self._embedder
 
-    def read(self, question: str, sentences: Sequence[Piece | tuple[str, str]], asked: NFQType | None = None) -> list[Reading]:
+    def read(
+        self, question: str, sentences: Sequence[Piece | tuple[str, str]], asked: NFQType | None = None
+    ) -> list[Reading]:
         """A reading of each piece (or (title, sentence), where nothing else is known of it) for `question`, the
         pieces read as one set (how each ranks among the others is part of its reading); `asked`, the question's
         type, informs the role."""
@@ -325,7 +374,9 @@ class Reader:
         texts, titles = [piece.text for piece in pieces], [piece.title for piece in pieces]
         headings = [piece.heading for piece in pieces]
         named = list(dict.fromkeys(heading for heading in headings if heading))
-        vectors = self.embedder.embed([question, *texts, *titles, *named], keep_from=1)  # a passage's: an index keeps them
+        vectors = self.embedder.embed(
+            [question, *texts, *titles, *named], keep_from=1
+        )  # a passage's: an index keeps them
         n = len(texts)
         q, s, t = vectors[0], vectors[1 : 1 + n], vectors[1 + n : 1 + 2 * n]
         found = dict(zip(named, vectors[1 + 2 * n :]))
@@ -354,7 +405,9 @@ def default_reader() -> Reader:
 QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION})
 
 
-def quoted_pieces(text: str, kinds: Sequence[LineKind], min_words: int, max_words: int) -> Iterator[tuple[str, LineKind]]:
+def quoted_pieces(
+    text: str, kinds: Sequence[LineKind], min_words: int, max_words: int
+) -> Iterator[tuple[str, LineKind]]:
     """(text, kind of its line) of each piece of a passage an extractive answer may quote, and so the reader reads:
     prose sentences, list items and the sentences of note boxes, of `min_words` to `max_words` words. `kinds` are
     the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index can

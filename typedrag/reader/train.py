@@ -26,7 +26,19 @@ from pathlib import Path
 
 import numpy as np
 
-from typedrag.reader import FEATURES, META_FILE, MODEL_DIR, MODEL_FILE, QUOTED_KINDS, Piece, Role, answering, features, role_input, without_marker
+from typedrag.reader import (
+    FEATURES,
+    META_FILE,
+    MODEL_DIR,
+    MODEL_FILE,
+    QUOTED_KINDS,
+    Piece,
+    Role,
+    answering,
+    features,
+    role_input,
+    without_marker,
+)
 from typedrag.records import BlockKind
 
 ROLES = [role.value for role in Role]
@@ -50,7 +62,9 @@ def as_read(row: dict) -> dict | None:
     block = row.get("block")
     if block is not None and BlockKind(block) not in QUOTED_KINDS:
         return None
-    if block == BlockKind.ITEM or (block is None and row["sentence"].startswith("- ")):  # the first labels wrote an item so
+    if block == BlockKind.ITEM or (
+        block is None and row["sentence"].startswith("- ")
+    ):  # the first labels wrote an item so
         return {**row, "sentence": " ".join(without_marker(row["sentence"], row.get("item_order")).split())}
     return row
 
@@ -59,8 +73,12 @@ def piece(row: dict) -> Piece:
     """What the reader knows of a labelled pair's sentence (what the labels do not say, it does not know)."""
     block = row.get("block")
     return Piece(
-        row["sentence"], row.get("title") or "", row.get("section") or "", BlockKind(block) if block else None,
-        row.get("item_order"), row.get("source_rank"),
+        row["sentence"],
+        row.get("title") or "",
+        row.get("section") or "",
+        BlockKind(block) if block else None,
+        row.get("item_order"),
+        row.get("source_rank"),
     )
 
 
@@ -79,7 +97,11 @@ def ranking_measures(rows: list[dict], scores: list[float], at: int = 4) -> dict
         noise.append(sum(label == 0 for _, label in top) / len(top))
         if any(label == 2 for _, label in items):
             precision.append(sum(label == 2 for _, label in top) / len(top))
-    return {"p_at_4": float(np.mean(precision)), "noise_at_4": float(np.mean(noise)), "auc": auc([r["label"] == 2 for r in rows], scores)}
+    return {
+        "p_at_4": float(np.mean(precision)),
+        "noise_at_4": float(np.mean(noise)),
+        "auc": auc([r["label"] == 2 for r in rows], scores),
+    }
 
 
 def auc(positive: list[bool], scores: list[float]) -> float:
@@ -124,7 +146,13 @@ class Pairs:
     def __init__(self, rows: list[dict], vectors: Path | None = None) -> None:
         self.rows = rows
         pieces = [piece(row) for row in rows]
-        embed = _embedding([r["question"] for r in rows] + [p.text for p in pieces] + [p.title for p in pieces] + [p.heading for p in pieces], vectors)
+        embed = _embedding(
+            [r["question"] for r in rows]
+            + [p.text for p in pieces]
+            + [p.title for p in pieces]
+            + [p.heading for p in pieces],
+            vectors,
+        )
         q, s = embed([r["question"] for r in rows]), embed([p.text for p in pieces])
         t, h = embed([p.title for p in pieces]), embed([p.heading for p in pieces])
         h[[not p.heading for p in pieces]] = 0.0
@@ -134,7 +162,9 @@ class Pairs:
         for i, row in enumerate(rows):
             by_question[row["qid"]].append(i)
         for idx in by_question.values():
-            self.x[idx] = features(rows[idx[0]]["question"], [pieces[i] for i in idx], q[idx[0]], s[idx], t[idx], h[idx])
+            self.x[idx] = features(
+                rows[idx[0]]["question"], [pieces[i] for i in idx], q[idx[0]], s[idx], t[idx], h[idx]
+            )
         self.role_input = np.vstack([role_input(q[i], s[i : i + 1], row.get("type")) for i, row in enumerate(rows)])
 
     def subset(self, idx: list[int]) -> tuple[list[dict], np.ndarray, np.ndarray]:
@@ -218,7 +248,12 @@ def export(model: dict, out: Path, check: np.ndarray) -> str:
     for j, i in enumerate(order):
         if i is not None:
             weights[:, j], bias[j] = roles.coef_[i], roles.intercept_[i]
-    arrays = {**tree_arrays(model["answers"], "answers"), **tree_arrays(model["on_topic"], "on_topic"), "roles.weights": weights, "roles.bias": bias}
+    arrays = {
+        **tree_arrays(model["answers"], "answers"),
+        **tree_arrays(model["on_topic"], "on_topic"),
+        "roles.weights": weights,
+        "roles.bias": bias,
+    }
     for prefix in ("answers", "on_topic"):
         drift = np.abs(Trees(arrays, prefix).chance(check) - model[prefix].predict_proba(check)[:, 1]).max()
         if drift > 1e-6:
@@ -251,7 +286,9 @@ def leave_one_corpus_out(pairs: Pairs, reported: set[str], log=print) -> tuple[d
             "pairs": len(held),
         }
         gap = {k: fold["oracle"][k] - fold["cosine"][k] for k in ("p_at_4", "noise_at_4")}
-        fold["gap_closed"] = {k: (fold["reader"][k] - fold["cosine"][k]) / gap[k] if gap[k] else float("nan") for k in gap}
+        fold["gap_closed"] = {
+            k: (fold["reader"][k] - fold["cosine"][k]) / gap[k] if gap[k] else float("nan") for k in gap
+        }
         table[corpus] = fold
         log(f"{corpus}: reader {json.dumps(fold['reader'])}, gap closed {json.dumps(fold['gap_closed'])}")
     return table, out_of_fold
@@ -259,12 +296,20 @@ def leave_one_corpus_out(pairs: Pairs, reported: set[str], log=print) -> tuple[d
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--labels", type=Path, nargs="+", required=True, help="labelled pairs, reported leave-one-corpus-out")
-    parser.add_argument("--extra", type=Path, nargs="*", default=[], help="more labelled pairs: trained on, never reported")
+    parser.add_argument(
+        "--labels", type=Path, nargs="+", required=True, help="labelled pairs, reported leave-one-corpus-out"
+    )
+    parser.add_argument(
+        "--extra", type=Path, nargs="*", default=[], help="more labelled pairs: trained on, never reported"
+    )
     parser.add_argument("--out", type=Path, default=MODEL_DIR)
     parser.add_argument("--loco-only", action="store_true", help="only print the leave-one-corpus-out report")
     parser.add_argument("--vectors", type=Path, help="an .npz of the texts' MiniLM vectors, read first and kept")
-    parser.add_argument("--out-of-fold", type=Path, help="write each reported pair's out-of-fold chances here (.jsonl: pid or qid, corpus, label, answers, on_topic, cosine), to calibrate on")
+    parser.add_argument(
+        "--out-of-fold",
+        type=Path,
+        help="write each reported pair's out-of-fold chances here (.jsonl: pid or qid, corpus, label, answers, on_topic, cosine), to calibrate on",
+    )
     args = parser.parse_args(argv)
     reported_rows, extra_rows = load_pairs(args.labels), load_pairs(args.extra)
     pairs = Pairs(reported_rows + extra_rows, args.vectors)
@@ -305,7 +350,17 @@ def write_out_of_fold(path: Path, out_of_fold: list[tuple[dict, float, float]], 
     with path.open("w", encoding="utf-8") as out:
         for row, answers, on_topic in out_of_fold:
             kept = {k: row.get(k) for k in ("pid", "qid", "corpus", "label", "answerable")}
-            out.write(json.dumps({**kept, "answers": round(float(answers), 6), "on_topic": round(float(on_topic), 6), "cosine": round(cosine[id(row)], 6)}) + "\n")
+            out.write(
+                json.dumps(
+                    {
+                        **kept,
+                        "answers": round(float(answers), 6),
+                        "on_topic": round(float(on_topic), 6),
+                        "cosine": round(cosine[id(row)], 6),
+                    }
+                )
+                + "\n"
+            )
 
 
 def card(meta: dict) -> str:
@@ -320,8 +375,14 @@ def card(meta: dict) -> str:
         )
     training = meta["training"]
     return CARD.format(
-        name=meta["name"], pairs=training["pairs"], corpora=", ".join(training["corpora"]), reported=", ".join(training["reported"]),
-        rows="\n".join(rows), answers=meta["bars"]["answers"], on_topic=meta["bars"]["on_topic"], features=", ".join(meta["features"]),
+        name=meta["name"],
+        pairs=training["pairs"],
+        corpora=", ".join(training["corpora"]),
+        reported=", ".join(training["reported"]),
+        rows="\n".join(rows),
+        answers=meta["bars"]["answers"],
+        on_topic=meta["bars"]["on_topic"],
+        features=", ".join(meta["features"]),
         trees=training["trees"],
     )
 

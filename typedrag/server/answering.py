@@ -111,13 +111,20 @@ class Asking:
         started = time.perf_counter()
         try:
             result = await self.pipeline.answer(
-                self.question, self.method, self.forced, on_event=on_event, history=self.history, knowledge=self.knowledge
+                self.question,
+                self.method,
+                self.forced,
+                on_event=on_event,
+                history=self.history,
+                knowledge=self.knowledge,
             )
         except QuestionError as error:
             raise api_error(422, str(error)) from error
         except LLMError as error:  # the details (upstream text, host:port) go to the log, not to the client
             log.warning("LLM endpoint failed", extra={"fields": {"error": str(error)}})
-            raise api_error(502, f"the LLM endpoint failed; see the server log for request id {request_id_var.get()}") from error
+            raise api_error(
+                502, f"the LLM endpoint failed; see the server log for request id {request_id_var.get()}"
+            ) from error
         except IndexUnusableError as error:
             raise api_error(503, f"the index is unusable: {error}") from error
         except ModelUnavailable as error:

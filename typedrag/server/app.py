@@ -38,7 +38,9 @@ from typedrag.store import StoreError, StoreUnavailable
 STATIC = Path(__file__).parent / "static"
 
 
-def create_app(settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None, store: Any = None) -> FastAPI:
+def create_app(
+    settings: Settings, pipeline: Pipeline | None = None, options: ServerOptions | None = None, store: Any = None
+) -> FastAPI:
     """The app; without a `pipeline` one is built from `settings` at startup and its resources closed at shutdown.
     Without a `store` (typedrag.store, which `serve` opens before it starts), the one `settings` names (`data`,
     `database`) is opened at startup and closed at shutdown."""
@@ -95,7 +97,10 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None, options: Se
     if options.allowed_hosts is not None:  # DNS-rebinding protection: other Host headers get 400
         app.add_middleware(TrustedHostMiddleware, allowed_hosts=options.allowed_hosts)
     app.add_middleware(
-        RequestContext, max_body=options.max_request_bytes, body_timeout=options.body_timeout, streamed=library_routes.UPLOAD_PATH
+        RequestContext,
+        max_body=options.max_request_bytes,
+        body_timeout=options.body_timeout,
+        streamed=library_routes.UPLOAD_PATH,
     )
     # outermost: counts every request, and opens its server span where FastAPI does not
     app.add_middleware(RequestObserver, metrics=metrics, trace_requests=not fastapi_traces_requests())
@@ -127,7 +132,12 @@ class KeylessApp(FastAPI):
             masked_path = without_keys(path)
             masked_query = without_keys(query.decode("latin-1")).encode("latin-1", "replace")
             if masked_path != path or masked_query != query:
-                scope = {**scope, "path": masked_path, "raw_path": masked_path.encode("utf-8", "replace"), "query_string": masked_query}
+                scope = {
+                    **scope,
+                    "path": masked_path,
+                    "raw_path": masked_path.encode("utf-8", "replace"),
+                    "query_string": masked_query,
+                }
         await super().__call__(scope, receive, send)
 
 
@@ -151,7 +161,9 @@ def purge(store, retention_days: int | None) -> None:
     removed = store.purge(retention_days)
     ended = store.end_expired_sessions()
     if removed or ended:
-        log.info("purged", extra={"fields": {"conversations": removed, "sessions": ended, "retention_days": retention_days}})
+        log.info(
+            "purged", extra={"fields": {"conversations": removed, "sessions": ended, "retention_days": retention_days}}
+        )
 
 
 async def purge_forever(store, retention_days: int | None, every: float = PURGE_EVERY) -> None:

@@ -60,8 +60,11 @@ async def store_error(request: Request, error: Exception) -> JSONResponse:
     """The store's refusals by class: 400, 403, 404, 409; the database unavailable: 503. Keys in them are masked."""
     if isinstance(error, StoreUnavailable):
         log.warning("the store is unavailable", extra={"fields": {"error": str(error)}})
-        return JSONResponse(error_body(503, "the store (accounts, conversations) is unavailable; see the server log"), 503,
-                            headers={"Retry-After": "5"})
+        return JSONResponse(
+            error_body(503, "the store (accounts, conversations) is unavailable; see the server log"),
+            503,
+            headers={"Retry-After": "5"},
+        )
     status = next((code for kind, code in STORE_STATUS if isinstance(error, kind)), 400)
     return JSONResponse(error_body(status, mask_keys(str(error))), status)
 
@@ -69,8 +72,11 @@ async def store_error(request: Request, error: Exception) -> JSONResponse:
 # ---------------------------------------------------------------- who is asking
 
 
-def unauthorized(message: str = "missing or wrong API key: send 'Authorization: Bearer <key>', or sign in on the page",
-                 *, clear_cookie: bool = False) -> HTTPException:
+def unauthorized(
+    message: str = "missing or wrong API key: send 'Authorization: Bearer <key>', or sign in on the page",
+    *,
+    clear_cookie: bool = False,
+) -> HTTPException:
     headers = {"WWW-Authenticate": "Bearer"}
     if clear_cookie:
         headers["Set-Cookie"] = f"{SESSION_COOKIE}=; Max-Age=0; Path=/; HttpOnly; SameSite=Lax"
@@ -112,8 +118,10 @@ async def caller_of(request: Request, *, cookies: bool = True) -> Caller:
                 # A cross-site request cannot set a custom header without a CORS preflight, which is never granted.
                 check_same_origin_write(request, "header:" + caller.name)
                 return caller
-            client_log.warning("a user header from an address that is no trusted proxy: ignored",
-                               extra={"fields": {"header": options.user_header, "client": _peer(request)}})
+            client_log.warning(
+                "a user header from an address that is no trusted proxy: ignored",
+                extra={"fields": {"header": options.user_header, "client": _peer(request)}},
+            )
     ended = False
     if cookies and store is not None:
         token = request.cookies.get(SESSION_COOKIE)
@@ -128,7 +136,9 @@ async def caller_of(request: Request, *, cookies: bool = True) -> Caller:
     if await is_open(service):
         return Caller()
     if ended:
-        raise unauthorized("your session has ended (signed out, expired, or its key revoked): sign in again", clear_cookie=True)
+        raise unauthorized(
+            "your session has ended (signed out, expired, or its key revoked): sign in again", clear_cookie=True
+        )
     raise unauthorized()
 
 
@@ -260,7 +270,9 @@ async def session_info(request: Request) -> JSONResponse:
         return JSONResponse(body, headers=headers)
     token = request.cookies.get(SESSION_COOKIE) if caller.how == "session" else None
     csrf = csrf_token(token) if token else csrf_token("header:" + caller.name) if caller.how == "header" else None
-    return JSONResponse(who(caller, service, csrf=csrf), headers={"Cache-Control": "no-store"})  # the CSRF token: never cached
+    return JSONResponse(
+        who(caller, service, csrf=csrf), headers={"Cache-Control": "no-store"}
+    )  # the CSRF token: never cached
 
 
 @router.post("/v1/session")
@@ -269,18 +281,21 @@ async def sign_in(request: Request) -> JSONResponse:
     SameSite=Lax, Secure over TLS), kept in the store so every replica knows it. 401 for a key that is not valid."""
     service = service_of(request)
     if service.store is None:
-        raise api_error(409, "this server keeps no sessions (start it with --data DIR or --database URL): "
-                             "send the key as 'Authorization: Bearer <key>'")
+        raise api_error(
+            409,
+            "this server keeps no sessions (start it with --data DIR or --database URL): "
+            "send the key as 'Authorization: Bearer <key>'",
+        )
     refuse_cross_site(request)
     if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
-        raise api_error(415, "send the key as JSON: {\"key\": \"...\"}")
+        raise api_error(415, 'send the key as JSON: {"key": "..."}')
     try:
         given = json.loads(await request.body())
     except ValueError:
         given = None
     key = given.get("key") if isinstance(given, dict) else None
     if not isinstance(key, str) or not key.strip() or len(key) > MAX_KEY_CHARS:  # nothing of the body is echoed
-        raise api_error(422, "send the key as JSON: {\"key\": \"...\"}")
+        raise api_error(422, 'send the key as JSON: {"key": "..."}')
     key = key.strip()
     lifetime = timedelta(hours=service.options.session_hours)
     if service.options.api_key is not None and hmac.compare_digest(key.encode(), service.options.api_key.encode()):
@@ -294,7 +309,12 @@ async def sign_in(request: Request) -> JSONResponse:
     log.info("signed in", extra={"fields": {"user": caller.user.name if caller.user else "(the server's key)"}})
     response = JSONResponse(who(caller, service, csrf=csrf_token(opened.token)), headers={"Cache-Control": "no-store"})
     response.set_cookie(
-        SESSION_COOKIE, opened.token, max_age=int(lifetime.total_seconds()), path="/", httponly=True, samesite="lax",
+        SESSION_COOKIE,
+        opened.token,
+        max_age=int(lifetime.total_seconds()),
+        path="/",
+        httponly=True,
+        samesite="lax",
         secure=served_over_tls(request, service.options.trusted_proxies),
     )
     return response

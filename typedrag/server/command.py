@@ -32,7 +32,9 @@ BODY_TIMEOUT = 20.0
 KEEP_ALIVE_TIMEOUT = 5
 
 
-def uvicorn_config(app, host: str, port: int, *, header_timeout: float = HEADER_TIMEOUT, max_connections: int | None = None, **kwargs):
+def uvicorn_config(
+    app, host: str, port: int, *, header_timeout: float = HEADER_TIMEOUT, max_connections: int | None = None, **kwargs
+):
     """The uvicorn configuration `serve` runs with: slow-client guards (see typedrag.server.protocol),
     a keep-alive timeout, and uvicorn's limit_concurrency (503) as a backstop a little above the
     connection cap (at the cap itself, connections being evicted would still count and refuse /healthz)."""
@@ -96,12 +98,15 @@ def serve_command(
         ),
     ] = None,
     max_connections: Annotated[
-        Optional[int], typer.Option(min=1, help="Open connections at most; more are closed at once (default: below the fd limit).")
+        Optional[int],
+        typer.Option(min=1, help="Open connections at most; more are closed at once (default: below the fd limit)."),
     ] = None,
     header_timeout: Annotated[
         float, typer.Option(min=0.1, help="Seconds a client has to send a request's headers.")
     ] = HEADER_TIMEOUT,
-    body_timeout: Annotated[float, typer.Option(min=0.1, help="Seconds a client has to send a request's body.")] = BODY_TIMEOUT,
+    body_timeout: Annotated[
+        float, typer.Option(min=0.1, help="Seconds a client has to send a request's body.")
+    ] = BODY_TIMEOUT,
     backend: BackendOpt = None,
     uri: UriOpt = None,
     collection: CollectionOpt = None,
@@ -130,12 +135,17 @@ def serve_command(
     ] = None,
     retention_days: Annotated[
         Optional[int],
-        typer.Option(min=1, help="Saved conversations untouched for this many days are removed (hourly); default: kept "
-                     "until deleted (also TYPEDRAG_RETENTION_DAYS, retention_days in typedrag.toml)."),
+        typer.Option(
+            min=1,
+            help="Saved conversations untouched for this many days are removed (hourly); default: kept "
+            "until deleted (also TYPEDRAG_RETENTION_DAYS, retention_days in typedrag.toml).",
+        ),
     ] = None,
     user_header_adds_users: Annotated[
         bool,
-        typer.Option(help="With --user-header: a user the proxy names who has no account yet gets one (a reader with no grants)."),
+        typer.Option(
+            help="With --user-header: a user the proxy names who has no account yet gets one (a reader with no grants)."
+        ),
     ] = False,
 ) -> None:
     """Serve typedrag over HTTP: /v1/answer (+ /stream as Server-Sent Events), OpenAI-compatible
@@ -181,13 +191,17 @@ def serve_command(
     if user_header is not None and not proxies:
         fail("--user-header needs --trusted-proxies: the header is believed only from the proxy's addresses")
     if user_header is not None and settings.data is None and settings.database is None:
-        fail("--user-header maps the proxy's user to an account: give --data DIR or --database URL (the accounts' store)")
+        fail(
+            "--user-header maps the proxy's user to an account: give --data DIR or --database URL (the accounts' store)"
+        )
     resources = Resources()
     store = None
     try:
         if settings.data is not None and settings.backend == "milvus":
-            fail("--data keeps its collections in embedded tantivy indexes; Milvus collections are not served from it yet "
-                 "(serve one Milvus collection with --backend milvus and no --data)")
+            fail(
+                "--data keeps its collections in embedded tantivy indexes; Milvus collections are not served from it yet "
+                "(serve one Milvus collection with --backend milvus and no --data)"
+            )
         pipeline = build_pipeline(settings, resources, need_index=settings.data is None or index is not None)
         load_models(pipeline)  # a missing or damaged model stops the start, not every answer after it
         store = open_server_store(settings)  # migrated, purged: an unreachable or too new database stops the start
@@ -217,7 +231,10 @@ def serve_command(
         )
     try:
         config = uvicorn_config(
-            create_app(settings, pipeline, options, store=store), host, port, header_timeout=header_timeout,
+            create_app(settings, pipeline, options, store=store),
+            host,
+            port,
+            header_timeout=header_timeout,
             max_connections=max_connections,
         )
         uvicorn.Server(config).run()

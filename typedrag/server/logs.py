@@ -92,7 +92,9 @@ class RateLimitFilter(logging.Filter):
                 self._seen.clear()
             self._seen[key] = [now, 1, 0]
             if dropped:
-                record.msg = f"{record.getMessage()} ({dropped} similar messages suppressed in the last {self.window:.0f} s)"
+                record.msg = (
+                    f"{record.getMessage()} ({dropped} similar messages suppressed in the last {self.window:.0f} s)"
+                )
                 record.args = None
             return True
         state[1] += 1

@@ -28,7 +28,9 @@ PATH = "/mcp"
 
 # Who sent the MCP request being served: set by the route before the SDK's handler runs, read by the tools (the
 # SDK's tasks are started from the request's own task, so they see its context).
-current_caller: ContextVar[Caller] = ContextVar("typedrag_mcp_caller", default=Caller(authenticated=False, name="nobody"))
+current_caller: ContextVar[Caller] = ContextVar(
+    "typedrag_mcp_caller", default=Caller(authenticated=False, name="nobody")
+)
 
 
 def served_collections(app: FastAPI) -> Collections:
@@ -57,7 +59,9 @@ def answer_slot(app: FastAPI) -> Iterator[None]:
 class McpRoute:
     """The ASGI app at /mcp: the key checked as /v1 checks it, then the SDK's Streamable HTTP handler."""
 
-    def __init__(self, collections: Collections, check_key: Callable[[Request], Awaitable[Caller]], max_body: int) -> None:
+    def __init__(
+        self, collections: Collections, check_key: Callable[[Request], Awaitable[Caller]], max_body: int
+    ) -> None:
         self.check_key = check_key
         self.endpoint: HttpEndpoint | None = None
         self.missing: str | None = None
@@ -70,10 +74,14 @@ class McpRoute:
         try:
             caller = await self.check_key(Request(scope, receive))
         except HTTPException as error:
-            await JSONResponse(error_body(error.status_code, str(error.detail)), error.status_code, headers=error.headers)(scope, receive, send)
+            await JSONResponse(
+                error_body(error.status_code, str(error.detail)), error.status_code, headers=error.headers
+            )(scope, receive, send)
             return
         if self.endpoint is None:
-            await JSONResponse(error_body(501, self.missing or "the MCP server is not available"), 501)(scope, receive, send)
+            await JSONResponse(error_body(501, self.missing or "the MCP server is not available"), 501)(
+                scope, receive, send
+            )
             return
         token = current_caller.set(caller)
         try:

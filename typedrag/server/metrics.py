@@ -48,7 +48,19 @@ METHODS = ("typed", "rag", "llm")
 # The strategies of the default routes and the baselines; `watch` adds those of the service's own routes.
 STRATEGIES = ("evidence-based", "comparison", "experience", "reason", "instruction", "debate", "rag", "llm")
 # What a model call does, before the colon of its role ("plan:reason", "aspect:debate", "classify").
-ROLE_KINDS = ("plan", "answer", "overview", "aspect", "aggregate", "mediate", "classify", "rewrite", "judge", "expand", "weigh")
+ROLE_KINDS = (
+    "plan",
+    "answer",
+    "overview",
+    "aspect",
+    "aggregate",
+    "mediate",
+    "classify",
+    "rewrite",
+    "judge",
+    "expand",
+    "weigh",
+)
 # The steps a fallback is recorded at (the part before a colon, which may name an aspect by the question's
 # words): the pipeline's own steps, the roles above, and a strategy whose plan failed.
 FALLBACK_STEPS = ("route", "classify", "rewrite", "instructions", "knowledge", "citations", *ROLE_KINDS)
@@ -96,7 +108,9 @@ class ServiceMetrics:
                                         ["method", "type"], buckets=ANSWER_BUCKETS, registry=r)  # fmt: skip
         self.fallbacks = Counter("typedrag_fallbacks", "Recorded degradations (fallbacks, dropped aspects, repaired citations) by step.",
                                  ["step"], registry=r)  # fmt: skip
-        self.abstentions = Counter("typedrag_abstentions", "Answers typedrag declined to give, by question type.", ["type"], registry=r)
+        self.abstentions = Counter(
+            "typedrag_abstentions", "Answers typedrag declined to give, by question type.", ["type"], registry=r
+        )
         self.llm_calls = Counter("typedrag_llm_calls", "LLM calls by role and model.", ["role", "model"], registry=r)
         self.llm_tokens = Counter("typedrag_llm_tokens", "LLM tokens by role, model and token type (input, output).",
                                   ["role", "model", "token_type"], registry=r)  # fmt: skip
@@ -187,12 +201,20 @@ class _ServiceState:
         if service is None:
             return
         yield GaugeMetricFamily("typedrag_answer_slots_in_use", "Answers in flight now.", value=service.slots.used)
-        yield GaugeMetricFamily("typedrag_answer_slots", "Answers allowed in flight at once (more get 503).", value=service.slots.size)
+        yield GaugeMetricFamily(
+            "typedrag_answer_slots", "Answers allowed in flight at once (more get 503).", value=service.slots.size
+        )
         library = getattr(service, "library", None)
         retrievers = library.retrievers() if library is not None else [service.pipeline.retriever]
-        counts = [r for r in (retriever.describe().reloads for retriever in retrievers if retriever is not None) if r is not None]
+        counts = [
+            r
+            for r in (retriever.describe().reloads for retriever in retrievers if retriever is not None)
+            if r is not None
+        ]
         if counts:  # indexes that reopen themselves when a sync swaps in a new version (every collection's)
-            yield CounterMetricFamily("typedrag_index_reloads", "Times an index was reopened after a sync replaced it.", value=sum(counts))
+            yield CounterMetricFamily(
+                "typedrag_index_reloads", "Times an index was reopened after a sync replaced it.", value=sum(counts)
+            )
         yield from _caches()
         yield from _feedback(getattr(service, "store", None))
 
@@ -210,8 +232,11 @@ def _feedback(store: Any) -> Iterator[Metric]:
     except Exception as error:  # the database away: the rest of the scrape still answers
         log.warning("feedback counts not read for /metrics", extra={"fields": {"error": type(error).__name__}})
         return
-    family = GaugeMetricFamily("typedrag_feedback", "Verdicts on kept answers (thumbs up or down), by question type, "
-                               "strategy and verdict; read from the store.", labels=["type", "strategy", "verdict"])
+    family = GaugeMetricFamily(
+        "typedrag_feedback",
+        "Verdicts on kept answers (thumbs up or down), by question type, strategy and verdict; read from the store.",
+        labels=["type", "strategy", "verdict"],
+    )
     for kind, strategy, verdict, count in counts:
         family.add_metric([kind, strategy, verdict], count)
     yield family
@@ -224,16 +249,32 @@ def _caches() -> Iterator[Metric]:
 
     if embed._default.cache_info().currsize:  # MiniLM loaded: the service embedded something
         embedder = embed.default_embedder()
-        yield GaugeMetricFamily("typedrag_embedding_cache_texts", "Texts whose MiniLM vectors the process caches now.", value=embedder.cached)
-        yield GaugeMetricFamily("typedrag_embedding_cache_limit", "At most this many texts are cached (the oldest go first).",
-                                value=embedder.cache_size)
-        yield CounterMetricFamily("typedrag_embedded_texts", "Texts MiniLM computed (neither cached nor kept by the index).",
-                                  value=embedder.computed)
+        yield GaugeMetricFamily(
+            "typedrag_embedding_cache_texts",
+            "Texts whose MiniLM vectors the process caches now.",
+            value=embedder.cached,
+        )
+        yield GaugeMetricFamily(
+            "typedrag_embedding_cache_limit",
+            "At most this many texts are cached (the oldest go first).",
+            value=embedder.cache_size,
+        )
+        yield CounterMetricFamily(
+            "typedrag_embedded_texts",
+            "Texts MiniLM computed (neither cached nor kept by the index).",
+            value=embedder.computed,
+        )
     stores = list(embed._KNOWN)
-    yield GaugeMetricFamily("typedrag_sentence_vectors_added", "Sentence vectors answers added to the open indexes, held in memory.",
-                            value=sum(store.added for store in stores))
-    yield CounterMetricFamily("typedrag_sentence_vectors_hits", "Sentence vectors answers took from the index instead of MiniLM.",
-                              value=sum(store.hits for store in stores))
+    yield GaugeMetricFamily(
+        "typedrag_sentence_vectors_added",
+        "Sentence vectors answers added to the open indexes, held in memory.",
+        value=sum(store.added for store in stores),
+    )
+    yield CounterMetricFamily(
+        "typedrag_sentence_vectors_hits",
+        "Sentence vectors answers took from the index instead of MiniLM.",
+        value=sum(store.hits for store in stores),
+    )
 
 
 def fastapi_traces_requests() -> bool:
@@ -265,7 +306,9 @@ class RequestObserver:
 
         client = scope.get("client")
         if self.trace_requests:
-            request_span = telemetry.serving_request(method, scope["path"], scope.get("headers", []), client[0] if client else None)
+            request_span = telemetry.serving_request(
+                method, scope["path"], scope.get("headers", []), client[0] if client else None
+            )
         else:
             request_span = nullcontext()
         with request_span as span:

@@ -103,7 +103,9 @@ class RequestContext:
             )
         if json_depth(body) > MAX_JSON_DEPTH:
             message = f"the request's JSON is nested more than {MAX_JSON_DEPTH} levels deep"
-            return JSONResponse(error_body(422, message, [{"loc": ["body"], "msg": message, "type": "json_too_deep"}]), 422)
+            return JSONResponse(
+                error_body(422, message, [{"loc": ["body"], "msg": message, "type": "json_too_deep"}]), 422
+            )
         sent = False
 
         async def replay() -> dict:

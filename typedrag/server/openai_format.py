@@ -75,8 +75,11 @@ def method_of(model: str) -> tuple[str, str | None, str | None]:
     for prefix, method in COLLECTION_MODELS.items():
         if model.startswith(prefix) and len(model) > len(prefix):
             return method, None, model[len(prefix) :]
-    raise api_error(404, f"unknown model {model!r}; use one of: {', '.join(MODELS)}, {TYPED_PREFIX}<type>, "
-                         f"or typedrag:<collection> / typedrag-rag:<collection>")
+    raise api_error(
+        404,
+        f"unknown model {model!r}; use one of: {', '.join(MODELS)}, {TYPED_PREFIX}<type>, "
+        f"or typedrag:<collection> / typedrag-rag:<collection>",
+    )
 
 
 def knowledge_of(extra: dict[str, Any]) -> str | None:
@@ -92,8 +95,11 @@ def knowledge_of(extra: dict[str, Any]) -> str | None:
     shape = extra.get("response_format")
     if shape is not None and shape != {"type": "text"}:
         kind = shape.get("type") if isinstance(shape, dict) else shape
-        raise api_error(400, f"typedrag answers in text with its sources, so response_format {kind!r} cannot be honoured: "
-                             "remove it (the structured result is the response's `typedrag` field)")
+        raise api_error(
+            400,
+            f"typedrag answers in text with its sources, so response_format {kind!r} cannot be honoured: "
+            "remove it (the structured result is the response's `typedrag` field)",
+        )
     knowledge = extra.get("knowledge")
     if knowledge is not None and knowledge not in KNOWLEDGE:
         raise api_error(400, f"knowledge must be one of {', '.join(KNOWLEDGE)} (got {brief_value(knowledge)})")
@@ -114,9 +120,7 @@ def conversation_of(messages: list[ChatMessage]) -> tuple[str, list[Turn]]:
         raise api_error(400, "no user message: the last message with role 'user' is the question")
     roles = {"user": "user", "assistant": "assistant", "system": "system", "developer": "system"}
     history = [
-        Turn(role=roles[m.role], content=text)
-        for m in messages[:last]
-        if m.role in roles and (text := _text_of(m))
+        Turn(role=roles[m.role], content=text) for m in messages[:last] if m.role in roles and (text := _text_of(m))
     ]
     return _text_of(messages[last]), history
 
@@ -174,7 +178,13 @@ def completion(base: dict[str, Any], result: AnswerResult) -> dict[str, Any]:
         "message": {"role": "assistant", "content": with_sources(result)},
         "finish_reason": "stop",
     }
-    return {**base, "object": "chat.completion", "choices": [choice], "usage": usage(result), "typedrag": result.model_dump(mode="json")}
+    return {
+        **base,
+        "object": "chat.completion",
+        "choices": [choice],
+        "usage": usage(result),
+        "typedrag": result.model_dump(mode="json"),
+    }
 
 
 @dataclass
@@ -203,7 +213,12 @@ class Chunks:
             self.streamed = True
             return [self.chunk({"content": unsourced_text(data)}, typedrag_event={"event": name, "data": data})]
         if name == "restart":  # deltas cannot be taken back: say so in the text itself
-            return [self.chunk({"content": f"\n\n[{for_terminal(data['reason'])}]\n\n"}, typedrag_event={"event": name, "data": data})]
+            return [
+                self.chunk(
+                    {"content": f"\n\n[{for_terminal(data['reason'])}]\n\n"},
+                    typedrag_event={"event": name, "data": data},
+                )
+            ]
         return [self.chunk({}, typedrag_event={"event": name, "data": data})]
 
     def result(self, result: AnswerResult) -> list[str]:
@@ -211,7 +226,12 @@ class Chunks:
         lines = [self.chunk({"content": rest})] if rest else []
         if self.asked_for_usage:  # OpenAI's way: one more chunk, with no choices, holding the usage
             lines.append(self.chunk({}, "stop", typedrag=result.model_dump(mode="json")))
-            lines.append(data_line({**self.base, "object": "chat.completion.chunk", "choices": [], "usage": usage(result)}, ascii_only=True))
+            lines.append(
+                data_line(
+                    {**self.base, "object": "chat.completion.chunk", "choices": [], "usage": usage(result)},
+                    ascii_only=True,
+                )
+            )
         else:  # not asked: on the last chunk
             lines.append(self.chunk({}, "stop", typedrag=result.model_dump(mode="json"), usage=usage(result)))
         return lines
@@ -223,7 +243,12 @@ class Chunks:
         return [DONE]
 
     def chunk(self, delta: dict[str, Any], finish: str | None = None, **extra: Any) -> str:
-        data = {**self.base, "object": "chat.completion.chunk", "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
+        data = {
+            **self.base,
+            "object": "chat.completion.chunk",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+            **extra,
+        }
         return data_line(data)
 
 

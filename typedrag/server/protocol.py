@@ -70,11 +70,15 @@ class GuardedH11Protocol(H11Protocol):
         if len(self.connections) > self.max_connections:
             sending = [c for c in self.connections if c is not self and c._still_sending()]
             if not sending:
-                log.warning("connection cap reached: new connection closed", extra={"fields": {"cap": self.max_connections}})
+                log.warning(
+                    "connection cap reached: new connection closed", extra={"fields": {"cap": self.max_connections}}
+                )
                 transport.abort()
                 return
             oldest = min(sending, key=lambda c: c._sending_since)
-            log.warning("connection cap reached: the slowest sender was closed", extra={"fields": {"cap": self.max_connections}})
+            log.warning(
+                "connection cap reached: the slowest sender was closed", extra={"fields": {"cap": self.max_connections}}
+            )
             oldest._disarm()
             oldest.transport.abort()
         self._arm()
@@ -115,7 +119,10 @@ class GuardedH11Protocol(H11Protocol):
     def _headers_too_slow(self) -> None:
         self._header_timer = None
         if not self.transport.is_closing():
-            log.warning("request headers not received in time: connection closed", extra={"fields": {"timeout_s": self.header_timeout}})
+            log.warning(
+                "request headers not received in time: connection closed",
+                extra={"fields": {"timeout_s": self.header_timeout}},
+            )
             self.transport.abort()
 
 

@@ -22,6 +22,7 @@ from typedrag.server.error_bodies import api_error
 from typedrag.server.logs import log
 from typedrag.server.metrics import ServiceMetrics
 
+
 @dataclass
 class ServerOptions:
     """Limits and access rules of one server process: API key, concurrency, body size, timeouts, allowed hosts."""
@@ -65,8 +66,13 @@ class Service:
     """What the routes share: the pipeline, the concurrency slots, readiness checks."""
 
     def __init__(
-        self, pipeline: Pipeline, settings: Settings, options: ServerOptions, metrics: ServiceMetrics | None = None,
-        library: Library | None = None, store: Any = None,
+        self,
+        pipeline: Pipeline,
+        settings: Settings,
+        options: ServerOptions,
+        metrics: ServiceMetrics | None = None,
+        library: Library | None = None,
+        store: Any = None,
     ) -> None:
         self.pipeline, self.settings, self.options = pipeline, settings, options
         # The accounts, grants, sessions, saved conversations and feedback (typedrag.store), when the server has a
@@ -152,4 +158,3 @@ def load_models(pipeline: Pipeline) -> None:
 
 def service_of(request: Request) -> Service:
     return request.app.state.service
-

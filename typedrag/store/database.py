@@ -39,14 +39,20 @@ def database_url(database: str | None = None, data: Path | str | None = None) ->
     try:
         url = sa.make_url(database)
     except sa.exc.ArgumentError:
-        raise InvalidInput("--database is not a database URL: give sqlite:///PATH or postgresql://USER@HOST/NAME") from None
+        raise InvalidInput(
+            "--database is not a database URL: give sqlite:///PATH or postgresql://USER@HOST/NAME"
+        ) from None
     if url.get_backend_name() == "sqlite":
         if url.database in (None, "", ":memory:"):
-            raise InvalidInput("--database sqlite:// needs a file (sqlite:///PATH): an in-memory store forgets everything")
+            raise InvalidInput(
+                "--database sqlite:// needs a file (sqlite:///PATH): an in-memory store forgets everything"
+            )
         return url.set(drivername="sqlite")
     if url.get_backend_name() in ("postgresql", "postgres"):
         return url.set(drivername="postgresql+psycopg")
-    raise InvalidInput(f"--database {url.get_backend_name()!r} is not supported: give sqlite:///PATH or postgresql://USER@HOST/NAME")
+    raise InvalidInput(
+        f"--database {url.get_backend_name()!r} is not supported: give sqlite:///PATH or postgresql://USER@HOST/NAME"
+    )
 
 
 def shown(url: sa.URL) -> str:
@@ -68,7 +74,11 @@ class Database:
             except OSError as error:
                 raise StoreUnavailable(f"cannot make the data directory {folder}: {error.strerror or error}") from None
             self.engine = sa.create_engine(
-                url, hide_parameters=True, pool_size=pool_size, max_overflow=2 * pool_size, pool_timeout=pool_timeout,
+                url,
+                hide_parameters=True,
+                pool_size=pool_size,
+                max_overflow=2 * pool_size,
+                pool_timeout=pool_timeout,
                 connect_args={"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000},
             )
             event.listen(self.engine, "connect", _sqlite_on_connect)
@@ -76,8 +86,14 @@ class Database:
         else:
             require("psycopg", "postgres", "a PostgreSQL store (--database postgresql://...)")
             # pre-ping: a replica behind a load balancer outlives connections the server or a proxy dropped
-            self.engine = sa.create_engine(url, hide_parameters=True, pool_size=pool_size, max_overflow=2 * pool_size,
-                                           pool_timeout=pool_timeout, pool_pre_ping=True)
+            self.engine = sa.create_engine(
+                url,
+                hide_parameters=True,
+                pool_size=pool_size,
+                max_overflow=2 * pool_size,
+                pool_timeout=pool_timeout,
+                pool_pre_ping=True,
+            )
 
     def __repr__(self) -> str:
         return f"Database({shown(self.url)!r})"
@@ -166,7 +182,12 @@ def open_database(url: sa.URL, *, migrate: bool = True, pool_size: int = 5, pool
 def _sqlite_on_connect(dbapi_connection, _record) -> None:
     dbapi_connection.isolation_level = None  # transactions are begun by _sqlite_on_begin, not by the driver
     cursor = dbapi_connection.cursor()
-    for pragma in (f"busy_timeout = {BUSY_TIMEOUT_MS}", "journal_mode = WAL", "synchronous = NORMAL", "foreign_keys = ON"):
+    for pragma in (
+        f"busy_timeout = {BUSY_TIMEOUT_MS}",
+        "journal_mode = WAL",
+        "synchronous = NORMAL",
+        "foreign_keys = ON",
+    ):
         cursor.execute(f"PRAGMA {pragma}")
     cursor.close()
 
@@ -174,4 +195,3 @@ def _sqlite_on_connect(dbapi_connection, _record) -> None:
 def _sqlite_on_begin(connection: Connection) -> None:
     writing = connection.get_execution_options().get("typedrag_write", False)
     connection.exec_driver_sql("BEGIN IMMEDIATE" if writing else "BEGIN")
-

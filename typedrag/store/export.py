@@ -15,17 +15,30 @@ JSON_FORMAT = "typedrag-conversation/1"
 EXCERPT_CHARS = 400  # of each source's passage in the Markdown
 
 
-def conversation_json(conversation: Conversation, messages: list[Message], verdicts: dict[int, Feedback | None],
-                      *, exported_at: datetime) -> dict[str, Any]:
+def conversation_json(
+    conversation: Conversation, messages: list[Message], verdicts: dict[int, Feedback | None], *, exported_at: datetime
+) -> dict[str, Any]:
     def one(message: Message) -> dict[str, Any]:
-        item: dict[str, Any] = {"id": message.id, "role": message.role, "text": message.text, "created_at": message.created_at.isoformat()}
+        item: dict[str, Any] = {
+            "id": message.id,
+            "role": message.role,
+            "text": message.text,
+            "created_at": message.created_at.isoformat(),
+        }
         if message.role == "assistant":
             given = verdicts.get(message.id)
             item.update(
-                trace_id=message.trace_id, method=message.method, type=message.type, strategy=message.strategy,
+                trace_id=message.trace_id,
+                method=message.method,
+                type=message.type,
+                strategy=message.strategy,
                 result=message.result,
-                feedback=None if given is None else {
-                    "verdict": given.verdict, "comment": given.comment, "helpful": list(given.helpful),
+                feedback=None
+                if given is None
+                else {
+                    "verdict": given.verdict,
+                    "comment": given.comment,
+                    "helpful": list(given.helpful),
                     "updated_at": given.updated_at.isoformat(),
                 },
             )
@@ -35,8 +48,11 @@ def conversation_json(conversation: Conversation, messages: list[Message], verdi
         "format": JSON_FORMAT,
         "exported_at": exported_at.isoformat(),
         "conversation": {
-            "id": conversation.id, "collection": conversation.collection, "title": conversation.title,
-            "created_at": conversation.created_at.isoformat(), "updated_at": conversation.updated_at.isoformat(),
+            "id": conversation.id,
+            "collection": conversation.collection,
+            "title": conversation.title,
+            "created_at": conversation.created_at.isoformat(),
+            "updated_at": conversation.updated_at.isoformat(),
         },
         "messages": [one(m) for m in messages],
     }
@@ -61,8 +77,12 @@ def conversation_markdown(conversation: Conversation, messages: list[Message]) -
 
 def _answer(message: Message) -> list[str]:
     result = message.result or {}
-    facts = [f"type {message.type}" if message.type else "", f"strategy {message.strategy}" if message.strategy else "",
-             f"method {message.method}" if message.method else "", f"engine {_engine(result)}" if _engine(result) else ""]
+    facts = [
+        f"type {message.type}" if message.type else "",
+        f"strategy {message.strategy}" if message.strategy else "",
+        f"method {message.method}" if message.method else "",
+        f"engine {_engine(result)}" if _engine(result) else "",
+    ]
     lines = ["## Answer", ""]
     described = " · ".join(f for f in facts if f)
     if described:
@@ -90,9 +110,18 @@ def _source(raw: dict[str, Any]) -> list[str]:
         source = Source.model_validate(raw)
         number, where, passage, text = source.number, source.where, source.passage_id, source.text
     except ValidationError:  # a result saved by another version: what can be read of it
-        number, where, passage, text = raw.get("number", "?"), raw.get("title", ""), raw.get("passage_id", ""), raw.get("text", "")
+        number, where, passage, text = (
+            raw.get("number", "?"),
+            raw.get("title", ""),
+            raw.get("passage_id", ""),
+            raw.get("text", ""),
+        )
     link = raw.get("link") or raw.get("url")
-    name = f"[{_one_line(str(where)) or passage}]({link})" if isinstance(link, str) and link else f"**{_one_line(str(where)) or passage}**"
+    name = (
+        f"[{_one_line(str(where)) or passage}]({link})"
+        if isinstance(link, str) and link
+        else f"**{_one_line(str(where)) or passage}**"
+    )
     excerpt = _one_line(str(text))
     if len(excerpt) > EXCERPT_CHARS:
         excerpt = excerpt[:EXCERPT_CHARS].rsplit(" ", 1)[0] + " …"

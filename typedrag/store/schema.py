@@ -80,7 +80,9 @@ users = sa.Table(
     sa.Column("name", sa.String(LIMITS["user_name"]), nullable=False, unique=True),
     sa.Column("role", sa.String(16), nullable=False),
     sa.Column("created_at", UTCDateTime(), nullable=False),
-    sa.Column("disabled", sa.Boolean(name="disabled_bool", create_constraint=True), nullable=False, server_default=sa.false()),
+    sa.Column(
+        "disabled", sa.Boolean(name="disabled_bool", create_constraint=True), nullable=False, server_default=sa.false()
+    ),
     sa.CheckConstraint(_in("role", ROLES), name="role"),
 )
 

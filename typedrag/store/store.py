@@ -95,7 +95,7 @@ def _collection(value: Any, *, wildcard: bool = False) -> str:
 def _shown(value: Any) -> str:
     """What a user typed, as a message may quote it: one line, bounded, any key in it masked."""
     text = clean_text(value, "value", 10**9, one_line=True, required=False) if isinstance(value, str) else ""
-    return mask_keys(text[:LIMITS["collection"]])
+    return mask_keys(text[: LIMITS["collection"]])
 
 
 def _conversation_id(value: Any) -> str:
@@ -129,12 +129,18 @@ def _result_json(result: Any) -> str | None:
     else:
         raise InvalidInput("the answer's result must be an AnswerResult, a dict or JSON text")
     if len(text) > LIMITS["result_json"]:
-        raise InvalidInput(f"the answer's result is too long: {len(text):,} characters of JSON, at most {LIMITS['result_json']:,}")
+        raise InvalidInput(
+            f"the answer's result is too long: {len(text):,} characters of JSON, at most {LIMITS['result_json']:,}"
+        )
     return text.replace("\\u0000", "")  # PostgreSQL's text holds no NUL, even escaped inside JSON
 
 
 def _label(value: Any) -> str | None:
-    return clean_text(value, "a label", LIMITS["label"], one_line=True) if isinstance(value, str) and value.strip() else None
+    return (
+        clean_text(value, "a label", LIMITS["label"], one_line=True)
+        if isinstance(value, str) and value.strip()
+        else None
+    )
 
 
 # ---------------------------------------------------------------- the store
@@ -168,13 +174,17 @@ class Store:
     def add_user(self, name: str, role: str = "reader") -> User:
         name = clean_text(name, "the user name", LIMITS["user_name"], one_line=True)
         if mask_keys(name) != name:
-            raise InvalidInput("that user name holds an API key: a key goes after 'Authorization: Bearer', never in a name")
+            raise InvalidInput(
+                "that user name holds an API key: a key goes after 'Authorization: Bearer', never in a name"
+            )
         role = _choice(role, "the role", ROLES)
         with self.db.writing() as c:
             if c.execute(sa.select(users.c.id).where(users.c.name == name)).first() is not None:
                 raise AlreadyExists(f"a user named {name!r} exists already")
             created = self.now()
-            user_id = c.execute(sa.insert(users).values(name=name, role=role, created_at=created, disabled=False)).inserted_primary_key[0]  # type: ignore[index]
+            user_id = c.execute(
+                sa.insert(users).values(name=name, role=role, created_at=created, disabled=False)
+            ).inserted_primary_key[0]  # type: ignore[index]
         return User(user_id, name, role, created, False)
 
     def user(self, name: str) -> User:
@@ -203,15 +213,23 @@ class Store:
         """Remove a user with their keys, grants, conversations and feedback; how many conversations went."""
         with self.db.writing() as c:
             user = self._user(c, name)
-            count = c.execute(sa.select(sa.func.count()).select_from(conversations).where(conversations.c.owner_id == user.id)).scalar_one()
+            count = c.execute(
+                sa.select(sa.func.count()).select_from(conversations).where(conversations.c.owner_id == user.id)
+            ).scalar_one()
             c.execute(sa.delete(users).where(users.c.id == user.id))  # the rest follows by ON DELETE CASCADE
         return int(count)
 
     def _user(self, c: sa.Connection, name: str) -> User:
-        wanted = clean_text(name, "the user name", 10**9, one_line=True, required=False) if isinstance(name, str) else ""
-        row = c.execute(sa.select(users).where(users.c.name == wanted)).first() if 0 < len(wanted) <= LIMITS["user_name"] else None
+        wanted = (
+            clean_text(name, "the user name", 10**9, one_line=True, required=False) if isinstance(name, str) else ""
+        )
+        row = (
+            c.execute(sa.select(users).where(users.c.name == wanted)).first()
+            if 0 < len(wanted) <= LIMITS["user_name"]
+            else None
+        )
         if row is None:
-            raise NotFound(f"no user named {mask_keys(wanted[:LIMITS['user_name']])!r}")
+            raise NotFound(f"no user named {mask_keys(wanted[: LIMITS['user_name']])!r}")
         return _user(row)
 
     # ------------------------------------------------------------ keys
@@ -224,7 +242,9 @@ class Store:
             user = self._user(c, user_name)
             created = self.now()
             key_id = c.execute(
-                sa.insert(api_keys).values(user_id=user.id, prefix=material.prefix, hash=material.hash, label=label, created_at=created)
+                sa.insert(api_keys).values(
+                    user_id=user.id, prefix=material.prefix, hash=material.hash, label=label, created_at=created
+                )
             ).inserted_primary_key[0]  # type: ignore[index]
         return NewKey(ApiKey(key_id, user.name, material.prefix, label, created, None, None), material.key)
 
@@ -242,11 +262,15 @@ class Store:
         with self.db.writing() as c:
             user = self._user(c, user_name)
             row = c.execute(
-                sa.select(api_keys, users.c.name).join(users).where(api_keys.c.user_id == user.id, api_keys.c.prefix == wanted)
+                sa.select(api_keys, users.c.name)
+                .join(users)
+                .where(api_keys.c.user_id == user.id, api_keys.c.prefix == wanted)
             ).first()
             if row is None:
                 # nothing of what was given is echoed: it may be a whole key pasted in the wrong place
-                raise NotFound(f"{user.name!r} has no key with that prefix (`typedrag users key list` shows their keys)")
+                raise NotFound(
+                    f"{user.name!r} has no key with that prefix (`typedrag users key list` shows their keys)"
+                )
             revoked = row.revoked_at or self.now()
             c.execute(sa.update(api_keys).where(api_keys.c.id == row.id).values(revoked_at=revoked))
         self._verified.forget(row.hash)
@@ -268,9 +292,18 @@ class Store:
         with self.db.reading() as c:
             row = c.execute(
                 sa.select(
-                    api_keys.c.id.label("key_id"), api_keys.c.hash, api_keys.c.revoked_at, api_keys.c.last_used_at,
-                    users.c.id, users.c.name, users.c.role, users.c.created_at, users.c.disabled,
-                ).join(users).where(api_keys.c.prefix == prefix)
+                    api_keys.c.id.label("key_id"),
+                    api_keys.c.hash,
+                    api_keys.c.revoked_at,
+                    api_keys.c.last_used_at,
+                    users.c.id,
+                    users.c.name,
+                    users.c.role,
+                    users.c.created_at,
+                    users.c.disabled,
+                )
+                .join(users)
+                .where(api_keys.c.prefix == prefix)
             ).first()
         if row is None or row.revoked_at is not None or row.disabled:
             return None
@@ -308,7 +341,9 @@ class Store:
         token = secrets.token_urlsafe(32)
         now = self.now()
         with self.db.writing() as c:
-            c.execute(sa.insert(sessions).values(id=_session_id(token), created_at=now, expires_at=now + lifetime, **owner))
+            c.execute(
+                sa.insert(sessions).values(id=_session_id(token), created_at=now, expires_at=now + lifetime, **owner)
+            )
         return NewSession(Session(user, now + lifetime), token)
 
     def session(self, token: str, server_key: str | None = None) -> Session | None:
@@ -317,9 +352,21 @@ class Store:
         if not isinstance(token, str) or not 20 <= len(token) <= 100:
             return None
         query = (
-            sa.select(sessions.c.admin_key_hash, sessions.c.expires_at, sessions.c.user_id, api_keys.c.revoked_at,
-                      users.c.name, users.c.role, users.c.created_at, users.c.disabled)
-            .select_from(sessions.outerjoin(users, users.c.id == sessions.c.user_id).outerjoin(api_keys, api_keys.c.id == sessions.c.key_id))
+            sa.select(
+                sessions.c.admin_key_hash,
+                sessions.c.expires_at,
+                sessions.c.user_id,
+                api_keys.c.revoked_at,
+                users.c.name,
+                users.c.role,
+                users.c.created_at,
+                users.c.disabled,
+            )
+            .select_from(
+                sessions.outerjoin(users, users.c.id == sessions.c.user_id).outerjoin(
+                    api_keys, api_keys.c.id == sessions.c.key_id
+                )
+            )
             .where(sessions.c.id == _session_id(token), sessions.c.expires_at > self.now())
         )
         with self.db.reading() as c:
@@ -366,11 +413,17 @@ class Store:
         collection = _collection(collection, wildcard=True)
         with self.db.writing() as c:
             user = self._user(c, user_name)
-            gone = c.execute(sa.delete(grants).where(grants.c.user_id == user.id, grants.c.collection == collection)).rowcount
+            gone = c.execute(
+                sa.delete(grants).where(grants.c.user_id == user.id, grants.c.collection == collection)
+            ).rowcount
         return bool(gone)
 
     def grants(self, user_name: str | None = None) -> list[Grant]:
-        query = sa.select(users.c.name, grants.c.collection, grants.c.access).join(users).order_by(users.c.name, grants.c.collection)
+        query = (
+            sa.select(users.c.name, grants.c.collection, grants.c.access)
+            .join(users)
+            .order_by(users.c.name, grants.c.collection)
+        )
         with self.db.reading() as c:
             if user_name is not None:
                 query = query.where(grants.c.user_id == self._user(c, user_name).id)
@@ -380,7 +433,10 @@ class Store:
         """The user's grants as they are now, {collection: access} ('*' among them): what a request's caller carries,
         read once per request (`access_from` decides with them)."""
         with self.db.reading() as c:
-            return {row.collection: row.access for row in c.execute(sa.select(grants.c.collection, grants.c.access).where(grants.c.user_id == user.id))}
+            return {
+                row.collection: row.access
+                for row in c.execute(sa.select(grants.c.collection, grants.c.access).where(grants.c.user_id == user.id))
+            }
 
     def access(self, user: User, collection: str) -> str | None:
         """What the user may do in a collection: "write", "read" or None. Admins write everywhere; others have
@@ -406,7 +462,9 @@ class Store:
         if current.role == "admin":
             return "write"
         found = c.execute(
-            sa.select(grants.c.collection, grants.c.access).where(grants.c.user_id == user.id, grants.c.collection.in_([collection, EVERY_COLLECTION]))
+            sa.select(grants.c.collection, grants.c.access).where(
+                grants.c.user_id == user.id, grants.c.collection.in_([collection, EVERY_COLLECTION])
+            )
         ).all()
         return access_from(current.role, False, {row.collection: row.access for row in found}, collection)
 
@@ -420,9 +478,16 @@ class Store:
         with self.db.writing() as c:
             self._require(c, user, collection, "read")
             now = self.now()
-            c.execute(sa.insert(conversations).values(
-                id=conversation_id, owner_id=user.id, collection=collection, title=title, created_at=now, updated_at=now
-            ))
+            c.execute(
+                sa.insert(conversations).values(
+                    id=conversation_id,
+                    owner_id=user.id,
+                    collection=collection,
+                    title=title,
+                    created_at=now,
+                    updated_at=now,
+                )
+            )
         return Conversation(conversation_id, collection, title, now, now)
 
     def conversation(self, user: User, conversation_id: str) -> Conversation:
@@ -431,27 +496,43 @@ class Store:
         with self.db.reading() as c:
             return self._conversation(c, user, conversation_id)
 
-    def conversations(self, user: User, *, collection: str | None = None, search: str | None = None, limit: int = 50,
-                      cursor: str | None = None) -> Page:
+    def conversations(
+        self,
+        user: User,
+        *,
+        collection: str | None = None,
+        search: str | None = None,
+        limit: int = 50,
+        cursor: str | None = None,
+    ) -> Page:
         """The user's conversations, newest first, one page at a time (keyset: `cursor` from the page before).
         `search` finds a phrase in titles and messages, ignoring case; only collections the user may read count."""
         limit = max(1, min(int(limit), PAGE_LIMIT))
-        query = sa.select(conversations).where(conversations.c.owner_id == user.id, conversations.c.deleted_at.is_(None))
+        query = sa.select(conversations).where(
+            conversations.c.owner_id == user.id, conversations.c.deleted_at.is_(None)
+        )
         if collection is not None:
             query = query.where(conversations.c.collection == _collection(collection))
         if search:
             term = clean_text(search, "the search", LIMITS["search"], one_line=True, required=False)
             if term:
-                in_messages = sa.select(messages.c.id).where(
-                    messages.c.conversation_id == conversations.c.id, messages.c.text.icontains(term, autoescape=True)
-                ).exists()
+                in_messages = (
+                    sa.select(messages.c.id)
+                    .where(
+                        messages.c.conversation_id == conversations.c.id,
+                        messages.c.text.icontains(term, autoescape=True),
+                    )
+                    .exists()
+                )
                 query = query.where(sa.or_(conversations.c.title.icontains(term, autoescape=True), in_messages))
         if cursor:
             updated, last_id = _decode_cursor(cursor)
             # a row-value comparison: both databases seek the index to it (an OR of the two parts scans from the top).
             # Its values take the columns' types explicitly: a tuple does not pass them on, and a zoned time would be
             # read in the PostgreSQL server's zone.
-            after = sa.tuple_(sa.literal(updated, conversations.c.updated_at.type), sa.literal(last_id, conversations.c.id.type))
+            after = sa.tuple_(
+                sa.literal(updated, conversations.c.updated_at.type), sa.literal(last_id, conversations.c.id.type)
+            )
             query = query.where(sa.tuple_(conversations.c.updated_at, conversations.c.id) < after)
         query = query.order_by(conversations.c.updated_at.desc(), conversations.c.id.desc()).limit(limit + 1)
         query = query.where(_may_read(user))
@@ -474,8 +555,9 @@ class Store:
             found = self._conversation(c, user, conversation_id, check_access=False)
             c.execute(sa.update(conversations).where(conversations.c.id == found.id).values(deleted_at=self.now()))
 
-    def add_message(self, user: User, conversation_id: str, role: str, text: str, *, result: Any = None,
-                    trace_id: str | None = None) -> Message:
+    def add_message(
+        self, user: User, conversation_id: str, role: str, text: str, *, result: Any = None, trace_id: str | None = None
+    ) -> Message:
         """Append a message to one of the user's conversations. An answer carries its `result` (AnswerResult, dict
         or JSON), whose method, type and strategy are kept beside it, and the trace id the server gave it."""
         row = self._message_row(role, text, result, trace_id)
@@ -487,25 +569,53 @@ class Store:
         role = _choice(role, "the message role", MESSAGE_ROLES)
         text = clean_text(text, "the message", LIMITS["message_text"], required=role != "assistant")
         result_json = _result_json(result)
-        trace = clean_text(trace_id, "the trace id", LIMITS["trace_id"], one_line=True, required=False) if trace_id is not None else None
+        trace = (
+            clean_text(trace_id, "the trace id", LIMITS["trace_id"], one_line=True, required=False)
+            if trace_id is not None
+            else None
+        )
         data: dict[str, Any] = json.loads(result_json) if result_json else {}
         kind: dict[str, Any] = data["type"] if isinstance(data.get("type"), dict) else {}
-        labels = {"method": _label(data.get("method")), "type": _label(kind.get("type")), "strategy": _label(data.get("strategy"))}
+        labels = {
+            "method": _label(data.get("method")),
+            "type": _label(kind.get("type")),
+            "strategy": _label(data.get("strategy")),
+        }
         return {"role": role, "text": text, "result": result_json, "trace_id": trace or None, **labels}
 
     def _append(self, c: sa.Connection, user: User, conversation_id: str, row: dict[str, Any]) -> Message:
         found = self._conversation(c, user, conversation_id)
         now = self.now()
-        message_id = c.execute(sa.insert(messages).values(conversation_id=found.id, created_at=now, **row)).inserted_primary_key[0]  # type: ignore[index]
+        message_id = c.execute(
+            sa.insert(messages).values(conversation_id=found.id, created_at=now, **row)
+        ).inserted_primary_key[0]  # type: ignore[index]
         changes: dict[str, Any] = {"updated_at": now}
         if not found.title and row["role"] == "user":
             changes["title"] = clean_text(row["text"], "the title", 10**9, one_line=True)[: LIMITS["title"]]
         c.execute(sa.update(conversations).where(conversations.c.id == found.id).values(**changes))
-        return Message(message_id, found.id, row["role"], row["text"], now, row["trace_id"], row["method"], row["type"], row["strategy"],
-                       row["result"])
+        return Message(
+            message_id,
+            found.id,
+            row["role"],
+            row["text"],
+            now,
+            row["trace_id"],
+            row["method"],
+            row["type"],
+            row["strategy"],
+            row["result"],
+        )
 
-    def add_exchange(self, user: User, conversation_id: str, question: str, answer: str, *, result: Any = None,
-                     trace_id: str | None = None) -> tuple[Message, Message, Conversation]:
+    def add_exchange(
+        self,
+        user: User,
+        conversation_id: str,
+        question: str,
+        answer: str,
+        *,
+        result: Any = None,
+        trace_id: str | None = None,
+    ) -> tuple[Message, Message, Conversation]:
         """A question and its answer appended together, in one transaction: a server killed while saving leaves both
         or neither, never a question without its answer. Returns them and the conversation as it is now."""
         asked_row = self._message_row("user", question, None, None)
@@ -531,14 +641,19 @@ class Store:
         kilobytes each, is not read)."""
         with self.db.reading() as c:
             found = self._conversation(c, user, conversation_id)
-            rows = c.execute(sa.select(messages.c.role, messages.c.text)
-                             .where(messages.c.conversation_id == found.id).order_by(messages.c.id))
+            rows = c.execute(
+                sa.select(messages.c.role, messages.c.text)
+                .where(messages.c.conversation_id == found.id)
+                .order_by(messages.c.id)
+            )
             return found, [Turn(role=row.role, content=row.text) for row in rows if row.text]
 
     def purge(self, retention_days: int | None = None) -> int:
         """Remove deleted conversations, and with `retention_days` those untouched for longer, with their messages
         and feedback; how many were removed. The server runs it on start and every hour."""
-        if retention_days is not None and (isinstance(retention_days, bool) or not isinstance(retention_days, int) or retention_days < 1):
+        if retention_days is not None and (
+            isinstance(retention_days, bool) or not isinstance(retention_days, int) or retention_days < 1
+        ):
             raise InvalidInput("the retention must be a whole number of days, 1 or more")
         expired: sa.ColumnElement[bool] = conversations.c.deleted_at.is_not(None)
         if retention_days is not None:
@@ -546,11 +661,15 @@ class Store:
         with self.db.writing() as c:
             return int(c.execute(sa.delete(conversations).where(expired)).rowcount)
 
-    def _conversation(self, c: sa.Connection, user: User, conversation_id: str, *, check_access: bool = True) -> Conversation:
-        row = c.execute(sa.select(conversations).where(
-            conversations.c.id == _conversation_id(conversation_id),
-            conversations.c.deleted_at.is_(None),
-        )).first()
+    def _conversation(
+        self, c: sa.Connection, user: User, conversation_id: str, *, check_access: bool = True
+    ) -> Conversation:
+        row = c.execute(
+            sa.select(conversations).where(
+                conversations.c.id == _conversation_id(conversation_id),
+                conversations.c.deleted_at.is_(None),
+            )
+        ).first()
         if row is None:
             raise NotFound("no such conversation")
         if row.owner_id != user.id:  # ids are random (128 bits): saying it is someone else's reveals nothing guessable
@@ -566,25 +685,32 @@ class Store:
 
     # ------------------------------------------------------------ feedback
 
-    def give_feedback(self, user: User, message_id: int, verdict: str, comment: str = "",
-                      helpful: Iterable[str] = ()) -> Feedback:
+    def give_feedback(
+        self, user: User, message_id: int, verdict: str, comment: str = "", helpful: Iterable[str] = ()
+    ) -> Feedback:
         """The user's verdict on an answer in one of their conversations, with an optional comment and the passages
         (among the answer's sources) that helped. A second verdict on the same answer replaces the first."""
         verdict = _choice(verdict, "the verdict", VERDICTS)
         comment = clean_text(comment, "the comment", LIMITS["comment"], required=False)
         if isinstance(helpful, str):
             raise InvalidInput("helpful passages must be a list of passage ids")
-        marked = list(dict.fromkeys(clean_text(p, "a passage id", LIMITS["passage_id"], one_line=True) for p in helpful))
+        marked = list(
+            dict.fromkeys(clean_text(p, "a passage id", LIMITS["passage_id"], one_line=True) for p in helpful)
+        )
         if len(marked) > LIMITS["helpful_ids"]:
             raise InvalidInput(f"too many helpful passages: {len(marked):,}, at most {LIMITS['helpful_ids']}")
         with self.db.writing() as c:
-            row = c.execute(sa.select(messages.c.id, messages.c.role, messages.c.result, messages.c.conversation_id).where(
-                messages.c.id == _message_id(message_id)
-            )).first()
+            row = c.execute(
+                sa.select(messages.c.id, messages.c.role, messages.c.result, messages.c.conversation_id).where(
+                    messages.c.id == _message_id(message_id)
+                )
+            ).first()
             if row is None or row.role != "assistant":
                 raise NotFound("no such answer")
             self._conversation(c, user, row.conversation_id)  # the user's own, not deleted, collection still readable
-            sources = {s.get("passage_id") for s in (json.loads(row.result).get("sources") or [])} if row.result else set()
+            sources = (
+                {s.get("passage_id") for s in (json.loads(row.result).get("sources") or [])} if row.result else set()
+            )
             unknown = [p for p in marked if p not in sources]
             if unknown:
                 raise InvalidInput(f"passage {unknown[0][:200]!r} is not among this answer's sources")
@@ -592,7 +718,9 @@ class Store:
             values = {"verdict": verdict, "comment": comment, "helpful": json.dumps(marked), "updated_at": now}
             insert = _upsert(c)(feedback).values(message_id=row.id, user_id=user.id, created_at=now, **values)
             c.execute(insert.on_conflict_do_update(index_elements=["message_id", "user_id"], set_=values))
-            saved = c.execute(sa.select(feedback).where(feedback.c.message_id == row.id, feedback.c.user_id == user.id)).one()
+            saved = c.execute(
+                sa.select(feedback).where(feedback.c.message_id == row.id, feedback.c.user_id == user.id)
+            ).one()
         return _feedback(saved)
 
     def answer(self, user: User, message_id: int) -> Message:
@@ -607,10 +735,16 @@ class Store:
     def feedback_on(self, user: User, message_id: int) -> Feedback | None:
         """The user's own verdict on an answer, if they gave one."""
         with self.db.reading() as c:
-            row = c.execute(sa.select(feedback).select_from(feedback.join(messages).join(conversations)).where(
-                feedback.c.message_id == _message_id(message_id), feedback.c.user_id == user.id,
-                conversations.c.owner_id == user.id, conversations.c.deleted_at.is_(None),
-            )).first()
+            row = c.execute(
+                sa.select(feedback)
+                .select_from(feedback.join(messages).join(conversations))
+                .where(
+                    feedback.c.message_id == _message_id(message_id),
+                    feedback.c.user_id == user.id,
+                    conversations.c.owner_id == user.id,
+                    conversations.c.deleted_at.is_(None),
+                )
+            ).first()
         return _feedback(row) if row is not None else None
 
     def feedback_counts(self) -> list[tuple[str, str, str, int]]:
@@ -628,8 +762,17 @@ class Store:
         """Every verdict on a kept answer (of one collection, or all), oldest first: what `typedrag eval
         export-feedback` turns into questions. No user names: a verdict counts, not who gave it."""
         query = (
-            sa.select(feedback, messages.c.text.label("answer"), messages.c.result, messages.c.type, messages.c.strategy,
-                      messages.c.method, messages.c.trace_id, messages.c.conversation_id, conversations.c.collection)
+            sa.select(
+                feedback,
+                messages.c.text.label("answer"),
+                messages.c.result,
+                messages.c.type,
+                messages.c.strategy,
+                messages.c.method,
+                messages.c.trace_id,
+                messages.c.conversation_id,
+                conversations.c.collection,
+            )
             .select_from(feedback.join(messages).join(conversations))
             .where(conversations.c.deleted_at.is_(None))
             .order_by(feedback.c.updated_at, feedback.c.id)
@@ -641,18 +784,36 @@ class Store:
             for row in c.execute(query).all():
                 data = json.loads(row.result) if row.result else {}
                 question = data.get("standalone_question") or data.get("question") or self._question_before(c, row)
-                records.append(FeedbackRecord(
-                    row.id, row.verdict, row.comment, tuple(json.loads(row.helpful)), row.updated_at, row.collection,
-                    question, row.answer, row.type, row.strategy, row.method, row.trace_id, row.message_id,
-                ))
+                records.append(
+                    FeedbackRecord(
+                        row.id,
+                        row.verdict,
+                        row.comment,
+                        tuple(json.loads(row.helpful)),
+                        row.updated_at,
+                        row.collection,
+                        question,
+                        row.answer,
+                        row.type,
+                        row.strategy,
+                        row.method,
+                        row.trace_id,
+                        row.message_id,
+                    )
+                )
         return records
 
     def _question_before(self, c: sa.Connection, row: Any) -> str:
         """The user message an answer without a recorded result answered."""
         text = c.execute(
-            sa.select(messages.c.text).where(
-                messages.c.conversation_id == row.conversation_id, messages.c.id < row.message_id, messages.c.role == "user"
-            ).order_by(messages.c.id.desc()).limit(1)
+            sa.select(messages.c.text)
+            .where(
+                messages.c.conversation_id == row.conversation_id,
+                messages.c.id < row.message_id,
+                messages.c.role == "user",
+            )
+            .order_by(messages.c.id.desc())
+            .limit(1)
         ).scalar()
         return text or ""
 
@@ -674,8 +835,16 @@ class Store:
         return conversation_markdown(self.conversation(user, conversation_id), self.messages(user, conversation_id))
 
 
-def open_store(database: str | None = None, data: Path | str | None = None, *, create: bool = True, migrate: bool = True,
-               pool_size: int = 5, pool_timeout: float = 30.0, clock: Callable[[], datetime] | None = None) -> Store:
+def open_store(
+    database: str | None = None,
+    data: Path | str | None = None,
+    *,
+    create: bool = True,
+    migrate: bool = True,
+    pool_size: int = 5,
+    pool_timeout: float = 30.0,
+    clock: Callable[[], datetime] | None = None,
+) -> Store:
     """The store at `database` (a URL), else in the data directory's SQLite file; migrated to this typedrag's schema.
     With create=False a missing SQLite file is an error rather than a new empty store (commands that only read)."""
     url = database_url(database, data)
@@ -710,7 +879,9 @@ def _may_read(user: User) -> sa.ColumnElement[bool]:
     listing's own query (one round trip to the database, not three)."""
     active = sa.exists().where(users.c.id == user.id, users.c.disabled == sa.false())
     admin = sa.exists().where(users.c.id == user.id, users.c.role == "admin")
-    granted = sa.exists().where(grants.c.user_id == user.id, grants.c.collection.in_([conversations.c.collection, EVERY_COLLECTION]))
+    granted = sa.exists().where(
+        grants.c.user_id == user.id, grants.c.collection.in_([conversations.c.collection, EVERY_COLLECTION])
+    )
     return sa.and_(active, sa.or_(admin, granted))
 
 
@@ -734,12 +905,24 @@ def _conversation(row: Any) -> Conversation:
 
 
 def _message(row: Any) -> Message:
-    return Message(row.id, row.conversation_id, row.role, row.text, row.created_at, row.trace_id, row.method, row.type,
-                   row.strategy, row.result)
+    return Message(
+        row.id,
+        row.conversation_id,
+        row.role,
+        row.text,
+        row.created_at,
+        row.trace_id,
+        row.method,
+        row.type,
+        row.strategy,
+        row.result,
+    )
 
 
 def _feedback(row: Any) -> Feedback:
-    return Feedback(row.id, row.message_id, row.verdict, row.comment, tuple(json.loads(row.helpful)), row.created_at, row.updated_at)
+    return Feedback(
+        row.id, row.message_id, row.verdict, row.comment, tuple(json.loads(row.helpful)), row.created_at, row.updated_at
+    )
 
 
 def _encode_cursor(last: Conversation) -> str:

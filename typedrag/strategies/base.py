@@ -41,7 +41,9 @@ def on_topic(question: str, pool: list[ScoredPassage]) -> Flow[list[ScoredPassag
     return [hit for hit in ranked if hit.score >= floor]
 
 
-def assign(queries: list[str], own_hits: list[list[ScoredPassage]], pool: list[ScoredPassage], k: int) -> Flow[list[list[ScoredPassage]]]:
+def assign(
+    queries: list[str], own_hits: list[list[ScoredPassage]], pool: list[ScoredPassage], k: int
+) -> Flow[list[list[ScoredPassage]]]:
     """Give each aspect up to k pooled passages that no other aspect has, taking turns, best match first.
 
     An aspect prefers its own search results, then any pooled passage, each ranked by the reranker

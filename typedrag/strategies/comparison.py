@@ -23,7 +23,9 @@ class ComparisonPlan(BaseModel):
     purpose: Literal["difference", "similarity", "superiority"] = Field(
         description="difference (how they differ), similarity (what they share) or superiority (which is better)"
     )
-    items: list[Name] = aspect_list("the two to five things compared, each named specifically enough to find documents on its own")
+    items: list[Name] = aspect_list(
+        "the two to five things compared, each named specifically enough to find documents on its own"
+    )
 
     @field_validator("purpose", mode="before")
     @classmethod
@@ -61,6 +63,7 @@ PURPOSE_INSTRUCTIONS = {
     "superiority": "Open with the conclusion: which is better for what the question asks, and the difference that decides it; "
     "then say when the other is the better choice.",
 }
+
 
 def item_query(item: str, question: str, items: list[str]) -> str:
     """The item, then the question's other content words: "Forgotten Pills film came first" finds the film,
@@ -104,7 +107,9 @@ class ComparisonStrategy:
         sources = yield Number(union([by_question[: depths.top_k], [hits[0] for hits in per_item if hits], best]))
         numbers = {s.passage_id: s.number for s in sources}
         aspects = [
-            Aspect(label=item, query=query, source_numbers=[numbers[h.passage_id] for h in hits if h.passage_id in numbers])
+            Aspect(
+                label=item, query=query, source_numbers=[numbers[h.passage_id] for h in hits if h.passage_id in numbers]
+            )
             for item, query, hits in zip(items, queries, per_item)
         ]
         task = Compared(

@@ -81,13 +81,14 @@ MEDIATE_DEBATE = Prompt(
 # The mediator's {stance}, by the weighing (typedrag.engines.base.Weighing).
 CONCLUDE = (
     "The documents favour one side: {side} ({reason}). Open with that conclusion as a direct answer to the "
-    "question (for example \"Generally no, because ...\"), give its main reasons, then the strongest point "
+    'question (for example "Generally no, because ..."), give its main reasons, then the strongest point '
     "on the other side and when it applies."
 )
 BALANCE = (
     "The documents leave this open. State the strongest reasons for and against, each with its sources, "
     "then what the choice turns on."
 )
+
 
 def offline_plan(question: str) -> DebatePlan:
     """The case for and the case against, each searched around the topic the question names (typedrag.phrasing.plans)."""
@@ -97,7 +98,9 @@ def offline_plan(question: str) -> DebatePlan:
 
 PLAN = PlanTask(role="plan:debate", prompt=PLAN_DEBATE, schema=DebatePlan, offline=offline_plan)
 WEIGH = PlanTask(role="weigh:debate", prompt=WEIGH_DEBATE, schema=Weighing)
-MEDIATION = Combination(PERSPECTIVE_ANSWER, MEDIATE_DEBATE, Facet.VIEWS, combine="mediate", weigh=(WEIGH, CONCLUDE, BALANCE))
+MEDIATION = Combination(
+    PERSPECTIVE_ANSWER, MEDIATE_DEBATE, Facet.VIEWS, combine="mediate", weigh=(WEIGH, CONCLUDE, BALANCE)
+)
 
 
 class DebateStrategy:

@@ -26,7 +26,20 @@ from typedrag.errors import AspectsFailed, LLMError, PlanFailed
 from typedrag.prompts import CITE, GROUNDED, Prompt, format_parts
 from typedrag.records import ScoredPassage
 from typedrag.result import Aspect, Source
-from typedrag.steps import Depths, Flow, Note, Number, Plan, Planned, Search, StrategyOutput, Tell, Together, Weigh, Write
+from typedrag.steps import (
+    Depths,
+    Flow,
+    Note,
+    Number,
+    Plan,
+    Planned,
+    Search,
+    StrategyOutput,
+    Tell,
+    Together,
+    Weigh,
+    Write,
+)
 from typedrag.strategies.base import assign, on_topic, union
 from typedrag.strategies.evidence import grounded_answer, question_hits
 from typedrag.strategies.plans import MAX_ASPECTS, Query, aspect_list, clean_phrases, keep_at_most
@@ -96,7 +109,9 @@ def repeats(text: str, earlier: str) -> bool:
 Planning = tuple[BaseModel, list[Aspect], str]
 
 
-def answer_and_combine(question: str, depths: Depths, name: str, how: Combination, planning: Flow[Planning]) -> Flow[StrategyOutput]:
+def answer_and_combine(
+    question: str, depths: Depths, name: str, how: Combination, planning: Flow[Planning]
+) -> Flow[StrategyOutput]:
     """The combined answer of the overview and the planned aspects.
 
     The overview answers the question itself exactly as plain RAG does, so the typed answer never has less
@@ -130,7 +145,9 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
         facet=how.facet,
         combine=how.combine,
         topic=topic,
-        sources=[numbered[n] for n in sorted(numbered)],  # what the parts were written from; the prompt does not show them
+        sources=[
+            numbered[n] for n in sorted(numbered)
+        ],  # what the parts were written from; the prompt does not show them
         max_tokens=600,
     )
     if how.weigh is not None:
@@ -142,7 +159,9 @@ def answer_and_combine(question: str, depths: Depths, name: str, how: Combinatio
     return StrategyOutput(answer=written.text, plan=plan, aspects=aspects)
 
 
-def weighed(question: str, topic: str, parts: tuple[Part, ...], role: str, how: tuple[PlanTask[Weighing], str, str]) -> Flow[str]:
+def weighed(
+    question: str, topic: str, parts: tuple[Part, ...], role: str, how: tuple[PlanTask[Weighing], str, str]
+) -> Flow[str]:
     """The mediator's stance: the sources weighed from the perspectives' cases (with a model; nothing is
     weighed offline), then `conclude` for the side they favour, or `balance`; a weighing that fails is
     recorded on the mediating step (`role`) and the answer balanced."""
@@ -191,7 +210,9 @@ def gather_evidence(
     working = []
     for aspect, hits in zip(aspects, assigned):
         if not hits:
-            yield from drop(aspect, "no on-topic passage beyond the question's own and the other aspects'", announce=True)
+            yield from drop(
+                aspect, "no on-topic passage beyond the question's own and the other aspects'", announce=True
+            )
             continue
         sources = yield Number(hits)
         aspect.source_numbers = [s.number for s in sources]
@@ -199,7 +220,9 @@ def gather_evidence(
     return working
 
 
-def answer_aspect(question: str, aspect: Aspect, sources: list[Source], name: str, how: Combination) -> Flow[Part | None]:
+def answer_aspect(
+    question: str, aspect: Aspect, sources: list[Source], name: str, how: Combination
+) -> Flow[Part | None]:
     """A planned aspect's answer from its own passages, told to streaming clients once written."""
     task = AspectAnswer(
         role=f"aspect:{name}",
@@ -234,8 +257,14 @@ def write_aspect(aspect: Aspect, task: WriteTask) -> Flow[Part | None]:
         yield from drop(aspect, "no sentence of its kind in its passages answers the question")
     if aspect.error is not None:
         return None
-    return Part(label=aspect.label, text=aspect.answer, quotes=written.quotes, lead=not isinstance(task, AspectAnswer), best=written.best,
-                filed_under=written.filed_under)
+    return Part(
+        label=aspect.label,
+        text=aspect.answer,
+        quotes=written.quotes,
+        lead=not isinstance(task, AspectAnswer),
+        best=written.best,
+        filed_under=written.filed_under,
+    )
 
 
 def drop(aspect: Aspect, reason: str, *, announce: bool = False) -> Flow[None]:

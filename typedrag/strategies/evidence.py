@@ -23,8 +23,12 @@ class Expansion(BaseModel):
     """A question's search widened by a model: the question as a search query in its documents' words, and a
     passage that would answer it (HyDE: a hypothetical answer is worded like the passages holding the real one)."""
 
-    rewrite: str = Field(max_length=200, description="the question as a short search query, in the words its documents would use")
-    passage: str = Field(max_length=700, description="two or three sentences a passage answering the question would contain")
+    rewrite: str = Field(
+        max_length=200, description="the question as a short search query, in the words its documents would use"
+    )
+    passage: str = Field(
+        max_length=700, description="two or three sentences a passage answering the question would contain"
+    )
 
     def queries(self) -> list[str]:
         return [self.rewrite, self.passage]
@@ -48,7 +52,9 @@ def question_hits(question: str, k: int) -> Flow[list[ScoredPassage]]:
         [hits] = yield Search([question], k)
         return hits
     rankings = yield Search([question, *extra], k)
-    return distinct(fuse_searches(rankings, k * len(rankings)), k)  # one query's passage may be another's near-duplicate
+    return distinct(
+        fuse_searches(rankings, k * len(rankings)), k
+    )  # one query's passage may be another's near-duplicate
 
 
 def grounded_answer(question: str, sources: list[Source], role: str) -> Grounded:

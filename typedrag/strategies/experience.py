@@ -76,6 +76,7 @@ EXPERIENCE_ANSWER = Prompt(
     "and what the sources call obsolete or rarely needed. Short bullet points are fine. At most eight points. " + CITE,
 )
 
+
 def offline_plan(question: str) -> ExperiencePlan:
     """The question's content words as the topic, its noun phrases and words as keywords (typedrag.phrasing.plans)."""
     topic, keywords = advice_keywords(question)

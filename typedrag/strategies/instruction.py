@@ -25,6 +25,7 @@ AGGREGATE_INSTRUCTION = Prompt(
     "sentences, with requirements first. Drop repetition. " + NO_FILLER + " At most eight steps.",
 )
 
+
 def offline_plan(question: str) -> SubQueryPlan:
     """What the task needs first, then its steps, read from the question (typedrag.phrasing.plans)."""
     return SubQueryPlan(sub_queries=instruction_queries(question))

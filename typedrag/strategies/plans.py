@@ -62,7 +62,9 @@ def aspect_list(description: str, *, at_least: int = 2, at_most: int = MAX_ASPEC
     """A list field whose schema asks decoders for `at_least` to `at_most` items; validation accepts `accept`
     (default `at_least`) or more, after duplicates are dropped."""
     return Field(
-        min_length=accept or at_least, description=description, json_schema_extra={"minItems": at_least, "maxItems": at_most}
+        min_length=accept or at_least,
+        description=description,
+        json_schema_extra={"minItems": at_least, "maxItems": at_most},
     )
 
 

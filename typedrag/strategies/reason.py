@@ -25,6 +25,7 @@ AGGREGATE_REASON = Prompt(
     "At most eight sentences.",
 )
 
+
 def offline_plan(question: str) -> SubQueryPlan:
     """Two searches for the subject's causes, read from the question (typedrag.phrasing.plans)."""
     return SubQueryPlan(sub_queries=reason_queries(question))

@@ -49,7 +49,15 @@ def answered(span_: Any, result: Any) -> None:
     describe(
         span_,
         strategy=result.strategy,
-        **({"question.type": kind.type, "question.type_confidence": kind.confidence, "question.type_source": kind.source} if kind else {}),
+        **(
+            {
+                "question.type": kind.type,
+                "question.type_confidence": kind.confidence,
+                "question.type_source": kind.source,
+            }
+            if kind
+            else {}
+        ),
         plan_used=result.plan_used,
         abstained=result.abstained,
         aspects=len(result.aspects),
@@ -84,7 +92,9 @@ def fallback(step_name: str, reason: str) -> None:
         current = _trace.get_current_span()
         if current.is_recording():
             if content_recorded():
-                current.add_event("typedrag.fallback", {"typedrag.fallback.step": step_name, "typedrag.fallback.reason": reason})
+                current.add_event(
+                    "typedrag.fallback", {"typedrag.fallback.step": step_name, "typedrag.fallback.reason": reason}
+                )
             else:
                 current.add_event("typedrag.fallback", {"typedrag.fallback.step": step_kind(step_name)})
 
@@ -101,7 +111,7 @@ def abstained(reason: str, question_type: str | None = None) -> None:
     if tracing():
         current = _trace.get_current_span()
         if current.is_recording():
-            current.add_event("typedrag.abstain", _clean({"typedrag.abstain.reason": reason, "typedrag.question.type": question_type}))
+            current.add_event(
+                "typedrag.abstain", _clean({"typedrag.abstain.reason": reason, "typedrag.question.type": question_type})
+            )
     _tell("abstention", reason=reason, question_type=question_type)
-
-

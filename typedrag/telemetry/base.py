@@ -156,8 +156,8 @@ def _clean(attributes: dict[str, Any]) -> dict[str, Any]:
         if value is None:
             continue
         if isinstance(value, (list, tuple)):
-            value = [item if isinstance(item, (str, bool, int, float)) else str(item) for item in value if item is not None]
+            value = [
+                item if isinstance(item, (str, bool, int, float)) else str(item) for item in value if item is not None
+            ]
         cleaned[key] = value
     return cleaned
-
-

@@ -75,7 +75,8 @@ def llm_call(
         }
         if content_recorded():
             attributes["gen_ai.input.messages"] = json.dumps(
-                [{"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]} for m in messages], ensure_ascii=False
+                [{"role": m["role"], "parts": [{"type": "text", "content": m["content"]}]} for m in messages],
+                ensure_ascii=False,
             )
         with span(f"chat {model}", attributes, kind=SpanKind.CLIENT) as span_:
             model_call = ModelCall(span_)
@@ -114,7 +115,13 @@ def _describe_call(span_: Any, call: Any, model_call: ModelCall) -> None:
         attributes["error.type"] = "invalid_reply"  # a structured reply that stayed invalid after the repair round
     if text is not None and content_recorded():
         attributes["gen_ai.output.messages"] = json.dumps(
-            [{"role": "assistant", "parts": [{"type": "text", "content": text}], "finish_reason": call.finish_reason or "stop"}],
+            [
+                {
+                    "role": "assistant",
+                    "parts": [{"type": "text", "content": text}],
+                    "finish_reason": call.finish_reason or "stop",
+                }
+            ],
             ensure_ascii=False,
         )
     span_.set_attributes(_clean(attributes))
@@ -141,5 +148,3 @@ def _server(url: str | None) -> dict[str, Any]:
     except ValueError:
         return {}
     return {"server.address": parts.hostname, "server.port": port} if parts.hostname else {}
-
-

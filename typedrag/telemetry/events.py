@@ -39,5 +39,3 @@ def _tell(event: str, **fields: Any) -> None:
             listener(**fields)
         except Exception:  # a broken metric must never break an answer
             pass
-
-

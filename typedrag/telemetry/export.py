@@ -95,7 +95,9 @@ class _ExitFlush:
     def at_exit(self) -> None:
         self.asked.set()
         if not self.done.wait(self.seconds):
-            sys.stderr.write(f"warning: traces not sent: the trace collector did not take them within {self.seconds:g} s\n")
+            sys.stderr.write(
+                f"warning: traces not sent: the trace collector did not take them within {self.seconds:g} s\n"
+            )
 
 
 def flush(seconds: float = SHUTDOWN_FLUSH_SECONDS) -> bool:
@@ -108,7 +110,9 @@ def flush(seconds: float = SHUTDOWN_FLUSH_SECONDS) -> bool:
     if force_flush is None:
         return True
     outcome: list[bool] = []
-    worker = threading.Thread(target=lambda: outcome.append(bool(force_flush())), name="typedrag-trace-flush", daemon=True)
+    worker = threading.Thread(
+        target=lambda: outcome.append(bool(force_flush())), name="typedrag-trace-flush", daemon=True
+    )
     worker.start()
     worker.join(seconds)
     return bool(outcome and outcome[0])
@@ -179,8 +183,15 @@ def endpoint_secrets(url: str) -> list[str]:
 def _hide_header_values(env: Any) -> None:
     """Mask the header values, and any password in an endpoint URL (from `env` and the process environment the
     SDK reads), in what the SDK logs."""
-    secrets = [v for name in _HEADER_VARIABLES for source in (env, os.environ) for v in header_values(source.get(name, ""))]
-    secrets += [v for name in _ENDPOINT_VARIABLES for source in (env, os.environ) for v in endpoint_secrets(source.get(name, ""))]
+    secrets = [
+        v for name in _HEADER_VARIABLES for source in (env, os.environ) for v in header_values(source.get(name, ""))
+    ]
+    secrets += [
+        v
+        for name in _ENDPOINT_VARIABLES
+        for source in (env, os.environ)
+        for v in endpoint_secrets(source.get(name, ""))
+    ]
     if not secrets:
         return
     for name in _OTEL_LOGGERS:
@@ -198,16 +209,27 @@ def _exporter(name: str, env: dict[str, str]) -> tuple[Any, str | None]:
 
         return ConsoleSpanExporter(out=sys.stderr), None  # stdout is the answer's
     if name != "otlp":
-        return None, f"OTEL_TRACES_EXPORTER={name} is not supported by typedrag (otlp, console or none); not exporting there"
-    protocol = (env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf").strip()
+        return (
+            None,
+            f"OTEL_TRACES_EXPORTER={name} is not supported by typedrag (otlp, console or none); not exporting there",
+        )
+    protocol = (
+        env.get("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL") or env.get("OTEL_EXPORTER_OTLP_PROTOCOL") or "http/protobuf"
+    ).strip()
     if protocol == "grpc":
         try:
             from opentelemetry.exporter.otlp.proto.grpc.trace_exporter import OTLPSpanExporter as GrpcExporter
         except ImportError:
-            return None, "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc installed; no traces sent"
+            return (
+                None,
+                "OTEL_EXPORTER_OTLP_PROTOCOL=grpc needs opentelemetry-exporter-otlp-proto-grpc installed; no traces sent",
+            )
         return GrpcExporter(), None
     if protocol != "http/protobuf":
-        return None, f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol} is not supported by typedrag (http/protobuf or grpc); no traces sent"
+        return (
+            None,
+            f"OTEL_EXPORTER_OTLP_PROTOCOL={protocol} is not supported by typedrag (http/protobuf or grpc); no traces sent",
+        )
     try:
         from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
     except ImportError:

@@ -41,7 +41,9 @@ def serving_request(method: str, path: str, headers: Sequence[tuple[bytes, bytes
     attributes = {"http.request.method": known, "url.path": path, "client.address": client}
     if known != method:
         attributes["http.request.method_original"] = method[:32]
-    return _current("HTTP" if known == OTHER_METHOD else known, SpanKind.SERVER, _clean(attributes), propagate.extract(carrier))
+    return _current(
+        "HTTP" if known == OTHER_METHOD else known, SpanKind.SERVER, _clean(attributes), propagate.extract(carrier)
+    )
 
 
 def served(span_: Any, method: str, route: str | None, status: int) -> None:
@@ -56,5 +58,3 @@ def served(span_: Any, method: str, route: str | None, status: int) -> None:
     if status >= 500:
         span_.set_attribute("error.type", str(status))
         span_.set_status(Status(StatusCode.ERROR))
-
-

@@ -83,8 +83,12 @@ class ScriptedChatModel:
         if on_text is not None and schema is None:
             for piece in word_pieces(text):
                 on_text(piece)
-        record = LLMCall(role=role, engine=self.name, prompt_tokens=sum(len(m["content"].split()) for m in messages),
-                         completion_tokens=len(text.split()))
+        record = LLMCall(
+            role=role,
+            engine=self.name,
+            prompt_tokens=sum(len(m["content"].split()) for m in messages),
+            completion_tokens=len(text.split()),
+        )
         parsed = None
         if schema is not None:
             try:

@@ -85,7 +85,10 @@ _FALLBACK_PLANS = {
     "SubQueryPlan": lambda q: {"sub_queries": [f"{q} causes", f"{q} background"]},
     "DebatePlan": lambda q: {
         "topic": q[:60],
-        "perspectives": [{"name": "supporters", "sub_query": f"support {q}"}, {"name": "critics", "sub_query": f"against {q}"}],
+        "perspectives": [
+            {"name": "supporters", "sub_query": f"support {q}"},
+            {"name": "critics", "sub_query": f"against {q}"},
+        ],
     },
     "TypeVerdict": lambda q: {"type": "EVIDENCE-BASED"},
     "StandaloneQuestion": lambda q: {"question": q},  # the last question, unchanged
@@ -132,7 +135,14 @@ def pair_verdict(prompt: str) -> str:
     readings = {label: reading(shown.get(label, "")) for label in "AB"}
     a, b = readings["A"]["answering"], readings["B"]["answering"]
     winner = "A" if a > b else "B" if b > a else "tie"
-    return json.dumps({"answer_a": readings["A"], "answer_b": readings["B"], "reason": f"cited sentences {a} vs {b}", "winner": winner})
+    return json.dumps(
+        {
+            "answer_a": readings["A"],
+            "answer_b": readings["B"],
+            "reason": f"cited sentences {a} vs {b}",
+            "winner": winner,
+        }
+    )
 
 
 def written_questions(prompt: str) -> str:
@@ -141,11 +151,22 @@ def written_questions(prompt: str) -> str:
     count = int(asked.group(1)) if asked else 1
     titles = re.findall(r"^\[(\d+)\] ([^:\n]+)", prompt, re.M) or [("1", "the documents")]
     kind = re.search(r"Kind: (\w[\w-]*)", prompt)
-    opening = {"REASON": "Why does", "INSTRUCTION": "How do I use", "COMPARISON": "How does", "EXPERIENCE": "Any tips for",
-               "DEBATE": "Is it a good idea to rely on", "EVIDENCE-BASED": "What is"}.get(kind.group(1) if kind else "", "What is")
+    opening = {
+        "REASON": "Why does",
+        "INSTRUCTION": "How do I use",
+        "COMPARISON": "How does",
+        "EXPERIENCE": "Any tips for",
+        "DEBATE": "Is it a good idea to rely on",
+        "EVIDENCE-BASED": "What is",
+    }.get(kind.group(1) if kind else "", "What is")
     tag = hashlib.sha256(prompt.encode()).hexdigest()[:6]  # another prompt, other questions
-    rows = [{"question": f"{opening} {titles[i % len(titles)][1].strip()} (question {i + 1} of {tag})?",
-             "passage": int(titles[i % len(titles)][0])} for i in range(count)]
+    rows = [
+        {
+            "question": f"{opening} {titles[i % len(titles)][1].strip()} (question {i + 1} of {tag})?",
+            "passage": int(titles[i % len(titles)][0]),
+        }
+        for i in range(count)
+    ]
     return json.dumps({"questions": rows})
 
 
@@ -165,16 +186,31 @@ def default_content(request: ChatRequest) -> str:
     if "judge" in request.prompt.lower() and "[[" in request.prompt:
         return "Rank: [[2]]"
     if name == "LabelledAnswer":  # knowledge = "labelled": the answer from the sources, nothing of its own
-        return json.dumps({"from_sources": f"Stub answer to: {question[:80]}{cite}.", "not_covered": "", "from_own_knowledge": []})
-    focus = re.search(r"(?:Answer only this part of it: |as seen by )(.+?)(?:, using the sources)?\.?\n", request.last_user + "\n")
+        return json.dumps(
+            {"from_sources": f"Stub answer to: {question[:80]}{cite}.", "not_covered": "", "from_own_knowledge": []}
+        )
+    focus = re.search(
+        r"(?:Answer only this part of it: |as seen by )(.+?)(?:, using the sources)?\.?\n", request.last_user + "\n"
+    )
     if focus:  # an aspect: about its own focus, so aspects do not repeat each other
         return f"Stub answer about {focus.group(1)[:80]}{cite}."
     return f"Stub answer to: {question[:80]}{cite}."
 
 
 def _schema_from_prompt(prompt: str) -> str | None:
-    markers = (('"from_sources"', "LabelledAnswer"), ('"winner"', "PairVerdict"), ('"questions": [', "WrittenQuestions"), ('"purpose"', "ComparisonPlan"), ('"keywords"', "ExperiencePlan"), ('"sub_queries"', "SubQueryPlan"),
-               ('"leaning"', "Weighing"), ('"rewrite"', "Expansion"), ('"perspectives"', "DebatePlan"), ('"type"', "TypeVerdict"), ("Last question:", "StandaloneQuestion"))
+    markers = (
+        ('"from_sources"', "LabelledAnswer"),
+        ('"winner"', "PairVerdict"),
+        ('"questions": [', "WrittenQuestions"),
+        ('"purpose"', "ComparisonPlan"),
+        ('"keywords"', "ExperiencePlan"),
+        ('"sub_queries"', "SubQueryPlan"),
+        ('"leaning"', "Weighing"),
+        ('"rewrite"', "Expansion"),
+        ('"perspectives"', "DebatePlan"),
+        ('"type"', "TypeVerdict"),
+        ("Last question:", "StandaloneQuestion"),
+    )
     for marker, name in markers:
         if marker in prompt:
             return name
@@ -235,7 +271,12 @@ class OpenAIStubServer:
         self._server.server_close()
 
     def reset(
-        self, responder: Responder | None = None, *, delay: float = 0.0, first_token_delay: float | None = None, token_rate: float = 0.0
+        self,
+        responder: Responder | None = None,
+        *,
+        delay: float = 0.0,
+        first_token_delay: float | None = None,
+        token_rate: float = 0.0,
     ) -> "OpenAIStubServer":
         """Serve the next test afresh on the same port: a new responder and latency, no request or stream
         remembered. A reply still waiting out the last test's latency, drip, token rate or `hold` is cut
@@ -342,7 +383,11 @@ class OpenAIStubServer:
                     "created": int(time.time()),
                     "model": body.get("model", stub.model),
                     "choices": [
-                        {"index": 0, "finish_reason": reply.finish_reason, "message": {"role": "assistant", "content": reply.content}}
+                        {
+                            "index": 0,
+                            "finish_reason": reply.finish_reason,
+                            "message": {"role": "assistant", "content": reply.content},
+                        }
                     ],
                     "usage": {
                         "prompt_tokens": prompt_tokens,
@@ -354,8 +399,12 @@ class OpenAIStubServer:
 
             def _stream(self, body: dict[str, Any], request: ChatRequest, reply: Reply) -> None:
                 """The reply as chat.completion.chunk events in HTTP chunked encoding, trickled at the stub's rate."""
-                base = {"id": f"chatcmpl-stub-{len(stub.requests)}", "object": "chat.completion.chunk",
-                        "created": int(time.time()), "model": body.get("model", stub.model)}
+                base = {
+                    "id": f"chatcmpl-stub-{len(stub.requests)}",
+                    "object": "chat.completion.chunk",
+                    "created": int(time.time()),
+                    "model": body.get("model", stub.model),
+                }
 
                 def event(delta: dict[str, Any], finish: str | None = None, **extra: Any) -> bytes:
                     data = {**base, "choices": [{"index": 0, "delta": delta, "finish_reason": finish}], **extra}
@@ -363,8 +412,11 @@ class OpenAIStubServer:
 
                 tokens = reply.pieces if reply.pieces is not None else word_pieces(reply.content or "")
                 prompt_tokens = sum(len(m.get("content", "").split()) for m in request.messages)
-                usage = {"prompt_tokens": prompt_tokens, "completion_tokens": len(tokens),
-                         "total_tokens": prompt_tokens + len(tokens)}
+                usage = {
+                    "prompt_tokens": prompt_tokens,
+                    "completion_tokens": len(tokens),
+                    "total_tokens": prompt_tokens + len(tokens),
+                }
                 events = [event({"role": "assistant", "content": ""})]
                 events += [event({"content": token}) for token in tokens]
                 events.append(event({}, reply.finish_reason))

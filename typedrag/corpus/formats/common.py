@@ -12,7 +12,9 @@ from typedrag.records import Block, BlockKind
 MAX_BLOCK_CHARS = 16_000
 
 # ANSI escape sequences (CSI and OSC) whole, then any other C0/C1 control character except \t and \n.
-_CONTROL = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]{0,256}(?:\x07|\x1b\\)?|[\x00-\x08\x0e-\x1f\x7f-\x9f]")
+_CONTROL = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b\n]{0,256}(?:\x07|\x1b\\)?|[\x00-\x08\x0e-\x1f\x7f-\x9f]"
+)
 _NEWLINES = str.maketrans({"\r": "\n", "\x0b": "\n", "\x0c": "\n"})
 # Every character `clean` changes or removes: the newlines above, the escape and the control characters.
 _DIRTY = re.compile(r"[\x00-\x08\x0b-\x1f\x7f-\x9f]")
@@ -103,7 +105,12 @@ class Outline:
 
 
 def blocks_of(
-    text: str, section: tuple[str, ...], page: int | None = None, *, kind: BlockKind = BlockKind.PROSE, order: int | None = None
+    text: str,
+    section: tuple[str, ...],
+    page: int | None = None,
+    *,
+    kind: BlockKind = BlockKind.PROSE,
+    order: int | None = None,
 ) -> Iterator[Block]:
     """`text` as one block of `kind`, or several when it is longer than `MAX_BLOCK_CHARS`."""
     for piece in split_long(text):

@@ -125,4 +125,6 @@ def choose(path: Path, name: str | None = None) -> Kind:
         return Kind.HTML
     if not Path(name).suffix and is_utf8_text(head):
         return Kind.TEXT
-    raise Unreadable(f"unsupported file type (expected one of {', '.join(SUFFIXES)}, or text without a suffix), skipped")
+    raise Unreadable(
+        f"unsupported file type (expected one of {', '.join(SUFFIXES)}, or text without a suffix), skipped"
+    )

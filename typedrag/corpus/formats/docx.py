@@ -35,7 +35,9 @@ def read_docx(path: Path, fallback_title: str | None = None) -> Parsed:
     """The document at `path`; `fallback_title` (else the file name) when it has no title of its own."""
     document = _open(path)
     fallback = title_line(path.stem) if fallback_title is None else fallback_title
-    title = title_line(document.core_properties.title or "") or _title_paragraph(document, _Styles(document)) or fallback
+    title = (
+        title_line(document.core_properties.title or "") or _title_paragraph(document, _Styles(document)) or fallback
+    )
     return Parsed(title, _blocks(path, title))
 
 
@@ -48,7 +50,9 @@ def check_sizes(path: Path) -> None:
         return  # python-docx says what is wrong with it
     for part in parts:
         if part.file_size > LARGEST_PART:
-            raise Unreadable(f"too large: its part {part.filename} holds {part.file_size >> 20:,} MB uncompressed, skipped")
+            raise Unreadable(
+                f"too large: its part {part.filename} holds {part.file_size >> 20:,} MB uncompressed, skipped"
+            )
         if part.file_size > 1 << 20 and part.file_size > LARGEST_RATIO * max(part.compress_size, 1):
             ratio = part.file_size // max(part.compress_size, 1)
             raise Unreadable(f"its part {part.filename} expands {ratio:,}-fold (a zip bomb?), skipped")

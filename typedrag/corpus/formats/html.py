@@ -27,13 +27,46 @@ LARGEST = 256 << 20  # bytes: a page is parsed whole, so a bigger file is refuse
 
 BOILERPLATE = ", ".join(
     [
-        "script", "style", "noscript", "template", "iframe", "object", "embed", "svg", "canvas",
-        "button", "select", "textarea", "input",
-        "nav", "aside", "footer", "body > header", "header[role=banner]",
-        "[role=navigation]", "[role=search]", "[role=banner]", "[role=contentinfo]", "[role=complementary]",
-        "[aria-hidden=true]", ".navheader", ".navfooter", ".docnav", ".breadcrumb", ".breadcrumbs",
-        ".toc > p", ".related", ".sphinxsidebar", ".footer", "#footer", ".headerlink", "#sidebarbutton", ".mobile-nav",
-        "#banner", ".skip-link", "#docComments",
+        "script",
+        "style",
+        "noscript",
+        "template",
+        "iframe",
+        "object",
+        "embed",
+        "svg",
+        "canvas",
+        "button",
+        "select",
+        "textarea",
+        "input",
+        "nav",
+        "aside",
+        "footer",
+        "body > header",
+        "header[role=banner]",
+        "[role=navigation]",
+        "[role=search]",
+        "[role=banner]",
+        "[role=contentinfo]",
+        "[role=complementary]",
+        "[aria-hidden=true]",
+        ".navheader",
+        ".navfooter",
+        ".docnav",
+        ".breadcrumb",
+        ".breadcrumbs",
+        ".toc > p",
+        ".related",
+        ".sphinxsidebar",
+        ".footer",
+        "#footer",
+        ".headerlink",
+        "#sidebarbutton",
+        ".mobile-nav",
+        "#banner",
+        ".skip-link",
+        "#docComments",
     ]
 )
 MAIN = "main, [role=main]"
@@ -96,7 +129,11 @@ def parse_html(markup: str, fallback_title: str) -> Parsed:
 
 def decode(data: bytes) -> str:
     """BOM, then the charset the page declares, then UTF-8, then windows-1252."""
-    for bom, encoding in ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+    for bom, encoding in (
+        (codecs.BOM_UTF8, "utf-8"),
+        (codecs.BOM_UTF16_LE, "utf-16-le"),
+        (codecs.BOM_UTF16_BE, "utf-16-be"),
+    ):
         if data.startswith(bom):
             return data[len(bom) :].decode(encoding, errors="replace")
     head = data[:4096]

@@ -65,7 +65,8 @@ _MD_TABLE_DELIMITER = re.compile(r"^ {0,3}\|?[ \t]*+:?-++:?[ \t]*+(?:\|[ \t]*+:?
 _MD_QUOTE = re.compile(r"^ {0,3}> ?")
 # A quote that opens with one of these is a note box: "> **Note**", "> **Warning:** ...", "> [!TIP]", "> Note: ..."
 _MD_ADMONITION = re.compile(
-    r"^(?:\*\*|__)?\[?!?(note|tip|hint|important|warning|caution|danger|attention|info)\]?:?(?:\*\*|__)?(?::|\s|$)", re.I
+    r"^(?:\*\*|__)?\[?!?(note|tip|hint|important|warning|caution|danger|attention|info)\]?:?(?:\*\*|__)?(?::|\s|$)",
+    re.I,
 )
 _RST_ITEM = re.compile(r"^(\s*)([-*+•‣⁃]|\(?(\d{1,9}|#|[a-zA-Z])[.)])(?:[ \t]+|$)")
 _RST_DIRECTIVE = re.compile(r"^\.\.[ \t]+([\w:.+-]+)[ \t]*::(?:[ \t]+(.*))?$")
@@ -143,7 +144,9 @@ def check_utf8(path: Path) -> None:
             try:
                 decoder.decode(chunk)
             except UnicodeDecodeError as e:
-                raise Unreadable("not a UTF-8 text file (binary?), skipped", line + chunk.count(b"\n", 0, e.start)) from None
+                raise Unreadable(
+                    "not a UTF-8 text file (binary?), skipped", line + chunk.count(b"\n", 0, e.start)
+                ) from None
             nul = chunk.find(b"\x00")
             if nul >= 0:
                 raise Unreadable("NUL byte (binary file?), skipped", line + chunk.count(b"\n", 0, nul))
@@ -246,7 +249,9 @@ class _Buffer:
         self.verbatim = False  # code and tables: lines as they are, not unwrapped
         self.inline = None  # markup to drop from the text (links, roles)
 
-    def start(self, kind: BlockKind, order: int | None = None, *, verbatim: bool = False, inline=None) -> Paragraph | None:
+    def start(
+        self, kind: BlockKind, order: int | None = None, *, verbatim: bool = False, inline=None
+    ) -> Paragraph | None:
         """Begin a block of `kind`; the block read so far, if any, is handed out."""
         done = self.flush()
         self.kind, self.order, self.verbatim, self.inline = kind, order, verbatim, inline
@@ -344,9 +349,13 @@ class _Markdown:
         if done := self.buffer.flush():
             yield done
 
-    def begin(self, mode: str, kind: BlockKind, order: int | None = None, *, verbatim: bool = False) -> Iterator[Paragraph]:
+    def begin(
+        self, mode: str, kind: BlockKind, order: int | None = None, *, verbatim: bool = False
+    ) -> Iterator[Paragraph]:
         self.mode = mode
-        if done := self.buffer.start(kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else self.inline):
+        if done := self.buffer.start(
+            kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else self.inline
+        ):
             yield done
 
     def inline(self, text: str) -> str:
@@ -429,7 +438,12 @@ class _Markdown:
                 yield from self.begin("table", BlockKind.TABLE, verbatim=True)
             yield from self.add(line.strip())
             return
-        if self.mode == "prose" and len(self.buffer.lines) == 1 and _MD_TABLE_DELIMITER.match(line) and "|" in line + self.buffer.lines[0]:
+        if (
+            self.mode == "prose"
+            and len(self.buffer.lines) == 1
+            and _MD_TABLE_DELIMITER.match(line)
+            and "|" in line + self.buffer.lines[0]
+        ):
             header = self.buffer.lines[0].strip()  # "a | b" then "--- | ---": a table without outer pipes
             self.buffer.lines, self.buffer.size = [], 0
             yield from self.begin("table", BlockKind.TABLE, verbatim=True)
@@ -479,7 +493,9 @@ def _without_target(found: re.Match) -> str:
 
 
 # What a directive's content is, by the directive's name.
-_RST_CODE = frozenset("code code-block sourcecode literalinclude doctest testcode testoutput parsed-literal productionlist highlight".split())
+_RST_CODE = frozenset(
+    "code code-block sourcecode literalinclude doctest testcode testoutput parsed-literal productionlist highlight".split()
+)
 _RST_ADMONITIONS = frozenset(
     "note tip hint important warning caution danger error attention admonition seealso versionadded versionchanged "
     "deprecated impl-detail".split()
@@ -496,8 +512,13 @@ _RST_SIGNATURES = frozenset(
 _ONE_BLOCK = frozenset({BlockKind.ADMONITION, BlockKind.CAPTION, BlockKind.NOTICE})
 # Directives whose argument is a file name, a language or a name: no text.
 _RST_NO_TEXT = frozenset("highlight currentmodule moduleauthor sectionauthor codeauthor default-role role".split())
-_RST_TITLES = {"seealso": "See also", "versionadded": "New in version", "versionchanged": "Changed in version",
-               "deprecated": "Deprecated since version", "impl-detail": "CPython implementation detail"}
+_RST_TITLES = {
+    "seealso": "See also",
+    "versionadded": "New in version",
+    "versionchanged": "Changed in version",
+    "deprecated": "Deprecated since version",
+    "impl-detail": "CPython implementation detail",
+}
 
 
 @dataclass(slots=True)
@@ -536,9 +557,13 @@ class _Rst:
         if done := self.buffer.flush():
             yield self.literal_marker(done)
 
-    def begin(self, mode: str, kind: BlockKind, order: int | None = None, *, verbatim: bool = False) -> Iterator[Paragraph]:
+    def begin(
+        self, mode: str, kind: BlockKind, order: int | None = None, *, verbatim: bool = False
+    ) -> Iterator[Paragraph]:
         self.mode = mode
-        if done := self.buffer.start(kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else _rst_inline):
+        if done := self.buffer.start(
+            kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else _rst_inline
+        ):
             yield self.literal_marker(done)
 
     def literal_marker(self, paragraph: Paragraph) -> Paragraph | None:
@@ -637,7 +662,13 @@ class _Rst:
             if len(line.strip()) >= min(len(title), 4):
                 self.buffer.lines, self.buffer.size, self.mode = [], 0, ""
                 return iter([Heading(_rst_level(self.styles, (line.strip()[0], False)), _rst_inline(title))])
-        if adornment and self.mode in ("", "prose") and not self.buffer.lines and len(line.strip()) >= 3 and not line[0].isspace():
+        if (
+            adornment
+            and self.mode in ("", "prose")
+            and not self.buffer.lines
+            and len(line.strip()) >= 3
+            and not line[0].isspace()
+        ):
             self.overline = line.strip()
             self.mode = "prose"
             return iter(())

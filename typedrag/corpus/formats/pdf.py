@@ -37,10 +37,14 @@ _DIGITS = re.compile(r"\d+")
 _HYPHENATED = re.compile(r"[a-zà-ÿ][-\u00ad\u2010]$")
 _PDFIUM_HYPHENS = str.maketrans({"\x02": "\u00ad", "\ufffe": "\u00ad"})  # how PDFium marks a hyphen it thinks soft
 # Typewriter fonts: Courier, DejaVu Sans Mono, Consolas, Inconsolata, TeX's CMTT / LMMono / SFTT ...
-_MONOSPACE = re.compile(r"mono|courier|consol|inconsolata|typewriter|code|cmtt|cmsltt|sftt|lmtt|tt\d|pcrr|nimbusmono", re.I)
+_MONOSPACE = re.compile(
+    r"mono|courier|consol|inconsolata|typewriter|code|cmtt|cmsltt|sftt|lmtt|tt\d|pcrr|nimbusmono", re.I
+)
 _FIXED_PITCH = 1  # PDF font descriptor flag
 _ITEM = re.compile(r"^(?:[•◦▪▫■□●○‣⁃∙·*–-]|(\d{1,3})[.)]|\((\d{1,3})\))\s+\S")
-_NOT_TITLES = re.compile(r"^(untitled|title|document|slide \d+|microsoft word.*|.*\.(pdf|docx?|tex|dvi|ps|rtf|odt|indd))$", re.I)
+_NOT_TITLES = re.compile(
+    r"^(untitled|title|document|slide \d+|microsoft word.*|.*\.(pdf|docx?|tex|dvi|ps|rtf|odt|indd))$", re.I
+)
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,18 @@ from __future__ import annotations
 import asyncio
 from pydantic import BaseModel
 
-from typedrag.engines.base import AspectAnswer, ClosedBook, Combined, PlanT, PlanTask, TextSink, Trace, WriteTask, Written, sentence_pieces
+from typedrag.engines.base import (
+    AspectAnswer,
+    ClosedBook,
+    Combined,
+    PlanT,
+    PlanTask,
+    TextSink,
+    Trace,
+    WriteTask,
+    Written,
+    sentence_pieces,
+)
 from typedrag.engines.offline.answers import NO_PASSAGES, answer, quoted_from
 from typedrag.engines.offline.settings import DEFAULT, OfflineSettings
 from typedrag.errors import PlanFailed
@@ -59,7 +70,9 @@ class OfflineEngine:
         recorded among the LLM calls: the driver records the step)."""
         try:
             if task.offline is None:
-                raise ValueError(f"no offline planner for {task.role}; give the PlanTask an offline planner, or use an LLM")
+                raise ValueError(
+                    f"no offline planner for {task.role}; give the PlanTask an offline planner, or use an LLM"
+                )
             planned = task.offline(question)
             return task.schema.model_validate(planned.model_dump() if isinstance(planned, BaseModel) else planned)
         except ValueError as error:  # includes pydantic.ValidationError
@@ -83,12 +96,24 @@ class OfflineEngine:
         written = answer(task, self.reader, self.settings)
         # What it left out is what the offline engine does by design (it quotes only what its reader reads as
         # answering): said on the step in the trace, never a fallback (issue 55).
-        said = [f"left out: {reason_left_out} (the reader found none in the passages)" for reason_left_out in written.dropped]
+        said = [
+            f"left out: {reason_left_out} (the reader found none in the passages)"
+            for reason_left_out in written.dropped
+        ]
         if written.held_back is not None:
             said.append(f"not added: {written.held_back}")
-        if not written.supported and written.lead and not isinstance(task, AspectAnswer | Combined):  # said of the parts
+        if (
+            not written.supported and written.lead and not isinstance(task, AspectAnswer | Combined)
+        ):  # said of the parts
             said.append("the reader found no sentence that answers; the nearest on-topic ones are quoted")
         # An answer that quotes nothing answers nothing, whatever the reader's best chance among sentences it
         # could not quote (none on topic): the final step is then abstained on, not "do not speak to this".
         best = written.best if written.lead or written.groups else 0.0
-        return Written(written.text(), written.quotes(), written.supported, best=best, said=tuple(said), filed_under=written.filed_under)
+        return Written(
+            written.text(),
+            written.quotes(),
+            written.supported,
+            best=best,
+            said=tuple(said),
+            filed_under=written.filed_under,
+        )

@@ -77,7 +77,11 @@ class Answer:
                 lines.append(f"- {group.label}: " + " ".join(quoted(s) for s in group.sentences))
             else:
                 lines.append(f"{group.label}:")
-                marks = [f"{n}." for n in range(1, len(group.sentences) + 1)] if group.style == "steps" else ["-"] * len(group.sentences)
+                marks = (
+                    [f"{n}." for n in range(1, len(group.sentences) + 1)]
+                    if group.style == "steps"
+                    else ["-"] * len(group.sentences)
+                )
                 lines += [f"{mark} {quoted(s)}" for mark, s in zip(marks, group.sentences)]
         return "\n".join(lines)
 
@@ -166,7 +170,13 @@ def planned_finds(task: Compared | Advised, lead: Answer, reader: Reader, settin
         return lead
     searches = len(task.items) if isinstance(task, Compared) else 1
     material = Material(task.question, beyond, reader, settings)
-    found = material.pick(settings.aspect_sentences * searches, sure(reader.bars, settings), better_than(lead.lead), standing_alone, beside=lead.lead)
+    found = material.pick(
+        settings.aspect_sentences * searches,
+        sure(reader.bars, settings),
+        better_than(lead.lead),
+        standing_alone,
+        beside=lead.lead,
+    )
     lead.lead = [*lead.lead, *found]
     return lead
 
@@ -210,7 +220,9 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     found = material.pick(settings.answer_sentences, answering(bars.answers), *need)
     if not found:
         nearest = material.pick(settings.nearest_sentences, on_topic(bars.on_topic))
-        return Answer(material.with_antecedents(nearest, settings.nearest_sentences, bars.on_topic), supported=False, best=best)
+        return Answer(
+            material.with_antecedents(nearest, settings.nearest_sentences, bars.on_topic), supported=False, best=best
+        )
     resolved = material.with_antecedents(found, settings.lead_sentences, bars.on_topic)
     if not resolved:  # every answering sentence leans on one out of reach: quoted as they are rather than nothing
         return Answer(found, best=best)
@@ -239,7 +251,9 @@ def passage_place(passage_id: str) -> int:
 
 def comparison(task: Compared, lead: Answer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG's `lead`, then a sentence that relates two of the items, then one point about each item."""
-    relation = material.pick(1, adding(bars, settings), playing(Role.RELATES), naming_two(list(task.items)), standing_alone, beside=lead.lead)
+    relation = material.pick(
+        1, adding(bars, settings), playing(Role.RELATES), naming_two(list(task.items)), standing_alone, beside=lead.lead
+    )
     result = Answer(lead.lead + relation, supported=lead.supported or bool(relation), best=material.best())
     if not relation:
         result.dropped.append("no sentence relates the items")
@@ -248,7 +262,12 @@ def comparison(task: Compared, lead: Answer, material: Material, bars: Bars, set
         others = [other for other in task.items if other != item]
         taken = [*result.lead, *(s for g in result.groups for s in g.sentences)]
         point = material.pick(
-            1, adding(bars, settings), playing(Role.ITEM, Role.RELATES), about(item, others, titles), standing_alone, beside=taken
+            1,
+            adding(bars, settings),
+            playing(Role.ITEM, Role.RELATES),
+            about(item, others, titles),
+            standing_alone,
+            beside=taken,
         )
         if point:
             result.groups.append(Group(item, point, "inline"))
@@ -261,7 +280,9 @@ def comparison(task: Compared, lead: Answer, material: Material, bars: Bars, set
 def experience(lead: Answer, material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
     """Plain RAG's `lead`, then advice the passages give."""
     lead.best = material.best()
-    advice = material.pick(settings.added_sentences, adding(bars, settings), playing(Role.ADVICE), standing_alone, beside=lead.lead)
+    advice = material.pick(
+        settings.added_sentences, adding(bars, settings), playing(Role.ADVICE), standing_alone, beside=lead.lead
+    )
     if advice:
         lead.groups.append(Group("Advice", advice))
         lead.supported = True
@@ -276,16 +297,24 @@ def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: Offline
     default), the sentence the reader is surest answers the question, when it is sure (`aspect_bar`): what the
     plan's search found that the question's own did not (issue 55)."""
     if settings.role_additions:
-        found = material.pick(settings.added_sentences, adding(bars, settings), playing(*FACET_ROLES[task.facet]), standing_alone)
+        found = material.pick(
+            settings.added_sentences, adding(bars, settings), playing(*FACET_ROLES[task.facet]), standing_alone
+        )
     else:
-        found = material.pick(1, adding(bars, settings), playing(Role.STEP), standing_alone, listed) if task.facet is Facet.STEPS else []
+        found = (
+            material.pick(1, adding(bars, settings), playing(Role.STEP), standing_alone, listed)
+            if task.facet is Facet.STEPS
+            else []
+        )
         if not found:
             found = material.pick(settings.aspect_sentences, sure(bars, settings), standing_alone)
     if task.facet is Facet.STEPS and found and found[0].order is not None:
         found = material.ordered_list(found[0], settings.list_steps)
     written = Answer(found, supported=bool(found))
     if not found and not settings.role_additions:
-        written.dropped.append(f"a sentence of its passages the reader reads as answering the question (at {max(bars.answers, settings.aspect_bar):.2f})")
+        written.dropped.append(
+            f"a sentence of its passages the reader reads as answering the question (at {max(bars.answers, settings.aspect_bar):.2f})"
+        )
     return written
 
 
@@ -321,7 +350,9 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     elif task.facet is Facet.STEPS:
         steps = first_list(added.sentences)
         if not steps and settings.role_additions:
-            steps = sorted(added.pick(settings.added_sentences, ok, playing(Role.STEP), beside=lead), key=lambda s: s.position)
+            steps = sorted(
+                added.pick(settings.added_sentences, ok, playing(Role.STEP), beside=lead), key=lambda s: s.position
+            )
         if steps:
             result.groups.append(Group("Steps", steps, "steps"))
         else:
@@ -348,11 +379,17 @@ def with_aspects(result: Answer, lead: list[Sentence], added: list[Sentence], fa
         result.groups.append(Group("Steps", steps, "steps"))
     more: list[Sentence] = []
     for sentence in added:
-        if sentence not in steps and better(sentence) and not any(repeats(sentence, other) for other in [*lead, *steps, *more]):
+        if (
+            sentence not in steps
+            and better(sentence)
+            and not any(repeats(sentence, other) for other in [*lead, *steps, *more])
+        ):
             more.append(sentence)
     result.lead = [*lead, *more]
     if not steps and not more:
-        result.dropped.append("the planned aspects found no sentence the reader reads as likelier to answer than the overview's")
+        result.dropped.append(
+            "the planned aspects found no sentence the reader reads as likelier to answer than the overview's"
+        )
     result.supported = result.supported or bool(steps) or bool(more)
     return result
 

@@ -69,7 +69,12 @@ class Material:
     """Every quotable sentence of some sources, read against one question."""
 
     def __init__(
-        self, question: str, sources: list[Source], reader: Reader, settings: OfflineSettings, asked: NFQType | None = None,
+        self,
+        question: str,
+        sources: list[Source],
+        reader: Reader,
+        settings: OfflineSettings,
+        asked: NFQType | None = None,
         headings: bool = True,
     ) -> None:
         """The quotable pieces of `sources`, read against `question`; `headings` False: each read without the heading
@@ -81,7 +86,9 @@ class Material:
             for text, kind in pieces_of(source, settings):
                 if text not in seen:
                     seen.add(text)
-                    piece = Piece(text, source.title, source.section if headings else "", kind.kind, kind.order, source.number)
+                    piece = Piece(
+                        text, source.title, source.section if headings else "", kind.kind, kind.order, source.number
+                    )
                     found.append((piece, source.number))
         readings = reader.read(question, [piece for piece, _ in found], asked)
         self.sentences = [
@@ -95,7 +102,9 @@ class Material:
         material = cls.__new__(cls)
         material.question = ""
         material.sentences = [
-            Sentence(q.text, q.cites[0], position, Reading(q.answers, q.answers, q.role), q.order, frozenset(terms(q.text)))
+            Sentence(
+                q.text, q.cites[0], position, Reading(q.answers, q.answers, q.role), q.order, frozenset(terms(q.text))
+            )
             for position, q in enumerate(quotes)
         ]
         return material
@@ -136,7 +145,8 @@ class Material:
                 continue
             antecedent = self.before(sentence)
             if antecedent is None or (
-                antecedent not in placed and (refers_back(antecedent.text) or antecedent.reading.on_topic < on_topic_bar)
+                antecedent not in placed
+                and (refers_back(antecedent.text) or antecedent.reading.on_topic < on_topic_bar)
             ):
                 continue
             if antecedent not in placed:

@@ -15,15 +15,24 @@ class MilvusBackend:
     name = "milvus"
 
     def open(self, settings: Settings) -> MilvusRetriever:
-        return open_milvus_retriever(milvus_uri(settings), settings.milvus_collection,
-                                     token=milvus_token(settings), mode=settings.search_mode)
+        return open_milvus_retriever(
+            milvus_uri(settings), settings.milvus_collection, token=milvus_token(settings), mode=settings.search_mode
+        )
 
     def sync(self, settings: Settings, sources: list[str], options: SyncOptions) -> IndexSummary:
         check_no_sentence_vectors(settings)
         return sync_milvus_index(
-            sources, milvus_uri(settings), settings.milvus_collection, token=milvus_token(settings),
-            passage_words=options.passage_words, strict=options.strict, retrieval=options.retrieval, embedder=options.embedder,
-            rebuild=options.rebuild, remove_missing=options.remove_missing, show_progress=options.show_progress,
+            sources,
+            milvus_uri(settings),
+            settings.milvus_collection,
+            token=milvus_token(settings),
+            passage_words=options.passage_words,
+            strict=options.strict,
+            retrieval=options.retrieval,
+            embedder=options.embedder,
+            rebuild=options.rebuild,
+            remove_missing=options.remove_missing,
+            show_progress=options.show_progress,
             filters=options.filters,
         )
 

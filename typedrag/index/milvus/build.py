@@ -63,10 +63,21 @@ def build_milvus_index(
 ) -> IndexSummary:
     """A fresh Milvus collection of `sources`, every file read (see `sync_milvus_index`)."""
     return sync_milvus_index(
-        sources, uri, collection, token=token, passage_words=passage_words, strict=strict,
-        show_progress=show_progress, batch_size=batch_size, dense=dense, rebuild=True, retrieval=retrieval, embedder=embedder,
+        sources,
+        uri,
+        collection,
+        token=token,
+        passage_words=passage_words,
+        strict=strict,
+        show_progress=show_progress,
+        batch_size=batch_size,
+        dense=dense,
+        rebuild=True,
+        retrieval=retrieval,
+        embedder=embedder,
         filters=filters,
     )
+
 
 def sync_milvus_index(
     sources: Iterable[Path | str],
@@ -115,24 +126,51 @@ def sync_milvus_index(
         filters = filters_for(filters, live_manifest(conn, live) if live is not None else None)
         previous = None if rebuild or live is None else reusable_manifest(conn, live, passage_words, want)
         if previous is None:
-            _build_fresh(conn, sources, collection, live, summary, passage_words, strict, show_progress, batch_size, want, filters)
+            _build_fresh(
+                conn,
+                sources,
+                collection,
+                live,
+                summary,
+                passage_words,
+                strict,
+                show_progress,
+                batch_size,
+                want,
+                filters,
+            )
         else:
             summary.synced = True
             _sync_in_place(
-                conn, live, previous, sources, summary, passage_words, strict, show_progress, batch_size, want, remove_missing, filters
+                conn,
+                live,
+                previous,
+                sources,
+                summary,
+                passage_words,
+                strict,
+                show_progress,
+                batch_size,
+                want,
+                remove_missing,
+                filters,
             )
         summary.seconds = time.perf_counter() - started
     finally:
         conn.close()
     return summary
 
-def wanted(conn: Connection, live: str | None, retrieval: str | None, embedder: str | None, summary: IndexSummary) -> "dense.Wanted":
+
+def wanted(
+    conn: Connection, live: str | None, retrieval: str | None, embedder: str | None, summary: IndexSummary
+) -> "dense.Wanted":
     """What a build or sync of the collection whose live target is `live` makes (`dense.wanted`), noted in `summary`:
     the one decision for a build in this process and one on a cluster (index.milvus.ray)."""
     current = live_manifest(conn, live) if live is not None else None
     want = dense.wanted(current, retrieval, embedder)
     summary.retrieval, summary.embedder = want.retrieval, want.embedder
     return want
+
 
 def live_manifest(conn: Connection, live: str) -> dict | None:
     """The live collection's manifest, as `dense.wanted` reads it (retrieval, vectors' embedder), or None."""
@@ -147,8 +185,12 @@ def live_manifest(conn: Connection, live: str) -> dict | None:
     engine = manifest.get("engine", {})
     manifest.setdefault("retrieval", "hybrid" if engine.get("dense") else "bm25")
     if engine.get("dense"):
-        manifest.setdefault("vectors", {"embedder": engine.get("embedder_key", "minilm"), "identity": "", "dim": 0, "rows": 0, "files": {}})
+        manifest.setdefault(
+            "vectors",
+            {"embedder": engine.get("embedder_key", "minilm"), "identity": "", "dim": 0, "rows": 0, "files": {}},
+        )
     return manifest
+
 
 def reusable_manifest(conn: Connection, live: str, passage_words: int, want: "dense.Wanted") -> dict | None:
     """The live collection's manifest if a sync can build on it: same format and build parameters."""
@@ -160,8 +202,16 @@ def reusable_manifest(conn: Connection, live: str, passage_words: int, want: "de
     except (ValueError, TypeError):
         return None
     engine = manifest.get("engine", {}) if isinstance(manifest, dict) else {}
-    same = {"name": ENGINE, "analyzer": ANALYZER, "terms": TERMS, "k1": K1, "b": B, "passage_words": passage_words,
-            "dense": want.embedder is not None, "chunker": CHUNKER_VERSION}
+    same = {
+        "name": ENGINE,
+        "analyzer": ANALYZER,
+        "terms": TERMS,
+        "k1": K1,
+        "b": B,
+        "passage_words": passage_words,
+        "dense": want.embedder is not None,
+        "chunker": CHUNKER_VERSION,
+    }
     if want.embedder is not None:
         same["vector_identity"] = identity_of(want.embedder)
     if manifest.get("format_version") != FORMAT_VERSION or any(engine.get(k) != v for k, v in same.items()):
@@ -171,9 +221,19 @@ def reusable_manifest(conn: Connection, live: str, passage_words: int, want: "de
     manifest["corpus"]["files"] = files
     return manifest
 
+
 def _build_fresh(
-    conn: Connection, sources, collection: str, live: str | None, summary: IndexSummary,
-    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "dense.Wanted", filters: FileFilter,
+    conn: Connection,
+    sources,
+    collection: str,
+    live: str | None,
+    summary: IndexSummary,
+    passage_words: int,
+    strict: bool,
+    show_progress: bool,
+    batch_size: int,
+    want: "dense.Wanted",
+    filters: FileFilter,
 ) -> None:
     with conn.errors("checking collections"):
         names = conn.client.list_collections(timeout=CALL_TIMEOUT)
@@ -190,13 +250,17 @@ def _build_fresh(
     hint = "start the server or check --uri, then re-run `typedrag index` (the partial build is dropped then)"
     with conn.errors("creating the collection", hint):
         conn.client.create_collection(
-            building, schema=schema(conn.pymilvus, want.embedder), index_params=index_params(conn.client, want.embedder),
+            building,
+            schema=schema(conn.pymilvus, want.embedder),
+            index_params=index_params(conn.client, want.embedder),
             timeout=CALL_TIMEOUT,
         )
     try:
         with conn.errors("indexing", hint):
             with _Inserter(conn, building, batch_size, want.embedder, generation=1) as inserter:
-                records = ingest(work.to_read, passage_words, strict, inserter.add, summary, show_progress=show_progress)
+                records = ingest(
+                    work.to_read, passage_words, strict, inserter.add, summary, show_progress=show_progress
+                )
             summary.embedded, summary.embed_seconds = inserter.embedded, inserter.embed_seconds
             count(summary, work, records)
             if summary.documents == 0:
@@ -213,6 +277,7 @@ def _build_fresh(
         raise
     publish(conn, building, collection, live, hint)
 
+
 def publish(conn: Connection, building: str, collection: str, live: str | None, hint: str) -> None:
     """Point the alias `collection` at the finished build, then drop the collection it pointed at before."""
     with conn.errors("switching the alias", hint):
@@ -224,14 +289,29 @@ def publish(conn: Connection, building: str, collection: str, live: str | None, 
         with conn.errors("dropping the previous collection", f"drop {live} by hand; {collection} is already rebuilt"):
             conn.client.drop_collection(live, timeout=CALL_TIMEOUT)
 
+
 def _sync_in_place(
-    conn: Connection, live: str, previous: dict, sources, summary: IndexSummary,
-    passage_words: int, strict: bool, show_progress: bool, batch_size: int, want: "dense.Wanted", remove_missing: bool,
+    conn: Connection,
+    live: str,
+    previous: dict,
+    sources,
+    summary: IndexSummary,
+    passage_words: int,
+    strict: bool,
+    show_progress: bool,
+    batch_size: int,
+    want: "dense.Wanted",
+    remove_missing: bool,
     filters: FileFilter,
 ) -> None:
     held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()}
     left_out: list[str] = []
-    work = plan(scan_filtered(sources, summary, strict, filters, left_out), held, remove_missing=remove_missing, left_out=left_out)
+    work = plan(
+        scan_filtered(sources, summary, strict, filters, left_out),
+        held,
+        remove_missing=remove_missing,
+        left_out=left_out,
+    )
     generation = previous.get("generation", 1) + 1
     # New files too: a sync killed after inserting them left passages the manifest does not list.
     replaced = work.to_delete + [scanned.file.key for scanned in work.added]
@@ -240,7 +320,15 @@ def _sync_in_place(
         clear_generation(conn, live, generation)
         kept = _kept_document_check(conn, live, set(replaced)) if work.unchanged else (lambda doc_id: False)
         with _Inserter(conn, live, batch_size, want.embedder, generation) as inserter:
-            records = ingest(work.to_read, passage_words, strict, inserter.add, summary, known_document=kept, show_progress=show_progress)
+            records = ingest(
+                work.to_read,
+                passage_words,
+                strict,
+                inserter.add,
+                summary,
+                known_document=kept,
+                show_progress=show_progress,
+            )
         summary.embedded, summary.embed_seconds = inserter.embedded, inserter.embed_seconds
         records.update({record.key: record for record in work.unchanged})
         count(summary, work, records)
@@ -253,6 +341,7 @@ def _sync_in_place(
         conn.client.flush(live, timeout=CALL_TIMEOUT)
         write_manifest(conn, live, sources, records, summary, passage_words, want, generation, filters)
 
+
 def clear_generation(conn: Connection, collection: str, generation: int) -> None:
     """Drop what a sync killed part way left in `generation` (the one the manifest does not list yet): its rows, which
     the rerun writes again under the same row ids, and any resume records of a sync on a cluster (`RESUME_PREFIX`),
@@ -264,21 +353,33 @@ def clear_generation(conn: Connection, collection: str, generation: int) -> None
     if stale:
         conn.client.drop_collection_properties(collection, property_keys=stale, timeout=CALL_TIMEOUT)
 
+
 def delete(conn: Connection, collection: str, expression: str) -> None:
     conn.client.delete(collection, filter=expression, timeout=CALL_TIMEOUT)
+
 
 def _kept_document_check(conn: Connection, collection: str, leaving: set[str]):
     """Whether a document id is already held by a file the sync keeps (a duplicate across files)."""
 
     def kept(doc_id: str) -> bool:
-        rows = conn.client.query(collection, filter=f"doc_id == {json.dumps(doc_id)}", output_fields=["file"], limit=4, timeout=CALL_TIMEOUT)
+        rows = conn.client.query(
+            collection, filter=f"doc_id == {json.dumps(doc_id)}", output_fields=["file"], limit=4, timeout=CALL_TIMEOUT
+        )
         return any(row["file"] not in leaving for row in rows)
 
     return kept
 
+
 def write_manifest(
-    conn: Connection, collection: str, sources, records: dict[str, FileRecord], summary: IndexSummary,
-    passage_words: int, want: "dense.Wanted", generation: int = 1, filters: FileFilter = FileFilter(),
+    conn: Connection,
+    collection: str,
+    sources,
+    records: dict[str, FileRecord],
+    summary: IndexSummary,
+    passage_words: int,
+    want: "dense.Wanted",
+    generation: int = 1,
+    filters: FileFilter = FileFilter(),
 ) -> None:
     """The file table and the manifest, written last: their presence means the build or sync finished."""
     files = _pack_files(records)
@@ -287,7 +388,10 @@ def write_manifest(
         "typedrag_version": typedrag.__version__,
         "engine": engine_params(conn.pymilvus, passage_words, want.embedder),
         "retrieval": want.retrieval,
-        "corpus": {"sources": [source_fingerprint(s) for s in sources], "passages_sha256": corpus_sha256(records.values())},
+        "corpus": {
+            "sources": [source_fingerprint(s) for s in sources],
+            "passages_sha256": corpus_sha256(records.values()),
+        },
         "counts": {"documents": summary.documents, "passages": summary.passages, "skipped": summary.skipped},
         "created": datetime.now(UTC).isoformat(timespec="seconds"),
         "generation": generation,
@@ -298,10 +402,12 @@ def write_manifest(
     properties = {FILES_PROPERTY: files, MANIFEST_PROPERTY: json.dumps(manifest, sort_keys=True)}
     conn.client.alter_collection_properties(collection, properties=properties, timeout=CALL_TIMEOUT)
 
+
 def _pack_files(records: dict[str, FileRecord]) -> str:
     """The file table as a collection property: JSON, gzipped and base64'd (a server caps a property's size)."""
     table = json.dumps({key: records[key].to_json() for key in sorted(records)}, separators=(",", ":"))
     return base64.b64encode(gzip.compress(table.encode(), mtime=0)).decode()
+
 
 def _unpack_files(packed: str) -> dict | None:
     try:
@@ -310,10 +416,13 @@ def _unpack_files(packed: str) -> dict | None:
         return None
     return table if isinstance(table, dict) else None
 
+
 class _Inserter:
     """Passages to rows, sent in batches (with MiniLM vectors when the collection is dense)."""
 
-    def __init__(self, conn: Connection, collection: str, batch_size: int, embedder: str | None, generation: int) -> None:
+    def __init__(
+        self, conn: Connection, collection: str, batch_size: int, embedder: str | None, generation: int
+    ) -> None:
         self.conn, self.collection, self.batch_size, self.generation = conn, collection, batch_size, generation
         self.embedder = None
         if embedder is not None:

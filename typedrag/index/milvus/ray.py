@@ -63,6 +63,7 @@ def ray_module():
 
     return ray
 
+
 def sync_milvus_index_on_ray(
     sources: Iterable[Path | str],
     uri: str,
@@ -106,9 +107,22 @@ def sync_milvus_index_on_ray(
         conn = Connection(uri, token)
         summary = IndexSummary(index_dir=f"milvus {conn.where}/{collection}")
         try:
-            job = Job(ray, conn, uri, token, collection, sources, summary, run, passage_words=passage_words,
-                       strict=strict, show_progress=show_progress, batch_size=batch_size,
-                       embed_actors=embed_actors, writers=writers)
+            job = Job(
+                ray,
+                conn,
+                uri,
+                token,
+                collection,
+                sources,
+                summary,
+                run,
+                passage_words=passage_words,
+                strict=strict,
+                show_progress=show_progress,
+                batch_size=batch_size,
+                embed_actors=embed_actors,
+                writers=writers,
+            )
             job.prepare(rebuild, remove_missing, retrieval or ("hybrid" if dense else None), embedder, filters)
             telemetry.describe(span, retrieval=summary.retrieval, embedder=summary.embedder)
             job.ingest()
@@ -120,6 +134,7 @@ def sync_milvus_index_on_ray(
     if report is not None:
         report(run.line())
     return summary
+
 
 def connect(address: str | None, run: RayRun):
     """Join the cluster (or start a local Ray for "local"), quietly: the driver shows its own progress."""
@@ -148,15 +163,28 @@ def connect(address: str | None, run: RayRun):
     run.cpus = int(sum(node.get("Resources", {}).get("CPU", 0) for node in nodes))
     return ray
 
+
 def _forwarded(name: str) -> bool:
     """Environment variables the workers get from the driver: tracing, and typedrag's settings (never a secret)."""
     if name.startswith("OTEL_"):
         return True
     return name.startswith("TYPEDRAG_") and not any(word in name for word in ("TOKEN", "KEY", "SECRET", "PASSWORD"))
 
-def index_on_ray(settings, sources: list[str], *, address: str, passage_words: int, strict: bool, dense: bool,
-                 rebuild: bool, remove_missing: bool, embedder: str | None = None,
-                 report: Callable[[str], None] | None = None, filters: FileFilter | None = None) -> IndexSummary:
+
+def index_on_ray(
+    settings,
+    sources: list[str],
+    *,
+    address: str,
+    passage_words: int,
+    strict: bool,
+    dense: bool,
+    rebuild: bool,
+    remove_missing: bool,
+    embedder: str | None = None,
+    report: Callable[[str], None] | None = None,
+    filters: FileFilter | None = None,
+) -> IndexSummary:
     """`typedrag index --ray`: the settings' Milvus collection, built or synced on the Ray cluster at `address`,
     with the retrieval the settings name (`--retrieval`) and `embedder`, as `build_configured_index` would."""
     from typedrag.config import ConfigError
@@ -165,7 +193,19 @@ def index_on_ray(settings, sources: list[str], *, address: str, passage_words: i
     if settings.backend != "milvus":
         raise ConfigError("--ray writes to Milvus: add --backend milvus --uri URI (or set TYPEDRAG_BACKEND=milvus)")
     return sync_milvus_index_on_ray(
-        sources, milvus_uri(settings), settings.milvus_collection, address=address, token=milvus_token(settings),
-        passage_words=passage_words, strict=strict, dense=dense, rebuild=rebuild, remove_missing=remove_missing,
-        retrieval=settings.search_mode, embedder=embedder, show_progress=sys.stderr.isatty(), report=report, filters=filters,
+        sources,
+        milvus_uri(settings),
+        settings.milvus_collection,
+        address=address,
+        token=milvus_token(settings),
+        passage_words=passage_words,
+        strict=strict,
+        dense=dense,
+        rebuild=rebuild,
+        remove_missing=remove_missing,
+        retrieval=settings.search_mode,
+        embedder=embedder,
+        show_progress=sys.stderr.isatty(),
+        report=report,
+        filters=filters,
     )

@@ -33,6 +33,7 @@ DELETE_CHUNK = 100  # file keys per delete expression
 
 MAX_READ_BLOCKS = 1000  # files are spread over at most this many read tasks' inputs
 
+
 @dataclass
 class FileState:
     """What the driver knows of one file being written: the passages acknowledged, and its header once seen."""
@@ -45,12 +46,28 @@ class FileState:
     def complete(self) -> bool:
         return self.header is not None and len(self.written) == self.header["rows"]
 
+
 class Job:
     """One `index --ray` run: plan, ingest on the cluster, then finish as `milvus.build` does."""
 
-    def __init__(self, ray, conn: Connection, uri: str, token: str | None, collection: str, sources: list,
-                 summary: IndexSummary, run: RayRun, *, passage_words: int, strict: bool, show_progress: bool,
-                 batch_size: int, embed_actors: int | None, writers: int) -> None:
+    def __init__(
+        self,
+        ray,
+        conn: Connection,
+        uri: str,
+        token: str | None,
+        collection: str,
+        sources: list,
+        summary: IndexSummary,
+        run: RayRun,
+        *,
+        passage_words: int,
+        strict: bool,
+        show_progress: bool,
+        batch_size: int,
+        embed_actors: int | None,
+        writers: int,
+    ) -> None:
         self.ray, self.conn, self.uri, self.token, self.collection = ray, conn, uri, token, collection
         self.sources, self.summary, self.run = sources, summary, run
         self.passage_words, self.strict, self.show_progress = passage_words, strict, show_progress
@@ -61,14 +78,25 @@ class Job:
 
     # -- 1. what to do, and where
 
-    def prepare(self, rebuild: bool, remove_missing: bool, retrieval: str | None, embedder: str | None, filters: FileFilter | None) -> None:
+    def prepare(
+        self,
+        rebuild: bool,
+        remove_missing: bool,
+        retrieval: str | None,
+        embedder: str | None,
+        filters: FileFilter | None,
+    ) -> None:
         conn, collection = self.conn, self.collection
         with telemetry.step("ingest.plan"):
             self.live = conn.alias_target(collection)
             self.want = wanted(conn, self.live, retrieval, embedder, self.summary)
             self.filters = filters_for(filters, live_manifest(conn, self.live) if self.live is not None else None)
             self.embedder = self.want.embedder  # the key of the vectors' model, None: no vectors
-            previous = None if rebuild or self.live is None else reusable_manifest(conn, self.live, self.passage_words, self.want)
+            previous = (
+                None
+                if rebuild or self.live is None
+                else reusable_manifest(conn, self.live, self.passage_words, self.want)
+            )
             self.fresh, self.created = previous is None, False
             left_out: list[str] = []
             found = scan_filtered(self.sources, self.summary, self.strict, self.filters, left_out)
@@ -83,8 +111,11 @@ class Job:
             self.ledger = Ledger(conn, self.target, self.generation)
             done = self.ledger.done
             to_read = self.work.to_read
-            self.resumed_headers = {s.file.key: done[s.file.key] for s in to_read
-                                    if s.file.key in done and done[s.file.key]["record"]["sha256"] == s.sha256}
+            self.resumed_headers = {
+                s.file.key: done[s.file.key]
+                for s in to_read
+                if s.file.key in done and done[s.file.key]["record"]["sha256"] == s.sha256
+            }
             self.todo = [s for s in to_read if s.file.key not in self.resumed_headers]
             self.run.resumed = len(self.resumed_headers)
             # Rows of this generation that no file of this run will own: partial writes of the files read again,
@@ -97,7 +128,9 @@ class Job:
             elif self.resumed_headers:
                 self._delete_rows(sorted(stale), self.generation)
             else:
-                with conn.errors("deleting partial rows", "start the server or check --uri, then re-run `typedrag index --ray`"):
+                with conn.errors(
+                    "deleting partial rows", "start the server or check --uri, then re-run `typedrag index --ray`"
+                ):
                     delete(conn, self.target, f"generation == {self.generation}")
             self.ledger.plan(s.file.key for s in self.todo)
 
@@ -123,17 +156,25 @@ class Job:
             return resumable
         building = f"{collection}{BUILD_INFIX}{secrets.token_hex(4)}"
         self.created = True
-        with conn.errors("creating the collection", "start the server or check --uri, then re-run `typedrag index --ray`"):
+        with conn.errors(
+            "creating the collection", "start the server or check --uri, then re-run `typedrag index --ray`"
+        ):
             conn.client.create_collection(
-                building, schema=schema(conn.pymilvus, self.embedder), index_params=index_params(conn.client, self.embedder),
+                building,
+                schema=schema(conn.pymilvus, self.embedder),
+                index_params=index_params(conn.client, self.embedder),
                 timeout=CALL_TIMEOUT,
             )
             conn.client.alter_collection_properties(building, properties={BUILD_MARK: mark}, timeout=CALL_TIMEOUT)
         return building
 
     def _build_params(self) -> dict:
-        params = {"format_version": FORMAT_VERSION, "passage_words": self.passage_words, "chunker": CHUNKER_VERSION,
-                  "embedder": self.embedder}
+        params = {
+            "format_version": FORMAT_VERSION,
+            "passage_words": self.passage_words,
+            "chunker": CHUNKER_VERSION,
+            "embedder": self.embedder,
+        }
         if self.embedder is not None:
             params["vector_identity"] = identity_of(self.embedder)
         return params
@@ -142,7 +183,9 @@ class Job:
         if not keys:
             return
         operator = "!=" if other_generations else "=="
-        with self.conn.errors("deleting partial rows", "start the server or check --uri, then re-run `typedrag index --ray`"):
+        with self.conn.errors(
+            "deleting partial rows", "start the server or check --uri, then re-run `typedrag index --ray`"
+        ):
             for start in range(0, len(keys), DELETE_CHUNK):
                 listed = json.dumps(keys[start : start + DELETE_CHUNK], ensure_ascii=False)
                 delete(self.conn, self.target, f"file in {listed} and generation {operator} {generation}")
@@ -162,8 +205,11 @@ class Job:
         self.run.files_read = len(self.todo)
         winners = self._duplicate_owners()
         if winners:
-            again = sorted({key for key in winners.values() if key in self.headers or key in self.resumed_headers}
-                           | self._losers(winners), key=self.order.__getitem__)
+            again = sorted(
+                {key for key in winners.values() if key in self.headers or key in self.resumed_headers}
+                | self._losers(winners),
+                key=self.order.__getitem__,
+            )
             with telemetry.step("ingest.reread", files=len(again)):
                 self._delete_rows(again, self.generation)
                 for key in again:
@@ -184,16 +230,35 @@ class Job:
         carrier = trace_carrier()
         items = [item_of(state.order, state.scanned) for state in states.values()]
         ds = ray.data.from_items(items, override_num_blocks=min(len(items), MAX_READ_BLOCKS))
-        ds = ds.flat_map(read_chunk, fn_kwargs=dict(passage_words=self.passage_words, generation=self.generation,
-                                                      taken=taken, carrier=carrier), num_cpus=1)
+        ds = ds.flat_map(
+            read_chunk,
+            fn_kwargs=dict(passage_words=self.passage_words, generation=self.generation, taken=taken, carrier=carrier),
+            num_cpus=1,
+        )
         if self.embedder is not None:
             embed = configured(Embed, embedder=self.embedder, carrier=carrier)
-            ds = ds.map_batches(embed, batch_size=EMBED_BATCH, batch_format="numpy",
-                                compute=ray.data.ActorPoolStrategy(min_size=1, max_size=self.embed_actors), num_cpus=1)
-        writer = configured(Write, uri=self.uri, token=self.token, collection=self.target,
-                             dense=self.embedder is not None, carrier=carrier)
-        ds = ds.map_batches(writer, batch_size=self.batch_size, batch_format="numpy",
-                            compute=ray.data.ActorPoolStrategy(size=self.writers), num_cpus=0)
+            ds = ds.map_batches(
+                embed,
+                batch_size=EMBED_BATCH,
+                batch_format="numpy",
+                compute=ray.data.ActorPoolStrategy(min_size=1, max_size=self.embed_actors),
+                num_cpus=1,
+            )
+        writer = configured(
+            Write,
+            uri=self.uri,
+            token=self.token,
+            collection=self.target,
+            dense=self.embedder is not None,
+            carrier=carrier,
+        )
+        ds = ds.map_batches(
+            writer,
+            batch_size=self.batch_size,
+            batch_format="numpy",
+            compute=ray.data.ActorPoolStrategy(size=self.writers),
+            num_cpus=0,
+        )
         done: dict[str, dict] = {}
         progress = RunProgress(self.show_progress, files, self.embedder is not None)
         try:
@@ -228,7 +293,9 @@ class Job:
         self.run.vectors += progress.vectors
         missing = [state.scanned.file.label for state in states.values() if state.scanned.file.key not in done]
         if missing:  # cannot happen unless Ray lost output without failing; refuse rather than publish a hole
-            raise IndexUnusableError(f"the Ray pipeline ended without writing {missing[0]} (and {len(missing) - 1} more): re-run it")
+            raise IndexUnusableError(
+                f"the Ray pipeline ended without writing {missing[0]} (and {len(missing) - 1} more): re-run it"
+            )
         return done
 
     def _duplicate_owners(self) -> dict[str, str]:
@@ -250,8 +317,12 @@ class Job:
             with self.conn.errors("checking document ids"):
                 for start in range(0, len(ids), DELETE_CHUNK):
                     listed = json.dumps(ids[start : start + DELETE_CHUNK], ensure_ascii=False)
-                    rows = self.conn.client.query(self.target, filter=f"doc_id in {listed} and position == 0",
-                                                  output_fields=["doc_id", "file"], timeout=CALL_TIMEOUT)
+                    rows = self.conn.client.query(
+                        self.target,
+                        filter=f"doc_id in {listed} and position == 0",
+                        output_fields=["doc_id", "file"],
+                        timeout=CALL_TIMEOUT,
+                    )
                     for row in rows:
                         if row["file"] in kept:
                             winners[row["doc_id"]] = row["file"]
@@ -292,29 +363,51 @@ class Job:
                     replaced = work.to_delete + [scanned.file.key for scanned in work.added]
                     self._delete_rows(replaced, self.generation, other_generations=True)
                 self.conn.client.flush(self.target, timeout=CALL_TIMEOUT)
-                write_manifest(self.conn, self.target, self.sources, records, summary, self.passage_words, self.want,
-                                self.generation, self.filters)
+                write_manifest(
+                    self.conn,
+                    self.target,
+                    self.sources,
+                    records,
+                    summary,
+                    self.passage_words,
+                    self.want,
+                    self.generation,
+                    self.filters,
+                )
                 self.ledger.drop()
                 if self.fresh:
-                    self.conn.client.drop_collection_properties(self.target, property_keys=[BUILD_MARK], timeout=CALL_TIMEOUT)
+                    self.conn.client.drop_collection_properties(
+                        self.target, property_keys=[BUILD_MARK], timeout=CALL_TIMEOUT
+                    )
             if self.fresh:
                 publish(self.conn, self.target, self.collection, self.live, hint)
+
 
 def capped(items: list, dropped: int) -> CappedList:
     capped = CappedList(items)
     capped.dropped += dropped
     return capped
 
+
 def gist(error: BaseException) -> str:
     """The last line of a Ray error that says what went wrong (Ray wraps the worker's traceback)."""
     lines = [line.strip() for line in str(error).splitlines() if line.strip()]
     return (lines[-1] if lines else type(error).__name__)[:300]
 
+
 def item_of(order: int, scanned: ScannedFile) -> dict:
     """A file to read, as a row of plain values (a worker rebuilds the ScannedFile)."""
     file = scanned.file
-    return {"order": order, "path": str(file.path), "key": file.key, "label": file.label,
-            "root": str(file.root) if file.root is not None else "", "sha256": scanned.sha256, "size": scanned.size}
+    return {
+        "order": order,
+        "path": str(file.path),
+        "key": file.key,
+        "label": file.label,
+        "root": str(file.root) if file.root is not None else "",
+        "sha256": scanned.sha256,
+        "size": scanned.size,
+    }
+
 
 def trace_carrier() -> dict[str, str]:
     """The current span's context for the workers (W3C traceparent), so their spans join the driver's trace."""

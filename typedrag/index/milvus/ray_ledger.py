@@ -21,6 +21,7 @@ BUILD_MARK = "typedrag.ray.build"  # on a fresh build's collection: its paramete
 
 CHECKPOINT_SECONDS = 5.0  # how often the driver records the files done (and so how much a rerun reads again)
 
+
 @dataclass
 class RayRun:
     """What the cluster did, for the summary line and the benchmarks."""
@@ -37,13 +38,16 @@ class RayRun:
 
     def line(self) -> str:
         rate = self.passages / self.seconds if self.seconds > 0 else 0.0
-        text = (f"ray: {self.files_read:,} files read, {self.passages:,} passages, {self.vectors:,} vectors in "
-                f"{self.seconds:.1f} s ({rate:,.1f} passages/s) on {self.nodes} nodes, {self.cpus} CPUs")
+        text = (
+            f"ray: {self.files_read:,} files read, {self.passages:,} passages, {self.vectors:,} vectors in "
+            f"{self.seconds:.1f} s ({rate:,.1f} passages/s) on {self.nodes} nodes, {self.cpus} CPUs"
+        )
         if self.resumed:
             text += f"; {self.resumed:,} files already written by an interrupted run, kept"
         if self.reread:
             text += f"; {self.reread:,} files read again for duplicate document ids"
         return text
+
 
 class Ledger:
     """The files done so far in one generation of one collection, kept as collection properties beside the
@@ -59,8 +63,14 @@ class Ledger:
         with conn.errors("reading the resume ledger"):
             properties = conn.client.describe_collection(collection, timeout=CALL_TIMEOUT).get("properties") or {}
         prefix = f"{LEDGER_PREFIX}{generation}."
-        stale = [name for name in properties if name.startswith(LEDGER_PREFIX) and name != BUILD_MARK and not name.startswith(prefix)]
-        mine = sorted((name for name in properties if name.startswith(prefix)), key=lambda name: int(name.rsplit(".", 1)[1]))
+        stale = [
+            name
+            for name in properties
+            if name.startswith(LEDGER_PREFIX) and name != BUILD_MARK and not name.startswith(prefix)
+        ]
+        mine = sorted(
+            (name for name in properties if name.startswith(prefix)), key=lambda name: int(name.rsplit(".", 1)[1])
+        )
         for name in mine:
             delta = unpack(properties[name])
             self.planned.update(delta.get("planned", []))
@@ -90,7 +100,9 @@ class Ledger:
     def _write(self, delta: dict) -> None:
         name = f"{LEDGER_PREFIX}{self.generation}.{self.next}"
         with self.conn.errors("recording progress", "start the server, then re-run `typedrag index --ray` to resume"):
-            self.conn.client.alter_collection_properties(self.collection, properties={name: pack(delta)}, timeout=CALL_TIMEOUT)
+            self.conn.client.alter_collection_properties(
+                self.collection, properties={name: pack(delta)}, timeout=CALL_TIMEOUT
+            )
         self.names.append(name)
         self.next += 1
 
@@ -99,8 +111,10 @@ class Ledger:
             self.conn.client.drop_collection_properties(self.collection, property_keys=self.names, timeout=CALL_TIMEOUT)
             self.names = []
 
+
 def pack(value: Any) -> str:
     return base64.b64encode(gzip.compress(json.dumps(value, separators=(",", ":")).encode(), mtime=0)).decode()
+
 
 def unpack(packed: str) -> dict:
     try:
@@ -108,6 +122,7 @@ def unpack(packed: str) -> dict:
     except (ValueError, OSError, EOFError):
         return {}
     return value if isinstance(value, dict) else {}
+
 
 class RunProgress:
     """Files read, passages, vectors, throughput and ETA on the driver's terminal (stderr)."""
@@ -122,9 +137,13 @@ class RunProgress:
         self.started = time.perf_counter()
         self.shown = time.monotonic()
         self.bar = Progress(
-            TextColumn("ray"), BarColumn(), MofNCompleteColumn(),
-            TextColumn("files done · {task.fields[line]}"), TimeElapsedColumn(),
-            console=Console(stderr=True), disable=not show,
+            TextColumn("ray"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("files done · {task.fields[line]}"),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            disable=not show,
         )
         self.task = self.bar.add_task("ray", total=len(files), line="")
 

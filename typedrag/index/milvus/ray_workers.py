@@ -22,10 +22,24 @@ from typedrag.records import IndexSummary
 EMBED_BATCH = 256  # passages per embedding call: large enough to keep an actor busy, small enough to stream
 
 # The columns of every row of the pipeline: Milvus's row fields, then the pipeline's own.
-ROW_FIELDS = ("row_id", "passage_id", "doc_id", "file", "title", "section", "text", "terms", "position", "page",
-              "page_end", LINES, "generation")
+ROW_FIELDS = (
+    "row_id",
+    "passage_id",
+    "doc_id",
+    "file",
+    "title",
+    "section",
+    "text",
+    "terms",
+    "position",
+    "page",
+    "page_end",
+    LINES,
+    "generation",
+)
 
 PASSAGE, HEADER = "passage", "file"
+
 
 class WorkerSpans:
     """A worker's spans, in the driver's trace when the driver traces (the OTEL_* variables reach the workers
@@ -63,7 +77,10 @@ class WorkerSpans:
             if flush is not None:
                 flush()
 
-def read_chunk(item: dict, *, passage_words: int, generation: int, taken: dict[str, str], carrier: dict[str, str]) -> Iterator[dict]:
+
+def read_chunk(
+    item: dict, *, passage_words: int, generation: int, taken: dict[str, str], carrier: dict[str, str]
+) -> Iterator[dict]:
     """Ray Data flat_map (a task): one file in, its passage rows out, then its header row."""
     scanned = rebuild_scanned(item)
     spans = WorkerSpans(carrier)
@@ -78,10 +95,12 @@ def read_chunk(item: dict, *, passage_words: int, generation: int, taken: dict[s
     spans.flush()
     yield _header_row(item["order"], scanned.file.key, header | {"rows": count})
 
+
 @functools.cache
 def _stemmer():
     """tantivy's analyzer, built once per worker process (tasks reuse their process)."""
     return index_analyzer()
+
 
 def rebuild_scanned(item: dict) -> ScannedFile:
     """The ScannedFile the driver listed, with this worker's own stamp of the file: device and inode numbers
@@ -97,8 +116,10 @@ def rebuild_scanned(item: dict) -> ScannedFile:
         return listed
     return here if here.sha256 == listed.sha256 else ScannedFile(file, listed.sha256, here.size, None)
 
-def _file_rows(scanned: ScannedFile, passage_words: int, generation: int, taken: dict[str, str], stemmer,
-               header: dict) -> Iterator[dict]:
+
+def _file_rows(
+    scanned: ScannedFile, passage_words: int, generation: int, taken: dict[str, str], stemmer, header: dict
+) -> Iterator[dict]:
     """The file's rows as `take_file` hands them out, streamed through a bounded queue (a worker never holds a
     big JSONL file's passages at once); `header` is filled in at the end."""
     key = scanned.file.key
@@ -117,11 +138,21 @@ def _file_rows(scanned: ScannedFile, passage_words: int, generation: int, taken:
     def produce() -> None:
         try:
             result = read_here(scanned, passage_words, False)
-            record, _ = take_file(result, claim, lambda passage, file_key: rows.put(passage_row(passage, file_key, generation, stemmer)),
-                                  summary, False)
-            header.update(record=record.to_json() | {"key": record.key}, doc_ids=sorted(seen),
-                          problems=[[p.location, p.reason] for p in summary.problems], problems_dropped=summary.problems.dropped,
-                          notes=list(summary.notes), notes_dropped=summary.notes.dropped)
+            record, _ = take_file(
+                result,
+                claim,
+                lambda passage, file_key: rows.put(passage_row(passage, file_key, generation, stemmer)),
+                summary,
+                False,
+            )
+            header.update(
+                record=record.to_json() | {"key": record.key},
+                doc_ids=sorted(seen),
+                problems=[[p.location, p.reason] for p in summary.problems],
+                problems_dropped=summary.problems.dropped,
+                notes=list(summary.notes),
+                notes_dropped=summary.notes.dropped,
+            )
             rows.put(end)
         except BaseException as error:  # raised in the consumer, so Ray reports the task's failure
             rows.put(error)
@@ -134,11 +165,13 @@ def _file_rows(scanned: ScannedFile, passage_words: int, generation: int, taken:
         yield row
     thread.join()
 
+
 def _header_row(order: int, key: str, header: dict) -> dict:
     row: dict[str, Any] = {name: "" for name in ROW_FIELDS}
     row.update(position=0, page=0, page_end=0, generation=0, file=key)
     row.update(kind=HEADER, order=order, seq=-1, header=json.dumps(header, ensure_ascii=False))
     return row
+
 
 class Embed:
     """Ray Data callable (one per actor, one model load each): a `dense` vector for every passage row, by the
@@ -159,11 +192,15 @@ class Embed:
         with self.spans.span("ingest.embed", passages=int(passages.sum())):
             vectors = np.zeros((len(passages), self.embedder.dim), dtype=np.float32)
             if passages.any():
-                vectors[passages] = passage_vectors(self.embedder, [str(title) for title in batch["title"][passages]],
-                                                    [str(text) for text in batch["text"][passages]])
+                vectors[passages] = passage_vectors(
+                    self.embedder,
+                    [str(title) for title in batch["title"][passages]],
+                    [str(text) for text in batch["text"][passages]],
+                )
         self.spans.flush()
         batch["dense"] = vectors
         return batch
+
 
 class Write:
     """Ray Data callable (one Milvus connection per actor): upsert the passage rows, acknowledge every row."""
@@ -184,10 +221,13 @@ class Write:
         rows = [dict(zip(columns, values)) for values in zip(*columns.values())]
         with self.spans.span("ingest.write", rows=len(rows)):
             if rows:
-                with self.conn.errors("writing passages", "start the server, then re-run `typedrag index --ray` to resume"):
+                with self.conn.errors(
+                    "writing passages", "start the server, then re-run `typedrag index --ray` to resume"
+                ):
                     self.conn.client.upsert(self.collection, rows, timeout=CALL_TIMEOUT)
         self.spans.flush()
         return {"kind": batch["kind"], "order": batch["order"], "seq": batch["seq"], "header": batch["header"]}
+
 
 def configured(cls: type, **settings: Any) -> type:
     """`cls` with its settings as class attributes: Ray ships the class with the actor's definition instead of

@@ -70,13 +70,17 @@ class MilvusRetriever(Retriever):
             described = conn.client.describe_collection(collection, timeout=CALL_TIMEOUT)
         raw = (described.get("properties") or {}).get(MANIFEST_PROPERTY)
         if raw is None:
-            raise IndexUnusableError(f"Milvus collection {collection!r} has no typedrag manifest (unfinished or foreign): {hint}")
+            raise IndexUnusableError(
+                f"Milvus collection {collection!r} has no typedrag manifest (unfinished or foreign): {hint}"
+            )
         try:
             manifest = json.loads(raw)
             engine = manifest["engine"]
             version = manifest["format_version"]
         except (ValueError, KeyError, TypeError):
-            raise IndexUnusableError(f"Milvus collection {collection!r} has a corrupt typedrag manifest: {hint}") from None
+            raise IndexUnusableError(
+                f"Milvus collection {collection!r} has a corrupt typedrag manifest: {hint}"
+            ) from None
         if version != FORMAT_VERSION:
             raise IndexUnusableError(
                 f"Milvus collection {collection!r} has format {version}, this typedrag reads format {FORMAT_VERSION}: {hint}"
@@ -96,7 +100,9 @@ class MilvusRetriever(Retriever):
         with conn.errors("opening the collection"):
             conn.client.load_collection(collection, timeout=CALL_TIMEOUT)  # a no-op when loaded; needed after a release
         names = {field.get("name") for field in described.get("fields", [])}
-        self._fields = FIELDS + [LINES] if LINES in names else FIELDS  # a collection built before kinds were kept has none
+        self._fields = (
+            FIELDS + [LINES] if LINES in names else FIELDS
+        )  # a collection built before kinds were kept has none
         return manifest
 
     def search(self, query: str, k: int = 10) -> list[ScoredPassage]:
@@ -124,24 +130,44 @@ class MilvusRetriever(Retriever):
         cosine = {"metric_type": "COSINE"}
         if self.mode == "bm25":
             return client.search(
-                self.collection, data=terms, anns_field="sparse", limit=k, output_fields=self._fields,
-                search_params=bm25, timeout=SEARCH_TIMEOUT,
+                self.collection,
+                data=terms,
+                anns_field="sparse",
+                limit=k,
+                output_fields=self._fields,
+                search_params=bm25,
+                timeout=SEARCH_TIMEOUT,
             )
         vectors = [v.tolist() for v in self._embedder.embed(raw)]
         if self.mode == "dense":
             return client.search(
-                self.collection, data=vectors, anns_field="dense", limit=k, output_fields=self._fields,
-                search_params=cosine, timeout=SEARCH_TIMEOUT,
+                self.collection,
+                data=vectors,
+                anns_field="dense",
+                limit=k,
+                output_fields=self._fields,
+                search_params=cosine,
+                timeout=SEARCH_TIMEOUT,
             )
         # Each leg's top HYBRID_DEPTH, fused here exactly as the embedded index fuses them.
         depth = max(k, fusion.HYBRID_DEPTH)
         lexical = client.search(
-            self.collection, data=terms, anns_field="sparse", limit=depth, output_fields=self._fields,
-            search_params=bm25, timeout=SEARCH_TIMEOUT,
+            self.collection,
+            data=terms,
+            anns_field="sparse",
+            limit=depth,
+            output_fields=self._fields,
+            search_params=bm25,
+            timeout=SEARCH_TIMEOUT,
         )
         nearest = client.search(
-            self.collection, data=vectors, anns_field="dense", limit=depth, output_fields=self._fields,
-            search_params=cosine, timeout=SEARCH_TIMEOUT,
+            self.collection,
+            data=vectors,
+            anns_field="dense",
+            limit=depth,
+            output_fields=self._fields,
+            search_params=cosine,
+            timeout=SEARCH_TIMEOUT,
         )
         results = []
         for query, bm25_hits, dense_hits in zip(raw, lexical, nearest):
@@ -159,8 +185,13 @@ class MilvusRetriever(Retriever):
     def _scored(self, hit: dict) -> ScoredPassage:
         entity = hit["entity"]
         passage = Passage(
-            entity["passage_id"], entity["doc_id"], entity["title"], entity["text"], section=entity.get("section") or "",
-            page=entity.get("page") or None, page_end=entity.get("page_end") or None,
+            entity["passage_id"],
+            entity["doc_id"],
+            entity["title"],
+            entity["text"],
+            section=entity.get("section") or "",
+            page=entity.get("page") or None,
+            page_end=entity.get("page_end") or None,
             lines=lines_of(entity["text"], entity.get(LINES)),
         )
         # Milvus Lite reports BM25 scores negated (as distances); a server reports them as they are.
@@ -170,6 +201,9 @@ class MilvusRetriever(Retriever):
     def close(self) -> None:
         self._conn.close()
 
-def open_milvus_retriever(uri: str, collection: str = "typedrag", *, token: str | None = None, mode: Mode | None = None) -> MilvusRetriever:
+
+def open_milvus_retriever(
+    uri: str, collection: str = "typedrag", *, token: str | None = None, mode: Mode | None = None
+) -> MilvusRetriever:
     """Open a built collection for search; `IndexUnusableError` (naming the fix) if it cannot be used."""
     return MilvusRetriever(uri, collection, token=token, mode=mode)

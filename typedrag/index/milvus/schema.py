@@ -78,6 +78,7 @@ LINES = "lines"  # the kind of each line of `text` (records.encode_lines); absen
 
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,199}")
 
+
 def pymilvus_module():
     """Import pymilvus on first use; a one-line error naming the extra if it is missing."""
     try:
@@ -88,12 +89,14 @@ def pymilvus_module():
     logging.getLogger("pymilvus").setLevel(logging.CRITICAL)
     return pymilvus
 
+
 def server_label(uri: str) -> str:
     """host:port of a server URI (no scheme, user or password), or the file of a Milvus Lite `.db` URI."""
     parts = urlsplit(uri)
     if parts.scheme in ("http", "https", "tcp", "grpc", "unix") and parts.hostname:
         return f"{parts.hostname}:{parts.port}" if parts.port else parts.hostname
     return Path(uri).name or uri
+
 
 def safe_uri(uri: str) -> str:
     """`uri` without any user:password part, for messages."""
@@ -102,6 +105,7 @@ def safe_uri(uri: str) -> str:
         return parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]).geturl()
     return uri
 
+
 def check_name(collection: str) -> None:
     if not _NAME.fullmatch(collection):
         raise ValueError(
@@ -109,8 +113,10 @@ def check_name(collection: str) -> None:
             "not starting with a digit, at most 200 characters"
         )
 
+
 def rebuild_hint(uri: str, collection: str, flags: str = "") -> str:
     return f"run `typedrag index SOURCE --backend milvus --uri {safe_uri(uri)} --collection {collection}{flags}` to build it"
+
 
 class Connection:
     """A MilvusClient plus what its errors need: where it points (never the token) and what to redact."""
@@ -157,11 +163,14 @@ class Connection:
         except Exception:  # closing a channel to a dead server must not hide the error being reported
             pass
 
+
 def schema(pymilvus, embedder: str | None):
     """Rows keyed by passage id and generation: Milvus deletes by primary key, so a sync can insert a changed
     file's new passages (same ids, new generation) before it deletes the old ones."""
     DataType, Function, FunctionType = pymilvus.DataType, pymilvus.Function, pymilvus.FunctionType
-    schema = pymilvus.MilvusClient.create_schema(auto_id=False, enable_dynamic_field=False, description="typedrag passages")
+    schema = pymilvus.MilvusClient.create_schema(
+        auto_id=False, enable_dynamic_field=False, description="typedrag passages"
+    )
     schema.add_field("row_id", DataType.VARCHAR, is_primary=True, max_length=MAX_VARCHAR)
     schema.add_field("passage_id", DataType.VARCHAR, max_length=MAX_VARCHAR)
     schema.add_field("doc_id", DataType.VARCHAR, max_length=MAX_VARCHAR)
@@ -177,13 +186,16 @@ def schema(pymilvus, embedder: str | None):
     schema.add_field("generation", DataType.INT64)
     schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     schema.add_function(
-        Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"], output_field_names=["sparse"])
+        Function(
+            name="bm25", function_type=FunctionType.BM25, input_field_names=["terms"], output_field_names=["sparse"]
+        )
     )
     if embedder is not None:
         from typedrag.embed import embedder_for
 
         schema.add_field("dense", DataType.FLOAT_VECTOR, dim=embedder_for(embedder).dim)
     return schema
+
 
 def index_params(client, embedder: str | None):
     params = client.prepare_index_params()
@@ -194,12 +206,14 @@ def index_params(client, embedder: str | None):
         params.add_index(field_name="dense", index_type="AUTOINDEX", metric_type="COSINE")
     return params
 
+
 def passage_vectors(embedder, titles: list[str], texts: list[str]) -> np.ndarray:
     """The `dense` field of passages (their titles and texts): the embedded index's vector of each, exactly (the
     embedder's vector of `passage_input`, quantized to int8 and back as `typedrag.index.vectors` keeps it). The one
     home of a row's vector, for a build in this process and for one on a cluster (index.milvus.ray)."""
     rows, scales = quantize(embedder.encode([passage_input(title, text) for title, text in zip(titles, texts)]))
     return rows.astype(np.float32) * scales[:, None]
+
 
 def passage_row(passage: Passage, file_key: str, generation: int, stemmer) -> dict:
     """A passage as a row of the collection (without its vector); `stemmer` is `index_analyzer()`. The one
@@ -221,6 +235,7 @@ def passage_row(passage: Passage, file_key: str, generation: int, stemmer) -> di
         "generation": generation,
     }
 
+
 def engine_params(pymilvus, passage_words: int, embedder: str | None) -> dict:
     """What the collection was built with; `MilvusRetriever` refuses a collection whose values differ."""
     params = {
@@ -240,6 +255,7 @@ def engine_params(pymilvus, passage_words: int, embedder: str | None) -> dict:
         params["vector_identity"] = identity_of(embedder)
     return params
 
+
 def _check_sizes(passage: Passage) -> None:
     for field in ("passage_id", "doc_id", "title", "text"):
         size = len(getattr(passage, field).encode())
@@ -249,6 +265,7 @@ def _check_sizes(passage: Passage) -> None:
                 "shorten it or use fewer --passage-words"
             )
 
+
 def index_analyzer():
     """tantivy's `en_stem` chain, as the tantivy index analyzes passages."""
     import tantivy
@@ -257,7 +274,9 @@ def index_analyzer():
     builder = tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.simple()).filter(F.remove_long(40)).filter(F.lowercase())
     return builder.filter(F.stemmer("english")).build()
 
+
 QUERY_ANALYZER = query_analyzer()
+
 
 def query_text(query: str) -> str:
     """The query's distinct stemmed terms without stopwords, exactly as tantivy's retriever queries."""

@@ -21,7 +21,15 @@ class TantivyBackend:
         """`settings.sentence_vectors` says whether the index keeps its passages' sentence vectors for answers
         (`typedrag.index.dense.sentence_choice`)."""
         return sync_index(
-            sources, settings.index, passage_words=options.passage_words, strict=options.strict, rebuild=options.rebuild,
-            remove_missing=options.remove_missing, retrieval=options.retrieval, embedder=options.embedder,
-            show_progress=options.show_progress, filters=options.filters, sentence_vectors=settings.sentence_vectors,
+            sources,
+            settings.index,
+            passage_words=options.passage_words,
+            strict=options.strict,
+            rebuild=options.rebuild,
+            remove_missing=options.remove_missing,
+            retrieval=options.retrieval,
+            embedder=options.embedder,
+            show_progress=options.show_progress,
+            filters=options.filters,
+            sentence_vectors=settings.sentence_vectors,
         )

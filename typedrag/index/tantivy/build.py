@@ -24,11 +24,24 @@ from typedrag.errors import UserError
 from typedrag.index import dense
 from typedrag.index.base import IndexBuildError, IndexUnusableError, empty_index_error
 from typedrag.index.ingest import FileRecord, corpus_sha256, count, filters_for, ingest, plan, scan_filtered
-from typedrag.index.manifest import FORMAT_VERSION, MANIFEST, file_checksums, read_manifest, source_fingerprint, write_manifest
+from typedrag.index.manifest import (
+    FORMAT_VERSION,
+    MANIFEST,
+    file_checksums,
+    read_manifest,
+    source_fingerprint,
+    write_manifest,
+)
 from typedrag.index.nearest import GRAPH
 from typedrag.index.progress import BuildWatch
 from typedrag.index.sentences import SENTENCES
-from typedrag.index.tantivy.folder import build_lock, check_target, recover_interrupted_swap, remove_abandoned_builds, swap_into_place
+from typedrag.index.tantivy.folder import (
+    build_lock,
+    check_target,
+    recover_interrupted_swap,
+    remove_abandoned_builds,
+    swap_into_place,
+)
 from typedrag.index.tantivy.schema import ENGINE, TOKENIZER, rebuild_hint, schema
 from typedrag.index.vectors import FILES as VECTOR_FILES
 from typedrag.records import IndexSummary, Passage, encode_lines
@@ -37,6 +50,7 @@ from typedrag.records import IndexSummary, Passage, encode_lines
 WRITER_HEAP_BYTES = 1 << 30  # split between the writer threads; bigger segments, fewer merges
 
 WRITER_THREADS = 2
+
 
 def build_index(
     sources: Iterable[Path | str],
@@ -52,9 +66,18 @@ def build_index(
 ) -> IndexSummary:
     """A fresh tantivy index of `sources` at `index_dir`, every file read (see `sync_index`)."""
     return sync_index(
-        sources, index_dir, passage_words=passage_words, strict=strict, show_progress=show_progress, rebuild=True,
-        retrieval=retrieval, embedder=embedder, filters=filters, sentence_vectors=sentence_vectors,
+        sources,
+        index_dir,
+        passage_words=passage_words,
+        strict=strict,
+        show_progress=show_progress,
+        rebuild=True,
+        retrieval=retrieval,
+        embedder=embedder,
+        filters=filters,
+        sentence_vectors=sentence_vectors,
     )
+
 
 def sync_index(
     sources: Iterable[Path | str],
@@ -103,7 +126,17 @@ def sync_index(
     check_target(index_dir)
     try:
         return _sync(
-            sources, index_dir, passage_words, strict, show_progress, remove_missing, rebuild, retrieval, embedder, filters, watch,
+            sources,
+            index_dir,
+            passage_words,
+            strict,
+            show_progress,
+            remove_missing,
+            rebuild,
+            retrieval,
+            embedder,
+            filters,
+            watch,
             dense.asked_sentences(sentence_vectors),
         )
     except OSError as error:  # a full disk met outside the writes `_writes` names (the lock, the journal): one line too
@@ -112,9 +145,20 @@ def sync_index(
         left = "the previous index is unchanged" if (index_dir / MANIFEST).is_file() else "nothing was written"
         raise IndexBuildError(f"cannot write the index {index_dir} (no space left on device); {left}") from None
 
+
 def _sync(
-    sources: list, index_dir: Path, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool, rebuild: bool,
-    retrieval: str | None, embedder: str | None, filters: FileFilter | None, watch: BuildWatch | None, sentence_vectors: bool | None,
+    sources: list,
+    index_dir: Path,
+    passage_words: int,
+    strict: bool,
+    show_progress: bool,
+    remove_missing: bool,
+    rebuild: bool,
+    retrieval: str | None,
+    embedder: str | None,
+    filters: FileFilter | None,
+    watch: BuildWatch | None,
+    sentence_vectors: bool | None,
 ) -> IndexSummary:
     index_dir.parent.mkdir(parents=True, exist_ok=True)
     with build_lock(index_dir):
@@ -125,7 +169,20 @@ def _sync(
         wanted = dense.wanted(current, retrieval, embedder)
         filters = filters_for(filters, current)
         choose = functools.partial(dense.sentence_choice, sentence_vectors, current, sources, wanted)
-        return _sync_locked(sources, index_dir, previous, passage_words, strict, show_progress, remove_missing, wanted, filters, watch, choose)
+        return _sync_locked(
+            sources,
+            index_dir,
+            previous,
+            passage_words,
+            strict,
+            show_progress,
+            remove_missing,
+            wanted,
+            filters,
+            watch,
+            choose,
+        )
+
 
 def _current_manifest(index_dir: Path) -> dict | None:
     """The manifest of the index in place, checked, or None (no index, or an unusable one)."""
@@ -135,6 +192,7 @@ def _current_manifest(index_dir: Path) -> dict | None:
         return read_manifest(index_dir, rebuild_hint(index_dir))
     except IndexUnusableError:
         return None
+
 
 def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
     """The current index's manifest if a sync can build on it: same format, engine and passage size."""
@@ -152,16 +210,33 @@ def _reusable_manifest(index_dir: Path, passage_words: int) -> dict | None:
         return None
     return manifest
 
+
 def _sync_locked(
-    sources, index_dir: Path, previous: dict | None, passage_words: int, strict: bool, show_progress: bool, remove_missing: bool,
-    wanted: "dense.Wanted", filters: FileFilter, watch: BuildWatch | None, choose_sentences: Callable[..., "dense.SentenceChoice"],
+    sources,
+    index_dir: Path,
+    previous: dict | None,
+    passage_words: int,
+    strict: bool,
+    show_progress: bool,
+    remove_missing: bool,
+    wanted: "dense.Wanted",
+    filters: FileFilter,
+    watch: BuildWatch | None,
+    choose_sentences: Callable[..., "dense.SentenceChoice"],
 ) -> IndexSummary:
     started = time.perf_counter()
     summary = IndexSummary(index_dir=str(index_dir), synced=previous is not None)
     remove_abandoned_builds(index_dir)
-    held = {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()} if previous else {}
+    held = (
+        {key: FileRecord.from_json(key, data) for key, data in previous["corpus"]["files"].items()} if previous else {}
+    )
     left_out: list[str] = []
-    work = plan(scan_filtered(sources, summary, strict, filters, left_out), held, remove_missing=remove_missing, left_out=left_out)
+    work = plan(
+        scan_filtered(sources, summary, strict, filters, left_out),
+        held,
+        remove_missing=remove_missing,
+        left_out=left_out,
+    )
     building = index_dir.parent / f".{index_dir.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
     had_index = (index_dir / MANIFEST).is_file()
     try:
@@ -179,7 +254,14 @@ def _sync_locked(
                     writer.delete_documents_by_term("file", key)
                 add = _adder(writer)
                 records = ingest(
-                    work.to_read, passage_words, strict, add, summary, known_document=kept, show_progress=show_progress, watch=watch
+                    work.to_read,
+                    passage_words,
+                    strict,
+                    add,
+                    summary,
+                    known_document=kept,
+                    show_progress=show_progress,
+                    watch=watch,
                 )
                 records.update({record.key: record for record in work.unchanged})
                 count(summary, work, records)
@@ -195,7 +277,9 @@ def _sync_locked(
             with _writes():
                 writer.wait_merging_threads()  # joins the writer's threads before the files are touched
             with _writes(engine=False):  # the vector files and the journal: the file system's errors alone
-                vectors = dense.write(building, index, records, work, previous, index_dir, wanted, summary, show_progress, watch)
+                vectors = dense.write(
+                    building, index, records, work, previous, index_dir, wanted, summary, show_progress, watch
+                )
             if watch is not None:
                 watch.writing()
             with _writes(engine=False):
@@ -224,10 +308,13 @@ def _sync_locked(
         raise IndexBuildError(f"cannot write the index {index_dir} ({error}); {left}") from None
     return summary
 
+
 _SHORT_WRITE = re.compile(r"^\d+ requested and \d+ written$")
+
 
 class _CannotWrite(Exception):
     """The file system or tantivy's writer refused a write; the message says why, as far as it is known."""
+
 
 @contextlib.contextmanager
 def _writes(engine: bool = True):
@@ -249,6 +336,7 @@ def _writes(engine: bool = True):
             raise
         raise _CannotWrite("no space left on device?") from error
 
+
 def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
     """The current index's files in the new directory: segment files (written once, never changed) as hard
     links, the JSON files tantivy rewrites (meta.json, .managed.json) as copies, so nothing written to the
@@ -266,8 +354,10 @@ def _link_index_files(index_dir: Path, building: Path, files: dict) -> None:
         except OSError:  # another file system, or links not allowed: a copy does the same, slower
             shutil.copy2(source, target)
 
+
 def _nothing_kept(doc_id: str) -> bool:
     return False
+
 
 def _kept_document_check(index: tantivy.Index, leaving: set[str]):
     """Whether a document id is already held by a file the sync keeps (a duplicate across files)."""
@@ -278,6 +368,7 @@ def _kept_document_check(index: tantivy.Index, leaving: set[str]):
         return any(searcher.doc(address).get_first("file") not in leaving for _, address in hits)
 
     return kept
+
 
 def _adder(writer):
     """Adds one passage to the index being written; its file key comes from the passage's doc, set by `ingest`."""
@@ -305,10 +396,19 @@ def _adder(writer):
 
     return add
 
+
 def _position(passage: Passage) -> int:
     return int(passage.passage_id.rsplit("#", 1)[1])
 
-def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: IndexSummary, passage_words: int, filters: FileFilter) -> dict:
+
+def _manifest(
+    building: Path,
+    sources,
+    records: dict[str, FileRecord],
+    summary: IndexSummary,
+    passage_words: int,
+    filters: FileFilter,
+) -> dict:
     manifest = {
         "format_version": FORMAT_VERSION,
         "typedrag_version": typedrag.__version__,
@@ -334,6 +434,7 @@ def _manifest(building: Path, sources, records: dict[str, FileRecord], summary: 
     if filters:
         manifest["corpus"]["filters"] = filters.to_json()
     return manifest
+
 
 def remove_index(index_dir: Path | str) -> bool:
     """Remove the typedrag index at `index_dir` (when its sources are all gone: a sync would refuse to write an

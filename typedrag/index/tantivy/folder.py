@@ -24,6 +24,7 @@ except ImportError:  # Windows: no flock; builds there are not guarded against e
 # A reader's private folder of symlinks in the temporary folder: "<prefix><pid>-<random>".
 MIRROR_PREFIX = "typedrag-index-"
 
+
 def check_target(index_dir: Path) -> None:
     """Refuse any folder but an absent one, an empty one, or a typedrag index: never delete anything else."""
     resolved, cwd = index_dir.resolve(), Path.cwd().resolve()
@@ -46,6 +47,7 @@ def check_target(index_dir: Path) -> None:
             f"{index_dir} exists and is not a typedrag index ({why}); refusing to replace it: "
             "give --index a new or empty folder"
         )
+
 
 @contextlib.contextmanager
 def build_lock(index_dir: Path):
@@ -77,6 +79,7 @@ def build_lock(index_dir: Path):
             path.unlink()
         handle.close()  # releases the lock
 
+
 def _same_file(handle, path: Path) -> bool:
     """Whether `path` still names the open file `handle`."""
     try:
@@ -85,6 +88,7 @@ def _same_file(handle, path: Path) -> bool:
         return False
     opened = os.fstat(handle.fileno())
     return (named.st_dev, named.st_ino) == (opened.st_dev, opened.st_ino)
+
 
 def recover_interrupted_swap(index_dir: Path) -> None:
     """Undo a kill during `swap_into_place` (call under the build lock, so no swap is running).
@@ -104,15 +108,18 @@ def recover_interrupted_swap(index_dir: Path) -> None:
     for old in olds:
         shutil.rmtree(old, ignore_errors=True)
 
+
 def remove_abandoned_builds(index_dir: Path) -> None:
     """Delete the temporary directories of earlier builds whose process is gone (killed mid-build)."""
     for stale in index_dir.parent.glob(f".{glob.escape(index_dir.name)}.building-*"):
         _remove_if_its_process_is_gone(stale, stale.name.rsplit("-", 2)[-2])
 
+
 def _remove_if_its_process_is_gone(folder: Path, pid: str) -> None:
     """Delete a temporary folder named by the process that made it, once that process is gone (never a symlink)."""
     if pid.isdigit() and not _running(int(pid)) and not folder.is_symlink():
         shutil.rmtree(folder, ignore_errors=True)
+
 
 def _running(pid: int) -> bool:
     if os.name != "posix":  # no cheap liveness check (signal 0 means Ctrl-C on Windows): keep the directory
@@ -125,6 +132,7 @@ def _running(pid: int) -> bool:
         pass
     return True
 
+
 def swap_into_place(building: Path, index_dir: Path) -> None:
     """Two renames; readers that already opened the old index keep their open files."""
     old = None
@@ -134,6 +142,7 @@ def swap_into_place(building: Path, index_dir: Path) -> None:
     building.rename(index_dir)
     if old:
         shutil.rmtree(old, ignore_errors=True)
+
 
 def symlink_mirror(index_dir: Path, files: dict) -> tempfile.TemporaryDirectory | None:
     """A temporary folder of symlinks to the index's files, where tantivy may write its lock files.
@@ -154,6 +163,7 @@ def symlink_mirror(index_dir: Path, files: dict) -> tempfile.TemporaryDirectory 
         mirror.cleanup()
         return None
     return mirror
+
 
 def _remove_abandoned_mirrors() -> None:
     """Delete the symlink folders of readers whose process is gone: one killed (SIGKILL, OOM) never ran

@@ -114,7 +114,9 @@ class TantivyRetriever(Retriever):
         """Whether any passage of the index holds `word` (typedrag.abstain asks it of the names a question uses)."""
         view = self._current()
         with self._reading():
-            return mentioned(view.searcher, lambda text: bm25_query(view.schema, self._analyzer, text, self.fields), word)
+            return mentioned(
+                view.searcher, lambda text: bm25_query(view.schema, self._analyzer, text, self.fields), word
+            )
 
     def _bm25(self, view: "_View", query: str, k: int) -> list[tuple[float, tantivy.Document]]:
         q = bm25_query(view.schema, self._analyzer, query, self.fields)
@@ -132,14 +134,18 @@ class TantivyRetriever(Retriever):
         except BaseException as e:  # tantivy panics (a BaseException) on bytes it trusted
             if not _is_damage(e):
                 raise
-            raise IndexUnusableError(f"{self.index_dir} is damaged ({_one_line(e)}): {rebuild_hint(self.index_dir)}") from None
+            raise IndexUnusableError(
+                f"{self.index_dir} is damaged ({_one_line(e)}): {rebuild_hint(self.index_dir)}"
+            ) from None
 
     def _fused(self, view: "_View", queries: list[str], k: int) -> list[list[ScoredPassage]]:
         """Dense (and, for hybrid, BM25) rankings of every query, fused by reciprocal rank."""
         if k <= 0:
             return [[] for _ in queries]
         if view.mode == "hybrid":  # as BM25 does, hybrid finds nothing for a query of stopwords and punctuation alone
-            searchable = [i for i, q in enumerate(queries) if bm25_query(view.schema, self._analyzer, q, self.fields) is not None]
+            searchable = [
+                i for i, q in enumerate(queries) if bm25_query(view.schema, self._analyzer, q, self.fields) is not None
+            ]
             if len(searchable) < len(queries):
                 found = self._fused(view, [queries[i] for i in searchable], k) if searchable else []
                 results: list[list[ScoredPassage]] = [[] for _ in queries]
@@ -150,7 +156,9 @@ class TantivyRetriever(Retriever):
         nearest = view.vectors.search(view.embedder().embed(queries), depth if view.mode == "hybrid" else k)
         if view.mode == "dense":
             docs = self._docs(view, {pid for hits in nearest for pid, _ in hits})
-            return [[ScoredPassage(_passage(docs[pid]), score) for pid, score in hits if pid in docs] for hits in nearest]
+            return [
+                [ScoredPassage(_passage(docs[pid]), score) for pid, score in hits if pid in docs] for hits in nearest
+            ]
         lexical = list(self._threads().map(lambda q: self._bm25(view, q, depth), queries))
         known = {doc.get_first("passage_id"): doc for hits in lexical for _, doc in hits}
         known.update(self._docs(view, {pid for hits in nearest for pid, _ in hits} - known.keys()))
@@ -189,6 +197,7 @@ class TantivyRetriever(Retriever):
                 self._pool_pid = os.getpid()
             return self._pool
 
+
 def _passage(doc: tantivy.Document) -> Passage:
     text = doc.get_first("text")
     lines = doc.get_first("lines")  # None in an index built before line kinds were kept
@@ -203,6 +212,7 @@ def _passage(doc: tantivy.Document) -> Passage:
         lines=lines_of(text, bytes(lines).decode("ascii", "replace")) if lines else (),
     )
 
+
 def _stamp(index_dir: Path) -> tuple[int, int, int] | None:
     """What identifies one version of an index: its manifest's inode, size and modification time."""
     try:
@@ -210,6 +220,7 @@ def _stamp(index_dir: Path) -> tuple[int, int, int] | None:
     except OSError:
         return None
     return info.st_ino, info.st_size, info.st_mtime_ns
+
 
 @dataclass
 class _View:
@@ -258,39 +269,56 @@ class _View:
         remember(sentences)
         return cls(stamp, manifest, searcher, index.schema, mirror, mode, vectors, notice, sentences)
 
+
 def _search_mode(index_dir: Path, manifest: dict, asked: str | None) -> tuple[str, "DenseVectors | None", str | None]:
     """(mode, vectors, notice): how an index is searched, given the retrieval asked for (None: as it was built)."""
     mode = asked or dense.recorded_retrieval(manifest)
     add = f"`typedrag index SOURCE... --index {index_dir} --retrieval hybrid` adds them (each passage is embedded once)"
     if mode == "bm25":  # chosen, or an index from before vectors (no `retrieval` recorded): that one is told
         old = asked is None and ("retrieval" not in manifest or manifest.get("vectors_skipped"))
-        return "bm25", None, f"{index_dir} has no passage vectors, so it is searched with BM25 alone; {add}" if old else None
+        return (
+            "bm25",
+            None,
+            f"{index_dir} has no passage vectors, so it is searched with BM25 alone; {add}" if old else None,
+        )
     table = Table.from_json(manifest.get("vectors"))
     if table is None:
         if asked:
-            raise IndexUnusableError(f"{index_dir} has no passage vectors for --retrieval {asked}: {add}, or use --retrieval bm25")
+            raise IndexUnusableError(
+                f"{index_dir} has no passage vectors for --retrieval {asked}: {add}, or use --retrieval bm25"
+            )
         return "bm25", None, f"{index_dir} has no passage vectors, so it is searched with BM25 alone; {add}"
     if table.embedder not in EMBEDDERS or table.identity != identity_of(table.embedder):
         hint = f"`typedrag index SOURCE... --index {index_dir}` embeds them again with this typedrag's model"
         if asked:
             raise IndexUnusableError(f"{index_dir}'s vectors were made by another model ({table.identity}): {hint}")
-        return "bm25", None, f"{index_dir}'s vectors were made by another model, so it is searched with BM25 alone; {hint}"
+        return (
+            "bm25",
+            None,
+            f"{index_dir}'s vectors were made by another model, so it is searched with BM25 alone; {hint}",
+        )
     try:
         vectors = DenseVectors(index_dir, table, manifest.get("vector_search"))
     except (OSError, ValueError) as error:
-        raise IndexUnusableError(f"{index_dir}'s vector files are damaged ({_one_line(error)}): {rebuild_hint(index_dir)}") from None
+        raise IndexUnusableError(
+            f"{index_dir}'s vector files are damaged ({_one_line(error)}): {rebuild_hint(index_dir)}"
+        ) from None
     return mode, vectors, None
+
 
 def _is_lock_failure(error: BaseException) -> bool:
     text = str(error).lower()
     return "lockfile" in text or "read-only file system" in text or "readonlyfilesystem" in text or "permission" in text
 
+
 def _is_damage(error: BaseException) -> bool:
     """tantivy reports damaged files as OSError/ValueError, or panics (a BaseException) on bytes it trusted."""
     return isinstance(error, (OSError, ValueError)) or type(error).__name__ == "PanicException"
 
+
 def _one_line(error: BaseException) -> str:
     return " ".join(str(error).split())[:200]
+
 
 def open_retriever(index_dir: Path | str, retrieval: str | None = None) -> TantivyRetriever:
     """Open a built index for search; `IndexUnusableError` (naming the fix) if it cannot be used.

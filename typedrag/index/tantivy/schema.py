@@ -31,6 +31,7 @@ QUERY_STOPWORDS = sorted(SNOWBALL_STOPWORDS)
 # The fields a query searches, with their weights (docs/lab/2026-12-01-title-search.md).
 SEARCH_FIELDS = {"text": 1.0, "section": 0.5}
 
+
 def schema() -> tantivy.Schema:
     builder = tantivy.SchemaBuilder()
     builder.add_text_field("passage_id", stored=True, tokenizer_name="raw")
@@ -49,6 +50,7 @@ def schema() -> tantivy.Schema:
     builder.add_bytes_field("lines", stored=True, indexed=False)
     return builder.build()
 
+
 def query_analyzer() -> tantivy.TextAnalyzer:
     """The index's `en_stem` chain with the stopword filter inserted before stemming."""
     F = tantivy.Filter
@@ -60,6 +62,7 @@ def query_analyzer() -> tantivy.TextAnalyzer:
         .filter(F.stemmer("english"))
         .build()
     )
+
 
 def bm25_query(
     schema: tantivy.Schema, analyzer: tantivy.TextAnalyzer, query: str, fields: dict[str, float] | None = None
@@ -75,8 +78,11 @@ def bm25_query(
         for field, weight in (fields or SEARCH_FIELDS).items():
             clause = tantivy.Query.term_query(schema, field, term, index_option="freq")
             boost = frequency * weight
-            clauses.append((tantivy.Occur.Should, clause if boost == 1 else tantivy.Query.boost_query(clause, float(boost))))
+            clauses.append(
+                (tantivy.Occur.Should, clause if boost == 1 else tantivy.Query.boost_query(clause, float(boost)))
+            )
     return tantivy.Query.boolean_query(clauses) if clauses else None
+
 
 def mentioned(searcher: tantivy.Searcher, query_for: Callable[[str], "tantivy.Query | None"], word: str) -> bool:
     """Whether any passage holds `word` (as the index's analyzer reads it), or the word without a plural or
@@ -87,6 +93,7 @@ def mentioned(searcher: tantivy.Searcher, query_for: Callable[[str], "tantivy.Qu
         if query is None or searcher.search(query, limit=1, count=False).hits:
             return True
     return False
+
 
 def rebuild_hint(index_dir: Path) -> str:
     return f"re-run `typedrag index SOURCE... --index {index_dir}` to rebuild it"

@@ -33,8 +33,10 @@ UPLOAD_PATH = re.compile(r"/v1/collections/[^/]+/documents/?")
 STATIC = Path(__file__).resolve().parents[1] / "static"
 MAX_FIELD_BYTES = 64 * 1024  # a form field that is not a file (ignored) is read up to this size
 # The viewer shows documents only this page's own scripts and styles may act on; the originals' markup is sanitised too.
-VIEWER_POLICY = ("default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
-                 "base-uri 'none'; form-action 'none'; frame-ancestors 'self'")
+VIEWER_POLICY = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' blob: data:; connect-src 'self'; "
+    "base-uri 'none'; form-action 'none'; frame-ancestors 'self'"
+)
 
 router = APIRouter()
 
@@ -74,12 +76,18 @@ async def list_collections(request: Request, caller: Caller = Depends(require_ca
     if default not in {info["name"] for info in infos}:
         default = None
     # `writable`: the caller may create and delete collections here (admins, on a server with --data)
-    return {"collections": infos, "default": default, "writable": library.data is not None and may(caller, None, "write"),
-            "limits": library.limits.model_dump(mode="json")}
+    return {
+        "collections": infos,
+        "default": default,
+        "writable": library.data is not None and may(caller, None, "write"),
+        "limits": library.limits.model_dump(mode="json"),
+    }
 
 
 @router.post("/v1/collections", tags=["collections"], status_code=201)
-async def create_collection(body: NewCollection, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def create_collection(
+    body: NewCollection, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any]:
     collection = await asyncio.to_thread(_library(request).create, body.name, caller, body.retrieval)
     return collection.info()
 
@@ -90,7 +98,9 @@ async def get_collection(collection: str, request: Request, caller: Caller = Dep
 
 
 @router.delete("/v1/collections/{collection}", tags=["collections"])
-async def delete_collection(collection: str, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def delete_collection(
+    collection: str, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any]:
     """Delete the collection, its documents and its index (an ingestion under way is stopped first)."""
     await asyncio.to_thread(_library(request).delete, collection, caller)
     return {"deleted": collection}
@@ -104,7 +114,9 @@ async def list_documents(collection: str, request: Request, caller: Caller = Dep
 
 
 @router.post("/v1/collections/{collection}/search", tags=["collections"])
-async def search(collection: str, body: SearchRequest, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def search(
+    collection: str, body: SearchRequest, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any]:
     """The passages the collection's index finds for `query`, best first, each with its link to the original."""
     library = _library(request)
     sources = await asyncio.to_thread(library.search, collection, body.query, body.k, caller)
@@ -115,9 +127,19 @@ async def search(collection: str, body: SearchRequest, request: Request, caller:
     "/v1/collections/{collection}/documents",
     tags=["collections"],
     status_code=202,
-    openapi_extra={"requestBody": {"content": {"multipart/form-data": {"schema": {
-        "type": "object", "properties": {"files": {"type": "array", "items": {"type": "string", "format": "binary"}}}}}},
-        "required": True}},
+    openapi_extra={
+        "requestBody": {
+            "content": {
+                "multipart/form-data": {
+                    "schema": {
+                        "type": "object",
+                        "properties": {"files": {"type": "array", "items": {"type": "string", "format": "binary"}}},
+                    }
+                }
+            },
+            "required": True,
+        }
+    },
 )
 async def upload(collection: str, request: Request, caller: Caller = Depends(require_caller)) -> JSONResponse:
     """Add documents (multipart/form-data, any number of file fields): a file named as one the collection holds
@@ -128,7 +150,9 @@ async def upload(collection: str, request: Request, caller: Caller = Depends(req
     limits = library.limits
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limits.max_upload_bytes:
-        raise api_error(413, f"the upload is over the limit of {limits.max_upload_bytes >> 20:,} MB; send fewer files at once")
+        raise api_error(
+            413, f"the upload is over the limit of {limits.max_upload_bytes >> 20:,} MB; send fewer files at once"
+        )
     kind, params = parse_options_header(request.headers.get("content-type", ""))
     if kind != b"multipart/form-data" or not params.get(b"boundary"):
         raise api_error(415, "send the files as multipart/form-data (e.g. curl -F files=@manual.pdf)")
@@ -146,7 +170,10 @@ async def upload(collection: str, request: Request, caller: Caller = Depends(req
                 raise api_error(408, f"nothing of the upload arrived for {timeout:g} s") from None
             received += len(chunk)
             if received > limits.max_upload_bytes:
-                raise api_error(413, f"the upload is over the limit of {limits.max_upload_bytes >> 20:,} MB; send fewer files at once")
+                raise api_error(
+                    413,
+                    f"the upload is over the limit of {limits.max_upload_bytes >> 20:,} MB; send fewer files at once",
+                )
             parts.write(chunk)
         parts.finish()
     except ClientDisconnect:
@@ -155,7 +182,9 @@ async def upload(collection: str, request: Request, caller: Caller = Depends(req
         return JSONResponse(error_body(499, "client closed the request"), 499)
     except MultipartParseError as error:
         staging.discard()
-        raise api_error(400, f"the upload is not valid multipart/form-data ({' '.join(str(error).split())[:120]})") from None
+        raise api_error(
+            400, f"the upload is not valid multipart/form-data ({' '.join(str(error).split())[:120]})"
+        ) from None
     except BaseException:
         staging.discard()
         raise
@@ -166,10 +195,14 @@ async def upload(collection: str, request: Request, caller: Caller = Depends(req
     finally:
         staging.discard()  # what was moved into the collection is no longer here; the rest goes
     rejected = [{"name": r.name, "reason": r.reason} for r in [*staging.rejected, *refused]]
-    log.info("upload", extra={"fields": {"collection": target.name, "accepted": len(accepted), "rejected": len(rejected)}})
+    log.info(
+        "upload", extra={"fields": {"collection": target.name, "accepted": len(accepted), "rejected": len(rejected)}}
+    )
     body = {"collection": target.name, "accepted": accepted, "rejected": rejected, "state": target.state()}
     if not accepted:
-        reasons = "; ".join(f"{r['name']}: {r['reason']}" for r in rejected[:3]) + ("; ..." if len(rejected) > 3 else "")
+        reasons = "; ".join(f"{r['name']}: {r['reason']}" for r in rejected[:3]) + (
+            "; ..." if len(rejected) > 3 else ""
+        )
         return JSONResponse({**error_body(422, f"no file was accepted: {reasons}"), **body}, 422)
     return JSONResponse(body, 202)
 
@@ -184,11 +217,18 @@ class _Parts:
         self.is_file = False
         self.open = False
         self.field_bytes = 0
-        self.parser = MultipartParser(boundary, {
-            "on_part_begin": self._begin, "on_part_data": self._data, "on_part_end": self._end,
-            "on_header_field": self._field, "on_header_value": self._value, "on_header_end": self._header_end,
-            "on_headers_finished": self._headers_finished,
-        })
+        self.parser = MultipartParser(
+            boundary,
+            {
+                "on_part_begin": self._begin,
+                "on_part_data": self._data,
+                "on_part_end": self._end,
+                "on_header_field": self._field,
+                "on_header_value": self._value,
+                "on_header_end": self._header_end,
+                "on_headers_finished": self._headers_finished,
+            },
+        )
 
     def write(self, chunk: bytes) -> None:
         self.parser.write(chunk)
@@ -232,7 +272,9 @@ class _Parts:
 
 
 @router.delete("/v1/collections/{collection}/documents/{name}", tags=["collections"], status_code=202)
-async def delete_document(collection: str, name: str, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def delete_document(
+    collection: str, name: str, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any]:
     """Remove a document: it leaves the answers once the ingestion that follows is done."""
     library = _library(request)
     target = library.get(collection, caller, "write")
@@ -247,8 +289,12 @@ async def original(collection: str, name: str, request: Request, caller: Caller 
     path, why = await asyncio.to_thread(target.original, name, _indexed_hash(target, name))
     if path is None:
         raise api_error(404, f"{name}: {why}")
-    return FileResponse(path, media_type="application/octet-stream", filename=name,
-                        headers={"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox"})
+    return FileResponse(
+        path,
+        media_type="application/octet-stream",
+        filename=name,
+        headers={"X-Content-Type-Options": "nosniff", "Content-Security-Policy": "default-src 'none'; sandbox"},
+    )
 
 
 def _indexed_hash(target: Collection, name: str) -> str | None:
@@ -257,8 +303,13 @@ def _indexed_hash(target: Collection, name: str) -> str | None:
 
 
 @router.get("/v1/collections/{collection}/source", tags=["collections"])
-async def source(collection: str, request: Request, passage: str | None = None, document: str | None = None,
-                 caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def source(
+    collection: str,
+    request: Request,
+    passage: str | None = None,
+    document: str | None = None,
+    caller: Caller = Depends(require_caller),
+) -> dict[str, Any]:
     """What the viewer shows for a passage (or a whole document): the passage, and its original rendered and
     sanitised with the passage marked (`kind` html), or a PDF's page count and the passage's boxes on its pages
     (`kind` pdf; images from .../pages/{n}.png). `found` false, with a note, when the passage is not in the index."""
@@ -274,19 +325,32 @@ def _source(target: Collection, passage_id: str | None, document: str | None) ->
     if passage_id:
         found = target.passage(passage_id)
         if found is None:
-            return {**shown, "found": False, "note": f"passage {passage_id!r} is not in collection {target.name!r} now "
-                                                     "(its document was removed or replaced since)"}
+            return {
+                **shown,
+                "found": False,
+                "note": f"passage {passage_id!r} is not in collection {target.name!r} now "
+                "(its document was removed or replaced since)",
+            }
         passage, name, record = found
         text, first, last = passage.text, passage.page, passage.page_end or passage.page
-        shown["passage"] = {"passage_id": passage.passage_id, "title": passage.title, "section": passage.section,
-                            "page": passage.page, "page_end": passage.page_end, "text": passage.text}
+        shown["passage"] = {
+            "passage_id": passage.passage_id,
+            "title": passage.title,
+            "section": passage.section,
+            "page": passage.page,
+            "page_end": passage.page_end,
+            "text": passage.text,
+        }
         path, why = target.original(name, record.get("sha256"))
     else:
         name = document
         path, why = target.original(name, _indexed_hash(target, name))
         if path is None and why and "removed" in why:
             return {**shown, "found": False, "note": f"no document {name!r} in collection {target.name!r}"}
-    shown["document"] = {"name": name, "original": f"/v1/collections/{target.name}/documents/{name}/original" if path else None}
+    shown["document"] = {
+        "name": name,
+        "original": f"/v1/collections/{target.name}/documents/{name}/original" if path else None,
+    }
     if path is None:
         return {**shown, "note": why, "view": {"kind": "none"}}
     view = render(path, name, text)
@@ -298,8 +362,12 @@ def _source(target: Collection, passage_id: str | None, document: str | None) ->
     return shown
 
 
-@router.get("/v1/collections/{collection}/documents/{name}/pages/{number}.png", tags=["collections"], response_class=Response)
-async def page_image(collection: str, name: str, number: int, request: Request, caller: Caller = Depends(require_caller)) -> Response:
+@router.get(
+    "/v1/collections/{collection}/documents/{name}/pages/{number}.png", tags=["collections"], response_class=Response
+)
+async def page_image(
+    collection: str, name: str, number: int, request: Request, caller: Caller = Depends(require_caller)
+) -> Response:
     """Page `number` of a PDF document, rendered by PDFium."""
     target = _library(request).get(collection, caller)
     path, why = await asyncio.to_thread(target.original, name, _indexed_hash(target, name))
@@ -318,4 +386,6 @@ async def page_image(collection: str, name: str, number: int, request: Request, 
 async def viewer(collection: str) -> FileResponse:
     """The viewer page: it fetches /v1/collections/{collection}/source as the page does (its session cookie, or the key
     it keeps), so a link needs no key in it."""
-    return FileResponse(STATIC / "view.html", headers={"Content-Security-Policy": VIEWER_POLICY, "Cache-Control": "no-cache"})
+    return FileResponse(
+        STATIC / "view.html", headers={"Content-Security-Policy": VIEWER_POLICY, "Cache-Control": "no-cache"}
+    )

@@ -77,7 +77,14 @@ def window_of(turns: list[Turn]) -> list[Turn]:
         if len(sent) >= WINDOW_TURNS:
             break
         kept = Turn(role=turn.role, content=turn.content[:TURN_CHARS])
-        bytes_ = len(json.dumps({"role": kept.role, "content": kept.content}, ensure_ascii=False, separators=(",", ":")).encode()) + 1
+        bytes_ = (
+            len(
+                json.dumps(
+                    {"role": kept.role, "content": kept.content}, ensure_ascii=False, separators=(",", ":")
+                ).encode()
+            )
+            + 1
+        )
         if size + bytes_ > WINDOW_BYTES:
             break
         size += bytes_
@@ -103,31 +110,58 @@ def _account(request: Request, caller: Caller) -> tuple[Service, Any, User]:
     if service.store is None:
         raise api_error(409, "this server keeps no conversations: start it with --data DIR or --database URL")
     if caller.user is None:
-        raise api_error(403, "conversations are kept for accounts: sign in with a user's key (`typedrag users add NAME --key`)")
+        raise api_error(
+            403, "conversations are kept for accounts: sign in with a user's key (`typedrag users add NAME --key`)"
+        )
     return service, service.store, caller.user
 
 
 def conversation_json(conversation: Conversation) -> dict[str, Any]:
-    return {"id": conversation.id, "collection": conversation.collection, "title": conversation.title,
-            "created_at": conversation.created_at.isoformat(), "updated_at": conversation.updated_at.isoformat()}
+    return {
+        "id": conversation.id,
+        "collection": conversation.collection,
+        "title": conversation.title,
+        "created_at": conversation.created_at.isoformat(),
+        "updated_at": conversation.updated_at.isoformat(),
+    }
 
 
 def message_json(message: Message) -> dict[str, Any]:
-    return {"id": message.id, "role": message.role, "text": message.text, "created_at": message.created_at.isoformat(),
-            "trace_id": message.trace_id, "method": message.method, "type": message.type, "strategy": message.strategy,
-            "result": message.result}
+    return {
+        "id": message.id,
+        "role": message.role,
+        "text": message.text,
+        "created_at": message.created_at.isoformat(),
+        "trace_id": message.trace_id,
+        "method": message.method,
+        "type": message.type,
+        "strategy": message.strategy,
+        "result": message.result,
+    }
 
 
 def feedback_json(given: Feedback | None) -> dict[str, Any] | None:
     if given is None:
         return None
-    return {"id": given.id, "message_id": given.message_id, "verdict": given.verdict, "comment": given.comment,
-            "helpful": list(given.helpful), "updated_at": given.updated_at.isoformat()}
+    return {
+        "id": given.id,
+        "message_id": given.message_id,
+        "verdict": given.verdict,
+        "comment": given.comment,
+        "helpful": list(given.helpful),
+        "updated_at": given.updated_at.isoformat(),
+    }
 
 
 @router.get("/v1/conversations")
-async def list_conversations(request: Request, collection: str | None = None, search: str | None = None, limit: int = 50,
-                             cursor: str | None = None, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def list_conversations(
+    request: Request,
+    collection: str | None = None,
+    search: str | None = None,
+    limit: int = 50,
+    cursor: str | None = None,
+    caller: Caller = Depends(require_caller),
+) -> dict[str, Any]:
     """The caller's conversations, newest first, `limit` (at most 200) a page: `next_cursor` asks for the next page
     (null: this was the last). `search` finds a phrase in titles and messages; `collection` keeps one collection's."""
     _, store, user = _account(request, caller)
@@ -136,7 +170,9 @@ async def list_conversations(request: Request, collection: str | None = None, se
 
 
 @router.post("/v1/conversations", status_code=201)
-async def start_conversation(body: NewConversation, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def start_conversation(
+    body: NewConversation, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any]:
     """A new conversation in a collection the caller may read (404 for one they may not, as for one that is absent)."""
     service, store, user = _account(request, caller)
     collection = service.library.get(body.collection, caller).name
@@ -144,7 +180,9 @@ async def start_conversation(body: NewConversation, request: Request, caller: Ca
 
 
 @router.get("/v1/conversations/{conversation_id}")
-async def get_conversation(conversation_id: str, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def get_conversation(
+    conversation_id: str, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any]:
     """One conversation with every message: the questions, and the answers with their full result (citations,
     sources, the trace) and the caller's verdict on each."""
     _, store, user = _account(request, caller)
@@ -152,13 +190,17 @@ async def get_conversation(conversation_id: str, request: Request, caller: Calle
 
 
 @router.patch("/v1/conversations/{conversation_id}")
-async def rename_conversation(conversation_id: str, body: Rename, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def rename_conversation(
+    conversation_id: str, body: Rename, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any]:
     _, store, user = _account(request, caller)
     return conversation_json(await in_store(store.rename_conversation, user, conversation_id, body.title))
 
 
 @router.delete("/v1/conversations/{conversation_id}")
-async def delete_conversation(conversation_id: str, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def delete_conversation(
+    conversation_id: str, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any]:
     """Gone from the caller's list at once; its messages and feedback are removed by the next purge."""
     _, store, user = _account(request, caller)
     await in_store(store.delete_conversation, user, conversation_id)
@@ -166,8 +208,12 @@ async def delete_conversation(conversation_id: str, request: Request, caller: Ca
 
 
 @router.get("/v1/conversations/{conversation_id}/export", response_class=Response)
-async def export_conversation(conversation_id: str, request: Request, format: Literal["markdown", "json"] = "markdown",
-                              caller: Caller = Depends(require_caller)) -> Response:
+async def export_conversation(
+    conversation_id: str,
+    request: Request,
+    format: Literal["markdown", "json"] = "markdown",
+    caller: Caller = Depends(require_caller),
+) -> Response:
     """The conversation as a file: Markdown (each question, its answer, the sentences cited, the sources) or JSON
     (every message, each answer's full result with its trace, the caller's verdicts)."""
     _, store, user = _account(request, caller)
@@ -179,11 +225,20 @@ async def export_conversation(conversation_id: str, request: Request, format: Li
     else:
         body = await in_store(store.export_markdown, user, conversation_id)
         kind, suffix = "text/markdown; charset=utf-8", "md"
-    return Response(body, media_type=kind, headers={"Content-Disposition": f'attachment; filename="typedrag-{name}.{suffix}"',
-                                                    "X-Content-Type-Options": "nosniff", "Cache-Control": "no-store"})
+    return Response(
+        body,
+        media_type=kind,
+        headers={
+            "Content-Disposition": f'attachment; filename="typedrag-{name}.{suffix}"',
+            "X-Content-Type-Options": "nosniff",
+            "Cache-Control": "no-store",
+        },
+    )
 
 
-async def _prepared(conversation_id: str, body: Question, request: Request, caller: Caller) -> tuple[Any, User, Conversation, Asking]:
+async def _prepared(
+    conversation_id: str, body: Question, request: Request, caller: Caller
+) -> tuple[Any, User, Conversation, Asking]:
     """The store, the user, the conversation and the question asked in it, checked and read with its history."""
     service, store, user = _account(request, caller)
     question, forced = service.check(body.question, body.type)
@@ -194,8 +249,9 @@ async def _prepared(conversation_id: str, body: Question, request: Request, call
 
 
 @router.post("/v1/conversations/{conversation_id}/answer", response_model=None)
-async def answer_in_conversation(conversation_id: str, body: Question, request: Request,
-                                 caller: Caller = Depends(require_caller)) -> dict[str, Any] | JSONResponse:
+async def answer_in_conversation(
+    conversation_id: str, body: Question, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any] | JSONResponse:
     """Ask in a saved conversation: the answer (its full result in `answer.result`), read with the conversation so
     far, kept in it with the question (both or neither)."""
     store, user, conversation, asking = await _prepared(conversation_id, body, request, caller)
@@ -203,14 +259,16 @@ async def answer_in_conversation(conversation_id: str, body: Question, request: 
     result = await asking.once(request)
     if result is None:
         return client_closed()
-    asked, answered, kept = await in_store(store.add_exchange, user, conversation.id, asking.question, result.answer,
-                                           result=result, trace_id=traced)
+    asked, answered, kept = await in_store(
+        store.add_exchange, user, conversation.id, asking.question, result.answer, result=result, trace_id=traced
+    )
     return {"conversation": conversation_json(kept), "question": message_json(asked), "answer": message_json(answered)}
 
 
 @router.post("/v1/conversations/{conversation_id}/answer/stream", response_class=StreamingResponse)
-async def answer_stream_in_conversation(conversation_id: str, body: Question, request: Request,
-                                        caller: Caller = Depends(require_caller)) -> Response:
+async def answer_stream_in_conversation(
+    conversation_id: str, body: Question, request: Request, caller: Caller = Depends(require_caller)
+) -> Response:
     """As /v1/answer/stream, in a saved conversation; after `result`, `saved` {conversation, question, answer} (the
     messages' ids: the answer's is what feedback is given on), or `error` when it could not be kept."""
     store, user, conversation, asking = await _prepared(conversation_id, body, request, caller)
@@ -218,23 +276,43 @@ async def answer_stream_in_conversation(conversation_id: str, body: Question, re
 
     async def save(result: AnswerResult) -> list[tuple[str, Any]]:
         try:
-            asked, answered, kept = await in_store(store.add_exchange, user, conversation.id, asking.question, result.answer,
-                                                   result=result, trace_id=traced)
+            asked, answered, kept = await in_store(
+                store.add_exchange,
+                user,
+                conversation.id,
+                asking.question,
+                result.answer,
+                result=result,
+                trace_id=traced,
+            )
         except (StoreError, StoreUnavailable) as error:
             log.warning("an answer was not saved", extra={"fields": {"error": str(error)}})
-            return [("error", {"status": 503, "message": "the answer was not saved: the store is unavailable; see the server log"})]
+            return [
+                (
+                    "error",
+                    {
+                        "status": 503,
+                        "message": "the answer was not saved: the store is unavailable; see the server log",
+                    },
+                )
+            ]
         return [("saved", {"conversation": conversation_json(kept), "question": asked.id, "answer": answered.id})]
 
     return asking.stream(ServerSentEvents(), save)
 
 
 @router.post("/v1/messages/{message_id}/feedback")
-async def give_feedback(message_id: int, body: Verdict, request: Request, caller: Caller = Depends(require_caller)) -> dict[str, Any]:
+async def give_feedback(
+    message_id: int, body: Verdict, request: Request, caller: Caller = Depends(require_caller)
+) -> dict[str, Any]:
     """The caller's verdict on one of their answers (a second replaces the first): up or down, an optional comment,
     and the passages among its sources that helped. Kept with the question, answer, sources, type and trace id."""
     _, store, user = _account(request, caller)
     given = await in_store(store.give_feedback, user, message_id, body.verdict, body.comment, body.helpful)
-    log.info("feedback", extra={"fields": {"verdict": given.verdict, "helpful": len(given.helpful), "comment": bool(given.comment)}})
+    log.info(
+        "feedback",
+        extra={"fields": {"verdict": given.verdict, "helpful": len(given.helpful), "comment": bool(given.comment)}},
+    )
     return feedback_json(given) or {}
 
 

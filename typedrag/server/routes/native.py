@@ -77,7 +77,9 @@ async def page() -> FileResponse:
 
 
 @router.post("/v1/answer", response_model=AnswerResult, tags=["answer"])
-async def answer(body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> AnswerResult | JSONResponse:
+async def answer(
+    body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)
+) -> AnswerResult | JSONResponse:
     """Answer one question (in `collection`); the result carries the type, plan, aspects, sources (each linking to
     its original), citations and LLM calls."""
     result = await asking(body, request, caller, body.collection).once(request)
@@ -85,7 +87,9 @@ async def answer(body: AnswerRequest, request: Request, caller: Caller = Depends
 
 
 @router.post("/v1/collections/{collection}/answer", response_model=AnswerResult, tags=["collections"])
-async def answer_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> AnswerResult | JSONResponse:
+async def answer_in(
+    collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)
+) -> AnswerResult | JSONResponse:
     """Answer one question in `collection` (the body's own `collection`, if any, is ignored)."""
     result = await asking(body, request, caller, collection).once(request)
     return client_closed() if result is None else result
@@ -99,14 +103,23 @@ _STREAM_RESPONSES = {
 }
 
 
-@router.post("/v1/collections/{collection}/answer/stream", tags=["collections"], response_class=StreamingResponse, responses=_STREAM_RESPONSES)
-async def answer_stream_in(collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> StreamingResponse:
+@router.post(
+    "/v1/collections/{collection}/answer/stream",
+    tags=["collections"],
+    response_class=StreamingResponse,
+    responses=_STREAM_RESPONSES,
+)
+async def answer_stream_in(
+    collection: str, body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)
+) -> StreamingResponse:
     """As /v1/answer/stream, in `collection`."""
     return asking(body, request, caller, collection).stream(ServerSentEvents())
 
 
 @router.post("/v1/answer/stream", tags=["answer"], response_class=StreamingResponse, responses=_STREAM_RESPONSES)
-async def answer_stream(body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)) -> StreamingResponse:
+async def answer_stream(
+    body: AnswerRequest, request: Request, caller: Caller = Depends(require_caller)
+) -> StreamingResponse:
     """Server-Sent Events, in order: `rewrite` (with history: the follow-up read alone), `type` (typed only),
     `plan` (decomposing types), `aspect` (each, as done),
     then the answer as it is written: `token` {text} pieces that concatenate to the answer, and `citation`

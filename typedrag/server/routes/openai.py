@@ -100,5 +100,7 @@ def _asking(body: ChatCompletionRequest, request: Request, caller: Caller) -> As
     try:
         pipeline = service.library.pipeline(collection, caller) if method != "llm" else service.pipeline
     except CollectionError as error:  # an unknown collection is an unknown model, as OpenAI clients read it
-        raise api_error(404 if error.status == 404 else error.status, f"model {body.model!r}: {error.message}") from error
+        raise api_error(
+            404 if error.status == 404 else error.status, f"model {body.model!r}: {error.message}"
+        ) from error
     return Asking(service, question, method, forced, history, pipeline, knowledge)

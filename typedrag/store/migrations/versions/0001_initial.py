@@ -26,7 +26,12 @@ def upgrade() -> None:
         sa.Column("name", sa.String(length=128), nullable=False),
         sa.Column("role", sa.String(length=16), nullable=False),
         sa.Column("created_at", sa.DateTime(), nullable=False),
-        sa.Column("disabled", sa.Boolean(create_constraint=True, name="disabled_bool"), server_default=sa.false(), nullable=False),
+        sa.Column(
+            "disabled",
+            sa.Boolean(create_constraint=True, name="disabled_bool"),
+            server_default=sa.false(),
+            nullable=False,
+        ),
         sa.CheckConstraint("role IN ('admin', 'editor', 'reader')", name=op.f("ck_users_role")),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_users")),
         sa.UniqueConstraint("name", name=op.f("uq_users_name")),
@@ -65,7 +70,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.Column("deleted_at", sa.DateTime(), nullable=True),
-        sa.ForeignKeyConstraint(["owner_id"], ["users.id"], name=op.f("fk_conversations_owner_id_users"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["owner_id"], ["users.id"], name=op.f("fk_conversations_owner_id_users"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_conversations")),
     )
     op.create_index("ix_conversations_owner_recent", "conversations", ["owner_id", "updated_at", "id"], unique=False)
@@ -83,7 +90,10 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.CheckConstraint("role IN ('user', 'assistant', 'system')", name=op.f("ck_messages_role")),
         sa.ForeignKeyConstraint(
-            ["conversation_id"], ["conversations.id"], name=op.f("fk_messages_conversation_id_conversations"), ondelete="CASCADE"
+            ["conversation_id"],
+            ["conversations.id"],
+            name=op.f("fk_messages_conversation_id_conversations"),
+            ondelete="CASCADE",
         ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_messages")),
     )
@@ -99,7 +109,9 @@ def upgrade() -> None:
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("updated_at", sa.DateTime(), nullable=False),
         sa.CheckConstraint("verdict IN ('up', 'down')", name=op.f("ck_feedback_verdict")),
-        sa.ForeignKeyConstraint(["message_id"], ["messages.id"], name=op.f("fk_feedback_message_id_messages"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["message_id"], ["messages.id"], name=op.f("fk_feedback_message_id_messages"), ondelete="CASCADE"
+        ),
         sa.ForeignKeyConstraint(["user_id"], ["users.id"], name=op.f("fk_feedback_user_id_users"), ondelete="CASCADE"),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_feedback")),
         sa.UniqueConstraint("message_id", "user_id", name=op.f("uq_feedback_message_id_user_id")),

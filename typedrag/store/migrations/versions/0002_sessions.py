@@ -25,9 +25,13 @@ def upgrade() -> None:
         sa.Column("admin_key_hash", sa.String(length=256), nullable=True),
         sa.Column("created_at", sa.DateTime(), nullable=False),
         sa.Column("expires_at", sa.DateTime(), nullable=False),
-        sa.CheckConstraint("(user_id IS NOT NULL AND key_id IS NOT NULL) OR admin_key_hash IS NOT NULL", name=op.f("ck_sessions_owner")),
+        sa.CheckConstraint(
+            "(user_id IS NOT NULL AND key_id IS NOT NULL) OR admin_key_hash IS NOT NULL", name=op.f("ck_sessions_owner")
+        ),
         sa.ForeignKeyConstraint(["user_id"], ["users.id"], name=op.f("fk_sessions_user_id_users"), ondelete="CASCADE"),
-        sa.ForeignKeyConstraint(["key_id"], ["api_keys.id"], name=op.f("fk_sessions_key_id_api_keys"), ondelete="CASCADE"),
+        sa.ForeignKeyConstraint(
+            ["key_id"], ["api_keys.id"], name=op.f("fk_sessions_key_id_api_keys"), ondelete="CASCADE"
+        ),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_sessions")),
     )
     op.create_index(op.f("ix_sessions_user_id"), "sessions", ["user_id"], unique=False)
