@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import re
 
+from typedrag.phrasing.content import WORD, content_words, key_phrases
 from typedrag.phrasing.words import ABBREVIATIONS, ENDINGS, OWN_S, SNOWBALL_STOPWORDS, STOPWORDS
 
-# SNOWBALL_STOPWORDS is named here too: the index reads its query stop words from typedrag.text.
+# Named here too: SNOWBALL_STOPWORDS (the index reads its query stop words from typedrag.text), and the content
+# words and key phrases of typedrag.phrasing.content that most readers of text take from here.
 __all__ = [
     "SNOWBALL_STOPWORDS",
     "STOPWORDS",
@@ -20,8 +22,6 @@ __all__ = [
     "word_pieces",
 ]
 
-WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]")
-_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9'+#.-]*[A-Za-z0-9+#]|[A-Za-z0-9]|[^\sA-Za-z0-9]")
 _WORD_PIECE = re.compile(r"\s*\S+\s*|\s+")
 
 
@@ -29,24 +29,6 @@ def word_pieces(text: str) -> list[str]:
     """`text` cut into words, each with the whitespace around it, so the pieces concatenate back to it
     (how a streamed reply arrives, and how a finished one is replayed as a stream)."""
     return _WORD_PIECE.findall(text)
-
-
-def content_words(text: str) -> list[str]:
-    """The words of `text` that carry meaning (no stopwords), in order."""
-    return [w for w in WORD.findall(text) if w.lower() not in STOPWORDS]
-
-
-def key_phrases(text: str) -> list[str]:
-    """Runs of consecutive content words, longest first: a cheap noun-phrase chunker."""
-    phrases: list[list[str]] = [[]]
-    for token in _TOKEN.findall(text):
-        if token.lower() in STOPWORDS or not token[0].isalnum():
-            if phrases[-1]:
-                phrases.append([])
-        else:
-            phrases[-1].append(token)
-    found = [" ".join(p) for p in phrases if p]
-    return sorted(dict.fromkeys(found), key=lambda p: -len(p.split()))
 
 
 def terms(text: str) -> set[str]:

@@ -3,6 +3,7 @@ place, counted (tests/test_phrasing_budget.py holds the budget a new rule must r
 
 - `words`: the vocabulary (stop words, abbreviations, the words that point back); it imports nothing, so
   `typedrag.text` builds its tokens and sentences on it;
+- `content`: which words of a text carry its meaning (content words, key phrases), on `words` alone;
 - `questions`: how a question is phrased (its pleasantries, its lead words, what a comparison compares, whether
   it asks for an amount);
 - `kinds`: the phrasings that decide a question's type between COMPARISON and the model's pick;
@@ -10,6 +11,6 @@ place, counted (tests/test_phrasing_budget.py holds the budget a new rule must r
 - `denials`: how a sentence says its sources lack something;
 - `plans`: the offline planners, a strategy's plan read from the question's phrasing.
 
-Nothing here imports above `typedrag.text` (pyproject.toml's contract): patterns and words, and the small
-functions that read with them.
+Nothing here imports anything of typedrag but itself (pyproject.toml's contract): patterns and words, and the
+small functions that read with them; `typedrag.text` reads with them.
 """

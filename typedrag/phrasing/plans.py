@@ -9,7 +9,7 @@ schema. ValueError when the question gives nothing to plan from.
 from __future__ import annotations
 
 from typedrag.phrasing.questions import HOW_TO, SHOULD, WHY, advice_topic, subject
-from typedrag.text import content_words, key_phrases
+from typedrag.phrasing.content import content_words, key_phrases
 
 
 def reason_queries(question: str) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from typing import Literal
 
-from typedrag.text import content_words
+from typedrag.phrasing.content import content_words
 
 # ---------------------------------------------------------------- around the question
 
