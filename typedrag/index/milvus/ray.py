@@ -87,7 +87,7 @@ def sync_milvus_index_on_ray(
     filters: FileFilter | None = None,
 ) -> IndexSummary:
     """Build or sync the collection `collection` from `sources` on the Ray cluster at `address`, as
-    `milvus_index.sync_milvus_index` does in one process: same passages, ids, vectors and manifest.
+    `typedrag.index.milvus.build.sync_milvus_index` does in one process: same passages, ids, vectors and manifest.
 
     `retrieval`, `embedder`, `dense` and `filters` as for `sync_milvus_index` (None: as the collection has them,
     hybrid and no filters for a new one): the same decision, by the same function.
