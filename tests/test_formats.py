@@ -757,3 +757,28 @@ def test_a_pre_the_page_marks_as_text_is_read_as_prose_paragraphs(tmp_path):
     assert any(text.startswith("Example :") and "slowstart 10s" in text for text in code)
     assert any(text.startswith("backend app") for text in code)  # the plain <pre>
     assert not any("192.168.1.1" in text and "parameter" in text for text in prose)
+
+
+def test_a_menu_the_page_hides_until_clicked_is_not_read_into_the_sentence(tmp_path):
+    """HAProxy's manuals follow each keyword named in a sentence with a Bootstrap drop-down menu of the sections
+    defining it, hidden until clicked; read, it ran into the sentence: `"ca-fileThis keyword is available in
+    sections :Bind optionsServer and default-server options", "ca-verify-file"`. So is an element marked `hidden`."""
+    from typedrag.corpus.formats.html import read_html
+
+    page = tmp_path / "configuration.html"
+    page.write_text(
+        '<html><head><title>Configuration</title></head><body><pre class="text">Assigns a default directory to '
+        'fetch SSL CA certificates from when a\nrelative path is used with &quot;<span class="dropdown"><a '
+        'class="dropdown-toggle" data-toggle="dropdown" href="#">ca-file<span class="caret"></span></a><ul '
+        'class="dropdown-menu"><li class="dropdown-header">This keyword is available in sections :</li><li><a '
+        'href="#ca-file">Bind options</a></li><li><a href="#ca-file-server">Server and default-server options</a>'
+        '</li></ul></span>&quot; or &quot;<a href="#ca-verify-file">ca-verify-file</a>&quot;.</pre>'
+        "<p>Shown.<span hidden> Not shown.</span></p></body></html>",
+        encoding="utf-8",
+    )
+    texts = [block.text for block in read_html(page).blocks]
+    assert texts == [
+        'Assigns a default directory to fetch SSL CA certificates from when a relative path is used with "ca-file" '
+        'or "ca-verify-file".',
+        "Shown.",
+    ]

@@ -51,6 +51,10 @@ BOILERPLATE = ", ".join(
         "[role=contentinfo]",
         "[role=complementary]",
         "[aria-hidden=true]",
+        "[hidden]",
+        # Bootstrap's menus are hidden until their toggle is clicked: HAProxy's manuals put one after each keyword
+        # named in a sentence ("ca-file" + "This keyword is available in sections : Bind options ...").
+        ".dropdown-menu",
         ".navheader",
         ".navfooter",
         ".docnav",
