@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from typedrag.llm.base import Message
 
-PROMPT_VERSION = "2026-12-10.2"
+PROMPT_VERSION = "2026-12-10.3"
 
 # Per passage in a prompt: ~100-word passages fit whole; runaway ones are cut.
 SOURCE_CHARS = 1200
@@ -107,8 +107,10 @@ LABELLED = (
     "Where the sources do not cover the question, or a part of it the question asks about, you may add what you "
     "know yourself, kept apart from the answer from the sources: the reply is a JSON object holding the answer "
     "from the sources, with its citations, and separately, without source numbers, your own sentences for "
-    "what the sources do not cover. Add nothing of your own where the sources cover the question; if they do "
-    "not answer it at all, leave the answer from the sources empty and answer from your own knowledge."
+    "what the sources do not cover. Add nothing of your own where the sources cover the question, and never to "
+    "add detail, examples or further advice to a part they cover: only a part the question itself asks about "
+    "that no source addresses. If they do not answer it at all, leave the answer from the sources empty and "
+    "answer from your own knowledge."
 )
 PLANNER = "Reply with JSON only. " + DATA_RULE
 # What every step that merges partial answers is told: a reader pays for each sentence that says nothing.
