@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from typedrag.llm.base import Message
 
-PROMPT_VERSION = "2026-12-10.3"
+PROMPT_VERSION = "2026-12-10.4"
 
 # Per passage in a prompt: ~100-word passages fit whole; runaway ones are cut.
 SOURCE_CHARS = 1200
@@ -113,6 +113,7 @@ LABELLED = (
     "answer from your own knowledge."
 )
 PLANNER = "Reply with JSON only. " + DATA_RULE
+
 # What every step that merges partial answers is told: a reader pays for each sentence that says nothing.
 NO_FILLER = (
     "Every sentence must state something the material above supports: no introduction, no sentence about the "
@@ -120,6 +121,16 @@ NO_FILLER = (
 )
 # The last words of every prompt that answers from sources: small models cite when reminded last.
 CITE = "Cite the sources you use by their numbers in square brackets, like [1]."
+
+# knowledge = "labelled": before the model's own sentences are shown as not from the documents, the documents are
+# searched for what they would cover, and passages no step read yet are given to the model for that part alone.
+GAP_ANSWER = Prompt(
+    "gap_answer",
+    GROUNDED,
+    "Sources:\n{sources}\n\nQuestion: {question}\n\nAn answer from other passages left this part of the question "
+    "uncovered: {gap}\n\nSay what these sources say about that part only, in at most three sentences; the rest of "
+    "the question is answered already. " + CITE,
+)
 
 # A follow-up read alone: the conversation is filled in with `Prompt.filled`, the question by the engine.
 REWRITE_QUESTION = Prompt(
