@@ -406,6 +406,29 @@ async def test_labelled_searches_the_documents_for_what_the_model_would_add_and_
     assert "".join(d["text"] for n, d in events if n == "token") == result.answer  # the stream went on
 
 
+async def test_the_gap_is_searched_with_the_models_own_sentences_too(stub):
+    """What the model says is uncovered can be too vague to find anything ("other tools"); the name its sentence
+    gives (pg_repack) finds the page that has it."""
+    first = knowing(covers="other tools", own=["The pg_repack extension rewrites a table with a shorter lock."])
+
+    def responder(request):
+        if request.schema_name == "LabelledAnswer" and GAP_ASKED in request.last_user:
+            number = re.findall(r"\[(\d+)\] pg_repack", request.last_user)[0]
+            cited = f"pg_repack rebuilds a table online with a brief lock [{number}]."
+            return Reply(content=json.dumps({"from_sources": cited, "not_covered": "", "from_own_knowledge": []}))
+        return first(request)
+
+    server = stub(responder)
+    pipeline = Pipeline(
+        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
+        ListRetriever([*VACUUM, REPACK]),
+        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
+    )
+    result = await pipeline.answer(DIFFERENCE, "rag")
+    assert result.unsourced is None and result.answer.endswith("with a brief lock [4].")
+    assert ListRetriever([*VACUUM, REPACK]).search("other tools", 5) == []  # the vague words alone find nothing
+
+
 async def test_labelled_keeps_the_models_part_where_the_passages_found_for_it_do_not_cover_it(stub):
     server = stub(
         knowing_then(

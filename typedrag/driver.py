@@ -563,14 +563,18 @@ class Driver:
 
     async def _searched_gap(self, task: WriteTask, written: Written, run: Run) -> Written:
         """knowledge = "labelled": before what the model knows is shown as not from the documents, the documents are
-        searched for what it covers (`Unsourced.covers`); passages no step of the run has read are given to the model
-        for that part alone, as a labelled step again: what they say is added to the answer, cited, and only what
-        they leave uncovered stays the model's own. Retrieval misses a part the documents hold more often than the
-        documents lack it (docs/lab/2026-12-06-labelled-gaps.md). One search, and one call when it finds anything."""
+        searched for it, with what it says the sources leave uncovered (`Unsourced.covers`) and with each of its
+        sentences (an exact command or setting it names finds the page that has it), the rankings fused; passages no
+        step of the run has read are given to the model for that part alone, as a labelled step again: what they say
+        is added to the answer, cited, and only what they leave uncovered stays the model's own. Retrieval misses a
+        part the documents hold more often than the documents lack it (docs/lab/2026-12-06-labelled-gaps.md). One
+        search step, and one call when it finds anything."""
         unsourced = written.unsourced
         gap = " ".join((unsourced.covers or " ".join(unsourced.sentences)).split())
-        [hits] = await self._perform(Search([gap], GAP_K), run)
-        fresh = [hit for hit in hits if not run.book.holds(hit.passage_id)]
+        queries = list(dict.fromkeys([gap, *unsourced.sentences]))
+        found = await self._perform(Search(queries, 2 * GAP_K), run)
+        unread = [[hit for hit in hits if not run.book.holds(hit.passage_id)] for hits in found]
+        fresh = fuse_searches(unread, GAP_K) if len(unread) > 1 else unread[0][:GAP_K]
         if not fresh:
             self._said(
                 task.role, (f"knowledge = labelled: the documents searched for {gap!r}: no passage not read already",)
