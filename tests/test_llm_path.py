@@ -429,6 +429,27 @@ async def test_the_gap_is_searched_with_the_models_own_sentences_too(stub):
     assert ListRetriever([*VACUUM, REPACK]).search("other tools", 5) == []  # the vague words alone find nothing
 
 
+async def test_a_gap_step_that_fails_leaves_the_answer_and_the_models_part_as_written(stub):
+    first = knowing(covers="how to shrink a table with a shorter lock")
+
+    def responder(request):
+        if request.schema_name == "LabelledAnswer" and GAP_ASKED in request.last_user:
+            return Reply(content="overloaded", status=503)
+        return first(request)
+
+    server = stub(responder)
+    pipeline = Pipeline(
+        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
+        ListRetriever([*VACUUM, REPACK]),
+        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
+    )
+    result = await pipeline.answer(DIFFERENCE, "typed", "comparison")
+    assert result.strategy == "comparison" and not result.abstained
+    assert re.fullmatch(r"VACUUM FULL returns the space to the operating system \[\d\]\.", result.answer)
+    assert result.unsourced.sentences == ["On a large table VACUUM FULL can take hours.", OWN[1]]
+    assert any(f.step == "answer:gap" and "the gap's step failed" in f.reason for f in result.fallbacks)
+
+
 async def test_labelled_keeps_the_models_part_where_the_passages_found_for_it_do_not_cover_it(stub):
     server = stub(
         knowing_then(

@@ -592,14 +592,20 @@ class Driver:
                 knowledge="labelled",
             )
         )
-        with telemetry.performing(ask, self.services.engine.name) as span:
-            with self._step("write", ask.task.role):
-                found = await self.services.engine.write(ask.task, self.trace)
-            telemetry.performed(span, ask, found)
-        if not found.text:  # they do not cover it either: the model's own part stands, as it first wrote it
+        try:
+            with telemetry.performing(ask, self.services.engine.name) as span:
+                with self._step("write", ask.task.role):
+                    answered = await self.services.engine.write(ask.task, self.trace)
+                telemetry.performed(span, ask, answered)
+        except LLMError as error:  # the answer stands as written: the model's part stays labelled
+            self._note(
+                ask.task.role, f"knowledge = labelled: the gap's step failed ({error}); the model's own part kept"
+            )
+            return written
+        if not answered.text:  # they do not cover it either: the model's own part stands, as it first wrote it
             self._said(ask.task.role, (f"the {len(fresh)} passages found for {gap!r} do not cover it",))
             return written
-        settled = await asyncio.to_thread(settle, found.text, sources)
+        settled = await asyncio.to_thread(settle, answered.text, sources)
         for note in settled.notes("the gap's answer"):
             self._note(ask.task.role, note)
         if self.on_event is not None and run.streamed:  # the answer streamed so far goes on
@@ -607,7 +613,7 @@ class Driver:
             stream(" " + settled.text)
             stream.close()
             run.streamed += stream.sent
-        kept = len(found.unsourced.sentences) if found.unsourced is not None else 0
+        kept = len(answered.unsourced.sentences) if answered.unsourced is not None else 0
         self._said(
             ask.task.role,
             (
@@ -615,7 +621,7 @@ class Driver:
                 f"{len(fresh)} passages not read before; {len(unsourced.sentences)} sentences of its own -> {kept}",
             ),
         )
-        return replace(written, text=f"{written.text} {settled.text}", unsourced=found.unsourced)
+        return replace(written, text=f"{written.text} {settled.text}", unsourced=answered.unsourced)
 
     async def _support(self, task: WriteTask, final: bool) -> Support | None:
         """The step's passages judged against the policy's relevance bar (None: no bar), on what the answer can
