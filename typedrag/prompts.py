@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from typedrag.llm.base import Message
 
-PROMPT_VERSION = "2026-12-10.4"
+PROMPT_VERSION = "2026-12-10.5"
 
 # Per passage in a prompt: ~100-word passages fit whole; runaway ones are cut.
 SOURCE_CHARS = 1200
