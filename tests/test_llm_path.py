@@ -343,6 +343,8 @@ async def test_labelled_keeps_the_models_own_knowledge_apart_uncited_and_recorde
         and "your own sentences for what the sources do not cover" in labelled[0].messages[0]["content"]
     )
     assert '"not_in_sources"' not in labelled[0].messages[0]["content"]  # the rule it replaces
+    # what it would add was searched for: every passage found had been read, so nothing more was asked
+    assert any("no passage not read already" in note for step in result.steps for note in step.notes)
     assert [c.structured for c in result.llm_calls if c.role == "answer:comparison"] == ["ok"]
     # streamed: the cited text as tokens, then the unsourced part as an event of its own, before the sources
     names = [name for name, _ in events]
@@ -352,6 +354,118 @@ async def test_labelled_keeps_the_models_own_knowledge_apart_uncited_and_recorde
     assert unsourced["sentences"] == result.unsourced.sentences and unsourced["text"].startswith(
         "Not from your documents: "
     )
+
+
+REPACK = "pg_repack rebuilds a bloated table online, holding an exclusive lock only briefly at the end."
+GAP_ASKED = "left this part of the question uncovered"
+
+
+def knowing_then(gap_reply: dict):
+    """`knowing()` with the gap step's reply (its request names the part the first answer left uncovered)."""
+    first = knowing(covers="how to shrink a table with a shorter lock")
+
+    def responder(request):
+        if request.schema_name == "LabelledAnswer" and GAP_ASKED in request.last_user:
+            return Reply(content=json.dumps(gap_reply))
+        return first(request)
+
+    return responder
+
+
+async def test_labelled_searches_the_documents_for_what_the_model_would_add_and_answers_from_them(stub):
+    """Issue 53: with knowledge = labelled, 13 of 44 answerable held-out questions got a part "not from your
+    documents" that the documents held on a page their search had missed. What the model would add is searched
+    for first; passages no step read are given to it for that part alone."""
+    server = stub(
+        knowing_then(
+            {
+                "from_sources": "pg_repack rebuilds a table online with a brief lock [4].",
+                "not_covered": "",
+                "from_own_knowledge": [],
+            }
+        )
+    )
+    pipeline = Pipeline(
+        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
+        ListRetriever([*VACUUM, REPACK]),
+        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
+    )
+    events: list[tuple[str, dict]] = []
+    result = await pipeline.answer(DIFFERENCE, "rag", on_event=lambda name, data: events.append((name, data)))
+    assert result.unsourced is None and not result.abstained
+    [repack] = [s for s in result.sources if s.text == REPACK]
+    assert result.answer.startswith("VACUUM FULL returns the space to the operating system [")
+    assert result.answer.endswith(f"pg_repack rebuilds a table online with a brief lock [{repack.number}].")
+    assert any(repack.number in c.source_numbers for c in result.citations)
+    asked = [r for r in server.requests if r.schema_name == "LabelledAnswer"]
+    assert len(asked) == 2 and GAP_ASKED in asked[1].last_user and "how to shrink a table" in asked[1].last_user
+    assert REPACK in asked[1].last_user and VACUUM[0] not in asked[1].last_user  # only what no step had read
+    assert [c.role for c in result.llm_calls][-1] == "answer:gap"
+    [gap_step] = [s for s in result.steps if s.role == "answer:gap"]
+    assert any("2 sentences of its own -> 0" in note for note in gap_step.notes)
+    assert "".join(d["text"] for n, d in events if n == "token") == result.answer  # the stream went on
+
+
+async def test_the_gap_is_searched_with_the_models_own_sentences_too(stub):
+    """What the model says is uncovered can be too vague to find anything ("other tools"); the name its sentence
+    gives (pg_repack) finds the page that has it."""
+    first = knowing(covers="other tools", own=["The pg_repack extension rewrites a table with a shorter lock."])
+
+    def responder(request):
+        if request.schema_name == "LabelledAnswer" and GAP_ASKED in request.last_user:
+            number = re.findall(r"\[(\d+)\] pg_repack", request.last_user)[0]
+            cited = f"pg_repack rebuilds a table online with a brief lock [{number}]."
+            return Reply(content=json.dumps({"from_sources": cited, "not_covered": "", "from_own_knowledge": []}))
+        return first(request)
+
+    server = stub(responder)
+    pipeline = Pipeline(
+        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
+        ListRetriever([*VACUUM, REPACK]),
+        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
+    )
+    result = await pipeline.answer(DIFFERENCE, "rag")
+    assert result.unsourced is None and result.answer.endswith("with a brief lock [4].")
+    assert ListRetriever([*VACUUM, REPACK]).search("other tools", 5) == []  # the vague words alone find nothing
+
+
+async def test_a_gap_step_that_fails_leaves_the_answer_and_the_models_part_as_written(stub):
+    first = knowing(covers="how to shrink a table with a shorter lock")
+
+    def responder(request):
+        if request.schema_name == "LabelledAnswer" and GAP_ASKED in request.last_user:
+            return Reply(content="overloaded", status=503)
+        return first(request)
+
+    server = stub(responder)
+    pipeline = Pipeline(
+        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
+        ListRetriever([*VACUUM, REPACK]),
+        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
+    )
+    result = await pipeline.answer(DIFFERENCE, "typed", "comparison")
+    assert result.strategy == "comparison" and not result.abstained
+    assert re.fullmatch(r"VACUUM FULL returns the space to the operating system \[\d\]\.", result.answer)
+    assert result.unsourced.sentences == ["On a large table VACUUM FULL can take hours.", OWN[1]]
+    assert any(f.step == "answer:gap" and "the gap's step failed" in f.reason for f in result.fallbacks)
+
+
+async def test_labelled_keeps_the_models_part_where_the_passages_found_for_it_do_not_cover_it(stub):
+    server = stub(
+        knowing_then(
+            {"from_sources": "", "not_covered": "how to shrink a table", "from_own_knowledge": ["Something else."]}
+        )
+    )
+    pipeline = Pipeline(
+        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
+        ListRetriever([*VACUUM, REPACK]),
+        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
+    )
+    result = await pipeline.answer(DIFFERENCE, "rag")
+    assert result.unsourced.sentences == ["On a large table VACUUM FULL can take hours.", OWN[1]]  # as first written
+    assert re.fullmatch(r"VACUUM FULL returns the space to the operating system \[\d\]\.", result.answer)
+    [gap_step] = [s for s in result.steps if s.role == "answer:gap"]
+    assert any("do not cover it" in note for note in gap_step.notes)
 
 
 async def test_documents_the_default_asks_for_no_knowledge_of_the_models_own(stub):

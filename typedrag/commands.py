@@ -44,7 +44,8 @@ BaseUrlOpt = Annotated[
 ClassifierOpt = Annotated[
     Optional[str],
     typer.Option(
-        "--classifier", help="shipped (default), llm (zero-shot by --llm), or auto (llm only when shipped is unsure)."
+        "--classifier",
+        help="auto (default: the shipped model; with --llm, the LLM where it is unsure or reads no question), shipped, or llm (zero-shot by --llm).",
     ),
 ]
 ExpandOpt = Annotated[

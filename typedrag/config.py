@@ -97,9 +97,10 @@ class Settings(BaseModel):
     # index was first asked, else yes for MiniLM passage vectors but not for the demo corpus (minutes of CPU for a
     # first command); without them, answers embed and keep each sentence as they first need it.
     sentence_vectors: bool | None = None
-    # shipped: the NF-CATS model in the package; llm: zero-shot by the configured LLM;
-    # auto: shipped, asking the LLM only when the shipped model is below its confidence threshold.
-    classifier: Literal["shipped", "llm", "auto"] = "shipped"
+    # shipped: the NF-CATS model in the package; llm: zero-shot by the configured LLM; auto (the default): the
+    # shipped model, and, with an LLM configured, the LLM for a question the shipped model is unsure of or reads as
+    # no question at all (a question told as a situation first reads so to it: docs/lab/2026-12-06-labelled-gaps.md).
+    classifier: Literal["shipped", "llm", "auto"] = "auto"
     assume_non_factoid: bool = False  # route every question to one of the six non-factoid strategies
     llm: LLMConfig = LLMConfig()
     judge: LLMConfig = LLMConfig()

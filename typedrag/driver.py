@@ -9,7 +9,8 @@ thread) inside the step's span, named by the step's type (typedrag.telemetry). B
   rankings fused (`drive(searches=...)`);
 - numbers the passages of a run, so [n] means the same passage in every step of it;
 - writes every step with the reader's own instructions (a chat's system messages), and a final step with
-  knowledge = "labelled" (a generative engine may add what its model knows, apart: `Written.unsourced`);
+  knowledge = "labelled" (a generative engine may add what its model knows, apart: `Written.unsourced`), having
+  first searched the documents for what the model would add (`_searched_gap`);
 - applies the abstention policy (typedrag.abstain) to every writing step: when the sources of a final step
   do not answer, the run's answer is an abstention (the flow is sent the step declined, and what it returns
   is set aside but for its sources); any other comes back declined, with the reason, for the flow to drop;
@@ -46,6 +47,7 @@ from typedrag.followup import offline_standalone
 from typedrag.index.fusion import fuse_searches
 from typedrag.gate import after, before
 from typedrag.index.base import DUPLICATE_ROOM, Retriever, distinct
+from typedrag.prompts import GAP_ANSWER
 from typedrag.records import ScoredPassage
 from typedrag.rerank import Reranker
 from typedrag.result import (
@@ -88,6 +90,8 @@ from typedrag.steps import (
 from typedrag.text import split_sentences
 
 Listener = Callable[[str, dict[str, Any]], None]  # hears progress events: name, data
+# knowledge = "labelled": passages searched for what a final step's model would add from its own knowledge
+GAP_K = 5
 
 
 @dataclass(frozen=True)
@@ -138,6 +142,10 @@ class SourceBook:
                 self._by_id[hit.passage_id] = source
             sources.append(source)
         return sources
+
+    def holds(self, passage_id: str) -> bool:
+        """Whether a step of the run has seen the passage."""
+        return passage_id in self._by_id
 
     @property
     def sources(self) -> list[Source]:
@@ -536,6 +544,8 @@ class Driver:
             )
 
         written = await self._written(step, task, run, judge)
+        if step.final and written.unsourced is not None and written.text:
+            written = await self._searched_gap(task, written, run)
         if step.final:
             run.unsourced = written.unsourced
         if written.not_in_sources is not None and not step.final:
@@ -550,6 +560,68 @@ class Driver:
         if not step.final and self.services.engine.generative and task.sources:
             written = await self._settled(step, written)
         return written
+
+    async def _searched_gap(self, task: WriteTask, written: Written, run: Run) -> Written:
+        """knowledge = "labelled": before what the model knows is shown as not from the documents, the documents are
+        searched for it, with what it says the sources leave uncovered (`Unsourced.covers`) and with each of its
+        sentences (an exact command or setting it names finds the page that has it), the rankings fused; passages no
+        step of the run has read are given to the model for that part alone, as a labelled step again: what they say
+        is added to the answer, cited, and only what they leave uncovered stays the model's own. Retrieval misses a
+        part the documents hold more often than the documents lack it (docs/lab/2026-12-06-labelled-gaps.md). One
+        search step, and one call when it finds anything."""
+        unsourced = written.unsourced
+        gap = " ".join((unsourced.covers or " ".join(unsourced.sentences)).split())
+        queries = list(dict.fromkeys([gap, *unsourced.sentences]))
+        found = await self._perform(Search(queries, 2 * GAP_K), run)
+        unread = [[hit for hit in hits if not run.book.holds(hit.passage_id)] for hits in found]
+        fresh = fuse_searches(unread, GAP_K) if len(unread) > 1 else unread[0][:GAP_K]
+        if not fresh:
+            self._said(
+                task.role, (f"knowledge = labelled: the documents searched for {gap!r}: no passage not read already",)
+            )
+            return written
+        sources = run.book.add(fresh)
+        ask = Write(
+            Grounded(
+                role="answer:gap",
+                prompt=GAP_ANSWER,
+                question=task.question,
+                sources=sources,
+                extra={"gap": gap},
+                instructions=task.instructions,
+                knowledge="labelled",
+            )
+        )
+        try:
+            with telemetry.performing(ask, self.services.engine.name) as span:
+                with self._step("write", ask.task.role):
+                    answered = await self.services.engine.write(ask.task, self.trace)
+                telemetry.performed(span, ask, answered)
+        except LLMError as error:  # the answer stands as written: the model's part stays labelled
+            self._note(
+                ask.task.role, f"knowledge = labelled: the gap's step failed ({error}); the model's own part kept"
+            )
+            return written
+        if not answered.text:  # they do not cover it either: the model's own part stands, as it first wrote it
+            self._said(ask.task.role, (f"the {len(fresh)} passages found for {gap!r} do not cover it",))
+            return written
+        settled = await asyncio.to_thread(settle, answered.text, sources)
+        for note in settled.notes("the gap's answer"):
+            self._note(ask.task.role, note)
+        if self.on_event is not None and run.streamed:  # the answer streamed so far goes on
+            stream = AnswerStream(self.emit, run.book.sources)
+            stream(" " + settled.text)
+            stream.close()
+            run.streamed += stream.sent
+        kept = len(answered.unsourced.sentences) if answered.unsourced is not None else 0
+        self._said(
+            ask.task.role,
+            (
+                f"the documents cover part of what the model would have added ({gap!r}): answered from "
+                f"{len(fresh)} passages not read before; {len(unsourced.sentences)} sentences of its own -> {kept}",
+            ),
+        )
+        return replace(written, text=f"{written.text} {settled.text}", unsourced=answered.unsourced)
 
     async def _support(self, task: WriteTask, final: bool) -> Support | None:
         """The step's passages judged against the policy's relevance bar (None: no bar), on what the answer can

@@ -106,11 +106,12 @@ def build_engine(config: LLMConfig, cache_dir: Path | None, resources: Resources
 
 
 def build_classifier(settings: Settings, chat_model: ChatModel | None) -> TypeClassifier:
-    """The classifier the settings name: shipped, llm (zero-shot by `chat_model`) or auto."""
+    """The classifier the settings name: shipped, llm (zero-shot by `chat_model`) or auto (the shipped model alone
+    when there is no `chat_model`)."""
     from typedrag.classify import load_default_classifier
     from typedrag.classify.llm_classifier import AutoClassifier, LLMTypeClassifier
 
-    if settings.classifier == "shipped":
+    if settings.classifier == "shipped" or (settings.classifier == "auto" and chat_model is None):
         return load_default_classifier()
     if chat_model is None:
         raise ConfigError(f"classifier '{settings.classifier}' needs an LLM endpoint (--llm/--base-url)")

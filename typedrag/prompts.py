@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from typedrag.llm.base import Message
 
-PROMPT_VERSION = "2026-12-10.2"
+PROMPT_VERSION = "2026-12-10.5"
 
 # Per passage in a prompt: ~100-word passages fit whole; runaway ones are cut.
 SOURCE_CHARS = 1200
@@ -107,10 +107,13 @@ LABELLED = (
     "Where the sources do not cover the question, or a part of it the question asks about, you may add what you "
     "know yourself, kept apart from the answer from the sources: the reply is a JSON object holding the answer "
     "from the sources, with its citations, and separately, without source numbers, your own sentences for "
-    "what the sources do not cover. Add nothing of your own where the sources cover the question; if they do "
-    "not answer it at all, leave the answer from the sources empty and answer from your own knowledge."
+    "what the sources do not cover. Add nothing of your own where the sources cover the question, and never to "
+    "add detail, examples or further advice to a part they cover: only a part the question itself asks about "
+    "that no source addresses. If they do not answer it at all, leave the answer from the sources empty and "
+    "answer from your own knowledge."
 )
 PLANNER = "Reply with JSON only. " + DATA_RULE
+
 # What every step that merges partial answers is told: a reader pays for each sentence that says nothing.
 NO_FILLER = (
     "Every sentence must state something the material above supports: no introduction, no sentence about the "
@@ -118,6 +121,16 @@ NO_FILLER = (
 )
 # The last words of every prompt that answers from sources: small models cite when reminded last.
 CITE = "Cite the sources you use by their numbers in square brackets, like [1]."
+
+# knowledge = "labelled": before the model's own sentences are shown as not from the documents, the documents are
+# searched for what they would cover, and passages no step read yet are given to the model for that part alone.
+GAP_ANSWER = Prompt(
+    "gap_answer",
+    GROUNDED,
+    "Sources:\n{sources}\n\nQuestion: {question}\n\nAn answer from other passages left this part of the question "
+    "uncovered: {gap}\n\nSay what these sources say about that part only, in at most three sentences; the rest of "
+    "the question is answered already. " + CITE,
+)
 
 # A follow-up read alone: the conversation is filled in with `Prompt.filled`, the question by the engine.
 REWRITE_QUESTION = Prompt(

@@ -92,7 +92,10 @@ class LLMTypeClassifier:
 
 
 class AutoClassifier:
-    """The shipped classifier first; the LLM only for questions it is unsure of (and if the LLM fails, the shipped answer).
+    """The shipped classifier first; the LLM only for questions it is unsure of or reads as no question (either
+    would drop the typed plan), and if the LLM fails, the shipped answer. The shipped model learnt NF-CATS's
+    one-sentence questions: a question that opens with the asker's situation ("I pointed rsyslog at a file ...
+    What should I check?") reads to it as a statement.
 
     >>> from typedrag.classify import load_default_classifier
     >>> from typedrag.testing import ScriptedChatModel
@@ -106,7 +109,7 @@ class AutoClassifier:
 
     async def aclassify(self, question: str, trace: Trace | None = None) -> TypePrediction:
         prediction = await self.shipped.aclassify(question, trace)
-        if not needs_fallback(prediction):
+        if not needs_fallback(prediction) and prediction.label != NFQType.NOT_A_QUESTION:
             return prediction
         try:
             return await self.llm.aclassify(question, trace)

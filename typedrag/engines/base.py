@@ -241,7 +241,12 @@ class Combined(WriteTask):
 
 
 # How an advice step's prompt names the facets its plan searched for.
-FACETS_LINE = " The advice should cover, as far as the sources allow: {facets}."
+# The facets are what the plan searched for, not parts of the question: a facet the sources do not speak to is
+# passed over, never reported as not covered (a sentence a reader holds against the answer).
+FACETS_LINE = (
+    " The passages were searched for these facets of the advice: {facets}. Cover those the sources speak to and pass"
+    " over the others without remark."
+)
 MAX_UNSOURCED = 6  # sentences of its own a model may add
 
 

@@ -53,7 +53,9 @@ COMPARISON_ANSWER = Prompt(
     "The reader wants to know the {purpose} among these: {items}.{item_passages} {purpose_instruction} Then the "
     "other points that matter, each stated for every item from what its own passages say about it. Describe each "
     "item by what it does; call something a drawback only where the sources present it as one (a setting that "
-    "can be tuned is not a weakness). Answer in at most seven sentences. " + CITE,
+    "can be tuned is not a weakness). An item the sources do not describe is not compared from guesswork: open by "
+    "saying they do not describe it, give what they say of the others, and draw no conclusion between them. Leave out "
+    "what the passages say of an item that does not bear on the question. Answer in at most seven sentences. " + CITE,
 )
 
 # How the answer opens, by purpose: with what decides it, never with a summary that keeps it for the end.
