@@ -12,6 +12,10 @@ latencies). Run it on two checkouts and diff:
     diff old.jsonl new.jsonl && echo identical
     python scripts/offline_snapshot.py --compare old.jsonl new.jsonl [--drop FIELD] [--unordered-fallbacks]
 
+`--as-built` answers over the indexes already in --corpora-dir without syncing them: for two checkouts either side
+of a CHUNKER_VERSION change, which would each rebuild them (and two builds of one corpus can order BM25 ties
+differently, which moves a few sources).
+
 `--drop FIELD` (repeatable) leaves a field of the result out of every line, for a change that alters it on
 purpose. `--unordered-fallbacks` sorts each result's fallbacks: before typedrag listed them in the flow's
 order, steps run together recorded theirs in the order they happened to end, which changed from run to run.
@@ -102,6 +106,12 @@ async def main() -> None:
     parser.add_argument("--drop", action="append", default=[], help="a result field to leave out")
     parser.add_argument("--unordered-fallbacks", action="store_true", help="sort each result's fallbacks")
     parser.add_argument("--limit", type=int, default=0, help="at most this many questions per file (0: all)")
+    parser.add_argument(
+        "--as-built",
+        action="store_true",
+        help="answer over the indexes in --corpora-dir as they are, never synced: two checkouts either side of a "
+        "CHUNKER_VERSION change would each rebuild them, and two builds can order BM25 ties differently",
+    )
     args = parser.parse_args()
     drop = set(args.drop)
     if args.compare:
@@ -112,7 +122,10 @@ async def main() -> None:
     resources = Resources()
     pipelines = {}
     for corpus in (*CORPORA, POSTGRES):
-        index = index_corpus(corpus, args.corpora_dir)
+        if args.as_built:
+            index = args.corpora_dir / corpus.name if (args.corpora_dir / corpus.name).exists() else None
+        else:
+            index = index_corpus(corpus, args.corpora_dir)
         if index is not None:
             pipelines[corpus.name] = build_pipeline(load_settings({"index": str(index)}), resources)
     with args.out.open("w", encoding="utf-8") as out:
