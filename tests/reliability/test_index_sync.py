@@ -169,10 +169,12 @@ def index_process(folder: Path, index_dir: Path) -> subprocess.Popen:
     )
 
 
-def wait_for(condition, what: str, timeout: float = 120.0):
-    deadline = time.monotonic() + timeout
+def wait_for(condition, what: str, alive: subprocess.Popen):
+    """`condition()` once it holds, polled for as long as `alive` (the process that brings it about, or serves it)
+    runs: no deadline, which a loaded machine overran (a 400-file build took 108 of the 120 s it was given), but a
+    process that ends first fails the wait at once."""
     while not (found := condition()):
-        assert time.monotonic() < deadline, f"gave up waiting for {what}"
+        assert alive.poll() is None, f"{what}: the process ended first (exit {alive.returncode})"
         time.sleep(0.01)
     return found
 
@@ -193,15 +195,16 @@ def test_a_sync_killed_at_any_point_leaves_the_index_usable_and_a_rerun_complete
     process = index_process(folder, index_dir)
     try:
         if when.startswith("as soon"):
-            wait_for(lambda: building_dirs(index_dir), "the sync's working directory")
+            wait_for(lambda: building_dirs(index_dir), "the sync's working directory", process)
         else:
             wait_for(
                 lambda: any(p.name not in old_files for d in building_dirs(index_dir) for p in d.glob("*.store")),
                 "a new segment file",
+                process,
             )
         process.send_signal(signal.SIGKILL)
     finally:
-        process.wait(60)
+        process.wait()
     assert process.returncode == -signal.SIGKILL
     survivor = open_retriever(index_dir)  # the previous index, whole
     assert survivor.manifest["counts"]["documents"] == 300
@@ -217,11 +220,11 @@ def test_two_syncs_of_one_index_at_once_are_refused(tmp_path):
     index_dir = tmp_path / "index"
     first = index_process(folder, index_dir)
     try:
-        wait_for(lambda: building_dirs(index_dir), "the first sync to start")
+        wait_for(lambda: building_dirs(index_dir), "the first sync to start", first)
         second = run_cli("index", str(folder), "--index", str(index_dir))
         assert_clean_failure(second, "another typedrag build is writing")
     finally:
-        first.wait(120)
+        first.wait()
     assert first.returncode == 0
 
 
@@ -252,7 +255,7 @@ def test_serve_keeps_answering_through_a_sync_and_then_sees_the_new_documents(tm
         return [s["passage_id"] for s in ask(question).json()["sources"]]
 
     try:
-        wait_for(lambda: _healthy(url), "the server to start")
+        wait_for(lambda: _healthy(url), "the server to start", server)
         for n in range(300, 700):
             (folder / f"note-{n:04d}.txt").write_text(f"Later note{n} on the kakapo parrot.\n", encoding="utf-8")
         sync = index_process(folder, index_dir)
@@ -261,11 +264,11 @@ def test_serve_keeps_answering_through_a_sync_and_then_sees_the_new_documents(tm
             statuses.append(ask("What is number12 about?").status_code)
         assert sync.returncode == 0, sync.stderr.read()
         assert statuses and set(statuses) == {200}  # answered all through the sync
-        found = wait_for(lambda: "note-0650.txt#0" in sources("note650 kakapo parrot"), "the new documents")
+        found = wait_for(lambda: "note-0650.txt#0" in sources("note650 kakapo parrot"), "the new documents", server)
         assert found
     finally:
         server.terminate()
-        server.wait(30)
+        server.wait()
 
 
 def _healthy(url: str) -> bool:
