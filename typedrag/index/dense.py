@@ -264,7 +264,7 @@ def sentence_choice(
     """Whether this build embeds every passage's sentences (typedrag.index.sentences). Asked, or as the index was first
     asked (recorded in its manifest), or kept when the index has them; else yes for MiniLM passage vectors but for the
     demo corpus: its passage vectors ship with typedrag, so its first build takes seconds, and its 56,681 sentences
-    would take minutes of CPU (BENCHMARKS.md section 37b); its answers add each sentence as they first need it."""
+    would take minutes of CPU (docs/lab/2026-12-06-sentence-vectors.md, 37b); its answers add each sentence as they first need it."""
     from typedrag.corpus import DEMO_SOURCE
     from typedrag.index import sentences
 
