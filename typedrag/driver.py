@@ -68,6 +68,7 @@ from typedrag.steps import (
     Cited,
     Depths,
     Expand,
+    FillGap,
     Flow,
     Mentioned,
     Note,
@@ -418,6 +419,9 @@ class Driver:
                 return await self._search(step)
             case Rank():
                 return await self._rank(step)
+            case FillGap():  # before Write: it is one
+                with self._step("write", step.task.role):
+                    return await self.services.engine.write(step.task, self.trace)
             case Write():
                 return await self._write(step, run)
             case Cite():
@@ -581,7 +585,7 @@ class Driver:
             )
             return written
         sources = run.book.add(fresh)
-        ask = Write(
+        ask = FillGap(
             Grounded(
                 role="answer:gap",
                 prompt=GAP_ANSWER,
@@ -593,10 +597,7 @@ class Driver:
             )
         )
         try:
-            with telemetry.performing(ask, self.services.engine.name) as span:
-                with self._step("write", ask.task.role):
-                    answered = await self.services.engine.write(ask.task, self.trace)
-                telemetry.performed(span, ask, answered)
+            answered = await self._perform(ask, run)
         except LLMError as error:  # the answer stands as written: the model's part stays labelled
             self._note(
                 ask.task.role, f"knowledge = labelled: the gap's step failed ({error}); the model's own part kept"

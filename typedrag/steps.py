@@ -361,6 +361,13 @@ class Classify:
 
 
 @dataclass(frozen=True)
+class FillGap(Write):
+    """knowledge = "labelled": what the passages found for the part a final step's model would answer from its own
+    knowledge say about it, written as the engine writes it (no abstention gate or checker reads it: an empty reply
+    keeps the model's part). The driver performs it after such a step (never a flow); its span is a write's."""
+
+
+@dataclass(frozen=True)
 class Check:
     """A model's "not in the sources" for a partial answer, checked: `task` (a `Grounded` step over the same
     passages) written by the checker, the extractive engine beside the model, whose reader says whether a
@@ -468,6 +475,7 @@ Step = (
     | Rank
     | Number
     | Write
+    | FillGap
     | Check
     | Cite
     | Together
