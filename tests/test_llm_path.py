@@ -318,9 +318,9 @@ def knowing(from_sources: str | None = None, own=OWN, covers="how long it takes"
     return responder
 
 
-def vacuum_pipeline(server, **settings) -> Pipeline:
+def vacuum_pipeline(server, texts=VACUUM, **settings) -> Pipeline:
     model = OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)
-    return Pipeline(LLMEngine(model), ListRetriever(VACUUM), settings=PipelineSettings(top_k=3, **settings))
+    return Pipeline(LLMEngine(model), ListRetriever(texts), settings=PipelineSettings(top_k=3, **settings))
 
 
 async def test_labelled_keeps_the_models_own_knowledge_apart_uncited_and_recorded_sentence_by_sentence(stub):
@@ -360,16 +360,22 @@ REPACK = "pg_repack rebuilds a bloated table online, holding an exclusive lock o
 GAP_ASKED = "left this part of the question uncovered"
 
 
-def knowing_then(gap_reply: dict):
-    """`knowing()` with the gap step's reply (its request names the part the first answer left uncovered)."""
-    first = knowing(covers="how to shrink a table with a shorter lock")
+def knowing_then(gap_reply, covers: str = "how to shrink a table with a shorter lock", own=OWN):
+    """`knowing()` with the gap step's reply (its request names the part the first answer left uncovered):
+    `gap_reply(request)`, or a dict sent as the JSON reply."""
+    first = knowing(covers=covers, own=own)
 
     def responder(request):
         if request.schema_name == "LabelledAnswer" and GAP_ASKED in request.last_user:
-            return Reply(content=json.dumps(gap_reply))
+            return gap_reply(request) if callable(gap_reply) else Reply(content=json.dumps(gap_reply))
         return first(request)
 
     return responder
+
+
+def gap_pipeline(server) -> Pipeline:
+    """`vacuum_pipeline` labelled, over VACUUM and REPACK, the question searched alone."""
+    return vacuum_pipeline(server, texts=[*VACUUM, REPACK], knowledge="labelled", expand_queries=False)
 
 
 async def test_labelled_searches_the_documents_for_what_the_model_would_add_and_answers_from_them(stub):
@@ -385,11 +391,7 @@ async def test_labelled_searches_the_documents_for_what_the_model_would_add_and_
             }
         )
     )
-    pipeline = Pipeline(
-        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
-        ListRetriever([*VACUUM, REPACK]),
-        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
-    )
+    pipeline = gap_pipeline(server)
     events: list[tuple[str, dict]] = []
     result = await pipeline.answer(DIFFERENCE, "rag", on_event=lambda name, data: events.append((name, data)))
     assert result.unsourced is None and not result.abstained
@@ -409,40 +411,23 @@ async def test_labelled_searches_the_documents_for_what_the_model_would_add_and_
 async def test_the_gap_is_searched_with_the_models_own_sentences_too(stub):
     """What the model says is uncovered can be too vague to find anything ("other tools"); the name its sentence
     gives (pg_repack) finds the page that has it."""
-    first = knowing(covers="other tools", own=["The pg_repack extension rewrites a table with a shorter lock."])
 
-    def responder(request):
-        if request.schema_name == "LabelledAnswer" and GAP_ASKED in request.last_user:
-            number = re.findall(r"\[(\d+)\] pg_repack", request.last_user)[0]
-            cited = f"pg_repack rebuilds a table online with a brief lock [{number}]."
-            return Reply(content=json.dumps({"from_sources": cited, "not_covered": "", "from_own_knowledge": []}))
-        return first(request)
+    def cite_repack(request):
+        number = re.findall(r"\[(\d+)\] pg_repack", request.last_user)[0]
+        cited = f"pg_repack rebuilds a table online with a brief lock [{number}]."
+        return Reply(content=json.dumps({"from_sources": cited, "not_covered": "", "from_own_knowledge": []}))
 
-    server = stub(responder)
-    pipeline = Pipeline(
-        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
-        ListRetriever([*VACUUM, REPACK]),
-        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
-    )
+    own = ["The pg_repack extension rewrites a table with a shorter lock."]
+    server = stub(knowing_then(cite_repack, covers="other tools", own=own))
+    pipeline = gap_pipeline(server)
     result = await pipeline.answer(DIFFERENCE, "rag")
     assert result.unsourced is None and result.answer.endswith("with a brief lock [4].")
     assert ListRetriever([*VACUUM, REPACK]).search("other tools", 5) == []  # the vague words alone find nothing
 
 
 async def test_a_gap_step_that_fails_leaves_the_answer_and_the_models_part_as_written(stub):
-    first = knowing(covers="how to shrink a table with a shorter lock")
-
-    def responder(request):
-        if request.schema_name == "LabelledAnswer" and GAP_ASKED in request.last_user:
-            return Reply(content="overloaded", status=503)
-        return first(request)
-
-    server = stub(responder)
-    pipeline = Pipeline(
-        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
-        ListRetriever([*VACUUM, REPACK]),
-        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
-    )
+    server = stub(knowing_then(lambda request: Reply(content="overloaded", status=503)))
+    pipeline = gap_pipeline(server)
     result = await pipeline.answer(DIFFERENCE, "typed", "comparison")
     assert result.strategy == "comparison" and not result.abstained
     assert re.fullmatch(r"VACUUM FULL returns the space to the operating system \[\d\]\.", result.answer)
@@ -456,11 +441,7 @@ async def test_labelled_keeps_the_models_part_where_the_passages_found_for_it_do
             {"from_sources": "", "not_covered": "how to shrink a table", "from_own_knowledge": ["Something else."]}
         )
     )
-    pipeline = Pipeline(
-        LLMEngine(OpenAIChatModel(model="stub", base_url=server.base_url, max_retries=0, timeout=20)),
-        ListRetriever([*VACUUM, REPACK]),
-        settings=PipelineSettings(top_k=3, knowledge="labelled", expand_queries=False),
-    )
+    pipeline = gap_pipeline(server)
     result = await pipeline.answer(DIFFERENCE, "rag")
     assert result.unsourced.sentences == ["On a large table VACUUM FULL can take hours.", OWN[1]]  # as first written
     assert re.fullmatch(r"VACUUM FULL returns the space to the operating system \[\d\]\.", result.answer)
