@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -41,14 +40,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _conversation_data import CONVERSATIONS as DATA  # noqa: E402
 from _conversation_data import load  # noqa: E402
 from _machine import machine_line  # noqa: E402
+from _serve import free_port  # noqa: E402
 
 TOP = 5
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @contextmanager
