@@ -15,6 +15,7 @@ from typedrag.index.milvus.schema import (
     FORMAT_VERSION,
     LINES,
     MANIFEST_PROPERTY,
+    METRICS,
     MODES,
     QUERY_ANALYZER,
     QUERY_BATCH,
@@ -126,49 +127,27 @@ class MilvusRetriever(Retriever):
 
     def _search(self, raw: list[str], terms: list[str], k: int) -> list[list[dict]]:
         client = self._conn.client
-        bm25 = {"metric_type": "BM25"}
-        cosine = {"metric_type": "COSINE"}
-        if self.mode == "bm25":
+
+        def leg(data: list, field: str, limit: int) -> list[list[dict]]:
+            """One search of the `sparse` (BM25 over the analysed terms) or `dense` (cosine) field."""
             return client.search(
                 self.collection,
-                data=terms,
-                anns_field="sparse",
-                limit=k,
+                data=data,
+                anns_field=field,
+                limit=limit,
                 output_fields=self._fields,
-                search_params=bm25,
+                search_params={"metric_type": METRICS[field]},
                 timeout=SEARCH_TIMEOUT,
             )
+
+        if self.mode == "bm25":
+            return leg(terms, "sparse", k)
         vectors = [v.tolist() for v in self._embedder.embed(raw)]
         if self.mode == "dense":
-            return client.search(
-                self.collection,
-                data=vectors,
-                anns_field="dense",
-                limit=k,
-                output_fields=self._fields,
-                search_params=cosine,
-                timeout=SEARCH_TIMEOUT,
-            )
+            return leg(vectors, "dense", k)
         # Each leg's top HYBRID_DEPTH, fused here exactly as the embedded index fuses them.
         depth = max(k, fusion.HYBRID_DEPTH)
-        lexical = client.search(
-            self.collection,
-            data=terms,
-            anns_field="sparse",
-            limit=depth,
-            output_fields=self._fields,
-            search_params=bm25,
-            timeout=SEARCH_TIMEOUT,
-        )
-        nearest = client.search(
-            self.collection,
-            data=vectors,
-            anns_field="dense",
-            limit=depth,
-            output_fields=self._fields,
-            search_params=cosine,
-            timeout=SEARCH_TIMEOUT,
-        )
+        lexical, nearest = leg(terms, "sparse", depth), leg(vectors, "dense", depth)
         results = []
         for query, bm25_hits, dense_hits in zip(raw, lexical, nearest):
             by_id = {hit["entity"]["passage_id"]: hit for hit in [*dense_hits, *bm25_hits]}

@@ -69,6 +69,8 @@ CHANNEL_OPTIONS = {"grpc.keepalive_permit_without_calls": False, "grpc.keepalive
 # Searches get longer: Milvus Lite builds each segment's BM25 index on the first search after a start,
 # which took over 15 s at 100k passages on a loaded 2-core machine.
 SEARCH_TIMEOUT = 60.0
+# Each vector field's metric: its index is built with it and every search of it names it.
+METRICS = {"sparse": "BM25", "dense": "COSINE"}
 
 MAX_VARCHAR = 65535  # Milvus's VARCHAR limit, in UTF-8 bytes
 
@@ -200,10 +202,13 @@ def schema(pymilvus, embedder: str | None):
 def index_params(client, embedder: str | None):
     params = client.prepare_index_params()
     params.add_index(
-        field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25", params={"bm25_k1": K1, "bm25_b": B}
+        field_name="sparse",
+        index_type="SPARSE_INVERTED_INDEX",
+        metric_type=METRICS["sparse"],
+        params={"bm25_k1": K1, "bm25_b": B},
     )
     if embedder is not None:
-        params.add_index(field_name="dense", index_type="AUTOINDEX", metric_type="COSINE")
+        params.add_index(field_name="dense", index_type="AUTOINDEX", metric_type=METRICS["dense"])
     return params
 
 
