@@ -165,7 +165,7 @@ def test_html_kinds(tmp_path):
     assert kind_of(blocks, "Warning\nThe pot is hot.") == ("admonition", None)  # one block, its title included
     assert kind_of(blocks, "Note\nDocBook boxes count too.") == ("admonition", None)
     assert kind_of(blocks, "Steeping times") == ("caption", None)
-    assert kind_of(blocks, "Tea | Minutes\ngreen | 2") == ("table", None)
+    assert kind_of(blocks, "Tea: green; Minutes: 2.") == ("row", None)  # its header names each cell
     assert kind_of(blocks, "A full cup.") == ("caption", None)
     assert kind_of(blocks, "brew(tea, minutes=3)") == ("code", None)
     assert kind_of(blocks, "Brew a pot.") == ("prose", None)
@@ -256,7 +256,7 @@ def test_markdown_kinds(tmp_path):
         ("item", None, "- oolong"),
         ("admonition", None, "**Note**\nThe pot is hot."),
         ("prose", None, "A proverb, quoted."),
-        ("table", None, "| Tea | Minutes |\n|-----|---------|\n| green | 2 |"),
+        ("row", None, "Tea: green; Minutes: 2."),
         ("code", None, "indented code"),
         ("prose", None, "Drink it warm."),
     ]

@@ -17,7 +17,8 @@ class BlockKind(StrEnum):
     HEADING = "heading"  # a heading given as text (a PDF's bookmarked title line); most are sections instead
     ITEM = "item"  # a list item
     CODE = "code"  # a code block, a literal block, a screen, an API signature
-    TABLE = "table"  # table rows
+    TABLE = "table"  # table rows, "cell | cell", where the reader does not know what each cell is
+    ROW = "row"  # a table row whose cells the table's header names: "Key: Ctrl+L; Action: Redraw the window."
     ADMONITION = "admonition"  # a note, warning or tip box, its title ("Note") included
     CAPTION = "caption"  # a figure's or a table's caption
     NOTICE = "notice"  # a licence, copyright or legal notice; navigation left in the page (a table of contents)
@@ -55,12 +56,13 @@ _LINE_CODES = {
     BlockKind.ITEM: "i",
     BlockKind.CODE: "c",
     BlockKind.TABLE: "t",
+    BlockKind.ROW: "r",
     BlockKind.ADMONITION: "a",
     BlockKind.CAPTION: "f",
     BlockKind.NOTICE: "n",
 }
 _LINE_KINDS = {code: kind for kind, code in _LINE_CODES.items()}
-_LINE_CODE = re.compile(r"([phictafn])([1-9][0-9]{0,8})?")
+_LINE_CODE = re.compile(r"([phictarfn])([1-9][0-9]{0,8})?")
 
 
 def encode_lines(lines: Iterable[LineKind]) -> str:

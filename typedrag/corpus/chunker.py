@@ -28,7 +28,7 @@ MAX_TOKEN_CHARS = 1000
 MAX_PASSAGE_CHARS = 3000
 # Changes with any change to how documents become passages (a reader or the chunker): an index built by
 # another version is rebuilt, not synced.
-CHUNKER_VERSION = 11
+CHUNKER_VERSION = 12
 
 Lines = tuple[LineKind, ...]
 

@@ -402,14 +402,18 @@ def default_reader() -> Reader:
         return _default()
 
 
-QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION})
+# A table's row is quoted when its header names its cells (a ROW): "Option: CMAKE_INSTALL_PREFIX; Default value:
+# /usr/local" answers a question on its own, a "cell | cell" line does not.
+QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION, BlockKind.ROW})
+WHOLE_KINDS = frozenset({BlockKind.ITEM, BlockKind.ROW})  # one piece up to the longest quoted, however many sentences
 
 
 def quoted_pieces(
     text: str, kinds: Sequence[LineKind], min_words: int, max_words: int
 ) -> Iterator[tuple[str, LineKind]]:
     """(text, kind of its line) of each piece of a passage an extractive answer may quote, and so the reader reads:
-    prose sentences, list items and the sentences of note boxes, of `min_words` to `max_words` words. `kinds` are
+    prose sentences, list items, table rows whose cells their header names and the sentences of note boxes, of
+    `min_words` to `max_words` words. `kinds` are
     the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index can
     keep these pieces' vectors."""
     lines = text.split("\n")
@@ -418,7 +422,7 @@ def quoted_pieces(
             continue
         if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " or its number, and its text
             line = without_marker(line, kind.order)
-        whole = kind.kind is BlockKind.ITEM and len(line.split()) <= max_words  # an item is one piece
+        whole = kind.kind in WHOLE_KINDS and len(line.split()) <= max_words  # an item, a row: one piece
         for piece in [line] if whole else split_sentences(line):
             words = piece.split()
             if min_words <= len(words) <= max_words:

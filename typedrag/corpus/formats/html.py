@@ -15,11 +15,22 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Iterator
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line, title_line
+from typedrag.corpus.formats.common import (
+    Outline,
+    Parsed,
+    Unreadable,
+    blocks_of,
+    clean,
+    named_row,
+    one_line,
+    title_line,
+)
 from typedrag.corpus.formats.detect import looks_binary
 from typedrag.records import PROSE_LINE, Block, BlockKind, LineKind
 
@@ -191,18 +202,44 @@ def _text(node: LexborNode | None) -> str:
 
 
 def _is_layout_table(table: LexborNode) -> bool:
-    """A table holding headings or other tables lays out a page; its cells are read as ordinary content."""
-    return len(table.css("table")) > 1 or table.css_first("h1, h2, h3, h4, h5, h6") is not None
+    """A table holding headings or other tables lays out a page, and so does one row without a header cell (an
+    Asciidoctor note: its icon in one cell, its text in the next); their cells are read as ordinary content."""
+    if len(table.css("table")) > 1 or table.css_first("h1, h2, h3, h4, h5, h6") is not None:
+        return True
+    return len(table.css("tr")) == 1 and table.css_first("th") is None
 
 
-def _table_text(table: LexborNode) -> tuple[str, str]:
-    """(caption, rows): the caption on one line, one "cell | cell" line per row."""
-    rows = []
+def _table_text(table: LexborNode) -> tuple[str, list[tuple[str, BlockKind]]]:
+    """(caption, rows): the caption on one line, and each row as a line of its own with its kind.
+
+    Where the table's header says what each cell is (one row of header cells above the body, cell for cell), or a
+    row's first cell is a header cell of its own ("Default" beside "4MB"), the row names its cells with it and
+    is a ROW: "Key: Ctrl+L; Action: Redraw the window.", a line that can be quoted on its own. Any other row is
+    a TABLE line, "cell | cell"; a header row whose cells name no row is kept as one too.
+    """
+    header: list[str] | None = None
+    lines: list[tuple[str, BlockKind]] = []
     for row in table.css("tr"):
-        cells = [_cell_text(cell) for cell in _children(row) if cell.tag in ("td", "th")]
-        if any(cells):
-            rows.append(" | ".join(cell for cell in cells if cell))
-    return one_line(_text(table.css_first("caption"))), "\n".join(rows)
+        cells = [cell for cell in _children(row) if cell.tag in ("td", "th")]
+        texts = [_cell_text(cell) for cell in cells]
+        if not any(texts):
+            continue
+        spans = any((_number(cell, "colspan") or 1) > 1 for cell in cells)
+        if header is None and not lines and all(cell.tag == "th" for cell in cells):
+            if len(cells) > 1 and not spans:
+                header = texts
+            else:
+                lines.append((" | ".join(text for text in texts if text), BlockKind.TABLE))
+            continue
+        if header is not None and len(cells) == len(header) and not spans:
+            lines.append((named_row(zip(header, texts)), BlockKind.ROW))
+        elif header is None and len(cells) > 1 and cells[0].tag == "th" and texts[0] and any(texts[1:]) and not spans:
+            lines.append((named_row([(texts[0], " ".join(text for text in texts[1:] if text))]), BlockKind.ROW))
+        else:
+            lines.append((" | ".join(text for text in texts if text), BlockKind.TABLE))
+    if header is not None and not any(kind is BlockKind.ROW for _, kind in lines):
+        lines.insert(0, (" | ".join(text for text in header if text), BlockKind.TABLE))
+    return one_line(_text(table.css_first("caption"))), lines
 
 
 def _cell_text(cell: LexborNode) -> str:
@@ -310,7 +347,8 @@ class _Walk:
                 yield from self.paragraph_break()
                 caption, rows = _table_text(node)
                 yield from blocks_of(caption, self.outline.path, kind=BlockKind.CAPTION)
-                yield from blocks_of(rows, self.outline.path, kind=BlockKind.TABLE)
+                for kind, run in groupby(rows, key=itemgetter(1)):
+                    yield from blocks_of("\n".join(text for text, _ in run), self.outline.path, kind=kind)
             elif tag == "br":
                 self.line_break()
             else:
