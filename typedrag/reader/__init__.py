@@ -38,7 +38,7 @@ from typedrag.embed import Embedder, default_embedder
 from typedrag.errors import ModelUnavailable
 from typedrag.nfq import NFQType
 from typedrag.phrasing.words import PRONOUNS as _PRONOUNS
-from typedrag.records import PROSE_LINE, SECTION_SEPARATOR, BlockKind, LineKind
+from typedrag.records import PROSE_LINE, SECTION_SEPARATOR, BlockKind, LineKind, named_row, table_cells
 from typedrag.text import split_sentences, terms
 
 MODEL_DIR = Path(__file__).parent / "model"
@@ -402,27 +402,35 @@ def default_reader() -> Reader:
         return _default()
 
 
-# A table's row is quoted when its header names its cells (a ROW): "Option: CMAKE_INSTALL_PREFIX; Default value:
-# /usr/local" answers a question on its own, a "cell | cell" line does not.
-QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION, BlockKind.ROW})
-WHOLE_KINDS = frozenset({BlockKind.ITEM, BlockKind.ROW})  # one piece up to the longest quoted, however many sentences
+QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION})
+TABLE_LINE = LineKind(BlockKind.TABLE)
 
 
 def quoted_pieces(
     text: str, kinds: Sequence[LineKind], min_words: int, max_words: int
 ) -> Iterator[tuple[str, LineKind]]:
     """(text, kind of its line) of each piece of a passage an extractive answer may quote, and so the reader reads:
-    prose sentences, list items, table rows whose cells their header names and the sentences of note boxes, of
-    `min_words` to `max_words` words. `kinds` are
-    the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index can
-    keep these pieces' vectors."""
+    prose sentences, list items, the sentences of note boxes, and the rows of a table under its head, named by it
+    ("Option: CMAKE_INSTALL_PREFIX; Default value: /usr/local; ..."), of `min_words` to `max_words` words. `kinds`
+    are the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index
+    can keep these pieces' vectors."""
     lines = text.split("\n")
+    head: tuple[int | None, list[str]] | None = None  # the number of the table being read, its columns' names
     for line, kind in zip(lines, kinds if len(kinds) == len(lines) else (PROSE_LINE,) * len(lines)):
+        if kind.kind is BlockKind.TABLE_HEAD:
+            head = (kind.order, table_cells(line))
+            continue
+        if kind.kind is BlockKind.TABLE:
+            if head is not None and head[0] == kind.order and (row := named_row(head[1], line)) is not None:
+                if min_words <= len(row.split()) <= max_words:
+                    yield row, TABLE_LINE  # a piece of no ordered list, whatever its table's number
+            continue
+        head = None
         if kind.kind not in QUOTED_KINDS or not line.strip():
             continue
         if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " or its number, and its text
             line = without_marker(line, kind.order)
-        whole = kind.kind in WHOLE_KINDS and len(line.split()) <= max_words  # an item, a row: one piece
+        whole = kind.kind is BlockKind.ITEM and len(line.split()) <= max_words  # an item is one piece
         for piece in [line] if whole else split_sentences(line):
             words = piece.split()
             if min_words <= len(words) <= max_words:

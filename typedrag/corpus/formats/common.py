@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from typedrag.records import Block, BlockKind
@@ -115,11 +115,3 @@ def blocks_of(
     """`text` as one block of `kind`, or several when it is longer than `MAX_BLOCK_CHARS`."""
     for piece in split_long(text):
         yield Block(piece, section, page, kind, order)
-
-
-def named_row(cells: Iterable[tuple[str, str]]) -> str:
-    """A row's cells, each after its column's name ("Key: Ctrl+L; Action: Redraw the window."), the empty ones
-    left out; a full stop at its end, so a passage's cut can fall between two rows."""
-    named = [f"{name}: {value}" if name else value for name, value in cells if value]
-    text = "; ".join([part.rstrip(" .;") for part in named[:-1]] + [named[-1].rstrip(" ;")])
-    return text if text.endswith((".", "!", "?")) else text + "."

@@ -29,11 +29,10 @@ from typedrag.corpus.formats.common import (
     Unreadable,
     blocks_of,
     clean,
-    named_row,
     one_line,
     title_line,
 )
-from typedrag.records import Block, BlockKind
+from typedrag.records import Block, BlockKind, table_row
 
 _HEADING = re.compile(r"^heading\s*(\d)$", re.I)
 # What the zip may declare, uncompressed: one part, all parts, and how many times a large part may expand
@@ -196,11 +195,13 @@ def _blocks(path: Path, title: str) -> Iterator[Block]:
     outline = Outline(title)
     document = _open(path)
     styles, numbering = _Styles(document), _Numbering(document)
+    tables = 0  # each table's head and rows carry its number
     for part in document.iter_inner_content():
         if isinstance(part, Table):
             numbering.interrupted()
+            tables += 1
             for kind, run in groupby(_table_rows(part), key=itemgetter(1)):
-                yield from blocks_of("\n".join(text for text, _ in run), outline.path, kind=kind)
+                yield from blocks_of("\n".join(text for text, _ in run), outline.path, kind=kind, order=tables)
             continue
         text = clean(part.text).strip()
         style = styles.of(part)
@@ -229,24 +230,17 @@ def _paragraph_kind(style: str) -> BlockKind:
 
 
 def _table_rows(table: Table) -> Iterator[tuple[str, BlockKind]]:
-    """Each row as a line with its kind. A first row marked as the table's header (Word's "Repeat as header row")
-    names the cells of every row with as many cells (ROW: "Tea: green; Minutes: 2."); any other row is "cell |
-    cell" (TABLE). A merged cell, which python-docx repeats, is written once."""
-    header: list[str] | None = None
+    """Each row as a line, "cell | cell" (TABLE), a merged cell (which python-docx repeats) written once; a first row
+    marked as the table's header (Word's "Repeat as header row") is its head (TABLE_HEAD)."""
     for number, row in enumerate(table.rows):
         cells, seen = [], set()
         for cell in row.cells:
             if id(cell._tc) not in seen:
                 seen.add(id(cell._tc))
                 cells.append(one_line(cell.text))
-        if number == 0 and _is_header(row) and len(cells) > 1:
-            header = cells
-        elif header is not None and len(cells) == len(header) and any(cells):
-            yield named_row(zip(header, cells)), BlockKind.ROW
-        elif any(cells):
-            yield " | ".join(cell for cell in cells if cell), BlockKind.TABLE
-    if header is not None and len(table.rows) == 1:
-        yield " | ".join(cell for cell in header if cell), BlockKind.TABLE
+        if any(cells):
+            head = number == 0 and len(cells) > 1 and _is_header(row)
+            yield table_row(cells), BlockKind.TABLE_HEAD if head else BlockKind.TABLE
 
 
 def _is_header(row: _Row) -> bool:

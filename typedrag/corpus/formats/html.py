@@ -27,12 +27,11 @@ from typedrag.corpus.formats.common import (
     Unreadable,
     blocks_of,
     clean,
-    named_row,
     one_line,
     title_line,
 )
 from typedrag.corpus.formats.detect import looks_binary
-from typedrag.records import PROSE_LINE, Block, BlockKind, LineKind
+from typedrag.records import PROSE_LINE, Block, BlockKind, LineKind, table_row
 
 LARGEST = 256 << 20  # bytes: a page is parsed whole, so a bigger file is refused rather than swapped through
 
@@ -210,35 +209,22 @@ def _is_layout_table(table: LexborNode) -> bool:
 
 
 def _table_text(table: LexborNode) -> tuple[str, list[tuple[str, BlockKind]]]:
-    """(caption, rows): the caption on one line, and each row as a line of its own with its kind.
-
-    Where the table's header says what each cell is (one row of header cells above the body, cell for cell), or a
-    row's first cell is a header cell of its own ("Default" beside "4MB"), the row names its cells with it and
-    is a ROW: "Key: Ctrl+L; Action: Redraw the window.", a line that can be quoted on its own. Any other row is
-    a TABLE line, "cell | cell"; a header row whose cells name no row is kept as one too.
-    """
-    header: list[str] | None = None
+    """(caption, rows): the caption on one line, and each row a line of its own, "cell | cell" (TABLE), an empty
+    cell keeping its place. A first row of header cells only, one for each column, is the table's head
+    (TABLE_HEAD): the names of the cells of the rows under it, with which an answer may quote a row."""
     lines: list[tuple[str, BlockKind]] = []
     for row in table.css("tr"):
         cells = [cell for cell in _children(row) if cell.tag in ("td", "th")]
         texts = [_cell_text(cell) for cell in cells]
         if not any(texts):
             continue
-        spans = any((_number(cell, "colspan") or 1) > 1 for cell in cells)
-        if header is None and not lines and all(cell.tag == "th" for cell in cells):
-            if len(cells) > 1 and not spans:
-                header = texts
-            else:
-                lines.append((" | ".join(text for text in texts if text), BlockKind.TABLE))
-            continue
-        if header is not None and len(cells) == len(header) and not spans:
-            lines.append((named_row(zip(header, texts)), BlockKind.ROW))
-        elif header is None and len(cells) > 1 and cells[0].tag == "th" and texts[0] and any(texts[1:]) and not spans:
-            lines.append((named_row([(texts[0], " ".join(text for text in texts[1:] if text))]), BlockKind.ROW))
-        else:
-            lines.append((" | ".join(text for text in texts if text), BlockKind.TABLE))
-    if header is not None and not any(kind is BlockKind.ROW for _, kind in lines):
-        lines.insert(0, (" | ".join(text for text in header if text), BlockKind.TABLE))
+        head = (
+            not lines
+            and len(cells) > 1
+            and all(cell.tag == "th" for cell in cells)
+            and all((_number(cell, "colspan") or 1) == 1 for cell in cells)
+        )
+        lines.append((table_row(texts), BlockKind.TABLE_HEAD if head else BlockKind.TABLE))
     return one_line(_text(table.css_first("caption"))), lines
 
 
@@ -313,6 +299,7 @@ class _Walk:
         self.boxes = 0  # how many notes/tips we are inside: their headings are not sections
         self.numbers: list[int | None] = []  # per list we are inside: the last item number of an ordered one
         self.kinds: list[tuple[LexborNode, LineKind]] = []  # the elements we are inside that say what their text is
+        self.tables = 0  # the tables read so far: each table's head and rows carry its number
 
     @property
     def kind(self) -> LineKind:
@@ -347,8 +334,10 @@ class _Walk:
                 yield from self.paragraph_break()
                 caption, rows = _table_text(node)
                 yield from blocks_of(caption, self.outline.path, kind=BlockKind.CAPTION)
+                self.tables += 1
                 for kind, run in groupby(rows, key=itemgetter(1)):
-                    yield from blocks_of("\n".join(text for text, _ in run), self.outline.path, kind=kind)
+                    text = "\n".join(text for text, _ in run)
+                    yield from blocks_of(text, self.outline.path, kind=kind, order=self.tables)
             elif tag == "br":
                 self.line_break()
             else:

@@ -24,8 +24,6 @@ import codecs
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from itertools import groupby
-from operator import itemgetter
 from pathlib import Path
 
 import yaml
@@ -39,10 +37,9 @@ from typedrag.corpus.formats.common import (
     Unreadable,
     blocks_of,
     clean,
-    named_row,
     title_line,
 )
-from typedrag.records import Block, BlockKind
+from typedrag.records import Block, BlockKind, table_row
 
 _CHUNK = 1 << 20
 _LONGEST_LINE = 1 << 16  # characters read at once: a file with no line breaks still streams
@@ -242,40 +239,34 @@ def markdown_text(line: str, references: dict[str, dict[str, str]]) -> str:
 
 def events(source: Iterator[str], syntax: str, labels: frozenset[str] = frozenset()) -> Iterator[Heading | Paragraph]:
     if syntax == "markdown":
-        return _named_rows(_Markdown(labels).events(source))
+        return _table_heads(_Markdown(labels).events(source))
     if syntax == "rst":
         return _Rst().events(source)
     return _paragraphs(source)
 
 
-def _named_rows(events: Iterator[Heading | Paragraph]) -> Iterator[Heading | Paragraph]:
-    """A pipe table's rows named by its header row ("| Key | Action |" then "| --- | --- |"): each body row with a
-    cell for each column is a ROW ("Key: Ctrl+L; Action: Redraw the window."); the header and delimiter rows are
-    then said by every row and left out. A table read in several paragraphs (a long one) keeps its header."""
-    header: list[str] | None = None
+def _table_heads(events: Iterator[Heading | Paragraph]) -> Iterator[Heading | Paragraph]:
+    """A pipe table as the other document readers write a table: its header row ("| Key | Action |", above its
+    "| --- | --- |") the table's head (TABLE_HEAD), then each row "cell | cell" (TABLE), outer bars left out."""
+    tables, reading = 0, False  # the tables read so far (each table's head and rows carry its number); in one?
     for event in events:
         if not isinstance(event, Paragraph) or event.kind is not BlockKind.TABLE:
-            header = None
+            reading = False
             yield event
             continue
         rows = event.text.split("\n")
         if len(rows) >= 2 and _MD_TABLE_DELIMITER.match(rows[1]):
-            header, rows = _pipe_cells(rows[0]), rows[2:]
-        if header is None:
-            yield event
-            continue
-        lines = [
-            (named_row(zip(header, cells)), BlockKind.ROW)
-            if len(cells := _pipe_cells(row)) == len(header) and any(cells)
-            else (row, BlockKind.TABLE)
-            for row in rows
-        ]
-        for kind, run in groupby(lines, key=itemgetter(1)):
-            yield Paragraph("\n".join(text for text, _ in run), kind)
+            tables, reading = tables + 1, True
+            yield Paragraph(table_row(_pipe_cells(rows[0])), BlockKind.TABLE_HEAD, tables)
+            rows = rows[2:]
+        elif not reading:
+            tables, reading = tables + 1, True
+        if rows:
+            yield Paragraph("\n".join(table_row(_pipe_cells(row)) for row in rows), BlockKind.TABLE, tables)
 
 
 def _pipe_cells(row: str) -> list[str]:
-    """The cells of a pipe table's row, outer pipes or not ("| a | b |", "a | b")."""
+    """The cells of a pipe table's row, with outer bars or without ("| a | b |", "a | b")."""
     row = row.strip()
     row = row[1:] if row.startswith("|") else row
     row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
