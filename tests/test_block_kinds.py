@@ -165,7 +165,7 @@ def test_html_kinds(tmp_path):
     assert kind_of(blocks, "Warning\nThe pot is hot.") == ("admonition", None)  # one block, its title included
     assert kind_of(blocks, "Note\nDocBook boxes count too.") == ("admonition", None)
     assert kind_of(blocks, "Steeping times") == ("caption", None)
-    assert kind_of(blocks, "Tea | Minutes\ngreen | 2") == ("table", None)
+    assert kind_of(blocks, "Tea | Minutes") == ("table-head", 1) and kind_of(blocks, "green | 2") == ("table", 1)
     assert kind_of(blocks, "A full cup.") == ("caption", None)
     assert kind_of(blocks, "brew(tea, minutes=3)") == ("code", None)
     assert kind_of(blocks, "Brew a pot.") == ("prose", None)
@@ -199,7 +199,7 @@ def test_docx_kinds(tmp_path):
         ("item", None),
         ("item", None),
         ("caption", None),
-        ("table", None),
+        ("table", 1),  # the first table; its first row is not marked as its header, so it has no head
         ("prose", None),
     ]
     assert blocks[1].text == "- Boil the water." and blocks[1].section == ("Steps",)
@@ -256,7 +256,8 @@ def test_markdown_kinds(tmp_path):
         ("item", None, "- oolong"),
         ("admonition", None, "**Note**\nThe pot is hot."),
         ("prose", None, "A proverb, quoted."),
-        ("table", None, "| Tea | Minutes |\n|-----|---------|\n| green | 2 |"),
+        ("table-head", 1, "Tea | Minutes"),
+        ("table", 1, "green | 2"),
         ("code", None, "indented code"),
         ("prose", None, "Drink it warm."),
     ]

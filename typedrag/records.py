@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -17,7 +17,8 @@ class BlockKind(StrEnum):
     HEADING = "heading"  # a heading given as text (a PDF's bookmarked title line); most are sections instead
     ITEM = "item"  # a list item
     CODE = "code"  # a code block, a literal block, a screen, an API signature
-    TABLE = "table"  # table rows
+    TABLE = "table"  # table rows, "cell | cell" (an empty cell is empty between its bars)
+    TABLE_HEAD = "table-head"  # a table's header row, "Key | Action": the names of the columns of the rows after it
     ADMONITION = "admonition"  # a note, warning or tip box, its title ("Note") included
     CAPTION = "caption"  # a figure's or a table's caption
     NOTICE = "notice"  # a licence, copyright or legal notice; navigation left in the page (a table of contents)
@@ -36,31 +37,37 @@ class Block:
     section: tuple[str, ...] = ()  # heading path below the document title, outermost first
     page: int | None = None  # 1-based page number (PDF)
     kind: BlockKind = BlockKind.PROSE
-    order: int | None = None  # 1-based position of an item in an ordered list; None otherwise
+    # 1-based: an item's position in an ordered list; a table's number in its document, on its head and its rows
+    # (two tables in a row are told apart by it); None otherwise
+    order: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class LineKind:
-    """The kind of one line of a passage: the kind of the block it came from, and an ordered item's position."""
+    """The kind of one line of a passage: the kind of the block it came from, and its order (an ordered item's
+    position, a table's number)."""
 
     kind: BlockKind = BlockKind.PROSE
     order: int | None = None
 
 
 PROSE_LINE = LineKind()
-# One letter per kind in a passage's stored `lines` ("p,p,i1,i2,c"): an ordered item carries its position.
+# One letter per kind in a passage's stored `lines` ("p,p,i1,i2,c,r3,t3"): an ordered item carries its position,
+# a table's head and rows the table's number.
 _LINE_CODES = {
     BlockKind.PROSE: "p",
     BlockKind.HEADING: "h",
     BlockKind.ITEM: "i",
     BlockKind.CODE: "c",
     BlockKind.TABLE: "t",
+    BlockKind.TABLE_HEAD: "r",
     BlockKind.ADMONITION: "a",
     BlockKind.CAPTION: "f",
     BlockKind.NOTICE: "n",
 }
+NUMBERED = frozenset({BlockKind.ITEM, BlockKind.TABLE, BlockKind.TABLE_HEAD})  # kinds whose lines carry an order
 _LINE_KINDS = {code: kind for kind, code in _LINE_CODES.items()}
-_LINE_CODE = re.compile(r"([phictafn])([1-9][0-9]{0,8})?")
+_LINE_CODE = re.compile(r"([phictarfn])([1-9][0-9]{0,8})?")
 
 
 def encode_lines(lines: Iterable[LineKind]) -> str:
@@ -78,7 +85,7 @@ def decode_lines(stored: str | None) -> tuple[LineKind, ...]:
         if match is None:
             return ()
         kind, order = _LINE_KINDS[match.group(1)], match.group(2)
-        if order is not None and kind is not BlockKind.ITEM:
+        if order is not None and kind not in NUMBERED:
             return ()
         lines.append(PROSE_LINE if code == "p" else LineKind(kind, int(order) if order else None))
     return tuple(lines)
@@ -88,6 +95,31 @@ def lines_of(text: str, stored: str | None) -> tuple[LineKind, ...]:
     """A stored passage's line kinds, checked against its text: () unless there is one per line."""
     lines = decode_lines(stored)
     return lines if len(lines) == text.count("\n") + 1 else ()
+
+
+CELL_SEPARATOR = " | "  # between the cells of a table's row, as the document readers write it
+_CELL_BAR = re.compile(r"\s*\|\s*")
+
+
+def table_row(cells: Iterable[str]) -> str:
+    """A table row as the document readers write it: its cells in order, an empty one empty between its bars."""
+    return CELL_SEPARATOR.join(cells).strip()
+
+
+def table_cells(row: str) -> list[str]:
+    """The cells `table_row` wrote (a cell holding a bar of its own splits in two, so it no longer fits its head)."""
+    return [cell.strip() for cell in _CELL_BAR.split(row.strip())]
+
+
+def named_row(head: Sequence[str], row: str) -> str | None:
+    """A TABLE row named by its table's head ("Key: Ctrl+L; Action: Redraw the whole window."), empty cells left
+    out and a full stop at its end; None when its cells do not fit the head's columns one for one."""
+    cells = table_cells(row)
+    if len(cells) != len(head) or not any(cells):
+        return None
+    named = [f"{name}: {value}" if name else value for name, value in zip(head, cells) if value]
+    text = "; ".join([part.rstrip(" .;") for part in named[:-1]] + [named[-1].rstrip(" ;")])
+    return text if text.endswith((".", "!", "?")) else text + "."
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,9 @@ MAX_TOKEN_CHARS = 1000
 MAX_PASSAGE_CHARS = 3000
 # Changes with any change to how documents become passages (a reader or the chunker): an index built by
 # another version is rebuilt, not synced.
-CHUNKER_VERSION = 11
+CHUNKER_VERSION = 12
+# A table's head longer than this (characters) is not repeated where a passage continues its rows.
+MAX_HEAD_CHARS = 300
 
 Lines = tuple[LineKind, ...]
 
@@ -113,32 +115,50 @@ def _tokens(text: str, doc: Document, on_cut: Callable[[str], None] | None) -> l
 
 
 class _Lines:
-    """Where each line of the words read begins (token indices, the first at 0) and its kind."""
+    """Where each line of the words read begins (token indices, the first at 0), its kind, and for a table's row the
+    head of its table (the header row's text, repeated where a passage continues the rows)."""
 
     def __init__(self) -> None:
         self.starts: list[int] = []
         self.kinds: list[LineKind] = []
+        self.heads: list[str | None] = []
 
-    def begin(self, at: int, kind: LineKind) -> None:
+    def begin(self, at: int, kind: LineKind, head: str | None = None) -> None:
         self.starts.append(at)
         self.kinds.append(kind)
+        self.heads.append(head)
 
     def joined(self, tokens: list[str], start: int, end: int) -> tuple[str, Lines]:
         """tokens[start:end] as text (words joined by spaces, a new line where a line begins) and the kind of
-        each of its lines: a passage that begins inside a line takes that line's kind."""
+        each of its lines: a passage that begins inside a line takes that line's kind. Where the passage holds
+        rows of a table whose head it does not, the head is put before the first row that begins in it (a row
+        cut at the passage's start stays above it, unnamed)."""
         first = bisect.bisect_right(self.starts, start) - 1  # the line `start` is in
         inside = self.starts[first + 1 : bisect.bisect_left(self.starts, end)]
-        kinds = tuple(self.kinds[first : first + 1 + len(inside)])
-        if not inside:
-            return " ".join(tokens[start:end]), kinds
+        kinds = list(self.kinds[first : first + 1 + len(inside)])
         edges = [start, *inside, end]
-        return "\n".join(" ".join(tokens[a:b]) for a, b in zip(edges, edges[1:])), kinds
+        texts = [" ".join(tokens[a:b]) for a, b in zip(edges, edges[1:])]
+        at = 0 if self.starts[first] == start else 1  # the first line that begins in the passage
+        if at < len(kinds) and (head := self.heads[first + at]) is not None:
+            texts.insert(at, head)
+            kinds.insert(at, LineKind(BlockKind.TABLE_HEAD, kinds[at].order))
+        return "\n".join(texts), tuple(kinds)
+
+    def ends_row(self, at: int) -> bool:
+        """Whether a table's row (or its head) ends just before token `at`, where a line begins: a place to cut."""
+        line = bisect.bisect_left(self.starts, at)
+        return (
+            0 < line < len(self.starts)
+            and self.starts[line] == at
+            and self.kinds[line - 1].kind in (BlockKind.TABLE, BlockKind.TABLE_HEAD)
+        )
 
     def drop_before(self, start: int) -> None:
         """Forget the lines that end before token `start`, and count from there."""
         first = bisect.bisect_right(self.starts, start) - 1
         self.starts = [max(0, at - start) for at in self.starts[first:]]
         self.kinds = self.kinds[first:]
+        self.heads = self.heads[first:]
 
 
 def without_markup(text: str) -> str:
@@ -167,17 +187,22 @@ def _chunks(
     pages: list[int] = []  # one per token, only when the blocks have pages (a PDF)
     lines = _Lines()
     start = 0
+    head: tuple[int | None, str] | None = None  # the number and head of the table whose rows are being read
     for block in blocks:
         kind = _kind_of(block)
+        if head is not None and (block.kind is not BlockKind.TABLE or block.order != head[0]):
+            head = None
         for line in without_markup(block.text).split("\n"):  # list items, table rows, code lines: lines of their own
             new = _tokens(line, doc, on_cut)
             if new:
-                lines.begin(len(tokens), kind)
+                lines.begin(len(tokens), kind, head[1] if head is not None else None)
+                if block.kind is BlockKind.TABLE_HEAD and len(text := " ".join(new)) <= MAX_HEAD_CHARS:
+                    head = (block.order, text)
             tokens += new
             if block.page is not None:
                 pages += [block.page] * len(new)
         while len(tokens) - start > longest + slack:  # enough lookahead: the cut falls within what is read
-            text, end, kinds = _capped(tokens, lines, start, start + _cut(tokens, start, words, slack))
+            text, end, kinds = _capped(tokens, lines, start, start + _cut(tokens, lines, start, words, slack))
             yield text, pages[start:end], kinds
             start = end
         if start > 4096:
@@ -185,7 +210,7 @@ def _chunks(
             lines.drop_before(start)
             start = 0
     while start < len(tokens):
-        end = len(tokens) if len(tokens) - start <= longest else start + _cut(tokens, start, words, slack)
+        end = len(tokens) if len(tokens) - start <= longest else start + _cut(tokens, lines, start, words, slack)
         text, end, kinds = _capped(tokens, lines, start, end)
         yield text, pages[start:end], kinds
         start = end
@@ -203,16 +228,14 @@ def _capped(tokens: list[str], lines: _Lines, start: int, end: int) -> tuple[str
     return text, end, kinds
 
 
-def _cut(tokens: list[str], start: int, words: int, slack: int) -> int:
-    """How many words the passage starting at `start` takes: to the sentence end nearest `words`, else `words`."""
+def _cut(tokens: list[str], lines: _Lines, start: int, words: int, slack: int) -> int:
+    """How many words the passage starting at `start` takes: to the sentence end or the end of a table's row
+    nearest `words`, else `words`."""
     length = words
     for offset in range(slack + 1):  # nearest sentence end, preferring the shorter side
-        if _ends_sentence(tokens[start + words - offset - 1]):
-            length = words - offset
-            break
-        if _ends_sentence(tokens[start + words + offset - 1]):
-            length = words + offset
-            break
+        for candidate in (words - offset, words + offset):
+            if _ends_sentence(tokens[start + candidate - 1]) or lines.ends_row(start + candidate):
+                return candidate
     return length
 
 

@@ -300,7 +300,7 @@ def _docx_html(path: Path, name: str) -> str:
             if block.section != section and block.section:
                 parts.append(f"<h2>{html.escape(' › '.join(block.section))}</h2>")
             section = block.section
-            tag = "pre" if block.kind in (BlockKind.CODE, BlockKind.TABLE) else "p"
+            tag = "pre" if block.kind in (BlockKind.CODE, BlockKind.TABLE, BlockKind.TABLE_HEAD) else "p"
             parts.append(f"<{tag}>{html.escape(block.text)}</{tag}>")
     return "\n".join(parts)
 

@@ -38,7 +38,7 @@ from typedrag.embed import Embedder, default_embedder
 from typedrag.errors import ModelUnavailable
 from typedrag.nfq import NFQType
 from typedrag.phrasing.words import PRONOUNS as _PRONOUNS
-from typedrag.records import PROSE_LINE, SECTION_SEPARATOR, BlockKind, LineKind
+from typedrag.records import PROSE_LINE, SECTION_SEPARATOR, BlockKind, LineKind, named_row, table_cells
 from typedrag.text import split_sentences, terms
 
 MODEL_DIR = Path(__file__).parent / "model"
@@ -403,17 +403,29 @@ def default_reader() -> Reader:
 
 
 QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION})
+TABLE_LINE = LineKind(BlockKind.TABLE)
 
 
 def quoted_pieces(
     text: str, kinds: Sequence[LineKind], min_words: int, max_words: int
 ) -> Iterator[tuple[str, LineKind]]:
     """(text, kind of its line) of each piece of a passage an extractive answer may quote, and so the reader reads:
-    prose sentences, list items and the sentences of note boxes, of `min_words` to `max_words` words. `kinds` are
-    the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index can
-    keep these pieces' vectors."""
+    prose sentences, list items, the sentences of note boxes, and the rows of a table under its head, named by it
+    ("Option: CMAKE_INSTALL_PREFIX; Default value: /usr/local; ..."), of `min_words` to `max_words` words. `kinds`
+    are the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index
+    can keep these pieces' vectors."""
     lines = text.split("\n")
+    head: tuple[int | None, list[str]] | None = None  # the number of the table being read, its columns' names
     for line, kind in zip(lines, kinds if len(kinds) == len(lines) else (PROSE_LINE,) * len(lines)):
+        if kind.kind is BlockKind.TABLE_HEAD:
+            head = (kind.order, table_cells(line))
+            continue
+        if kind.kind is BlockKind.TABLE:
+            if head is not None and head[0] == kind.order and (row := named_row(head[1], line)) is not None:
+                if min_words <= len(row.split()) <= max_words:
+                    yield row, TABLE_LINE  # a piece of no ordered list, whatever its table's number
+            continue
+        head = None
         if kind.kind not in QUOTED_KINDS or not line.strip():
             continue
         if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " or its number, and its text

@@ -11,17 +11,28 @@ from __future__ import annotations
 import re
 import zipfile
 from collections.abc import Iterator
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 import docx
 from docx.enum.style import WD_STYLE_TYPE
 from docx.opc.exceptions import PackageNotFoundError
-from docx.table import Table
+from docx.oxml.ns import qn
+from docx.table import Table, _Row
 from docx.text.paragraph import Paragraph
 from lxml.etree import LxmlError
 
-from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line, title_line
-from typedrag.records import Block, BlockKind
+from typedrag.corpus.formats.common import (
+    Outline,
+    Parsed,
+    Unreadable,
+    blocks_of,
+    clean,
+    one_line,
+    title_line,
+)
+from typedrag.records import Block, BlockKind, table_row
 
 _HEADING = re.compile(r"^heading\s*(\d)$", re.I)
 # What the zip may declare, uncompressed: one part, all parts, and how many times a large part may expand
@@ -184,10 +195,13 @@ def _blocks(path: Path, title: str) -> Iterator[Block]:
     outline = Outline(title)
     document = _open(path)
     styles, numbering = _Styles(document), _Numbering(document)
+    tables = 0  # each table's head and rows carry its number
     for part in document.iter_inner_content():
         if isinstance(part, Table):
             numbering.interrupted()
-            yield from blocks_of(_table_text(part), outline.path, kind=BlockKind.TABLE)
+            tables += 1
+            for kind, run in groupby(_table_rows(part), key=itemgetter(1)):
+                yield from blocks_of("\n".join(text for text, _ in run), outline.path, kind=kind, order=tables)
             continue
         text = clean(part.text).strip()
         style = styles.of(part)
@@ -215,17 +229,22 @@ def _paragraph_kind(style: str) -> BlockKind:
     return BlockKind.PROSE
 
 
-def _table_text(table: Table) -> str:
-    """One "cell | cell" line per row; a merged cell, which python-docx repeats, is written once."""
-    rows = []
-    for row in table.rows:
+def _table_rows(table: Table) -> Iterator[tuple[str, BlockKind]]:
+    """Each row as a line, "cell | cell" (TABLE), a merged cell (which python-docx repeats) written once; a first row
+    marked as the table's header (Word's "Repeat as header row") is its head (TABLE_HEAD)."""
+    for number, row in enumerate(table.rows):
         cells, seen = [], set()
         for cell in row.cells:
-            if id(cell._tc) in seen:
-                continue
-            seen.add(id(cell._tc))
-            if text := one_line(cell.text):
-                cells.append(text)
-        if cells:
-            rows.append(" | ".join(cells))
-    return "\n".join(rows)
+            if id(cell._tc) not in seen:
+                seen.add(id(cell._tc))
+                cells.append(one_line(cell.text))
+        if any(cells):
+            head = number == 0 and len(cells) > 1 and _is_header(row)
+            yield table_row(cells), BlockKind.TABLE_HEAD if head else BlockKind.TABLE
+
+
+def _is_header(row: _Row) -> bool:
+    """Whether Word repeats `row` at the top of each page as its table's header (`w:tblHeader`)."""
+    properties = row._tr.trPr
+    marked = properties.find(qn("w:tblHeader")) if properties is not None else None
+    return marked is not None and marked.get(qn("w:val"), "true") not in ("0", "false", "off")

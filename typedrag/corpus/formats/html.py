@@ -15,13 +15,23 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Iterator
+from itertools import groupby
+from operator import itemgetter
 from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
-from typedrag.corpus.formats.common import Outline, Parsed, Unreadable, blocks_of, clean, one_line, title_line
+from typedrag.corpus.formats.common import (
+    Outline,
+    Parsed,
+    Unreadable,
+    blocks_of,
+    clean,
+    one_line,
+    title_line,
+)
 from typedrag.corpus.formats.detect import looks_binary
-from typedrag.records import PROSE_LINE, Block, BlockKind, LineKind
+from typedrag.records import PROSE_LINE, Block, BlockKind, LineKind, table_row
 
 LARGEST = 256 << 20  # bytes: a page is parsed whole, so a bigger file is refused rather than swapped through
 
@@ -191,18 +201,31 @@ def _text(node: LexborNode | None) -> str:
 
 
 def _is_layout_table(table: LexborNode) -> bool:
-    """A table holding headings or other tables lays out a page; its cells are read as ordinary content."""
-    return len(table.css("table")) > 1 or table.css_first("h1, h2, h3, h4, h5, h6") is not None
+    """A table holding headings or other tables lays out a page, and so does one row without a header cell (an
+    Asciidoctor note: its icon in one cell, its text in the next); their cells are read as ordinary content."""
+    if len(table.css("table")) > 1 or table.css_first("h1, h2, h3, h4, h5, h6") is not None:
+        return True
+    return len(table.css("tr")) == 1 and table.css_first("th") is None
 
 
-def _table_text(table: LexborNode) -> tuple[str, str]:
-    """(caption, rows): the caption on one line, one "cell | cell" line per row."""
-    rows = []
+def _table_text(table: LexborNode) -> tuple[str, list[tuple[str, BlockKind]]]:
+    """(caption, rows): the caption on one line, and each row a line of its own, "cell | cell" (TABLE), an empty
+    cell keeping its place. A first row of header cells only, one for each column, is the table's head
+    (TABLE_HEAD): the names of the cells of the rows under it, with which an answer may quote a row."""
+    lines: list[tuple[str, BlockKind]] = []
     for row in table.css("tr"):
-        cells = [_cell_text(cell) for cell in _children(row) if cell.tag in ("td", "th")]
-        if any(cells):
-            rows.append(" | ".join(cell for cell in cells if cell))
-    return one_line(_text(table.css_first("caption"))), "\n".join(rows)
+        cells = [cell for cell in _children(row) if cell.tag in ("td", "th")]
+        texts = [_cell_text(cell) for cell in cells]
+        if not any(texts):
+            continue
+        head = (
+            not lines
+            and len(cells) > 1
+            and all(cell.tag == "th" for cell in cells)
+            and all((_number(cell, "colspan") or 1) == 1 for cell in cells)
+        )
+        lines.append((table_row(texts), BlockKind.TABLE_HEAD if head else BlockKind.TABLE))
+    return one_line(_text(table.css_first("caption"))), lines
 
 
 def _cell_text(cell: LexborNode) -> str:
@@ -276,6 +299,7 @@ class _Walk:
         self.boxes = 0  # how many notes/tips we are inside: their headings are not sections
         self.numbers: list[int | None] = []  # per list we are inside: the last item number of an ordered one
         self.kinds: list[tuple[LexborNode, LineKind]] = []  # the elements we are inside that say what their text is
+        self.tables = 0  # the tables read so far: each table's head and rows carry its number
 
     @property
     def kind(self) -> LineKind:
@@ -310,7 +334,10 @@ class _Walk:
                 yield from self.paragraph_break()
                 caption, rows = _table_text(node)
                 yield from blocks_of(caption, self.outline.path, kind=BlockKind.CAPTION)
-                yield from blocks_of(rows, self.outline.path, kind=BlockKind.TABLE)
+                self.tables += 1
+                for kind, run in groupby(rows, key=itemgetter(1)):
+                    text = "\n".join(text for text, _ in run)
+                    yield from blocks_of(text, self.outline.path, kind=kind, order=self.tables)
             elif tag == "br":
                 self.line_break()
             else:

@@ -30,8 +30,16 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import normalizeReference
 
-from typedrag.corpus.formats.common import MAX_BLOCK_CHARS, Outline, Parsed, Unreadable, blocks_of, clean, title_line
-from typedrag.records import Block, BlockKind
+from typedrag.corpus.formats.common import (
+    MAX_BLOCK_CHARS,
+    Outline,
+    Parsed,
+    Unreadable,
+    blocks_of,
+    clean,
+    title_line,
+)
+from typedrag.records import Block, BlockKind, table_row
 
 _CHUNK = 1 << 20
 _LONGEST_LINE = 1 << 16  # characters read at once: a file with no line breaks still streams
@@ -231,10 +239,38 @@ def markdown_text(line: str, references: dict[str, dict[str, str]]) -> str:
 
 def events(source: Iterator[str], syntax: str, labels: frozenset[str] = frozenset()) -> Iterator[Heading | Paragraph]:
     if syntax == "markdown":
-        return _Markdown(labels).events(source)
+        return _table_heads(_Markdown(labels).events(source))
     if syntax == "rst":
         return _Rst().events(source)
     return _paragraphs(source)
+
+
+def _table_heads(events: Iterator[Heading | Paragraph]) -> Iterator[Heading | Paragraph]:
+    """A pipe table as the other document readers write a table: its header row ("| Key | Action |", above its
+    "| --- | --- |") the table's head (TABLE_HEAD), then each row "cell | cell" (TABLE), outer bars left out."""
+    tables, reading = 0, False  # the tables read so far (each table's head and rows carry its number); in one?
+    for event in events:
+        if not isinstance(event, Paragraph) or event.kind is not BlockKind.TABLE:
+            reading = False
+            yield event
+            continue
+        rows = event.text.split("\n")
+        if len(rows) >= 2 and _MD_TABLE_DELIMITER.match(rows[1]):
+            tables, reading = tables + 1, True
+            yield Paragraph(table_row(_pipe_cells(rows[0])), BlockKind.TABLE_HEAD, tables)
+            rows = rows[2:]
+        elif not reading:
+            tables, reading = tables + 1, True
+        if rows:
+            yield Paragraph("\n".join(table_row(_pipe_cells(row)) for row in rows), BlockKind.TABLE, tables)
+
+
+def _pipe_cells(row: str) -> list[str]:
+    """The cells of a pipe table's row, with outer bars or without ("| a | b |", "a | b")."""
+    row = row.strip()
+    row = row[1:] if row.startswith("|") else row
+    row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
+    return [cell.strip() for cell in re.split(r"(?<!\\)\|", row)]
 
 
 class _Buffer:
