@@ -203,3 +203,27 @@ def test_an_offline_answer_quotes_the_row_that_holds_the_answer(tmp_path):
     )
     assert "Option: CMAKE_INSTALL_PREFIX; Values: directory; Default value: /usr/local" in result.answer, result.answer
     assert not result.abstained
+
+
+def test_the_viewer_shows_a_word_table_as_a_table_and_finds_a_passage_that_continues_it(tmp_path):
+    """A cited passage of a long table, its head repeated above its rows, is still found in the document shown."""
+    import docx
+    from docx.oxml import OxmlElement
+
+    from typedrag.library.viewer import render
+
+    document = docx.Document()
+    document.add_paragraph("Keys to know.")
+    table = document.add_table(rows=61, cols=2)
+    table.rows[0].cells[0].text, table.rows[0].cells[1].text = "Key", "Action"
+    table.rows[0]._tr.get_or_add_trPr().append(OxmlElement("w:tblHeader"))
+    for n, row in enumerate(table.rows[1:]):
+        row.cells[0].text, row.cells[1].text = f"key{n}", f"does thing number {n} and then some more words"
+    document.add_paragraph("After the table.")
+    document.save(tmp_path / "keys.docx")
+    (doc,) = list(iter_documents([tmp_path / "keys.docx"], problems=[]))
+    later = [passage for passage in iter_passages(doc) if passage.text.startswith("Key | Action")][-1]
+    shown = render(tmp_path / "keys.docx", "keys.docx", later.text)
+    assert shown["located"], later.text
+    assert "<th>Key</th><th>Action</th>" in shown["html"] and "<td>key0</td>" in shown["html"]  # a row not cited
+    assert "<pre>" not in shown["html"]

@@ -291,17 +291,33 @@ def _decoded(data: bytes) -> str:
 def _docx_html(path: Path, name: str) -> str:
     """A DOCX as its text: the paragraphs, headings, items and tables typedrag's reader takes from it."""
     from typedrag.corpus.readers import SourceFile, read_file
-    from typedrag.records import BlockKind
+    from typedrag.records import BlockKind, table_cells
 
-    parts, section = [], ()
+    parts, section, table = [], (), None  # table: the number of the table whose rows are being written
     for doc in read_file(SourceFile(path, name, name), strict=False, problems=[]):
         parts.append(f"<h1>{html.escape(doc.title)}</h1>")
         for block in doc.iter_blocks():
+            if table is not None and (
+                block.kind not in (BlockKind.TABLE, BlockKind.TABLE_HEAD) or block.order != table
+            ):
+                parts.append("</table>")
+                table = None
             if block.section != section and block.section:
                 parts.append(f"<h2>{html.escape(' › '.join(block.section))}</h2>")
             section = block.section
-            tag = "pre" if block.kind in (BlockKind.CODE, BlockKind.TABLE, BlockKind.TABLE_HEAD) else "p"
+            if block.kind in (BlockKind.TABLE, BlockKind.TABLE_HEAD):  # a table as a table, its head as its header
+                if table is None:
+                    parts.append("<table>")
+                    table = block.order
+                cell = "th" if block.kind is BlockKind.TABLE_HEAD else "td"
+                for row in block.text.split("\n"):
+                    cells = "".join(f"<{cell}>{html.escape(text)}</{cell}>" for text in table_cells(row))
+                    parts.append(f"<tr>{cells}</tr>")
+                continue
+            tag = "pre" if block.kind is BlockKind.CODE else "p"
             parts.append(f"<{tag}>{html.escape(block.text)}</{tag}>")
+    if table is not None:
+        parts.append("</table>")
     return "\n".join(parts)
 
 
