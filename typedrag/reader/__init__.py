@@ -403,6 +403,7 @@ def default_reader() -> Reader:
 
 
 QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION})
+MAX_TERM_WORDS = 12  # a definition list's term this long or shorter names the first piece of its definition
 TABLE_LINE = LineKind(BlockKind.TABLE)
 
 
@@ -411,12 +412,19 @@ def quoted_pieces(
 ) -> Iterator[tuple[str, LineKind]]:
     """(text, kind of its line) of each piece of a passage an extractive answer may quote, and so the reader reads:
     prose sentences, list items, the sentences of note boxes, and the rows of a table under its head, named by it
-    ("Option: CMAKE_INSTALL_PREFIX; Default value: /usr/local; ..."), of `min_words` to `max_words` words. `kinds`
+    ("Option: CMAKE_INSTALL_PREFIX; Default value: /usr/local; ..."), of `min_words` to `max_words` words. The first
+    piece of a definition is named by its term ("work_mem (integer): Sets the base maximum amount of memory ..."),
+    unless it says the term's first word itself. `kinds`
     are the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index
     can keep these pieces' vectors."""
     lines = text.split("\n")
     head: tuple[int | None, list[str]] | None = None  # the number of the table being read, its columns' names
+    term: str | None = None  # the definition list's term just read: it names the first piece of its definition
     for line, kind in zip(lines, kinds if len(kinds) == len(lines) else (PROSE_LINE,) * len(lines)):
+        named, term = term, None
+        if kind.kind is BlockKind.TERM:
+            term = " ".join(line.split()) if len(line.split()) <= MAX_TERM_WORDS else None
+            continue
         if kind.kind is BlockKind.TABLE_HEAD:
             head = (kind.order, table_cells(line))
             continue
@@ -433,6 +441,9 @@ def quoted_pieces(
         whole = kind.kind is BlockKind.ITEM and len(line.split()) <= max_words  # an item is one piece
         for piece in [line] if whole else split_sentences(line):
             words = piece.split()
+            if named is not None and named.split()[0].strip(",;:").casefold() not in piece.casefold():
+                words = f"{named.rstrip(':')}: {piece}".split()  # "work_mem (integer): Sets the base ..."
+            named = None
             if min_words <= len(words) <= max_words:
                 yield " ".join(words), kind
 

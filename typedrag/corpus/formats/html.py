@@ -276,6 +276,8 @@ def _container_kind(node: LexborNode, tag: str) -> BlockKind | None:
     classes = _classes(node)
     if tag == "dt" and "sig" in classes:  # Sphinx's API signature: "os.path.join(path, *paths)"
         return BlockKind.CODE
+    if tag == "dt":  # a definition list's term: a setting, an option, a glossary's word
+        return BlockKind.TERM
     if classes & {"caption", "code-block-caption"}:
         return BlockKind.CAPTION
     if tag == "p" and "title" in classes and node.parent is not None and _classes(node.parent) & CAPTIONED:
