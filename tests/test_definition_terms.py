@@ -67,3 +67,20 @@ def test_an_offline_answer_names_the_setting_it_quotes(tmp_path):
     assert "temp_buffers (integer): Sets the maximum amount of memory used for temporary buffers" in result.answer, (
         result.answer
     )
+
+
+def test_a_table_of_contents_entry_or_a_term_without_definition_names_nothing(tmp_path):
+    """PostgreSQL's chapter pages open with a table of contents as a <dl> of <dt> entries and no <dd>: the last entry
+    named the section's first sentence ("55.5.3. Logical Replication Protocol Message Flow: This section ...")."""
+    (tmp_path / "protocol.html").write_text(
+        "<!DOCTYPE html><html><head><title>Protocol</title></head><body><div role='main'><h1>Protocol</h1>"
+        "<div class='toc'><dl class='toc'><dt><span class='sect2'><a href='#a'>55.5.1. Parameters</a></span></dt>"
+        "<dt><span class='sect2'><a href='#b'>55.5.3. Message Flow</a></span></dt></dl></div>"
+        "<p>This section describes the logical replication protocol and its message flow.</p>"
+        "<dl><dt>orphan term</dt></dl><p>A paragraph after a term that has no definition of its own.</p>"
+        "</div></body></html>"
+    )
+    assert pieces(tmp_path / "protocol.html") == [
+        "This section describes the logical replication protocol and its message flow.",
+        "A paragraph after a term that has no definition of its own.",
+    ]
