@@ -19,6 +19,8 @@ rebuilds it from the labels and reports it leave-one-corpus-out.
 
 from __future__ import annotations
 
+import itertools
+
 import hashlib
 import io
 import json
@@ -404,8 +406,8 @@ def default_reader() -> Reader:
 
 QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION})
 MAX_TERM_WORDS = 12  # a definition list's term this long or shorter names the first piece of its definition
-# A code block this short is quoted with the sentence that leads into it ("use command:"), which says nothing alone.
-MAX_LEAD_CODE_LINES = 3
+# A one-line code block this short is quoted with the sentence that leads into it ("use command:"), which says
+# nothing alone.
 MAX_LEAD_CODE_WORDS = 20
 TABLE_LINE = LineKind(BlockKind.TABLE)
 
@@ -417,8 +419,8 @@ def quoted_pieces(
     prose sentences, list items, the sentences of note boxes, and the rows of a table under its head, named by it
     ("Option: CMAKE_INSTALL_PREFIX; Default value: /usr/local; ..."), of `min_words` to `max_words` words. The first
     piece of a definition is named by its term ("work_mem (integer): Sets the base maximum amount of memory ..."),
-    unless it says the term's first word itself; a sentence that leads into a short code block ("To deactivate a
-    virtual environment, type:") ends with it (`deactivate`). `kinds`
+    unless it says the term's first word itself; a sentence that leads into a one-line code block ("To deactivate
+    a virtual environment, type:") ends with it (`deactivate`). `kinds`
     are the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index
     can keep these pieces' vectors."""
     lines = text.split("\n")
@@ -458,15 +460,13 @@ def quoted_pieces(
 
 
 def _code_after(lines: Sequence[str], kinds: Sequence[LineKind], at: int) -> str | None:
-    """The code block right after line `at`, on one line ("a ; b" for two lines), when it is short enough to quote
-    with the sentence before it that leads into it ("To split the screen, use command:"); None otherwise."""
-    code = []
-    for line, kind in zip(lines[at + 1 :], kinds[at + 1 :]):
-        if kind.kind is not BlockKind.CODE:
-            break
-        code.append(" ".join(line.split()))
-    text = " ; ".join(line for line in code if line)
-    return text if text and len(code) <= MAX_LEAD_CODE_LINES and len(text.split()) <= MAX_LEAD_CODE_WORDS else None
+    """The code block right after line `at` when it is one short line, to quote with the sentence that leads into it
+    ("To split the screen, use command:"); None otherwise. Lines of code joined into one would lose their breaks
+    and indentation, which Python's meaning rests on."""
+    code = list(itertools.takewhile(lambda pair: pair[1].kind is BlockKind.CODE, zip(lines[at + 1 :], kinds[at + 1 :])))
+    if len(code) != 1 or not code[0][0].strip() or len(code[0][0].split()) > MAX_LEAD_CODE_WORDS:
+        return None
+    return " ".join(code[0][0].split())
 
 
 def without_marker(line: str, order: int | None) -> str:
