@@ -19,10 +19,9 @@ rebuilds it from the labels and reports it leave-one-corpus-out.
 
 from __future__ import annotations
 
-import itertools
-
 import hashlib
 import io
+import itertools
 import json
 import math
 import threading
