@@ -19,6 +19,7 @@ class BlockKind(StrEnum):
     CODE = "code"  # a code block, a literal block, a screen, an API signature
     TABLE = "table"  # table rows, "cell | cell" (an empty cell is empty between its bars)
     TABLE_HEAD = "table-head"  # a table's header row, "Key | Action": the names of the columns of the rows after it
+    TERM = "term"  # a definition list's term ("work_mem (integer)"): what the text after it defines
     ADMONITION = "admonition"  # a note, warning or tip box, its title ("Note") included
     CAPTION = "caption"  # a figure's or a table's caption
     NOTICE = "notice"  # a licence, copyright or legal notice; navigation left in the page (a table of contents)
@@ -61,13 +62,14 @@ _LINE_CODES = {
     BlockKind.CODE: "c",
     BlockKind.TABLE: "t",
     BlockKind.TABLE_HEAD: "r",
+    BlockKind.TERM: "d",
     BlockKind.ADMONITION: "a",
     BlockKind.CAPTION: "f",
     BlockKind.NOTICE: "n",
 }
 NUMBERED = frozenset({BlockKind.ITEM, BlockKind.TABLE, BlockKind.TABLE_HEAD})  # kinds whose lines carry an order
 _LINE_KINDS = {code: kind for kind, code in _LINE_CODES.items()}
-_LINE_CODE = re.compile(r"([phictarfn])([1-9][0-9]{0,8})?")
+_LINE_CODE = re.compile(r"([phictardfn])([1-9][0-9]{0,8})?")
 
 
 def encode_lines(lines: Iterable[LineKind]) -> str:

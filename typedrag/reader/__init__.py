@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import itertools
 import json
 import math
 import threading
@@ -403,6 +404,10 @@ def default_reader() -> Reader:
 
 
 QUOTED_KINDS = frozenset({BlockKind.PROSE, BlockKind.ITEM, BlockKind.ADMONITION})
+MAX_TERM_WORDS = 12  # a definition list's term this long or shorter names the first piece of its definition
+# A one-line code block this short is quoted with the sentence that leads into it ("use command:"), which says
+# nothing alone.
+MAX_LEAD_CODE_WORDS = 20
 TABLE_LINE = LineKind(BlockKind.TABLE)
 
 
@@ -411,12 +416,21 @@ def quoted_pieces(
 ) -> Iterator[tuple[str, LineKind]]:
     """(text, kind of its line) of each piece of a passage an extractive answer may quote, and so the reader reads:
     prose sentences, list items, the sentences of note boxes, and the rows of a table under its head, named by it
-    ("Option: CMAKE_INSTALL_PREFIX; Default value: /usr/local; ..."), of `min_words` to `max_words` words. `kinds`
+    ("Option: CMAKE_INSTALL_PREFIX; Default value: /usr/local; ..."), of `min_words` to `max_words` words. The first
+    piece of a definition is named by its term ("work_mem (integer): Sets the base maximum amount of memory ..."),
+    unless it says the term's first word itself; a sentence that leads into a one-line code block ("To deactivate
+    a virtual environment, type:") ends with it (`deactivate`). `kinds`
     are the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index
     can keep these pieces' vectors."""
     lines = text.split("\n")
+    kinds = kinds if len(kinds) == len(lines) else (PROSE_LINE,) * len(lines)
     head: tuple[int | None, list[str]] | None = None  # the number of the table being read, its columns' names
-    for line, kind in zip(lines, kinds if len(kinds) == len(lines) else (PROSE_LINE,) * len(lines)):
+    term: str | None = None  # the definition list's term just read: it names the first piece of its definition
+    for at, (line, kind) in enumerate(zip(lines, kinds)):
+        named, term = term, None
+        if kind.kind is BlockKind.TERM:
+            term = " ".join(line.split()) if len(line.split()) <= MAX_TERM_WORDS else None
+            continue
         if kind.kind is BlockKind.TABLE_HEAD:
             head = (kind.order, table_cells(line))
             continue
@@ -431,10 +445,27 @@ def quoted_pieces(
         if kind.kind is BlockKind.ITEM:  # the document readers write an item as "- " or its number, and its text
             line = without_marker(line, kind.order)
         whole = kind.kind is BlockKind.ITEM and len(line.split()) <= max_words  # an item is one piece
-        for piece in [line] if whole else split_sentences(line):
+        split = [line] if whole else split_sentences(line)
+        for number, piece in enumerate(split):
             words = piece.split()
+            if named is not None and named.split()[0].strip(",;:").casefold() not in piece.casefold():
+                words = f"{named.rstrip(':')}: {piece}".split()  # "work_mem (integer): Sets the base ..."
+            named = None
+            if number == len(split) - 1 and piece.rstrip().endswith(":") and (code := _code_after(lines, kinds, at)):
+                if len(words) + len(code.split()) <= max_words:
+                    words = [*words, f"`{code}`"]  # "... use command: `/window splitv 33`"
             if min_words <= len(words) <= max_words:
                 yield " ".join(words), kind
+
+
+def _code_after(lines: Sequence[str], kinds: Sequence[LineKind], at: int) -> str | None:
+    """The code block right after line `at` when it is one short line, to quote with the sentence that leads into it
+    ("To split the screen, use command:"); None otherwise. Lines of code joined into one would lose their breaks
+    and indentation, which Python's meaning rests on."""
+    code = list(itertools.takewhile(lambda pair: pair[1].kind is BlockKind.CODE, zip(lines[at + 1 :], kinds[at + 1 :])))
+    if len(code) != 1 or not code[0][0].strip() or len(code[0][0].split()) > MAX_LEAD_CODE_WORDS:
+        return None
+    return " ".join(code[0][0].split())
 
 
 def without_marker(line: str, order: int | None) -> str:

@@ -233,6 +233,14 @@ def _cell_text(cell: LexborNode) -> str:
     return " ".join(block.text for block in _Walk("").blocks(cell)).replace("\n", " ")
 
 
+def _next_element_tag(node: LexborNode) -> str | None:
+    """The tag of the element after `node` among its siblings (text between them skipped), None if there is none."""
+    following = node.next
+    while following is not None and not following.is_element_node:
+        following = following.next
+    return following.tag if following is not None else None
+
+
 def _children(node: LexborNode) -> list[LexborNode]:
     children = []
     child = node.child
@@ -276,6 +284,8 @@ def _container_kind(node: LexborNode, tag: str) -> BlockKind | None:
     classes = _classes(node)
     if tag == "dt" and "sig" in classes:  # Sphinx's API signature: "os.path.join(path, *paths)"
         return BlockKind.CODE
+    if tag == "dt" and _next_element_tag(node) == "dd":  # a term and its definition: a setting, an option, a word
+        return BlockKind.TERM
     if classes & {"caption", "code-block-caption"}:
         return BlockKind.CAPTION
     if tag == "p" and "title" in classes and node.parent is not None and _classes(node.parent) & CAPTIONED:
@@ -366,7 +376,9 @@ class _Walk:
         elif tag == "li":
             self.bullet = "  " * max(0, self.lists - 1) + "- "
             kind = LineKind(BlockKind.ITEM, self.item_number(node))
-        elif container := _container_kind(node, tag):
+        elif (container := _container_kind(node, tag)) and not (
+            container is BlockKind.TERM and self.kind.kind is BlockKind.NOTICE  # a table of contents' entry
+        ):
             kind = LineKind(container)
         if boxed:
             self.boxes += 1
