@@ -231,12 +231,11 @@ def _capped(tokens: list[str], lines: _Lines, start: int, end: int) -> tuple[str
 def _cut(tokens: list[str], lines: _Lines, start: int, words: int, slack: int) -> int:
     """How many words the passage starting at `start` takes: to the sentence end or the end of a table's row
     nearest `words`, else `words`."""
-    length = words
     for offset in range(slack + 1):  # nearest sentence end, preferring the shorter side
         for candidate in (words - offset, words + offset):
             if _ends_sentence(tokens[start + candidate - 1]) or lines.ends_row(start + candidate):
                 return candidate
-    return length
+    return words
 
 
 def _ends_sentence(token: str) -> bool:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import hashlib
 import io
-import itertools
 import json
 import math
 import threading
@@ -419,9 +418,8 @@ def quoted_pieces(
     ("Option: CMAKE_INSTALL_PREFIX; Default value: /usr/local; ..."), of `min_words` to `max_words` words. The first
     piece of a definition is named by its term ("work_mem (integer): Sets the base maximum amount of memory ..."),
     unless it says the term's first word itself; a sentence that leads into a one-line code block ("To deactivate
-    a virtual environment, type:") ends with it (`deactivate`). `kinds`
-    are the passage's line kinds (none that fit its lines: all prose). Here, below the offline engine, so an index
-    can keep these pieces' vectors."""
+    a virtual environment, type:") ends with it (`deactivate`). `kinds` are the passage's line kinds (none that fit
+    its lines: all prose). Here, below the offline engine, so an index can keep these pieces' vectors."""
     lines = text.split("\n")
     kinds = kinds if len(kinds) == len(lines) else (PROSE_LINE,) * len(lines)
     head: tuple[int | None, list[str]] | None = None  # the number of the table being read, its columns' names
@@ -462,10 +460,11 @@ def _code_after(lines: Sequence[str], kinds: Sequence[LineKind], at: int) -> str
     """The code block right after line `at` when it is one short line, to quote with the sentence that leads into it
     ("To split the screen, use command:"); None otherwise. Lines of code joined into one would lose their breaks
     and indentation, which Python's meaning rests on."""
-    code = list(itertools.takewhile(lambda pair: pair[1].kind is BlockKind.CODE, zip(lines[at + 1 :], kinds[at + 1 :])))
-    if len(code) != 1 or not code[0][0].strip() or len(code[0][0].split()) > MAX_LEAD_CODE_WORDS:
+    after = [kind.kind is BlockKind.CODE for kind in kinds[at + 1 : at + 3]]
+    if after[:1] != [True] or after[1:] == [True]:
         return None
-    return " ".join(code[0][0].split())
+    code = lines[at + 1].split()
+    return " ".join(code) if 0 < len(code) <= MAX_LEAD_CODE_WORDS else None
 
 
 def without_marker(line: str, order: int | None) -> str:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from itertools import groupby
+from operator import itemgetter
 
 from typedrag.records import Block, BlockKind
 
@@ -115,3 +117,10 @@ def blocks_of(
     """`text` as one block of `kind`, or several when it is longer than `MAX_BLOCK_CHARS`."""
     for piece in split_long(text):
         yield Block(piece, section, page, kind, order)
+
+
+def table_blocks(rows: Iterable[tuple[str, BlockKind]], section: tuple[str, ...], number: int) -> Iterator[Block]:
+    """A table's rows (text, TABLE_HEAD or TABLE) as blocks of their kinds, each carrying the table's `number` in its
+    document, so that two tables in a row are never read as one."""
+    for kind, run in groupby(rows, key=itemgetter(1)):
+        yield from blocks_of("\n".join(text for text, _ in run), section, kind=kind, order=number)

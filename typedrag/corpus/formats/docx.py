@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 import zipfile
 from collections.abc import Iterator
-from itertools import groupby
-from operator import itemgetter
 from pathlib import Path
 
 import docx
@@ -30,6 +28,7 @@ from typedrag.corpus.formats.common import (
     blocks_of,
     clean,
     one_line,
+    table_blocks,
     title_line,
 )
 from typedrag.records import Block, BlockKind, table_row
@@ -200,8 +199,7 @@ def _blocks(path: Path, title: str) -> Iterator[Block]:
         if isinstance(part, Table):
             numbering.interrupted()
             tables += 1
-            for kind, run in groupby(_table_rows(part), key=itemgetter(1)):
-                yield from blocks_of("\n".join(text for text, _ in run), outline.path, kind=kind, order=tables)
+            yield from table_blocks(_table_rows(part), outline.path, tables)
             continue
         text = clean(part.text).strip()
         style = styles.of(part)

@@ -15,8 +15,6 @@ from __future__ import annotations
 import codecs
 import re
 from collections.abc import Iterator
-from itertools import groupby
-from operator import itemgetter
 from pathlib import Path
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
@@ -28,6 +26,7 @@ from typedrag.corpus.formats.common import (
     blocks_of,
     clean,
     one_line,
+    table_blocks,
     title_line,
 )
 from typedrag.corpus.formats.detect import looks_binary
@@ -345,9 +344,7 @@ class _Walk:
                 caption, rows = _table_text(node)
                 yield from blocks_of(caption, self.outline.path, kind=BlockKind.CAPTION)
                 self.tables += 1
-                for kind, run in groupby(rows, key=itemgetter(1)):
-                    text = "\n".join(text for text, _ in run)
-                    yield from blocks_of(text, self.outline.path, kind=kind, order=self.tables)
+                yield from table_blocks(rows, self.outline.path, self.tables)
             elif tag == "br":
                 self.line_break()
             else:

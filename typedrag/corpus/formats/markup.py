@@ -30,15 +30,7 @@ import yaml
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import normalizeReference
 
-from typedrag.corpus.formats.common import (
-    MAX_BLOCK_CHARS,
-    Outline,
-    Parsed,
-    Unreadable,
-    blocks_of,
-    clean,
-    title_line,
-)
+from typedrag.corpus.formats.common import MAX_BLOCK_CHARS, Outline, Parsed, Unreadable, blocks_of, clean, title_line
 from typedrag.records import Block, BlockKind, table_row
 
 _CHUNK = 1 << 20
