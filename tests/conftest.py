@@ -158,3 +158,38 @@ def raw_pdf(objects: list[bytes]) -> bytes:
     out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
     out += b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n" % (len(objects) + 1, xref)
     return bytes(out)
+
+
+def offline_pipeline(document: Path, index_dir: Path):
+    """Offline plain answering over a BM25 index of one document, as the document readers and the reader see it."""
+    from typedrag.engines.offline import OfflineEngine
+    from typedrag.index import build_index, open_retriever
+    from typedrag.pipeline import Pipeline
+    from typedrag.reader import default_reader
+
+    build_index([str(document)], index_dir, retrieval="bm25")
+    return Pipeline(OfflineEngine(default_reader()), open_retriever(index_dir))
+
+
+def read_blocks(path: Path) -> list:
+    """The blocks of the one document at `path`, read without a problem."""
+    from typedrag.corpus import iter_documents
+
+    problems = []
+    (doc,) = list(iter_documents([path], problems=problems))
+    assert problems == []
+    return list(doc.iter_blocks())
+
+
+def quoted_pieces_of(path: Path, min_words: int = 3, max_words: int = 60) -> list:
+    """(text, kind) of every piece an answer may quote from the passages of the one document at `path`."""
+    from typedrag.corpus import iter_documents
+    from typedrag.corpus.chunker import iter_passages
+    from typedrag.reader import quoted_pieces
+
+    (doc,) = list(iter_documents([path], problems=[]))
+    return [
+        piece
+        for passage in iter_passages(doc)
+        for piece in quoted_pieces(passage.text, passage.lines, min_words, max_words)
+    ]

@@ -22,19 +22,12 @@ from typedrag.index import build_index, open_retriever
 from typedrag.index.tantivy import sync_index
 from typedrag.records import Block, BlockKind, Document, LineKind, decode_lines, encode_lines, lines_of
 
-from conftest import raw_pdf
+from conftest import offline_pipeline, raw_pdf, read_blocks
 
 PROSE, ITEM, CODE, TABLE = BlockKind.PROSE, BlockKind.ITEM, BlockKind.CODE, BlockKind.TABLE
 ADMONITION, CAPTION, NOTICE, HEADING = BlockKind.ADMONITION, BlockKind.CAPTION, BlockKind.NOTICE, BlockKind.HEADING
 PYTHON_TUTORIAL = Path("/usr/share/doc/python3.11/html/tutorial/controlflow.html")
 HANDBOOK_FIREWALL = Path("/usr/share/doc/debian-handbook/html/en-US/sect.firewall-packet-filtering.html")
-
-
-def blocks_of(path: Path) -> list[Block]:
-    problems = []
-    (doc,) = list(iter_documents([path], problems=problems))
-    assert problems == []
-    return list(doc.iter_blocks())
 
 
 def kinds(blocks: list[Block]) -> list[tuple[str, int | None]]:
@@ -147,7 +140,7 @@ pot --warm</pre></div>
 
 def test_html_kinds(tmp_path):
     (tmp_path / "brewing.html").write_text(HTML_PAGE)
-    blocks = blocks_of(tmp_path / "brewing.html")
+    blocks = read_blocks(tmp_path / "brewing.html")
     assert kind_of(blocks, "Tea needs") == ("prose", None)
     assert [kind_of(blocks, f"- {text}") for text in ("Boil", "Warm", "with a splash", "Add")] == [
         ("item", 1),
@@ -190,7 +183,7 @@ def test_docx_kinds(tmp_path):
         row.cells[0].text, row.cells[1].text = cells
     document.add_paragraph("Drink it warm.")
     document.save(tmp_path / "brewing.docx")
-    blocks = blocks_of(tmp_path / "brewing.docx")
+    blocks = read_blocks(tmp_path / "brewing.docx")
     assert kinds(blocks) == [
         ("prose", None),
         ("item", 1),
@@ -243,7 +236,7 @@ Drink it warm.
 
 def test_markdown_kinds(tmp_path):
     (tmp_path / "brewing.md").write_text(MARKDOWN)
-    blocks = blocks_of(tmp_path / "brewing.md")
+    blocks = read_blocks(tmp_path / "brewing.md")
     assert [(block.kind.value, block.order, block.text) for block in blocks] == [
         ("prose", None, "Tea needs fresh water and a warm pot."),
         ("item", 1, "1. Boil the water."),
@@ -281,7 +274,7 @@ A common use case for [`readline`][] is to consume a file [one line at a time][r
 
 def test_markdown_reference_links_read_as_their_text_and_their_targets_are_no_text(tmp_path):
     (tmp_path / "readline.md").write_text(NODE_STYLE_MARKDOWN)
-    blocks = blocks_of(tmp_path / "readline.md")
+    blocks = read_blocks(tmp_path / "readline.md")
     assert [(block.kind.value, block.order, block.text) for block in blocks] == [
         (
             "prose",
@@ -295,18 +288,12 @@ def test_markdown_reference_links_read_as_their_text_and_their_targets_are_no_te
 
 
 def test_an_offline_answer_quotes_a_markdown_items_text_without_its_marker(tmp_path):
-    from typedrag.engines.offline import OfflineEngine
-    from typedrag.index import build_index, open_retriever
-    from typedrag.pipeline import Pipeline
-    from typedrag.reader import default_reader
-
     (tmp_path / "tea.md").write_text(
         "# Tea\n\nWhich tea to choose:\n\n* Green tea wants water that has cooled for a few minutes after boiling.\n"
         "+ Black tea wants water that is fully boiling when it is poured.\n\nHow to brew:\n\n"
         "1. Boil fresh water in a clean kettle until it bubbles.\n2) Warm the teapot with a splash of the hot water.\n"
     )
-    build_index([str(tmp_path / "tea.md")], tmp_path / "index", retrieval="bm25")
-    pipeline = Pipeline(OfflineEngine(default_reader()), open_retriever(tmp_path / "index"))
+    pipeline = offline_pipeline(tmp_path / "tea.md", tmp_path / "index")
     for question in ("What water temperature does green tea want?", "How do I boil water for tea in a kettle?"):
         answer = asyncio.run(pipeline.answer(question, "rag")).answer
         assert (
@@ -366,7 +353,7 @@ Drink it warm.
 
 def test_restructuredtext_kinds(tmp_path):
     (tmp_path / "brewing.rst").write_text(RST)
-    blocks = blocks_of(tmp_path / "brewing.rst")
+    blocks = read_blocks(tmp_path / "brewing.rst")
     assert [(block.kind.value, block.order, block.text) for block in blocks] == [
         ("notice", None, "Copyright 2024 The Tea Society."),
         ("prose", None, "Tea needs fresh water."),
@@ -418,7 +405,7 @@ def test_pdf_kinds_where_the_pdf_tells(tmp_path):
             ]
         )
     )
-    blocks = blocks_of(tmp_path / "brewing.pdf")
+    blocks = read_blocks(tmp_path / "brewing.pdf")
     assert [(block.kind.value, block.order, block.text) for block in blocks] == [
         ("prose", None, "Tea needs fresh water and a warm pot, as every brewer knows."),
         ("item", 1, "1. Boil the water in a clean kettle."),

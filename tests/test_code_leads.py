@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
-from typedrag.corpus import iter_documents
-from typedrag.corpus.chunker import iter_passages
-from typedrag.reader import quoted_pieces
+from conftest import offline_pipeline, quoted_pieces_of
 
 PAGE = """<!DOCTYPE html><html><head><title>Windows</title></head><body><div role="main"><h1>Windows</h1>
 <p>If you split the screen, you will see many windows at the same time. To split the screen vertically into a small
@@ -29,9 +27,7 @@ step four</pre>
 
 def test_a_sentence_leading_into_a_short_code_block_is_quoted_with_it(tmp_path):
     (tmp_path / "windows.html").write_text(PAGE)
-    (doc,) = list(iter_documents([tmp_path / "windows.html"], problems=[]))
-    pieces = [piece for passage in iter_passages(doc) for piece, _ in quoted_pieces(passage.text, passage.lines, 3, 60)]
-    assert pieces == [
+    assert [piece for piece, _ in quoted_pieces_of(tmp_path / "windows.html")] == [
         "If you split the screen, you will see many windows at the same time.",
         "To split the screen vertically into a small and a large window, use command: `/window splitv 33`",
         "To undo it, merge the windows with:",  # two lines of code: joined, they would lose their breaks
@@ -43,14 +39,8 @@ def test_a_sentence_leading_into_a_short_code_block_is_quoted_with_it(tmp_path):
 
 def test_an_offline_answer_gives_the_command_its_sentence_announces(tmp_path):
     """Before, the answer ended "..., use command:" and the command was only in the source."""
-    from typedrag.engines.offline import OfflineEngine
-    from typedrag.index import build_index, open_retriever
-    from typedrag.pipeline import Pipeline
-    from typedrag.reader import default_reader
-
     (tmp_path / "windows.html").write_text(PAGE)
-    build_index([str(tmp_path / "windows.html")], tmp_path / "index", retrieval="bm25")
-    pipeline = Pipeline(OfflineEngine(default_reader()), open_retriever(tmp_path / "index"))
+    pipeline = offline_pipeline(tmp_path / "windows.html", tmp_path / "index")
     result = asyncio.run(
         pipeline.answer("How do I split the screen vertically into a small and a large window?", "rag")
     )

@@ -8,9 +8,9 @@ import asyncio
 from pathlib import Path
 
 from typedrag.corpus import iter_documents
-from typedrag.corpus.chunker import iter_passages
-from typedrag.reader import quoted_pieces
 from typedrag.records import BlockKind
+
+from conftest import offline_pipeline, quoted_pieces_of
 
 SETTINGS = """<!DOCTYPE html><html><head><title>Resource Consumption</title></head><body><div role="main">
 <h1>Resource Consumption</h1>
@@ -30,8 +30,7 @@ session-local buffers used only for access to temporary tables.</p></dd>
 
 
 def pieces(path: Path) -> list[str]:
-    (doc,) = list(iter_documents([path], problems=[]))
-    return [piece for passage in iter_passages(doc) for piece, _ in quoted_pieces(passage.text, passage.lines, 3, 60)]
+    return [piece for piece, _ in quoted_pieces_of(path)]
 
 
 def test_a_terms_definition_is_quoted_named_by_it(tmp_path):
@@ -55,14 +54,8 @@ def test_a_terms_definition_is_quoted_named_by_it(tmp_path):
 
 def test_an_offline_answer_names_the_setting_it_quotes(tmp_path):
     """Before, the answer quoted "Sets the maximum amount of memory ..." with nothing saying which setting it is."""
-    from typedrag.engines.offline import OfflineEngine
-    from typedrag.index import build_index, open_retriever
-    from typedrag.pipeline import Pipeline
-    from typedrag.reader import default_reader
-
     (tmp_path / "resource.html").write_text(SETTINGS)
-    build_index([str(tmp_path / "resource.html")], tmp_path / "index", retrieval="bm25")
-    pipeline = Pipeline(OfflineEngine(default_reader()), open_retriever(tmp_path / "index"))
+    pipeline = offline_pipeline(tmp_path / "resource.html", tmp_path / "index")
     result = asyncio.run(pipeline.answer("What is temp_buffers for?", "rag"))
     assert "temp_buffers (integer): Sets the maximum amount of memory used for temporary buffers" in result.answer, (
         result.answer

@@ -13,25 +13,14 @@ from typedrag.corpus.chunker import iter_passages
 from typedrag.reader import quoted_pieces
 from typedrag.records import Block, BlockKind
 
+from conftest import offline_pipeline, quoted_pieces_of, read_blocks
+
 HEAD, TABLE = BlockKind.TABLE_HEAD, BlockKind.TABLE
 
 
 def named(path: Path) -> list[str]:
     """The table rows an answer may quote from the passages of the one document at `path`, named by their head."""
-    (doc,) = list(iter_documents([path], problems=[]))
-    return [
-        piece
-        for passage in iter_passages(doc)
-        for piece, kind in quoted_pieces(passage.text, passage.lines, 1, 60)
-        if kind.kind is TABLE
-    ]
-
-
-def blocks_of(path: Path) -> list[Block]:
-    problems = []
-    (doc,) = list(iter_documents([path], problems=problems))
-    assert problems == []
-    return list(doc.iter_blocks())
+    return [piece for piece, kind in quoted_pieces_of(path, 1, 60) if kind.kind is TABLE]
 
 
 def lines_of(blocks: list[Block]) -> list[tuple[BlockKind, str]]:
@@ -52,7 +41,7 @@ def test_a_header_row_is_the_head_that_names_the_cells_of_every_row_under_it(tmp
             "<tr><td>ENABLE_NLS</td><td>ON.</td><td>Translations</td></tr></tbody></table>"
         )
     )
-    assert lines_of(blocks_of(tmp_path / "build.html")) == [
+    assert lines_of(read_blocks(tmp_path / "build.html")) == [
         (HEAD, "Option | Default value | Description"),
         (TABLE, "CMAKE_INSTALL_PREFIX | /usr/local | Where it is installed."),
         (TABLE, "ENABLE_DOC |  | Build the documentation."),  # an empty cell keeps its place
@@ -78,7 +67,7 @@ def test_rows_the_head_does_not_fit_are_not_named(tmp_path):
             "<table><tr><td>a</td><td>b</td></tr><tr><th>Default</th><td>4MB</td></tr></table>"
         )
     )
-    assert lines_of(blocks_of(tmp_path / "build.html")) == [
+    assert lines_of(read_blocks(tmp_path / "build.html")) == [
         (TABLE, "Keys"),
         (TABLE, "F5 | previous buffer"),
         (HEAD, "Key | Action | Command"),
@@ -98,7 +87,7 @@ def test_a_one_row_table_in_a_note_is_the_notes_text_not_a_table(tmp_path):
             '<td class="content">On macOS, you can use Homebrew to build it from source.</td></tr></table></div>'
         )
     )
-    assert lines_of(blocks_of(tmp_path / "build.html")) == [
+    assert lines_of(read_blocks(tmp_path / "build.html")) == [
         (BlockKind.ADMONITION, "Note"),
         (BlockKind.ADMONITION, "On macOS, you can use Homebrew to build it from source."),
     ]
@@ -107,7 +96,7 @@ def test_a_one_row_table_in_a_note_is_the_notes_text_not_a_table(tmp_path):
 def test_a_markdown_pipe_tables_header_row_is_its_head_and_a_long_table_keeps_it_in_every_passage(tmp_path):
     rows = "".join(f"| key{n} | does thing number {n} with some words to fill the line |\n" for n in range(300))
     (tmp_path / "keys.md").write_text(f"# Keys\n\n| Key | Action |\n| --- | --- |\n{rows}\nAfter the table.\n")
-    lines = lines_of(blocks_of(tmp_path / "keys.md"))
+    lines = lines_of(read_blocks(tmp_path / "keys.md"))
     assert lines[0] == (HEAD, "Key | Action")
     assert lines[1:301] == [
         (TABLE, f"key{n} | does thing number {n} with some words to fill the line") for n in range(300)
@@ -130,7 +119,7 @@ def test_a_word_tables_first_row_is_its_head_when_marked_as_the_header(tmp_path)
         if marked:  # Word's "Repeat as header row"
             table.rows[0]._tr.get_or_add_trPr().append(OxmlElement("w:tblHeader"))
     document.save(tmp_path / "tea.docx")
-    assert lines_of(blocks_of(tmp_path / "tea.docx")) == [
+    assert lines_of(read_blocks(tmp_path / "tea.docx")) == [
         (HEAD, "Tea | Minutes"),
         (TABLE, "green | 2"),
         (TABLE, "black | 4"),
@@ -190,14 +179,8 @@ CMAKE_PAGE = page(
 
 def test_an_offline_answer_quotes_the_row_that_holds_the_answer(tmp_path):
     """Before, table lines were never quoted: the passage ranked first and the answer abstained."""
-    from typedrag.engines.offline import OfflineEngine
-    from typedrag.index import build_index, open_retriever
-    from typedrag.pipeline import Pipeline
-    from typedrag.reader import default_reader
-
     (tmp_path / "user.html").write_text(CMAKE_PAGE)
-    build_index([str(tmp_path / "user.html")], tmp_path / "index", retrieval="bm25")
-    pipeline = Pipeline(OfflineEngine(default_reader()), open_retriever(tmp_path / "index"))
+    pipeline = offline_pipeline(tmp_path / "user.html", tmp_path / "index")
     result = asyncio.run(
         pipeline.answer("Where does WeeChat get installed by default when I build it with CMake?", "rag")
     )
