@@ -69,7 +69,7 @@ _LINE_CODES = {
 }
 NUMBERED = frozenset({BlockKind.ITEM, BlockKind.TABLE, BlockKind.TABLE_HEAD})  # kinds whose lines carry an order
 _LINE_KINDS = {code: kind for kind, code in _LINE_CODES.items()}
-_LINE_CODE = re.compile(r"([phictardfn])([1-9][0-9]{0,8})?")
+_LINE_CODE = re.compile(f"([{''.join(_LINE_KINDS)}])([1-9][0-9]{{0,8}})?")  # a kind's letter, then an order
 
 
 def encode_lines(lines: Iterable[LineKind]) -> str:
