@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from docutils.parsers.rst.tableparser import GridTableParser, SimpleTableParser, TableMarkupError
+from docutils.statemachine import StringList
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import normalizeReference
 
@@ -73,8 +75,10 @@ _RST_DIRECTIVE = re.compile(r"^\.\.[ \t]+([\w:.+-]+)[ \t]*::(?:[ \t]+(.*))?$")
 _RST_FOOTNOTE = re.compile(r"^\.\.[ \t]+\[[^\]\n]+\](?:[ \t]+(.*))?$")
 _RST_TARGET = re.compile(r"^\.\.[ \t]+(?:_|\|)")  # ".. _name: url", ".. |substitution| ..."
 _RST_OPTION = re.compile(r"^:[\w.-]+:(?:[ \t]|$)")
+_RST_FIELD = re.compile(r"^:[^:\s][^:]*:(?:[ \t]|$)")  # a field list's field (":param name: ...")
 _RST_SIMPLE_TABLE = re.compile(r"^ *=+(?: +=+)+ *$")
 _RST_GRID_TABLE = re.compile(r"^ *\+[-=]")
+_RST_TABLE_BORDER = re.compile(r"^ *(?:\+-[-+]*|=+(?: +=+)+) *$")  # a grid table's top line, or a simple table's
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,7 +237,7 @@ def events(source: Iterator[str], syntax: str, labels: frozenset[str] = frozense
     if syntax == "markdown":
         return _table_heads(_Markdown(labels).events(source))
     if syntax == "rst":
-        return _Rst().events(source)
+        return _rst_tables(_Rst().events(source))
     return _paragraphs(source)
 
 
@@ -263,6 +267,60 @@ def _pipe_cells(row: str) -> list[str]:
     row = row[1:] if row.startswith("|") else row
     row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
     return [cell.strip() for cell in re.split(r"(?<!\\)\|", row)]
+
+
+def _rst_tables(events: Iterator[Heading | Paragraph]) -> Iterator[Heading | Paragraph]:
+    """Grid and simple tables as the other document readers write a table: the rows above its "===" line its head
+    (TABLE_HEAD), then each row "cell | cell" (TABLE), each carrying the table's number. docutils' own table parsers
+    read the cells (a cell over several lines, one spanning columns); a table they do not read stays as it was, its
+    lines verbatim. A table cut in parts for its size is read whole."""
+    tables, held = 0, []  # the tables read so far; the parts of the table being read
+    for event in events:
+        if isinstance(event, Paragraph) and event.kind is BlockKind.TABLE and event.order is None:
+            if (
+                held and _rst_table(held) is not None and _RST_TABLE_BORDER.match(event.text.split("\n", 1)[0])
+            ):  # another table
+                tables += 1
+                yield from _rst_table_rows(held, tables)
+                held = []
+            held.append(event)
+            continue
+        if held:
+            tables += 1
+            yield from _rst_table_rows(held, tables)
+            held = []
+        yield event
+    if held:
+        yield from _rst_table_rows(held, tables + 1)
+
+
+def _rst_table(parts: list[Paragraph]) -> tuple[list[list[str]], list[list[str]]] | None:
+    """(head rows, body rows) of a grid or simple table, each row its cells' text; None when it is neither."""
+    lines = [line.rstrip() for part in parts for line in part.text.split("\n")]
+    margin = min(_indent(line) for line in lines if line)
+    parser = GridTableParser() if lines[0].lstrip().startswith("+") else SimpleTableParser()
+    try:
+        _, head, body = parser.parse(StringList([line.expandtabs(4)[margin:] for line in lines]))
+    except (TableMarkupError, IndexError, ValueError):
+        return None
+
+    def cells(row) -> list[str]:  # a spanned-over cell (None) is empty, so each row has a cell per column
+        return ["" if cell is None else _rst_inline(" ".join(" ".join(cell[3]).split())) for cell in row]
+
+    return [cells(row) for row in head], [cells(row) for row in body]
+
+
+def _rst_table_rows(parts: list[Paragraph], number: int) -> Iterator[Paragraph]:
+    read = _rst_table(parts)
+    if read is None:
+        yield from (Paragraph(_rst_inline(part.text), part.kind) for part in parts)
+        return
+    head, body = read
+    if head:  # a head over two lines or more: each column's name is its parts in order
+        names = [" ".join(filter(None, column)) for column in zip(*head)]
+        yield Paragraph(table_row(names), BlockKind.TABLE_HEAD, number)
+    if body:
+        yield Paragraph("\n".join(table_row(row) for row in body), BlockKind.TABLE, number)
 
 
 class _Buffer:
@@ -590,8 +648,8 @@ class _Rst:
     ) -> Iterator[Paragraph]:
         self.mode = mode
         if done := self.buffer.start(
-            kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else _rst_inline
-        ):
+            kind, order, verbatim=verbatim, inline=None if kind in (BlockKind.CODE, BlockKind.TABLE) else _rst_inline
+        ):  # a table's cells are read in columns: its markup is dropped from each cell (`_rst_table`)
             yield self.literal_marker(done)
 
     def literal_marker(self, paragraph: Paragraph) -> Paragraph | None:
@@ -665,6 +723,9 @@ class _Rst:
         if self.mode == "item" and indent >= self.item_indent or self.mode == "signature":
             yield from self.add(line.strip())
             return
+        if self.mode == "prose" and indent > self.paragraph_indent and self.term_above(body):
+            yield from self.definition(line)
+            return
         if self.mode != "prose":
             self.lists = [] if self.mode == "item" else self.lists
             if not (body.kind in _ONE_BLOCK and self.mode == "" and self.buffer.lines):  # a note's next paragraph
@@ -672,6 +733,24 @@ class _Rst:
             self.mode = "prose"
             self.paragraph_indent = indent
         yield from self.add(line.strip())
+
+    def term_above(self, body: _Body) -> bool:
+        """Whether the paragraph being read is a definition list's term: one line, with the line after it indented
+        deeper (docutils' rule), in no note; a field (":param name: ...") and a line that opens a literal block are
+        not terms."""
+        if len(self.buffer.lines) != 1 or body.kind in _ONE_BLOCK:
+            return False
+        term = self.buffer.lines[0]
+        return not _RST_FIELD.match(term) and not term.endswith("::")
+
+    def definition(self, line: str) -> Iterator[Heading | Paragraph]:
+        """The term read so far as a block of its own (TERM), then `line` and the lines indented under the term as
+        its definition ("work_mem (integer)" over "Sets the base maximum amount of memory ...")."""
+        self.buffer.kind = BlockKind.TERM
+        if term := self.buffer.flush():
+            yield term
+        yield from self.open_body(self.paragraph_indent, BlockKind.PROSE)
+        yield from self.line(line)
 
     def title(self, line: str) -> Iterator[Heading | Paragraph] | None:
         """The events of a line that makes (or may open) a title; None for any other line."""
