@@ -156,6 +156,24 @@ def test_a_restructuredtext_grid_or_simple_tables_head_names_its_rows(tmp_path):
     ]
 
 
+def test_a_restructuredtext_table_directives_grid_is_read_and_a_list_table_kept_as_it_was(tmp_path):
+    (tmp_path / "keys.rst").write_text(
+        "Keys\n====\n\n.. table:: Keys of the editor\n   :widths: auto\n\n   ======  ===========\n   Key     Action\n"
+        "   ======  ===========\n   Ctrl+L  Redraw.\n   ======  ===========\n\n.. list-table:: Others\n"
+        "   :header-rows: 1\n\n   * - Key\n     - Action\n\nAfter.\n"
+    )
+    lines = lines_of(read_blocks(tmp_path / "keys.rst"))
+    assert lines == [
+        (BlockKind.CAPTION, "Keys of the editor"),
+        (HEAD, "Key | Action"),
+        (TABLE, "Ctrl+L | Redraw."),
+        (BlockKind.CAPTION, "Others"),
+        (TABLE, "* - Key"),  # docutils' table parsers read grids, not a list-table's items: as before
+        (TABLE, "  - Action"),
+        (BlockKind.PROSE, "After."),
+    ]
+
+
 def test_a_word_tables_first_row_is_its_head_when_marked_as_the_header(tmp_path):
     import docx
     from docx.oxml import OxmlElement

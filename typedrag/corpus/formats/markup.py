@@ -78,7 +78,7 @@ _RST_OPTION = re.compile(r"^:[\w.-]+:(?:[ \t]|$)")
 _RST_FIELD = re.compile(r"^:[^:\s][^:]*:(?:[ \t]|$)")  # a field list's field (":param name: ...")
 _RST_SIMPLE_TABLE = re.compile(r"^ *=+(?: +=+)+ *$")
 _RST_GRID_TABLE = re.compile(r"^ *\+[-=]")
-_RST_TABLE_BORDER = re.compile(r"^ *(?:\+-[-+]*|=+(?: +=+)+) *$")  # a grid table's top line, or a simple table's
+_RST_TABLE_CHARS = 1 << 20  # a table longer than this stays verbatim: docutils' parsers hold it whole, cell by cell
 
 
 @dataclass(frozen=True, slots=True)
@@ -237,7 +237,7 @@ def events(source: Iterator[str], syntax: str, labels: frozenset[str] = frozense
     if syntax == "markdown":
         return _table_heads(_Markdown(labels).events(source))
     if syntax == "rst":
-        return _rst_tables(_Rst().events(source))
+        return _Rst().events(source)
     return _paragraphs(source)
 
 
@@ -269,38 +269,18 @@ def _pipe_cells(row: str) -> list[str]:
     return [cell.strip() for cell in re.split(r"(?<!\\)\|", row)]
 
 
-def _rst_tables(events: Iterator[Heading | Paragraph]) -> Iterator[Heading | Paragraph]:
-    """Grid and simple tables as the other document readers write a table: the rows above its "===" line its head
-    (TABLE_HEAD), then each row "cell | cell" (TABLE), each carrying the table's number. docutils' own table parsers
-    read the cells (a cell over several lines, one spanning columns); a table they do not read stays as it was, its
-    lines verbatim. A table cut in parts for its size is read whole."""
-    tables, held = 0, []  # the tables read so far; the parts of the table being read
-    for event in events:
-        if isinstance(event, Paragraph) and event.kind is BlockKind.TABLE and event.order is None:
-            if (
-                held and _rst_table(held) is not None and _RST_TABLE_BORDER.match(event.text.split("\n", 1)[0])
-            ):  # another table
-                tables += 1
-                yield from _rst_table_rows(held, tables)
-                held = []
-            held.append(event)
-            continue
-        if held:
-            tables += 1
-            yield from _rst_table_rows(held, tables)
-            held = []
-        yield event
-    if held:
-        yield from _rst_table_rows(held, tables + 1)
-
-
-def _rst_table(parts: list[Paragraph]) -> tuple[list[list[str]], list[list[str]]] | None:
-    """(head rows, body rows) of a grid or simple table, each row its cells' text; None when it is neither."""
-    lines = [line.rstrip() for part in parts for line in part.text.split("\n")]
-    margin = min(_indent(line) for line in lines if line)
-    parser = GridTableParser() if lines[0].lstrip().startswith("+") else SimpleTableParser()
+def _rst_table(lines: list[str]) -> tuple[list[list[str]], list[list[str]]] | None:
+    """(head rows, body rows) of a grid or simple table, each row its cells' text, read by docutils' own table
+    parsers (a cell over several lines, one spanning columns); None when the lines are neither."""
+    if _RST_GRID_TABLE.match(lines[0]):
+        parser = GridTableParser()
+    elif _RST_SIMPLE_TABLE.match(lines[0]):
+        parser = SimpleTableParser()
+    else:  # a list-table's items, a csv-table's lines: no grid to read
+        return None
+    margin = min((_indent(line) for line in lines if line.strip()), default=0)
     try:
-        _, head, body = parser.parse(StringList([line.expandtabs(4)[margin:] for line in lines]))
+        _, head, body = parser.parse(StringList([line.expandtabs(4)[margin:].rstrip() for line in lines]))
     except (TableMarkupError, IndexError, ValueError):
         return None
 
@@ -308,19 +288,6 @@ def _rst_table(parts: list[Paragraph]) -> tuple[list[list[str]], list[list[str]]
         return ["" if cell is None else _rst_inline(" ".join(" ".join(cell[3]).split())) for cell in row]
 
     return [cells(row) for row in head], [cells(row) for row in body]
-
-
-def _rst_table_rows(parts: list[Paragraph], number: int) -> Iterator[Paragraph]:
-    read = _rst_table(parts)
-    if read is None:
-        yield from (Paragraph(_rst_inline(part.text), part.kind) for part in parts)
-        return
-    head, body = read
-    if head:  # a head over two lines or more: each column's name is its parts in order
-        names = [" ".join(filter(None, column)) for column in zip(*head)]
-        yield Paragraph(table_row(names), BlockKind.TABLE_HEAD, number)
-    if body:
-        yield Paragraph("\n".join(table_row(row) for row in body), BlockKind.TABLE, number)
 
 
 class _Buffer:
@@ -636,20 +603,25 @@ class _Rst:
         self.paragraph_indent = 0
         self.lists: list[tuple[int, int | None]] = []  # open lists: (marker indent, last number; None if bulleted)
         self.item_indent = 0
+        self.table: list[str] | None = None  # the lines of the table being read, read whole when it ends
+        self.table_size = 0
+        self.tables = 0  # the tables read into rows so far: each table's head and rows carry its number
 
     def events(self, source: Iterator[str]) -> Iterator[Heading | Paragraph]:
         for line in source:
             yield from self.line(line)
+        yield from self.end_table()
         if done := self.buffer.flush():
             yield self.literal_marker(done)
 
     def begin(
         self, mode: str, kind: BlockKind, order: int | None = None, *, verbatim: bool = False
     ) -> Iterator[Paragraph]:
+        yield from self.end_table()
         self.mode = mode
         if done := self.buffer.start(
-            kind, order, verbatim=verbatim, inline=None if kind in (BlockKind.CODE, BlockKind.TABLE) else _rst_inline
-        ):  # a table's cells are read in columns: its markup is dropped from each cell (`_rst_table`)
+            kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else _rst_inline
+        ):
             yield self.literal_marker(done)
 
     def literal_marker(self, paragraph: Paragraph) -> Paragraph | None:
@@ -692,7 +664,7 @@ class _Rst:
         if body.indent is None:
             body.indent = indent
         if body.verbatim:
-            yield from self.add(_dedent(line, body.indent))
+            yield from (self.table_line if body.kind is BlockKind.TABLE else self.add)(_dedent(line, body.indent))
             return
         if self.literal is not None:
             literal, self.literal = self.literal, None
@@ -708,10 +680,11 @@ class _Rst:
         if _RST_SIMPLE_TABLE.match(line) or (self.mode != "table" and _RST_GRID_TABLE.match(line)):
             if self.mode != "table":
                 yield from self.begin("table", BlockKind.TABLE, verbatim=True)
-            yield from self.add(_dedent(line, body.indent).rstrip())
+                self.table = []
+            yield from self.table_line(_dedent(line, body.indent).rstrip())
             return
         if self.mode == "table":
-            yield from self.add(_dedent(line, body.indent).rstrip())
+            yield from self.table_line(_dedent(line, body.indent).rstrip())
             return
         if line.lstrip().startswith(".."):
             yield from self.explicit(line)
@@ -733,6 +706,38 @@ class _Rst:
             self.mode = "prose"
             self.paragraph_indent = indent
         yield from self.add(line.strip())
+
+    def table_line(self, line: str) -> Iterator[Paragraph]:
+        """A line of the table being read, kept to be read whole when the table ends; past `_RST_TABLE_CHARS` the table
+        is given out as its lines, verbatim, as they are read (a file of any size streams)."""
+        if self.table is None:
+            yield from self.add(line)
+            return
+        self.table.append(line)
+        self.table_size += len(line) + 1
+        if self.table_size > _RST_TABLE_CHARS:
+            held, self.table, self.table_size = self.table, None, 0
+            for kept in held:
+                yield from self.add(kept)
+
+    def end_table(self) -> Iterator[Paragraph]:
+        """The table read so far as its head and rows (TABLE_HEAD over "cell | cell" rows, each with the table's
+        number), as every document reader writes a table; its lines verbatim when docutils reads no grid or simple
+        table in them (a list-table's items, a malformed grid)."""
+        lines, self.table, self.table_size = self.table, None, 0
+        if not lines:
+            return
+        read = _rst_table(lines)
+        if read is None:
+            yield Paragraph(_rst_inline("\n".join(lines)), BlockKind.TABLE)
+            return
+        self.tables += 1
+        head, body = read
+        if head:  # a head over two lines or more: each column's name is its parts in order
+            names = [" ".join(filter(None, column)) for column in zip(*head)]
+            yield Paragraph(table_row(names), BlockKind.TABLE_HEAD, self.tables)
+        if body:
+            yield Paragraph("\n".join(table_row(row) for row in body), BlockKind.TABLE, self.tables)
 
     def term_above(self, body: _Body) -> bool:
         """Whether the paragraph being read is a definition list's term: one line, with the line after it indented
@@ -786,6 +791,7 @@ class _Rst:
         verbatim = kind in (BlockKind.CODE, BlockKind.TABLE)
         yield from self.begin("", kind, verbatim=verbatim)
         self.bodies.append(_Body(outer, kind, verbatim))
+        self.table = [] if kind is BlockKind.TABLE else None  # a table directive's content: read whole
         self.options = options
 
     def explicit(self, line: str) -> Iterator[Paragraph]:
