@@ -389,6 +389,32 @@ def test_index_says_skipped_once_per_line(tmp_path):
     assert any(line.startswith("skipped TMP/docs/empty.md") for line in lines)  # a reason that does not say it
 
 
+def test_index_counts_a_manuals_links_to_shared_assets_on_one_line(tmp_path):
+    """Indexing Debian's borgbackup-doc printed 19 lines of "symbolic link to a file outside the corpus folder,
+    skipped", one per style sheet, script and font its _static folder links to /usr/share/javascript: past five,
+    such links are one line counted by suffix, as files of types typedrag does not read are."""
+    shared, docs = tmp_path / "shared", tmp_path / "docs"
+    shared.mkdir()
+    (docs / "_static").mkdir(parents=True)
+    (docs / "index.txt").write_text("The okapi lives in the rainforest of the Congo basin.\n")
+    for name in ("jquery.js", "doctools.js", "a.css", "b.css", "c.css", "font.ttf"):
+        (shared / name).write_text("/* shared */\n")
+        (docs / "_static" / name).symlink_to(shared / name)
+    for n in range(6):
+        (docs / "_static" / f"img{n}.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00")
+    out = runner.invoke(app, ["index", str(docs), "--index", str(tmp_path / "index")], env={"COLUMNS": "400"})
+    assert out.exit_code == 0, out.output
+    lines = [line for line in out.stderr.splitlines() if line.startswith("skipped")]
+    assert lines == [
+        "skipped 6 files of types typedrag does not read: .png 6",
+        "skipped 6 symbolic links to files outside the corpus folder (not read; index the folder they lead to, to "
+        "read them): .css 3, .js 2, .ttf 1",
+    ], out.stderr
+    (docs / "_static" / "font.ttf").unlink()  # five: each by name, as before
+    out = runner.invoke(app, ["index", str(docs), "--index", str(tmp_path / "index2")], env={"COLUMNS": "400"})
+    assert sum("symbolic link to a file outside the corpus folder" in line for line in out.stderr.splitlines()) == 5
+
+
 def test_the_readmes_first_command_leaves_only_the_index_behind(tmp_path):
     """Issue 55 E12: `typedrag index demo:vital-articles --index demo-index` left `.demo-index.lock` beside the index,
     untracked in the user's checkout: the build's lock file is removed when the build ends."""

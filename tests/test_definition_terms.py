@@ -10,7 +10,7 @@ from pathlib import Path
 from typedrag.corpus import iter_documents
 from typedrag.records import BlockKind
 
-from conftest import offline_pipeline, quoted_pieces_of
+from conftest import offline_pipeline, quoted_pieces_of, read_blocks
 
 SETTINGS = """<!DOCTYPE html><html><head><title>Resource Consumption</title></head><body><div role="main">
 <h1>Resource Consumption</h1>
@@ -76,4 +76,40 @@ def test_a_table_of_contents_entry_or_a_term_without_definition_names_nothing(tm
     assert pieces(tmp_path / "protocol.html") == [
         "This section describes the logical replication protocol and its message flow.",
         "A paragraph after a term that has no definition of its own.",
+    ]
+
+
+RST_SETTINGS = """Resource Consumption
+====================
+
+These settings control how much memory the server uses.
+
+``temp_buffers`` (integer)
+    Sets the maximum amount of memory used for temporary buffers within each
+    database session.
+
+    These are session-local buffers.
+
+:param size: a field list's field, continued
+    on an indented line, is no term.
+
+A paragraph whose lines
+line up is no term either.
+"""
+
+
+def test_a_restructuredtext_definition_lists_term_names_its_definition(tmp_path):
+    """reStructuredText's definition list ran its term into the definition's first sentence ("temp_buffers (integer)
+    Sets the maximum ..."): a line with lines indented under it is a term (docutils' rule), as HTML's <dt> is."""
+    (tmp_path / "resource.rst").write_text(RST_SETTINGS)
+    kinds = [(block.kind, block.text) for block in read_blocks(tmp_path / "resource.rst")]
+    assert (BlockKind.TERM, "temp_buffers (integer)") in kinds
+    assert not any(kind is BlockKind.TERM and text.startswith(":param") for kind, text in kinds)
+    assert pieces(tmp_path / "resource.rst") == [
+        "These settings control how much memory the server uses.",
+        "temp_buffers (integer): Sets the maximum amount of memory used for temporary buffers within each database "
+        "session.",
+        "These are session-local buffers.",
+        ":param size: a field list's field, continued on an indented line, is no term.",
+        "A paragraph whose lines line up is no term either.",
     ]

@@ -107,6 +107,73 @@ def test_a_markdown_pipe_tables_header_row_is_its_head_and_a_long_table_keeps_it
     ]
 
 
+RST_TABLES = """Build options
+=============
+
++-------------------+------------------+----------------------------------+
+| Option            | Default          | Description                      |
++===================+==================+==================================+
+| ``ENABLE_PERL``   | ``ON``           | Build the Perl plugin, which     |
+|                   |                  | runs scripts written in Perl.    |
++-------------------+------------------+----------------------------------+
+| ``ENABLE_TCL``    | Builds the Tcl plugin (no default).                 |
++-------------------+------------------+----------------------------------+
+
+==========  ==========================
+Key         Action
+==========  ==========================
+Ctrl+L      Redraw the whole window.
+Alt+J       Jump to a buffer by its
+            number.
+==========  ==========================
+
++------+
+| not a table's border
+"""
+
+
+def test_a_restructuredtext_grid_or_simple_tables_head_names_its_rows(tmp_path):
+    """reStructuredText's tables were kept as their ASCII art, so no row could be quoted: docutils' table parsers
+    now read their cells (one over two lines, one spanning columns, markup dropped), as the other readers' rows."""
+    (tmp_path / "build.rst").write_text(RST_TABLES)
+    lines = lines_of(read_blocks(tmp_path / "build.rst"))
+    assert lines[:3] == [
+        (HEAD, "Option | Default | Description"),
+        (TABLE, "ENABLE_PERL | ON | Build the Perl plugin, which runs scripts written in Perl."),
+        (TABLE, "ENABLE_TCL | Builds the Tcl plugin (no default). |"),  # the spanned-over column is empty
+    ]
+    assert lines[3:6] == [
+        (HEAD, "Key | Action"),
+        (TABLE, "Ctrl+L | Redraw the whole window."),
+        (TABLE, "Alt+J | Jump to a buffer by its number."),
+    ]
+    assert lines[6:] == [(TABLE, "+------+"), (TABLE, "| not a table's border")]  # not read as a table: as it was
+    assert named(tmp_path / "build.rst") == [
+        "Option: ENABLE_PERL; Default: ON; Description: Build the Perl plugin, which runs scripts written in Perl.",
+        "Option: ENABLE_TCL; Default: Builds the Tcl plugin (no default).",
+        "Key: Ctrl+L; Action: Redraw the whole window.",
+        "Key: Alt+J; Action: Jump to a buffer by its number.",
+    ]
+
+
+def test_a_restructuredtext_table_directives_grid_is_read_and_a_list_table_kept_as_it_was(tmp_path):
+    (tmp_path / "keys.rst").write_text(
+        "Keys\n====\n\n.. table:: Keys of the editor\n   :widths: auto\n\n   ======  ===========\n   Key     Action\n"
+        "   ======  ===========\n   Ctrl+L  Redraw.\n   ======  ===========\n\n.. list-table:: Others\n"
+        "   :header-rows: 1\n\n   * - Key\n     - Action\n\nAfter.\n"
+    )
+    lines = lines_of(read_blocks(tmp_path / "keys.rst"))
+    assert lines == [
+        (BlockKind.CAPTION, "Keys of the editor"),
+        (HEAD, "Key | Action"),
+        (TABLE, "Ctrl+L | Redraw."),
+        (BlockKind.CAPTION, "Others"),
+        (TABLE, "* - Key"),  # docutils' table parsers read grids, not a list-table's items: as before
+        (TABLE, "  - Action"),
+        (BlockKind.PROSE, "After."),
+    ]
+
+
 def test_a_word_tables_first_row_is_its_head_when_marked_as_the_header(tmp_path):
     import docx
     from docx.oxml import OxmlElement

@@ -277,26 +277,38 @@ def skipped_line(problem) -> str:
     return str(problem) if problem.reason.endswith("skipped") else f"skipped {problem}"
 
 
+# Reasons a folder gives many times over (a manual's images, style sheets and scripts; Debian's doc packages link
+# those to shared copies outside the folder): past five, one line counted by suffix, with what it means.
+_GROUPED = (
+    ("unsupported file type", "files of types typedrag does not read"),
+    (
+        "symbolic link to a file outside the corpus folder",
+        "symbolic links to files outside the corpus folder (not read; index the folder they lead to, to read them)",
+    ),
+)
+
+
 def _report_problems(summary) -> None:
-    """What was skipped and what was cut, on stderr: the first twenty of each, then a count. Files of types
-    typedrag does not read (a manual's images, style sheets and scripts) are one line, counted by suffix."""
+    """What was skipped and what was cut, on stderr: the first twenty of each, then a count. A reason many files
+    share (`_GROUPED`) is one line, counted by suffix."""
     from collections import Counter
 
-    unsupported = [p for p in summary.problems if p.reason.startswith("unsupported file type")]
-    if len(unsupported) <= 5:  # a few: each by name
-        unsupported = []
-    others = [p for p in summary.problems if p not in unsupported]
+    grouped = []
+    for reason, label in _GROUPED:
+        members = [p for p in summary.problems if p.reason.startswith(reason)]
+        if len(members) > 5:  # a few: each by name
+            grouped.append((label, members))
+    in_groups = {id(p) for _, members in grouped for p in members}
+    others = [p for p in summary.problems if id(p) not in in_groups]
     for problem in others[:20]:
         errors.print(for_terminal(skipped_line(problem)), markup=False)
     more = len(others) - len(others[:20]) + getattr(summary.problems, "dropped", 0)
     if more:
         errors.print(f"... and {more:,} more")
-    if unsupported:
-        suffixes = Counter(Path(p.location.rsplit(":", 1)[0]).suffix.lower() or "(no suffix)" for p in unsupported)
+    for label, members in grouped:
+        suffixes = Counter(Path(p.location.rsplit(":", 1)[0]).suffix.lower() or "(no suffix)" for p in members)
         kinds = ", ".join(f"{suffix} {count:,}" for suffix, count in suffixes.most_common())
-        errors.print(
-            f"skipped {len(unsupported):,} files of types typedrag does not read: {for_terminal(kinds)}", markup=False
-        )
+        errors.print(f"skipped {len(members):,} {label}: {for_terminal(kinds)}", markup=False)
     for note in summary.notes[:20]:
         errors.print(f"note: {for_terminal(note)}", markup=False)
     more = len(summary.notes) - len(summary.notes[:20]) + getattr(summary.notes, "dropped", 0)

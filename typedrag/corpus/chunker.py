@@ -28,7 +28,7 @@ MAX_TOKEN_CHARS = 1000
 MAX_PASSAGE_CHARS = 3000
 # Changes with any change to how documents become passages (a reader or the chunker): an index built by
 # another version is rebuilt, not synced.
-CHUNKER_VERSION = 13
+CHUNKER_VERSION = 14
 # A table's head longer than this (characters) is not repeated where a passage continues its rows.
 MAX_HEAD_CHARS = 300
 

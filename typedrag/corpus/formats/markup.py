@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+from docutils.parsers.rst.tableparser import GridTableParser, SimpleTableParser, TableMarkupError
+from docutils.statemachine import StringList
 from markdown_it import MarkdownIt
 from markdown_it.common.utils import normalizeReference
 
@@ -73,8 +75,10 @@ _RST_DIRECTIVE = re.compile(r"^\.\.[ \t]+([\w:.+-]+)[ \t]*::(?:[ \t]+(.*))?$")
 _RST_FOOTNOTE = re.compile(r"^\.\.[ \t]+\[[^\]\n]+\](?:[ \t]+(.*))?$")
 _RST_TARGET = re.compile(r"^\.\.[ \t]+(?:_|\|)")  # ".. _name: url", ".. |substitution| ..."
 _RST_OPTION = re.compile(r"^:[\w.-]+:(?:[ \t]|$)")
+_RST_FIELD = re.compile(r"^:[^:\s][^:]*:(?:[ \t]|$)")  # a field list's field (":param name: ...")
 _RST_SIMPLE_TABLE = re.compile(r"^ *=+(?: +=+)+ *$")
 _RST_GRID_TABLE = re.compile(r"^ *\+[-=]")
+_RST_TABLE_CHARS = 1 << 20  # a table longer than this stays verbatim: docutils' parsers hold it whole, cell by cell
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,6 +267,27 @@ def _pipe_cells(row: str) -> list[str]:
     row = row[1:] if row.startswith("|") else row
     row = row[:-1] if row.endswith("|") and not row.endswith("\\|") else row
     return [cell.strip() for cell in re.split(r"(?<!\\)\|", row)]
+
+
+def _rst_table(lines: list[str]) -> tuple[list[list[str]], list[list[str]]] | None:
+    """(head rows, body rows) of a grid or simple table, each row its cells' text, read by docutils' own table
+    parsers (a cell over several lines, one spanning columns); None when the lines are neither."""
+    if _RST_GRID_TABLE.match(lines[0]):
+        parser = GridTableParser()
+    elif _RST_SIMPLE_TABLE.match(lines[0]):
+        parser = SimpleTableParser()
+    else:  # a list-table's items, a csv-table's lines: no grid to read
+        return None
+    margin = min((_indent(line) for line in lines if line.strip()), default=0)
+    try:
+        _, head, body = parser.parse(StringList([line.expandtabs(4)[margin:].rstrip() for line in lines]))
+    except (TableMarkupError, IndexError, ValueError):
+        return None
+
+    def cells(row) -> list[str]:  # a spanned-over cell (None) is empty, so each row has a cell per column
+        return ["" if cell is None else _rst_inline(" ".join(" ".join(cell[3]).split())) for cell in row]
+
+    return [cells(row) for row in head], [cells(row) for row in body]
 
 
 class _Buffer:
@@ -578,16 +603,21 @@ class _Rst:
         self.paragraph_indent = 0
         self.lists: list[tuple[int, int | None]] = []  # open lists: (marker indent, last number; None if bulleted)
         self.item_indent = 0
+        self.table: list[str] | None = None  # the lines of the table being read, read whole when it ends
+        self.table_size = 0
+        self.tables = 0  # the tables read into rows so far: each table's head and rows carry its number
 
     def events(self, source: Iterator[str]) -> Iterator[Heading | Paragraph]:
         for line in source:
             yield from self.line(line)
+        yield from self.end_table()
         if done := self.buffer.flush():
             yield self.literal_marker(done)
 
     def begin(
         self, mode: str, kind: BlockKind, order: int | None = None, *, verbatim: bool = False
     ) -> Iterator[Paragraph]:
+        yield from self.end_table()
         self.mode = mode
         if done := self.buffer.start(
             kind, order, verbatim=verbatim, inline=None if kind is BlockKind.CODE else _rst_inline
@@ -634,7 +664,7 @@ class _Rst:
         if body.indent is None:
             body.indent = indent
         if body.verbatim:
-            yield from self.add(_dedent(line, body.indent))
+            yield from (self.table_line if body.kind is BlockKind.TABLE else self.add)(_dedent(line, body.indent))
             return
         if self.literal is not None:
             literal, self.literal = self.literal, None
@@ -650,10 +680,11 @@ class _Rst:
         if _RST_SIMPLE_TABLE.match(line) or (self.mode != "table" and _RST_GRID_TABLE.match(line)):
             if self.mode != "table":
                 yield from self.begin("table", BlockKind.TABLE, verbatim=True)
-            yield from self.add(_dedent(line, body.indent).rstrip())
+                self.table = []
+            yield from self.table_line(_dedent(line, body.indent).rstrip())
             return
         if self.mode == "table":
-            yield from self.add(_dedent(line, body.indent).rstrip())
+            yield from self.table_line(_dedent(line, body.indent).rstrip())
             return
         if line.lstrip().startswith(".."):
             yield from self.explicit(line)
@@ -665,6 +696,9 @@ class _Rst:
         if self.mode == "item" and indent >= self.item_indent or self.mode == "signature":
             yield from self.add(line.strip())
             return
+        if self.mode == "prose" and indent > self.paragraph_indent and self.term_above(body):
+            yield from self.definition(line)
+            return
         if self.mode != "prose":
             self.lists = [] if self.mode == "item" else self.lists
             if not (body.kind in _ONE_BLOCK and self.mode == "" and self.buffer.lines):  # a note's next paragraph
@@ -672,6 +706,56 @@ class _Rst:
             self.mode = "prose"
             self.paragraph_indent = indent
         yield from self.add(line.strip())
+
+    def table_line(self, line: str) -> Iterator[Paragraph]:
+        """A line of the table being read, kept to be read whole when the table ends; past `_RST_TABLE_CHARS` the table
+        is given out as its lines, verbatim, as they are read (a file of any size streams)."""
+        if self.table is None:
+            yield from self.add(line)
+            return
+        self.table.append(line)
+        self.table_size += len(line) + 1
+        if self.table_size > _RST_TABLE_CHARS:
+            held, self.table, self.table_size = self.table, None, 0
+            for kept in held:
+                yield from self.add(kept)
+
+    def end_table(self) -> Iterator[Paragraph]:
+        """The table read so far as its head and rows (TABLE_HEAD over "cell | cell" rows, each with the table's
+        number), as every document reader writes a table; its lines verbatim when docutils reads no grid or simple
+        table in them (a list-table's items, a malformed grid)."""
+        lines, self.table, self.table_size = self.table, None, 0
+        if not lines:
+            return
+        read = _rst_table(lines)
+        if read is None:
+            yield Paragraph(_rst_inline("\n".join(lines)), BlockKind.TABLE)
+            return
+        self.tables += 1
+        head, body = read
+        if head:  # a head over two lines or more: each column's name is its parts in order
+            names = [" ".join(filter(None, column)) for column in zip(*head)]
+            yield Paragraph(table_row(names), BlockKind.TABLE_HEAD, self.tables)
+        if body:
+            yield Paragraph("\n".join(table_row(row) for row in body), BlockKind.TABLE, self.tables)
+
+    def term_above(self, body: _Body) -> bool:
+        """Whether the paragraph being read is a definition list's term: one line, with the line after it indented
+        deeper (docutils' rule), in no note; a field (":param name: ...") and a line that opens a literal block are
+        not terms."""
+        if len(self.buffer.lines) != 1 or body.kind in _ONE_BLOCK:
+            return False
+        term = self.buffer.lines[0]
+        return not _RST_FIELD.match(term) and not term.endswith("::")
+
+    def definition(self, line: str) -> Iterator[Heading | Paragraph]:
+        """The term read so far as a block of its own (TERM), then `line` and the lines indented under the term as
+        its definition ("work_mem (integer)" over "Sets the base maximum amount of memory ...")."""
+        self.buffer.kind = BlockKind.TERM
+        if term := self.buffer.flush():
+            yield term
+        yield from self.open_body(self.paragraph_indent, BlockKind.PROSE)
+        yield from self.line(line)
 
     def title(self, line: str) -> Iterator[Heading | Paragraph] | None:
         """The events of a line that makes (or may open) a title; None for any other line."""
@@ -707,6 +791,7 @@ class _Rst:
         verbatim = kind in (BlockKind.CODE, BlockKind.TABLE)
         yield from self.begin("", kind, verbatim=verbatim)
         self.bodies.append(_Body(outer, kind, verbatim))
+        self.table = [] if kind is BlockKind.TABLE else None  # a table directive's content: read whole
         self.options = options
 
     def explicit(self, line: str) -> Iterator[Paragraph]:
