@@ -45,6 +45,9 @@ FACET_ROLES = {Facet.CAUSES: (Role.CAUSE,), Facet.STEPS: (Role.STEP,), Facet.VIE
 FACET_TYPES = {Facet.CAUSES: NFQType.REASON, Facet.STEPS: NFQType.INSTRUCTION, Facet.VIEWS: NFQType.DEBATE}
 # What a typed answer leaves out when additions by the reader's role are off, as the trace says it.
 ROLES_OFF = "sentences chosen by the role the reader reads (off: OfflineSettings.role_additions)"
+NONE_BETTER = "the planned aspects found no sentence the reader reads as likelier to answer than the overview's"
+# ... and when the sentences the plan's own searches found are off too.
+ASPECTS_OFF = "sentences the plan's own searches found (off: OfflineSettings.aspect_sentences)"
 
 
 @dataclass
@@ -65,7 +68,7 @@ class Answer:
     supported: bool = True  # False: nothing quoted answers the question, the lead is only the nearest
     best: float = 0.0  # the reader's highest chance of answering among the sentences of the step's whole pool
     dropped: list[str] = field(default_factory=list)  # additions left out, and why
-    held_back: str | None = None  # additions the settings leave out (`ROLES_OFF`)
+    held_back: str | None = None  # additions the settings leave out (`ROLES_OFF`, `ASPECTS_OFF`)
     filed_under: str | None = None  # the question heading of the entry it answers from (`Written.filed_under`)
 
     def text(self) -> str:
@@ -145,7 +148,7 @@ def by_kind(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answe
         # sentence among the others it is given, so the items' passages would reorder it).
         lead = plain(Material(task.question, own_sources(task), reader, settings), reader.bars, settings)
         if not settings.role_additions:
-            lead.held_back = ROLES_OFF
+            lead.held_back = ROLES_OFF if settings.aspect_sentences else f"{ROLES_OFF}; {ASPECTS_OFF}"
             return planned_finds(task, lead, reader, settings)
         material = Material(task.question, task.sources, reader, settings, asked_type(task))
         if isinstance(task, Compared):
@@ -166,7 +169,7 @@ def planned_finds(task: Compared | Advised, lead: Answer, reader: Reader, settin
     item's, the advice sought) that the reader is sure answers the question: at most `aspect_sentences` for each
     search, none repeating the lead. The lead's passages alone are judged by the relevance bar (`quoted_from`)."""
     beyond = task.sources[len(own_sources(task)) :]
-    if not beyond or not lead.supported:
+    if not beyond or not lead.supported or not settings.aspect_sentences:
         return lead
     searches = len(task.items) if isinstance(task, Compared) else 1
     material = Material(task.question, beyond, reader, settings)
@@ -311,7 +314,9 @@ def aspect(task: AspectAnswer, material: Material, bars: Bars, settings: Offline
     if task.facet is Facet.STEPS and found and found[0].order is not None:
         found = material.ordered_list(found[0], settings.list_steps)
     written = Answer(found, supported=bool(found))
-    if not found and not settings.role_additions:
+    if not found and not settings.role_additions and not settings.aspect_sentences:
+        written.held_back = ASPECTS_OFF
+    elif not found and not settings.role_additions:
         written.dropped.append(
             f"a sentence of its passages the reader reads as answering the question (at {max(bars.answers, settings.aspect_bar):.2f})"
         )
@@ -338,7 +343,11 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     result.filed_under = next((part.filed_under for part in task.parts if part.lead and part.filed_under), None)
     ok = adding(bars, settings)
     if not settings.role_additions:
-        return with_aspects(result, lead, added.sentences, task.facet)
+        result = with_aspects(result, lead, added.sentences, task.facet)
+        if not settings.aspect_sentences and result.dropped[-1:] == [NONE_BETTER]:  # none was looked for
+            result.dropped.pop()
+            result.held_back = ASPECTS_OFF
+        return result
     if task.facet is Facet.VIEWS:
         for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):
             taken = [*lead, *(s for g in result.groups for s in g.sentences)]
@@ -387,9 +396,7 @@ def with_aspects(result: Answer, lead: list[Sentence], added: list[Sentence], fa
             more.append(sentence)
     result.lead = [*lead, *more]
     if not steps and not more:
-        result.dropped.append(
-            "the planned aspects found no sentence the reader reads as likelier to answer than the overview's"
-        )
+        result.dropped.append(NONE_BETTER)
     result.supported = result.supported or bool(steps) or bool(more)
     return result
 

@@ -20,10 +20,12 @@ class OfflineSettings:
     added_sentences: int = 2  # a typed answer adds at most this many sentences of its type's role
     added_bar: float = 0.40  # ...each read as answering with at least this chance (docs/lab/2026-12-03-faq-entries.md)
     list_steps: int = 8  # a document's own numbered list quoted as the steps: at most this many
-    # A typed answer's planned aspect adds, from its own passages, this many sentences the reader reads as answering
-    # the question (at its bar, and at least `aspect_bar`), whatever role it reads, when it reads them as likelier to
-    # answer than every sentence plain RAG's answer quotes: what the plan's searches found better (issue 55).
-    aspect_sentences: int = 1
+    # A typed answer's planned aspect may add, from its own passages, this many sentences the reader reads as
+    # answering the question (at its bar, and at least `aspect_bar`), whatever role it reads, when it reads them as
+    # likelier to answer than every sentence plain RAG's answer quotes: what the plan's searches found better (issue
+    # 55). Off (0): on two manuals held out, each of the 3 answers it changed gained only a sentence a blind reader
+    # counted as noise (docs/lab/2026-12-06-held-out-borg-sqlalchemy.md).
+    aspect_sentences: int = 0
     aspect_bar: float = 0.0
     # A typed answer also adds sentences by the role the reader reads (causes, advice, for and against, a point
     # about each compared item, steps the document did not number). Off: the reader's role is right about half
