@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from typedrag.llm.base import Message
 
-PROMPT_VERSION = "2026-12-10.5"
+PROMPT_VERSION = "2026-12-10.6"
 
 # Per passage in a prompt: ~100-word passages fit whole; runaway ones are cut.
 SOURCE_CHARS = 1200
@@ -118,6 +118,12 @@ PLANNER = "Reply with JSON only. " + DATA_RULE
 NO_FILLER = (
     "Every sentence must state something the material above supports: no introduction, no sentence about the "
     "sources, the partial answers or the perspectives themselves, no closing summary that repeats."
+)
+# What every step that merges partial answers is told about scope: each aspect's search brings neighbouring facts,
+# and a reader (and a blind judge) counts each one the question does not ask about against the answer.
+ON_QUESTION = (
+    "Keep only what answers the question as asked: leave out what the material says about neighbouring "
+    "features, options or tasks the question does not ask about, however true."
 )
 # The last words of every prompt that answers from sources: small models cite when reminded last.
 CITE = "Cite the sources you use by their numbers in square brackets, like [1]."

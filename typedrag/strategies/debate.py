@@ -7,7 +7,7 @@ from typing import Any
 from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Facet, PlanTask, Weighing
-from typedrag.prompts import CITE, DATA_RULE, GROUNDED, NO_FILLER, PLANNER, Prompt
+from typedrag.prompts import CITE, DATA_RULE, GROUNDED, NO_FILLER, ON_QUESTION, PLANNER, Prompt
 from typedrag.phrasing.plans import debate_sides
 from typedrag.result import Aspect
 from typedrag.steps import Depths, Flow, Plan, Planned, StrategyOutput
@@ -75,7 +75,11 @@ MEDIATE_DEBATE = Prompt(
     "You write the answer to a debated question from the cases made for each perspective, as a fair expert "
     "would. Keep the citation markers like [3] attached to the claims they support. " + DATA_RULE,
     "Question: {question}\nTopic: {topic}\n\nThe case made from each perspective:\n{parts}\n\n{stance}\n\n"
-    "Write in your own voice (never 'the participants said' or 'perspective 1 argues'). " + NO_FILLER + " "
+    "Write in your own voice (never 'the participants said' or 'perspective 1 argues'). "
+    + ON_QUESTION
+    + " "
+    + NO_FILLER
+    + " "
     "At most six sentences.",
 )
 # The mediator's {stance}, by the weighing (typedrag.engines.base.Weighing).

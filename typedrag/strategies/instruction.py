@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typedrag.engines.base import Facet, PlanTask
-from typedrag.prompts import DATA_RULE, NO_FILLER, PLANNER, Prompt
+from typedrag.prompts import DATA_RULE, NO_FILLER, ON_QUESTION, PLANNER, Prompt
 from typedrag.phrasing.plans import instruction_queries
 from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy
 
@@ -22,7 +22,9 @@ AGGREGATE_INSTRUCTION = Prompt(
     "partial answers carry, attached to the steps they support. " + DATA_RULE,
     "Question: {question}\n\nPartial answers, one per aspect:\n{parts}\n\n"
     "Write the answer as numbered steps in the order a person would follow them, each step one or two "
-    "sentences, with requirements first. Drop repetition. " + NO_FILLER + " At most eight steps.",
+    "sentences, with requirements first. Drop repetition. " + ON_QUESTION + " If the partial answers show that "
+    "what is asked cannot be done, say so first and give no steps for another task. " + NO_FILLER + " At most eight "
+    "steps.",
 )
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from typedrag.engines.base import Facet, PlanTask
-from typedrag.prompts import DATA_RULE, NO_FILLER, PLANNER, Prompt
+from typedrag.prompts import DATA_RULE, NO_FILLER, ON_QUESTION, PLANNER, Prompt
 from typedrag.phrasing.plans import reason_queries
 from typedrag.strategies.decomposed import ASPECT_ANSWER, Combination, SubQueryPlan, SubQueryStrategy
 
@@ -21,7 +21,7 @@ AGGREGATE_REASON = Prompt(
     "partial answers carry, attached to the claims they support. " + DATA_RULE,
     "Question: {question}\n\nPartial answers, one per aspect:\n{parts}\n\n"
     "Write one concise, well-structured explanation of why: name the main causes or conditions, most "
-    "important first, and how they connect. Drop repetition and anything off the question. " + NO_FILLER + " "
+    "important first, and how they connect. Drop repetition. " + ON_QUESTION + " " + NO_FILLER + " "
     "At most eight sentences.",
 )
 
