@@ -45,9 +45,9 @@ FACET_ROLES = {Facet.CAUSES: (Role.CAUSE,), Facet.STEPS: (Role.STEP,), Facet.VIE
 FACET_TYPES = {Facet.CAUSES: NFQType.REASON, Facet.STEPS: NFQType.INSTRUCTION, Facet.VIEWS: NFQType.DEBATE}
 # What a typed answer leaves out when additions by the reader's role are off, as the trace says it.
 ROLES_OFF = "sentences chosen by the role the reader reads (off: OfflineSettings.role_additions)"
-NONE_BETTER = "the planned aspects found no sentence the reader reads as likelier to answer than the overview's"
-# ... and when the sentences the plan's own searches found are off too.
+# ... and when the sentences the plan's own searches found are off too; when on, what a step found none of.
 ASPECTS_OFF = "sentences the plan's own searches found (off: OfflineSettings.aspect_sentences)"
+NONE_BETTER = "the planned aspects found no sentence the reader reads as likelier to answer than the overview's"
 
 
 @dataclass
@@ -343,11 +343,7 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     result.filed_under = next((part.filed_under for part in task.parts if part.lead and part.filed_under), None)
     ok = adding(bars, settings)
     if not settings.role_additions:
-        result = with_aspects(result, lead, added.sentences, task.facet)
-        if not settings.aspect_sentences and result.dropped[-1:] == [NONE_BETTER]:  # none was looked for
-            result.dropped.pop()
-            result.held_back = ASPECTS_OFF
-        return result
+        return with_aspects(result, lead, added.sentences, task.facet, looked=bool(settings.aspect_sentences))
     if task.facet is Facet.VIEWS:
         for role, label in ((Role.FOR, "For"), (Role.AGAINST, "Against")):
             taken = [*lead, *(s for g in result.groups for s in g.sentences)]
@@ -376,10 +372,14 @@ def combined(task: Combined, bars: Bars, settings: OfflineSettings) -> Answer:
     return result
 
 
-def with_aspects(result: Answer, lead: list[Sentence], added: list[Sentence], facet: Facet) -> Answer:
+def with_aspects(
+    result: Answer, lead: list[Sentence], added: list[Sentence], facet: Facet, looked: bool = True
+) -> Answer:
     """The overview, then what the planned aspects quoted that it does not say: a procedure the document numbered
     (steps), and each aspect's sentence the reader is sure answers, after the overview's own. An overview that
-    quotes only the nearest sentences (none answers) is left out when the aspects found what answers."""
+    quotes only the nearest sentences (none answers) is left out when the aspects found what answers. `looked`
+    False: no aspect looked for a sentence (`OfflineSettings.aspect_sentences` 0), which the step says instead of
+    "found none"."""
     steps = first_list(added) if facet is Facet.STEPS else []
     if not result.supported and (steps or any(sentence not in steps for sentence in added)):
         lead = []
@@ -395,8 +395,10 @@ def with_aspects(result: Answer, lead: list[Sentence], added: list[Sentence], fa
         ):
             more.append(sentence)
     result.lead = [*lead, *more]
-    if not steps and not more:
+    if not steps and not more and looked:
         result.dropped.append(NONE_BETTER)
+    elif not steps and not more:
+        result.held_back = ASPECTS_OFF
     result.supported = result.supported or bool(steps) or bool(more)
     return result
 
