@@ -154,6 +154,8 @@ def by_kind(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answe
         if isinstance(task, Compared):
             return comparison(task, lead, material, reader.bars, settings)
         return experience(lead, material, reader.bars, settings)
+    if isinstance(task, AspectAnswer) and not looks_for_sentences(task.facet, settings):
+        return Answer([], supported=False, held_back=ASPECTS_OFF)  # nothing to quote: its passages go unread
     material = Material(task.question, task.sources, reader, settings, asked_type(task))
     match task:
         case AspectAnswer():
@@ -162,6 +164,12 @@ def by_kind(task: WriteTask, reader: Reader, settings: OfflineSettings) -> Answe
             return entry(task, material, settings)
         case _:
             return plain(material, reader.bars, settings)
+
+
+def looks_for_sentences(facet: Facet, settings: OfflineSettings) -> bool:
+    """Whether a planned aspect of `facet` reads its passages for sentences to quote: by role, by the reader's
+    surest sentence (`aspect_sentences`), or for a procedure the document numbered (steps, always)."""
+    return settings.role_additions or bool(settings.aspect_sentences) or facet is Facet.STEPS
 
 
 def planned_finds(task: Compared | Advised, lead: Answer, reader: Reader, settings: OfflineSettings) -> Answer:
