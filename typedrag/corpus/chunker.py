@@ -26,9 +26,10 @@ MARKUP = re.compile(r"</?[A-Za-z][A-Za-z0-9]*(?:\s[^<>]*)?/?>")
 # pieces of at most MAX_TOKEN_CHARS, and no passage holds more than MAX_PASSAGE_CHARS characters.
 MAX_TOKEN_CHARS = 1000
 MAX_PASSAGE_CHARS = 3000
+MAX_INDENT = 24  # a code line's indentation kept in its passage, in spaces
 # Changes with any change to how documents become passages (a reader or the chunker): an index built by
 # another version is rebuilt, not synced.
-CHUNKER_VERSION = 14
+CHUNKER_VERSION = 15
 # A table's head longer than this (characters) is not repeated where a passage continues its rows.
 MAX_HEAD_CHARS = 300
 
@@ -122,11 +123,13 @@ class _Lines:
         self.starts: list[int] = []
         self.kinds: list[LineKind] = []
         self.heads: list[str | None] = []
+        self.indents: list[int] = []  # a code line's indentation, in spaces (Python's meaning rests on it); else 0
 
-    def begin(self, at: int, kind: LineKind, head: str | None = None) -> None:
+    def begin(self, at: int, kind: LineKind, head: str | None = None, indent: int = 0) -> None:
         self.starts.append(at)
         self.kinds.append(kind)
         self.heads.append(head)
+        self.indents.append(indent)
 
     def joined(self, tokens: list[str], start: int, end: int) -> tuple[str, Lines]:
         """tokens[start:end] as text (words joined by spaces, a new line where a line begins) and the kind of
@@ -139,6 +142,7 @@ class _Lines:
         edges = [start, *inside, end]
         texts = [" ".join(tokens[a:b]) for a, b in zip(edges, edges[1:])]
         at = 0 if self.starts[first] == start else 1  # the first line that begins in the passage
+        texts = [" " * self.indents[first + n] + text if n >= at else text for n, text in enumerate(texts)]
         if at < len(kinds) and (head := self.heads[first + at]) is not None:
             texts.insert(at, head)
             kinds.insert(at, LineKind(BlockKind.TABLE_HEAD, kinds[at].order))
@@ -159,6 +163,7 @@ class _Lines:
         self.starts = [max(0, at - start) for at in self.starts[first:]]
         self.kinds = self.kinds[first:]
         self.heads = self.heads[first:]
+        self.indents = self.indents[first:]
 
 
 def without_markup(text: str) -> str:
@@ -195,7 +200,8 @@ def _chunks(
         for line in without_markup(block.text).split("\n"):  # list items, table rows, code lines: lines of their own
             new = _tokens(line, doc, on_cut)
             if new:
-                lines.begin(len(tokens), kind, head[1] if head is not None else None)
+                indent = _indent(line) if block.kind is BlockKind.CODE else 0
+                lines.begin(len(tokens), kind, head[1] if head is not None else None, indent)
                 if block.kind is BlockKind.TABLE_HEAD and len(text := " ".join(new)) <= MAX_HEAD_CHARS:
                     head = (block.order, text)
             tokens += new
@@ -216,6 +222,12 @@ def _chunks(
         start = end
 
 
+def _indent(line: str) -> int:
+    """A code line's indentation in spaces (a tab is four), at most MAX_INDENT."""
+    expanded = line.expandtabs(4)
+    return min(len(expanded) - len(expanded.lstrip(" ")), MAX_INDENT)
+
+
 def _capped(tokens: list[str], lines: _Lines, start: int, end: int) -> tuple[str, int, Lines]:
     """The passage tokens[start:end] as text, its end and its lines' kinds, made shorter if the text runs past
     MAX_PASSAGE_CHARS (joined text is as long as the words plus one separator between each two, so the check
@@ -225,6 +237,9 @@ def _capped(tokens: list[str], lines: _Lines, start: int, end: int) -> tuple[str
         return text, end, kinds
     end = start + _within_char_cap(tokens, start, end - start)
     text, kinds = lines.joined(tokens, start, end)
+    while len(text) > MAX_PASSAGE_CHARS and end - start > 1:  # code lines' indentation took the rest
+        end = start + max(1, (end - start) * MAX_PASSAGE_CHARS // len(text))
+        text, kinds = lines.joined(tokens, start, end)
     return text, end, kinds
 
 

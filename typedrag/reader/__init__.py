@@ -407,6 +407,9 @@ MAX_TERM_WORDS = 12  # a definition list's term this long or shorter names the f
 # A one-line code block this short is quoted with the sentence that leads into it ("use command:"), which says
 # nothing alone.
 MAX_LEAD_CODE_WORDS = 20
+# ... and a code block of up to this many lines is quoted whole after it, as a fenced block with its indentation
+# ("... through events:" over the five lines of a listener that turns SQLite's foreign keys on).
+MAX_LEAD_CODE_LINES = 8
 TABLE_LINE = LineKind(BlockKind.TABLE)
 
 
@@ -449,22 +452,41 @@ def quoted_pieces(
             if named is not None and named.split()[0].strip(",;:").casefold() not in piece.casefold():
                 words = f"{named.rstrip(':')}: {piece}".split()  # "work_mem (integer): Sets the base ..."
             named = None
+            block = None
             if number == len(split) - 1 and piece.rstrip().endswith(":") and (code := _code_after(lines, kinds, at)):
                 if len(words) + len(code.split()) <= max_words:
-                    words = [*words, f"`{code}`"]  # "... use command: `/window splitv 33`"
-            if min_words <= len(words) <= max_words:
+                    if "\n" in code:
+                        block = code  # "... through events:" and the lines of the listener, fenced
+                    else:
+                        words = [*words, f"`{code}`"]  # "... use command: `/window splitv 33`"
+            if block is not None and min_words <= len(words) + len(block.split()) <= max_words:
+                yield " ".join(words) + f"\n```\n{block}\n```", kind
+            elif block is None and min_words <= len(words) <= max_words:
                 yield " ".join(words), kind
 
 
 def _code_after(lines: Sequence[str], kinds: Sequence[LineKind], at: int) -> str | None:
-    """The code block right after line `at` when it is one short line, to quote with the sentence that leads into it
-    ("To split the screen, use command:"); None otherwise. Lines of code joined into one would lose their breaks
-    and indentation, which Python's meaning rests on."""
-    after = [kind.kind is BlockKind.CODE for kind in kinds[at + 1 : at + 3]]
-    if after[:1] != [True] or after[1:] == [True]:
+    """The code block right after line `at`, to quote with the sentence that leads into it ("To split the screen,
+    use command:"): one short line as it is, or up to MAX_LEAD_CODE_LINES lines with their indentation (the passage
+    keeps it) and their line breaks; None when there is none, or when it is longer or runs past the passage's end
+    (a block cut in two would be quoted half)."""
+    block: list[str] = []
+    for line, kind in zip(lines[at + 1 :], kinds[at + 1 :]):
+        if kind.kind is not BlockKind.CODE:
+            break
+        block.append(line.rstrip())
+        if len(block) > MAX_LEAD_CODE_LINES:
+            return None
+    else:
+        if len(block) > 1:  # the passage ends inside the block, or right after it: its end is not known
+            return None
+    if not block:
         return None
-    code = lines[at + 1].split()
-    return " ".join(code) if 0 < len(code) <= MAX_LEAD_CODE_WORDS else None
+    if len(block) == 1:
+        code = block[0].split()
+        return " ".join(code) if 0 < len(code) <= MAX_LEAD_CODE_WORDS else None
+    margin = min(len(line) - len(line.lstrip(" ")) for line in block if line.strip())
+    return "\n".join(line[margin:] for line in block)
 
 
 def without_marker(line: str, order: int | None) -> str:

@@ -74,10 +74,10 @@ class Answer:
     def text(self) -> str:
         if not self.lead and not self.groups:
             return NOTHING_RELEVANT
-        lines = [" ".join(quoted(s) for s in self.lead)] if self.lead else []
+        lines = [joined(self.lead)] if self.lead else []
         for group in self.groups:
             if group.style == "inline":
-                lines.append(f"- {group.label}: " + " ".join(quoted(s) for s in group.sentences))
+                lines.append(f"- {group.label}: " + joined(group.sentences))
             else:
                 lines.append(f"{group.label}:")
                 marks = (
@@ -93,7 +93,18 @@ class Answer:
 
 
 def quoted(sentence: Sentence) -> str:
-    return f"{sentence.text} [{sentence.source}]"
+    """The sentence and its source's marker; a sentence quoted with the code block it leads into has the marker
+    before the block, whose closing fence must end its line."""
+    text, fence, block = sentence.text.partition("\n```")
+    return f"{text} [{sentence.source}]{fence}{block}"
+
+
+def joined(sentences: list[Sentence]) -> str:
+    """Quoted sentences in a row, a space between two; after a code block, a line break."""
+    out = ""
+    for sentence in sentences:
+        out += ("\n" if out.endswith("```") else " " if out else "") + quoted(sentence)
+    return out
 
 
 def added_by_role_only(facet: Facet, settings: OfflineSettings) -> bool:
