@@ -101,6 +101,16 @@ def test_debate_has_for_and_against_perspectives():
     assert all("nuclear power plants" in p.sub_query for p in plan.perspectives)
 
 
+def test_an_offline_debate_plan_reads_a_question_of_several_sentences():
+    """The Debian handbook's dh-059 ("Our file server has RAID 1 and a nightly rsync to a USB disk, nothing else.
+    Is that reasonable ...") failed its offline plan ("a search query must be a single phrase, not several
+    sentences") and fell back to plain RAG as a recorded failure: the topic is its content words then."""
+    question = "Our file server has RAID 1 and a nightly rsync to a USB disk, nothing else. Is that reasonable backup?"
+    plan = debate.offline_plan(question)
+    assert plan.topic and "." not in plan.topic and "RAID" in plan.topic
+    assert debate.offline_plan("Should we build more nuclear power plants?").topic == "build more nuclear power plants"
+
+
 def test_experience_keywords():
     plan = experience.offline_plan("Any advice for a beginner learning guitar?")
     assert "guitar" in plan.keywords and "guitar" in plan.topic
