@@ -102,8 +102,8 @@ def test_debate_has_for_and_against_perspectives():
 
 
 def test_an_offline_debate_plan_reads_a_question_of_several_sentences():
-    """The Debian handbook's dh-059 ("Our file server has RAID 1 and a nightly rsync to a USB disk, nothing else.
-    Is that reasonable ...") failed its offline plan ("a search query must be a single phrase, not several
+    """The Debian handbook's dh-059 ("Our file server has RAID-1, so we don't bother with anything else. Is that
+    reasonable?") failed its offline plan ("a search query must be a single phrase, not several
     sentences") and fell back to plain RAG as a recorded failure: the topic is its content words then."""
     question = "Our file server has RAID 1 and a nightly rsync to a USB disk, nothing else. Is that reasonable backup?"
     plan = debate.offline_plan(question)
