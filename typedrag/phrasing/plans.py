@@ -8,12 +8,8 @@ schema. ValueError when the question gives nothing to plan from.
 
 from __future__ import annotations
 
-import re
-
 from typedrag.phrasing.questions import HOW_TO, SHOULD, WHY, advice_topic, subject
 from typedrag.phrasing.content import content_words, key_phrases
-
-_SENTENCE_BREAK = re.compile(r"[.!?]\s+[A-Z]")  # where a plan's validator sees a second sentence
 
 
 def reason_queries(question: str) -> list[str]:
@@ -32,10 +28,7 @@ def debate_sides(question: str) -> tuple[str, list[tuple[str, str]]]:
     """(the debated topic, [(viewpoint, its search)]): the case for and the case against, each searched around the
     topic the question names."""
     core, phrase = subject(question, SHOULD, "debated topic")
-    # A question of several sentences ("Our file server has RAID 1 and a nightly rsync. Is that reasonable?") names
-    # its topic across them: its content words are the topic, as they are its searches'.
-    topic = phrase if _SENTENCE_BREAK.search(core) else core or phrase
-    return topic, [("in favour", f"{phrase} benefits"), ("against", f"{phrase} criticism")]
+    return core or phrase, [("in favour", f"{phrase} benefits"), ("against", f"{phrase} criticism")]
 
 
 def advice_keywords(question: str) -> tuple[str, list[str]]:

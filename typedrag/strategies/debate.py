@@ -8,11 +8,13 @@ from pydantic import BaseModel, Field, field_validator
 
 from typedrag.engines.base import Facet, PlanTask, Weighing
 from typedrag.prompts import CITE, DATA_RULE, GROUNDED, NO_FILLER, ON_QUESTION, PLANNER, Prompt
+from typedrag.phrasing.content import content_words
 from typedrag.phrasing.plans import debate_sides
 from typedrag.result import Aspect
 from typedrag.steps import Depths, Flow, Plan, Planned, StrategyOutput
 from typedrag.strategies.decomposed import Combination, Planning, answer_and_combine
 from typedrag.strategies.plans import MAX_ASPECTS, Name, Query, aspect_list, keep_at_most
+from typedrag.text import split_sentences
 
 
 class Perspective(BaseModel):
@@ -97,6 +99,8 @@ BALANCE = (
 def offline_plan(question: str) -> DebatePlan:
     """The case for and the case against, each searched around the topic the question names (typedrag.phrasing.plans)."""
     topic, sides = debate_sides(question)
+    if len(split_sentences(topic)) > 1:  # "... RAID-1, so we don't bother with anything else. Is that reasonable?"
+        topic = " ".join(content_words(topic))  # its content words, as its searches are: one phrase
     return DebatePlan(topic=topic, perspectives=[Perspective(name=name, sub_query=query) for name, query in sides])
 
 
