@@ -176,10 +176,12 @@ TITANIC = [
 ]
 
 
-def titanic_reader():
+def titanic_reader(iceberg: float = 0.95):
+    """The Titanic passages' readings; `iceberg`, the chance that the lead's fact answers (below the causes', 0.8
+    and 0.85, the causes read as likelier to answer than plain RAG's best)."""
     return reads(
         {
-            "struck an iceberg": Reading(0.95, 0.95, Role.FACT),
+            "struck an iceberg": Reading(iceberg, 0.95, Role.FACT),
             "lifeboats": Reading(0.6, 0.9, Role.CONSEQUENCE),
             "brittle": Reading(0.8, 0.9, Role.CAUSE),
             "Warnings of ice": Reading(0.85, 0.9, Role.CAUSE),
@@ -506,15 +508,7 @@ def test_by_default_a_typed_answer_adds_nothing_its_aspects_found_and_says_so_on
     changed gained only a sentence a blind reader counted as noise ("The fix has been adjusted to not interfere with
     quotes ..." for enforcing SQLite's foreign keys), read by the reader as likelier to answer than plain RAG's best:
     by default typed quotes plain RAG's answer, and each step says what it left out and why, never as a fallback."""
-    reader = reads(
-        {
-            "struck an iceberg": Reading(0.7, 0.95, Role.FACT),
-            "lifeboats": Reading(0.6, 0.9, Role.CONSEQUENCE),
-            "brittle": Reading(0.8, 0.9, Role.CAUSE),
-            "Warnings of ice": Reading(0.85, 0.9, Role.CAUSE),
-            "overhead": Reading(0.1, 0.1, Role.NONE),
-        }
-    )
+    reader = titanic_reader(iceberg=0.7)
     pipeline = Pipeline(OfflineEngine(reader), titanic_retriever())
     rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
     typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))
@@ -532,15 +526,7 @@ def test_with_aspect_sentences_a_typed_answer_adds_what_its_aspects_found_better
     and as likelier to answer than every sentence plain RAG quotes, after plain RAG's answer: before, every aspect was
     "not written" and typed equalled plain RAG on 24 of 24 questions; the trace says what each step left out on the
     step itself, never as a fallback."""
-    reader = reads(
-        {
-            "struck an iceberg": Reading(0.7, 0.95, Role.FACT),
-            "lifeboats": Reading(0.6, 0.9, Role.CONSEQUENCE),
-            "brittle": Reading(0.8, 0.9, Role.CAUSE),
-            "Warnings of ice": Reading(0.85, 0.9, Role.CAUSE),
-            "overhead": Reading(0.1, 0.1, Role.NONE),
-        }
-    )
+    reader = titanic_reader(iceberg=0.7)
     pipeline = Pipeline(OfflineEngine(reader, settings=ASPECTS), titanic_retriever())
     rag = run(pipeline.answer("Why did the Titanic sink?", "rag"))
     typed = run(pipeline.answer("Why did the Titanic sink?", "typed", "reason"))

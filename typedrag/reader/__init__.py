@@ -23,6 +23,7 @@ import hashlib
 import io
 import json
 import math
+import textwrap
 import threading
 import zipfile
 from collections import Counter
@@ -452,17 +453,16 @@ def quoted_pieces(
             if named is not None and named.split()[0].strip(",;:").casefold() not in piece.casefold():
                 words = f"{named.rstrip(':')}: {piece}".split()  # "work_mem (integer): Sets the base ..."
             named = None
-            block = None
+            fenced, counted = "", len(words)  # a code block after the sentence, and the words of both
             if number == len(split) - 1 and piece.rstrip().endswith(":") and (code := _code_after(lines, kinds, at)):
-                if len(words) + len(code.split()) <= max_words:
-                    if "\n" in code:
-                        block = code  # "... through events:" and the lines of the listener, fenced
-                    else:
-                        words = [*words, f"`{code}`"]  # "... use command: `/window splitv 33`"
-            if block is not None and min_words <= len(words) + len(block.split()) <= max_words:
-                yield " ".join(words) + f"\n```\n{block}\n```", kind
-            elif block is None and min_words <= len(words) <= max_words:
-                yield " ".join(words), kind
+                if counted + len(code.split()) <= max_words:
+                    if "\n" in code:  # "... through events:" and the lines of the listener, fenced
+                        fenced, counted = f"\n```\n{code}\n```", counted + len(code.split())
+                    else:  # "... use command: `/window splitv 33`", the command one word
+                        words = [*words, f"`{code}`"]
+                        counted = len(words)
+            if min_words <= counted <= max_words:
+                yield " ".join(words) + fenced, kind
 
 
 def _code_after(lines: Sequence[str], kinds: Sequence[LineKind], at: int) -> str | None:
@@ -485,8 +485,7 @@ def _code_after(lines: Sequence[str], kinds: Sequence[LineKind], at: int) -> str
     if len(block) == 1:
         code = block[0].split()
         return " ".join(code) if 0 < len(code) <= MAX_LEAD_CODE_WORDS else None
-    margin = min(len(line) - len(line.lstrip(" ")) for line in block if line.strip())
-    return "\n".join(line[margin:] for line in block)
+    return textwrap.dedent("\n".join(block))
 
 
 def without_marker(line: str, order: int | None) -> str:

@@ -280,7 +280,7 @@ def _rst_table(lines: list[str]) -> tuple[list[list[str]], list[list[str]]] | No
         return None
     margin = min((_indent(line) for line in lines if line.strip()), default=0)
     try:
-        _, head, body = parser.parse(StringList([line.expandtabs(4)[margin:].rstrip() for line in lines]))
+        _, head, body = parser.parse(StringList([_dedent(line, margin).rstrip() for line in lines]))
     except (TableMarkupError, IndexError, ValueError):
         return None
 
