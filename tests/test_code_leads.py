@@ -103,3 +103,27 @@ def test_a_passage_keeps_a_code_lines_indentation_within_its_character_cap():
     assert passages[0].text.startswith("def f():\n    if x:\n        return 1\n" + " " * MAX_INDENT + "w0\n")
     assert all(len(p.text) <= MAX_PASSAGE_CHARS for p in passages)
     assert sum(len(p.text.split()) for p in passages) == 6 + 2000  # no word lost or repeated
+
+
+def test_a_passage_is_cut_where_a_line_begins_when_no_sentence_ends_near_the_cut():
+    """Code has no full stops, so the cut near 100 words found no sentence end and fell on the 100th word: Tornado's
+    guide gave a passage ending "... **settings)\\nIf" and one opening "xsrf_cookies is set, the Tornado web
+    application will ...", quoted offline as a claim with its condition gone. With no sentence end near the cut, it
+    moves to the nearest line start."""
+    from typedrag.corpus.chunker import iter_passages
+    from typedrag.records import Block, BlockKind, Document
+
+    lead = Block(" ".join(f"w{n}" for n in range(60)) + " include the setting:", ("A",), None, BlockKind.PROSE)
+    code = Block("\n".join(f"setting_{n} = {n}" for n in range(12)), ("A",), None, BlockKind.CODE)  # "If": word 100
+    after = Block(
+        "If xsrf_cookies is set, the application sets a cookie for all users and rejects every form post that lacks "
+        "the cookie's value in a hidden field named after it, which every template that posts a form to the "
+        "application must therefore include. " + " ".join(f"v{n}" for n in range(30)) + ".",
+        ("A",),
+        None,
+        BlockKind.PROSE,
+    )
+    passages = list(iter_passages(Document("a.html", "A", blocks=[lead, code, after])))
+    assert len(passages) == 2
+    assert passages[1].text.startswith("If xsrf_cookies is set,"), [p.text[-40:] for p in passages]
+    assert passages[0].text.endswith("setting_11 = 11")

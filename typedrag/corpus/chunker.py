@@ -29,7 +29,7 @@ MAX_PASSAGE_CHARS = 3000
 MAX_INDENT = 24  # a code line's indentation kept in its passage, in spaces
 # Changes with any change to how documents become passages (a reader or the chunker): an index built by
 # another version is rebuilt, not synced.
-CHUNKER_VERSION = 15
+CHUNKER_VERSION = 16
 # A table's head longer than this (characters) is not repeated where a passage continues its rows.
 MAX_HEAD_CHARS = 300
 
@@ -45,8 +45,8 @@ def iter_passages(doc: Document, words: int = 100, on_cut: Callable[[str], None]
     """Cut `doc` into passages of about `words` words, ids `<doc_id>#<position>`, section by section.
 
     A cut moves to the nearest sentence end within 30% of the target, so passages read as whole
-    sentences; no passage exceeds 1.5x `words` (nor MAX_PASSAGE_CHARS), and a tail that fits in 1.5x is
-    not split off as a stub. Markup tags are dropped and whitespace is normalised to single spaces;
+    sentences, or where there is none (code, lists) to the nearest line start; no passage exceeds 1.5x
+    `words` (nor MAX_PASSAGE_CHARS), and a tail that fits in 1.5x is not split off as a stub. Markup tags are dropped and whitespace is normalised to single spaces;
     together the passages hold every other word in order. `on_cut` hears a one-line note whenever an
     over-long run of characters had to be cut. A document given as blocks gets the kind of each line of
     its passages (`Passage.lines`); one given as plain text, none (unknown, read as prose).
@@ -157,6 +157,11 @@ class _Lines:
             and self.kinds[line - 1].kind in (BlockKind.TABLE, BlockKind.TABLE_HEAD)
         )
 
+    def starts_line(self, at: int) -> bool:
+        """Whether a line (a paragraph, a list item, a code line) begins at token `at`: a place to cut."""
+        line = bisect.bisect_left(self.starts, at)
+        return 0 < line < len(self.starts) and self.starts[line] == at
+
     def drop_before(self, start: int) -> None:
         """Forget the lines that end before token `start`, and count from there."""
         first = bisect.bisect_right(self.starts, start) - 1
@@ -245,10 +250,16 @@ def _capped(tokens: list[str], lines: _Lines, start: int, end: int) -> tuple[str
 
 def _cut(tokens: list[str], lines: _Lines, start: int, words: int, slack: int) -> int:
     """How many words the passage starting at `start` takes: to the sentence end or the end of a table's row
-    nearest `words`, else `words`."""
+    nearest `words`, else to the start of a line nearest it (code and lists hold few full stops: cut inside a line,
+    "If xsrf_cookies is set, ..." after a code block became a passage ending "If" and one opening "xsrf_cookies is
+    set"), else `words`."""
     for offset in range(slack + 1):  # nearest sentence end, preferring the shorter side
         for candidate in (words - offset, words + offset):
             if _ends_sentence(tokens[start + candidate - 1]) or lines.ends_row(start + candidate):
+                return candidate
+    for offset in range(slack + 1):
+        for candidate in (words - offset, words + offset):
+            if lines.starts_line(start + candidate):
                 return candidate
     return words
 
