@@ -150,17 +150,17 @@ class _Lines:
 
     def ends_row(self, at: int) -> bool:
         """Whether a table's row (or its head) ends just before token `at`, where a line begins: a place to cut."""
-        line = bisect.bisect_left(self.starts, at)
-        return (
-            0 < line < len(self.starts)
-            and self.starts[line] == at
-            and self.kinds[line - 1].kind in (BlockKind.TABLE, BlockKind.TABLE_HEAD)
-        )
+        line = self._beginning(at)
+        return line is not None and self.kinds[line - 1].kind in (BlockKind.TABLE, BlockKind.TABLE_HEAD)
 
     def starts_line(self, at: int) -> bool:
         """Whether a line (a paragraph, a list item, a code line) begins at token `at`: a place to cut."""
+        return self._beginning(at) is not None
+
+    def _beginning(self, at: int) -> int | None:
+        """The number of the line that begins at token `at`, unless none does or it is the first."""
         line = bisect.bisect_left(self.starts, at)
-        return 0 < line < len(self.starts) and self.starts[line] == at
+        return line if 0 < line < len(self.starts) and self.starts[line] == at else None
 
     def drop_before(self, start: int) -> None:
         """Forget the lines that end before token `start`, and count from there."""
@@ -253,15 +253,11 @@ def _cut(tokens: list[str], lines: _Lines, start: int, words: int, slack: int) -
     nearest `words`, else to the start of a line nearest it (code and lists hold few full stops: cut inside a line,
     "If xsrf_cookies is set, ..." after a code block became a passage ending "If" and one opening "xsrf_cookies is
     set"), else `words`."""
-    for offset in range(slack + 1):  # nearest sentence end, preferring the shorter side
-        for candidate in (words - offset, words + offset):
-            if _ends_sentence(tokens[start + candidate - 1]) or lines.ends_row(start + candidate):
-                return candidate
-    for offset in range(slack + 1):
-        for candidate in (words - offset, words + offset):
-            if lines.starts_line(start + candidate):
-                return candidate
-    return words
+    near = [candidate for offset in range(slack + 1) for candidate in (words - offset, words + offset)]  # shorter first
+    for candidate in near:
+        if _ends_sentence(tokens[start + candidate - 1]) or lines.ends_row(start + candidate):
+            return candidate
+    return next((candidate for candidate in near if lines.starts_line(start + candidate)), words)
 
 
 def _ends_sentence(token: str) -> bool:
