@@ -9,7 +9,6 @@ the Tornado web application ..."). Run it with two checkouts on PYTHONPATH to co
 from __future__ import annotations
 
 import argparse
-import bisect
 
 import typedrag.corpus.chunker as chunker
 from typedrag.corpus.readers import iter_documents
@@ -25,9 +24,8 @@ def main() -> None:
     def counted(tokens, lines, start, words, slack):  # the chunker's own cut, watched
         taken = cut(tokens, lines, start, words, slack)
         at = start + taken
-        line = bisect.bisect_left(lines.starts, at)
         counts["cuts"] += 1
-        if not chunker._ends_sentence(tokens[at - 1]) and not (line < len(lines.starts) and lines.starts[line] == at):
+        if not chunker._ends_sentence(tokens[at - 1]) and not lines.starts_line(at):
             counts["inside a line"] += 1
         return taken
 

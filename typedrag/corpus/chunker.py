@@ -46,10 +46,11 @@ def iter_passages(doc: Document, words: int = 100, on_cut: Callable[[str], None]
 
     A cut moves to the nearest sentence end within 30% of the target, so passages read as whole
     sentences, or where there is none (code, lists) to the nearest line start; no passage exceeds 1.5x
-    `words` (nor MAX_PASSAGE_CHARS), and a tail that fits in 1.5x is not split off as a stub. Markup tags are dropped and whitespace is normalised to single spaces;
-    together the passages hold every other word in order. `on_cut` hears a one-line note whenever an
-    over-long run of characters had to be cut. A document given as blocks gets the kind of each line of
-    its passages (`Passage.lines`); one given as plain text, none (unknown, read as prose).
+    `words` (nor MAX_PASSAGE_CHARS), and a tail that fits in 1.5x is not split off as a stub. Markup tags
+    are dropped and whitespace is normalised to single spaces; together the passages hold every other word
+    in order. `on_cut` hears a one-line note whenever an over-long run of characters had to be cut. A
+    document given as blocks gets the kind of each line of its passages (`Passage.lines`); one given as
+    plain text, none (unknown, read as prose).
     """
     if words < 1:
         raise ValueError(f"words must be >= 1, got {words}")
