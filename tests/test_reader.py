@@ -181,3 +181,39 @@ def test_a_labelled_pair_is_read_as_the_engine_reads_its_sentence():
     known = piece({**row, "block": "prose", "section": "FAQ › How do I install it?", "source_rank": 2})
     assert known.heading == "How do I install it?" and known.rank == 2 and known.kind is BlockKind.PROSE
     assert piece(row).kind is None  # what the labels do not say, the reader does not know
+
+
+def test_labels_are_read_plain_or_gzipped_alike(tmp_path):
+    """The repository keeps its labels gzipped; the trainer reads them as it reads a plain file."""
+    import gzip
+    import json
+
+    from typedrag.reader.train import load_pairs
+
+    rows = [
+        {
+            "qid": "q1",
+            "corpus": "c",
+            "question": "Why?",
+            "title": "T",
+            "sentence": "Because it is.",
+            "label": 2,
+            "role": "cause",
+        },
+        {
+            "qid": "q1",
+            "corpus": "c",
+            "question": "Why?",
+            "title": "T",
+            "sentence": "x = 1",
+            "block": "code",
+            "label": 0,
+            "role": "none",
+        },
+    ]
+    text = "".join(json.dumps(row) + "\n" for row in rows)
+    (tmp_path / "pairs.jsonl").write_text(text, encoding="utf-8")
+    with gzip.open(tmp_path / "pairs.jsonl.gz", "wt", encoding="utf-8") as out:
+        out.write(text)
+    plain, zipped = load_pairs([tmp_path / "pairs.jsonl"]), load_pairs([tmp_path / "pairs.jsonl.gz"])
+    assert plain == zipped and [row["sentence"] for row in zipped] == ["Because it is."]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -48,10 +49,12 @@ TREES = {"max_depth": 3, "max_iter": 150, "learning_rate": 0.05, "random_state":
 
 
 def load_pairs(paths: list[Path]) -> list[dict]:
-    """The labelled pairs of `paths` the reader reads (`as_read`), the others left out."""
+    """The labelled pairs of `paths` the reader reads (`as_read`), the others left out. A path ending in .gz is
+    read through gzip: the repository keeps its labels compressed (bench/data/reader-labels)."""
     rows = []
     for path in paths:
-        with path.open(encoding="utf-8") as lines:
+        opened = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+        with opened as lines:
             rows += [read for line in lines if line.strip() and (read := as_read(json.loads(line))) is not None]
     return rows
 
