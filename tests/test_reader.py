@@ -217,3 +217,17 @@ def test_labels_are_read_plain_or_gzipped_alike(tmp_path):
         out.write(text)
     plain, zipped = load_pairs([tmp_path / "pairs.jsonl"]), load_pairs([tmp_path / "pairs.jsonl.gz"])
     assert plain == zipped and [row["sentence"] for row in zipped] == ["Because it is."]
+
+
+def test_the_reader_trains_on_labels_that_know_no_line_kinds_or_ranks():
+    """The shared labels carry no `block` or `source_rank`: those features are missing on every pair, and the
+    trainer stopped with scikit-learn's "window shape cannot be larger than input array shape"."""
+    from typedrag.reader.train import fit, predict
+
+    rng = np.random.default_rng(0)
+    x = rng.random((80, 4)).astype(np.float32)
+    x[:, 2] = np.nan  # e.g. the list-item feature, unknown for every pair
+    rows = [{"label": i % 3, "role": ("none", "definition", "fact")[i % 3]} for i in range(80)]
+    model = fit(rows, x, rng.random((80, 3)))
+    answers, on_topic, roles = predict(model, x, rng.random((80, 3)))
+    assert answers.shape == on_topic.shape == (80,) and set(roles) <= {"definition", "fact"}

@@ -198,6 +198,9 @@ def fit(rows: list[dict], x: np.ndarray, role_input: np.ndarray) -> dict:
 
     labels = np.array([r["label"] for r in rows])
     roles = np.array([r["role"] for r in rows])
+    # A feature none of the pairs knows (the shared labels carry no line kinds or ranks) is read as 0: scikit-learn
+    # cannot bin a column of missing values only, and no tree splits on a constant.
+    x = np.where(np.isnan(x).all(axis=0), 0.0, x)
     on_topic = HistGradientBoostingClassifier(**TREES).fit(x, labels >= 1)
     answers = HistGradientBoostingClassifier(**TREES).fit(x, labels == 2)
     # The role of a sentence worth quoting: read on the on-topic pairs (noise has no role to learn).
