@@ -417,7 +417,9 @@ sentences (on-topic chance at least {on_topic}) and its trace says none answers.
   reader-labels rubric (2 answers / 1 on topic / 0 noise, and the role). Labels are judgements, not ground
   truth: a few percent are noise.
 - Stored as arrays (reader.npz) and this folder's meta.json; no pickle anywhere. Retrain with
-  `python -m typedrag.reader.train --labels <reported pairs.jsonl> --extra <more pairs.jsonl>`.
+  `python -m typedrag.reader.train --labels ../shared/data/reader-labels/pairs.jsonl
+  bench/data/reader-labels/manuals.jsonl.gz`: the shared labels, and the repository's own (its README says how
+  they were made; tests/test_reader.py holds that every corpus above is in one of the two).
 - Bars: `answers` {answers} and `on_topic` {on_topic}, the thresholds with the best F0.75 (precision weighed
   above recall) on the leave-one-corpus-out scores below, never on a model's own training data.
 
