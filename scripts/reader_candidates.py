@@ -2,8 +2,10 @@
 every sentence of 4 words or more (split by `typedrag.text.split_sentences`) of the first ten sources of
 typedrag's typed answer, offline, at most 24 per question, sampled, cut at 600 characters.
 
-    python scripts/reader_candidates.py --index /work/labels55/indexes/click \\
-        --questions /work/labels55/questions/click.jsonl --out /work/labels55/candidates/click.jsonl
+    python scripts/reader_candidates.py --index IDX/click-docs \\
+        --questions Q/click-docs.jsonl --out C/click-docs.jsonl
+
+(bench/data/reader-labels/README.md: how the repository's labels were made, step by step.)
 
 A question line is `{"qid", "corpus", "type", "question"}` (other fields stay in the question file). The output has one
 line per pair: `pid, qid, corpus, question, type, passage_id, title, section, sentence` as in the shared pairs,

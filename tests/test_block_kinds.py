@@ -419,6 +419,32 @@ def test_pdf_kinds_where_the_pdf_tells(tmp_path):
     assert all(block.page == 1 for block in blocks)
 
 
+def test_a_pdf_contents_page_is_navigation_not_prose(tmp_path):
+    """Found labelling the Bash manual's PDF: "3.5.8 Filename Expansion . . . . . . 35" was read as prose, joined
+    with the entries below it into one paragraph, and offered to answers as a sentence."""
+    (tmp_path / "manual.pdf").write_bytes(
+        two_font_pdf(
+            [
+                ("F1", 700, "Table of Contents"),
+                ("F1", 686, "1 Introduction . . . . . . . . . . . . . . . . . . 1"),
+                ("F1", 672, "1.1 What is Bash?. . . . . . . . . . . . . . . . . 1"),
+                ("F1", 658, "3.6 Redirections. . . . . . . . . . . . . . . . . 38"),
+                ("F1", 644, "Appendix A Reporting Bugs . . . . . . . . . . . . xii"),
+                ("F1", 620, "Bash reads the startup files and then waits. . . for input."),
+            ]
+        )
+    )
+    blocks = read_blocks(tmp_path / "manual.pdf")
+    assert [(block.kind.value, block.text) for block in blocks] == [
+        ("prose", "Table of Contents"),
+        ("notice", "1 Introduction . . . . . . . . . . . . . . . . . . 1"),  # one entry a line, each navigation
+        ("notice", "1.1 What is Bash?. . . . . . . . . . . . . . . . . 1"),
+        ("notice", "3.6 Redirections. . . . . . . . . . . . . . . . . 38"),
+        ("notice", "Appendix A Reporting Bugs . . . . . . . . . . . . xii"),
+        ("prose", "Bash reads the startup files and then waits. . . for input."),  # an ellipsis is prose
+    ]
+
+
 # --- through the index -----------------------------------------------------------------------------------------
 
 

@@ -463,6 +463,13 @@ def test_markdown_front_matter_is_metadata_not_text(tmp_path):
         ((), "Attach local standard input to a running container."),
         (("Description",), "Use `docker attach`."),
     ]
+    # Debian's docker-doc pages (the files this was written for) open with a blank line before the "---".
+    (tmp_path / "container.md").write_text(
+        '\n---\ntitle: "container"\ndescription: "The container command"\n---\n\n# container\n\nManage containers.\n',
+        encoding="utf-8",
+    )
+    doc = read_one(tmp_path / "container.md")
+    assert doc.title == "container" and [(b.section, b.text) for b in doc.blocks] == [((), "Manage containers.")]
     # No title in it: the first heading is the title, as without front matter.
     (tmp_path / "run.md").write_text("---\nkeywords: run\n---\n# Run a container\n\nStarts it.\n", encoding="utf-8")
     doc = read_one(tmp_path / "run.md")

@@ -124,8 +124,17 @@ def faq_pipeline() -> Pipeline:
         ("Does the library have Wi-Fi?", 2),
         ("Where do I park my car?", 3),
         # Issue 57 N7: withheld since the heading stopped letting anything under it through (the reader read "Donations
-        # in good condition can be dropped off ..." at 0.19, bar 0.34), answered by the reader retrained in issue 55.
-        ("How can I donate my old books?", 4),
+        # in good condition can be dropped off ..." at 0.19, bar 0.34), answered by the reader retrained in issue 55
+        # on the labels that were lost. The reader retrained on the labels kept in the repository reads it at 0.22
+        # against its on-topic bar of 0.33, and abstains: a known regression (BENCHMARKS.md 55i); strict, so that
+        # the reader that answers it again is noticed.
+        pytest.param(
+            "How can I donate my old books?",
+            4,
+            marks=pytest.mark.xfail(
+                strict=True, reason="the reader of 2026-12-07 reads the entry below its on-topic bar"
+            ),
+        ),
         ("Can I print at the library?", 6),
     ],
 )

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import gzip
 import hashlib
 import json
 from pathlib import Path
@@ -48,10 +49,12 @@ TREES = {"max_depth": 3, "max_iter": 150, "learning_rate": 0.05, "random_state":
 
 
 def load_pairs(paths: list[Path]) -> list[dict]:
-    """The labelled pairs of `paths` the reader reads (`as_read`), the others left out."""
+    """The labelled pairs of `paths` the reader reads (`as_read`), the others left out. A path ending in .gz is
+    read through gzip: the repository keeps its labels compressed (bench/data/reader-labels)."""
     rows = []
     for path in paths:
-        with path.open(encoding="utf-8") as lines:
+        opened = gzip.open(path, "rt", encoding="utf-8") if path.suffix == ".gz" else path.open(encoding="utf-8")
+        with opened as lines:
             rows += [read for line in lines if line.strip() and (read := as_read(json.loads(line))) is not None]
     return rows
 
@@ -195,6 +198,9 @@ def fit(rows: list[dict], x: np.ndarray, role_input: np.ndarray) -> dict:
 
     labels = np.array([r["label"] for r in rows])
     roles = np.array([r["role"] for r in rows])
+    # A feature none of the pairs knows (the shared labels carry no line kinds or ranks) is read as 0: scikit-learn
+    # cannot bin a column of missing values only, and no tree splits on a constant.
+    x = np.where(np.isnan(x).all(axis=0), 0.0, x)
     on_topic = HistGradientBoostingClassifier(**TREES).fit(x, labels >= 1)
     answers = HistGradientBoostingClassifier(**TREES).fit(x, labels == 2)
     # The role of a sentence worth quoting: read on the on-topic pairs (noise has no role to learn).
@@ -411,7 +417,9 @@ sentences (on-topic chance at least {on_topic}) and its trace says none answers.
   reader-labels rubric (2 answers / 1 on topic / 0 noise, and the role). Labels are judgements, not ground
   truth: a few percent are noise.
 - Stored as arrays (reader.npz) and this folder's meta.json; no pickle anywhere. Retrain with
-  `python -m typedrag.reader.train --labels <reported pairs.jsonl> --extra <more pairs.jsonl>`.
+  `python -m typedrag.reader.train --labels ../shared/data/reader-labels/pairs.jsonl
+  bench/data/reader-labels/manuals.jsonl.gz`: the shared labels, and the repository's own (its README says how
+  they were made; tests/test_reader.py holds that every corpus above is in one of the two).
 - Bars: `answers` {answers} and `on_topic` {on_topic}, the thresholds with the best F0.75 (precision weighed
   above recall) on the leave-one-corpus-out scores below, never on a model's own training data.
 

@@ -113,15 +113,19 @@ def read_markup(path: Path, syntax: str, fallback_title: str | None = None) -> P
 
 
 def front_matter(path: Path) -> tuple[dict, int]:
-    """The YAML front matter a Markdown file opens with ("---", `key: value` lines, "---" or "..."), and how many
-    lines it takes; ({}, 0) when there is none. Only a block that YAML reads as a mapping counts: a file that opens
+    """The YAML front matter a Markdown file opens with (after blank lines, if any: "---", `key: value` lines, "---"
+    or "..."), and how many lines it takes; ({}, 0) when there is none. Only a block that YAML reads as a mapping counts: a file that opens
     with a thematic break ("---") over a paragraph is Markdown, read from its first line."""
     held: list[str] = []
     size = 0
+    opened = False
     for number, line in enumerate(lines(path)):
-        if number == 0:
+        if not opened:  # blank lines may come first: Debian's docker-doc pages open with one
+            if not line.strip() and number < _FRONT_MATTER_LINES:
+                continue
             if line.rstrip() != "---":
                 return {}, 0
+            opened = True
             continue
         if line.rstrip() in ("---", "..."):
             try:

@@ -7,8 +7,9 @@ words hyphenated at line ends, drops running headers and footers (a line at the 
 page that repeats on a nearby page, ignoring digits, and bare page numbers) and follows the outline.
 
 A PDF says little about structure; what it does tell is kept: a bookmarked heading's own line is a
-heading, lines set in a typewriter font are code (their line breaks kept), and a line that starts with
-a bullet or a number ("•", "2.") starts a list item.
+heading, lines set in a typewriter font are code (their line breaks kept), a line that starts with
+a bullet or a number ("•", "2.") starts a list item, and a line that ends in a leader of dots and a page
+number is a table of contents' entry (navigation, a notice).
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ _MONOSPACE = re.compile(
     r"mono|courier|consol|inconsolata|typewriter|code|cmtt|cmsltt|sftt|lmtt|tt\d|pcrr|nimbusmono", re.I
 )
 _FIXED_PITCH = 1  # PDF font descriptor flag
+# A contents entry: a title, a leader of dots, the page it starts on ("3.6 Redirections. . . . . . 38").
+_CONTENTS_ENTRY = re.compile(r"(?:\.\s*){4,}(?:\d+|[ivxlcdm]+)$", re.I)
 _ITEM = re.compile(r"^(?:[•◦▪▫■□●○‣⁃∙·*–-]|(\d{1,3})[.)]|\((\d{1,3})\))\s+\S")
 _NOT_TITLES = re.compile(
     r"^(untitled|title|document|slide \d+|microsoft word.*|.*\.(pdf|docx?|tex|dvi|ps|rtf|odt|indd))$", re.I
@@ -406,6 +409,12 @@ def _paragraph_blocks(lines: list[Line], number: int, sections: _Sections) -> It
                 heading = len(line.text) <= max(len(mark.title) for mark in starts[index]) + 12  # "2.5 Missing values"
                 yield from blocks_of(line.text, section, number, kind=BlockKind.HEADING if heading else BlockKind.PROSE)
                 continue
+        if not line.mono and _CONTENTS_ENTRY.search(line.text):  # a table of contents: navigation, never an answer
+            if paragraph:
+                yield from _paragraph(paragraph, section, number)
+                paragraph = []
+            yield from blocks_of(line.text, section, number, kind=BlockKind.NOTICE)
+            continue
         paragraph.append(line)
     if paragraph:
         yield from _paragraph(paragraph, section, number)
