@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import tempfile
 
 import pytest
 from hypothesis import given, settings
@@ -107,7 +108,7 @@ def test_binary_and_unsupported_files_in_folder_are_reported_and_skipped(tmp_pat
     (tmp_path / "photo.png").write_bytes(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
     docs, problems = read(tmp_path)
     assert [d.doc_id for d in docs] == ["good.txt", "page.html"]
-    unsupported = f"unsupported file type (expected one of {', '.join(SUFFIXES)}, or text without a suffix), skipped"
+    unsupported = f"unsupported file type (expected one of {', '.join(SUFFIXES)}, gzipped or not, or text without a suffix), skipped"
     assert ".html, .htm, .xhtml, .pdf, .docx" in unsupported
     assert problems == [
         f"{tmp_path / 'data.csv'}:1: {unsupported}",
@@ -116,6 +117,51 @@ def test_binary_and_unsupported_files_in_folder_are_reported_and_skipped(tmp_pat
         f"{tmp_path / 'photo.png'}:1: {unsupported}",
         f"{tmp_path / 'tool.exe'}:1: {unsupported}",
     ]
+
+
+def test_gzipped_documents_are_read_as_the_documents_they_hold(tmp_path, monkeypatch):
+    """Found labelling Debian's docker-doc: 70 of its pages are `*.md.gz` (Debian compresses every text document over
+    4 kB in /usr/share/doc), and every one was skipped as an unsupported file type. A gzipped document is read as the
+    file its name has without ".gz"; a gzip that is broken, or expands past the bound, is reported; a name with no
+    document suffix inside stays unread; no uncompressed copy is left behind."""
+    import gzip
+
+    from typedrag.corpus import readers
+
+    copies = tmp_path / "tmp"
+    copies.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(copies))
+    docs_dir = tmp_path / "docs"
+    docs_dir.mkdir()
+    (docs_dir / "builder.md.gz").write_bytes(
+        gzip.compress(
+            b"\n---\ntitle: Dockerfile reference\n---\n\n# Dockerfile reference\n\nThe ONBUILD instruction adds a trigger.\n"
+        )
+    )
+    (docs_dir / "notes.txt.gz").write_bytes(gzip.compress(b"Plain notes about the build cache.\n"))
+    (docs_dir / "page.html.gz").write_bytes(
+        gzip.compress(
+            b"<html><head><title>Volumes</title></head><body><p>Volumes outlive containers.</p></body></html>"
+        )
+    )
+    (docs_dir / "changelog.gz").write_bytes(gzip.compress(b"v1.0: first release\n"))
+    (docs_dir / "broken.md.gz").write_bytes(gzip.compress(b"# Broken\n\nCut short.\n")[:20])
+    (docs_dir / "huge.txt.gz").write_bytes(gzip.compress(b"all work and no play\n" * 60_000))
+    monkeypatch.setattr(readers, "MAX_GUNZIPPED", 1 << 20)
+    docs, problems = read(docs_dir)
+    assert [(d.doc_id, d.title, text_of(d)) for d in docs] == [
+        ("builder.md.gz", "Dockerfile reference", "The ONBUILD instruction adds a trigger."),
+        ("notes.txt.gz", "notes", "Plain notes about the build cache."),
+        ("page.html.gz", "Volumes", "Volumes outlive containers."),
+    ]
+    assert [problem.split(": ", 1)[0] for problem in problems] == [
+        f"{docs_dir / 'broken.md.gz'}",
+        f"{docs_dir / 'changelog.gz'}:1",
+        f"{docs_dir / 'huge.txt.gz'}",
+    ]
+    assert "corrupt or truncated gzip" in problems[0] and "unsupported file type" in problems[1]
+    assert problems[2].endswith("expands past 1 MB uncompressed, skipped")
+    assert list(copies.iterdir()) == []
 
 
 def test_demo_source_yields_vital_articles():

@@ -77,7 +77,7 @@ def index(
     sources: Annotated[
         list[str],
         typer.Argument(
-            help="Files or folders (HTML, PDF, DOCX, Markdown, reStructuredText, text, JSONL, DPR TSV) or demo:vital-articles."
+            help="Files or folders (HTML, PDF, DOCX, Markdown, reStructuredText, text, gzipped or not; JSONL, DPR TSV) or demo:vital-articles."
         ),
     ],
     index_dir: IndexOpt = None,

@@ -13,6 +13,8 @@ function whose arguments and Documents pickle once their blocks are materialised
 A file is opened once, when its turn comes (`open_source`), and every reader reads that open file
 (through `/proc/self/fd/N` on Linux): a file swapped for a link to somewhere else after the listing
 is checked where it is then, and `Reading` tells the indexer whether the file changed while it was read.
+A gzipped document ("intro.md.gz", as Debian ships its manuals) is uncompressed from that open file into a private
+temporary file, read as the document its name says without ".gz", and the copy removed when it is done.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import itertools
 import json
 import os
 import stat
+import tempfile
 import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -34,7 +37,7 @@ from typing import TypeAlias
 
 from typedrag.corpus.formats import Parsed, Unreadable
 from typedrag.corpus.formats.common import title_line
-from typedrag.corpus.formats.detect import SUFFIXES, Kind, choose
+from typedrag.corpus.formats.detect import SUFFIXES, Kind, choose, gzipped_document
 from typedrag.errors import CorpusError
 from typedrag.records import Block, CorpusProblem, Document
 
@@ -42,6 +45,8 @@ DEMO_SOURCE = "demo:vital-articles"
 SUPPORTED = tuple(kind.value for kind in Kind)  # the formats, for messages
 _LINE_BASED = (Kind.TEXT, Kind.MARKDOWN, Kind.RST)  # problems in these name a line
 LONGEST_RECORD = 32 << 20  # bytes in one JSONL or TSV line: a longer one is skipped, never held whole
+MAX_GUNZIPPED = 256 << 20  # bytes a gzipped document may expand to (the largest manual seen here, R's, is 40 MB)
+_CHUNK = 1 << 20
 
 __all__ = [
     "DEMO_SOURCE",
@@ -431,8 +436,14 @@ class _Reader:
 
     def opened(self, file: SourceFile, opened: "_OpenFile") -> Iterator[Document]:
         path = _readable_path(opened.fd, file.path)
+        if (inner := gzipped_document(file.path.name)) is not None:
+            try:
+                path = opened.gunzipped(inner)
+            except Unreadable as e:
+                self.report(file.label, e.reason)
+                return
         try:
-            kind = choose(path, file.path.name)
+            kind = choose(path, inner or file.path.name)
         except Unreadable as e:
             self.report(f"{file.label}:1" if e.reason.startswith("unsupported") else file.label, e.reason)
             return
@@ -446,8 +457,9 @@ class _Reader:
     def structured(self, file: SourceFile, path: Path, kind: Kind, opened: "_OpenFile") -> Document | None:
         """A one-document file; None (reported) when it cannot be read or holds no text."""
         line_based = kind in _LINE_BASED
+        name = gzipped_document(file.path.name) or file.path.name
         try:
-            parsed = _parse(path, kind, title_line(file.path.stem))
+            parsed = _parse(path, kind, title_line(Path(name).stem))
             blocks = opened.held_by(self.guarded(parsed, file.label))
             first = next(blocks, None)
         except Unreadable as e:
@@ -567,7 +579,26 @@ class _OpenFile:
 
     def __init__(self, fd: int, reading: Reading):
         self.fd, self.reading, self.users = fd, reading, 1
+        self.copy: Path | None = None  # a gzipped document's content, uncompressed (`gunzipped`)
         reading.opened = stamp_of(os.fstat(fd))
+
+    def gunzipped(self, name: str) -> Path:
+        """The file's content uncompressed into a private temporary file named like `name`, removed when the file
+        is released: the readers (PDFium among them) read a path. At most MAX_GUNZIPPED bytes, so that a small file
+        that expands without end (a gzip bomb) is refused, not written out."""
+        handle, temporary = tempfile.mkstemp(prefix="typedrag-gunzip-", suffix=f"-{Path(name).name}")
+        self.copy = Path(temporary)
+        written = 0
+        try:
+            with os.fdopen(handle, "wb") as out, gzip.open(os.fdopen(os.dup(self.fd), "rb")) as packed:
+                while chunk := packed.read(_CHUNK):
+                    written += len(chunk)
+                    if written > MAX_GUNZIPPED:
+                        raise Unreadable(f"expands past {MAX_GUNZIPPED // 2**20} MB uncompressed, skipped")
+                    out.write(chunk)
+        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            raise Unreadable(f"corrupt or truncated gzip ({e}), skipped") from None
+        return self.copy
 
     def held_by(self, blocks: Iterator[Block]) -> Iterator[Block]:
         """`blocks`, keeping the file open until they end. The caller must start it at once (ask for its first
@@ -587,6 +618,8 @@ class _OpenFile:
         if self.users == 0:
             self.reading.ended = stamp_of(os.fstat(self.fd))
             os.close(self.fd)
+            if self.copy is not None:
+                self.copy.unlink(missing_ok=True)
 
 
 def _parse(path: Path, kind: Kind, fallback_title: str) -> Parsed:

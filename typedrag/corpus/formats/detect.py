@@ -46,12 +46,24 @@ SUFFIX_KINDS = {
 }
 SUFFIXES = tuple(SUFFIX_KINDS)
 _RECORDS = (Kind.JSONL, Kind.TSV)  # named by suffix alone: their content is ordinary text
+# A document gzipped ("intro.md.gz"): Debian compresses every text document over 4 kB in /usr/share/doc. Read as the
+# file its name has without ".gz"; a name with no document suffix inside ("changelog.gz") stays unread.
+GZIPPED = ".gz"
 _HEAD = 8192
 
 
 def suffix_kind(name: str) -> Kind | None:
     name = name.lower()
     return next((kind for suffix, kind in SUFFIX_KINDS.items() if name.endswith(suffix)), None)
+
+
+def gzipped_document(name: str) -> str | None:
+    """The name a gzipped document has uncompressed ("intro.md" for "intro.md.gz"), when it names a document kind
+    (not JSON lines, which are read compressed as they are); None otherwise."""
+    if not name.lower().endswith(GZIPPED):
+        return None
+    inner = name[: -len(GZIPPED)]
+    return inner if suffix_kind(inner) not in (None, *_RECORDS) else None
 
 
 def sniff(head: bytes) -> Kind | None:
@@ -126,5 +138,6 @@ def choose(path: Path, name: str | None = None) -> Kind:
     if not Path(name).suffix and is_utf8_text(head):
         return Kind.TEXT
     raise Unreadable(
-        f"unsupported file type (expected one of {', '.join(SUFFIXES)}, or text without a suffix), skipped"
+        f"unsupported file type (expected one of {', '.join(SUFFIXES)}, gzipped or not, or text without a suffix), "
+        "skipped"
     )
