@@ -164,6 +164,21 @@ def test_gzipped_documents_are_read_as_the_documents_they_hold(tmp_path, monkeyp
     assert list(copies.iterdir()) == []
 
 
+def test_a_gzipped_document_with_no_room_to_uncompress_is_reported_not_fatal(tmp_path, monkeypatch):
+    """A full disk (or no temporary folder) while uncompressing stopped the whole build with an OSError."""
+    import errno
+
+    def no_room(*args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    (tmp_path / "a.md.gz").write_bytes(gzip.compress(b"# A\n\nText a.\n"))
+    (tmp_path / "b.md").write_text("# B\n\nText b.\n", encoding="utf-8")
+    monkeypatch.setattr(tempfile, "mkstemp", no_room)
+    docs, problems = read(tmp_path)
+    assert [d.doc_id for d in docs] == ["b.md"]
+    assert problems == [f"{tmp_path / 'a.md.gz'}: cannot be uncompressed (No space left on device), skipped"]
+
+
 def test_demo_source_yields_vital_articles():
     docs, problems = read(DEMO_SOURCE)
     assert problems == []

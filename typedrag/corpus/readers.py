@@ -586,11 +586,16 @@ class _OpenFile:
         """The file's content uncompressed into a private temporary file named like `name`, removed when the file
         is released: the readers (PDFium among them) read a path. At most MAX_GUNZIPPED bytes, so that a small file
         that expands without end (a gzip bomb) is refused, not written out."""
-        handle, temporary = tempfile.mkstemp(prefix="typedrag-gunzip-", suffix=f"-{Path(name).name}")
-        self.copy = Path(temporary)
         written = 0
         try:
-            with os.fdopen(handle, "wb") as out, gzip.open(os.fdopen(os.dup(self.fd), "rb")) as packed:
+            handle, temporary = tempfile.mkstemp(prefix="typedrag-gunzip-", suffix=f"-{Path(name).name}")
+            self.copy = Path(temporary)
+            # The descriptor is read through a copy of it, closed here: GzipFile never closes a file it was given.
+            with (
+                os.fdopen(handle, "wb") as out,
+                os.fdopen(os.dup(self.fd), "rb") as raw,
+                gzip.GzipFile(fileobj=raw) as packed,
+            ):
                 while chunk := packed.read(_CHUNK):
                     written += len(chunk)
                     if written > MAX_GUNZIPPED:
@@ -598,6 +603,8 @@ class _OpenFile:
                     out.write(chunk)
         except (EOFError, gzip.BadGzipFile, zlib.error) as e:
             raise Unreadable(f"corrupt or truncated gzip ({e}), skipped") from None
+        except OSError as e:  # no room for the copy, or no temporary folder
+            raise Unreadable(f"cannot be uncompressed ({e.strerror or e}), skipped") from None
         return self.copy
 
     def held_by(self, blocks: Iterator[Block]) -> Iterator[Block]:
