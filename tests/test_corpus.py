@@ -124,8 +124,6 @@ def test_gzipped_documents_are_read_as_the_documents_they_hold(tmp_path, monkeyp
     4 kB in /usr/share/doc), and every one was skipped as an unsupported file type. A gzipped document is read as the
     file its name has without ".gz"; a gzip that is broken, or expands past the bound, is reported; a name with no
     document suffix inside stays unread; no uncompressed copy is left behind."""
-    import gzip
-
     from typedrag.corpus import readers
 
     copies = tmp_path / "tmp"

@@ -47,6 +47,7 @@ _LINE_BASED = (Kind.TEXT, Kind.MARKDOWN, Kind.RST)  # problems in these name a l
 LONGEST_RECORD = 32 << 20  # bytes in one JSONL or TSV line: a longer one is skipped, never held whole
 MAX_GUNZIPPED = 256 << 20  # bytes a gzipped document may expand to (the largest manual seen here, R's, is 40 MB)
 _CHUNK = 1 << 20
+_BROKEN_GZIP = (EOFError, gzip.BadGzipFile, zlib.error)  # what reading a corrupt or truncated gzip raises
 
 __all__ = [
     "DEMO_SOURCE",
@@ -442,8 +443,9 @@ class _Reader:
             except Unreadable as e:
                 self.report(file.label, e.reason)
                 return
+        name = inner or file.path.name
         try:
-            kind = choose(path, inner or file.path.name)
+            kind = choose(path, name)
         except Unreadable as e:
             self.report(f"{file.label}:1" if e.reason.startswith("unsupported") else file.label, e.reason)
             return
@@ -451,13 +453,13 @@ class _Reader:
             yield from self.jsonl(path, file.label, gzipped=file.path.name.endswith(".gz"))
         elif kind is Kind.TSV:
             yield from self.tsv(path, file.label)
-        elif doc := self.structured(file, path, kind, opened):
+        elif doc := self.structured(file, path, name, kind, opened):
             yield doc
 
-    def structured(self, file: SourceFile, path: Path, kind: Kind, opened: "_OpenFile") -> Document | None:
-        """A one-document file; None (reported) when it cannot be read or holds no text."""
+    def structured(self, file: SourceFile, path: Path, name: str, kind: Kind, opened: "_OpenFile") -> Document | None:
+        """A one-document file, read from `path` as the file `name` (a gzipped one's name without ".gz"); None
+        (reported) when it cannot be read or holds no text."""
         line_based = kind in _LINE_BASED
-        name = gzipped_document(file.path.name) or file.path.name
         try:
             parsed = _parse(path, kind, title_line(Path(name).stem))
             blocks = opened.held_by(self.guarded(parsed, file.label))
@@ -515,7 +517,7 @@ class _Reader:
                         yield f"{label}:{number}", raw.decode("utf-8")
                     except UnicodeDecodeError as e:
                         self.report(f"{label}:{number}", f"not UTF-8 ({e.reason} at byte offset {e.start})")
-            except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+            except _BROKEN_GZIP as e:
                 self.report(f"{label}:{number + 1}", f"corrupt or truncated gzip ({e}), rest of file skipped")
 
     def jsonl(self, path: Path, label: str, gzipped: bool = False) -> Iterator[Document]:
@@ -601,7 +603,7 @@ class _OpenFile:
                     if written > MAX_GUNZIPPED:
                         raise Unreadable(f"expands past {MAX_GUNZIPPED // 2**20} MB uncompressed, skipped")
                     out.write(chunk)
-        except (EOFError, gzip.BadGzipFile, zlib.error) as e:
+        except _BROKEN_GZIP as e:
             raise Unreadable(f"corrupt or truncated gzip ({e}), skipped") from None
         except OSError as e:  # no room for the copy, or no temporary folder
             raise Unreadable(f"cannot be uncompressed ({e.strerror or e}), skipped") from None

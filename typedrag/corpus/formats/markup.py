@@ -114,8 +114,8 @@ def read_markup(path: Path, syntax: str, fallback_title: str | None = None) -> P
 
 def front_matter(path: Path) -> tuple[dict, int]:
     """The YAML front matter a Markdown file opens with (after blank lines, if any: "---", `key: value` lines, "---"
-    or "..."), and how many lines it takes; ({}, 0) when there is none. Only a block that YAML reads as a mapping counts: a file that opens
-    with a thematic break ("---") over a paragraph is Markdown, read from its first line."""
+    or "..."), and how many lines it takes; ({}, 0) when there is none. Only a block that YAML reads as a mapping
+    counts: a file that opens with a thematic break ("---") over a paragraph is Markdown, read from its first line."""
     held: list[str] = []
     size = 0
     opened = False

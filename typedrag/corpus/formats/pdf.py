@@ -399,7 +399,10 @@ def _paragraph_blocks(lines: list[Line], number: int, sections: _Sections) -> It
     for index, line in enumerate(lines):
         gap = previous.bottom - line.top if previous is not None else 0
         breaks = index in starts or line.column_start or gap > 0.8 * usual or gap < -usual
-        if paragraph and (breaks or line.mono != paragraph[-1].mono or (not line.mono and _ITEM.match(line.text))):
+        contents = not line.mono and _CONTENTS_ENTRY.search(line.text)  # a table of contents: navigation, a notice
+        if paragraph and (
+            breaks or contents or line.mono != paragraph[-1].mono or (not line.mono and _ITEM.match(line.text))
+        ):
             yield from _paragraph(paragraph, section, number)
             paragraph = []
         previous = line
@@ -409,10 +412,7 @@ def _paragraph_blocks(lines: list[Line], number: int, sections: _Sections) -> It
                 heading = len(line.text) <= max(len(mark.title) for mark in starts[index]) + 12  # "2.5 Missing values"
                 yield from blocks_of(line.text, section, number, kind=BlockKind.HEADING if heading else BlockKind.PROSE)
                 continue
-        if not line.mono and _CONTENTS_ENTRY.search(line.text):  # a table of contents: navigation, never an answer
-            if paragraph:
-                yield from _paragraph(paragraph, section, number)
-                paragraph = []
+        if contents:
             yield from blocks_of(line.text, section, number, kind=BlockKind.NOTICE)
             continue
         paragraph.append(line)
