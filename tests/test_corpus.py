@@ -124,7 +124,7 @@ def test_gzipped_documents_are_read_as_the_documents_they_hold(tmp_path, monkeyp
     4 kB in /usr/share/doc), and every one was skipped as an unsupported file type. A gzipped document is read as the
     file its name has without ".gz"; a gzip that is broken, or expands past the bound, is reported; a name with no
     document suffix inside stays unread; no uncompressed copy is left behind."""
-    from typedrag.corpus import readers
+    from typedrag.corpus.formats import gunzip
 
     copies = tmp_path / "tmp"
     copies.mkdir()
@@ -145,7 +145,7 @@ def test_gzipped_documents_are_read_as_the_documents_they_hold(tmp_path, monkeyp
     (docs_dir / "changelog.gz").write_bytes(gzip.compress(b"v1.0: first release\n"))
     (docs_dir / "broken.md.gz").write_bytes(gzip.compress(b"# Broken\n\nCut short.\n")[:20])
     (docs_dir / "huge.txt.gz").write_bytes(gzip.compress(b"all work and no play\n" * 60_000))
-    monkeypatch.setattr(readers, "MAX_GUNZIPPED", 1 << 20)
+    monkeypatch.setattr(gunzip, "MAX_GUNZIPPED", 1 << 20)
     docs, problems = read(docs_dir)
     assert [(d.doc_id, d.title, text_of(d)) for d in docs] == [
         ("builder.md.gz", "Dockerfile reference", "The ONBUILD instruction adds a trigger."),

@@ -247,6 +247,63 @@ def test_a_pdf_opens_at_its_page_with_the_passage_boxed(library_url):
     assert original.content == R_INTRO.read_bytes() and original.headers["content-type"] == "application/octet-stream"
 
 
+def test_gzipped_documents_upload_and_open_in_the_viewer_as_the_documents_inside(library_url, monkeypatch):
+    """Debian ships its manuals gzipped (`intro.md.gz`, `R-intro.pdf.gz`). The index read them, but an upload of
+    one was refused as a type not accepted, and the viewer showed a gzipped original as its compressed bytes
+    (latin-1 garbage, the passage never found). Now each is accepted when the document inside is, checked
+    uncompressed, and shown as the document inside."""
+    import gzip
+
+    from typedrag.corpus.formats import gunzip
+
+    url, data = library_url
+    create(url, "gz")
+    files = [("crocodiles.md.gz", gzip.compress(CROCODILES.encode())), ("bread.txt", BREAD.encode())]
+    if R_INTRO.exists():
+        files.append(("R-intro.pdf.gz", gzip.compress(R_INTRO.read_bytes())))
+    monkeypatch.setattr(gunzip, "MAX_GUNZIPPED", 1 << 20)  # R-intro.pdf is 0.6 MB
+    response = upload(
+        url,
+        "gz",
+        [
+            *files,
+            ("plain.md.gz", b"# not compressed\n\ntext\n"),
+            ("cut.md.gz", gzip.compress(CROCODILES.encode())[:30]),
+            ("bomb.txt.gz", gzip.compress(b"a" * (2 << 20))),
+            ("fake.pdf.gz", gzip.compress(b"<html><body>not a pdf</body></html>")),
+            ("tool.exe.gz", gzip.compress(b"MZ\x90\x00")),
+        ],
+    )
+    assert response.status_code == 202, response.text
+    body = response.json()
+    assert [a["name"] for a in body["accepted"]] == [name for name, _ in files]
+    reasons = {r["name"]: r["reason"] for r in body["rejected"]}
+    assert reasons["plain.md.gz"] == "named .gz, but its content is not gzip-compressed"
+    assert reasons["cut.md.gz"].startswith("corrupt or truncated gzip")
+    assert reasons["bomb.txt.gz"] == "expands past 1 MB uncompressed"
+    assert reasons["fake.pdf.gz"].startswith("uncompressed, named .pdf, but its content is not a PDF")
+    assert "type not accepted (.gz)" in reasons["tool.exe.gz"] and "each also gzipped" in reasons["tool.exe.gz"]
+    assert not any(p.name.startswith("typedrag-gunzip-") for p in Path(gunzip.tempfile.gettempdir()).iterdir())
+    listing = settled(url, "gz")
+    assert {d["name"]: d["status"] for d in listing["documents"]} == {name: "indexed" for name, _ in files}
+
+    top = ask(url, "gz", "Why does a crocodile show its fourth tooth?")["sources"][0]
+    assert top["passage_id"] == "crocodiles.md.gz#0"
+    shown = httpx.get(f"{url}/v1/collections/gz/source", params={"passage": top["passage_id"]}).json()
+    view = shown["view"]
+    assert view["kind"] == "html" and view["format"] == "Markdown" and view["located"]
+    assert "<h1>Crocodiles</h1>" in view["html"] and "fourth" in view["html"]
+    original = httpx.get(f"{url}/v1/collections/gz/documents/crocodiles.md.gz/original")
+    assert gzip.decompress(original.content) == CROCODILES.encode()  # the original as uploaded
+    if R_INTRO.exists():
+        found = httpx.post(f"{url}/v1/collections/gz/search", json={"query": "lists and data frames", "k": 5})
+        pdf = next(p for p in found.json()["passages"] if p["passage_id"].startswith("R-intro.pdf.gz#"))
+        shown = httpx.get(f"{url}/v1/collections/gz/source", params={"passage": pdf["passage_id"]}).json()["view"]
+        assert shown["kind"] == "pdf" and shown["page_count"] > 100 and shown["located"]
+        image = httpx.get(f"{url}/v1/collections/gz/documents/R-intro.pdf.gz/pages/{pdf['page']}.png")
+        assert image.status_code == 200 and image.content.startswith(b"\x89PNG")
+
+
 def test_a_hybrid_collection_embeds_and_says_how_far_it_is(library_url):
     url, _ = library_url
     create(url, "mixed", retrieval=None)  # the default: BM25 and passage vectors

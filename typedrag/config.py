@@ -69,7 +69,7 @@ class LibraryLimits(BaseModel):
     max_collection_files: int = Field(10_000, ge=1)
     max_collection_bytes: int = Field(10 << 30, ge=1)  # the originals a collection keeps
     max_collections: int = Field(1000, ge=1)
-    upload_types: tuple[str, ...] = UPLOAD_TYPES  # file name endings accepted (typedrag reads each of them)
+    upload_types: tuple[str, ...] = UPLOAD_TYPES  # file name endings accepted, each also gzipped (".md.gz")
 
     @field_validator("upload_types", mode="before")
     @classmethod

@@ -28,8 +28,6 @@ import itertools
 import json
 import os
 import stat
-import tempfile
-import zlib
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +36,7 @@ from typing import TypeAlias
 from typedrag.corpus.formats import Parsed, Unreadable
 from typedrag.corpus.formats.common import title_line
 from typedrag.corpus.formats.detect import SUFFIXES, Kind, choose, gzipped_document
+from typedrag.corpus.formats.gunzip import BROKEN_GZIP, gunzip_copy
 from typedrag.errors import CorpusError
 from typedrag.records import Block, CorpusProblem, Document
 
@@ -45,9 +44,6 @@ DEMO_SOURCE = "demo:vital-articles"
 SUPPORTED = tuple(kind.value for kind in Kind)  # the formats, for messages
 _LINE_BASED = (Kind.TEXT, Kind.MARKDOWN, Kind.RST)  # problems in these name a line
 LONGEST_RECORD = 32 << 20  # bytes in one JSONL or TSV line: a longer one is skipped, never held whole
-MAX_GUNZIPPED = 256 << 20  # bytes a gzipped document may expand to (the largest manual seen here, R's, is 40 MB)
-_CHUNK = 1 << 20
-_BROKEN_GZIP = (EOFError, gzip.BadGzipFile, zlib.error)  # what reading a corrupt or truncated gzip raises
 
 __all__ = [
     "DEMO_SOURCE",
@@ -517,7 +513,7 @@ class _Reader:
                         yield f"{label}:{number}", raw.decode("utf-8")
                     except UnicodeDecodeError as e:
                         self.report(f"{label}:{number}", f"not UTF-8 ({e.reason} at byte offset {e.start})")
-            except _BROKEN_GZIP as e:
+            except BROKEN_GZIP as e:
                 self.report(f"{label}:{number + 1}", f"corrupt or truncated gzip ({e}), rest of file skipped")
 
     def jsonl(self, path: Path, label: str, gzipped: bool = False) -> Iterator[Document]:
@@ -586,27 +582,10 @@ class _OpenFile:
 
     def gunzipped(self, name: str) -> Path:
         """The file's content uncompressed into a private temporary file named like `name`, removed when the file
-        is released: the readers (PDFium among them) read a path. At most MAX_GUNZIPPED bytes, so that a small file
-        that expands without end (a gzip bomb) is refused, not written out."""
-        written = 0
-        try:
-            handle, temporary = tempfile.mkstemp(prefix="typedrag-gunzip-", suffix=f"-{Path(name).name}")
-            self.copy = Path(temporary)
-            # The descriptor is read through a copy of it, closed here: GzipFile never closes a file it was given.
-            with (
-                os.fdopen(handle, "wb") as out,
-                os.fdopen(os.dup(self.fd), "rb") as raw,
-                gzip.GzipFile(fileobj=raw) as packed,
-            ):
-                while chunk := packed.read(_CHUNK):
-                    written += len(chunk)
-                    if written > MAX_GUNZIPPED:
-                        raise Unreadable(f"expands past {MAX_GUNZIPPED // 2**20} MB uncompressed, skipped")
-                    out.write(chunk)
-        except _BROKEN_GZIP as e:
-            raise Unreadable(f"corrupt or truncated gzip ({e}), skipped") from None
-        except OSError as e:  # no room for the copy, or no temporary folder
-            raise Unreadable(f"cannot be uncompressed ({e.strerror or e}), skipped") from None
+        is released (`gunzip_copy`: bounded, `Unreadable` when it cannot be)."""
+        # The descriptor is read through a copy of it, closed here: the file stays open for its other users.
+        with os.fdopen(os.dup(self.fd), "rb") as raw:
+            self.copy = gunzip_copy(raw, name)
         return self.copy
 
     def held_by(self, blocks: Iterator[Block]) -> Iterator[Block]:

@@ -1,6 +1,7 @@
 """What an uploaded file must be to join a collection, each refusal one line: a plain file name (no folder part,
 no hidden name), a type typedrag reads and the server accepts, content that is what its name says, not empty,
-within the size limits, and for a DOCX a zip that does not expand out of bounds (a zip bomb).
+within the size limits, and for a DOCX a zip that does not expand out of bounds (a zip bomb). A gzipped document
+("manual.pdf.gz", as Debian ships manuals) is accepted when the document inside is, and checked uncompressed.
 
 A file is received into the collection's `incoming/` folder under a random name while it streams (`Staging`),
 checked, and only then renamed among the collection's documents: an upload cut off halfway leaves nothing.
@@ -18,7 +19,8 @@ from pathlib import Path
 
 from typedrag.config import LibraryLimits
 from typedrag.corpus.formats.common import Unreadable
-from typedrag.corpus.formats.detect import Kind, is_docx, looks_binary, sniff, suffix_kind
+from typedrag.corpus.formats.detect import Kind, gzipped_document, is_docx, looks_binary, sniff, suffix_kind
+from typedrag.corpus.formats.gunzip import GZIP_MAGIC, uncompressed
 from typedrag.corpus.formats.docx import check_sizes
 
 MAX_NAME_BYTES = 200
@@ -49,10 +51,12 @@ def document_name(raw: str, limits: LibraryLimits) -> str:
         raise Rejected(shown, "hidden file names (starting with a dot) are not read")
     if len(name.encode()) > MAX_NAME_BYTES:
         raise Rejected(shown, f"the file name is longer than {MAX_NAME_BYTES} bytes")
-    lowered = name.lower()
+    lowered = (gzipped_document(name) or name).lower()
     if not any(lowered.endswith(ending) for ending in limits.upload_types):
         ending = Path(lowered).suffix or "no ending"
-        raise Rejected(shown, f"type not accepted ({ending}); accepted: {', '.join(limits.upload_types)}")
+        raise Rejected(
+            shown, f"type not accepted ({ending}); accepted: {', '.join(limits.upload_types)}, each also gzipped (.gz)"
+        )
     return name
 
 
@@ -158,6 +162,17 @@ def check_content(path: Path, name: str, size: int) -> None:
         raise Rejected(name, "the file is empty")
     with open(path, "rb") as f:
         head = f.read(8192)
+    if gzipped_document(name) is not None:
+        if not head.startswith(GZIP_MAGIC):
+            raise Rejected(name, "named .gz, but its content is not gzip-compressed")
+        try:
+            with uncompressed(path, name) as (plain, inner):
+                check_content(plain, inner, plain.stat().st_size)
+        except Unreadable as error:
+            raise Rejected(name, error.reason.removesuffix(", skipped")) from None
+        except Rejected as refused:
+            raise Rejected(name, f"uncompressed, {refused.reason}") from None
+        return
     kind, seen = suffix_kind(name), sniff(head)
     if kind is Kind.PDF:
         if seen is not Kind.PDF:

@@ -9,6 +9,7 @@
 - A PDF is shown a page at a time, rendered by PDFium (pypdfium2, the library that reads it); the passage's words
   are found among the page's characters, and their boxes come back as fractions of the page for the viewer to
   draw over the image.
+- A gzipped original ("intro.md.gz") is shown as the document inside, uncompressed into a temporary copy.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import nh3
 
 from typedrag.corpus.formats.common import Unreadable
 from typedrag.corpus.formats.detect import Kind, choose
+from typedrag.corpus.formats.gunzip import uncompressed
 
 VIEW_MAX_BYTES = 20 << 20  # a text original larger than this is not shown whole (its passage is)
 PAGE_MAX_PIXELS = 1600  # the longer side of a rendered PDF page
@@ -245,6 +247,25 @@ def kind_of(path: Path, name: str) -> Kind:
         return Kind.TEXT
 
 
+def view(
+    path: Path, name: str, passage_text: str | None, first: int | None = None, last: int | None = None
+) -> dict[str, Any]:
+    """What the viewer shows of document `path` (named `name`): `render`'s view, with a PDF's pages that hold the
+    passage (pages `first`..`last`, or the first page) and whether it was found on them."""
+    try:
+        with uncompressed(path, name) as (plain, plain_name):
+            shown = render(plain, plain_name, passage_text)
+            if shown["kind"] == "pdf":
+                pages = range(first, (last or first) + 1) if first else range(1, 2)
+                shown["pages"] = [
+                    pdf_page(plain, n, passage_text, first, last) for n in pages if 1 <= n <= shown["page_count"]
+                ]
+                shown["located"] = any(p["boxes"] for p in shown["pages"])
+    except Unreadable as error:
+        return {"kind": "none", "note": f"the original cannot be shown: {error.reason.removesuffix(', skipped')}"}
+    return shown
+
+
 def render(path: Path, name: str, passage_text: str | None) -> dict[str, Any]:
     """How the viewer shows document `path` (named `name`): {"kind": "html", "html", "located"} for every text-like
     document, {"kind": "pdf", "page_count"} for a PDF (its pages come from `pdf_page`)."""
@@ -377,8 +398,12 @@ def _passage_boxes(
     return boxes
 
 
-def pdf_page_png(path: Path, number: int) -> bytes:
-    """Page `number` (1-based) rendered as a PNG, its longer side PAGE_MAX_PIXELS at most."""
+def pdf_page_png(path: Path, number: int, name: str | None = None) -> bytes:
+    """Page `number` (1-based) rendered as a PNG, its longer side PAGE_MAX_PIXELS at most (`name`: the file's
+    name, when it may be a gzipped PDF)."""
+    if name is not None:
+        with uncompressed(path, name) as (plain, _):
+            return pdf_page_png(plain, number)
     import pypdfium2 as pdfium
 
     pdf = pdfium.PdfDocument(str(path))

@@ -21,9 +21,10 @@ from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from starlette.requests import ClientDisconnect
 
+from typedrag.corpus.formats.common import Unreadable
 from typedrag.library import Caller, Collection, CollectionError, may
 from typedrag.library.uploads import Staging
-from typedrag.library.viewer import pdf_page, pdf_page_png, render
+from typedrag.library.viewer import pdf_page_png, view
 from typedrag.server.auth import require_caller
 from typedrag.server.error_bodies import api_error, error_body
 from typedrag.server.logs import client_log, log
@@ -353,12 +354,7 @@ def _source(target: Collection, passage_id: str | None, document: str | None) ->
     }
     if path is None:
         return {**shown, "note": why, "view": {"kind": "none"}}
-    view = render(path, name, text)
-    if view["kind"] == "pdf":
-        pages = range(first, last + 1) if first else range(1, 2)
-        view["pages"] = [pdf_page(path, n, text, first, last) for n in pages if 1 <= n <= view["page_count"]]
-        view["located"] = any(p["boxes"] for p in view["pages"])
-    shown["view"] = view
+    shown["view"] = view(path, name, text, first, last)
     return shown
 
 
@@ -374,9 +370,11 @@ async def page_image(
     if path is None:
         raise api_error(404, f"{name}: {why}")
     try:
-        image = await asyncio.to_thread(pdf_page_png, path, number)
+        image = await asyncio.to_thread(pdf_page_png, path, number, name)
     except IndexError as error:
         raise api_error(404, str(error)) from None
+    except Unreadable as error:
+        raise api_error(422, f"{name}: {error.reason.removesuffix(', skipped')}") from None
     except Exception as error:  # not a PDF, or one PDFium cannot render
         raise api_error(422, f"{name}: page {number} cannot be rendered ({type(error).__name__})") from None
     return Response(image, media_type="image/png", headers={"Cache-Control": "private, max-age=300"})
