@@ -407,12 +407,66 @@ def test_index_counts_a_manuals_links_to_shared_assets_on_one_line(tmp_path):
     lines = [line for line in out.stderr.splitlines() if line.startswith("skipped")]
     assert lines == [
         "skipped 6 files of types typedrag does not read: .png 6",
-        "skipped 6 symbolic links to files outside the corpus folder (not read; index the folder they lead to, to "
-        "read them): .css 3, .js 2, .ttf 1",
+        "skipped 6 symbolic links to files outside the corpus folder (not read; --follow-links reads them): .css 3, "
+        ".js 2, .ttf 1",
     ], out.stderr
     (docs / "_static" / "font.ttf").unlink()  # five: each by name, as before
     out = runner.invoke(app, ["index", str(docs), "--index", str(tmp_path / "index2")], env={"COLUMNS": "400"})
     assert sum("symbolic link to a file outside the corpus folder" in line for line in out.stderr.splitlines()) == 5
+
+
+def test_follow_links_reads_a_doc_packages_linked_manuals_and_a_sync_keeps_following(tmp_path):
+    """`typedrag index /usr/share/doc/bash-doc` indexed only its copyright file: Debian's doc packages link their
+    manuals from another package's folder (bashref.html -> ../bash/bashref.html), and a link leading out of the
+    folder is skipped. The skip now says how to read them; --follow-links does, is recorded, and a sync keeps it.
+    The passage's original is served from where the link leads, only while it is the file indexed."""
+    from typedrag.config import LibraryLimits
+    from typedrag.index import open_retriever
+    from typedrag.library.store import Collection
+
+    real, docs = tmp_path / "bash", tmp_path / "bash-doc"
+    (real / "examples").mkdir(parents=True)
+    docs.mkdir()
+    (real / "bashref.html").write_text(
+        "<html><head><title>Bash Reference</title></head><body><h1>Brace Expansion</h1>"
+        "<p>Brace expansion generates arbitrary strings from a pattern such as a{b,c}d.</p></body></html>"
+    )
+    (real / "examples" / "loops.txt").write_text("Loop over files with a for loop and a glob.\n")
+    (docs / "bashref.html").symlink_to("../bash/bashref.html")
+    (docs / "examples").symlink_to("../bash/examples")
+    (docs / "copyright").write_text("Copyright the Free Software Foundation.\n")
+    plain = runner.invoke(app, ["index", str(docs), "--index", str(tmp_path / "plain")], env={"COLUMNS": "400"})
+    assert plain.exit_code == 0, plain.output
+    assert "indexed 1 documents" in plain.output
+    assert (
+        f"{docs / 'bashref.html'}:1: symbolic link to a file outside the corpus folder (--follow-links reads it), skipped"
+        in plain.stderr
+    )
+    assert (
+        f"{docs / 'examples'}: symbolic link to a folder outside the corpus folder (--follow-links reads it), skipped"
+        in plain.stderr
+    )
+
+    index = tmp_path / "followed"
+    out = runner.invoke(app, ["index", str(docs), "--index", str(index), "--follow-links", "--retrieval", "bm25"])
+    assert out.exit_code == 0, out.output
+    manifest = json.loads((index / "manifest.json").read_text())
+    assert manifest["corpus"]["filters"] == {"include": [], "exclude": [], "follow_links": True}
+    assert sorted(manifest["corpus"]["files"]) == ["bashref.html", "copyright", "examples/loops.txt"]
+    found = open_retriever(index).search("brace expansion pattern", 1)[0]
+    assert found.passage_id.startswith("bashref.html#")
+    # a sync without the flag keeps following, and sees a change where the link leads
+    (real / "examples" / "loops.txt").write_text("Loop over lines of a file with while read.\n")
+    synced = runner.invoke(app, ["index", str(docs), "--index", str(index)])
+    assert synced.exit_code == 0, synced.output
+    assert "read what symbolic links lead to outside the folders (--follow-links)" in synced.stderr
+    assert "added 0, updated 1, removed 0, unchanged 2" in synced.output
+    # the viewer's original: the linked file, while it is the one indexed
+    collection = Collection("default", index, None, LibraryLimits())
+    collection.retriever = open_retriever(index)
+    path, why = collection.original("bashref.html", manifest["corpus"]["files"]["bashref.html"]["sha256"])
+    assert (path, why) == (docs / "bashref.html", None)
+    assert collection.original("bashref.html", "0" * 64)[0] is None
 
 
 def test_the_readmes_first_command_leaves_only_the_index_behind(tmp_path):

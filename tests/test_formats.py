@@ -575,7 +575,7 @@ def test_symbolic_link_loops_are_reported_not_walked(tmp_path):
     assert [d.doc_id for d in docs] == ["sub/page.md"]
     root = tmp_path / "docs"
     assert problems == [
-        f"{root / 'outside'}: symbolic link to a folder outside the corpus folder, skipped",
+        f"{root / 'outside'}: symbolic link to a folder outside the corpus folder (--follow-links reads it), skipped",
         f"{root / 'self.txt'}: broken symbolic link or symbolic link loop, skipped",
         f"{root / 'sub' / 'again'}: symbolic link loop, skipped",
     ]

@@ -141,6 +141,14 @@ def index(
             "--exclude 'release-*' (a matching folder is left out whole). Files a sync's new filters leave out leave the index.",
         ),
     ] = None,
+    follow_links: Annotated[
+        bool,
+        typer.Option(
+            "--follow-links",
+            help="Read what symbolic links in the folders given lead to outside them (Debian's *-doc packages link "
+            "their manuals from elsewhere). Recorded with --include and --exclude: giving any of the three to a sync replaces all three.",
+        ),
+    ] = False,
     dense: Annotated[bool, typer.Option("--dense", hidden=True, help="The older name of --retrieval hybrid.")] = False,
     ray_address: Annotated[
         Optional[str],
@@ -162,7 +170,8 @@ def index(
         sentence_vectors=sentence_vectors,
         **backend_overrides(backend, uri, collection, token, retrieval),
     )
-    filters = FileFilter(tuple(include or ()), tuple(exclude or ())) if include or exclude else None
+    given = include or exclude or follow_links
+    filters = FileFilter(tuple(include or ()), tuple(exclude or ()), follow_links) if given else None
     with lossy_stdout():  # progress and the summary that cannot be written never stop the build (issue 57 P5)
         _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters)
 
@@ -216,6 +225,8 @@ def _index(
         errors.print(
             f"left out {summary.left_out:,} {files} of the folders by {for_terminal(summary.filters)}", markup=False
         )
+    if summary.follows_links:
+        errors.print("read what symbolic links lead to outside the folders (--follow-links)")
     where = for_terminal(summary.index_dir)
     if summary.synced:
         console.print(
@@ -283,7 +294,7 @@ _GROUPED = (
     ("unsupported file type", "files of types typedrag does not read"),
     (
         "symbolic link to a file outside the corpus folder",
-        "symbolic links to files outside the corpus folder (not read; index the folder they lead to, to read them)",
+        "symbolic links to files outside the corpus folder (not read; --follow-links reads them)",
     ),
 )
 

@@ -237,6 +237,7 @@ class IndexSummary:
     skipped: int = 0
     left_out: int = 0  # files of the folders given that the filters left out
     filters: str = ""  # the filters applied (given, or recorded in the index), as options: "--include '*.html'"
+    follows_links: bool = False  # links leading out of the folders were read (--follow-links, given or recorded)
     synced: bool = False  # an existing index was brought up to date (else built from scratch)
     added: int = 0
     updated: int = 0

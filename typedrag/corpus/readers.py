@@ -43,6 +43,7 @@ from typedrag.records import Block, CorpusProblem, Document
 DEMO_SOURCE = "demo:vital-articles"
 SUPPORTED = tuple(kind.value for kind in Kind)  # the formats, for messages
 _LINE_BASED = (Kind.TEXT, Kind.MARKDOWN, Kind.RST)  # problems in these name a line
+FOLLOW_HINT = "--follow-links reads it"
 LONGEST_RECORD = 32 << 20  # bytes in one JSONL or TSV line: a longer one is skipped, never held whole
 
 __all__ = [
@@ -125,13 +126,19 @@ class FileFilter:
     folders it is in, one with a `/` against its path inside the folder given and the paths of its folders;
     a leading `**/` may be written or left out. A file is read when it matches some `include` pattern (or
     there are none) and no `exclude` pattern: `--exclude 'changelog*'` leaves out changelog.html and a
-    changelog/ folder alike. Files named directly, not found in a folder, are always read."""
+    changelog/ folder alike. Files named directly, not found in a folder, are always read.
+
+    `follow_links` (`--follow-links`): a symbolic link inside the folder that leads out of it is read too, as if
+    its file or folder were there. Off by default: a folder shared with others may hold a link to a private file.
+    Debian's documentation packages link their manuals from elsewhere (bash-doc's bashref.html is
+    ../bash/bashref.html), so a user indexing one asks for it."""
 
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
+    follow_links: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.include or self.exclude)
+        return bool(self.include or self.exclude or self.follow_links)
 
     def admits(self, key: str) -> bool:
         """Whether the file at `key` (its path inside its folder, POSIX) is read."""
@@ -139,18 +146,30 @@ class FileFilter:
             return False
         return not any(_matches(key, pattern) for pattern in self.exclude)
 
-    def to_json(self) -> dict[str, list[str]]:
-        return {"include": list(self.include), "exclude": list(self.exclude)}
+    def to_json(self) -> dict[str, list[str] | bool]:
+        recorded: dict[str, list[str] | bool] = {"include": list(self.include), "exclude": list(self.exclude)}
+        if self.follow_links:
+            recorded["follow_links"] = True
+        return recorded
 
     @classmethod
     def from_json(cls, data: object) -> FileFilter:
         """The filter a manifest recorded (anything else: none)."""
         if not isinstance(data, dict):
             return cls()
-        return cls(*(tuple(p for p in data.get(side) or () if isinstance(p, str)) for side in ("include", "exclude")))
+        include, exclude = (
+            tuple(p for p in data.get(side) or () if isinstance(p, str)) for side in ("include", "exclude")
+        )
+        return cls(include, exclude, data.get("follow_links") is True)
 
     def __str__(self) -> str:
-        return " ".join([*(f"--include {p!r}" for p in self.include), *(f"--exclude {p!r}" for p in self.exclude)])
+        return " ".join(
+            [
+                *(f"--include {p!r}" for p in self.include),
+                *(f"--exclude {p!r}" for p in self.exclude),
+                *(["--follow-links"] if self.follow_links else []),
+            ]
+        )
 
 
 def _matches(key: str, pattern: str) -> bool:
@@ -173,9 +192,9 @@ def iter_source_files(
     """Every file of `sources` in order; a folder's non-hidden files sorted by path, at any depth, that
     `filters` admits (the keys of those it does not are appended to `left_out`).
 
-    Symbolic links are followed while they stay inside the folder; one leading out, a loop, or a
-    subfolder that cannot be listed is reported in `problems` and skipped. A source that does not
-    exist raises `CorpusError`.
+    Symbolic links are followed while they stay inside the folder (anywhere, with `filters.follow_links`); one
+    leading out, a loop, or a subfolder that cannot be listed is reported in `problems` and skipped. A source
+    that does not exist raises `CorpusError`.
     """
     report = _Problems(False, problems)
     for source in sources:
@@ -184,7 +203,7 @@ def iter_source_files(
             continue
         path = Path(source)
         if path.is_dir():
-            for file in _folder_files(path, report):
+            for file in _folder_files(path, report, filters.follow_links):
                 if filters.admits(file.key):
                     yield file
                 elif left_out is not None:
@@ -199,9 +218,11 @@ def iter_source_files(
             raise CorpusError(f"{source}: no such file or directory")
 
 
-def _folder_files(root: Path, report: Callable[[str, str], None]) -> Iterator[SourceFile]:
+def _folder_files(root: Path, report: Callable[[str, str], None], follow_links: bool = False) -> Iterator[SourceFile]:
     """Depth first, each folder's entries in name order with subfolders walked in their place (the
-    order `sorted()` gives paths), so ids and positions are reproducible. No recursion: a deep tree is fine."""
+    order `sorted()` gives paths), so ids and positions are reproducible. No recursion: a deep tree is fine.
+    `follow_links`: a link leading out of `root` is read as if what it leads to were there (its files are
+    then not held to `root` when they are opened)."""
     inside = root.resolve()
     walks = [_Walk(root, "", (inside,), report)]
     while walks:
@@ -215,20 +236,20 @@ def _folder_files(root: Path, report: Callable[[str, str], None]) -> Iterator[So
             real = path.resolve()
             if entry.name == "_sources" and walk.sphinx_build:
                 report(str(path), "a Sphinx build's copies of its pages' sources, skipped (the HTML pages are read)")
-            elif not real.is_relative_to(inside):
-                report(str(path), "symbolic link to a folder outside the corpus folder, skipped")
+            elif not real.is_relative_to(inside) and not follow_links:
+                report(str(path), f"symbolic link to a folder outside the corpus folder ({FOLLOW_HINT}), skipped")
             elif real in walk.ancestors:
                 report(str(path), "symbolic link loop, skipped")
             else:
                 walks.append(_Walk(path, key + "/", (*walk.ancestors, real), report))
         elif (mode := _mode(entry)) is None:
             report(str(path), "broken symbolic link or symbolic link loop, skipped")
-        elif not path.resolve().is_relative_to(inside):  # a symlink (or one in its path) leading out
-            report(f"{path}:1", "symbolic link to a file outside the corpus folder, skipped")
+        elif not (led_in := path.resolve().is_relative_to(inside)) and not follow_links:  # a symlink leading out
+            report(f"{path}:1", f"symbolic link to a file outside the corpus folder ({FOLLOW_HINT}), skipped")
         elif not stat.S_ISREG(mode):  # a FIFO would block the read forever, a device never end
             report(str(path), f"{_file_kind(mode)}, not a regular file, skipped")
         else:
-            yield SourceFile(path, key, str(path), inside)
+            yield SourceFile(path, key, str(path), inside if led_in else None)
 
 
 class _Walk:

@@ -205,7 +205,8 @@ def scan_filtered(
     """`scan` for a build: problems into `summary`, and how many files the filters left out (their keys to `left_out`)."""
     left_out = [] if left_out is None else left_out
     found = scan(sources, summary.problems, strict=strict, filters=filters, left_out=left_out)
-    summary.left_out, summary.filters = len(left_out), str(filters)
+    summary.left_out, summary.filters = len(left_out), str(FileFilter(filters.include, filters.exclude))
+    summary.follows_links = filters.follow_links
     return found
 
 

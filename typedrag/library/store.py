@@ -332,14 +332,27 @@ class Collection:
             return self.files / key, None
         if indexed_sha256 is None:  # only what the index holds is shown of a folder the server does not own
             return None, "not a document of this collection"
+        # A link leading out of the folder was read only when the index was built with --follow-links; what is
+        # served must still be the file indexed (the hash below).
+        followed = self.follows_links()
         for source in self.sources():
             path = source / key if source.is_dir() else (source if source.name == key else None)
-            if path is None or not path.is_file() or not path.resolve().is_relative_to(source.resolve()):
+            if path is None or not path.is_file():
+                continue
+            if not followed and not path.resolve().is_relative_to(source.resolve()):
                 continue
             if indexed_sha256 is not None and _sha256(path) != indexed_sha256:
                 return None, "the original has changed since it was indexed"
             return path, None
         return None, "the original is not where the index was built from"
+
+    def follows_links(self) -> bool:
+        """Whether the read-only collection's index was built reading links that lead out of its folders."""
+        try:
+            corpus = self.retriever.manifest.get("corpus", {}) if self.retriever else {}
+        except (IndexUnusableError, AttributeError):
+            return False
+        return isinstance(corpus.get("filters"), dict) and corpus["filters"].get("follow_links") is True
 
     def sources(self) -> list[Path]:
         """Where a read-only collection's index was built from (its manifest's sources)."""
