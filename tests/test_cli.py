@@ -469,6 +469,43 @@ def test_follow_links_reads_a_doc_packages_linked_manuals_and_a_sync_keeps_follo
     assert collection.original("bashref.html", "0" * 64)[0] is None
 
 
+def test_one_document_in_several_formats_is_read_once_in_the_format_read_best(tmp_path):
+    """Debian ships many manuals in several renderings side by side (claws-mail-manual.html, .pdf.gz and .txt.gz;
+    bashref.html and bashref.pdf; Node's api/fs.md and api/fs.html: 83 such groups in /usr/share/doc here), and
+    each was indexed in full, every passage two or three times over. One rendering is read, the one whose
+    structure reads best, the others reported by name; --all-formats reads them all; --include decides first."""
+    import gzip
+
+    docs = tmp_path / "manual"
+    (docs / "api").mkdir(parents=True)
+    text = "The okapi lives in the rainforest of the Congo basin and eats leaves."
+    (docs / "guide.html").write_text(f"<html><head><title>Guide</title></head><body><p>{text}</p></body></html>")
+    (docs / "guide.txt.gz").write_bytes(gzip.compress(f"{text}\n".encode()))
+    (docs / "guide.md").write_text(f"# Guide\n\n{text}\n")
+    (docs / "api" / "fs.md").write_text("# fs\n\nThe fs module reads and writes files.\n")
+    (docs / "api" / "fs.html").write_text("<html><body><p>The fs module reads and writes files.</p></body></html>")
+    (docs / "api" / "net.md").write_text("# net\n\nThe net module opens sockets.\n")
+    (docs / "notes.txt").write_text("Feeding times are posted at the gate.\n")
+
+    def build(name: str, *options: str):
+        out = runner.invoke(app, ["index", str(docs), "--index", str(tmp_path / name), "--retrieval", "bm25", *options])
+        assert out.exit_code == 0, out.output
+        return sorted(json.loads((tmp_path / name / "manifest.json").read_text())["corpus"]["files"]), out.stderr
+
+    files, stderr = build("once")
+    assert files == ["api/fs.html", "api/net.md", "guide.html", "notes.txt"]
+    assert (
+        f"{docs / 'api' / 'fs.md'}: the same document as fs.html in another format (--all-formats reads every one), skipped"
+        in stderr
+    )
+    assert f"{docs / 'guide.md'}: the same document as guide.html in another format" in stderr
+    assert f"{docs / 'guide.txt.gz'}: the same document as guide.html in another format" in stderr
+    files, _ = build("every", "--all-formats")
+    assert files == ["api/fs.html", "api/fs.md", "api/net.md", "guide.html", "guide.md", "guide.txt.gz", "notes.txt"]
+    files, _ = build("chosen", "--exclude", "*.html")  # the filters choose first: the Markdown is read best then
+    assert files == ["api/fs.md", "api/net.md", "guide.md", "notes.txt"]
+
+
 def test_the_readmes_first_command_leaves_only_the_index_behind(tmp_path):
     """Issue 55 E12: `typedrag index demo:vital-articles --index demo-index` left `.demo-index.lock` beside the index,
     untracked in the user's checkout: the build's lock file is removed when the build ends."""

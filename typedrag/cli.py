@@ -146,7 +146,16 @@ def index(
         typer.Option(
             "--follow-links",
             help="Read what symbolic links in the folders given lead to outside them (Debian's *-doc packages link "
-            "their manuals from elsewhere). Recorded with --include and --exclude: giving any of the three to a sync replaces all three.",
+            "their manuals from elsewhere). Recorded with --include and --exclude: giving any of them to a sync replaces them all.",
+        ),
+    ] = False,
+    all_formats: Annotated[
+        bool,
+        typer.Option(
+            "--all-formats",
+            help="Read every rendering of a document a folder holds (bashref.html and bashref.pdf; api/fs.md and "
+            "api/fs.html); by default only the one read best (HTML, Markdown, reStructuredText, DOCX, PDF, text), the "
+            "others reported. Recorded as --follow-links is.",
         ),
     ] = False,
     dense: Annotated[bool, typer.Option("--dense", hidden=True, help="The older name of --retrieval hybrid.")] = False,
@@ -170,8 +179,8 @@ def index(
         sentence_vectors=sentence_vectors,
         **backend_overrides(backend, uri, collection, token, retrieval),
     )
-    given = include or exclude or follow_links
-    filters = FileFilter(tuple(include or ()), tuple(exclude or ()), follow_links) if given else None
+    given = include or exclude or follow_links or all_formats
+    filters = FileFilter(tuple(include or ()), tuple(exclude or ()), follow_links, all_formats) if given else None
     with lossy_stdout():  # progress and the summary that cannot be written never stop the build (issue 57 P5)
         _index(settings, sources, passage_words, strict, rebuild, keep_missing, dense, ray_address, embedder, filters)
 
@@ -296,6 +305,7 @@ _GROUPED = (
         "symbolic link to a file outside the corpus folder",
         "symbolic links to files outside the corpus folder (not read; --follow-links reads them)",
     ),
+    ("the same document as", "renderings of documents read in a better format (--all-formats reads every one)"),
 )
 
 

@@ -35,7 +35,7 @@ from typing import TypeAlias
 
 from typedrag.corpus.formats import Parsed, Unreadable
 from typedrag.corpus.formats.common import title_line
-from typedrag.corpus.formats.detect import SUFFIXES, Kind, choose, gzipped_document
+from typedrag.corpus.formats.detect import SUFFIXES, Kind, choose, gzipped_document, rendering
 from typedrag.corpus.formats.gunzip import BROKEN_GZIP, gunzip_copy
 from typedrag.errors import CorpusError
 from typedrag.records import Block, CorpusProblem, Document
@@ -44,6 +44,8 @@ DEMO_SOURCE = "demo:vital-articles"
 SUPPORTED = tuple(kind.value for kind in Kind)  # the formats, for messages
 _LINE_BASED = (Kind.TEXT, Kind.MARKDOWN, Kind.RST)  # problems in these name a line
 FOLLOW_HINT = "--follow-links reads it"
+SAME_DOCUMENT = "the same document as"  # a rendering left for a better one: "... as bashref.html in another format"
+ALL_FORMATS_HINT = "--all-formats reads every one"
 LONGEST_RECORD = 32 << 20  # bytes in one JSONL or TSV line: a longer one is skipped, never held whole
 
 __all__ = [
@@ -136,9 +138,12 @@ class FileFilter:
     include: tuple[str, ...] = ()
     exclude: tuple[str, ...] = ()
     follow_links: bool = False
+    # `--all-formats`: every rendering of one document in a folder is read ("bashref.html" and "bashref.pdf"); by
+    # default only the one read best (`rendering`), the others reported: each would add its passages again.
+    all_formats: bool = False
 
     def __bool__(self) -> bool:
-        return bool(self.include or self.exclude or self.follow_links)
+        return bool(self.include or self.exclude or self.follow_links or self.all_formats)
 
     def admits(self, key: str) -> bool:
         """Whether the file at `key` (its path inside its folder, POSIX) is read."""
@@ -150,6 +155,8 @@ class FileFilter:
         recorded: dict[str, list[str] | bool] = {"include": list(self.include), "exclude": list(self.exclude)}
         if self.follow_links:
             recorded["follow_links"] = True
+        if self.all_formats:
+            recorded["all_formats"] = True
         return recorded
 
     @classmethod
@@ -160,7 +167,7 @@ class FileFilter:
         include, exclude = (
             tuple(p for p in data.get(side) or () if isinstance(p, str)) for side in ("include", "exclude")
         )
-        return cls(include, exclude, data.get("follow_links") is True)
+        return cls(include, exclude, data.get("follow_links") is True, data.get("all_formats") is True)
 
     def __str__(self) -> str:
         return " ".join(
@@ -168,6 +175,7 @@ class FileFilter:
                 *(f"--include {p!r}" for p in self.include),
                 *(f"--exclude {p!r}" for p in self.exclude),
                 *(["--follow-links"] if self.follow_links else []),
+                *(["--all-formats"] if self.all_formats else []),
             ]
         )
 
@@ -203,7 +211,7 @@ def iter_source_files(
             continue
         path = Path(source)
         if path.is_dir():
-            for file in _folder_files(path, report, filters.follow_links):
+            for file in _folder_files(path, report, filters):
                 if filters.admits(file.key):
                     yield file
                 elif left_out is not None:
@@ -218,13 +226,17 @@ def iter_source_files(
             raise CorpusError(f"{source}: no such file or directory")
 
 
-def _folder_files(root: Path, report: Callable[[str, str], None], follow_links: bool = False) -> Iterator[SourceFile]:
+def _folder_files(
+    root: Path, report: Callable[[str, str], None], filters: FileFilter = FileFilter()
+) -> Iterator[SourceFile]:
     """Depth first, each folder's entries in name order with subfolders walked in their place (the
     order `sorted()` gives paths), so ids and positions are reproducible. No recursion: a deep tree is fine.
-    `follow_links`: a link leading out of `root` is read as if what it leads to were there (its files are
-    then not held to `root` when they are opened)."""
+    `filters.follow_links`: a link leading out of `root` is read as if what it leads to were there (its files are
+    then not held to `root` when they are opened). Of one document's renderings in a folder, the one `rendering`
+    ranks first is listed, the others reported (unless `filters.all_formats`)."""
+    follow_links = filters.follow_links
     inside = root.resolve()
-    walks = [_Walk(root, "", (inside,), report)]
+    walks = [_Walk(root, "", (inside,), report, filters)]
     while walks:
         entry = next(walks[-1].entries, None)
         if entry is None:
@@ -241,13 +253,15 @@ def _folder_files(root: Path, report: Callable[[str, str], None], follow_links: 
             elif real in walk.ancestors:
                 report(str(path), "symbolic link loop, skipped")
             else:
-                walks.append(_Walk(path, key + "/", (*walk.ancestors, real), report))
+                walks.append(_Walk(path, key + "/", (*walk.ancestors, real), report, filters))
         elif (mode := _mode(entry)) is None:
             report(str(path), "broken symbolic link or symbolic link loop, skipped")
         elif not (led_in := path.resolve().is_relative_to(inside)) and not follow_links:  # a symlink leading out
             report(f"{path}:1", f"symbolic link to a file outside the corpus folder ({FOLLOW_HINT}), skipped")
         elif not stat.S_ISREG(mode):  # a FIFO would block the read forever, a device never end
             report(str(path), f"{_file_kind(mode)}, not a regular file, skipped")
+        elif (read_instead := walk.read_instead.get(entry.name)) is not None:
+            report(str(path), f"{SAME_DOCUMENT} {read_instead} in another format ({ALL_FORMATS_HINT}), skipped")
         else:
             yield SourceFile(path, key, str(path), inside if led_in else None)
 
@@ -256,7 +270,14 @@ class _Walk:
     """One folder being listed: its non-hidden entries in name order, the key prefix of its files,
     and the real paths of it and the folders above it (a link to one of them is a loop)."""
 
-    def __init__(self, folder: Path, prefix: str, ancestors: tuple[Path, ...], report: Callable[[str, str], None]):
+    def __init__(
+        self,
+        folder: Path,
+        prefix: str,
+        ancestors: tuple[Path, ...],
+        report: Callable[[str, str], None],
+        filters: FileFilter = FileFilter(),
+    ):
         self.prefix = prefix
         self.ancestors = ancestors
         try:
@@ -273,6 +294,22 @@ class _Walk:
         # source under _sources/: reading both would index each page twice.
         names = {e.name for e in entries}
         self.sphinx_build = "_sources" in names and ("searchindex.js" in names or "objects.inv" in names)
+        self.read_instead = {} if filters.all_formats else _other_renderings(entries, prefix, filters)
+
+
+def _other_renderings(entries: list[os.DirEntry], prefix: str, filters: FileFilter) -> dict[str, str]:
+    """{name: the name read instead} for each file of a folder that is another rendering of a document the
+    folder holds in a format read better (`rendering`), among the files `filters` admits."""
+    renderings: dict[str, list[tuple[int, str]]] = {}
+    for entry in entries:
+        if (found := rendering(entry.name)) is not None and filters.admits(prefix + entry.name) and not _is_dir(entry):
+            renderings.setdefault(found[0], []).append((found[1], entry.name))
+    instead = {}
+    for group in renderings.values():
+        if len(group) > 1:
+            (_, best), *others = sorted(group)
+            instead.update((name, best) for _, name in others)
+    return instead
 
 
 def _is_dir(entry: os.DirEntry) -> bool:

@@ -39,6 +39,7 @@ from typedrag.history import Turn
 from typedrag.index.base import EmptyIndexError, IndexUnusableError
 from typedrag.index.manifest import MANIFEST
 from typedrag.index.progress import BuildCancelled, BuildWatch
+from typedrag.corpus.readers import FileFilter
 from typedrag.index.tantivy import TantivyRetriever, open_retriever, remove_index, sync_index
 from typedrag.library.access import Action, Caller, may
 from typedrag.library.uploads import Rejected, Staged, Staging
@@ -57,6 +58,10 @@ log = logging.getLogger("typedrag.library")
 NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 PASSAGE_WORDS = 100  # as `typedrag index` cuts them
 INCOMING = "incoming"
+
+# Each uploaded file was sent on purpose: all of them are read, "guide.html" and "guide.pdf" alike (the CLI reads one
+# rendering of a document a folder holds, `FileFilter.all_formats`).
+UPLOADED = FileFilter(all_formats=True)
 
 
 class CollectionError(Exception):
@@ -732,6 +737,7 @@ class Library:
                     show_progress=False,
                     retrieval=collection.retrieval,
                     watch=watch,
+                    filters=UPLOADED,
                 )
         except BuildCancelled:
             log.info("ingestion stopped", extra={"fields": {"collection": collection.name}})

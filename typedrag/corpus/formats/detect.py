@@ -66,6 +66,23 @@ def gzipped_document(name: str) -> str | None:
     return inner if suffix_kind(inner) not in (None, *_RECORDS) else None
 
 
+# Which of one document's renderings is read when a folder holds several ("bashref.html", "bashref.pdf";
+# "api/fs.md", "api/fs.html"; "manual.html", "manual.pdf.gz", "manual.txt.gz"): the one whose structure is
+# read best (headings, lists, tables and code are marked), a compressed copy after a plain one.
+RENDERING_ORDER = (Kind.HTML, Kind.MARKDOWN, Kind.RST, Kind.DOCX, Kind.PDF, Kind.TEXT)
+
+
+def rendering(name: str) -> tuple[str, int] | None:
+    """(the document's name without its format, the rendering's rank, lower read first) for a one-document
+    file: "bashref.pdf" gives ("bashref", 8); None for records (JSONL, TSV) and names of no document kind."""
+    inner = gzipped_document(name) or name
+    kind = suffix_kind(inner)
+    if kind not in RENDERING_ORDER:
+        return None
+    suffix = next(s for s, k in SUFFIX_KINDS.items() if k is kind and inner.lower().endswith(s))
+    return inner[: -len(suffix)].lower(), 2 * RENDERING_ORDER.index(kind) + (inner != name)
+
+
 def sniff(head: bytes) -> Kind | None:
     """The kind the first bytes of a file show, if they show one (a DOCX needs `is_docx` on the file too)."""
     if head.startswith(b"%PDF-"):
