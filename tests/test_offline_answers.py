@@ -80,6 +80,36 @@ def test_one_answering_sentence_is_followed_by_on_topic_ones_up_to_the_lead_size
     assert written.notes == () and written.best == 0.9
 
 
+def test_on_topic_sentences_fill_the_answer_only_from_the_passages_it_quotes():
+    """Filler on the topic came from any passage: beside "struck an iceberg" a sentence of another page on the
+    ship's funnels. Judged blind on six manuals, filler from the answering sentence's own passage won 24-11 with
+    less noise (docs/lab/2026-12-07-filler-context.md); another passage's on-topic sentence is left out."""
+    engine = OfflineEngine(
+        reads(
+            {
+                "iceberg": Reading(0.9, 0.95, Role.CAUSE),
+                "lookouts": Reading(0.15, 0.7, Role.FACT),
+                "funnels": Reading(0.2, 0.8, Role.FACT),
+            }
+        )
+    )
+    task = Grounded(
+        role="answer:rag",
+        prompt=PROMPT,
+        question="Why did the Titanic sink?",
+        sources=[
+            source(1, "The Titanic struck an iceberg at night. The lookouts had no binoculars that night."),
+            source(2, "The ship had four funnels and was painted black. Tickets cost up to 870 pounds."),
+        ],
+    )
+    written = run(engine.write(task, Trace()))
+    assert written.text == "The Titanic struck an iceberg at night. [1] The lookouts had no binoculars that night. [1]"
+    anywhere = run(
+        OfflineEngine(engine.reader, settings=OfflineSettings(fill_from_answering_passages=False)).write(task, Trace())
+    )
+    assert "four funnels" in anywhere.text
+
+
 def test_with_nothing_answering_plain_rag_shows_the_nearest_and_says_it_does_not_answer():
     engine = OfflineEngine(reads({"funnels": Reading(0.2, 0.8, Role.FACT)}))
     task = Grounded(

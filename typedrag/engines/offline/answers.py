@@ -230,7 +230,7 @@ def adding(bars: Bars, settings: OfflineSettings) -> Filter:
 
 
 def plain(material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
-    """Plain RAG: the sentences that answer, best first, with on-topic ones after them up to
+    """Plain RAG: the sentences that answer, best first, with on-topic ones of their passages after them up to
     `lead_sentences`; none answering, the nearest on-topic ones, marked as not answering. A sentence whose
     subject is in the sentence before it comes with that sentence (`Material.with_antecedents`). A question that
     asks for an amount or a date ("How many ...?", "When did ...?") is answered only by a sentence that states
@@ -250,9 +250,15 @@ def plain(material: Material, bars: Bars, settings: OfflineSettings) -> Answer:
         return Answer(found, best=best)
     found = resolved
     if len(found) < settings.lead_sentences:  # the reader misses answers more often than it takes noise on topic
-        more = material.pick(settings.lead_sentences - len(found), on_topic(bars.on_topic), beside=found)
+        context = [from_sources({s.source for s in found})] if settings.fill_from_answering_passages else []
+        more = material.pick(settings.lead_sentences - len(found), on_topic(bars.on_topic), *context, beside=found)
         found = material.with_antecedents(found + more, settings.lead_sentences, bars.on_topic)
     return Answer(found, best=best)
+
+
+def from_sources(numbers: set[int]) -> Filter:
+    """The sentence is quoted from one of the passages numbered `numbers`."""
+    return lambda s: s.source in numbers
 
 
 def entry(task: WriteTask, material: Material, settings: OfflineSettings) -> Answer:
