@@ -13,11 +13,17 @@ from . import network_guard
 # test modules import it at collection, before any fixture: so it is switched off here, for the whole session.
 os.environ["HAYSTACK_TELEMETRY_ENABLED"] = "False"
 
+# The documents are short, as a framework hands them in, but of two sentences: an offline answer takes on-topic
+# sentences beyond those that answer only from the passages it quotes, so a streamed answer is of several sentences.
 TITANIC = [
-    "RMS Titanic sank in the North Atlantic in April 1912 after she struck an iceberg on her maiden voyage.",
-    "The Titanic carried lifeboats for only about half of those on board, which made the disaster far deadlier.",
-    "Titanic's hull plates and rivets became brittle in the icy water, and the collision opened six compartments.",
-    "Warnings of ice from other ships went unheeded, and the Titanic kept close to full speed through the ice field.",
+    "RMS Titanic sank in the North Atlantic in April 1912 after she struck an iceberg on her maiden voyage. "
+    "She went down less than three hours after the collision.",
+    "The Titanic carried lifeboats for only about half of those on board, which made the disaster far deadlier. "
+    "More than 1,500 of the 2,224 people aboard died when the ship sank.",
+    "Titanic's hull plates and rivets became brittle in the icy water, and the collision opened six compartments. "
+    "The ship was built to stay afloat with no more than four of them flooded.",
+    "Warnings of ice from other ships went unheeded, and the Titanic kept close to full speed through the ice field. "
+    "At that speed the lookouts saw the iceberg too late to turn away.",
     "An iceberg is a large piece of fresh-water ice that has broken off a glacier and floats in open water.",
 ]
 QUESTION = "Why did the Titanic sink?"

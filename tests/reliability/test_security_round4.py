@@ -152,7 +152,8 @@ def hostile_url(small_index):
             passage_id="bidi.txt#0",
             doc_id="bidi",
             title="Asteroid \u202eevil\u202c",
-            text="An asteroid is smaller than a planet and has no atmosphere \u2066at all\u2069.",
+            # read as answering too, so that both titles are listed among the sources
+            text="An asteroid is a small rocky body that is smaller than a planet and has no atmosphere \u2066at all\u2069.",
         ),
     ]
     app = create_app(Settings(index=small_index, cache_dir=None), Pipeline(OfflineEngine(), ListRetriever(passages)))
