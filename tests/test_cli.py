@@ -500,6 +500,17 @@ def test_one_document_in_several_formats_is_read_once_in_the_format_read_best(tm
     )
     assert f"{docs / 'guide.md'}: the same document as guide.html in another format" in stderr
     assert f"{docs / 'guide.txt.gz'}: the same document as guide.html in another format" in stderr
+    for n in range(6):  # past five, one line counted by ending: a gzipped rendering by its own (".txt.gz")
+        (docs / f"page{n}.html").write_text(f"<html><body><p>Page {n} of the okapi guide.</p></body></html>")
+        (docs / f"page{n}.txt.gz").write_bytes(gzip.compress(f"Page {n} of the okapi guide.\n".encode()))
+    _, stderr = build("grouped")
+    assert (
+        "skipped 9 renderings of documents read in a better format (--all-formats reads every one): .txt.gz 7, .md 2"
+        in stderr
+    )
+    for n in range(6):
+        (docs / f"page{n}.html").unlink()
+        (docs / f"page{n}.txt.gz").unlink()
     files, _ = build("every", "--all-formats")
     assert files == ["api/fs.html", "api/fs.md", "api/net.md", "guide.html", "guide.md", "guide.txt.gz", "notes.txt"]
     files, _ = build("chosen", "--exclude", "*.html")  # the filters choose first: the Markdown is read best then

@@ -309,6 +309,14 @@ _GROUPED = (
 )
 
 
+def _suffix(location: str) -> str:
+    """The ending a skipped file is counted by: ".txt.gz" for a gzipped document (".gz" alone says nothing of it)."""
+    path = Path(location)
+    if path.suffix.lower() == ".gz" and Path(path.stem).suffix:
+        return (Path(path.stem).suffix + path.suffix).lower()
+    return path.suffix.lower() or "(no suffix)"
+
+
 def _report_problems(summary) -> None:
     """What was skipped and what was cut, on stderr: the first twenty of each, then a count. A reason many files
     share (`_GROUPED`) is one line, counted by suffix."""
@@ -327,7 +335,7 @@ def _report_problems(summary) -> None:
     if more:
         errors.print(f"... and {more:,} more")
     for label, members in grouped:
-        suffixes = Counter(Path(p.location.rsplit(":", 1)[0]).suffix.lower() or "(no suffix)" for p in members)
+        suffixes = Counter(_suffix(p.location.rsplit(":", 1)[0]) for p in members)
         kinds = ", ".join(f"{suffix} {count:,}" for suffix, count in suffixes.most_common())
         errors.print(f"skipped {len(members):,} {label}: {for_terminal(kinds)}", markup=False)
     for note in summary.notes[:20]:
