@@ -125,13 +125,17 @@ class Collection:
 
     # --- the index -------------------------------------------------------------------------------
 
-    def manifest_files(self) -> dict[str, dict]:
+    def corpus(self) -> dict[str, Any]:
+        """What the index's manifest says of its corpus ({} with no index, or one that cannot be read)."""
         if self.retriever is None:
             return {}
         try:
-            return self.retriever.manifest.get("corpus", {}).get("files", {})
+            return self.retriever.manifest.get("corpus", {})
         except (IndexUnusableError, AttributeError):
             return {}
+
+    def manifest_files(self) -> dict[str, dict]:
+        return self.corpus().get("files", {})
 
     def counts(self) -> dict[str, int]:
         if self.retriever is None:
@@ -353,18 +357,11 @@ class Collection:
 
     def follows_links(self) -> bool:
         """Whether the read-only collection's index was built reading links that lead out of its folders."""
-        try:
-            corpus = self.retriever.manifest.get("corpus", {}) if self.retriever else {}
-        except (IndexUnusableError, AttributeError):
-            return False
-        return isinstance(corpus.get("filters"), dict) and corpus["filters"].get("follow_links") is True
+        return FileFilter.from_json(self.corpus().get("filters")).follow_links
 
     def sources(self) -> list[Path]:
         """Where a read-only collection's index was built from (its manifest's sources)."""
-        try:
-            listed = self.retriever.manifest.get("corpus", {}).get("sources", []) if self.retriever else []
-        except (IndexUnusableError, AttributeError):
-            return []
+        listed = self.corpus().get("sources", [])
         return [
             Path(s["source"])
             for s in listed

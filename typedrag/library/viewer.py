@@ -398,23 +398,21 @@ def _passage_boxes(
     return boxes
 
 
-def pdf_page_png(path: Path, number: int, name: str | None = None) -> bytes:
-    """Page `number` (1-based) rendered as a PNG, its longer side PAGE_MAX_PIXELS at most (`name`: the file's
-    name, when it may be a gzipped PDF)."""
-    if name is not None:
-        with uncompressed(path, name) as (plain, _):
-            return pdf_page_png(plain, number)
+def pdf_page_png(path: Path, name: str, number: int) -> bytes:
+    """Page `number` (1-based) of the PDF `path` (named `name`: a gzipped one is read uncompressed) rendered as a
+    PNG, its longer side PAGE_MAX_PIXELS at most."""
     import pypdfium2 as pdfium
 
-    pdf = pdfium.PdfDocument(str(path))
-    try:
-        if not 1 <= number <= len(pdf):
-            raise IndexError(f"no page {number}: the PDF has {len(pdf)} pages")
-        page = pdf[number - 1]
-        scale = min(2.0, PAGE_MAX_PIXELS / max(page.get_size()))
-        image = page.render(scale=scale).to_pil()
-        out = io.BytesIO()
-        image.save(out, format="PNG", optimize=False)
-        return out.getvalue()
-    finally:
-        pdf.close()
+    with uncompressed(path, name) as (plain, _):
+        pdf = pdfium.PdfDocument(str(plain))
+        try:
+            if not 1 <= number <= len(pdf):
+                raise IndexError(f"no page {number}: the PDF has {len(pdf)} pages")
+            page = pdf[number - 1]
+            scale = min(2.0, PAGE_MAX_PIXELS / max(page.get_size()))
+            image = page.render(scale=scale).to_pil()
+            out = io.BytesIO()
+            image.save(out, format="PNG", optimize=False)
+            return out.getvalue()
+        finally:
+            pdf.close()

@@ -52,9 +52,15 @@ GZIPPED = ".gz"
 _HEAD = 8192
 
 
-def suffix_kind(name: str) -> Kind | None:
+def _suffix(name: str) -> tuple[str, Kind] | None:
+    """The document suffix `name` ends with, and its kind."""
     name = name.lower()
-    return next((kind for suffix, kind in SUFFIX_KINDS.items() if name.endswith(suffix)), None)
+    return next(((suffix, kind) for suffix, kind in SUFFIX_KINDS.items() if name.endswith(suffix)), None)
+
+
+def suffix_kind(name: str) -> Kind | None:
+    found = _suffix(name)
+    return found[1] if found else None
 
 
 def gzipped_document(name: str) -> str | None:
@@ -76,10 +82,10 @@ def rendering(name: str) -> tuple[str, int] | None:
     """(the document's name without its format, the rendering's rank, lower read first) for a one-document
     file: "bashref.pdf" gives ("bashref", 8); None for records (JSONL, TSV) and names of no document kind."""
     inner = gzipped_document(name) or name
-    kind = suffix_kind(inner)
-    if kind not in RENDERING_ORDER:
+    found = _suffix(inner)
+    if found is None or found[1] not in RENDERING_ORDER:
         return None
-    suffix = next(s for s, k in SUFFIX_KINDS.items() if k is kind and inner.lower().endswith(s))
+    suffix, kind = found
     return inner[: -len(suffix)].lower(), 2 * RENDERING_ORDER.index(kind) + (inner != name)
 
 

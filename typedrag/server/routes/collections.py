@@ -370,7 +370,7 @@ async def page_image(
     if path is None:
         raise api_error(404, f"{name}: {why}")
     try:
-        image = await asyncio.to_thread(pdf_page_png, path, number, name)
+        image = await asyncio.to_thread(pdf_page_png, path, name, number)
     except IndexError as error:
         raise api_error(404, str(error)) from None
     except Unreadable as error:
