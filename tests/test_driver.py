@@ -421,8 +421,23 @@ def test_the_gate_is_read_by_calling_it():
     assert after(
         Policy("Why?"), Cleared(), Written("", not_in_sources="no dates"), engine="m", final=False, numbered=True
     ).dropped.endswith("no dates")
+    # a name no passage holds: the answer stands only when the reader is sure of it; where no reader reads the
+    # question (another script), the name turns it down before anything is written
     named = Policy.offline("Does Proxmox back up?", ["Proxmox"])
-    assert before(named, None, numbered=True).abstention.by == "unmentioned name"
+    cleared = before(named, Support(answered=True, score=0.6, bar=0.5), numbered=True)
+    assert isinstance(cleared, Cleared)
+    unsure = after(
+        named, cleared, Written("Backups.", best=named.named_bar - 0.01), engine="o", final=True, numbered=True
+    )
+    assert unsure.abstention.by == "unmentioned name" and unsure.abstention.score == round(named.named_bar - 0.01, 4)
+    assert (
+        after(named, cleared, Written("Backups.", best=named.named_bar), engine="o", final=True, numbered=True) is None
+    )
+    assert named.stood_despite_names(0.8).startswith("no passage of the documents mentions \u201cProxmox\u201d")
+    unread = Policy.offline(
+        "Proxmox \uc5d0\uc11c \ubc31\uc5c5\uc740 \uc5b4\ub5bb\uac8c \ud558\ub098\uc694?", ["Proxmox"]
+    )
+    assert before(unread, None, numbered=True).abstention.by == "unmentioned name"
 
 
 async def test_a_follow_ups_searches_are_searched_wherever_its_question_is_and_fused():

@@ -282,6 +282,21 @@ def test_format_is_chosen_by_content_as_well_as_name(tmp_path):
     assert len(problems) == 1 and problems[0].startswith(f"{tmp_path / 'program'}:1: unsupported file type")
 
 
+def test_a_sphinx_page_without_a_heading_is_titled_by_its_first_heading_or_file_name(tmp_path):
+    """Sphinx titles a page with no heading "<no title> — PROJECT documentation"; every page of Debian's Black 23.1
+    docs was titled so, and sources and citations showed it."""
+    (tmp_path / "the_basics.html").write_text(
+        "<html><head><title>&lt;no title&gt; &#8212; Black 23.1.0 documentation</title></head><body>"
+        '<div class="body" role="main"><p>Black is a well-behaved Unix-style command-line tool.</p></div></body></html>'
+    )
+    (tmp_path / "faq.html").write_text(
+        "<html><head><title>&lt;no title&gt; &#8212; Docs</title></head><body><h1>Frequently asked</h1>"
+        "<p>Answers to common questions.</p></body></html>"
+    )
+    docs, problems = read(tmp_path)
+    assert problems == [] and [d.title for d in docs] == ["Frequently asked", "the_basics"]
+
+
 def test_control_characters_and_escape_sequences_are_removed(tmp_path):
     (tmp_path / "term.txt").write_text("Colours \x1b[31mred\x1b[0m and a bell\x07 and\x08 backspace.\n")
     (tmp_path / "page.html").write_text("<title>Bad\x1b[1m title</title><p>Para\x01graph \x1b]0;window\x07text</p>")

@@ -131,7 +131,7 @@ def test_summary_and_manifest(built):
         "b": 0.75,
         "tokenizer": "en_stem",
         "passage_words": 100,
-        "chunker": 18,
+        "chunker": 19,
     }
     assert manifest["counts"] == {"documents": 7, "passages": 7, "skipped": 0}
     assert manifest["corpus"]["sources"][0]["source"] == str(corpus.resolve())

@@ -158,7 +158,7 @@ def test_manifest_matches_tantivy_and_mismatches_are_refused(server, small):
         "passage_words": 40,
         "dense": True,
         "embedder": "all-MiniLM-L6-v2 (onnx int8)",
-        "chunker": 18,
+        "chunker": 19,
         "embedder_key": "minilm",
         "vector_identity": tantivy_manifest["vectors"]["identity"],
     }

@@ -277,6 +277,48 @@ async def test_a_question_about_a_name_no_document_mentions_is_abstained_on_and_
     assert asked_about_kvm.abstention is None and "libvirt" in asked_about_kvm.answer
 
 
+PARSING = [
+    Passage(
+        "performance#0",
+        "soup",
+        "Troubleshooting › Improving performance",
+        "The wrapper will never be as fast as the parsers it sits on top of. If response time is critical, or if you "
+        "are paying for computer time by the hour, you should forget about the wrapper and work directly atop the "
+        "parser. That said, there are things you can do to speed it up: use the fastest parser, and parse only the "
+        "part of the document you need.",
+    ),
+    Passage(
+        "encodings#0",
+        "soup",
+        "Encodings",
+        "When a page comes out garbled, the encoding was guessed wrong. If you know the right encoding, pass it to the "
+        "constructor as from_encoding. If you do not know it but know the guess is wrong, pass the wrong guesses as "
+        "exclude_encodings.",
+    ),
+    Passage("tree#0", "soup", "Navigating the tree", "A tag's children are available in a list called contents."),
+]
+
+
+@pytest.mark.parametrize("method", ["rag", "typed"])
+async def test_a_name_that_is_the_askers_context_does_not_turn_down_an_answer_the_reader_is_sure_of(method):
+    """Beautiful Soup's manual answers "CPU time costs us real money: is it still worth it, or lxml directly?" word for
+    word, but never says "CPU": the question was turned down for the name. A name no passage holds now needs the
+    reader to be sure of the answer (abstain.NAMED_BAR), and the trace says why it stood; a name that is the
+    subject (Kubernetes) is still turned down, and says so."""
+    pipeline = Pipeline(OfflineEngine(), ListRetriever(PARSING))
+    result = await pipeline.answer(
+        "We parse millions of pages and CPU time costs us real money. Is the wrapper still worth it, or should we use "
+        "the parser directly?",
+        method,
+    )
+    assert result.abstention is None and "forget about the wrapper" in result.answer
+    notes = [note for step in result.steps for note in step.notes]
+    assert any(note.startswith("no passage of the documents mentions \u201cCPU\u201d; answered") for note in notes)
+    subject = await pipeline.answer("Does the wrapper run on Kubernetes?", method)
+    assert subject.abstention is not None and subject.abstention.by == "unmentioned name"
+    assert "\u201cKubernetes\u201d" in subject.answer
+
+
 async def test_a_name_the_documents_hold_in_another_form_is_mentioned():
     """ "RPMs": the stemmer leaves a plural on a word without a vowel, and the documents say "RPM"; a question's
     first word and "I've" are no names."""

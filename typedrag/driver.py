@@ -557,6 +557,8 @@ class Driver:
         verdict = judge(written)
         if verdict is not None:
             return self._declined(verdict, step, run)
+        if step.final and (stood := self.policy.stood_despite_names(written.best)) is not None:
+            self._said(task.role, (stood,))
         for note in written.notes:
             self._note(task.role, note)
         if written.said:

@@ -29,7 +29,7 @@ MAX_PASSAGE_CHARS = 3000
 MAX_INDENT = 24  # a code line's indentation kept in its passage, in spaces
 # Changes with any change to how documents become passages (a reader or the chunker): an index built by
 # another version is rebuilt, not synced.
-CHUNKER_VERSION = 18
+CHUNKER_VERSION = 19
 # A table's head longer than this (characters) is not repeated where a passage continues its rows.
 MAX_HEAD_CHARS = 300
 

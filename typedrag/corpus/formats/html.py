@@ -103,6 +103,7 @@ NOTICES = frozenset("legalnotice copyright toc toctree-wrapper list-of-figures l
 # DocBook containers whose `p.title` is a caption ("Figure 3.1. ...", "Example 12.1. ...", "Table 3.1. ...").
 CAPTIONED = frozenset("figure informalfigure example informalexample table informaltable".split())
 TITLE_SEPARATORS = (" — ", " – ", " - ", " | ", " :: ", " · ", " » ")
+SPHINX_NO_TITLE = "<no title>"  # what Sphinx titles a page with no heading (sphinx.environment.collectors.title)
 
 _META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([a-zA-Z0-9_:.-]+)""", re.I)
 _XML_ENCODING = re.compile(rb"""^\s*<\?xml[^>]+encoding\s*=\s*["']([a-zA-Z0-9_.-]+)""", re.I)
@@ -188,7 +189,11 @@ def _flatten_if_too_deep(markup: str) -> str:
 
 
 def _title(page_title: str, first_h1: str) -> str:
-    """`<title>`, less a site suffix when it is the first h1 plus a separator ("os.path — ... — Python 3.11 docs")."""
+    """`<title>`, less a site suffix when it is the first h1 plus a separator ("os.path — ... — Python 3.11 docs");
+    none when `<title>` is Sphinx's placeholder for a page without a heading ("<no title> — Black 23.1.0
+    documentation": every page of Debian's Black docs, pages of the Python, pytest and Celery docs)."""
+    if page_title.startswith(SPHINX_NO_TITLE):
+        page_title = ""
     if page_title and first_h1 and page_title != first_h1 and page_title.startswith(first_h1):
         if page_title[len(first_h1) :].startswith(TITLE_SEPARATORS):
             return first_h1
