@@ -91,6 +91,37 @@ async def test_the_models_word_stands_where_the_reader_finds_no_answer_either(st
     assert any(s.role.startswith("check:") for s in result.steps)  # checked, and found nothing
 
 
+def unanswered_overview(request):
+    """The question's own passages do not answer it, in the model's word; each aspect is answered from its own."""
+    if request.schema_name == "SubQueryPlan":
+        return abstaining(request)
+    if request.schema_name is not None:
+        return Reply(content=default_content(request))
+    if "Partial answers" in request.last_user:
+        return Reply(content="The documents do not say why it fell; they name civil wars [1].")
+    if "Answer only this part of it" in request.last_user:
+        number = re.findall(r"^\[(\d+)\]", request.last_user, re.M)[0]
+        return Reply(content=f"Civil wars weakened it [{number}].")
+    return Reply(content='{"not_in_sources": "the year the empire fell"}')
+
+
+async def test_the_aggregator_is_told_when_the_questions_own_passages_did_not_answer_it(stub):
+    """Black's manual never covers Cython, and its overview said so; the aspects that were left answered around it
+    ("widen the include pattern"), and the merged answer read as the way to format Cython files (BENCHMARKS 53f).
+    The merging step is now told that the question as asked was not answered, and what its passages lack."""
+    server = stub(unanswered_overview)
+    result = await pipeline(server, check_not_in_sources=False).answer(QUESTION, "typed", "reason")
+    [overview] = [a for a in result.aspects if a.label == "overview"]
+    assert overview.error is not None and "the year the empire fell" in overview.error
+    [merge] = [r for r in server.requests if "Partial answers" in r.last_user]
+    assert "did not answer it (it lacks the year the empire fell)" in merge.last_user
+    assert "Open with one sentence saying what the documents do not say" in merge.last_user
+    answered = stub(abstaining)  # the overview answered (the reader overrides its "not in the sources")
+    await pipeline(answered).answer(QUESTION, "typed", "reason")
+    [merged] = [r for r in answered.requests if "Partial answers" in r.last_user]
+    assert "did not answer it" not in merged.last_user
+
+
 # ---------------------------------------------------------------- a debate that may conclude
 
 FSYNC = [

@@ -77,6 +77,7 @@ HEADING_BAR = 0.75
 # answers it: the 39 it does not were read at 0.52 at most (27 of them pass the other bars), the answerable "Flask"
 # question at 0.79 (docs/lab/2026-12-07-unmentioned-names.md).
 NAMED_BAR = 0.6
+NOT_ANSWERED = "its passages do not answer it"  # how a dropped step's reason opens when its passages do not answer
 UNMENTIONED = "unmentioned name"  # an abstention's `by` when the question names what no document mentions
 # Languages that write every noun with a capital (py3langid's codes: German, Luxembourgish): there a capital first
 # letter does not make a name.
@@ -194,7 +195,7 @@ class Policy:
         abstention = Abstention(
             looked_for=self.looked_for, reason=why, by="relevance bar", score=judged.score, bar=judged.bar
         )
-        return Verdict(abstention, f"its passages do not answer it ({judged})")
+        return Verdict(abstention, f"{NOT_ANSWERED} ({judged})")
 
     def read(self, best: float | None, not_in_sources: str | None, by: str, final: bool) -> Verdict | None:
         """The verdict on a written step: the model said its sources do not answer, or (the final step,
@@ -204,7 +205,7 @@ class Policy:
             why = f"the model said its sources do not answer: {not_in_sources}"
             return Verdict(
                 Abstention(looked_for=self.looked_for, reason=why, by=by),
-                f"its passages do not answer it: {not_in_sources}",
+                f"{NOT_ANSWERED}: {not_in_sources}",
             )
         if final and self.unmentioned and self.named_bar is not None and best is not None and best < self.named_bar:
             return self._unmentioned(unsure=best)

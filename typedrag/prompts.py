@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from typedrag.llm.base import Message
 
-PROMPT_VERSION = "2026-12-10.6"
+PROMPT_VERSION = "2026-12-10.8"
 
 # Per passage in a prompt: ~100-word passages fit whole; runaway ones are cut.
 SOURCE_CHARS = 1200
@@ -124,6 +124,15 @@ NO_FILLER = (
 ON_QUESTION = (
     "Keep only what answers the question as asked: leave out what the material says about neighbouring "
     "features, options or tasks the question does not ask about, however true."
+)
+# What a step merging partial answers is told when the question's own passages did not answer it (the overview was
+# dropped): the parts left come from its aspects' searches, and merged alone they read as the answer. Unanswerable
+# held-out questions were answered so: "to format Cython files, widen Black's include pattern", which the manual never
+# says (BENCHMARKS.md 53f).
+UNANSWERED = (
+    "\n\nThe passages found for the question as asked did not answer it{lack}. Open with one sentence saying what the "
+    "documents do not say; then give only what the partial answers establish that bears on the question, as what the "
+    "documents do say, never as the answer to what was asked."
 )
 # The last words of every prompt that answers from sources: small models cite when reminded last.
 CITE = "Cite the sources you use by their numbers in square brackets, like [1]."

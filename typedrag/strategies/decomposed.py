@@ -21,6 +21,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, field_validator
 
+from typedrag.abstain import NOT_ANSWERED
 from typedrag.engines.base import AspectAnswer, Combined, Facet, Mediated, Part, PlanTask, Weighing, WriteTask
 from typedrag.errors import AspectsFailed, LLMError, PlanFailed
 from typedrag.prompts import CITE, GROUNDED, Prompt, format_parts
@@ -135,6 +136,9 @@ def answer_and_combine(
     parts = yield from useful_parts(answered, aspects)
     if not parts:
         raise AspectsFailed(why_none(aspects))
+    unanswered = None  # what the question's own passages lack, when they did not answer it ("": not said)
+    if overview is not None and first[0] is None and (overview.error or "").startswith(NOT_ANSWERED):
+        unanswered = overview.error.removeprefix(NOT_ANSWERED).partition(": ")[2].strip()
     written_from = {OVERVIEW: sources, **{aspect.label: aspect_sources for aspect, aspect_sources, _ in working}}
     numbered = {s.number: s for part in parts for s in written_from[part.label]}
     combining = dict(
@@ -145,6 +149,7 @@ def answer_and_combine(
         facet=how.facet,
         combine=how.combine,
         topic=topic,
+        unanswered=unanswered,
         sources=[
             numbered[n] for n in sorted(numbered)
         ],  # what the parts were written from; the prompt does not show them
