@@ -148,9 +148,12 @@ class Policy:
             return None
         return self._unmentioned()
 
+    @property
+    def _no_mention(self) -> str:
+        return "no passage of the documents mentions " + ", ".join(f"\u201c{name}\u201d" for name in self.unmentioned)
+
     def _unmentioned(self, unsure: float | None = None) -> Verdict:
-        names = ", ".join(f"\u201c{name}\u201d" for name in self.unmentioned)
-        why = f"no passage of the documents mentions {names}"
+        why = self._no_mention
         if unsure is None:
             return Verdict(Abstention(looked_for=self.looked_for, reason=why, by=UNMENTIONED), why)
         why += ", and the passages found do not surely answer the question"
@@ -164,10 +167,9 @@ class Policy:
         (None when it uses none, or no reader read it)."""
         if not self.unmentioned or self.named_bar is None or best is None:
             return None
-        names = ", ".join(f"\u201c{name}\u201d" for name in self.unmentioned)
         return (
-            f"no passage of the documents mentions {names}; answered because the reader model reads a sentence as "
-            f"answering the question at {best:.2f}, at or above {self.named_bar:.2f}"
+            f"{self._no_mention}; answered because the reader model reads a sentence as answering the question at "
+            f"{best:.2f}, at or above {self.named_bar:.2f}"
         )
 
     @property
