@@ -134,6 +134,13 @@ UNANSWERED = (
     "documents do not say; then give only what the partial answers establish that bears on the question, as what the "
     "documents do say, never as the answer to what was asked."
 )
+
+
+def unanswered(lack: str) -> str:
+    """UNANSWERED, naming what the question's own passages lack when the model said so (`lack` "": it did not)."""
+    return UNANSWERED.format(lack=f" (it lacks {lack})" if lack else "")
+
+
 # The last words of every prompt that answers from sources: small models cite when reminded last.
 CITE = "Cite the sources you use by their numbers in square brackets, like [1]."
 

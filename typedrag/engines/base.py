@@ -236,7 +236,7 @@ class Combined(WriteTask):
     combine: Literal["aggregate", "mediate"] = "aggregate"
     topic: str = ""  # a debate's topic
     # Why the question's own answer (the overview) was dropped, when it was: its passages did not answer the question
-    # as asked, so the parts left come from the aspects' searches alone, and a model is told so (prompts.UNANSWERED).
+    # as asked, so the parts left come from the aspects' searches alone, and a model is told so (prompts.unanswered).
     unanswered: str | None = None
 
     def values(self) -> dict[str, str]:

@@ -21,7 +21,7 @@ from typedrag.engines.base import (
 )
 from typedrag.errors import PlanFailed
 from typedrag.llm.base import ChatModel, Message
-from typedrag.prompts import UNANSWERED, format_parts, format_sources, labelled, reply_format
+from typedrag.prompts import format_parts, format_sources, labelled, reply_format, unanswered
 from typedrag.result import Source, Unsourced
 
 # How a reader's own instructions reach the model: after typedrag's, which they cannot override.
@@ -79,8 +79,7 @@ class LLMEngine:
         max_tokens = min(task.max_tokens, self.answer_tokens or task.max_tokens)
         messages = task.prompt.messages(**values)
         if isinstance(task, Combined) and task.unanswered is not None:
-            lack = f" (it lacks {task.unanswered})" if task.unanswered else ""
-            messages[-1]["content"] += UNANSWERED.format(lack=lack)
+            messages[-1]["content"] += unanswered(task.unanswered)
         if task.instructions:
             messages[0]["content"] += READER_INSTRUCTIONS.format(instructions=task.instructions)
         if task.knowledge == "labelled":
